@@ -1,0 +1,273 @@
+"""The Python API: ``ptodsl.load(yaml)`` gives a callable operator.
+
+Arguments are validated by parameter name before anything runs: dtype (which also picks the dtype
+variant), rank, symbol consistency, contiguity and device. A wrong argument raises
+:class:`ArgumentError` (a ``TypeError`` or ``ValueError``) carrying a diagnostic that names the
+parameter, what was expected and what was given, and points at the parameter in the ``.pto``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import sym
+from .diagnostics import Diagnostic, Label
+from .driver import Compiled, compile_spec
+from .dtypes import DTYPES, from_numpy, numpy_dtype
+from .ir import Func, Module
+from .check.types import TensorTy
+
+BACKENDS = ("sim", "cpu", "npu")
+
+
+class ArgumentError(Exception):
+    """A call-time argument error; ``.diagnostic`` holds the structured form."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        from .diagnostics.render import render
+
+        self.diagnostic = diagnostic
+        super().__init__(render(diagnostic))
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    pass
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    pass
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy view of a CPU torch tensor (bf16 through its bit pattern), or the array itself."""
+    if _is_torch(x):
+        import torch
+
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            return t.contiguous().view(torch.int16).numpy().view(numpy_dtype("bf16"))
+        return t.numpy()
+    return x
+
+
+def to_torch(a: np.ndarray):
+    import torch
+
+    if a.dtype == numpy_dtype("bf16"):
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class Operator:
+    """A compiled operator; call it like a function."""
+
+    def __init__(self, compiled: Compiled):
+        self.compiled = compiled
+        self.spec = compiled.spec
+        self.kernel = compiled.module.kernel(self.spec.op)
+        self.__doc__ = self.spec.doc or f"ptodsl operator {self.spec.op}"
+        self.name = self.spec.op
+        params = self.kernel.params
+        self.inputs = [p for p in params if p.is_tensor and p.mode != "out"]
+        self.outputs = [p for p in params if p.is_tensor and p.mode != "in"]
+        self.scalars = [p for p in params if not p.is_tensor]
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}" for p in self.kernel.params)
+        return f"<ptodsl operator {self.name}({sig})>"
+
+    def ir(self, stage: str = "tile") -> str:
+        return str(self.compiled.stages[stage])
+
+    # ------------------------------------------------------------------ calling
+    def _error(self, cls, code: str, param, message: str, label: str, help: str) -> ArgumentError:
+        span = param.span if param is not None else self.kernel.span
+        notes = ()
+        return cls(Diagnostic(code, message, span, label, (), notes, help))
+
+    def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Map positional/keyword arguments to parameters; returns (tensors, scalars, backend)."""
+        kwargs = dict(kwargs)
+        backend = kwargs.pop("backend", "sim")
+        if backend not in BACKENDS:
+            raise self._error(ArgumentValueError, "E0707", None, f"unknown backend {backend!r}",
+                              "", f"use one of {', '.join(BACKENDS)}")
+        tensors: dict[str, Any] = {}
+        if len(args) > len(self.inputs):
+            raise self._error(ArgumentTypeError, "E0704", None,
+                              f"{self.name}() takes {len(self.inputs)} positional tensor argument"
+                              f"{'s' if len(self.inputs) != 1 else ''} but {len(args)} were given",
+                              "", "pass outputs and scalars by name, e.g. "
+                              + ", ".join(f"{p.name}=..." for p in self.outputs + self.scalars))
+        for p, a in zip(self.inputs, args):
+            tensors[p.name] = a
+        scalars: dict[str, Any] = {}
+        names = {p.name: p for p in self.kernel.params}
+        for k, v in kwargs.items():
+            p = names.get(k)
+            if p is None:
+                from .check.typer import did_you_mean
+
+                raise self._error(ArgumentTypeError, "E0704", None, f"{self.name}() got an unknown argument `{k}`",
+                                  "", did_you_mean(k, list(names)) or f"parameters: {', '.join(names)}")
+            if k in tensors:
+                raise self._error(ArgumentTypeError, "E0704", p, f"argument `{k}` given twice", "",
+                                  "pass it either by position or by name")
+            (tensors if p.is_tensor else scalars)[k] = v
+        for p in self.inputs:
+            if p.name not in tensors:
+                raise self._error(ArgumentTypeError, "E0703", p, f"missing tensor argument `{p.name}`",
+                                  "declared here", f"pass `{p.name}` positionally or as `{p.name}=...`")
+        for p in self.scalars:
+            if p.name not in scalars:
+                if p.default is None:
+                    raise self._error(ArgumentTypeError, "E0703", p, f"missing scalar argument `{p.name}`",
+                                      "declared here without a default", f"pass it by name: `{p.name}=...`")
+                scalars[p.name] = _literal(p.default)
+        return tensors, scalars, backend
+
+    def resolve(self, tensors: Mapping[str, Any]) -> tuple[int, dict[str, np.ndarray], dict[str, int]]:
+        """Check every tensor argument; pick the variant and bind the symbols."""
+        spec = self.spec
+        variant: dict[str, str] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for p in self.kernel.params:
+            if not p.is_tensor or p.name not in tensors:
+                continue
+            x = tensors[p.name]
+            if _is_torch(x):
+                if x.device.type != "cpu":
+                    raise self._error(ArgumentValueError, "E0708", p, f"`{p.name}` is on device {x.device}",
+                                      "", "the sim and cpu backends take CPU tensors; call `.cpu()` first")
+            elif not isinstance(x, np.ndarray):
+                raise self._error(ArgumentTypeError, "E0705", p,
+                                  f"`{p.name}` must be a numpy array or torch tensor, got {type(x).__name__}",
+                                  "declared as a tensor here", f"pass e.g. `np.asarray({p.name})`")
+            a = to_numpy(x)
+            got = from_numpy(a.dtype)
+            want = p.dtype
+            if want in spec.dtypes:
+                if want in variant and variant[want] != got:
+                    raise self._error(ArgumentTypeError, "E0700", p,
+                                      f"`{p.name}` has dtype {got}, but `{want}` is {variant[want]} from an earlier "
+                                      "argument", f"dtype `{want}`", f"pass `{p.name}` as {variant[want]}")
+                if got not in spec.dtypes[want]:
+                    raise self._error(ArgumentTypeError, "E0700", p,
+                                      f"`{p.name}` has dtype {got or a.dtype}, expected one of "
+                                      + ", ".join(spec.dtypes[want]), f"dtype `{want}`",
+                                      f"convert it, e.g. to {spec.dtypes[want][0]}")
+                variant[want] = got
+            elif got != want:
+                raise self._error(ArgumentTypeError, "E0700", p,
+                                  f"`{p.name}` has dtype {got or a.dtype}, expected {want}",
+                                  f"declared {want} here", f"convert it to {want} first")
+            if a.ndim != len(p.dims):
+                raise self._error(ArgumentValueError, "E0701", p,
+                                  f"`{p.name}` has rank {a.ndim} (shape {list(a.shape)}), expected rank {len(p.dims)}",
+                                  f"declared with {len(p.dims)} dims here", "reshape it to match the declaration")
+            arrays[p.name] = a
+        for var, dts in spec.dtypes.items():
+            variant.setdefault(var, dts[0])
+        index = self.compiled.kernel_for(variant)
+        ck = self.compiled.checked[index]
+        symbols: dict[str, int] = dict(spec.symbols)
+        origin: dict[str, str] = {}
+        for p in self.kernel.params:
+            if p.name not in arrays:
+                continue
+            a = arrays[p.name]
+            for axis, d in enumerate(p.dims):
+                n = int(a.shape[axis])
+                if isinstance(d.value, int):
+                    if n != d.value:
+                        raise self._error(ArgumentValueError, "E0702", p,
+                                          f"`{p.name}` has {n} on dim {axis}, expected {d.value}",
+                                          f"shape declared here", f"pass a tensor with dim {axis} = {d.value}")
+                    continue
+                if d.value in symbols and (d.value in origin or d.value in spec.symbols):
+                    if symbols[d.value] != n:
+                        src = f"`{origin[d.value]}`" if d.value in origin else "the YAML's `symbols:`"
+                        raise self._error(ArgumentValueError, "E0702", p,
+                                          f"symbol `{d.value}` is {n} in `{p.name}` (dim {axis}) but "
+                                          f"{symbols[d.value]} in {src}", f"`{d.value}` used here",
+                                          "every use of one symbol must have the same size")
+                else:
+                    symbols[d.value] = n
+                    origin[d.value] = p.name
+        del ck
+        return index, arrays, symbols
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        tensors, scalars, backend = self.bind(args, kwargs)
+        torch_in = any(_is_torch(x) for x in tensors.values())
+        index, arrays, symbols = self.resolve(tensors)
+        ck = self.compiled.checked[index]
+        results = []
+        for p in self.outputs:
+            if p.name in arrays:
+                a = arrays[p.name]
+                if not a.flags.c_contiguous or not a.flags.writeable:
+                    raise self._error(ArgumentValueError, "E0709", p,
+                                      f"output `{p.name}` must be a contiguous, writable array", "",
+                                      "pass a fresh contiguous buffer (np.empty / torch.empty)")
+                results.append((p.name, tensors[p.name]))
+                continue
+            t = ck.params[p.name].ty
+            assert isinstance(t, TensorTy)
+            shape = tuple(int(sym.evaluate(s, symbols)) for s in t.shape)
+            a = np.zeros(shape, numpy_dtype(t.dtype))
+            arrays[p.name] = a
+            results.append((p.name, None))
+        for name, a in list(arrays.items()):
+            if not a.flags.c_contiguous:
+                arrays[name] = np.ascontiguousarray(a)
+        run_kernel(self.compiled, index, arrays, scalars, symbols, backend)
+        outs = []
+        for name, given in results:
+            if given is not None:
+                outs.append(given)
+            else:
+                outs.append(to_torch(arrays[name]) if torch_in else arrays[name])
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _literal(e) -> Any:
+    from .frontend import ast
+
+    if isinstance(e, ast.UnaryOp):
+        return -_literal(e.operand)
+    return e.value
+
+
+def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
+    module: Module = compiled.stages[level]
+    return module.funcs[index]
+
+
+def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any],
+               symbols: dict[str, int], backend: str, poison: bool = False) -> None:
+    if backend == "sim":
+        from .backends import sim
+
+        sim.run(kernel_func(compiled, index), arrays, scalars, symbols, poison=poison)
+        return
+    raise ArgumentValueError(Diagnostic("E0707", f"backend {backend!r} is not available yet", None, "", (), (),
+                                        "use backend=\"sim\""))
+
+
+def load(yaml_path: str) -> Operator:
+    """Parse, check and lower a spec; raises ``ptodsl.CompileError`` with its diagnostics."""
+    return Operator(compile_spec(str(yaml_path)))
+
+
+__all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "load"]
+del DTYPES, Label

@@ -1,0 +1,241 @@
+"""A numpy interpreter of the Tile IR: how ptodsl knows a kernel is right without an NPU.
+
+Tiles are numpy arrays of their static shape; every op touches only the destination's valid region
+(reductions: the source's), exactly as pto-isa's instructions do. Arithmetic runs in f32 and is
+rounded to each destination's dtype (ml_dtypes for bf16), and reductions accumulate in f32. With
+``poison=True`` every fresh tile and workspace holds NaN (integers: a sentinel), so a kernel that
+reads padding or an unwritten region shows it in the golden test instead of passing by luck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ... import sym
+from ...dtypes import DTYPES, numpy_dtype
+from ...ir import Func, Op, TensorType, TileType, Value
+from ...ops import COMPARE_SIM, OPS
+
+INT_POISON = -0x5A5A5A5A
+
+
+class SimError(RuntimeError):
+    """The kernel did something the hardware would not survive (an out-of-bounds access)."""
+
+    def __init__(self, message: str, op: Op | None = None):
+        where = f" at {op.span}" if op is not None and op.span is not None else ""
+        super().__init__(f"{message}{where}" + (f" [{op.name}]" if op is not None else ""))
+        self.op = op
+
+
+@dataclass
+class _Tile:
+    data: np.ndarray
+    valid: tuple[int, ...]
+
+    def region(self) -> tuple[slice, ...]:
+        return tuple(slice(0, v) for v in self.valid)
+
+
+@dataclass
+class Machine:
+    env: dict[str, sym.Number]
+    poison: bool = False
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    tiles: dict[str, _Tile] = field(default_factory=dict)
+    printed: list[str] = field(default_factory=list)
+
+    def ev(self, e: sym.Expr) -> sym.Number:
+        try:
+            return sym.evaluate(e, self.env)
+        except KeyError as k:
+            raise SimError(f"symbol {k} has no value") from None
+
+    def evi(self, e: sym.Expr) -> int:
+        return int(self.ev(e))
+
+    def fresh(self, dtype: str, shape) -> np.ndarray:
+        npd = numpy_dtype(dtype)
+        if not self.poison:
+            return np.zeros(shape, npd)
+        if DTYPES[dtype].is_float:
+            return np.full(shape, np.nan, npd)
+        if dtype == "bool":
+            return np.ones(shape, npd)
+        return np.full(shape, INT_POISON, npd) if np.dtype(npd).itemsize >= 4 else np.full(shape, -1, npd)
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        return a.astype(np.float32)
+    return a
+
+
+def _round_to(values: np.ndarray, dtype: str, mode: str = "rint") -> np.ndarray:
+    npd = numpy_dtype(dtype)
+    if DTYPES[dtype].is_float or dtype == "bool":
+        return values.astype(npd)
+    f = {"rint": np.rint, "round": lambda x: np.floor(x + 0.5), "floor": np.floor, "ceil": np.ceil,
+         "trunc": np.trunc}[mode]
+    if values.dtype.kind == "f":
+        values = f(values)
+    info = np.iinfo(npd)
+    return np.clip(values, info.min, info.max).astype(npd)
+
+
+def _slices(offsets, extents, shape, op: Op, what: str) -> tuple[slice, ...]:
+    out = []
+    for o, n, s in zip(offsets, extents, shape):
+        if n > 0 and (o < 0 or o + n > s):
+            raise SimError(f"{what} [{o}, {o + n}) is outside a dim of {s}", op)
+        out.append(slice(o, o + max(n, 0)))
+    return tuple(out)
+
+
+def run(func: Func, tensors: Mapping[str, np.ndarray], scalars: Mapping[str, sym.Number],
+        symbols: Mapping[str, int], poison: bool = False) -> Machine:
+    """Execute a Tile IR kernel; out/inout arrays in ``tensors`` are written in place."""
+    m = Machine(dict(symbols) | dict(scalars), poison)
+    for p in func.params:
+        if p.is_tensor:
+            m.tensors[p.name] = tensors[p.name]
+    _block(m, func.body)
+    return m
+
+
+def _block(m: Machine, ops: list[Op]) -> None:
+    for op in ops:
+        _op(m, op)
+
+
+def _op(m: Machine, op: Op) -> None:
+    name = op.name
+    if name == "loop":
+        lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
+        idx = op.attrs["index"]
+        for i in range(lo, hi, step):
+            m.env[idx] = i
+            for region in op.regions[:1]:
+                _block(m, region)
+        return
+    if name == "if":
+        branch = op.regions[0] if m.ev(op.attrs["cond"]) else op.regions[1]
+        _block(m, branch)
+        return
+    if name == "alloc":
+        r = op.result
+        t: TensorType = r.type
+        m.tensors[r.name] = m.fresh(t.dtype, tuple(m.evi(s) for s in t.shape))
+        return
+    if name == "view":
+        base = m.tensors[op.operands[0].name]
+        t = op.result.type
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        shape = [m.evi(s) for s in t.shape]
+        m.tensors[op.result.name] = base[_slices(offs, shape, base.shape, op, "view")]
+        return
+    if name == "reshape":
+        base = m.tensors[op.operands[0].name]
+        m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
+        return
+    if name == "read":
+        base = m.tensors[op.operands[0].name]
+        idx = tuple(m.evi(i) for i in op.attrs["index"])
+        if any(not 0 <= i < s for i, s in zip(idx, base.shape)):
+            raise SimError(f"element read {list(idx)} is outside a tensor of shape {list(base.shape)}", op)
+        v = base[idx]
+        m.env[op.attrs["sym"]] = v.item() if hasattr(v, "item") else v
+        return
+    if name == "print":
+        args = [m.ev(a) for a in op.attrs["args"]]
+        try:
+            text = op.attrs["format"].format(*args)
+        except (IndexError, ValueError, KeyError):
+            text = op.attrs["format"] + " " + " ".join(map(str, args))
+        m.printed.append(text)
+        print(text)
+        return
+    if name == "tile.alloc":
+        r = op.result
+        t: TileType = r.type
+        valid = tuple(max(0, min(m.evi(v), s)) for v, s in zip(t.valid, t.shape))
+        for v, s in zip(t.valid, t.shape):
+            if m.evi(v) > s:
+                raise SimError(f"valid extent {m.evi(v)} exceeds the tile dim {s}", op)
+        m.tiles[r.name] = _Tile(m.fresh(t.dtype, t.shape), valid)
+        return
+    _tile_op(m, op)
+
+
+def _tile_op(m: Machine, op: Op) -> None:
+    name = op.name[len("tile."):]
+    if name == "load":
+        dst = m.tiles[op.operands[0].name]
+        gm = m.tensors[op.operands[1].name]
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
+        dst.data[dst.region()] = gm[sl]
+        return
+    if name == "store":
+        gm = m.tensors[op.operands[0].name]
+        src = m.tiles[op.operands[1].name]
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        sl = _slices(offs, src.valid, gm.shape, op, "tile store")
+        gm[sl] = src.data[src.region()]
+        return
+    dst = m.tiles[op.operands[0].name]
+    srcs = [m.tiles[v.name] for v in op.operands[1:]]
+    reg = dst.region()
+    if name == "fill":
+        value = m.ev(op.attrs["scalar"])
+        dtype = op.operands[0].type.dtype
+        dst.data[reg] = _round_to(np.asarray(value, np.float64 if DTYPES[dtype].is_float else np.int64), dtype)
+        return
+    if name == "expand":
+        src = srcs[0]
+        piece = src.data[src.region()]
+        piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
+        dst.data[reg] = np.broadcast_to(piece, dst.valid)
+        return
+    dtype = op.operands[0].type.dtype
+    od = OPS.get(name)
+    if od is not None and od.kind == "reduce" or name in ("sum", "amax", "amin"):
+        src = srcs[0]
+        axis = op.attrs["axis"]
+        vals = _f32(src.data[src.region()])
+        if vals.shape[axis] == 0:
+            out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], OPS[name].identity, np.float32)
+        else:
+            out = OPS[name].sim(vals, axis=axis, keepdims=True)
+        dst.data[reg] = _round_to(out[tuple(slice(0, v) for v in dst.valid)], dtype)
+        return
+    args = [_f32(s.data[reg]) for s in srcs]
+    if name == "cast":
+        src = srcs[0].data[reg]
+        dst.data[reg] = _round_to(_f32(src), op.attrs["to"], op.attrs.get("mode", "rint"))
+        return
+    if name == "cmp":
+        f = COMPARE_SIM[op.attrs["mode"]]
+        if "scalar" in op.attrs:
+            s = m.ev(op.attrs["scalar"])
+            out = f(s, args[0]) if op.attrs.get("side") == "left" else f(args[0], s)
+        else:
+            out = f(args[0], args[1])
+        dst.data[reg] = out
+        return
+    if name == "where":
+        cond = srcs[0].data[reg].astype(bool)
+        rest = args[1:]
+        a = m.ev(op.attrs["scalar"]) if "scalar" in op.attrs else rest.pop(0)
+        b = m.ev(op.attrs["scalar2"]) if "scalar2" in op.attrs else rest.pop(0)
+        dst.data[reg] = _round_to(np.asarray(np.where(cond, a, b), np.float32), dtype)
+        return
+    if "scalar" in op.attrs:
+        s = np.float32(m.ev(op.attrs["scalar"])) if DTYPES[dtype].is_float else m.ev(op.attrs["scalar"])
+        args = [s, args[0]] if op.attrs.get("side") == "left" else [args[0], s]
+    with np.errstate(all="ignore"):
+        out = od.sim(*args)
+    dst.data[reg] = _round_to(np.asarray(out), dtype)

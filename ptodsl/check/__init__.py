@@ -1,0 +1,60 @@
+"""The checker: names, dtypes, symbolic shapes and the language's rules, per dtype variant."""
+
+from __future__ import annotations
+
+import itertools
+
+from ..diagnostics import Diagnostics, Label
+from ..frontend import ast
+from ..frontend.spec import Spec
+from .typer import Typer, did_you_mean
+from .types import CheckedKernel
+
+__all__ = ["CheckedKernel", "check", "variants"]
+
+
+def variants(spec: Spec) -> list[dict[str, str]]:
+    """One binding per element of the product of the YAML's dtype lists, in declaration order."""
+    names = list(spec.dtypes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(spec.dtypes[n] for n in names))] or [{}]
+
+
+def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKernel]:
+    """Type-check the spec's kernel under every dtype variant; errors go to diags."""
+    kernel = module.kernel(spec.op)
+    if kernel is None:
+        names = [k.name for k in module.kernels]
+        diags.error("E0312", f"no kernel `{spec.op}` in {spec.source}", spec.spans.at(("op",)),
+                    "the YAML names this kernel", help=did_you_mean(spec.op, names)
+                    or f"the .pto defines: {', '.join(names) or 'no kernels'}",
+                    secondary=[Label(k.name_span or k.span, "a kernel is defined here") for k in module.kernels[:1]])
+        return []
+    _check_dtype_vars(kernel, spec, diags)
+    valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
+                    for name, dims in spec.schedule.valid_shapes.items()}
+    out: list[CheckedKernel] = []
+    for variant in variants(spec):
+        typer = Typer(kernel, variant, dict(spec.symbols), valid_shapes, diags)
+        out.append(typer.run())
+    if out:
+        _check_valid_shape_names(out[0], spec, diags)
+    return out
+
+
+def _check_dtype_vars(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
+    used = {p.dtype for p in kernel.params}
+    for var in spec.dtypes:
+        if var not in used and not any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(kernel)):
+            diags.warning("W0330", f"dtype variable `{var}` is never used by kernel `{kernel.name}`",
+                          spec.spans.key(("dtypes", var)) or spec.spans.at(("dtypes",)),
+                          help="remove it, or use it as a parameter's dtype")
+
+
+def _check_valid_shape_names(ck: CheckedKernel, spec: Spec, diags: Diagnostics) -> None:
+    views = {b.name for b in ck.typing.defines.values() if b.kind == "view"}
+    for name in spec.schedule.valid_shapes:
+        if name not in views:
+            diags.error("E0607", f"`valid_shapes` names `{name}`, which is not a view in the kernel",
+                        spec.spans.key(("schedule", "valid_shapes", name)) or spec.spans.at(("schedule",)),
+                        help=did_you_mean(name, sorted(views)) or
+                        "name a binding made by `view(...)` or by slicing, e.g. `row = x[b, :]`")

@@ -1,0 +1,1094 @@
+"""Name resolution and typing of one kernel under one dtype variant.
+
+The typer walks the AST once, giving every expression a type (dtype + symbolic shape + valid shape
+for tensors; dtype + symbolic value for scalars) and recording what lowering needs: views, writes,
+loops and resolved calls. Errors go to the shared Diagnostics; after an error the expression gets
+no type and its users stay quiet, so one mistake gives one message.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Sequence
+
+from .. import sym
+from ..diagnostics import Diagnostics, Label, Span
+from ..dtypes import DTYPE_NAMES, DTYPES
+from ..frontend import ast
+from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
+from .types import (
+    Binding,
+    CallInfo,
+    CheckedKernel,
+    DtypeTy,
+    LoopInfo,
+    ScalarTy,
+    SymbolInfo,
+    TensorTy,
+    Ty,
+    Typing,
+    ViewInfo,
+    WriteInfo,
+)
+
+INDEX = "i64"
+RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "nan"}
+
+CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "sum": ("dim", "keepdim"), "amax": ("dim", "keepdim"), "amin": ("dim", "keepdim"),
+    "mean": ("dim", "keepdim"), "matmul": ("trans_a", "trans_b", "out_dtype"),
+    "cast": ("mode",), "view": ("valid_shape",), "loop": ("name",), "loop_unroll": ("name",),
+}
+CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
+
+
+def did_you_mean(name: str, candidates: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def is_float(dtype: str) -> bool:
+    return DTYPES[dtype].is_float if dtype in DTYPES else False
+
+
+class Typer:
+    def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, int],
+                 valid_shapes: dict, diags: Diagnostics):
+        self.kernel = kernel
+        self.variant = variant
+        self.fixed = fixed
+        self.valid_shapes = valid_shapes  # view name -> (dims, span) from the YAML
+        self.diags = diags
+        self.t = Typing()
+        self.scope: dict[str, Binding] = {}
+        self.symbols: dict[str, SymbolInfo] = {}
+        self.loops: list[LoopInfo] = []
+        self.loop_stack: list[LoopInfo] = []
+        self.names_used: dict[str, int] = {}
+        self.fresh = itertools.count()
+
+    # ------------------------------------------------------------ helpers
+    def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
+        notes = list(kw.pop("notes", ()))
+        if self.variant:
+            notes.append("in the dtype variant " + ", ".join(f"{k}={v}" for k, v in sorted(self.variant.items())))
+        self.diags.error(code, msg, span, label, notes=notes, **kw)
+
+    def ir_name(self, name: str) -> str:
+        n = self.names_used.get(name, 0)
+        self.names_used[name] = n + 1
+        return name if n == 0 else f"{name}_{n}"
+
+    def dtype_of(self, name: str, span: Span) -> str | None:
+        if name in DTYPE_NAMES:
+            return name
+        if name in self.variant:
+            return self.variant[name]
+        self.err("E0305", f"dtype variable `{name}` is not bound", span, "not a dtype, and not in `dtypes:`",
+                 help=f"bind it in the YAML, e.g. `dtypes: {{{name}: [f32, f16, bf16]}}`, or use one of "
+                 + ", ".join(DTYPE_NAMES))
+        return None
+
+    def ranges(self) -> dict[str, sym.Bounds]:
+        r: dict[str, sym.Bounds] = {s: (0, None) for s in self.symbols}
+        for s, v in self.fixed.items():
+            r[s] = (v, v)
+        for lp in self.loop_stack:
+            lo, _ = sym.bounds(lp.start, r)
+            r[lp.index] = (lo if lo is not None else None, None)
+        return r
+
+    # ------------------------------------------------------------ kernel
+    def run(self) -> CheckedKernel:
+        params: dict[str, Binding] = {}
+        for p in self.kernel.params:
+            dtype = self.dtype_of(p.dtype, p.dtype_span or p.span)
+            if p.name in params:
+                self.err("E0316", f"parameter `{p.name}` is declared twice", p.span,
+                         secondary=[Label(params[p.name].span, "first declared here")], help="rename one of them")
+                continue
+            if p.dims is None:
+                if p.mode != "in":
+                    self.err("E0311", f"scalar parameter `{p.name}` cannot be `{p.mode}`", p.span,
+                             help="results go to `out` tensors; make it a tensor or drop the mode")
+                b = Binding(p.name, "scalar", ScalarTy(dtype or "f32"), p.span, p, p.name)
+                if p.default is not None:
+                    self.check_default(p, dtype)
+            else:
+                shape = []
+                for axis, d in enumerate(p.dims):
+                    if isinstance(d.value, int):
+                        shape.append(d.value)
+                        continue
+                    if d.value in RESERVED:
+                        self.err("E0300", f"`{d.value}` is reserved and cannot name a dim", d.span,
+                                 help="rename the symbol")
+                    if d.value not in self.symbols:
+                        self.symbols[d.value] = SymbolInfo(d.value, self.fixed.get(d.value), (p.name, axis), d.span)
+                    shape.append(self.fixed.get(d.value, sym.Sym(d.value)))
+                b = Binding(p.name, "param", TensorTy(dtype or "f32", tuple(shape)), p.span, p, p.name)
+            self.names_used[p.name] = 1
+            params[p.name] = b
+            self.scope[p.name] = b
+        for s, v in self.fixed.items():
+            if s not in self.symbols:
+                self.symbols[s] = SymbolInfo(s, v, None, self.kernel.span)
+        self.block(self.kernel.body)
+        return CheckedKernel(self.kernel, dict(self.variant), params, self.symbols, self.t, self.loops)
+
+    def check_default(self, p: ast.Param, dtype: str | None) -> None:
+        d = p.default
+        ok = isinstance(d, ast.Num) or isinstance(d, ast.Bool) or (
+            isinstance(d, ast.UnaryOp) and d.op == "-" and isinstance(d.operand, ast.Num))
+        if not ok:
+            self.err("E0317", f"the default of `{p.name}` must be a number", d.span, help="write a literal, e.g. `= 1e-6`")
+        elif dtype and not is_float(dtype) and isinstance(getattr(d, "operand", d), ast.Num) and \
+                getattr(d, "operand", d).is_float:
+            self.err("E0317", f"the default of `{p.name}` is a float, but `{p.name}` is {dtype}", d.span,
+                     help=f"write an integer default, or declare `{p.name}: f32`")
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts: Sequence[ast.Stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: ast.Stmt) -> None:
+        if isinstance(s, ast.Assign):
+            self.assign(s)
+        elif isinstance(s, ast.ExprStmt):
+            self.expr_stmt(s)
+        elif isinstance(s, ast.For):
+            self.for_stmt(s)
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.Pass):
+            pass
+
+    def assign(self, s: ast.Assign) -> None:
+        if isinstance(s.target, ast.Name):
+            self.bind(s)
+            return
+        target = s.target
+        if not isinstance(target.value, ast.Name):
+            self.err("E0319", "only a named tensor can be written", target.span, help="write `t[...] = value`")
+            return
+        b = self.lookup(target.value)
+        if b is None:
+            self.expr(s.value)
+            return
+        region = self.region(b, target.indices, target.span)
+        vt = self.expr(s.value)
+        if region is None:
+            return
+        self.write(s, b, region, s.value, vt, target.span)
+
+    def bind(self, s: ast.Assign) -> None:
+        name = s.target.id
+        old = self.scope.get(name)
+        if old is not None and old.kind == "param":
+            if old.param is not None and old.param.mode in ("out", "inout"):
+                self.err("E0400", f"output `{name}` is rebound, never written", s.span,
+                         f"this makes `{name}` name a new value; the `{old.param.mode}` tensor is left untouched",
+                         secondary=[Label(old.span, f"`{name}` is declared `{old.param.mode}` here")],
+                         help=f"write into it: `{name}[:] = ...` or `{name}.move(...)`")
+            else:
+                self.err("E0316", f"parameter `{name}` cannot be rebound", s.target.span,
+                         secondary=[Label(old.span, "declared here")], help="bind the value to a new name")
+            self.expr(s.value)
+            return
+        if old is not None and old.kind in ("index", "symbol"):
+            self.err("E0316", f"`{name}` is a {'loop index' if old.kind == 'index' else 'dim symbol'} and cannot be rebound",
+                     s.target.span, secondary=[Label(old.span, "bound here")], help="bind the value to a new name")
+            self.expr(s.value)
+            return
+        if name in DTYPE_NAMES or name in RESERVED or name in OPS:
+            self.err("E0316", f"`{name}` is a builtin name and cannot be bound", s.target.span,
+                     help="choose another name")
+        ty = self.expr(s.value, bind_name=name)
+        if ty is None:
+            self.scope[name] = Binding(name, "value", ScalarTy("f32"), s.target.span, ir_name="?")  # poisoned
+            self.scope[name].kind = "error"
+            return
+        if isinstance(ty, DtypeTy):
+            self.err("E0311", "a dtype is not a value", s.value.span, help="use it as the dtype argument of a call")
+            return
+        kind = "scalar" if isinstance(ty, ScalarTy) else "value"
+        view = self.t.view.get(id(s.value))
+        if view is not None:
+            kind = "view"
+        call = self.t.call.get(id(s.value))
+        if call is not None and call.op in ("tensor", "zeros", "ones", "full"):
+            kind = "local"
+        if view is not None and name in self.valid_shapes:
+            dims, yspan = self.valid_shapes[name]
+            if view.valid is not None and view.valid != view.shape and isinstance(s.value, ast.Call):
+                self.err("E0607", f"view `{name}` has a valid shape both inline and in the YAML", s.value.span,
+                         secondary=[Label(yspan, "also given here")], help="keep one of the two")
+            valid = self.yaml_valid(dims, yspan, view.shape)
+            if valid is not None:
+                view = ViewInfo(view.base, view.offsets, view.shape, valid)
+                ty = TensorTy(ty.dtype, ty.shape, valid)
+                self.t.view[id(s.value)] = view
+                self.t.ty[id(s.value)] = ty
+        b = Binding(name, kind, ty, s.target.span, ir_name=self.ir_name(name), view=view)
+        if kind == "scalar":
+            read = self.t.read.get(id(s.value))
+            if read is not None:
+                b.ir_name = read[2]
+        self.scope[name] = b
+        self.t.defines[id(s)] = b
+        self.t.binding[id(s.target)] = b
+
+    def yaml_valid(self, dims, yspan: Span, shape) -> tuple[sym.Expr, ...] | None:
+        if len(dims) != len(shape):
+            self.err("E0310", f"valid shape has rank {len(dims)}, the view has rank {len(shape)}", yspan,
+                     help=f"give {len(shape)} dims")
+            return None
+        out = []
+        for d in dims:
+            if isinstance(d, int):
+                out.append(d)
+                continue
+            try:
+                e = sym.parse(str(d))
+            except ValueError:
+                self.err("E0310", f"`{d}` is not a dim expression", yspan, help="use integers and symbols")
+                return None
+            for s in sym.free_symbols(e):
+                b = self.scope.get(s)
+                if b is None and s not in self.symbols:
+                    self.err("E0300", f"unknown name `{s}` in a valid shape", yspan,
+                             help=did_you_mean(s, list(self.scope)) or "use a symbol, loop index or scalar")
+                    return None
+                if b is not None and b.kind == "scalar":
+                    e = sym.substitute(e, {s: sym.Sym(b.ir_name)})
+            out.append(e)
+        return tuple(out)
+
+    def region(self, b: Binding, indices: Sequence[ast.Index], span: Span):
+        """The (offsets, shape) region written by ``t[indices] = ...``."""
+        if not isinstance(b.ty, TensorTy):
+            self.err("E0311", f"`{b.name}` is a scalar and cannot be indexed", span, help="index a tensor")
+            return None
+        if not b.writable:
+            self.not_writable(b, span)
+            return None
+        return self.subscript_region(b.ty, indices, span)
+
+    def not_writable(self, b: Binding, span: Span) -> None:
+        if b.kind == "param":
+            self.err("E0319", f"`{b.name}` is an input and cannot be written", span,
+                     secondary=[Label(b.span, "declared here")],
+                     help=f"declare it `out` or `inout`: `{b.name}: out ...`")
+        else:
+            self.err("E0319", f"`{b.name}` is a computed value and cannot be written in place", span,
+                     secondary=[Label(b.span, "bound here")],
+                     help=f"allocate a local first: `{b.name} = tensor([...], dtype)`")
+
+    def write(self, s: ast.Stmt, b: Binding, region, value: ast.Expr, vt: Ty | None, span: Span) -> None:
+        offsets, shape = region
+        tt = b.ty
+        assert isinstance(tt, TensorTy)
+        if vt is None:
+            return
+        if isinstance(vt, DtypeTy):
+            self.err("E0311", "a dtype is not a value", value.span)
+            return
+        if isinstance(vt, TensorTy):
+            if vt.dtype != tt.dtype:
+                self.err("E0303", f"cannot write {vt.dtype} values into `{b.name}`, which is {tt.dtype}", value.span,
+                         f"this is {vt.dtype}", secondary=[Label(b.span, f"`{b.name}` is {tt.dtype}")],
+                         help=f"convert it: `cast(..., {tt.dtype})`")
+                return
+            if not self.broadcastable(vt.shape, shape):
+                self.err("E0318", f"cannot write a value of shape {fmt_shape(vt.shape)} into a region of shape "
+                         f"{fmt_shape(shape)}", value.span, f"shape {fmt_shape(vt.shape)}",
+                         secondary=[Label(span, f"region of shape {fmt_shape(shape)}")],
+                         help="make the shapes agree, or index the region to match")
+                return
+        elif isinstance(vt, ScalarTy) and not vt.weak and vt.dtype != tt.dtype and not (
+                is_float(vt.dtype) and is_float(tt.dtype)):
+            self.err("E0303", f"cannot fill {tt.dtype} `{b.name}` with a {vt.dtype} scalar", value.span)
+            return
+        self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value)
+
+    def broadcastable(self, src: Sequence[sym.Expr], dst: Sequence[sym.Expr]) -> bool:
+        if len(src) > len(dst):
+            return False
+        src = (1,) * (len(dst) - len(src)) + tuple(src)
+        return all(a == b or a == 1 for a, b in zip(src, dst))
+
+    def expr_stmt(self, s: ast.ExprStmt) -> None:
+        e = s.expr
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            method = e.func.attr
+            if method not in ("move", "assemble"):
+                self.err("E0301", f"tensors have no method `{method}`", e.func.span,
+                         help=did_you_mean(method, ["move", "assemble"]) or "use `t.move(v)` or `t.assemble(v, [offsets])`")
+                return
+            if not isinstance(e.func.value, ast.Name):
+                self.err("E0319", "only a named tensor can be written", e.func.value.span)
+                return
+            b = self.lookup(e.func.value)
+            if b is None:
+                return
+            want = 1 if method == "move" else 2
+            if len(e.args) != want or e.keywords:
+                usage = "t.move(value)" if method == "move" else "t.assemble(value, [offsets])"
+                self.err("E0302", f"`{method}` takes {want} argument{'s' if want > 1 else ''}", e.span,
+                         help=f"write `{usage}`")
+                return
+            if not isinstance(b.ty, TensorTy):
+                self.err("E0311", f"`{b.name}` is a scalar", e.func.value.span)
+                return
+            if not b.writable:
+                self.not_writable(b, e.func.value.span)
+                return
+            vt = self.expr(e.args[0])
+            if method == "move":
+                region = (tuple(0 for _ in b.ty.shape), b.ty.shape)
+            else:
+                offs = self.dim_list(e.args[1], "offsets")
+                if offs is None:
+                    return
+                if len(offs) != b.ty.rank:
+                    self.err("E0310", f"`assemble` needs {b.ty.rank} offsets, got {len(offs)}", e.args[1].span)
+                    return
+                if not isinstance(vt, TensorTy):
+                    return
+                region = (offs, vt.shape)
+            self.write(s, b, region, e.args[0], vt, e.span)
+            return
+        if isinstance(e, ast.Call) and e.func_name == "print":
+            if not e.args or not isinstance(e.args[0], ast.Str):
+                self.err("E0302", "`print` takes a format string first", e.span, help='write `print("x = {}", x)`')
+                return
+            for a in e.args[1:]:
+                self.expr(a)
+            self.t.call[id(e)] = CallInfo("print", {"format": e.args[0].value})
+            return
+        ty = self.expr(e)
+        if ty is not None:
+            self.err("E0321", "this expression's value is never used", e.span,
+                     help="assign it: `y[:] = ...` writes an output, `v = ...` binds a local")
+
+    def for_stmt(self, s: ast.For) -> None:
+        it = s.iter
+        if not (isinstance(it, ast.Call) and it.func_name in ("loop", "loop_unroll")):
+            self.err("E0502", "a loop iterates over `loop(...)` or `loop_unroll(...)`", it.span,
+                     help="write `for i in loop(N, name=\"rows\"):`")
+            return
+        unroll = it.func_name == "loop_unroll"
+        want = 2 if unroll else 1
+        if len(s.targets) != want:
+            self.err("E0502", f"`{it.func_name}` binds {want} name{'s' if want > 1 else ''}", s.span,
+                     help="write `for i, k in loop_unroll(...)`" if unroll else "write `for i in loop(...)`")
+            return
+        args = [self.scalar_value(a, "a loop bound") for a in it.args]
+        if not 1 <= len(it.args) <= 3:
+            self.err("E0302", f"`{it.func_name}` takes 1 to 3 bounds", it.span, help="loop(stop) or loop(start, stop, step)")
+            return
+        if any(a is None for a in args):
+            return
+        for kw in it.keywords:
+            if kw.name != "name":
+                self.unknown_keyword(it.func_name, kw)
+        name_kw = it.keyword("name")
+        index = s.targets[0]
+        if name_kw is not None:
+            if not isinstance(name_kw.value, ast.Str):
+                self.err("E0302", "a loop name is a string", name_kw.value.span, help='name="b_loop"')
+                return
+            name = name_kw.value.value
+        else:
+            name = f"{index.id}_loop"
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        if sym.is_const(step) and step <= 0:
+            self.err("E0302", "a loop step must be positive", it.args[2].span)
+            return
+        outer = next((lp for lp in self.loop_stack if lp.index == index.id), None)
+        if outer is not None:
+            self.err("E0500", f"nested loops both use the index `{index.id}`", index.span,
+                     "the inner loop reuses it", secondary=[Label(outer.span, "the outer loop binds it here")],
+                     help="give the inner loop another index name")
+        for t in s.targets:
+            old = self.scope.get(t.id)
+            if old is not None and old.kind in ("param", "symbol", "scalar") and outer is None:
+                self.err("E0316", f"loop index `{t.id}` shadows {old.kind} `{t.id}`", t.span,
+                         secondary=[Label(old.span, "bound here")], help="choose another index name")
+        info = LoopInfo(name, index.id, start, stop, step, s.targets[1].id if unroll else None, s.span,
+                        len(self.loop_stack), self.loop_stack[-1].name if self.loop_stack else None)
+        self.loops.append(info)
+        self.t.loop[id(s)] = info
+        saved = dict(self.scope)
+        self.scope[index.id] = Binding(index.id, "index", ScalarTy(INDEX, weak=True), index.span, ir_name=index.id)
+        if unroll:
+            k = s.targets[1]
+            self.scope[k.id] = Binding(k.id, "index", ScalarTy(INDEX, weak=True), k.span, ir_name=k.id)
+        self.loop_stack.append(info)
+        self.block(s.body)
+        self.loop_stack.pop()
+        self.merge_scope(saved, [self.scope])
+
+    def merge_scope(self, saved: dict[str, Binding], branches: list[dict[str, Binding]]) -> None:
+        """Names bound in a body survive it; rebinding a name keeps the latest binding."""
+        merged = dict(saved)
+        for scope in branches:
+            for name, b in scope.items():
+                if b.kind == "index" and name not in saved:
+                    continue
+                if len(branches) > 1 and name not in saved and not all(name in s for s in branches):
+                    continue
+                merged[name] = b
+        self.scope = merged
+
+    def if_stmt(self, s: ast.If) -> None:
+        self.condition(s.cond)
+        saved = dict(self.scope)
+        self.block(s.body)
+        then_scope = self.scope
+        self.scope = dict(saved)
+        self.block(s.orelse)
+        self.merge_scope(saved, [then_scope, self.scope])
+
+    def condition(self, e: ast.Expr) -> None:
+        ty = self.expr(e)
+        if ty is not None and not isinstance(ty, ScalarTy):
+            self.err("E0320", "a branch condition must be a scalar", e.span,
+                     "this is a tensor" if isinstance(ty, TensorTy) else "",
+                     help="branch on a scalar, e.g. `if is_loop_begin(i):` or `if s > 0:`; "
+                     "for elementwise choice use `where(cond, a, b)`")
+
+    # ------------------------------------------------------------ expressions
+    def lookup(self, n: ast.Name) -> Binding | None:
+        b = self.scope.get(n.id)
+        if b is None and n.id in self.symbols:
+            return Binding(n.id, "symbol", ScalarTy(INDEX, weak=True), self.symbols[n.id].span, ir_name=n.id)
+        if b is None:
+            if n.id in OPS or n.id in ("view", "tensor", "zeros", "ones", "full", "transpose", "reshape"):
+                self.err("E0311", f"`{n.id}` is a function; call it", n.span, help=f"write `{n.id}(...)`")
+                return None
+            candidates = list(self.scope) + list(self.symbols)
+            self.err("E0300", f"unknown name `{n.id}`", n.span, "not a parameter, local, loop index or symbol",
+                     help=did_you_mean(n.id, candidates) or
+                     "bind it first, or fix a dim symbol in the YAML's `symbols:`")
+            return None
+        if b.kind == "error":
+            return None
+        return b
+
+    def expr(self, e: ast.Expr, bind_name: str | None = None) -> Ty | None:
+        ty = self._expr(e, bind_name)
+        if ty is not None:
+            self.t.ty[id(e)] = ty
+        return ty
+
+    def _expr(self, e: ast.Expr, bind_name: str | None) -> Ty | None:
+        if isinstance(e, ast.Num):
+            self.t.scalar[id(e)] = e.value
+            return ScalarTy("f32" if e.is_float else INDEX, weak=True)
+        if isinstance(e, ast.Bool):
+            self.t.scalar[id(e)] = e.value
+            return ScalarTy("bool", weak=True)
+        if isinstance(e, ast.Str):
+            self.err("E0311", "a string is not a value here", e.span, help="strings only name loops and format prints")
+            return None
+        if isinstance(e, ast.ListExpr):
+            self.err("E0311", "a list is not a value here", e.span, help="lists give shapes and offsets of calls")
+            return None
+        if isinstance(e, ast.Name):
+            if e.id in DTYPE_NAMES or e.id in self.variant:
+                return DtypeTy(self.variant.get(e.id, e.id))
+            b = self.lookup(e)
+            if b is None:
+                return None
+            self.t.binding[id(e)] = b
+            if isinstance(b.ty, ScalarTy):
+                self.t.scalar[id(e)] = sym.Sym(b.ir_name) if b.kind != "symbol" or b.name not in self.fixed \
+                    else self.fixed[b.name]
+            if b.view is not None:
+                self.t.view[id(e)] = b.view
+            return b.ty
+        if isinstance(e, ast.UnaryOp):
+            return self.unary(e)
+        if isinstance(e, ast.BinOp):
+            return self.binop(e)
+        if isinstance(e, ast.Compare):
+            return self.compare(e)
+        if isinstance(e, ast.BoolOp):
+            a, b = self.scalar_value(e.left, "a condition"), self.scalar_value(e.right, "a condition")
+            if a is None or b is None:
+                return None
+            self.t.scalar[id(e)] = sym.logical(e.op, a, b)
+            return ScalarTy("bool")
+        if isinstance(e, ast.Subscript):
+            return self.subscript(e, bind_name)
+        if isinstance(e, ast.Call):
+            return self.call(e, bind_name)
+        if isinstance(e, ast.Attribute):
+            self.err("E0301", f"`.{e.attr}` is not a value", e.span, help="methods `move`/`assemble` are statements")
+            return None
+        return None
+
+    def unary(self, e: ast.UnaryOp) -> Ty | None:
+        ty = self.expr(e.operand)
+        if ty is None:
+            return None
+        if e.op == "not":
+            v = self.scalar_value(e.operand, "a condition", ty)
+            if v is None:
+                return None
+            self.t.scalar[id(e)] = sym.logical_not(v)
+            return ScalarTy("bool")
+        if isinstance(ty, ScalarTy):
+            v = self.t.scalar.get(id(e.operand))
+            if v is not None:
+                self.t.scalar[id(e)] = sym.neg(v) if e.op == "-" else v
+            return ty
+        if isinstance(ty, TensorTy):
+            if e.op == "+":
+                self.t.call[id(e)] = CallInfo("identity")
+                return ty
+            self.t.call[id(e)] = CallInfo("neg")
+            return TensorTy(ty.dtype, ty.shape, ty.valid)
+        self.err("E0311", "a dtype is not a value", e.span)
+        return None
+
+    def binop(self, e: ast.BinOp) -> Ty | None:
+        lt, rt = self.expr(e.left), self.expr(e.right)
+        if lt is None or rt is None:
+            return None
+        if isinstance(lt, DtypeTy) or isinstance(rt, DtypeTy):
+            self.err("E0311", "a dtype is not a value", (e.left if isinstance(lt, DtypeTy) else e.right).span)
+            return None
+        if isinstance(lt, ScalarTy) and isinstance(rt, ScalarTy):
+            a, b = self.t.scalar.get(id(e.left)), self.t.scalar.get(id(e.right))
+            op = e.op
+            ints = not is_float(lt.dtype) and not is_float(rt.dtype)
+            if op == "/" and ints:
+                op = "//"  # dims and indices divide exactly: `loop(L / BL)`
+            if a is not None and b is not None:
+                self.t.scalar[id(e)] = sym.binary(op, a, b)
+            dtype = lt.dtype if not lt.weak else rt.dtype if not rt.weak else (
+                "f32" if is_float(lt.dtype) or is_float(rt.dtype) or op == "/" else INDEX)
+            return ScalarTy(dtype, weak=lt.weak and rt.weak)
+        opname = BINARY_SPELLING.get(e.op)
+        if opname is None:
+            self.err("E0800", f"`{e.op}` on tensors is not supported", e.span,
+                     help="tensor arithmetic supports + - * /")
+            return None
+        return self.elementwise(e, opname, [(e.left, lt), (e.right, rt)])
+
+    def compare(self, e: ast.Compare) -> Ty | None:
+        lt, rt = self.expr(e.left), self.expr(e.right)
+        if lt is None or rt is None:
+            return None
+        if isinstance(lt, ScalarTy) and isinstance(rt, ScalarTy):
+            a, b = self.t.scalar.get(id(e.left)), self.t.scalar.get(id(e.right))
+            if a is not None and b is not None:
+                self.t.scalar[id(e)] = sym.compare(e.op, a, b)
+            return ScalarTy("bool")
+        ty = self.elementwise(e, "cmp", [(e.left, lt), (e.right, rt)], attrs={"mode": COMPARE_MODES[e.op]})
+        return TensorTy("bool", ty.shape, ty.valid) if isinstance(ty, TensorTy) else None
+
+    def elementwise(self, e: ast.Expr, opname: str, operands, attrs=None) -> Ty | None:
+        """Broadcast the operands (right-aligned; a dim of 1 or a scalar broadcasts) and unify dtypes."""
+        tensors = [(x, t) for x, t in operands if isinstance(t, TensorTy)]
+        for x, t in operands:
+            if isinstance(t, DtypeTy):
+                self.err("E0311", "a dtype is not a value", x.span)
+                return None
+        if not tensors:
+            return None
+        dtype = tensors[0][1].dtype
+        for x, t in tensors[1:]:
+            if t.dtype != dtype:
+                first = tensors[0]
+                self.err("E0303", f"mixed dtypes: {first[1].dtype} and {t.dtype}", e.span,
+                         secondary=[Label(first[0].span, f"this is {first[1].dtype}"), Label(x.span, f"this is {t.dtype}")],
+                         help=f"convert one side, e.g. `cast(..., {first[1].dtype})`")
+                return None
+        for x, t in operands:
+            if isinstance(t, ScalarTy) and not t.weak and not (is_float(t.dtype) == is_float(dtype)):
+                self.err("E0303", f"cannot combine a {t.dtype} scalar with a {dtype} tensor", x.span,
+                         help=f"use a {dtype} scalar")
+                return None
+            if isinstance(t, ScalarTy) and t.weak and is_float(t.dtype) and not is_float(dtype) and dtype != "bool":
+                self.err("E0303", f"cannot combine a float literal with a {dtype} tensor", x.span,
+                         help="write an integer literal, or cast the tensor to a float dtype")
+                return None
+        od = OPS.get(opname)
+        if od is not None and od.float_only and not is_float(dtype):
+            self.err("E0307", f"`{opname}` needs a float tensor, got {dtype}", e.span,
+                     help=f"cast first: `cast(x, f32)`")
+            return None
+        rank = max(t.rank for _, t in tensors)
+        shape: list[sym.Expr] = []
+        valid: list[sym.Expr] = []
+        for d in range(rank):
+            dims = []
+            for x, t in tensors:
+                pad = rank - t.rank
+                if d >= pad:
+                    dims.append((x, t.shape[d - pad], t.valid_shape[d - pad]))
+            real = [(x, s, v) for x, s, v in dims if s != 1]
+            if not real:
+                shape.append(1)
+                valid.append(min((v for _, _, v in dims), key=lambda v: 0 if v == 1 else 1))
+                continue
+            s0 = real[0][1]
+            for x, s, _ in real[1:]:
+                if s != s0:
+                    self.err("E0304", f"shapes do not broadcast: dim {d} is {sym.to_text(s0)} on one side and "
+                             f"{sym.to_text(s)} on the other", e.span,
+                             secondary=[Label(real[0][0].span, f"shape {fmt_shape(tensors_shape(real[0][0], tensors))}"),
+                                        Label(x.span, f"shape {fmt_shape(tensors_shape(x, tensors))}")],
+                             help="dims must be equal or 1 (distinct symbols are never assumed equal)")
+                    return None
+            v = real[0][2]
+            for _, _, v2 in real[1:]:
+                v = sym.min_(v, v2, self.ranges())
+            shape.append(s0)
+            valid.append(v)
+        all_valid = tuple(valid) == tuple(shape)
+        info_attrs = dict(attrs or {})
+        self.t.call[id(e)] = CallInfo(opname, info_attrs)
+        return TensorTy(dtype, tuple(shape), None if all_valid else tuple(valid))
+
+    def scalar_value(self, e: ast.Expr, what: str, ty: Ty | None = None) -> sym.Expr | None:
+        ty = ty if ty is not None else self.expr(e)
+        if ty is None:
+            return None
+        if not isinstance(ty, ScalarTy):
+            self.err("E0311", f"{what} must be a scalar", e.span,
+                     "this is a tensor" if isinstance(ty, TensorTy) else "this is a dtype")
+            return None
+        return self.t.scalar.get(id(e))
+
+    def const_int(self, e: ast.Expr, what: str) -> int | None:
+        v = e.value if isinstance(e, ast.Num) else (
+            -e.operand.value if isinstance(e, ast.UnaryOp) and e.op == "-" and isinstance(e.operand, ast.Num) else None)
+        if not isinstance(v, int):
+            self.err("E0302", f"{what} must be an integer literal", e.span)
+            return None
+        return v
+
+    def const_bool(self, e: ast.Expr, what: str) -> bool | None:
+        if isinstance(e, ast.Bool):
+            return e.value
+        self.err("E0302", f"{what} must be `True` or `False`", e.span)
+        return None
+
+    def dim_list(self, e: ast.Expr, what: str) -> tuple[sym.Expr, ...] | None:
+        if not isinstance(e, ast.ListExpr):
+            self.err("E0302", f"{what} must be a list, e.g. `[1, N]`", e.span)
+            return None
+        out = []
+        for item in e.items:
+            v = self.scalar_value(item, f"an entry of {what}")
+            if v is None:
+                return None
+            if isinstance(v, float):
+                self.err("E0302", f"{what} must be integers", item.span)
+                return None
+            out.append(v)
+        return tuple(out)
+
+    # ------------------------------------------------------------ subscripts and views
+    def subscript_region(self, tt: TensorTy, indices: Sequence[ast.Index], span: Span):
+        if len(indices) > tt.rank:
+            self.err("E0309", f"{len(indices)} indices for a tensor of rank {tt.rank}", span,
+                     help=f"give at most {tt.rank}")
+            return None
+        offsets: list[sym.Expr] = []
+        shape: list[sym.Expr] = []
+        r = self.ranges()
+        for axis in range(tt.rank):
+            dim = tt.shape[axis]
+            if axis >= len(indices):
+                offsets.append(0)
+                shape.append(dim)
+                continue
+            ix = indices[axis]
+            if isinstance(ix, ast.Slice):
+                if ix.step is not None:
+                    self.err("E0800", "slices with a step are not supported", ix.step.span, help="use a unit step")
+                    return None
+                lo = self.scalar_value(ix.lo, "a slice bound") if ix.lo is not None else 0
+                hi = self.scalar_value(ix.hi, "a slice bound") if ix.hi is not None else dim
+                if lo is None or hi is None:
+                    return None
+                if sym.is_const(lo) and sym.is_const(dim) and lo > dim or sym.is_const(hi) and sym.is_const(dim) and hi > dim:
+                    self.err("E0310", f"slice {sym.to_text(lo)}:{sym.to_text(hi)} is out of bounds for a dim of "
+                             f"{sym.to_text(dim)}", ix.span, help="keep slices inside the tensor")
+                    return None
+                offsets.append(lo)
+                shape.append(sym.sub(hi, lo))
+            else:
+                v = self.scalar_value(ix, "an index")
+                if v is None:
+                    return None
+                if sym.is_const(v) and sym.is_const(dim) and not 0 <= v < dim:
+                    self.err("E0310", f"index {v} is out of bounds for a dim of {dim}", ix.span,
+                             help=f"use an index in [0, {dim})")
+                    return None
+                offsets.append(v)
+                shape.append(1)
+        del r
+        return tuple(offsets), tuple(shape)
+
+    def subscript(self, e: ast.Subscript, bind_name: str | None) -> Ty | None:
+        bt = self.expr(e.value)
+        if bt is None:
+            return None
+        if not isinstance(bt, TensorTy):
+            self.err("E0311", "only tensors can be indexed", e.value.span)
+            return None
+        if len(e.indices) == bt.rank and not any(isinstance(i, ast.Slice) for i in e.indices):
+            idx = [self.scalar_value(i, "an index") for i in e.indices]
+            if any(i is None for i in idx):
+                return None
+            base = self.t.view.get(id(e.value))
+            b = self.t.binding.get(id(e.value))
+            if base is not None:
+                base_name = base.base
+                idx = [sym.add(o, i) for o, i in zip(base.offsets, idx)]
+            elif b is not None:
+                base_name = b.ir_name
+            else:
+                self.err("E0800", "element reads need a named tensor", e.span)
+                return None
+            name = self.ir_name(bind_name or f"s{next(self.fresh)}")
+            self.t.read[id(e)] = (base_name, tuple(idx), name)
+            self.t.scalar[id(e)] = sym.Sym(name)
+            return ScalarTy(bt.dtype)
+        region = self.subscript_region(bt, e.indices, e.span)
+        if region is None:
+            return None
+        return self.make_view(e, e.value, bt, region[0], region[1], None)
+
+    def make_view(self, e: ast.Expr, src: ast.Expr, bt: TensorTy, offsets, shape, valid) -> Ty | None:
+        parent = self.t.view.get(id(src))
+        b = self.t.binding.get(id(src))
+        if parent is None and b is None:
+            self.err("E0800", "views of computed expressions are not supported", src.span,
+                     help="bind the value to a name first")
+            return None
+        r = self.ranges()
+        pvalid = bt.valid_shape
+        # a view without its own valid shape inherits the parent's, clipped to the view
+        inferred = tuple(sym.min_(sym.max_(sym.sub(pv, o), 0, r), s, r) for pv, o, s in zip(pvalid, offsets, shape))
+        if valid is None:
+            valid = inferred
+        if parent is not None:
+            base = parent.base
+            offsets = tuple(sym.add(a, o) for a, o in zip(parent.offsets, offsets))
+        else:
+            base = b.ir_name
+        v = None if tuple(valid) == tuple(shape) else tuple(valid)
+        self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v)
+        return TensorTy(bt.dtype, tuple(shape), v)
+
+    # ------------------------------------------------------------ calls
+    def unknown_keyword(self, fn: str, kw: ast.Keyword) -> None:
+        allowed = CALL_KEYWORDS.get(fn, ())
+        self.err("E0302", f"`{fn}` has no keyword `{kw.name}`", kw.span,
+                 help=did_you_mean(kw.name, allowed) or (f"it takes {', '.join(allowed)}" if allowed else
+                                                         f"`{fn}` takes no keywords"))
+
+    def arity(self, e: ast.Call, fn: str, lo: int, hi: int | None = None) -> bool:
+        hi = lo if hi is None else hi
+        n = len(e.args)
+        if not lo <= n <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.err("E0302", f"`{fn}` takes {want} positional argument{'s' if hi != 1 else ''}, got {n}", e.span,
+                     help=f"see `ptodsl explain E0302` for the signatures")
+            return False
+        allowed = CALL_KEYWORDS.get(fn, ())
+        ok = True
+        for kw in e.keywords:
+            if kw.name not in allowed:
+                self.unknown_keyword(fn, kw)
+                ok = False
+        return ok
+
+    def call(self, e: ast.Call, bind_name: str | None) -> Ty | None:
+        fn = e.func_name
+        if fn is None:
+            if isinstance(e.func, ast.Attribute) and e.func.attr in ("move", "assemble"):
+                self.err("E0311", f"`{e.func.attr}` writes a tensor and gives no value", e.span,
+                         help=f"use it as a statement: `t.{e.func.attr}(...)`")
+            else:
+                self.err("E0301", "only builtins can be called", e.func.span)
+            return None
+        if fn in ("loop", "loop_unroll"):
+            self.err("E0502", f"`{fn}` only appears in a `for` statement", e.span, help=f"write `for i in {fn}(...):`")
+            return None
+        if fn in ("is_loop_begin", "is_loop_end"):
+            return self.loop_predicate(e, fn)
+        if fn == "print":
+            self.err("E0311", "`print` gives no value", e.span, help="use it as a statement")
+            return None
+        if fn == "view":
+            return self.view_call(e)
+        if fn in ("tensor", "zeros", "ones", "full"):
+            return self.local_tensor(e, fn)
+        if fn in ("transpose", "reshape"):
+            self.err("E0800", f"`{fn}` is not supported by the compiler yet", e.span,
+                     help="write the algorithm without it for now")
+            for a in e.args:
+                self.expr(a)
+            return None
+        od = OPS.get(fn)
+        if od is None or fn == "cmp":
+            cands = list(OPS) + ["view", "tensor", "zeros", "ones", "full", "is_loop_begin", "is_loop_end", "print"]
+            self.err("E0301", f"unknown function `{fn}`", e.func.span,
+                     help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
+            for a in e.args:
+                self.expr(a)
+            return None
+        if od.kind == "unary":
+            if not self.arity(e, fn, 1):
+                return None
+            t = self.expr(e.args[0])
+            if t is None:
+                return None
+            if not isinstance(t, TensorTy):
+                self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span, help="scalar math is not supported here")
+                return None
+            return self.elementwise(e, fn, [(e.args[0], t)])
+        if od.kind == "binary":
+            if not self.arity(e, fn, 2):
+                return None
+            ts = [self.expr(a) for a in e.args]
+            if any(t is None for t in ts):
+                return None
+            return self.elementwise(e, fn, list(zip(e.args, ts)))
+        if od.kind == "select":
+            if not self.arity(e, fn, 3):
+                return None
+            ts = [self.expr(a) for a in e.args]
+            if any(t is None for t in ts):
+                return None
+            c = ts[0]
+            if not (isinstance(c, TensorTy) and c.dtype == "bool"):
+                self.err("E0303", "the condition of `where` must be a bool tensor", e.args[0].span,
+                         help="compare tensors: `where(x > 0, x, y)`")
+                return None
+            res = self.elementwise(e, "where", list(zip(e.args[1:], ts[1:])))
+            if not isinstance(res, TensorTy):
+                return None
+            full = self.elementwise(e, "where", [(e.args[0], TensorTy(res.dtype, c.shape, c.valid)), (e, res)])
+            return full
+        if od.kind == "reduce":
+            return self.reduction(e, fn)
+        if od.kind == "cast":
+            return self.cast(e)
+        if od.kind == "matmul":
+            return self.matmul(e)
+        return None
+
+    def loop_predicate(self, e: ast.Call, fn: str) -> Ty | None:
+        if len(e.args) != 1 or e.keywords or not isinstance(e.args[0], ast.Name):
+            self.err("E0506", f"`{fn}` takes a loop index", e.span, help=f"write `{fn}(i)` inside `for i in loop(...)`")
+            return None
+        name = e.args[0].id
+        lp = next((lp for lp in reversed(self.loop_stack) if lp.index == name), None)
+        if lp is None:
+            self.err("E0506", f"`{name}` is not the index of an enclosing loop", e.args[0].span,
+                     help=f"`{fn}` tells the first/last iteration of a loop; pass that loop's index")
+            return None
+        if fn == "is_loop_begin":
+            cond = sym.compare("==", sym.Sym(name), lp.start)
+        else:
+            last = sym.add(lp.start, sym.mul(sym.sub(sym.ceildiv(sym.sub(lp.stop, lp.start), lp.step), 1), lp.step))
+            cond = sym.compare("==", sym.Sym(name), last)
+        self.t.scalar[id(e)] = cond
+        self.t.call[id(e)] = CallInfo(fn, {"loop": lp.name})
+        return ScalarTy("bool")
+
+    def view_call(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "view", 2, 3):
+            return None
+        bt = self.expr(e.args[0])
+        if bt is None:
+            return None
+        if not isinstance(bt, TensorTy):
+            self.err("E0311", "`view` takes a tensor", e.args[0].span)
+            return None
+        shape = self.dim_list(e.args[1], "the view shape")
+        offsets = self.dim_list(e.args[2], "the view offsets") if len(e.args) > 2 else tuple(0 for _ in bt.shape)
+        if shape is None or offsets is None:
+            return None
+        for what, dims, node in (("shape", shape, e.args[1]), ("offsets", offsets, e.args[2] if len(e.args) > 2 else e)):
+            if len(dims) != bt.rank:
+                self.err("E0310", f"view {what} has rank {len(dims)}, the tensor has rank {bt.rank}", node.span,
+                         help=f"give {bt.rank} entries")
+                return None
+        r = self.ranges()
+        for axis, (s, o, d) in enumerate(zip(shape, offsets, bt.shape)):
+            if sym.is_const(s) and s <= 0:
+                self.err("E0310", f"view dim {axis} is {s}; dims must be positive", e.args[1].span)
+                return None
+            if all(sym.is_const(x) for x in (s, o, d)) and o + s > d:
+                self.err("E0310", f"view runs past the tensor on dim {axis}: offset {o} + size {s} > {d}",
+                         e.span, help="shrink the view or its offset")
+                return None
+            if not all(sym.is_const(x) for x in (s, d)) and sym.is_const(sym.sub(d, s)) and sym.sub(d, s) < 0:
+                self.err("E0310", f"view dim {axis} ({sym.to_text(s)}) is larger than the tensor's "
+                         f"({sym.to_text(d)})", e.args[1].span)
+                return None
+        del r
+        valid = None
+        kw = e.keyword("valid_shape")
+        if kw is not None:
+            valid = self.dim_list(kw.value, "the valid shape")
+            if valid is None:
+                return None
+            if len(valid) != len(shape):
+                self.err("E0310", f"valid shape has rank {len(valid)}, the view has rank {len(shape)}",
+                         kw.value.span, help=f"give {len(shape)} dims")
+                return None
+            for axis, (v, s) in enumerate(zip(valid, shape)):
+                if sym.is_const(v) and sym.is_const(s) and not 0 <= v <= s:
+                    self.err("E0310", f"valid dim {axis} is {v}, outside [0, {s}]", kw.value.items[axis].span,
+                             help="a valid extent lies between 0 and the view's dim")
+                    return None
+        return self.make_view(e, e.args[0], bt, offsets, shape, valid)
+
+    def local_tensor(self, e: ast.Call, fn: str) -> Ty | None:
+        n = 3 if fn == "full" else 2
+        if not self.arity(e, fn, n):
+            return None
+        args = e.args[1:] if fn == "full" else e.args
+        fill = None
+        if fn == "full":
+            fill = self.scalar_value(e.args[0], "the fill value")
+            if fill is None:
+                return None
+        shape = self.dim_list(args[0], "the shape")
+        dt = self.expr(args[1])
+        if shape is None or dt is None:
+            return None
+        if not isinstance(dt, DtypeTy):
+            self.err("E0313", f"the second argument of `{fn}` is a dtype", args[1].span, help="e.g. `f32`")
+            return None
+        if not 1 <= len(shape) <= 4 or any(sym.is_const(s) and s <= 0 for s in shape):
+            self.err("E0310", f"a local tensor has 1 to 4 positive dims, got {fmt_shape(shape)}", args[0].span)
+            return None
+        value = {"tensor": None, "zeros": 0.0, "ones": 1.0, "full": fill}[fn]
+        self.t.call[id(e)] = CallInfo(fn, {"fill": value})
+        return TensorTy(dt.dtype, shape)
+
+    def reduction(self, e: ast.Call, fn: str) -> Ty | None:
+        if not self.arity(e, fn, 1):
+            return None
+        t = self.expr(e.args[0])
+        if t is None:
+            return None
+        if not isinstance(t, TensorTy):
+            self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span)
+            return None
+        dim_kw, keep_kw = e.keyword("dim"), e.keyword("keepdim")
+        dim = self.const_int(dim_kw.value, "`dim`") if dim_kw else -1
+        keep = self.const_bool(keep_kw.value, "`keepdim`") if keep_kw else False
+        if dim is None or keep is None:
+            return None
+        if not -t.rank <= dim < t.rank:
+            self.err("E0308", f"`dim={dim}` is out of range for a tensor of rank {t.rank}", dim_kw.value.span,
+                     help=f"use a dim in [{-t.rank}, {t.rank - 1}]")
+            return None
+        axis = dim % t.rank
+        if fn == "mean" and not is_float(t.dtype):
+            self.err("E0307", f"`mean` needs a float tensor, got {t.dtype}", e.span, help="cast first")
+            return None
+        self.t.call[id(e)] = CallInfo(fn, {"axis": axis, "keepdim": keep})
+        shape = list(t.shape)
+        valid = list(t.valid_shape)
+        shape[axis] = 1
+        valid[axis] = 1
+        if not keep:
+            if t.rank == 1:
+                shape, valid = [1], [1]
+            else:
+                del shape[axis]
+                del valid[axis]
+        return TensorTy(t.dtype, tuple(shape), None if valid == shape else tuple(valid))
+
+    def cast(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "cast", 2):
+            return None
+        t, d = self.expr(e.args[0]), self.expr(e.args[1])
+        if t is None or d is None:
+            return None
+        if not isinstance(d, DtypeTy):
+            self.err("E0313", "the second argument of `cast` is a dtype", e.args[1].span, help="e.g. `cast(x, f32)`")
+            return None
+        if not isinstance(t, TensorTy):
+            self.err("E0311", "`cast` takes a tensor", e.args[0].span)
+            return None
+        mode = "rint"
+        kw = e.keyword("mode")
+        if kw is not None:
+            if not isinstance(kw.value, ast.Str) or kw.value.value not in CAST_MODES:
+                self.err("E0302", "unknown rounding mode", kw.value.span, help="one of " + ", ".join(CAST_MODES))
+                return None
+            mode = kw.value.value
+        self.t.call[id(e)] = CallInfo("cast", {"to": d.dtype, "mode": mode})
+        return TensorTy(d.dtype, t.shape, t.valid)
+
+    def matmul(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "matmul", 2):
+            return None
+        a, b = self.expr(e.args[0]), self.expr(e.args[1])
+        if a is None or b is None:
+            return None
+        for x, t in ((e.args[0], a), (e.args[1], b)):
+            if not isinstance(t, TensorTy) or t.rank != 2:
+                self.err("E0314", "`matmul` takes two 2-D tensors", x.span,
+                         f"this is {'a tensor of rank ' + str(t.rank) if isinstance(t, TensorTy) else 'not a tensor'}")
+                return None
+        flags = {}
+        for k in ("trans_a", "trans_b"):
+            kw = e.keyword(k)
+            flags[k] = self.const_bool(kw.value, f"`{k}`") if kw else False
+            if flags[k] is None:
+                return None
+        out = a.dtype if a.dtype == "f32" else "f32"
+        kw = e.keyword("out_dtype")
+        if kw is not None:
+            d = self.expr(kw.value)
+            if not isinstance(d, DtypeTy):
+                self.err("E0313", "`out_dtype` is a dtype", kw.value.span)
+                return None
+            out = d.dtype
+        if a.dtype != b.dtype:
+            self.err("E0303", f"mixed dtypes: {a.dtype} and {b.dtype}", e.span,
+                     secondary=[Label(e.args[0].span, f"this is {a.dtype}"), Label(e.args[1].span, f"this is {b.dtype}")],
+                     help="cast one operand")
+            return None
+        m, k1 = (a.shape[1], a.shape[0]) if flags["trans_a"] else (a.shape[0], a.shape[1])
+        mv = a.valid_shape[1] if flags["trans_a"] else a.valid_shape[0]
+        k2, n = (b.shape[1], b.shape[0]) if flags["trans_b"] else (b.shape[0], b.shape[1])
+        nv = b.valid_shape[0] if flags["trans_b"] else b.valid_shape[1]
+        if k1 != k2:
+            self.err("E0314", f"matmul inner dims differ: {sym.to_text(k1)} and {sym.to_text(k2)}", e.span,
+                     secondary=[Label(e.args[0].span, f"shape {fmt_shape(a.shape)}"),
+                                Label(e.args[1].span, f"shape {fmt_shape(b.shape)}")],
+                     help="the left operand's columns must equal the right operand's rows (see trans_a/trans_b)")
+            return None
+        self.t.call[id(e)] = CallInfo("matmul", {**flags, "out_dtype": out, "in_dtype": a.dtype})
+        valid = (mv, nv)
+        return TensorTy(out, (m, n), None if valid == (m, n) else valid)
+
+
+def tensors_shape(x: ast.Expr, tensors) -> tuple:
+    for y, t in tensors:
+        if y is x:
+            return t.shape
+    return ()
+
+
+def fmt_shape(shape: Sequence[sym.Expr]) -> str:
+    return "[" + ", ".join(sym.to_text(s) for s in shape) + "]"

@@ -1,0 +1,136 @@
+"""What the checker knows about each expression, for the lowering that follows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import sym
+from ..diagnostics import Span
+from ..frontend import ast
+
+
+@dataclass(frozen=True)
+class TensorTy:
+    dtype: str
+    shape: tuple[sym.Expr, ...]
+    valid: tuple[sym.Expr, ...] | None = None  # None: the whole shape is valid
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def valid_shape(self) -> tuple[sym.Expr, ...]:
+        return self.shape if self.valid is None else self.valid
+
+
+@dataclass(frozen=True)
+class ScalarTy:
+    dtype: str
+    weak: bool = False  # a literal or an index: takes the dtype of the tensor it meets
+
+
+@dataclass(frozen=True)
+class DtypeTy:
+    """A dtype used as a value, as in ``cast(x, f32)``."""
+
+    dtype: str
+
+
+Ty = TensorTy | ScalarTy | DtypeTy
+
+
+@dataclass
+class Binding:
+    """What a name refers to at one point of the kernel."""
+
+    name: str
+    kind: str  # param | local | value | view | index | scalar | symbol
+    ty: Ty
+    span: Span
+    param: ast.Param | None = None
+    ir_name: str = ""  # unique name in the IR (locals may be rebound)
+    view: ViewInfo | None = None
+
+    @property
+    def writable(self) -> bool:
+        if self.kind == "param":
+            return self.param is not None and self.param.mode in ("out", "inout")
+        return self.kind == "local"
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    """A region of a tensor: ``base`` is the binding viewed (never itself a view)."""
+
+    base: str  # ir_name of the underlying tensor binding
+    offsets: tuple[sym.Expr, ...]
+    shape: tuple[sym.Expr, ...]
+    valid: tuple[sym.Expr, ...] | None
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    op: str  # an op table name, or a structure builtin
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WriteInfo:
+    target: str  # ir_name of the tensor written
+    offsets: tuple[sym.Expr, ...]
+    shape: tuple[sym.Expr, ...]
+    value: ast.Expr
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    name: str
+    index: str
+    start: sym.Expr
+    stop: sym.Expr
+    step: sym.Expr
+    unrolled: str | None  # the `k` of loop_unroll
+    span: Span
+    depth: int
+    parent: str | None
+
+
+@dataclass
+class Typing:
+    """Annotations keyed by ``id()`` of AST nodes (frozen nodes compare by value, so ids it is)."""
+
+    ty: dict[int, Ty] = field(default_factory=dict)
+    scalar: dict[int, sym.Expr] = field(default_factory=dict)
+    view: dict[int, ViewInfo] = field(default_factory=dict)
+    call: dict[int, CallInfo] = field(default_factory=dict)
+    binding: dict[int, Binding] = field(default_factory=dict)
+    defines: dict[int, Binding] = field(default_factory=dict)  # Assign to a name -> the new binding
+    write: dict[int, WriteInfo] = field(default_factory=dict)
+    loop: dict[int, LoopInfo] = field(default_factory=dict)
+    read: dict[int, tuple[str, tuple[sym.Expr, ...], str]] = field(default_factory=dict)  # base, idx, sym
+
+
+@dataclass(frozen=True)
+class SymbolInfo:
+    """A dim symbol: bound at runtime from a parameter's shape, or fixed by the YAML."""
+
+    name: str
+    value: int | None  # fixed by `symbols:`
+    source: tuple[str, int] | None  # (param, axis) it is read from at call time
+    span: Span
+
+
+@dataclass
+class CheckedKernel:
+    kernel: ast.Kernel
+    variant: dict[str, str]  # dtype variable -> dtype
+    params: dict[str, Binding]
+    symbols: dict[str, SymbolInfo]
+    typing: Typing
+    loops: list[LoopInfo]
+
+    @property
+    def variant_name(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.variant.items()))

@@ -1,0 +1,91 @@
+"""The pipeline as an ordered list of stages: parse -> check -> Tensor IR -> passes -> Tile IR.
+
+``compile_spec`` runs every stage and keeps each stage's IR, so any of them can be printed
+(``ptodsl ir --stage``/``--after``). Stages stop at the first stage that reports an error, after that
+stage has reported all it found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .check import CheckedKernel, check
+from .diagnostics import CompileError, Diagnostics
+from .frontend import ast
+from .frontend.parser import parse_module
+from .frontend.spec import Spec, load_spec
+from .ir import Module
+from .passes import tensorize, tile
+from .passes.context import PassContext
+from .targets import Target, load_target
+
+# Passes after the Tensor IR is built, in order. Each maps a module to a module.
+PASSES: list[tuple[str, str, Callable[[Module, PassContext], Module]]] = [
+    ("tile", "tile", tile.run),
+]
+
+
+@dataclass
+class Compiled:
+    spec: Spec
+    target: Target
+    module: ast.Module
+    checked: list[CheckedKernel]
+    stages: dict[str, Module] = field(default_factory=dict)  # level -> final IR of that level
+    after: dict[str, Module] = field(default_factory=dict)  # pass name -> IR after it
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+    def kernel_for(self, variant: dict[str, str]) -> int:
+        for i, ck in enumerate(self.checked):
+            if ck.variant == variant:
+                return i
+        raise KeyError(variant)
+
+
+def read_text(path: str, diags: Diagnostics) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        diags.error("E0110", f"cannot read `{path}`: no such file", None,
+                    help="check the path; the .pto file sits beside its YAML unless `source:` says otherwise")
+    except (OSError, UnicodeDecodeError) as exc:
+        diags.error("E0110", f"cannot read `{path}`: {exc.__class__.__name__}", None, help="check the file")
+    return None
+
+
+def compile_spec(yaml_path: str, diags: Diagnostics | None = None) -> Compiled:
+    """Parse, check and lower one spec; raises CompileError with every diagnostic on failure."""
+    diags = diags if diags is not None else Diagnostics()
+    spec = load_spec(yaml_path, diags)
+    text = read_text(spec.source, diags)
+    module = parse_module(text, spec.source, diags) if text is not None else None
+    if module is None:
+        raise CompileError(diags.items)
+    checked = check(module, spec, diags)
+    if diags.has_errors or not checked:
+        raise CompileError(diags.items)
+    target = load_target(spec.target)
+    ctx = PassContext(spec, target, diags)
+    name = _module_name(spec, yaml_path)
+    ir = tensorize.run(checked, name)
+    compiled = Compiled(spec, target, module, checked, diagnostics=diags)
+    compiled.stages["tensor"] = ir
+    compiled.after["tensorize"] = ir
+    for pass_name, level, fn in PASSES:
+        ir = fn(ir, ctx)
+        if diags.has_errors:
+            raise CompileError(diags.items)
+        compiled.after[pass_name] = ir
+        compiled.stages[level] = ir
+    return compiled
+
+
+def pass_names() -> list[str]:
+    return ["tensorize"] + [p[0] for p in PASSES]
+
+
+def _module_name(spec: Spec, path: str) -> str:
+    return spec.op or os.path.splitext(os.path.basename(path))[0]

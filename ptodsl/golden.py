@@ -1,0 +1,214 @@
+"""The golden harness: run a spec's ``tests:`` cases and compare against its numpy reference.
+
+Inputs are generated reproducibly from the case's seed (default: derived from the op name and case
+index). Tolerances come from a per-dtype table that a case may override. A mismatch report says
+how many elements differ, the worst absolute and relative errors with their index, whether the
+mismatches sit in tail tiles, and any NaN/Inf.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import sym
+from .api import Operator, load, run_kernel
+from .check.types import TensorTy
+from .dtypes import DTYPES, numpy_dtype
+from .frontend.spec import Spec, TestCase
+
+# (rtol, atol) per output dtype; integers and bool compare exactly.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "f32": (1e-5, 1e-6),
+    "f16": (5e-3, 1e-3),
+    "bf16": (3e-2, 1e-2),
+}
+DEFAULT_RANGE = (-1.0, 1.0)
+DEFAULT_INT_RANGE = (0, 10)
+
+
+@dataclass
+class CaseResult:
+    spec: str
+    case: TestCase
+    ok: bool
+    report: str = ""
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def case_id(spec: Spec, case: TestCase, backend: str | None = None) -> str:
+    """Readable ids such as ``softmax[bf16-B33]``: dtypes, then the case name or its shapes."""
+    parts = [case.dtypes[k] for k in sorted(case.dtypes)]
+    parts.append(case.name or "-".join(f"{k}{v}" for k, v in case.shapes.items()) or f"case{case.index}")
+    if backend:
+        parts.append(backend)
+    return f"{spec.op}[{'-'.join(parts)}]"
+
+
+def load_reference(spec: Spec):
+    if spec.reference is None:
+        return None
+    path = os.path.join(spec.folder, spec.reference.file)
+    mod_name = f"_ptodsl_ref_{zlib.crc32(os.path.abspath(path).encode()):08x}"
+    module = sys.modules.get(mod_name)
+    if module is None:
+        loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise FileNotFoundError(path)
+        module = importlib.util.module_from_spec(loader_spec)
+        loader_spec.loader.exec_module(module)
+        sys.modules[mod_name] = module
+    return getattr(module, spec.reference.function)
+
+
+def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    spec = op.spec
+    seed = case.seed if case.seed is not None else zlib.crc32(f"{spec.op}:{case.index}".encode())
+    rng = np.random.default_rng(seed)
+    variant = {k: case.dtypes.get(k, v[0]) for k, v in spec.dtypes.items()}
+    env = dict(spec.symbols) | dict(case.shapes)
+    arrays: dict[str, np.ndarray] = {}
+    for p in op.inputs:
+        dtype = variant.get(p.dtype, p.dtype)
+        shape = tuple(int(sym.evaluate(d.value if isinstance(d.value, int) else sym.Sym(d.value), env))
+                      for d in p.dims)
+        info = DTYPES[dtype]
+        if info.is_float:
+            lo, hi = case.data_range or DEFAULT_RANGE
+            a = rng.uniform(lo, hi, size=shape).astype(numpy_dtype(dtype))
+        elif dtype == "bool":
+            a = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            lo, hi = case.data_range or DEFAULT_INT_RANGE
+            a = rng.integers(int(lo), int(hi) + 1, size=shape).astype(numpy_dtype(dtype))
+        arrays[p.name] = a
+    return arrays, dict(case.scalars)
+
+
+def _as_ref_input(a: np.ndarray) -> np.ndarray:
+    if a.dtype == numpy_dtype("bf16") or a.dtype == np.float16:
+        return a.astype(np.float32)
+    return a.copy()
+
+
+def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = True) -> CaseResult:
+    spec = op.spec
+    inputs, scalars = make_inputs(op, case)
+    ref_fn = load_reference(spec)
+    expected = None
+    if ref_fn is not None:
+        ref_out = ref_fn(*(_as_ref_input(inputs[p.name]) for p in op.inputs), **scalars)
+        expected = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
+    tensors = dict(inputs)
+    index, arrays, symbols = op.resolve(tensors)
+    ck = op.compiled.checked[index]
+    for s, v in case.shapes.items():
+        symbols.setdefault(s, v)
+    outs = []
+    for p in op.outputs:
+        if p.name in arrays:
+            outs.append(p.name)
+            continue
+        t = ck.params[p.name].ty
+        assert isinstance(t, TensorTy)
+        shape = tuple(int(sym.evaluate(s, symbols)) for s in t.shape)
+        fill = np.nan if DTYPES[t.dtype].is_float and poison else 0
+        arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(t.dtype))
+        outs.append(p.name)
+    full_scalars = {p.name: scalars.get(p.name, _default(p)) for p in op.scalars}
+    run_kernel(op.compiled, index, arrays, full_scalars, symbols, backend, poison=poison)
+    result = CaseResult(spec.op, case, True, outputs={n: arrays[n] for n in outs})
+    if expected is None:
+        result.report = "no reference: ran without comparing"
+        return result
+    reports = []
+    for name, want in zip(outs, expected):
+        got = arrays[name]
+        dtype = ck.params[name].ty.dtype
+        rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+        rtol = case.rtol if case.rtol is not None else rtol
+        atol = case.atol if case.atol is not None else atol
+        text = compare(name, got, np.asarray(want), rtol, atol, tile_of(op, name))
+        if text:
+            reports.append(text)
+    result.ok = not reports
+    result.report = "\n".join(reports)
+    return result
+
+
+def _default(p):
+    from .api import _literal
+
+    return _literal(p.default) if p.default is not None else None
+
+
+def tile_of(op: Operator, name: str) -> tuple[int, ...] | None:
+    sched = op.spec.schedule
+    tiles = [ls.vec_tile for ls in sched.loops.values() if ls.vec_tile] + ([sched.vec_tile] if sched.vec_tile else [])
+    return tuple(tiles[0]) if tiles else None
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
+            tile: tuple[int, ...] | None = None) -> str:
+    """Empty when every element is within tolerance; otherwise a report for a human."""
+    if got.shape != want.shape:
+        want = np.broadcast_to(want, got.shape) if want.size == 1 else want
+        if got.shape != want.shape:
+            return f"output `{name}`: shape {list(got.shape)}, reference gives {list(want.shape)}"
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(g - w)
+        bad = ~(diff <= atol + rtol * np.abs(w))
+    both_nan = np.isnan(g) & np.isnan(w)
+    bad &= ~both_nan
+    if not bad.any():
+        return ""
+    n, total = int(bad.sum()), bad.size
+    lines = [f"output `{name}`: {n} of {total} elements differ ({100.0 * n / total:.2f}%), "
+             f"rtol={rtol:g} atol={atol:g}"]
+    d = np.where(np.isnan(diff), np.inf, diff)
+    worst = np.unravel_index(int(np.argmax(d)), d.shape)
+    lines.append(f"  worst abs error {d[worst]:.6g} at {list(map(int, worst))}: got {g[worst]:.6g}, "
+                 f"want {w[worst]:.6g}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(bad, d / np.maximum(np.abs(w), np.finfo(np.float64).tiny), 0)
+    rworst = np.unravel_index(int(np.argmax(rel)), rel.shape)
+    lines.append(f"  worst rel error {rel[rworst]:.6g} at {list(map(int, rworst))}")
+    nans, infs = int(np.isnan(g).sum()), int(np.isinf(g).sum())
+    if nans or infs:
+        lines.append(f"  output holds {nans} NaN and {infs} Inf (NaN marks never-written or padding data in "
+                     "poison mode)")
+    if tile is not None and got.ndim:
+        t = tile[len(tile) - got.ndim:] if len(tile) >= got.ndim else (1,) * (got.ndim - len(tile)) + tuple(tile)
+        idx = np.nonzero(bad)
+        in_tail = np.zeros(n, bool)
+        tails = []
+        for axis, (size, ts) in enumerate(zip(got.shape, t)):
+            if size % ts:
+                start = size - size % ts
+                in_tail |= idx[axis] >= start
+                tails.append(f"dim {axis} from {start}")
+        if tails:
+            k = int(in_tail.sum())
+            where = "all" if k == n else f"{k}"
+            lines.append(f"  {where} of the mismatches lie in tail tiles ({', '.join(tails)}; tile {list(t)})")
+    return "\n".join(lines)
+
+
+def spec_paths(root: str) -> list[str]:
+    if os.path.isfile(root):
+        return [root]
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        out.extend(os.path.join(dirpath, f) for f in files if f.endswith(".yaml"))
+    return sorted(out)
+
+
+__all__ = ["TOLERANCES", "CaseResult", "case_id", "compare", "load", "run_case", "spec_paths"]

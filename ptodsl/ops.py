@@ -1,0 +1,105 @@
+"""The op table: every operator of the language described once.
+
+The checker reads arity, kind and dtype rules from here; lowering reads ``expand`` (composites
+become primitive ops) and ``combine``/``identity`` (reductions spanning several tiles); the emitter
+reads ``pto``/``pto_scalar``/``pipe``; the simulator reads ``sim``. A new elementwise op is one row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# A composite's body: nested tuples over primitive op names. "x"/"y" name the operands; floats
+# are scalar operands of the scalar forms (``("add", "x", 1.0)`` is TADDS).
+Template = tuple | str | float
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: str  # unary | binary | reduce | cast | compare | select | matmul
+    arity: int
+    doc: str
+    pto: str | None = None  # tile-tile instruction
+    pto_scalar: str | None = None  # tile-scalar instruction (binary ops)
+    pipe: str = "V"
+    sim: Callable[..., np.ndarray] | None = None
+    expand: Template | None = None  # composite ops: their primitive form
+    float_only: bool = True
+    identity: float | None = None  # reductions: the value an empty partial holds
+    combine: str | None = None  # reductions: the binary op that merges partial results
+    row_pto: str | None = None  # reductions along the last axis (one value per row)
+    col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
+
+    @property
+    def is_elementwise(self) -> bool:
+        return self.kind in ("unary", "binary", "compare", "select", "cast")
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_ROWS = [
+    # binary arithmetic (tile-tile and tile-scalar forms)
+    OpDef("add", "binary", 2, "x + y", "TADD", "TADDS", sim=np.add, float_only=False),
+    OpDef("sub", "binary", 2, "x - y", "TSUB", "TSUBS", sim=np.subtract, float_only=False),
+    OpDef("mul", "binary", 2, "x * y", "TMUL", "TMULS", sim=np.multiply, float_only=False),
+    OpDef("div", "binary", 2, "x / y", "TDIV", "TDIVS", sim=np.divide),
+    OpDef("maximum", "binary", 2, "elementwise maximum", "TMAX", "TMAXS", sim=np.maximum, float_only=False),
+    OpDef("minimum", "binary", 2, "elementwise minimum", "TMIN", "TMINS", sim=np.minimum, float_only=False),
+    # unary primitives
+    OpDef("exp", "unary", 1, "e ** x", "TEXP", sim=np.exp),
+    OpDef("log", "unary", 1, "natural logarithm", "TLOG", sim=np.log),
+    OpDef("sqrt", "unary", 1, "square root", "TSQRT", sim=np.sqrt),
+    OpDef("rsqrt", "unary", 1, "1 / sqrt(x)", "TRSQRT", sim=lambda x: 1.0 / np.sqrt(x)),
+    OpDef("reciprocal", "unary", 1, "1 / x", "TRECIP", sim=lambda x: 1.0 / x),
+    OpDef("abs", "unary", 1, "absolute value", "TABS", sim=np.abs, float_only=False),
+    OpDef("neg", "unary", 1, "-x", "TNEG", sim=np.negative, float_only=False),
+    OpDef("relu", "unary", 1, "max(x, 0)", "TRELU", sim=lambda x: np.maximum(x, 0), float_only=False),
+    # composites, expanded into primitives by lowering; sim gives the op's meaning for the checker
+    OpDef("sigmoid", "unary", 1, "1 / (1 + exp(-x))", sim=_sigmoid,
+          expand=("reciprocal", ("add", ("exp", ("neg", "x")), 1.0))),
+    OpDef("tanh", "unary", 1, "hyperbolic tangent, as 2 * sigmoid(2x) - 1", sim=np.tanh,
+          expand=("sub", ("mul", ("sigmoid", ("mul", "x", 2.0)), 2.0), 1.0)),
+    OpDef("silu", "unary", 1, "x * sigmoid(x)", sim=lambda x: x * _sigmoid(x),
+          expand=("mul", "x", ("sigmoid", "x"))),
+    OpDef("gelu", "unary", 1, "tanh-approximated GELU: x * sigmoid(1.5957691 * (x + 0.044715 x^3))",
+          sim=lambda x: x * _sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x)),
+          expand=("mul", "x", ("sigmoid", ("mul", ("add", "x", ("mul", ("mul", ("mul", "x", "x"), "x"),
+                                                                     0.044715)), 1.5957691216057308)))),
+    # reductions over one axis; partial results across tiles are merged with ``combine``
+    OpDef("sum", "reduce", 1, "sum over one axis", sim=np.sum, identity=0.0, combine="add",
+          row_pto="TROWSUM", col_pto="TCOLSUM", float_only=False),
+    OpDef("amax", "reduce", 1, "maximum over one axis", sim=np.max, identity=float("-inf"),
+          combine="maximum", row_pto="TROWMAX", col_pto="TCOLMAX", float_only=False),
+    OpDef("amin", "reduce", 1, "minimum over one axis", sim=np.min, identity=float("inf"),
+          combine="minimum", row_pto="TROWMIN", col_pto="TCOLMIN", float_only=False),
+    OpDef("mean", "reduce", 1, "mean over one axis (sum, then scaled by 1/extent)", sim=np.mean,
+          identity=0.0, combine="add", row_pto="TROWSUM", col_pto="TCOLSUM"),
+    # conversions, comparisons, selection
+    OpDef("cast", "cast", 1, "convert to another dtype", "TCVT", float_only=False),
+    OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", float_only=False),
+    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", float_only=False),
+    # cube
+    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M"),
+]
+
+OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+# Comparison spellings of the language and their ``cmp`` modes.
+COMPARE_MODES = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+COMPARE_SIM = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+               "eq": np.equal, "ne": np.not_equal}
+BINARY_SPELLING = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
+
+# Builtins that are structure, not arithmetic; the checker knows their signatures.
+STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "tensor", "zeros", "ones", "full", "loop",
+                      "loop_unroll", "is_loop_begin", "is_loop_end", "print")
+
+
+def lookup(name: str) -> OpDef | None:
+    return OPS.get(name)

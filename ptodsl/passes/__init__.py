@@ -1,0 +1,2 @@
+"""Passes over the IR. Each module states what it requires and what it produces, and exposes
+``run``."""

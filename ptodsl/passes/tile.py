@@ -1,0 +1,355 @@
+"""Tiling: Tensor IR -> Tile IR (like PyPTO's ExpandFunction).
+
+Requires: a verified ``level tensor`` module.
+Produces: a ``level tile`` module in which every computation is a grid of tile ops. The grid is
+``cdiv(valid, tile)`` per dim; each tile carries its valid extent ``min(valid - offset, tile)``, so
+tails are exact and nothing outside a valid region is ever stored. Broadcast operands are loaded
+once and expanded; reductions whose axis spans several tiles combine per-tile partials in an f32
+(or integer) accumulator; composite ops expand into primitives from the op table. An op whose only
+use is the ``assemble`` right after it stores straight into the destination region.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+
+from .. import sym
+from ..diagnostics import Label
+from ..dtypes import DTYPES
+from ..ir import Func, Module, Op, TensorType, TileType, Value
+from ..ops import OPS, Template
+from .context import PassContext
+
+DEFAULT_VEC_TILE = (8, 256)  # used when a spec gives no vec_tile; alignment-safe for every dtype
+REDUCTIONS = ("sum", "amax", "amin", "mean")
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """Vector reductions accumulate half floats in f32, as the hardware does."""
+    return "f32" if DTYPES[dtype].is_float else dtype
+
+
+class _Tiler:
+    def __init__(self, func: Func, ctx: PassContext):
+        self.func = func
+        self.ctx = ctx
+        self.counter = itertools.count()
+        self.out: list[list[Op]] = [[]]
+        self.uses = Counter(v.name for op in func.walk() for v in op.operands)
+        self.loop_names: list[str] = []
+        self.fused: set[int] = set()  # ids of assemble ops already done by their producer
+        self.reported: set[tuple] = set()
+
+    # ------------------------------------------------------------ plumbing
+    def emit(self, op: Op) -> Op:
+        self.out[-1].append(op)
+        return op
+
+    def fresh(self, hint: str) -> str:
+        return f"_{hint}{next(self.counter)}"
+
+    def tile(self, dtype: str, shape: Sequence[int], valid: Sequence[sym.Expr], span) -> Value:
+        v = Value(self.fresh("t"), TileType("ub", dtype, tuple(shape), tuple(valid)))
+        self.emit(Op("tile.alloc", [], {}, [v], span=span))
+        return v
+
+    def vec_tile(self, rank: int, op: Op) -> tuple[int, ...] | None:
+        sched = self.ctx.spec.schedule
+        tile = sched.vec_tile
+        where = ("schedule", "vec_tile")
+        for name in reversed(self.loop_names):
+            ls = sched.loops.get(name)
+            if ls is not None and ls.vec_tile is not None:
+                tile, where = ls.vec_tile, ("schedule", "loops", name, "vec_tile")
+                break
+        if tile is None:
+            tile = DEFAULT_VEC_TILE
+        tile = tuple(tile)
+        if len(tile) < rank:
+            key = (where, rank, op.span)
+            if key not in self.reported:
+                self.reported.add(key)
+                loop = self.loop_names[-1] if self.loop_names else "the kernel's top level"
+                shape = op.results[0].type.shape if op.results else ()
+                self.ctx.diags.error(
+                    "E0601", f"vec tile {list(tile)} has rank {len(tile)}, but this op's output has rank {rank}",
+                    op.span, f"output shape [{', '.join(sym.to_text(s) for s in shape)}] in {loop}",
+                    secondary=[Label(self.ctx.spec.spans.at(where), "the tile is set here")],
+                    help=f"give the tile {rank} dims, e.g. {[1] * (rank - len(tile)) + list(tile)}")
+            return None
+        return tile[len(tile) - rank:]
+
+    # ------------------------------------------------------------ walk
+    def run(self) -> Func:
+        self.block(self.func.body)
+        return Func(self.func.name, self.func.params, self.out[0], self.func.kind, self.func.attrs, self.func.span)
+
+    def block(self, ops: list[Op]) -> None:
+        for i, op in enumerate(ops):
+            nxt = ops[i + 1] if i + 1 < len(ops) else None
+            self.op(op, nxt)
+
+    def op(self, op: Op, nxt: Op | None) -> None:
+        name = op.name
+        if name in ("loop", "if"):
+            if name == "loop":
+                self.loop_names.append(op.attrs["name"])
+            regions = []
+            for region in op.regions:
+                self.out.append([])
+                self.block(region)
+                regions.append(self.out.pop())
+            if name == "loop":
+                self.loop_names.pop()
+            self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
+            return
+        if name in ("view", "reshape", "read", "print"):
+            self.emit(op)
+            return
+        if name == "alloc":
+            self.emit(Op("alloc", [], {}, op.results, span=op.span))
+            if "fill" in op.attrs:
+                t = op.result.type
+                self.fill_region(op.result, tuple(0 for _ in t.shape), t.shape, op.attrs["fill"], op)
+            return
+        if name == "assemble":
+            if id(op) not in self.fused:
+                self.copy(op)
+            return
+        if name == "fill":
+            self.fill_region(op.operands[0], op.attrs["offsets"], op.attrs["shape"], op.attrs["scalar"], op)
+            return
+        # a computation: store straight into an assemble's region when that is its only use
+        dest = None
+        r = op.result
+        if (nxt is not None and nxt.name == "assemble" and nxt.operands[1] is r and self.uses[r.name] == 1):
+            dest = (nxt.operands[0], nxt.attrs["offsets"])
+            self.fused.add(id(nxt))
+        else:
+            self.emit(Op("alloc", [], {}, [r], span=op.span))
+            dest = (r, tuple(0 for _ in r.type.shape))
+        if name in REDUCTIONS:
+            self.reduction(op, dest)
+        elif name == "matmul":
+            self.ctx.diags.error("E0800", "matmul is not supported by the tile lowering yet", op.span,
+                                 help="the cube path lands with the operator library")
+        elif name in OPS:
+            self.elementwise(op, dest)
+        else:
+            raise AssertionError(f"tiling: unexpected tensor op {name}")
+
+    # ------------------------------------------------------------ grids
+    def grid(self, shape: Sequence[sym.Expr], valid: Sequence[sym.Expr], tile: Sequence[int], span,
+             skip_axis: int | None = None):
+        """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth)."""
+        tshape, offs, tvalid = [], [], []
+        depth = 0
+        for d, (s, v, t) in enumerate(zip(shape, valid, tile)):
+            ts = min(t, s) if sym.is_const(s) else t
+            if d == skip_axis:
+                tshape.append(1)
+                offs.append(0)
+                tvalid.append(1)
+                continue
+            n = sym.ceildiv(v, ts)
+            if n == 1:
+                off = 0
+            else:
+                idx = self.fresh("g")
+                self.out.append([])
+                self.emit_loop_header(idx, n, span)
+                off = sym.mul(sym.Sym(idx), ts)
+                depth += 1
+            tshape.append(ts)
+            offs.append(off)
+            tvalid.append(sym.min_(sym.sub(v, off), ts))
+        return tshape, offs, tvalid, depth
+
+    def emit_loop_header(self, idx: str, n: sym.Expr, span) -> None:
+        # the loop op itself is emitted when the grid closes; remember its attributes
+        self.out[-1].append(Op("loop", [], {"index": idx, "lo": 0, "hi": n, "step": 1, "name": idx, "kind": "grid"},
+                               span=span))
+
+    def close(self, depth: int) -> None:
+        for _ in range(depth):
+            body = self.out.pop()
+            header, ops = body[0], body[1:]
+            header.regions = [ops]
+            self.emit(header)
+
+    def load_operand(self, v: Value, out_shape, tshape, offs, tvalid, span) -> Value:
+        """Load operand v's tile for an output tile, expanding broadcast dims."""
+        t: TensorType = v.type
+        rank = len(out_shape)
+        pad = rank - t.rank
+        lshape, loffs, lvalid = [], [], []
+        bcast = pad > 0
+        for d in range(t.rank):
+            od = d + pad
+            if t.shape[d] == 1 and out_shape[od] != 1:
+                lshape.append(1)
+                loffs.append(0)
+                lvalid.append(1)
+                bcast = True
+            else:
+                lshape.append(tshape[od])
+                loffs.append(offs[od])
+                if t.valid_shape[d] == self.out_valid[od]:
+                    lvalid.append(tvalid[od])  # same extent as the output: the same tail
+                else:
+                    lvalid.append(sym.min_(sym.max_(sym.sub(t.valid_shape[d], offs[od]), 0), tshape[od]))
+        tl = self.tile(t.dtype, lshape, lvalid, span)
+        self.emit(Op("tile.load", [tl, v], {"offsets": tuple(loffs)}, span=span))
+        if not bcast:
+            return tl
+        full = self.tile(t.dtype, tshape, tvalid, span)
+        self.emit(Op("tile.expand", [full, tl], {}, span=span))
+        return full
+
+    # ------------------------------------------------------------ ops
+    def elementwise(self, op: Op, dest) -> None:
+        r = op.result
+        tile = self.vec_tile(r.type.rank, op)
+        if tile is None:
+            return
+        rt: TensorType = r.type
+        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
+        self.out_valid = rt.valid_shape
+        srcs = [self.load_operand(v, rt.shape, tshape, offs, tvalid, op.span) for v in op.operands]
+        dst = self.tile(rt.dtype, tshape, tvalid, op.span)
+        self.compute(op.name, dst, srcs, dict(op.attrs), op.span)
+        self.store(dest, dst, offs, op.span)
+        self.close(depth)
+
+    def compute(self, name: str, dst: Value, srcs: list[Value], attrs: dict, span) -> None:
+        od = OPS[name]
+        if od.expand is None:
+            self.emit(Op(f"tile.{name}", [dst, *srcs], attrs, span=span))
+            return
+        # a composite: evaluate its template over primitive tile ops
+        names = {"x": srcs[0]} | ({"y": srcs[1]} if len(srcs) > 1 else {})
+        result = self.template(od.expand, names, dst, span, top=True)
+        assert result is dst
+
+    def template(self, node: Template, names: dict, dst: Value, span, top: bool = False):
+        if isinstance(node, str):
+            return names[node]
+        if isinstance(node, float):
+            return node
+        name, *args = node
+        vals = [self.template(a, names, dst, span) for a in args]
+        out = dst if top else self.tile(dst.type.dtype, dst.type.shape, dst.type.valid, span)
+        tiles = [v for v in vals if isinstance(v, Value)]
+        attrs = {}
+        scalars = [v for v in vals if not isinstance(v, Value)]
+        if scalars:
+            attrs["scalar"] = scalars[0]
+            if not isinstance(vals[0], Value) and name not in ("add", "mul", "maximum", "minimum"):
+                attrs["side"] = "left"
+        self.compute(name, out, tiles, attrs, span)
+        return out
+
+    def store(self, dest, tile: Value, offs, span) -> None:
+        gm, base = dest
+        at = tuple(sym.add(b, o) for b, o in zip(base, offs)) if len(base) == len(offs) else self.align(base, offs)
+        self.emit(Op("tile.store", [gm, tile], {"offsets": at}, span=span))
+
+    @staticmethod
+    def align(base, offs):
+        pad = len(base) - len(offs)
+        return tuple(base[:pad]) + tuple(sym.add(b, o) for b, o in zip(base[pad:], offs))
+
+    def reduction(self, op: Op, dest) -> None:
+        src = op.operands[0]
+        st: TensorType = src.type
+        axis = op.attrs["axis"]
+        tile = self.vec_tile(st.rank, op)
+        if tile is None:
+            return
+        od = OPS[op.name]
+        acc_dt = accumulator_dtype(st.dtype)
+        out_dt = op.result.type.dtype
+        tshape, offs, tvalid, depth = self.grid(st.shape, st.valid_shape, tile, op.span, skip_axis=axis)
+        ax_tile = min(tile[axis], st.shape[axis]) if sym.is_const(st.shape[axis]) else tile[axis]
+        ax_valid = st.valid_shape[axis]
+        n = sym.ceildiv(ax_valid, ax_tile)
+        acc = self.tile(acc_dt, tshape, tvalid, op.span)
+        one_tile = n == 1
+        if not one_tile:
+            self.emit(Op("tile.fill", [acc], {"scalar": od.identity if DTYPES[acc_dt].is_float
+                                              else _int_identity(op.name, acc_dt)}, span=op.span))
+            k = self.fresh("k")
+            self.out.append([])
+            self.emit_loop_header(k, n, op.span)
+            koff = sym.mul(sym.Sym(k), ax_tile)
+        else:
+            koff = 0
+        in_shape = list(tshape)
+        in_shape[axis] = ax_tile
+        in_offs = list(offs)
+        in_offs[axis] = koff
+        in_valid = list(tvalid)
+        in_valid[axis] = sym.min_(sym.sub(ax_valid, koff), ax_tile)
+        t_in = self.tile(st.dtype, in_shape, in_valid, op.span)
+        self.emit(Op("tile.load", [t_in, src], {"offsets": tuple(in_offs)}, span=op.span))
+        if st.dtype != acc_dt:
+            t_c = self.tile(acc_dt, in_shape, in_valid, op.span)
+            self.emit(Op("tile.cast", [t_c, t_in], {"to": acc_dt, "mode": "rint"}, span=op.span))
+            t_in = t_c
+        red = "sum" if op.name == "mean" else op.name
+        if one_tile:
+            self.emit(Op(f"tile.{red}", [acc, t_in], {"axis": axis}, span=op.span))
+        else:
+            part = self.tile(acc_dt, tshape, tvalid, op.span)
+            self.emit(Op(f"tile.{red}", [part, t_in], {"axis": axis}, span=op.span))
+            self.emit(Op(f"tile.{od.combine}", [acc, acc, part], {}, span=op.span))
+            self.close(1)
+        if op.name == "mean":
+            self.emit(Op("tile.mul", [acc, acc], {"scalar": sym.truediv(1.0, ax_valid)}, span=op.span))
+        res = acc
+        if acc_dt != out_dt:
+            res = self.tile(out_dt, tshape, tvalid, op.span)
+            self.emit(Op("tile.cast", [res, acc], {"to": out_dt, "mode": "rint"}, span=op.span))
+        self.store(dest, res, offs, op.span)
+        self.close(depth)
+
+    def copy(self, op: Op) -> None:
+        dst, src = op.operands
+        st: TensorType = src.type
+        tile = self.vec_tile(st.rank, op)
+        if tile is None:
+            return
+        tshape, offs, tvalid, depth = self.grid(st.shape, st.valid_shape, tile, op.span)
+        t = self.tile(st.dtype, tshape, tvalid, op.span)
+        self.emit(Op("tile.load", [t, src], {"offsets": tuple(offs)}, span=op.span))
+        self.store((dst, op.attrs["offsets"]), t, offs, op.span)
+        self.close(depth)
+
+    def fill_region(self, dst: Value, offsets, shape, scalar, op: Op) -> None:
+        tile = self.vec_tile(len(shape), op)
+        if tile is None:
+            return
+        tshape, offs, tvalid, depth = self.grid(shape, shape, tile, op.span)
+        t = self.tile(dst.type.dtype, tshape, tvalid, op.span)
+        self.emit(Op("tile.fill", [t], {"scalar": scalar}, span=op.span))
+        self.store((dst, offsets), t, offs, op.span)
+        self.close(depth)
+
+
+def _int_identity(name: str, dtype: str) -> int:
+    import numpy as np
+
+    from ..dtypes import numpy_dtype
+
+    info = np.iinfo(numpy_dtype(dtype)) if dtype != "bool" else None
+    if name in ("sum", "mean"):
+        return 0
+    if info is None:
+        return 0 if name == "amax" else 1
+    return int(info.min) if name == "amax" else int(info.max)
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    return Module(module.name, "tile", [_Tiler(f, ctx).run() for f in module.funcs], dict(module.attrs))
