@@ -1,0 +1,348 @@
+"""The spec model: ``NAME.yaml`` (docs/LANGUAGE.md §2) as frozen dataclasses, with positions.
+
+:func:`parse_spec` turns text into a :class:`Spec` and reports every problem as a diagnostic;
+:func:`load_spec` reads the file, checks that the ``.pto`` it belongs to exists and raises
+:class:`CompileError` on errors. Each :class:`Spec` carries a :class:`SpanMap` so that later stages
+(the checker, the schedule passes) can point their errors at the YAML key or value responsible.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
+from .schema import (
+    DEFAULT_TARGET,
+    E_NAME,
+    E_VALUE,
+    PASS_OPTIONS,
+    Path,
+    identifier_problem,
+    spec_schema,
+    validate,
+)
+from .yaml_nodes import YMap, YNode, YSeq, compose
+
+E_READ = "E0203"
+E_EMPTY = "E0204"
+E_NOT_MAPPING = "E0205"
+E_MISSING_SOURCE = "E0215"
+E_TEST_DTYPE_VAR = "E0216"
+E_TEST_DTYPE_VARIANT = "E0217"
+E_TEST_SHAPE = "E0218"
+
+# Defaults of the pass options come from the schema, so the JSON Schema and the model agree.
+PASS_OPTION_DEFAULTS: dict[str, int | bool] = {k: s.default for k, s in PASS_OPTIONS.fields.items()}
+
+
+@dataclass(frozen=True)
+class SpanMap:
+    """Positions of every key and value of a spec, by key path.
+
+    A path is a tuple of keys and list indices: ``("schedule", "loops", "b_loop", "unroll")``,
+    ``("schedule", "vec_tile", 1)``, ``("tests", 0, "shapes", "B")``. The empty path is the whole
+    document.
+    """
+
+    file: str
+    entries: Mapping[Path, tuple[Span | None, Span]] = field(default_factory=dict)
+
+    def key(self, path: Path) -> Span | None:
+        """Where the key of ``path`` is written (None for list items and absent keys)."""
+        entry = self.entries.get(tuple(path))
+        return entry[0] if entry else None
+
+    def value(self, path: Path) -> Span | None:
+        """Where the value of ``path`` is written (None when absent)."""
+        entry = self.entries.get(tuple(path))
+        return entry[1] if entry else None
+
+    def at(self, path: Path) -> Span:
+        """The best place to report about ``path``: its value, its key, else its nearest parent."""
+        path = tuple(path)
+        while True:
+            span = self.value(path) or self.key(path)
+            if span is not None:
+                return span
+            if not path:
+                return Span(self.file, 1, 1)
+            path = path[:-1]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.entries
+
+    @staticmethod
+    def build(file: str, root: YNode) -> SpanMap:
+        entries: dict[Path, tuple[Span | None, Span]] = {}
+
+        def walk(node: YNode, path: Path, key: Span | None) -> None:
+            entries[path] = (key, node.span)
+            if isinstance(node, YMap):
+                for pair in node.pairs:
+                    walk(pair.value, (*path, pair.key.text), pair.key.span)
+            elif isinstance(node, YSeq):
+                for i, item in enumerate(node.items):
+                    walk(item, (*path, i), None)
+
+        walk(root, (), None)
+        return SpanMap(file, entries)
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    unroll: tuple[int, ...] | None = None
+    vec_tile: tuple[int, ...] | None = None
+    submit_before_loop: bool | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    vec_tile: tuple[int, ...] | None = None
+    cube_tile: dict[str, tuple[int, int]] | None = None  # "m"/"k"/"n" -> (L0 tile, L1 tile)
+    loops: dict[str, LoopSchedule] = field(default_factory=dict)
+    valid_shapes: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
+    pass_options: dict[str, int | bool] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))
+
+
+@dataclass(frozen=True)
+class Reference:
+    file: str  # relative to the spec's folder, as written
+    function: str
+
+
+@dataclass(frozen=True)
+class TestCase:
+    __test__ = False  # keeps pytest from collecting this class when a test module imports it
+
+    index: int
+    shapes: dict[str, int] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+    scalars: dict[str, float | int | bool] = field(default_factory=dict)
+    rtol: float | None = None
+    atol: float | None = None
+    seed: int | None = None
+    data_range: tuple[float, float] | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: str  # the YAML file, as given
+    folder: str  # its folder ("." for a bare file name)
+    op: str
+    source: str  # path of the .pto file
+    doc: str
+    dtypes: dict[str, tuple[str, ...]]
+    symbols: dict[str, int]
+    schedule: Schedule
+    target: str
+    reference: Reference | None
+    tests: tuple[TestCase, ...]
+    spans: SpanMap = field(compare=False, repr=False)
+
+    @property
+    def source_given(self) -> bool:
+        """Whether ``source:`` is written in the file (rather than defaulted)."""
+        return ("source",) in self.spans
+
+
+# ------------------------------------------------------------------ cross-field checks
+
+
+def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
+    declared: dict[str, Any] = data.get("dtypes", {})
+    symbols: dict[str, int] = data.get("symbols", {})
+    for i, test in enumerate(data.get("tests") or []):
+        if not isinstance(test, dict):  # reported already
+            continue
+        for var, dtype in test.get("dtypes", {}).items():
+            path = ("tests", i, "dtypes", var)
+            if var not in declared:
+                if ("dtypes", var) in spans:  # declared, with a value reported as invalid already
+                    continue
+                diags.error(
+                    E_TEST_DTYPE_VAR, f"test {i} binds `{var}`, which `dtypes:` does not declare",
+                    spans.key(path), "not a declared dtype variable",
+                    help=(f"declared dtype variables: {', '.join(declared)}" if declared else
+                          f"declare it, e.g. `dtypes: {{{var}: [{dtype}]}}`"),
+                )
+                continue
+            variants = declared[var] if isinstance(declared[var], list) else [declared[var]]
+            if dtype not in variants:
+                diags.error(
+                    E_TEST_DTYPE_VARIANT, f"test {i} uses `{var} = {dtype}`, which is not a declared variant",
+                    spans.value(path), f"`{var}` is one of {', '.join(variants)}",
+                    secondary=[Label(spans.at(("dtypes", var)), f"variants of `{var}` declared here")],
+                    help=f"add `{dtype}` to the variants of `{var}`, or test one of them",
+                )
+        for sym, value in test.get("shapes", {}).items():
+            if sym in symbols and symbols[sym] != value:
+                path = ("tests", i, "shapes", sym)
+                diags.error(
+                    E_TEST_SHAPE, f"test {i} sets `{sym} = {value}`, but `symbols:` fixes `{sym} = {symbols[sym]}`",
+                    spans.value(path), "conflicts with the fixed value",
+                    secondary=[Label(spans.at(("symbols", sym)), "fixed here")],
+                    help=f"remove `{sym}` from the test's shapes",
+                )
+        low_high = test.get("data_range")
+        if low_high is not None and not low_high[0] < low_high[1]:
+            diags.error(
+                E_VALUE, f"`tests[{i}].data_range` must be [low, high] with low < high, found {low_high}",
+                spans.value(("tests", i, "data_range")), "low must be below high",
+            )
+
+
+# ------------------------------------------------------------------ model building
+
+
+def _tuple(value: Any) -> tuple | None:
+    return None if value is None else tuple(value)
+
+
+def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
+    folder = os.path.dirname(path) or "."
+    source = os.path.normpath(os.path.join(folder, data.get("source", f"{op}.pto")))
+    sched = data.get("schedule", {})
+    cube = sched.get("cube_tile")
+    schedule = Schedule(
+        vec_tile=_tuple(sched.get("vec_tile")),
+        cube_tile=None if cube is None else {axis: (v[0], v[1]) for axis, v in cube.items()},
+        loops={
+            name: LoopSchedule(_tuple(loop.get("unroll")), _tuple(loop.get("vec_tile")), loop.get("submit_before_loop"))
+            for name, loop in sched.get("loops", {}).items()
+        },
+        valid_shapes={name: tuple(dims) for name, dims in sched.get("valid_shapes", {}).items()},
+        pass_options={**PASS_OPTION_DEFAULTS, **sched.get("pass_options", {})},
+    )
+    reference = None
+    if "reference" in data:
+        file, function = data["reference"].rsplit(":", 1)
+        reference = Reference(file, function)
+    tests = tuple(
+        TestCase(
+            index=i,
+            shapes=dict(t.get("shapes", {})),
+            dtypes=dict(t.get("dtypes", {})),
+            scalars=dict(t.get("scalars", {})),
+            rtol=t.get("rtol"),
+            atol=t.get("atol"),
+            seed=t.get("seed"),
+            data_range=_tuple(t.get("data_range")),
+            name=t.get("name"),
+        )
+        for i, t in enumerate(data.get("tests", []))
+    )
+    return Spec(
+        path=path,
+        folder=folder,
+        op=op,
+        source=source,
+        doc=data.get("doc", ""),
+        dtypes={k: tuple(v) if isinstance(v, list) else (v,) for k, v in data.get("dtypes", {}).items()},
+        symbols=dict(data.get("symbols", {})),
+        schedule=schedule,
+        target=data.get("target", DEFAULT_TARGET),
+        reference=reference,
+        tests=tests,
+        spans=spans,
+    )
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path)
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
+    """Parse the text of a spec file; every problem goes to ``diags``; None when there were errors.
+
+    Never raises on user input. Does not look at other files (see :func:`load_spec`).
+    """
+    before = len(diags.errors)
+    root = compose(text, path, diags)
+    if root is None:
+        if len(diags.errors) == before:
+            diags.error(E_EMPTY, f"spec file `{path}` is empty", Span(path, 1, 1), "no YAML document here",
+                        help=f"write at least `op: {_stem(path)}`; see docs/LANGUAGE.md §2")
+        return None
+    if not isinstance(root, YMap):
+        found = "a list" if isinstance(root, YSeq) else "a single value"
+        diags.error(E_NOT_MAPPING, f"a spec file must be a mapping of keys, found {found}", root.span,
+                    "expected `key: value` lines here",
+                    help="write the keys (`op:`, `dtypes:`, `schedule:`, ...) at the top level, without `-`")
+        return None
+    spans = SpanMap.build(path, root)
+    data = validate(spec_schema(), root, diags)
+    op = data.get("op")
+    if op is None and ("op",) not in spans:
+        op = _stem(path)
+        problem = identifier_problem(op)
+        if problem is not None:
+            diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
+                        Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
+    _check_tests(data, spans, diags)
+    if len(diags.errors) > before or op is None:
+        return None
+    return _build(data, path, op, spans)
+
+
+def _read(path: str, diags: Diagnostics) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        diags.error(E_READ, f"cannot read spec file `{path}`: {exc.strerror or exc}", None,
+                    help="check the path and the file's permissions")
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", errors="replace")
+        register_source(path, shown)
+        line = raw[: exc.start].count(b"\n") + 1
+        col = len(raw[raw.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", errors="replace")) + 1
+        diags.error(E_READ, f"spec file `{path}` is not UTF-8 text", Span(path, line, col),
+                    f"byte 0x{raw[exc.start]:02x} is not valid UTF-8", help="save the file as UTF-8")
+        return None
+
+
+def load_spec(path: str, diags: Diagnostics | None = None) -> Spec:
+    """Read and parse a spec file and check that its ``.pto`` exists.
+
+    Raises :class:`CompileError` with every diagnostic when there is an error; warnings and notes go
+    to ``diags`` when given.
+    """
+    diags = diags if diags is not None else Diagnostics()
+    before = len(diags.errors)
+    text = _read(path, diags)
+    spec = parse_spec(text, path, diags) if text is not None else None
+    if spec is not None and not os.path.isfile(spec.source):
+        if spec.source_given:
+            span = spec.spans.at(("source",))
+            label = "no such file"
+            help = f"expected `{spec.source}` (relative to the spec's folder); create it or fix `source:`"
+        else:
+            span = spec.spans.key(("op",)) or Span(path, 1, 1)
+            label = "the algorithm file is named after this op" if ("op",) in spec.spans else "no such file"
+            help = f"expected `{spec.source}` beside the spec; create it, or name another file with `source:`"
+        diags.error(E_MISSING_SOURCE, f"the .pto file of op `{spec.op}` does not exist: `{spec.source}`",
+                    span, label, help=help)
+    if len(diags.errors) > before or spec is None:
+        raise CompileError(diags.items)
+    return spec
+
+
+__all__ = [
+    "PASS_OPTION_DEFAULTS",
+    "LoopSchedule",
+    "Reference",
+    "Schedule",
+    "Spec",
+    "SpanMap",
+    "TestCase",
+    "load_spec",
+    "parse_spec",
+]

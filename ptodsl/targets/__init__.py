@@ -1,0 +1,150 @@
+"""Hardware models as data: one ``NAME.yaml`` per target in this folder, loaded into :class:`Target`.
+
+Code never writes a buffer size or core count as a literal; it asks the spec's target. The files are
+validated with the same schema machinery as spec files, so a broken target file is reported at its
+line and column rather than failing somewhere in a pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+from ..diagnostics import CompileError, Diagnostics
+from ..frontend.schema import E_TARGET, Int, ListOf, Obj, Str, dtype_name, to_json_schema, validate
+from ..frontend.yaml_nodes import compose
+
+E_READ = "E0203"
+E_EMPTY = "E0204"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the file stem
+    description: str
+    ub_bytes: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    ub_block_bytes: int
+    cube_cores: int
+    vector_cores: int
+    max_event_ids: int
+    cube_dtypes: tuple[tuple[str, str, str], ...]  # (accumulator, left, right)
+    max_mkn: int
+    cube_fractal_rows: int
+    cube_c0_bytes: int
+    vector_repeat_bytes: int
+    max_vector_repeat: int
+
+    def supports_matmul(self, c: str, a: str, b: str) -> bool:
+        return (c, a, b) in self.cube_dtypes
+
+    @property
+    def vector_per_cube(self) -> int:
+        """AIV cores that share one AIC core's work (2 on the split architectures)."""
+        return max(self.vector_cores // max(self.cube_cores, 1), 1)
+
+
+def _bytes(desc: str) -> Int:
+    return Int(min=1, desc=desc)
+
+
+_TARGET_FIELDS = {
+    "description": Str(desc="one line about the hardware"),
+    "ub_bytes": _bytes("unified buffer bytes per vector core"),
+    "l1_bytes": _bytes("L1 bytes per cube core"),
+    "l0a_bytes": _bytes("L0A (left operand) bytes"),
+    "l0b_bytes": _bytes("L0B (right operand) bytes"),
+    "l0c_bytes": _bytes("L0C (accumulator) bytes"),
+    "ub_block_bytes": _bytes("alignment of UB addresses and of a row-major tile row"),
+    "cube_cores": Int(min=1, desc="AIC cores"),
+    "vector_cores": Int(min=1, desc="AIV cores"),
+    "max_event_ids": Int(min=1, desc="event ids per pipe pair for set_flag/wait_flag"),
+    "cube_dtypes": ListOf(item=ListOf(item=dtype_name(), min_len=3, max_len=3), min_len=1,
+                          desc="(accumulator, left, right) dtype triples matmul supports"),
+    "max_mkn": Int(min=1, desc="largest m, k, n of one matmul instruction"),
+    "cube_fractal_rows": Int(min=1, desc="rows of a cube fractal"),
+    "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
+    "vector_repeat_bytes": Int(min=1, desc="bytes per vector instruction repeat"),
+    "max_vector_repeat": Int(min=1, desc="repeats per vector instruction"),
+}
+# Every field of the file is required: a missing number would otherwise become a silent default.
+TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
+
+assert [f.name for f in fields(Target)] == ["name", *TARGET_SCHEMA.fields], "Target and its schema disagree"
+
+
+def _folder() -> Traversable:
+    return resources.files(__package__)
+
+
+def target_names() -> list[str]:
+    """Names of the targets shipped in this folder, sorted."""
+    return sorted(e.name[: -len(".yaml")] for e in _folder().iterdir() if e.name.endswith(".yaml"))
+
+
+def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target | None:
+    """A target from the text of its file; problems go to ``diags`` and give None."""
+    before = len(diags.errors)
+    root = compose(text, file, diags)
+    if root is None:
+        if len(diags.errors) == before:
+            diags.error(E_EMPTY, f"target file for `{name}` is empty", None,
+                        help="a target file lists every field of ptodsl.targets.Target")
+        return None
+    data = validate(TARGET_SCHEMA, root, diags)
+    if len(diags.errors) > before:
+        return None
+    return Target(
+        name=name,
+        **{k: v for k, v in data.items() if k != "cube_dtypes"},
+        cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
+    )
+
+
+def load_target_file(path: str, name: str | None = None) -> Target:
+    """Load a target from any file; raises :class:`CompileError` with every problem found."""
+    import os
+
+    diags = Diagnostics()
+    name = name or os.path.splitext(os.path.basename(path))[0]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        diags.error(E_READ, f"cannot read target file `{path}`: {exc}")
+        raise CompileError(diags.items) from None
+    target = parse_target(text, name, path, diags)
+    if target is None:
+        raise CompileError(diags.items)
+    return target
+
+
+@cache
+def load_target(name: str) -> Target:
+    """The shipped target called ``name``; raises :class:`CompileError` for an unknown name."""
+    names = target_names()
+    if name not in names:
+        diags = Diagnostics()
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        diags.error(E_TARGET, f"unknown target `{name}`", None,
+                    help=f"did you mean `{close[0]}`?" if close else None,
+                    notes=[f"known targets: {', '.join(names)}"])
+        raise CompileError(diags.items)
+    entry = _folder().joinpath(f"{name}.yaml")
+    with resources.as_file(entry) as real:
+        return load_target_file(str(real), name)
+
+
+def target_json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a target file."""
+    return to_json_schema(TARGET_SCHEMA, "ptodsl hardware target")
+
+
+__all__ = ["TARGET_SCHEMA", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
+           "target_names"]

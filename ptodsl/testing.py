@@ -1,0 +1,93 @@
+"""A pytest plugin: every spec's ``tests:`` cases become test items.
+
+Enabled through the ``pytest11`` entry point, so any project with ptodsl installed collects
+``NAME.yaml`` specs (a YAML beside its ``.pto``) found under its test paths. Items are named like
+``softmax[bf16-B33]`` and run on the simulator in poison mode; ``--ptodsl-backend cpu`` switches
+backend. A spec that does not compile is one failing item showing its diagnostics.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser) -> None:
+    parser.addini("ptodsl_spec_paths", "folders whose specs become test items (default: any spec)",
+                  type="paths", default=[])
+    group = parser.getgroup("ptodsl")
+    group.addoption("--ptodsl-backend", default="sim", choices=("sim", "cpu"),
+                    help="backend for the golden spec cases (default: sim)")
+
+
+def _is_spec(path) -> bool:
+    return path.suffix == ".yaml" and os.path.exists(path.with_suffix(".pto"))
+
+
+def _wanted(config, path) -> bool:
+    roots = config.getini("ptodsl_spec_paths")
+    return not roots or any(path.is_relative_to(r) for r in roots)
+
+
+def pytest_collect_file(parent, file_path):
+    if _is_spec(file_path) and _wanted(parent.config, file_path):
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SpecFile(pytest.File):
+    def collect(self):
+        from .diagnostics import CompileError
+        from .golden import case_id, load
+
+        try:
+            op = load(str(self.path))
+        except CompileError as e:
+            yield SpecError.from_parent(self, name=f"{self.path.stem}[compile]", error=e)
+            return
+        for case in op.spec.tests:
+            name = case_id(op.spec, case)
+            yield SpecCase.from_parent(self, name=name, op=op, case=case)
+
+
+class SpecError(pytest.Item):
+    def __init__(self, *, error, **kw):
+        super().__init__(**kw)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise SpecFailure(self.error.render())
+
+    def repr_failure(self, excinfo):
+        return str(excinfo.value)
+
+    def reportinfo(self):
+        return self.path, 0, self.name
+
+
+class SpecFailure(Exception):
+    pass
+
+
+class SpecCase(pytest.Item):
+    def __init__(self, *, op, case, **kw):
+        super().__init__(**kw)
+        self.op = op
+        self.case = case
+
+    def runtest(self) -> None:
+        from .golden import run_case
+
+        backend = self.config.getoption("--ptodsl-backend", default="sim")
+        result = run_case(self.op, self.case, backend=backend, poison=True)
+        if not result.ok:
+            raise SpecFailure(result.report)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, SpecFailure):
+            return f"{self.name}\n{excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, self.name

@@ -1,0 +1,128 @@
+"""The hardware target files and their loader."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from ptodsl.diagnostics import CompileError, Diagnostics
+from ptodsl.dtypes import DTYPE_NAMES
+from ptodsl.targets import (
+    TARGET_SCHEMA,
+    Target,
+    load_target,
+    load_target_file,
+    parse_target,
+    target_json_schema,
+    target_names,
+)
+
+TARGETS_DIR = Path(__file__).resolve().parents[1] / "ptodsl" / "targets"
+KIB = 1024
+
+
+def test_target_names_come_from_the_files() -> None:
+    assert target_names() == sorted(p.stem for p in TARGETS_DIR.glob("*.yaml"))
+    assert {"ascend910b", "ascend950"} <= set(target_names())
+
+
+def test_ascend910b_numbers() -> None:
+    t = load_target("ascend910b")
+    assert t.name == "ascend910b"
+    assert (t.ub_bytes, t.l1_bytes) == (192 * KIB, 512 * KIB)
+    assert (t.l0a_bytes, t.l0b_bytes, t.l0c_bytes) == (64 * KIB, 64 * KIB, 128 * KIB)
+    assert t.ub_block_bytes == 32
+    assert (t.cube_cores, t.vector_cores, t.vector_per_cube) == (24, 48, 2)
+    assert t.max_event_ids == 8
+    assert t.max_mkn == 4095
+    assert t.cube_dtypes == (("f32", "f16", "f16"), ("f32", "bf16", "bf16"), ("f32", "f32", "f32"),
+                             ("i32", "i8", "i8"))
+    assert t.supports_matmul("f32", "bf16", "bf16") and not t.supports_matmul("f16", "f16", "f16")
+
+
+def test_ascend950_differs_in_ub_and_l0c() -> None:
+    a, b = load_target("ascend910b"), load_target("ascend950")
+    assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
+    same = [f.name for f in fields(Target) if f.name not in ("name", "description", "ub_bytes", "l0c_bytes")]
+    assert all(getattr(a, n) == getattr(b, n) for n in same)
+
+
+@pytest.mark.parametrize("name", target_names())
+def test_every_shipped_target_is_consistent(name: str) -> None:
+    t = load_target(name)
+    assert load_target(name) is t  # cached
+    for c, a, b in t.cube_dtypes:
+        assert {c, a, b} <= set(DTYPE_NAMES)
+    # Buffers are whole numbers of alignment blocks.
+    for size in (t.ub_bytes, t.l1_bytes, t.l0a_bytes, t.l0b_bytes, t.l0c_bytes):
+        assert size % t.ub_block_bytes == 0
+    assert t.vector_repeat_bytes % t.ub_block_bytes == 0
+
+
+def test_unknown_target() -> None:
+    with pytest.raises(CompileError) as err:
+        load_target("ascend91b")
+    (d,) = err.value.diagnostics
+    assert d.code == "E0214" and d.help == "did you mean `ascend910b`?" and "ascend950" in d.notes[0]
+
+
+def _good_text() -> str:
+    return (TARGETS_DIR / "ascend910b.yaml").read_text(encoding="utf-8")
+
+
+def test_custom_target_file(tmp_path: Path) -> None:
+    path = tmp_path / "mychip.yaml"
+    path.write_text(_good_text().replace("ub_bytes: 196608", "ub_bytes: 65536"))
+    t = load_target_file(str(path))
+    assert t.name == "mychip" and t.ub_bytes == 65536
+
+
+@pytest.mark.parametrize(
+    ("edit", "code", "words"),
+    [
+        (lambda s: s.replace("ub_bytes: 196608", "ub_byte: 196608"), "E0206", "unknown key `ub_byte`"),
+        (lambda s: s.replace("l1_bytes: 524288", "l1_bytes: lots"), "E0207", "must be an integer"),
+        (lambda s: s.replace("max_event_ids: 8", "max_event_ids: 0"), "E0209", "must be positive"),
+        (lambda s: s.replace("[i32, i8, i8]", "[i32, int8, i8]"), "E0212", "unknown dtype `int8`"),
+        (lambda s: s.replace("[i32, i8, i8]", "[i32, i8]"), "E0209", "exactly 3 items"),
+        (lambda s: "\n".join(ln for ln in s.splitlines() if not ln.startswith("max_mkn")), "E0208",
+         "missing the required key `max_mkn`"),
+        (lambda s: s + "cube_cores: 1\n", "E0202", "duplicate key `cube_cores`"),
+        (lambda s: s.replace("cube_cores: 24", "cube_cores: [24"), "E0200", "invalid YAML"),
+    ],
+)
+def test_bad_target_file_is_reported_at_its_line(tmp_path: Path, edit, code: str, words: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(edit(_good_text()))
+    with pytest.raises(CompileError) as err:
+        load_target_file(str(path))
+    d = err.value.diagnostics[0]
+    assert d.code == code and words in d.message, err.value.render()
+    assert d.span is not None and d.span.file == str(path)
+
+
+def test_empty_and_unreadable_target_files(tmp_path: Path) -> None:
+    diags = Diagnostics()
+    assert parse_target("# nothing\n", "x", "x.yaml", diags) is None
+    assert [d.code for d in diags] == ["E0204"]
+    with pytest.raises(CompileError) as err:
+        load_target_file(str(tmp_path / "missing.yaml"))
+    assert err.value.diagnostics[0].code == "E0203"
+
+
+def test_target_schema_matches_dataclass_and_is_closed() -> None:
+    assert ["name", *TARGET_SCHEMA.fields] == [f.name for f in fields(Target)]
+    schema = target_json_schema()
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == set(TARGET_SCHEMA.fields)
+
+
+def test_target_files_validate_with_jsonschema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    validator = jsonschema.Draft202012Validator(target_json_schema())
+    for path in TARGETS_DIR.glob("*.yaml"):
+        assert list(validator.iter_errors(yaml.safe_load(path.read_text(encoding="utf-8")))) == [], path
