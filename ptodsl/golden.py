@@ -79,13 +79,14 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
         shape = tuple(int(sym.evaluate(d.value if isinstance(d.value, int) else sym.Sym(d.value), env))
                       for d in p.dims)
         info = DTYPES[dtype]
+        given = case.ranges.get(p.name) or case.data_range
         if info.is_float:
-            lo, hi = case.data_range or DEFAULT_RANGE
+            lo, hi = given or DEFAULT_RANGE
             a = rng.uniform(lo, hi, size=shape).astype(numpy_dtype(dtype))
         elif dtype == "bool":
             a = rng.integers(0, 2, size=shape).astype(bool)
         else:
-            lo, hi = case.data_range or DEFAULT_INT_RANGE
+            lo, hi = given or DEFAULT_INT_RANGE
             a = rng.integers(int(lo), int(hi) + 1, size=shape).astype(numpy_dtype(dtype))
         arrays[p.name] = a
     return arrays, dict(case.scalars)
@@ -181,6 +182,11 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
         rel = np.where(bad, d / np.maximum(np.abs(w), np.finfo(np.float64).tiny), 0)
     rworst = np.unravel_index(int(np.argmax(rel)), rel.shape)
     lines.append(f"  worst rel error {rel[rworst]:.6g} at {list(map(int, rworst))}")
+    idx = np.nonzero(bad)
+    spans = [f"dim {axis} from {int(ix.min())} to {int(ix.max())}" for axis, ix in enumerate(idx)
+             if ix.min() > 0 or ix.max() < got.shape[axis] - 1]
+    if spans:
+        lines.append(f"  mismatches span {', '.join(spans)}")
     nans, infs = int(np.isnan(g).sum()), int(np.isinf(g).sum())
     if nans or infs:
         lines.append(f"  output holds {nans} NaN and {infs} Inf (NaN marks never-written or padding data in "

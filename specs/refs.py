@@ -32,3 +32,10 @@ def softmax(x):
     x = x.astype(np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def seq_add(inp, act_seqs, out):
+    result = out.copy()
+    for b, n in enumerate(act_seqs):
+        result[b, :n] = inp[b, :n] + 1.0
+    return result

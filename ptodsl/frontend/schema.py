@@ -699,6 +699,10 @@ def spec_schema() -> Obj:
             "atol": Float(min=0, desc="absolute tolerance"),
             "seed": Int(min=0, max=2**32 - 1, desc="random seed of the inputs"),
             "data_range": ListOf(item=Float(), min_len=2, max_len=2, desc="[low, high) of the random inputs"),
+            "ranges": MapOf(key=Ident(role="tensor parameter name"),
+                            value=ListOf(item=Float(), min_len=2, max_len=2),
+                            placeholder="<param>",
+                            desc="[low, high] of one input's random values, overriding data_range"),
             "name": Str(desc="test name shown in reports"),
         },
     )

@@ -125,6 +125,7 @@ class TestCase:
     atol: float | None = None
     seed: int | None = None
     data_range: tuple[float, float] | None = None
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     name: str | None = None
 
 
@@ -231,6 +232,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             atol=t.get("atol"),
             seed=t.get("seed"),
             data_range=_tuple(t.get("data_range")),
+            ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
         )
         for i, t in enumerate(data.get("tests", []))

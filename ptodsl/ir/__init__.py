@@ -3,6 +3,7 @@
 from .core import SPACES, Func, Module, Op, Param, TensorType, TileType, Type, Value
 from .parser import IRSyntaxError, parse
 from .printer import print_module
+from .verify import VerifyError, verify
 
 __all__ = [
     "SPACES",
@@ -17,4 +18,6 @@ __all__ = [
     "Value",
     "parse",
     "print_module",
+    "verify",
+    "VerifyError",
 ]

@@ -17,7 +17,7 @@ _TOKEN = re.compile(
   | (?P<global>@[A-Za-z0-9_.]+)
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
   | (?P<punct>//|<=|>=|==|!=|[(){}\[\]<>,:=+\-*/%])
     """,
     re.VERBOSE,

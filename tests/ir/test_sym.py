@@ -1,0 +1,57 @@
+"""Symbolic expressions: folding, printing that parses back, evaluation and range proofs."""
+
+import random
+
+import pytest
+
+from ptodsl import sym
+
+
+@pytest.mark.parametrize("text", [
+    "min(N - j * 1024, 1024)", "a - (b - 3)", "(a + b) * c", "cdiv(L, BL)", "x * (-2.5)",
+    "j == L // BL - 1", "a < 3 and not(b >= 2) or c", "1e-06", "-x", "-(a + b)", "a / b / c", "a // (b * c)",
+])
+def test_print_parse_roundtrip(text):
+    e = sym.parse(text)
+    assert sym.parse(str(sym.to_text(e))) == e
+
+
+def test_constant_folding_and_identities():
+    n = sym.Sym("N")
+    assert sym.add(n, 0) == n
+    assert sym.mul(n, 1) == n
+    assert sym.mul(0, n) == 0
+    assert sym.sub(n, n) == 0
+    assert sym.ceildiv(3000, 1024) == 3
+    assert sym.add(sym.add(n, 2), 3) == sym.add(n, 5)
+    assert sym.min_(n, sym.add(n, 1), {"N": (0, None)}) == n
+
+
+def test_random_expressions_roundtrip_and_evaluate():
+    rng = random.Random(7)
+    names = ["a", "b", "c"]
+
+    def gen(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice([sym.Sym(rng.choice(names)), rng.randint(-5, 9)])
+        op = rng.choice(["+", "-", "*", "min", "max", "cdiv"])
+        x, y = gen(depth - 1), gen(depth - 1)
+        if op == "cdiv":
+            return sym.ceildiv(x, rng.randint(1, 7))
+        if op in ("min", "max"):
+            return sym.call(op, x, y)
+        return sym.binary(op, x, y)
+
+    for _ in range(300):
+        e = gen(4)
+        env = {n: rng.randint(0, 20) for n in names}
+        back = sym.parse(sym.to_text(e))
+        assert back == e, sym.to_text(e)
+        assert sym.evaluate(back, env) == sym.evaluate(e, env)
+
+
+def test_bounds_prove_le():
+    r = {"N": (0, None), "i": (0, 10)}
+    assert sym.prove_le(0, sym.Sym("N"), r)
+    assert not sym.prove_le(sym.Sym("i"), 5, r)
+    assert sym.prove_le(sym.Sym("i"), 10, r)

@@ -1,0 +1,98 @@
+"""The Python API: ptodsl.load(), calling with numpy and torch, outputs in place, argument errors."""
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl.dtypes import numpy_dtype
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return ptodsl.load("specs/softmax.yaml")
+
+
+def ref_softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_numpy_in_numpy_out(softmax):
+    x = np.random.default_rng(0).standard_normal((5, 1024)).astype(np.float32)
+    y = softmax(x)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    np.testing.assert_allclose(y, ref_softmax(x), rtol=1e-5, atol=1e-6)
+
+
+def test_output_written_in_place(softmax):
+    x = np.random.default_rng(1).standard_normal((3, 1024)).astype(np.float32)
+    buf = np.zeros_like(x)
+    out = softmax(x, y=buf)
+    assert out is buf
+    np.testing.assert_allclose(buf, ref_softmax(x), rtol=1e-5, atol=1e-6)
+
+
+def test_dtype_variant_is_picked_from_the_argument(softmax):
+    x = np.random.default_rng(2).standard_normal((2, 1024)).astype(numpy_dtype("bf16"))
+    y = softmax(x)
+    assert y.dtype == numpy_dtype("bf16")
+    np.testing.assert_allclose(y.astype(np.float32), ref_softmax(x.astype(np.float32)), rtol=3e-2, atol=1e-2)
+
+
+def test_torch_in_torch_out(softmax):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 1024, dtype=torch.float32)
+    y = softmax(x)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
+    assert torch.allclose(y, torch.softmax(x, dim=-1), rtol=1e-5, atol=1e-6)
+    xb = x.to(torch.bfloat16)
+    yb = softmax(xb)
+    assert yb.dtype == torch.bfloat16
+    assert torch.allclose(yb.float(), torch.softmax(xb.float(), dim=-1), rtol=3e-2, atol=1e-2)
+
+
+def test_scalar_keyword_and_default():
+    op = ptodsl.load("specs/scale_shift.yaml")
+    x = np.arange(10, dtype=np.float32)
+    np.testing.assert_allclose(op(x, alpha=2.0), x * 2 + 0.5)
+    np.testing.assert_allclose(op(x, alpha=2.0, beta=1.0), x * 2 + 1.0)
+
+
+@pytest.mark.parametrize("call, exc, code, words", [
+    (lambda op, x: op(x.astype(np.float64)), TypeError, "E0700", ["`x`", "f32"]),
+    (lambda op, x: op(x[0]), ValueError, "E0701", ["`x`", "rank 1", "expected rank 2"]),
+    (lambda op, x: op(np.zeros((3, 7), np.float32)), ValueError, "E0702", ["`x`", "7", "1024"]),
+    (lambda op, x: op(), TypeError, "E0703", ["`x`"]),
+    (lambda op, x: op(x, z=1), TypeError, "E0704", ["`z`"]),
+    (lambda op, x: op(x, x), TypeError, "E0704", ["positional"]),
+    (lambda op, x: op([1, 2]), TypeError, "E0705", ["`x`", "list"]),
+    (lambda op, x: op(x, y=np.zeros((2, 3, 1024), np.float32)), ValueError, "E0701", ["`y`"]),
+    (lambda op, x: op(x, backend="gpu"), ValueError, "E0707", ["gpu"]),
+])
+def test_argument_errors_name_the_parameter(softmax, call, exc, code, words):
+    x = np.zeros((3, 1024), np.float32)
+    with pytest.raises(exc) as info:
+        call(softmax, x)
+    assert isinstance(info.value, ptodsl.ArgumentError)
+    assert info.value.diagnostic.code == code
+    text = str(info.value)
+    for w in words:
+        assert w in text, text
+    assert "help:" in text
+
+
+def test_symbol_consistency_across_arguments():
+    op = ptodsl.load("specs/add_bcast.yaml")
+    x = np.zeros((2, 4, 128), np.float32)
+    with pytest.raises(ValueError, match="`H`"):
+        op(x, np.zeros((1, 1, 64), np.float32))
+    with pytest.raises(TypeError, match="`T` is f32"):
+        op(x, np.zeros((1, 1, 128), np.float16))
+
+
+def test_compile_error_carries_diagnostics(write_spec):
+    path = write_spec("bad", "kernel bad(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n", "op: bad\n")
+    with pytest.raises(ptodsl.CompileError) as info:
+        ptodsl.load(path)
+    assert [d.code for d in info.value.diagnostics] == ["E0400"]
