@@ -1,0 +1,130 @@
+"""The command line: exit codes, no tracebacks for user errors, a banner for internal ones, and
+golden text for call-time argument errors."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptodsl import cli
+from ptodsl.diagnostics import code_registry
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out or "--debug" in argv
+    return code, out.out, out.err
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.expected"
+    if os.environ.get("PTODSL_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}; run with PTODSL_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+def test_check_library_passes(capsys):
+    code, _, err = run(capsys, "check", "specs")
+    assert code == 0, err
+    assert "0 with errors" in err
+
+
+def test_check_missing_path(capsys):
+    code, _, err = run(capsys, "check", "no/such/dir")
+    assert code == 1
+    assert "error[E0203]" in err and "help:" in err
+
+
+def test_test_command_runs_cases(capsys):
+    code, out, _ = run(capsys, "test", "specs", "-k", "add_one")
+    assert code == 0
+    assert "3 passed, 0 failed" in out
+
+
+@pytest.mark.parametrize("stage", ["tensor", "tile"])
+def test_ir_stages(capsys, stage):
+    code, out, _ = run(capsys, "ir", "specs/softmax.yaml", "--stage", stage, "--variant", "T=f16")
+    assert code == 0
+    assert out.startswith(f"module @softmax level {stage}")
+    assert "f16" in out and "bf16" not in out
+
+
+def test_ir_after_pass_and_unknown_pass(capsys):
+    code, out, _ = run(capsys, "ir", "specs/add_one.yaml", "--after", "tensorize")
+    assert code == 0 and "level tensor" in out
+    code, _, err = run(capsys, "ir", "specs/add_one.yaml", "--after", "nope")
+    assert code == 1 and "no pass named `nope`" in err
+
+
+def test_explain_every_code(capsys):
+    for c in code_registry():
+        code, out, _ = run(capsys, "explain", c)
+        assert code == 0 and out.startswith(c)
+    code, _, err = run(capsys, "explain", "E9999")
+    assert code == 1 and "no diagnostic code" in err
+
+
+def test_schema_is_json(capsys):
+    code, out, _ = run(capsys, "schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert schema["additionalProperties"] is False
+    assert "schedule" in schema["properties"]
+
+
+def test_json_format(capsys, write_spec):
+    path = write_spec("bad", "kernel bad(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n", "op: bad\n")
+    code, out, _ = run(capsys, "check", path, "--format", "json")
+    assert code == 1
+    diags = json.loads(out)
+    assert diags[0]["code"] == "E0400" and diags[0]["span"]["line"] == 2 and diags[0]["help"]
+
+
+def test_run_writes_outputs(capsys, tmp_path):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    code, out, _ = run(capsys, "run", "specs/add_one.yaml", f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path))
+    assert code == 0, out
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), x + 1)
+
+
+@pytest.mark.parametrize("name, array", [
+    ("run_wrong_dtype", np.zeros((2, 3), np.float16)),
+    ("run_wrong_rank", np.zeros((2, 3, 4), np.float32)),
+])
+def test_call_time_errors_are_diagnostics(capsys, tmp_path, name, array):
+    np.save(tmp_path / "x.npy", array)
+    code, _, err = run(capsys, "run", "--color", "never", "specs/add_one.yaml", f"x={tmp_path / 'x.npy'}",
+                       "-o", str(tmp_path))
+    assert code == 1
+    golden(name, err)
+
+
+def test_internal_error_banner(capsys, monkeypatch):
+    import ptodsl.driver
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(ptodsl.driver, "compile_spec", boom)
+    code, _, err = run(capsys, "check", "specs/add_one.yaml")
+    assert code == 2
+    assert "internal compiler error: RuntimeError: kaboom" in err and "--debug" in err
+    code = cli.main(["check", "specs/add_one.yaml", "--debug"])
+    assert code == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_no_color_is_honoured(monkeypatch, capsys, write_spec):
+    path = write_spec("bad", "kernel bad(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n", "op: bad\n")
+    code, _, err = run(capsys, "check", path, "--color", "always")
+    assert "\x1b[" in err
+    monkeypatch.setenv("NO_COLOR", "1")
+    code, _, err = run(capsys, "check", path)
+    assert "\x1b[" not in err
