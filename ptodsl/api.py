@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from . import sym
+from .check.types import TensorTy
 from .diagnostics import Diagnostic, Label
 from .driver import Compiled, compile_spec
 from .dtypes import DTYPES, from_numpy, numpy_dtype
 from .ir import Func, Module
-from .check.types import TensorTy
 
 BACKENDS = ("sim", "cpu", "npu")
 
@@ -189,7 +189,7 @@ class Operator:
                     if n != d.value:
                         raise self._error(ArgumentValueError, "E0702", p,
                                           f"`{p.name}` has {n} on dim {axis}, expected {d.value}",
-                                          f"shape declared here", f"pass a tensor with dim {axis} = {d.value}")
+                                          "shape declared here", f"pass a tensor with dim {axis} = {d.value}")
                     continue
                 if d.value in symbols and (d.value in origin or d.value in spec.symbols):
                     if symbols[d.value] != n:

@@ -49,10 +49,10 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except FileNotFoundError:
-        diags.error("E0110", f"cannot read `{path}`: no such file", None,
+        diags.error("E0118", f"cannot read `{path}`: no such file", None,
                     help="check the path; the .pto file sits beside its YAML unless `source:` says otherwise")
     except (OSError, UnicodeDecodeError) as exc:
-        diags.error("E0110", f"cannot read `{path}`: {exc.__class__.__name__}", None, help="check the file")
+        diags.error("E0118", f"cannot read `{path}`: {exc.__class__.__name__}", None, help="check the file")
     return None
 
 

@@ -621,7 +621,7 @@ class Typer:
         od = OPS.get(opname)
         if od is not None and od.float_only and not is_float(dtype):
             self.err("E0307", f"`{opname}` needs a float tensor, got {dtype}", e.span,
-                     help=f"cast first: `cast(x, f32)`")
+                     help="cast first: `cast(x, f32)`")
             return None
         rank = max(t.rank for _, t in tensors)
         shape: list[sym.Expr] = []
@@ -803,7 +803,7 @@ class Typer:
         if not lo <= n <= hi:
             want = f"{lo}" if lo == hi else f"{lo} to {hi}"
             self.err("E0302", f"`{fn}` takes {want} positional argument{'s' if hi != 1 else ''}, got {n}", e.span,
-                     help=f"see `ptodsl explain E0302` for the signatures")
+                     help="see `ptodsl explain E0302` for the signatures")
             return False
         allowed = CALL_KEYWORDS.get(fn, ())
         ok = True

@@ -14,7 +14,7 @@ from .core import Func, Module, Op, TensorType, TileType
 
 STRUCTURE = {"loop", "if", "print", "read"}
 TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill"} | set(OPS)
-TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand"}
+TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand", "tile.mov", "tile.matmul_acc"}
 TILE_OPS = STRUCTURE | {"view", "reshape", "alloc"} | TILE_ONLY | {f"tile.{n}" for n in OPS}
 LEVEL_OPS = {"tensor": TENSOR_OPS, "tile": TILE_OPS}
 

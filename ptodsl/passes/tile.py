@@ -23,6 +23,7 @@ from ..ops import OPS, Template
 from .context import PassContext
 
 DEFAULT_VEC_TILE = (8, 256)  # used when a spec gives no vec_tile; alignment-safe for every dtype
+DEFAULT_CUBE_TILE = {"m": 128, "k": 64, "n": 128}  # L0 extents when a spec gives no cube_tile
 REDUCTIONS = ("sum", "amax", "amin", "mean")
 
 
@@ -133,8 +134,7 @@ class _Tiler:
         if name in REDUCTIONS:
             self.reduction(op, dest)
         elif name == "matmul":
-            self.ctx.diags.error("E0800", "matmul is not supported by the tile lowering yet", op.span,
-                                 help="the cube path lands with the operator library")
+            self.matmul(op, dest)
         elif name in OPS:
             self.elementwise(op, dest)
         else:
@@ -313,6 +313,76 @@ class _Tiler:
             res = self.tile(out_dt, tshape, tvalid, op.span)
             self.emit(Op("tile.cast", [res, acc], {"to": out_dt, "mode": "rint"}, span=op.span))
         self.store(dest, res, offs, op.span)
+        self.close(depth)
+
+    def cube_tile(self, m, k, n) -> tuple[int, int, int]:
+        """L0 tile extents of m, k, n: the schedule's, else the default, never above a static dim."""
+        given = self.ctx.spec.schedule.cube_tile or {}
+        sizes = []
+        for axis, dim in (("m", m), ("k", k), ("n", n)):
+            t = given[axis][0] if axis in given else DEFAULT_CUBE_TILE[axis]
+            sizes.append(min(t, dim) if sym.is_const(dim) else t)
+        return tuple(sizes)
+
+    def matmul(self, op: Op, dest) -> None:
+        """The cube path: GM -> L1 (Mat) -> L0A/L0B (Left/Right) -> L0C (Acc) -> GM.
+
+        The first k tile starts the accumulation (TMATMUL) and the rest continue it (TMATMUL_ACC),
+        so the k loop is peeled rather than branching on the first iteration.
+        """
+        a, b = op.operands
+        ta, tb = op.attrs.get("trans_a", False), op.attrs.get("trans_b", False)
+        at: TensorType = a.type
+        bt: TensorType = b.type
+        rt: TensorType = op.result.type
+        acc_dt = rt.dtype
+        if acc_dt not in ("f32", "i32"):
+            self.ctx.diags.error("E0800", f"matmul into {acc_dt} is not supported yet", op.span,
+                                 help="use out_dtype=f32 and cast the result")
+            return
+        in_dt = at.dtype
+        m, k = (at.shape[1], at.shape[0]) if ta else (at.shape[0], at.shape[1])
+        vm, vk = (at.valid_shape[1], at.valid_shape[0]) if ta else (at.valid_shape[0], at.valid_shape[1])
+        n = bt.shape[0] if tb else bt.shape[1]
+        vn = bt.valid_shape[0] if tb else bt.valid_shape[1]
+        tm, tk, tn = self.cube_tile(m, k, n)
+        (tshape, offs, tvalid, depth) = self.grid((m, n), (vm, vn), (tm, tn), op.span)
+        tm, tn = tshape
+        acc = Value(self.fresh("t"), TileType("l0c", acc_dt, (tm, tn), tuple(tvalid)))
+        self.emit(Op("tile.alloc", [], {}, [acc], span=op.span))
+        nk = sym.ceildiv(vk, tk)
+
+        def k_step(koff, first: bool) -> None:
+            kvalid = sym.min_(sym.sub(vk, koff), tk)
+            operands = []
+            for src, trans, space, rows, cols, voff in (
+                (a, ta, "l0a", (tm, offs[0], tvalid[0]), (tk, koff, kvalid), None),
+                (b, tb, "l0b", (tk, koff, kvalid), (tn, offs[1], tvalid[1]), None),
+            ):
+                del voff
+                (r, ro, rv), (c, co, cv) = rows, cols
+                lshape, loffs, lvalid = ((c, r), (co, ro), (cv, rv)) if trans else ((r, c), (ro, co), (rv, cv))
+                l1 = Value(self.fresh("t"), TileType("l1", in_dt, lshape, lvalid))
+                self.emit(Op("tile.alloc", [], {}, [l1], span=op.span))
+                self.emit(Op("tile.load", [l1, src], {"offsets": loffs}, span=op.span))
+                l0 = Value(self.fresh("t"), TileType(space, in_dt, (r, c), (rv, cv)))
+                self.emit(Op("tile.alloc", [], {}, [l0], span=op.span))
+                self.emit(Op("tile.mov", [l0, l1], {"transpose": True} if trans else {}, span=op.span))
+                operands.append(l0)
+            if first:
+                self.emit(Op("tile.matmul", [acc, *operands], {}, span=op.span))
+            else:
+                self.emit(Op("tile.matmul_acc", [acc, acc, *operands], {}, span=op.span))
+
+        k_step(0, True)
+        if nk != 1:
+            kidx = self.fresh("k")
+            self.out.append([])
+            self.out[-1].append(Op("loop", [], {"index": kidx, "lo": 1, "hi": nk, "step": 1, "name": kidx,
+                                                "kind": "grid"}, span=op.span))
+            k_step(sym.mul(sym.Sym(kidx), tk), False)
+            self.close(1)
+        self.store(dest, acc, offs, op.span)
         self.close(depth)
 
     def copy(self, op: Op) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import sym
 from ...dtypes import DTYPES, numpy_dtype
-from ...ir import Func, Op, TensorType, TileType, Value
+from ...ir import Func, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
 
 INT_POISON = -0x5A5A5A5A
@@ -199,6 +199,23 @@ def _tile_op(m: Machine, op: Op) -> None:
         piece = src.data[src.region()]
         piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
         dst.data[reg] = np.broadcast_to(piece, dst.valid)
+        return
+    if name == "mov":
+        src = srcs[0]
+        piece = src.data[src.region()]
+        if op.attrs.get("transpose"):
+            piece = piece.T
+        dst.data[reg] = piece[reg]
+        return
+    if name in ("matmul", "matmul_acc"):
+        a, b = srcs[-2], srcs[-1]
+        k = a.valid[1]
+        if b.valid[0] != k:
+            raise SimError(f"matmul k extents differ: left {k}, right {b.valid[0]}", op)
+        prod = _f32(a.data[: dst.valid[0], :k]) @ _f32(b.data[:k, : dst.valid[1]])
+        if name == "matmul_acc":
+            prod = _f32(srcs[0].data[reg]) + prod
+        dst.data[reg] = prod.astype(dst.data.dtype)
         return
     dtype = op.operands[0].type.dtype
     od = OPS.get(name)
