@@ -17,12 +17,13 @@ from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
-from .passes import tensorize, tile
+from .passes import tensorize, tile, unroll
 from .passes.context import PassContext
 from .targets import Target, load_target
 
 # Passes after the Tensor IR is built, in order. Each maps a module to a module.
 PASSES: list[tuple[str, str, Callable[[Module, PassContext], Module]]] = [
+    ("unroll", "tensor", unroll.run),
     ("tile", "tile", tile.run),
 ]
 
