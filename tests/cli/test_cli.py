@@ -128,3 +128,30 @@ def test_no_color_is_honoured(monkeypatch, capsys, write_spec):
     monkeypatch.setenv("NO_COLOR", "1")
     code, _, err = run(capsys, "check", path)
     assert "\x1b[" not in err
+
+
+@pytest.mark.parametrize("pto, code", [
+    ("tests/frontend/golden/parse/e0100_missing_paren_in_call.pto", "E0100"),
+    ("tests/frontend/golden/parse/e0102_unclosed_across_lines.pto", "E0102"),
+])
+def test_check_syntax_errors_exit_1(capsys, tmp_path, pto, code):
+    """A spec whose .pto has a syntax error: exit 1, the code, file:line:col, a help line."""
+    import shutil
+
+    shutil.copy(pto, tmp_path / "k.pto")
+    (tmp_path / "k.yaml").write_text("op: k\n")
+    status, _, err = run(capsys, "check", str(tmp_path / "k.yaml"))
+    assert status == 1
+    assert f"error[{code}]" in err and "k.pto:" in err and "help:" in err
+
+
+@pytest.mark.parametrize("yaml_file, code", [
+    ("tests/frontend/golden/spec/e0206_unknown_key.yaml", "E0206"),
+    ("tests/frontend/golden/spec/e0215_missing_pto.yaml", "E0215"),
+])
+def test_check_spec_errors_exit_1(capsys, yaml_file, code):
+    status, _, err = run(capsys, "check", yaml_file)
+    assert status == 1
+    assert f"error[{code}]" in err and "help:" in err
+    if code == "E0206":
+        assert "did you mean" in err
