@@ -134,8 +134,12 @@ def _op(m: Machine, op: Op) -> None:
         base = m.tensors[op.operands[0].name]
         t = op.result.type
         offs = [m.evi(o) for o in op.attrs["offsets"]]
-        shape = [m.evi(s) for s in t.shape]
-        m.tensors[op.result.name] = base[_slices(offs, shape, base.shape, op, "view")]
+        # A view may reach past its parent (its valid shape is clipped there); only the part inside
+        # the parent exists, and loads/stores are checked against it.
+        shape = [max(0, min(m.evi(s), b - o)) for s, o, b in zip(t.shape, offs, base.shape)]
+        if any(o < 0 or o > b for o, b in zip(offs, base.shape)):
+            raise SimError(f"view offset {offs} is outside a tensor of shape {list(base.shape)}", op)
+        m.tensors[op.result.name] = base[tuple(slice(o, o + n) for o, n in zip(offs, shape))]
         return
     if name == "reshape":
         base = m.tensors[op.operands[0].name]
