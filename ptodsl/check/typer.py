@@ -849,15 +849,8 @@ class Typer:
                 self.expr(a)
             return None
         if od.kind == "unary":
-            if not self.arity(e, fn, 1):
-                return None
-            t = self.expr(e.args[0])
-            if t is None:
-                return None
-            if not isinstance(t, TensorTy):
-                self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span, help="scalar math is not supported here")
-                return None
-            return self.elementwise(e, fn, [(e.args[0], t)])
+            t = self.tensor_arg(e, fn)
+            return None if t is None else self.elementwise(e, fn, [(e.args[0], t)])
         if od.kind == "binary":
             if not self.arity(e, fn, 2):
                 return None
@@ -981,14 +974,21 @@ class Typer:
         self.t.call[id(e)] = CallInfo(fn, {"fill": value})
         return TensorTy(dt.dtype, shape)
 
-    def reduction(self, e: ast.Call, fn: str) -> Ty | None:
+    def tensor_arg(self, e: ast.Call, fn: str) -> TensorTy | None:
+        """The single tensor argument of a one-operand builtin, or None after reporting."""
         if not self.arity(e, fn, 1):
             return None
         t = self.expr(e.args[0])
         if t is None:
             return None
         if not isinstance(t, TensorTy):
-            self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span)
+            self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span, help="scalar math is not supported here")
+            return None
+        return t
+
+    def reduction(self, e: ast.Call, fn: str) -> Ty | None:
+        t = self.tensor_arg(e, fn)
+        if t is None:
             return None
         dim_kw, keep_kw = e.keyword("dim"), e.keyword("keepdim")
         dim = self.const_int(dim_kw.value, "`dim`") if dim_kw else -1
