@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from ..diagnostics import Diagnostics, Label
+from ..diagnostics import CompileError, Diagnostics, Label
 from ..frontend import ast
 from ..frontend.spec import Spec
+from ..targets import load_target
+from . import dataflow, loops, schedule
 from .typer import Typer, did_you_mean
 from .types import CheckedKernel
 
@@ -33,12 +35,36 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKer
     valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
                     for name, dims in spec.schedule.valid_shapes.items()}
     out: list[CheckedKernel] = []
+    clean: list[CheckedKernel] = []  # variants that typed without errors
     for variant in variants(spec):
+        before = len(diags.errors)
         typer = Typer(kernel, variant, dict(spec.symbols), valid_shapes, diags)
-        out.append(typer.run())
+        ck = typer.run()
+        out.append(ck)
+        if len(diags.errors) == before:
+            clean.append(ck)
     if out:
         _check_valid_shape_names(out[0], spec, diags)
+    _check_rules(out, clean, spec, diags)
     return out
+
+
+def _check_rules(checked: list[CheckedKernel], clean: list[CheckedKernel], spec: Spec, diags: Diagnostics) -> None:
+    """The language's rules beyond typing (docs/LANGUAGE.md §4).
+
+    Loop rules read the syntax and the YAML, so they run on every kernel. Data flow and the
+    schedule's dtype-dependent rules need complete annotations, so they only see the variants that
+    typed cleanly: after a type error the expression has no type, and guessing would add noise.
+    """
+    loops.run(checked, spec, diags)
+    try:
+        target = load_target(spec.target)
+    except CompileError as exc:  # a broken target file: its own diagnostics say why
+        diags.extend(exc.diagnostics)
+        return
+    for ck in clean:
+        dataflow.run(ck, spec, target, diags)
+    schedule.run(clean, spec, target, diags, kernel=checked[0].kernel if checked else None)
 
 
 def _check_dtype_vars(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:

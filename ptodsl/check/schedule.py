@@ -1,0 +1,503 @@
+"""The schedule against the hardware: vec tiles, cube tiles and an estimate of the UB in use.
+
+Every limit comes from the spec's target (``ptodsl/targets/*.yaml``); nothing here is a literal.
+
+* E0602 — a vec tile (the kernel default or a loop's) has 1 to 4 dims, each positive.
+* E0603 — a vec tile's last dim times the element size must be a multiple of ``ub_block_bytes``
+  for every dtype of the tensors that tile covers, per dtype variant. Only tensors whose last dim
+  is not statically smaller than the tile are counted: for those the tile row is clipped to the
+  tensor and the tile's own last dim never reaches the hardware.
+* E0604 — a cube tile ``{m, k, n: [L0, L1]}``: positive extents, L1 a multiple of L0, L0 at most
+  ``max_mkn``, and the k and n L0 extents ``cube_c0_bytes``-aligned for the matmul's input dtype.
+* E0605 — a cube tile over the L0A (m×k×in), L0B (k×n×in), L0C (m×n×4) or L1 ((m×k + k×n)×in at
+  the L1 extents) capacity of the target. Checked only when the kernel has a matmul.
+* E0606 — the UB a loop body needs, estimated.
+
+The UB model (E0606), deliberately simple and stated here so that its numbers can be checked by
+hand: every tile the body allocates is taken as live for the whole body, because the tile
+lowering does not reuse buffers. A body allocates, at the vec tile shape in effect for it (the
+innermost enclosing loop's ``vec_tile``, else the kernel's, else the lowering's default; each
+tile dim clipped to a static tensor dim):
+
+* one tile per vector op, for its result, in the result's dtype;
+* one tile per distinct tensor region an op reads from memory (a parameter, a local or a view),
+  in that tensor's dtype, and one per region copied or filled without an op;
+* one scratch tile per reduction, of the input's tile shape in the accumulation dtype (f32 for
+  floats).
+
+A tile row is rounded up to ``ub_block_bytes``. Both branches of an ``if`` are separate compiled
+paths, so a branch counts with the larger of its two sides. Nested loops are bodies of their own.
+Matmul operands and results live in L1/L0 and are not counted (a vector op that reads a matmul's
+result loads it into UB, and that load is). No double buffering is assumed, so the estimate is a
+floor on what double-buffered code would need and a ceiling on what a buffer-reusing lowering
+would need.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .. import sym
+from ..diagnostics import Diagnostics, Label, Span, source_line
+from ..dtypes import DTYPES, itemsize
+from ..frontend import ast
+from ..frontend.spec import Spec
+from ..ops import OPS
+from ..passes.tile import DEFAULT_VEC_TILE, accumulator_dtype
+from ..targets import Target
+from .loops import LoopSite, loop_sites
+from .types import CheckedKernel, TensorTy
+
+E_TILE_SHAPE = "E0602"
+E_TILE_ALIGN = "E0603"
+E_CUBE_TILE = "E0604"
+E_CUBE_CAPACITY = "E0605"
+E_UB = "E0606"
+
+MAX_TILE_RANK = 4
+ACC_BYTES = 4  # L0C accumulates in f32 or i32
+SHOWN_BUFFERS = 3
+
+Path = tuple[str, ...]
+
+
+def run(checked: Sequence[CheckedKernel], spec: Spec, target: Target, diags: Diagnostics,
+        kernel: ast.Kernel | None = None) -> None:
+    """Schedule rules for one spec; ``checked`` holds the variants that type-checked cleanly.
+
+    The rules that read only the YAML and the syntax (of ``kernel``, by default the checked one's)
+    run even when no variant is clean; the rest look at every variant together, so that one
+    misaligned tile gives one error naming every variant it breaks.
+    """
+    kernel = kernel if kernel is not None else checked[0].kernel if checked else None
+    tiles = _valid_vec_tiles(spec, diags)
+    if checked:
+        sites = loop_sites(checked[0].kernel)
+        _check_alignment(checked, sites, tiles, spec, target, diags)
+        _check_ub(checked, sites, tiles, spec, target, diags)
+    if kernel is not None:
+        _check_cube(kernel, checked, spec, target, diags)
+
+
+# ------------------------------------------------------------------ vec tiles: shape (E0602)
+
+
+def _valid_vec_tiles(spec: Spec, diags: Diagnostics) -> dict[Path, tuple[int, ...]]:
+    """The vec tiles of the spec that are well formed, by their YAML path; reports the others."""
+    entries: list[tuple[Path, tuple[int, ...]]] = []
+    if spec.schedule.vec_tile is not None:
+        entries.append((("schedule", "vec_tile"), spec.schedule.vec_tile))
+    for name, ls in spec.schedule.loops.items():
+        if ls.vec_tile is not None:
+            entries.append((("schedule", "loops", name, "vec_tile"), ls.vec_tile))
+    ok: dict[Path, tuple[int, ...]] = {}
+    for path, tile in entries:
+        key = spec.spans.key(path) or spec.spans.at(path)
+        if not 1 <= len(tile) <= MAX_TILE_RANK:
+            diags.error(E_TILE_SHAPE, f"vec tile {list(tile)} has {len(tile)} dims; tiles have 1 to {MAX_TILE_RANK}",
+                        key, f"{len(tile)} dims",
+                        secondary=[Label(spec.spans.at(path), "the tile")],
+                        help=f"keep the last {MAX_TILE_RANK} dims, e.g. {list(tile[-MAX_TILE_RANK:])}; "
+                        "leading dims of a tensor beyond the tile's rank are iterated one by one")
+            continue
+        bad = [i for i, d in enumerate(tile) if d <= 0]
+        if bad:
+            i = bad[0]
+            diags.error(E_TILE_SHAPE, f"vec tile {list(tile)} has a dim of {tile[i]}; every dim must be positive",
+                        key, f"dim {i} is {tile[i]}",
+                        secondary=[Label(spec.spans.at((*path, i)), "this dim")],
+                        help="use 1 for a dim the tile does not split")
+            continue
+        ok[path] = tuple(tile)
+    return ok
+
+
+def _tile_in_effect(site: LoopSite | None, spec: Spec) -> tuple[Path | None, tuple[int, ...] | None]:
+    """The vec tile the lowering uses in a body: its YAML path (None: the built-in default)."""
+    while site is not None:
+        ls = spec.schedule.loops.get(site.name)
+        if ls is not None and ls.vec_tile is not None:
+            return ("schedule", "loops", site.name, "vec_tile"), ls.vec_tile
+        site = site.parent
+    if spec.schedule.vec_tile is not None:
+        return ("schedule", "vec_tile"), spec.schedule.vec_tile
+    return None, DEFAULT_VEC_TILE
+
+
+# ------------------------------------------------------------------ walking the tensor ops
+
+
+@dataclass
+class _Buffer:
+    bytes: int
+    what: str
+    span: Span
+    dtype: str
+    shape: tuple[sym.Expr, ...]  # of the tensor the tile covers
+
+
+@dataclass
+class _BodyTiles:
+    buffers: list[_Buffer] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(b.bytes for b in self.buffers)
+
+
+class _Ops:
+    """The UB tiles of one body of one variant, following the model in the module docstring."""
+
+    def __init__(self, ck: CheckedKernel, tile: tuple[int, ...], target: Target):
+        self.t = ck.typing
+        self.tile = tile
+        self.target = target
+        self.loaded: set[tuple] = set()
+        self.computed: set[str] = set()  # values whose tile an op of this body already holds
+
+    def body(self, stmts: Sequence[ast.Stmt], both: bool = False) -> _BodyTiles:
+        """The body's tiles; of an `if`, the larger side, or with ``both`` every side."""
+        out = _BodyTiles()
+        for s in stmts:
+            if isinstance(s, ast.If):
+                then, other = self.body(s.body, both), self.body(s.orelse, both)
+                if both:
+                    out.buffers += then.buffers + other.buffers
+                else:
+                    out.buffers += (then if then.total >= other.total else other).buffers
+            elif not isinstance(s, ast.For):
+                self.stmt(s, out.buffers)
+        return out
+
+    def stmt(self, s: ast.Stmt, out: list[_Buffer]) -> None:
+        if isinstance(s, ast.Assign):
+            self.value(s.value, out)
+            if isinstance(s.target, ast.Name):
+                self.fill(s.value, out)
+                b = self.t.defines.get(id(s))
+                if b is not None and b.kind == "value" and self.is_op(s.value):
+                    self.computed.add(b.ir_name)
+            else:
+                self.written(s, s.value, out)
+        elif isinstance(s, ast.ExprStmt):
+            e = s.expr
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.args:
+                self.value(e.args[0], out)
+                self.written(s, e.args[0], out)
+            elif isinstance(e, ast.Call) and e.func_name != "print":
+                self.value(e, out)
+
+    def written(self, s: ast.Stmt, value: ast.Expr, out: list[_Buffer]) -> None:
+        """A write whose value no op produced is a copy (or a fill) through one tile."""
+        w = self.t.write.get(id(s))
+        if w is None or self.is_op(value):
+            return
+        ty = self.t.ty.get(id(value))
+        if isinstance(ty, TensorTy):
+            self.load(value, ty, out)
+        else:
+            target = next((b for b in self.t.binding.values() if b.ir_name == w.target), None)
+            if target is not None and isinstance(target.ty, TensorTy):
+                out.append(self.buffer(target.ty.dtype, w.shape, f"fill of `{target.name}`", s.span))
+
+    def fill(self, value: ast.Expr, out: list[_Buffer]) -> None:
+        call = self.t.call.get(id(value))
+        ty = self.t.ty.get(id(value))
+        if call is not None and call.op in ("zeros", "ones", "full") and isinstance(ty, TensorTy):
+            out.append(self.buffer(ty.dtype, ty.shape, f"`{call.op}` fill", value.span))
+
+    def is_op(self, e: ast.Expr) -> bool:
+        call = self.t.call.get(id(e))
+        return call is not None and call.op in OPS and OPS[call.op].kind != "matmul"
+
+    def value(self, e: ast.Expr, out: list[_Buffer]) -> None:
+        """Buffers of the vector ops inside ``e``; loads of the tensors they read."""
+        call = self.t.call.get(id(e))
+        if call is not None and call.op == "matmul":
+            for a in _tensor_children(e, self.t):
+                if not self.loads_directly(a):
+                    self.value(a, out)  # vector ops feeding the cube still run in UB
+            return
+        if not self.is_op(e):
+            for a in _tensor_children(e, self.t):
+                self.value(a, out)
+            return
+        ty = self.t.ty.get(id(e))
+        if not isinstance(ty, TensorTy):
+            return
+        out.append(self.buffer(ty.dtype, ty.shape, f"result of `{call.op}`", e.span))
+        for a in _tensor_children(e, self.t):
+            aty = self.t.ty.get(id(a))
+            if not isinstance(aty, TensorTy):
+                continue
+            if self.loads_directly(a):
+                self.load(a, aty, out)
+            else:
+                self.value(a, out)
+            if OPS[call.op].kind == "reduce":
+                out.append(self.buffer(accumulator_dtype(aty.dtype), aty.shape, f"scratch of `{call.op}`", e.span))
+
+    def loads_directly(self, e: ast.Expr) -> bool:
+        """Whether ``e`` reads memory rather than computing: a tensor, a view, a matmul result."""
+        call = self.t.call.get(id(e))
+        if call is not None:
+            return call.op == "matmul"
+        if isinstance(e, ast.Name):
+            b = self.t.binding.get(id(e))
+            return b is not None and b.ir_name not in self.computed
+        return isinstance(e, ast.Subscript) or id(e) in self.t.view
+
+    def load(self, e: ast.Expr, ty: TensorTy, out: list[_Buffer]) -> None:
+        view = self.t.view.get(id(e))
+        binding = self.t.binding.get(id(e)) if isinstance(e, ast.Name) else None
+        if view is not None:
+            key: tuple = (view.base, view.offsets, view.shape)
+        elif binding is not None:
+            key = (binding.ir_name,)
+        else:
+            key = (id(e),)
+        if key in self.loaded:
+            return
+        self.loaded.add(key)
+        what = f"`{_text(e.span) or 'tensor'}` loaded"
+        out.append(self.buffer(ty.dtype, ty.shape, what, e.span))
+
+    def buffer(self, dtype: str, shape: Sequence[sym.Expr], what: str, span: Span) -> _Buffer:
+        dims = tile_dims(shape, self.tile)
+        block = self.target.ub_block_bytes
+        row = -(-dims[-1] * itemsize(dtype) // block) * block
+        n = row * math.prod(dims[:-1])
+        return _Buffer(n, f"{what}, tile {list(dims)} {dtype}", span, dtype, tuple(shape))
+
+
+def tile_dims(shape: Sequence[sym.Expr], tile: Sequence[int]) -> list[int]:
+    """The tile a tensor of ``shape`` is cut into: the tile's last dims, clipped to static dims."""
+    rank = max(len(shape), 1)
+    dims = list(tile[-rank:]) if len(tile) >= rank else [1] * (rank - len(tile)) + list(tile)
+    return [min(t, s) if sym.is_const(s) and s >= 1 else t for t, s in zip(dims, list(shape) or [1])]
+
+
+def _tensor_children(e: ast.Expr, t) -> list[ast.Expr]:
+    if isinstance(e, ast.BinOp | ast.Compare):
+        kids: list[ast.Expr] = [e.left, e.right]
+    elif isinstance(e, ast.UnaryOp):
+        kids = [e.operand]
+    elif isinstance(e, ast.Call) and e.func_name is not None:
+        kids = list(e.args)
+    else:
+        kids = []
+    return [k for k in kids if isinstance(t.ty.get(id(k)), TensorTy)]
+
+
+def _text(span: Span) -> str | None:
+    line = source_line(span.file, span.line)
+    if line is None or span.end_line != span.line:
+        return None
+    return line[span.col - 1:span.end_col - 1] or None
+
+
+# ------------------------------------------------------------------ vec tiles: alignment (E0603)
+
+
+def _bodies(sites: list[LoopSite], kernel: ast.Kernel) -> list[tuple[LoopSite | None, Sequence[ast.Stmt]]]:
+    return [(None, kernel.body), *((s, s.node.body) for s in sites)]
+
+
+def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
+                     tiles: dict[Path, tuple[int, ...]], spec: Spec, target: Target, diags: Diagnostics) -> None:
+    block = target.ub_block_bytes
+    # tile path -> dtype -> variant names in which a tensor of that dtype uses the tile's row
+    failing: dict[Path, dict[str, set[str]]] = {}
+    for ck in checked:
+        for site, stmts in _bodies(sites, ck.kernel):
+            path, _ = _tile_in_effect(site, spec)
+            if path is None or path not in tiles:
+                continue
+            last = tiles[path][-1]
+            for buf in _Ops(ck, tiles[path], target).body(stmts, both=True).buffers:
+                s = buf.shape[-1] if buf.shape else 1
+                if sym.is_const(s) and s < last:
+                    continue  # the row is clipped to the tensor; this tile's row is never used
+                if last * itemsize(buf.dtype) % block:
+                    failing.setdefault(path, {}).setdefault(buf.dtype, set()).add(ck.variant_name)
+    all_variants = {ck.variant_name for ck in checked}
+    for path, by_dtype in failing.items():
+        tile = tiles[path]
+        last = tile[-1]
+        dtypes = sorted(by_dtype, key=lambda d: (itemsize(d), list(DTYPES).index(d)))
+        quantum = math.lcm(*(block // math.gcd(block, itemsize(d)) for d in dtypes))
+        below, above = last // quantum * quantum, (last // quantum + 1) * quantum
+        parts = []
+        for d in dtypes:
+            where = "" if by_dtype[d] == all_variants or all_variants == {""} else \
+                f" (variant {', '.join(sorted(by_dtype[d]))})"
+            parts.append(f"{d}{where}")
+        first = dtypes[0]
+        sizes = f"{below} or {above}" if below else f"{above}"
+        diags.error(
+            E_TILE_ALIGN, f"vec tile {list(tile)}: a row of {last} elements is not {block}-byte aligned for "
+            + _join(parts),
+            spec.spans.key(path) or spec.spans.at(path),
+            f"{last} × {itemsize(first)} bytes ({first}) = {last * itemsize(first)} bytes",
+            secondary=[Label(spec.spans.at((*path, len(tile) - 1)), "the row length")],
+            notes=[f"{target.name} needs every UB tile row to be a multiple of {block} bytes"],
+            help=f"make the last dim a multiple of {quantum}: {sizes}")
+
+
+def _join(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# ------------------------------------------------------------------ UB estimate (E0606)
+
+
+def _check_ub(checked: Sequence[CheckedKernel], sites: list[LoopSite], tiles: dict[Path, tuple[int, ...]],
+              spec: Spec, target: Target, diags: Diagnostics) -> None:
+    for site, stmts in _bodies(sites, checked[0].kernel):
+        path, tile = _tile_in_effect(site, spec)
+        if path is not None and path not in tiles:
+            continue  # an ill-formed tile is reported already
+        worst: tuple[int, CheckedKernel, _BodyTiles] | None = None
+        over: list[str] = []
+        for ck in checked:
+            est = _Ops(ck, tile, target).body(stmts)
+            if est.total > target.ub_bytes:
+                over.append(ck.variant_name)
+            if worst is None or est.total > worst[0]:
+                worst = (est.total, ck, est)
+        if worst is None or worst[0] <= target.ub_bytes:
+            continue
+        total, ck, est = worst
+        where = f"loop `{site.name}`" if site is not None else f"the top level of kernel `{ck.kernel.name}`"
+        span = site.header if site is not None else (ck.kernel.name_span or ck.kernel.span)
+        largest: list[_Buffer] = []
+        for b in sorted(est.buffers, key=lambda b: -b.bytes):  # one label per place in the source
+            if len(largest) < SHOWN_BUFFERS and all(b.span != x.span for x in largest):
+                largest.append(b)
+        secondary = [Label(b.span, f"{_kib(b.bytes)}: {b.what}") for b in largest]
+        if path is not None:
+            secondary.append(Label(spec.spans.at(path), f"vec tile {list(tile)} in effect"))
+        notes = [f"{len(est.buffers)} tiles of {where}, all taken as live at once; "
+                 "see `ptodsl explain E0606` for the model"]
+        if ck.variant:
+            others = [v for v in over if v != ck.variant_name]
+            notes.append(f"estimated for the dtype variant {ck.variant_name}"
+                         + (f"; also over the budget: {', '.join(others)}" if others else ""))
+        tile_key = ".".join(path) if path is not None else "schedule.vec_tile"
+        diags.error(E_UB, f"{where} needs about {total} bytes of UB, more than the {target.ub_bytes} of "
+                    f"{target.name}", span, f"estimated {_kib(total)} of {_kib(target.ub_bytes)}",
+                    secondary=secondary, notes=notes,
+                    help=f"shrink the vec tile (`{tile_key}`), or split the body into several loops")
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:g} KiB" if n % 1024 == 0 or n >= 10240 else f"{n} bytes"
+
+
+# ------------------------------------------------------------------ cube tiles (E0604, E0605)
+
+
+def _has_matmul(kernel: ast.Kernel) -> bool:
+    return any(isinstance(n, ast.Call) and n.func_name == "matmul" for n in ast.walk(kernel))
+
+
+def _matmul_in_dtypes(checked: Iterable[CheckedKernel]) -> dict[str, set[str]]:
+    """Input dtype of the kernel's matmuls -> the variants in which it occurs."""
+    out: dict[str, set[str]] = {}
+    for ck in checked:
+        for info in ck.typing.call.values():
+            if info.op == "matmul" and "in_dtype" in info.attrs:
+                out.setdefault(info.attrs["in_dtype"], set()).add(ck.variant_name)
+    return out
+
+
+def _check_cube(kernel: ast.Kernel, checked: Sequence[CheckedKernel], spec: Spec, target: Target,
+                diags: Diagnostics) -> None:
+    cube = spec.schedule.cube_tile
+    if cube is None or not _has_matmul(kernel):
+        return
+    ok = True
+    for axis in ("m", "k", "n"):
+        if axis not in cube:
+            ok = False
+            continue
+        ok &= _check_cube_axis(axis, cube[axis], spec, target, diags)
+    if not ok:
+        return
+    in_dtypes = _matmul_in_dtypes(checked)
+    _check_cube_alignment(cube, in_dtypes, spec, target, diags)
+    _check_cube_capacity(cube, in_dtypes, spec, target, diags)
+
+
+def _check_cube_axis(axis: str, levels: tuple[int, int], spec: Spec, target: Target, diags: Diagnostics) -> bool:
+    path = ("schedule", "cube_tile", axis)
+    l0, l1 = levels
+    span = spec.spans.at(path)
+    if l0 <= 0 or l1 <= 0:
+        diags.error(E_CUBE_TILE, f"cube tile `{axis}: [{l0}, {l1}]` has an extent that is not positive", span,
+                    "[L0, L1] extents must be positive", help=f"e.g. `{axis}: [128, 256]`")
+        return False
+    if l1 % l0:
+        lo, hi = l1 // l0 * l0, (l1 // l0 + 1) * l0
+        sizes = f"{lo} or {hi}" if lo else f"{hi}"
+        diags.error(E_CUBE_TILE, f"the L1 tile of `{axis}` ({l1}) is not a multiple of its L0 tile ({l0})", span,
+                    "L1 is split into whole L0 tiles",
+                    help=f"make the L1 extent a multiple of {l0}: {sizes}")
+        return False
+    if l0 > target.max_mkn:
+        diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is larger than one matmul instruction takes "
+                    f"({target.max_mkn} on {target.name})", span, "too large",
+                    help=f"use an L0 extent of at most {target.max_mkn}")
+        return False
+    return True
+
+
+def _check_cube_alignment(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, set[str]], spec: Spec,
+                          target: Target, diags: Diagnostics) -> None:
+    c0 = target.cube_c0_bytes
+    for axis in ("k", "n"):
+        l0 = cube[axis][0]
+        bad = sorted((d for d in in_dtypes if l0 * itemsize(d) % c0), key=itemsize)
+        if not bad:
+            continue
+        quantum = math.lcm(*(c0 // math.gcd(c0, itemsize(d)) for d in bad))
+        lo, hi = l0 // quantum * quantum, (l0 // quantum + 1) * quantum
+        sizes = f"{lo} or {hi}" if lo else f"{hi}"
+        variants = sorted(set().union(*(in_dtypes[d] for d in bad)) - {""})
+        notes = [f"a cube fractal row is {c0} bytes on {target.name}"]
+        if variants:
+            notes.append("in the dtype variant" + ("s " if len(variants) > 1 else " ") + ", ".join(variants))
+        diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is not {c0}-byte aligned for matmul inputs of "
+                    + _join(bad), spec.spans.at(("schedule", "cube_tile", axis)),
+                    f"{l0} × {itemsize(bad[0])} bytes ({bad[0]}) = {l0 * itemsize(bad[0])} bytes", notes=notes,
+                    help=f"make the L0 extent of `{axis}` a multiple of {quantum}: {sizes}")
+
+
+def _check_cube_capacity(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, set[str]], spec: Spec,
+                         target: Target, diags: Diagnostics) -> None:
+    if not in_dtypes:
+        return
+    dtype = max(in_dtypes, key=itemsize)  # the widest input fills the buffers first
+    size = itemsize(dtype)
+    (m0, m1), (k0, k1), (n0, n1) = cube["m"], cube["k"], cube["n"]
+    needs = [
+        ("L0A", "m × k", f"{m0} × {k0} × {size}", m0 * k0 * size, target.l0a_bytes, "m or k"),
+        ("L0B", "k × n", f"{k0} × {n0} × {size}", k0 * n0 * size, target.l0b_bytes, "k or n"),
+        ("L0C", "m × n", f"{m0} × {n0} × {ACC_BYTES}", m0 * n0 * ACC_BYTES, target.l0c_bytes, "m or n"),
+        ("L1", "(m × k + k × n)", f"({m1} × {k1} + {k1} × {n1}) × {size}", (m1 * k1 + k1 * n1) * size,
+         target.l1_bytes, "the L1 extents"),
+    ]
+    key = spec.spans.key(("schedule", "cube_tile")) or spec.spans.at(("schedule", "cube_tile"))
+    variants = sorted(in_dtypes[dtype] - {""})
+    for buf, formula, numbers, need, have, shrink in needs:
+        if need <= have:
+            continue
+        notes = [f"{formula} elements of {dtype}" + (" (the accumulator is 4 bytes)" if buf == "L0C" else "")]
+        if variants:
+            notes.append("in the dtype variant" + ("s " if len(variants) > 1 else " ") + ", ".join(variants))
+        diags.error(E_CUBE_CAPACITY, f"the cube tile needs {need} bytes of {buf}, but {target.name} has {have}",
+                    key, f"{numbers} = {need} bytes", secondary=[Label(spec.spans.at(("schedule", "cube_tile")),
+                                                                      "the cube tile")],
+                    notes=notes, help=f"shrink {shrink} so that the tile fits in {have} bytes")

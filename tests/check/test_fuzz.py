@@ -1,0 +1,165 @@
+"""Fuzzing the whole compile path with broken inputs: only diagnostics may come out.
+
+Every golden fixture and every spec of specs/ is compiled as is, then ~300 random mutations of
+them (tokens deleted or duplicated, lines swapped or re-indented, numbers changed, YAML broken).
+Each must either compile or raise CompileError whose diagnostics render; any other exception is
+a crash and the test prints a reproducer.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ptodsl.diagnostics import CompileError, Diagnostics
+from ptodsl.diagnostics.render import render_all
+from ptodsl.driver import compile_spec
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SEED = 20260611
+MUTATIONS = 300
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+NUMBERS = ["0", "-1", "1", "2", "3", "7", "8", "16", "33", "100", "4096", "100000", "2147483647"]
+JUNK = [":", "[", "]", "{", "}", "-", ",", "'", '"', "#", "&a", "*a", "!!str", "\t", "    ", "if", "for", "(", ")"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    pto: str
+    yaml: str
+
+
+def _sources() -> list[Case]:
+    cases = []
+    for folder in sorted(p for p in GOLDEN.iterdir() if p.is_dir()):
+        cases.append(Case(folder.name, (folder / f"{folder.name}.pto").read_text("utf-8"),
+                          (folder / f"{folder.name}.yaml").read_text("utf-8")))
+    for spec in sorted((REPO / "specs").glob("*.yaml")):
+        pto = spec.with_suffix(".pto")
+        if pto.exists():
+            cases.append(Case(spec.stem, pto.read_text("utf-8"), spec.read_text("utf-8")))
+    return cases
+
+
+SOURCES = _sources()
+
+
+# ------------------------------------------------------------------ mutations
+
+
+def _tokens(rng: random.Random, text: str) -> str:
+    toks = list(TOKEN.finditer(text))
+    if not toks:
+        return text
+    t = rng.choice(toks)
+    action = rng.randrange(3)
+    if action == 0:  # delete
+        return text[:t.start()] + text[t.end():]
+    if action == 1:  # duplicate
+        return text[:t.end()] + " " + t.group() + text[t.end():]
+    other = rng.choice(toks).group()  # replace with another token of the file
+    return text[:t.start()] + other + text[t.end():]
+
+
+def _lines(rng: random.Random, text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) < 2:
+        return text
+    i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+    action = rng.randrange(4)
+    if action == 0:
+        lines[i], lines[j] = lines[j], lines[i]
+    elif action == 1:
+        del lines[i]
+    elif action == 2:
+        lines.insert(j, lines[i])
+    else:
+        lines[i] = " " * rng.choice([0, 2, 4, 8, 12]) + lines[i].lstrip()
+    return "\n".join(lines) + "\n"
+
+
+def _numbers(rng: random.Random, text: str) -> str:
+    nums = list(NUMBER.finditer(text))
+    if not nums:
+        return text
+    n = rng.choice(nums)
+    return text[:n.start()] + rng.choice(NUMBERS) + text[n.end():]
+
+
+def _junk(rng: random.Random, text: str) -> str:
+    at = rng.randrange(len(text) + 1)
+    return text[:at] + rng.choice(JUNK) + text[at:]
+
+
+def mutate(rng: random.Random, case: Case) -> Case:
+    pto, yml = case.pto, case.yaml
+    for _ in range(rng.randrange(1, 4)):
+        fn = rng.choice([_tokens, _lines, _numbers, _numbers, _junk])
+        if rng.random() < 0.5:
+            pto = fn(rng, pto)
+        else:
+            yml = fn(rng, yml)
+    return Case(case.name, pto, yml)
+
+
+def _mutants() -> list[tuple[str, Case]]:
+    rng = random.Random(SEED)
+    out = []
+    for i in range(MUTATIONS):
+        base = rng.choice(SOURCES)
+        out.append((f"m{i:03d}-{base.name}", mutate(rng, base)))
+    return out
+
+
+# ------------------------------------------------------------------ running
+
+
+def compile_case(case: Case, folder: Path) -> str | None:
+    """Compile one case from files in ``folder``; None when it compiled, else its rendered errors."""
+    name = re.sub(r"\W", "_", case.name)
+    (folder / f"{name}.pto").write_text(case.pto, encoding="utf-8")
+    yml = case.yaml
+    if "source:" not in yml:
+        yml = f"source: {name}.pto\n" + yml
+    path = folder / f"{name}.yaml"
+    path.write_text(yml, encoding="utf-8")
+    diags = Diagnostics()
+    try:
+        compile_spec(str(path), diags)
+    except CompileError as exc:
+        assert any(d.is_error for d in exc.diagnostics)
+        return render_all(exc.diagnostics, color=False)
+    render_all(diags, color=False)
+    return None
+
+
+def _crash_report(name: str, case: Case, exc: BaseException) -> str:
+    tb = "".join(traceback.format_exception(exc)[-4:])
+    return f"--- {name}: {type(exc).__name__}: {exc}\n.pto:\n{case.pto}\n.yaml:\n{case.yaml}\n{tb}"
+
+
+@pytest.mark.parametrize("case", SOURCES, ids=[c.name for c in SOURCES])
+def test_fixtures_compile_or_fail_cleanly(case: Case, tmp_path: Path) -> None:
+    compile_case(case, tmp_path)
+
+
+def test_mutations_only_produce_diagnostics(tmp_path: Path) -> None:
+    crashes = []
+    failed = 0
+    for name, case in _mutants():
+        try:
+            failed += compile_case(case, tmp_path) is not None
+        except Exception as exc:  # noqa: BLE001 - any exception but CompileError is the finding
+            crashes.append(_crash_report(name, case, exc))
+    assert not crashes, f"{len(crashes)} crashes:\n" + "\n".join(crashes[:5])
+    # The mutations must reach the error paths, and not only the parser's.
+    assert failed > MUTATIONS // 3
