@@ -290,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`ptodsl explain E0400 | head -1`): not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        return EXIT_OK
     except Exception as e:  # noqa: BLE001 - the last line of defence: a banner, not a traceback
         print(f"internal compiler error: {e.__class__.__name__}: {e}", file=sys.stderr)
         print("this is a bug in ptodsl, not in your spec; please report it with the spec that caused it",
