@@ -343,15 +343,89 @@ def _opt(a: Number | None, b: Number | None, f) -> Number | None:
 
 
 def prove_le(a: Expr, b: Expr, ranges: Mapping[str, Bounds]) -> bool:
-    """True only when a <= b holds for every symbol value in range."""
+    """True only when a <= b holds for every symbol value in range.
+
+    Ranges may be symbolic (a loop index ``i`` of ``loop(B)`` lies in ``[0, B - 1]``), so besides
+    interval arithmetic this substitutes each symbol of the linear form of ``b - a`` by the bound
+    that minimises it, which proves facts like ``B - i >= 1`` inside that loop.
+    """
     if a == b:
         return True
-    lo, _ = bounds(sub(b, a), ranges)
+    return prove_nonneg(sub(b, a), ranges)
+
+
+def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds]) -> bool:
+    if isinstance(e, CallExpr) and e.fn == "min":
+        return all(prove_nonneg(x, ranges) for x in e.args)
+    if isinstance(e, CallExpr) and e.fn == "max":
+        return any(prove_nonneg(x, ranges) for x in e.args)
+    lo, _ = bounds(e, {k: v for k, v in ranges.items() if all(x is None or is_const(x) for x in v)})
     if lo is not None and lo >= 0:
         return True
-    _, ahi = bounds(a, ranges)
-    blo, _ = bounds(b, ranges)
-    return ahi is not None and blo is not None and ahi <= blo
+    form = linear(e)
+    if form is None:
+        return False
+    coeffs, const = form
+    for _ in range(8):  # bounds may mention other symbols; a few rounds reach the dims
+        changed = False
+        for name in sorted(coeffs):
+            c = coeffs[name]
+            if name not in ranges or c == 0:
+                continue
+            lo_b, hi_b = ranges[name]
+            bound = lo_b if c > 0 else hi_b
+            if bound is None or (is_const(bound) and c > 0 and bound >= 0 and _nonneg_symbol(name, ranges)):
+                continue
+            sub_form = linear(bound)
+            if sub_form is None or name in sub_form[0]:
+                continue
+            del coeffs[name]
+            for k, v in sub_form[0].items():
+                coeffs[k] = coeffs.get(k, 0) + c * v
+            const += c * sub_form[1]
+            coeffs = {k: v for k, v in coeffs.items() if v != 0}
+            changed = True
+            break
+        if not changed:
+            break
+    if const < 0:
+        return False
+    return all(c > 0 and _nonneg_symbol(k, ranges) for k, c in coeffs.items())
+
+
+def _nonneg_symbol(name: str, ranges: Mapping[str, Bounds]) -> bool:
+    lo = ranges.get(name, (None, None))[0]
+    if lo is None:
+        return False
+    if is_const(lo):
+        return lo >= 0
+    return prove_nonneg(lo, {k: v for k, v in ranges.items() if k != name})
+
+
+def linear(e: Expr) -> tuple[dict[str, Number], Number] | None:
+    """``e`` as ({symbol: coefficient}, constant), or None when it is not linear."""
+    if is_const(e):
+        return {}, e
+    if isinstance(e, Sym):
+        return {e.name: 1}, 0
+    if isinstance(e, NegExpr):
+        f = linear(e.operand)
+        return None if f is None else ({k: -v for k, v in f[0].items()}, -f[1])
+    if isinstance(e, BinExpr) and e.op in ("+", "-"):
+        fa, fb = linear(e.left), linear(e.right)
+        if fa is None or fb is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        out = dict(fa[0])
+        for k, v in fb[0].items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v != 0}, fa[1] + sign * fb[1]
+    if isinstance(e, BinExpr) and e.op == "*":
+        for x, y in ((e.left, e.right), (e.right, e.left)):
+            if is_const(y):
+                f = linear(x)
+                return None if f is None else ({k: v * y for k, v in f[0].items()}, f[1] * y)
+    return None
 
 
 # ---------------------------------------------------------------- text

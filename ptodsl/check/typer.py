@@ -91,12 +91,13 @@ class Typer:
         return None
 
     def ranges(self) -> dict[str, sym.Bounds]:
+        """Known ranges: dims are >= 0, fixed symbols are exact, and a loop index lies in
+        [start, stop - 1] (symbolic bounds are fine: sym.prove_le substitutes them)."""
         r: dict[str, sym.Bounds] = {s: (0, None) for s in self.symbols}
         for s, v in self.fixed.items():
             r[s] = (v, v)
         for lp in self.loop_stack:
-            lo, _ = sym.bounds(lp.start, r)
-            r[lp.index] = (lo if lo is not None else None, None)
+            r[lp.index] = (lp.start, sym.sub(lp.stop, 1))
         return r
 
     # ------------------------------------------------------------ kernel
