@@ -148,7 +148,7 @@ def sweep(func: Func) -> None:
         dead = workspaces - readers
         uses = _uses(func)
 
-        def keep(op: Op) -> bool:
+        def keep(op: Op, dead=dead, uses=uses) -> bool:
             if op.name == "tile.store" and op.operands[0].name in dead:
                 return False
             if op.name == "alloc" and op.result.name in dead:
