@@ -157,7 +157,9 @@ def cmd_ir(args, out: _Out) -> int:
             return EXIT_USER
         from .ir import Module
 
-        module = Module(module.name, module.level, [module.funcs[index]], module.attrs)
+        wanted = c.stages["tensor"].funcs[index].name
+        funcs = [f for f in module.funcs if f.name == wanted or f.name.startswith(wanted + "_k")]
+        module = Module(module.name, module.level, funcs, module.attrs)
     sys.stdout.write(str(module))
     return EXIT_OK
 

@@ -17,7 +17,7 @@ from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
-from .passes import fuse, tensorize, tile, unroll
+from .passes import fuse, memplan, partition, sync, tensorize, tile, unroll
 from .passes.context import PassContext
 from .targets import Target, load_target
 
@@ -26,6 +26,9 @@ PASSES: list[tuple[str, str, Callable[[Module, PassContext], Module]]] = [
     ("unroll", "tensor", unroll.run),
     ("tile", "tile", tile.run),
     ("fuse", "tile", fuse.run),
+    ("partition", "block", partition.run),
+    ("memplan", "block", memplan.run),
+    ("sync", "block", sync.run),
 ]
 
 

@@ -16,7 +16,8 @@ STRUCTURE = {"loop", "if", "print", "read"}
 TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill"} | set(OPS)
 TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand", "tile.mov", "tile.matmul_acc"}
 TILE_OPS = STRUCTURE | {"view", "reshape", "alloc"} | TILE_ONLY | {f"tile.{n}" for n in OPS}
-LEVEL_OPS = {"tensor": TENSOR_OPS, "tile": TILE_OPS}
+BLOCK_OPS = TILE_OPS | {"launch", "sync.set", "sync.wait", "sync.barrier"}
+LEVEL_OPS = {"tensor": TENSOR_OPS, "tile": TILE_OPS, "block": BLOCK_OPS}
 
 REQUIRED_ATTRS = {
     "loop": ("index", "lo", "hi", "step", "name"),
@@ -29,6 +30,10 @@ REQUIRED_ATTRS = {
     "tile.store": ("offsets",),
     "tile.fill": ("scalar",),
     "print": ("format", "args"),
+    "launch": ("kernel", "scalars"),
+    "sync.set": ("src", "dst", "event"),
+    "sync.wait": ("src", "dst", "event"),
+    "sync.barrier": ("pipe",),
 }
 
 
@@ -98,7 +103,7 @@ class _Verifier:
             if v.name not in self.defined:
                 self.fail(op, f"%{v.name} is used before it is defined")
         for key, value in op.attrs.items():
-            if key not in ("index", "sym", "name", "unroll_var", "kind"):
+            if key not in ("index", "sym", "name", "unroll_var", "kind", "kernel", "src", "dst", "pipe", "layout"):
                 self.exprs(op, value)
         self.kinds(op)
         for r in op.results:

@@ -1,0 +1,193 @@
+"""Partitioning (Tile IR -> Block IR): a control program plus compute kernels.
+
+Requires: a verified, fused ``level tile`` module.
+Produces: a ``level block`` module. For each kernel variant, a ``control`` function keeps the
+loops, branches, scalar reads, views and GM workspaces (the AICPU side), and every maximal run of
+tile work inside one region becomes a compute kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC:
+L1/L0 tiles), launched with ``launch(tensors) {kernel, scalars}``. A run is cut where no tile is
+live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut
+small enough is reported as a warning with its estimate.
+"""
+
+from __future__ import annotations
+
+import itertools
+from math import prod
+
+from .. import sym
+from ..dtypes import itemsize
+from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
+from .context import PassContext
+
+CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print"}
+CUBE_SPACES = {"l1", "l0a", "l0b", "l0c"}
+
+
+def is_control(op: Op) -> bool:
+    return op.name in CONTROL_OPS and not (op.name == "loop" and op.attrs.get("kind") == "grid")
+
+
+def kind_of(op: Op) -> str:
+    """cube when the op (or anything in its grid) touches L1/L0 tiles, else vector."""
+    for o in op.walk():
+        for v in list(o.operands) + list(o.results):
+            if isinstance(v.type, TileType) and v.type.space in CUBE_SPACES:
+                return "cube"
+    return "vector"
+
+
+def cycles(op: Op, target) -> int:
+    """A rough cost: vector repeats of each tile op, times static grid trip counts."""
+    if op.name == "loop":
+        hi, lo = op.attrs["hi"], op.attrs["lo"]
+        trips = hi - lo if sym.is_const(hi) and sym.is_const(lo) else 1
+        return max(1, trips) * sum(cycles(x, target) for x in op.regions[0])
+    if not op.name.startswith("tile.") or op.name == "tile.alloc" or not op.operands:
+        return 0
+    t = op.operands[0].type if isinstance(op.operands[0].type, TileType) else op.operands[1].type
+    return max(1, -(-prod(t.shape) * itemsize(t.dtype) // target.vector_repeat_bytes))
+
+
+class _Partitioner:
+    def __init__(self, func: Func, ctx: PassContext):
+        self.func = func
+        self.ctx = ctx
+        self.kernels: list[Func] = []
+        self.counter = itertools.count()
+        self.bound = ctx.spec.schedule.pass_options.get("cycle_upper_bound", 10000)
+        # scalar dtypes the kernels' parameters take: scalar params and runtime reads; dims are i64
+        self.scalar_dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
+        self.scalar_dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
+
+    def run(self) -> tuple[Func, list[Func]]:
+        body = self.region(self.func.body, set())
+        control = Func(self.func.name, self.func.params, body, "control", dict(self.func.attrs), self.func.span)
+        return control, self.kernels
+
+    def region(self, ops: list[Op], bound_syms: set[str]) -> list[Op]:
+        out: list[Op] = []
+        run: list[Op] = []
+        for op in ops:
+            if op.name in ("alloc", "view", "reshape") and run:
+                # GM allocations and views depend on no tile work: hoist them above the open run
+                # instead of cutting it (a cut there would split tiles that are still live)
+                out.append(op)
+                continue
+            if is_control(op):
+                self.flush(run, out)
+                run = []
+                if op.name == "loop":
+                    inner = bound_syms | {op.attrs["index"]}
+                    op.regions = [self.region(op.regions[0], inner)]
+                elif op.name == "if":
+                    op.regions = [self.region(r, bound_syms) for r in op.regions]
+                out.append(op)
+            else:
+                if run and kind_of(run[-1]) != kind_of(op) and self.cut_ok(run, len(run)):
+                    self.flush(run, out)
+                    run = []
+                run.append(op)
+        self.flush(run, out)
+        return out
+
+    @staticmethod
+    def live_across(run: list[Op], cut: int) -> bool:
+        defined = {r.name for op in run[:cut] for o in op.walk() for r in o.results}
+        used_after = {v.name for op in run[cut:] for o in op.walk() for v in o.operands}
+        return bool(defined & used_after)
+
+    def cut_ok(self, run: list[Op], cut: int) -> bool:
+        return not self.live_across(run, cut)
+
+    def flush(self, run: list[Op], out: list[Op]) -> None:
+        if not run:
+            return
+        for chunk in self.split(run):
+            out.append(self.kernel(chunk))
+
+    def split(self, run: list[Op]) -> list[list[Op]]:
+        """Cut at points with no live tile, between kinds, and when the estimate passes the bound."""
+        chunks: list[list[Op]] = []
+        current: list[Op] = []
+        cost = 0
+        target = self.ctx.target
+        for i, op in enumerate(run):
+            c = cycles(op, target)
+            kind_change = current and kind_of(current[-1]) != kind_of(op)
+            if current and (kind_change or cost + c > self.bound) and not self.live_across(run[len(sum(chunks, [])):], len(current)):
+                chunks.append(current)
+                current, cost = [], 0
+            current.append(op)
+            cost += c
+        if current:
+            chunks.append(current)
+        for chunk in chunks:
+            total = sum(cycles(o, target) for o in chunk)
+            if total > self.bound:
+                self.ctx.diags.warning(
+                    "W0610", f"a compute kernel is estimated at {total} cycles, over cycle_upper_bound "
+                    f"{self.bound}, and has no point where it can be cut", chunk[0].span,
+                    help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
+        return chunks
+
+    def kernel(self, ops: list[Op]) -> Op:
+        kind = kind_of(ops[0])
+        name = f"{self.func.name}_k{next(self.counter)}"
+        tensors: list[Value] = []
+        defined: set[str] = set()
+        bound: set[str] = set()
+        free: list[str] = []
+        for top in ops:
+            for o in top.walk():
+                for v in o.operands:
+                    if isinstance(v.type, TensorType) and v.name not in defined and v not in tensors:
+                        tensors.append(v)
+                for r in o.results:
+                    defined.add(r.name)
+                if o.name == "loop":
+                    bound.add(o.attrs["index"])
+                exprs = [v for k, v in o.attrs.items() if k not in ("index", "name", "kind", "sym")]
+                for r in o.results:
+                    exprs.extend(r.type.valid if isinstance(r.type, TileType) else r.type.shape)
+                for v in o.operands:
+                    if isinstance(v.type, TensorType):
+                        exprs.extend(v.type.shape)
+                for e in exprs:
+                    for s in sorted(_free(e)):
+                        if s not in bound and s not in free:
+                            free.append(s)
+        stored = {o.operands[0].name for top in ops for o in top.walk() if o.name == "tile.store"}
+        loaded = {o.operands[1].name for top in ops for o in top.walk() if o.name == "tile.load"}
+        params = [Param(v.name, v.type, v.type.dtype,
+                        ("inout" if v.name in loaded else "out") if v.name in stored else "in",
+                        Value(v.name, v.type)) for v in tensors]
+        remap = {v.name: p.value for v, p in zip(tensors, params)}
+        for top in ops:
+            for o in top.walk():
+                o.operands = [remap.get(v.name, v) if isinstance(v.type, TensorType) else v for v in o.operands]
+        params += [Param(s, None, self.scalar_dtypes.get(s, "i64")) for s in free]
+        self.kernels.append(Func(name, params, ops, kind, {}, ops[0].span))
+        return Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)}, span=ops[0].span)
+
+
+def _free(e) -> set[str]:
+    if isinstance(e, str):
+        return set()
+    if isinstance(e, (tuple, list)):
+        out: set[str] = set()
+        for x in e:
+            out |= _free(x)
+        return out
+    return sym.free_symbols(e)
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    from ..ir import parse
+
+    fresh = parse(str(module))
+    funcs: list[Func] = []
+    for f in fresh.funcs:
+        control, kernels = _Partitioner(f, ctx).run()
+        funcs.extend(kernels)
+        funcs.append(control)
+    return Module(fresh.name, "block", funcs, dict(fresh.attrs))

@@ -1,0 +1,186 @@
+"""Sync (Block IR -> Block IR): order every dependency between pipes of a compute kernel.
+
+Requires: a memory-planned ``level block`` module (tiles carry offsets, so buffers that share
+memory are seen as the same buffer).
+Produces: ``sync.set``/``sync.wait`` pairs (``{src, dst, event}``) for each read-after-write,
+write-after-read and write-after-write dependency between different pipes (MTE2, V, MTE3, MTE1, M,
+FIX), and ``sync.barrier {pipe = "V"}`` between dependent vector ops. A pair is placed in the
+innermost region holding both ops: the set after the producer's enclosing op, the wait before the
+consumer's, so a wait never runs more often than its set. A dependency carried from one iteration
+of a grid loop to the next (the next load overwriting a tile the previous iteration still reads)
+gets a wait at the top of the body and a set at its end, primed by a set before the loop and
+drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_event_ids``.
+"""
+
+from __future__ import annotations
+
+from ..ir import Func, Module, Op
+from .context import PassContext
+from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+
+
+class _Deps:
+    """Abstract execution of a kernel body that collects its dependencies."""
+
+    def __init__(self, func: Func):
+        self.placement = placement_of(func.body)
+        self.pos: dict[int, int] = {}
+        self.parent: dict[int, tuple[Op | None, list[Op]]] = {}
+        self.direct: dict[tuple[int, int], tuple[Op, Op]] = {}
+        self.carried: dict[tuple[int, int, int], tuple[Op, Op, Op]] = {}
+        self.barriers: dict[tuple[int, int], tuple[Op, Op]] = {}
+        self.carried_barriers: dict[int, Op] = {}
+        counter = [0]
+
+        self.end: dict[int, int] = {}
+
+        def index(ops: list[Op], parent: Op | None) -> None:
+            for op in ops:
+                counter[0] += 1
+                self.pos[id(op)] = counter[0]
+                self.parent[id(op)] = (parent, ops)
+                for r in op.regions:
+                    index(r, op)
+                self.end[id(op)] = counter[0]
+
+        index(func.body, None)
+        self.writers: list[tuple[Range, Op, str]] = []
+        self.readers: list[tuple[Range, Op, str]] = []
+        self.region(func.body)
+
+    def ancestors(self, op: Op) -> list[Op]:
+        chain = []
+        cur: Op | None = op
+        while cur is not None:
+            chain.append(cur)
+            cur = self.parent[id(cur)][0]
+        return chain
+
+    def region(self, ops: list[Op]) -> None:
+        for op in ops:
+            if op.name == "loop":
+                self.region(op.regions[0])
+                self.region(op.regions[0])  # a second iteration exposes carried dependencies
+                continue
+            pipe = pipe_of(op)
+            if pipe is None:
+                continue
+            reads, writes = reads_writes(op, self.placement)
+            found = [(a, p) for rng, a, p in self.writers if any(overlap(rng, r) for r in reads + writes)]
+            found += [(a, p) for rng, a, p in self.readers if any(overlap(rng, w) for w in writes)]
+            for a, p in found:
+                self.record(a, p, op, pipe)  # a may be op itself, one iteration earlier
+            for w in writes:
+                self.writers = [x for x in self.writers if not covers(w, x[0])]
+                self.readers = [x for x in self.readers if not covers(w, x[0])]
+                self.writers.append((w, op, pipe))
+            for r in reads:
+                self.readers.append((r, op, pipe))
+
+    def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
+        if pa == pb:
+            if pa == "V" and self.pos[id(a)] < self.pos[id(b)]:
+                self.barriers[(id(a), id(b))] = (a, b)
+            elif pa == "V":
+                loop = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]][0]
+                self.carried_barriers[id(loop)] = loop
+            return
+        if self.pos[id(a)] < self.pos[id(b)]:
+            self.direct[(id(a), id(b))] = (a, b)
+            return
+        # a later op of the previous iteration: carried by the innermost loop holding both
+        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
+        loop = common[0]
+        self.carried[(id(loop), id(a), id(b))] = (loop, a, b)
+
+
+def _insert(func: Func, ctx: PassContext) -> None:
+    deps = _Deps(func)
+    inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
+    pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
+
+    def level_pair(a: Op, b: Op) -> tuple[Op, Op]:
+        """The ancestors of a and b that sit in the same region."""
+        anc_a, anc_b = deps.ancestors(a), deps.ancestors(b)
+        for x in anc_a:
+            for y in anc_b:
+                if deps.parent[id(x)][1] is deps.parent[id(y)][1]:
+                    return x, y
+        raise AssertionError("ops of one kernel share the kernel body")
+
+    wanted: dict[tuple[int, str, str], Op] = {}  # (consumer anchor, src, dst) -> latest producer anchor
+    for a, b in sorted(deps.direct.values(), key=lambda ab: (deps.pos[id(ab[1])], deps.pos[id(ab[0])])):
+        x, y = level_pair(a, b)
+        key = (id(y), pipe_of(a), pipe_of(b))
+        if key not in wanted or deps.pos[id(x)] > deps.pos[id(wanted[key][0])]:
+            wanted[key] = (x, y)
+    covered: dict[tuple[int, str, str], int] = {}  # (region, src, dst) -> producer pos already waited
+    for (_, src, dst), (x, y) in sorted(wanted.items(), key=lambda kv: deps.pos[id(kv[1][1])]):
+        region = deps.parent[id(y)][1]
+        ckey = (id(region), src, dst)
+        if covered.get(ckey, -1) >= deps.pos[id(x)]:
+            continue  # an earlier wait on this pipe already follows a later producer
+        covered[ckey] = deps.pos[id(x)]
+        set_op = Op("sync.set", [], {"src": src, "dst": dst, "event": 0})
+        wait_op = Op("sync.wait", [], {"src": src, "dst": dst, "event": 0})
+        inserts.append((region, region.index(x) + 1, 0, set_op))
+        inserts.append((region, region.index(y), 1, wait_op))
+        pairs.append((deps.pos[id(x)], deps.pos[id(y)], src, dst, [set_op, wait_op]))
+    done_carried: set[tuple[int, str, str]] = set()
+    for loop, a, b in deps.carried.values():
+        src, dst = pipe_of(a), pipe_of(b)
+        key = (id(loop), src, dst)
+        if key in done_carried:
+            continue
+        done_carried.add(key)
+        body = loop.regions[0]
+        outer = deps.parent[id(loop)][1]
+        ops = [Op("sync.set", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
+        waits = [Op("sync.wait", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
+        inserts.append((outer, outer.index(loop), 2, ops[0]))  # prime
+        inserts.append((body, 0, -1, waits[0]))
+        inserts.append((body, len(body), 3, ops[1]))
+        inserts.append((outer, outer.index(loop) + 1, -1, waits[1]))  # drain
+        start, end = deps.pos[id(loop)], deps.end[id(loop)] + 1
+        pairs.append((start, end, src, dst, ops + waits))
+    barred: set[int] = set()
+    for a, b in deps.barriers.values():
+        x, y = level_pair(a, b)
+        if id(y) in barred:
+            continue  # one barrier orders every earlier vector op before y
+        barred.add(id(y))
+        region = deps.parent[id(y)][1]
+        inserts.append((region, region.index(y), 0, Op("sync.barrier", [], {"pipe": "V"})))
+    for loop in deps.carried_barriers.values():
+        # the previous iteration's vector ops finish before this iteration's start
+        inserts.append((loop.regions[0], 0, -2, Op("sync.barrier", [], {"pipe": "V"})))
+    _colour(pairs, func, ctx)
+    for region, index, order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
+        region.insert(index, op)
+
+
+def _colour(pairs, func: Func, ctx: PassContext) -> None:
+    """Event ids per pipe pair: overlapping set..wait intervals get different ids."""
+    limit = ctx.target.max_event_ids
+    active: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for start, end, src, dst, ops in sorted(pairs, key=lambda p: (p[0], p[1])):
+        live = [(e, i) for (e, i) in active.get((src, dst), []) if e >= start]
+        used = {i for _, i in live}
+        event = next(i for i in range(len(used) + 1) if i not in used)
+        if event >= limit:
+            ctx.diags.error("E0612", f"compute kernel `{func.name}` needs more than {limit} events between "
+                            f"{src} and {dst}", func.span, help="use fewer tiles in flight, or split the kernel")
+            event = limit - 1
+        for op in ops:
+            op.attrs["event"] = event
+        active[(src, dst)] = live + [(end, event)]
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    from ..ir import parse
+
+    fresh = parse(str(module))
+    for f in fresh.funcs:
+        if f.kind in ("vector", "cube"):
+            _insert(f, ctx)
+    return fresh

@@ -1,0 +1,104 @@
+"""A static checker, separate from the sync pass, that every cross-pipe dependency is ordered.
+
+It linearises a compute kernel, running each grid loop body twice (so a dependency carried to the
+next iteration shows), and for every pair of ops on different pipes that touch overlapping buffers
+(at least one writing), it requires a ``sync.set(src, dst, e)`` issued after the producer and a
+``sync.wait(src, dst, e)`` that consumes that set before the consumer. Dependent vector ops need a
+``sync.barrier`` between them. It also checks that event ids stay below the target's limit and
+that every wait has a set to consume. The check accepts direct edges plus each pipe's own program
+order, which is the form the sync pass produces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Func, Module, Op
+from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+
+
+@dataclass(frozen=True)
+class MissingSync:
+    kernel: str
+    producer: Op
+    consumer: Op
+    src: str
+    dst: str
+
+    def __str__(self) -> str:
+        where = f" ({self.consumer.span})" if self.consumer.span else ""
+        return (f"{self.kernel}: {self.consumer.name} on {self.dst} depends on {self.producer.name} on "
+                f"{self.src} with no {self.src}->{self.dst} flag between them{where}")
+
+
+def _trace(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for op in ops:
+        if op.name == "loop":
+            body = op.regions[0]
+            out.extend(_trace(body))
+            out.extend(_trace(body))
+        elif op.name.startswith("sync.") or pipe_of(op) is not None:
+            out.append(op)
+    return out
+
+
+def check_kernel(func: Func, max_events: int = 8) -> list[MissingSync | str]:
+    placement = placement_of(func.body)
+    trace = _trace(func.body)
+    problems: list[MissingSync | str] = []
+    # which set each wait consumes: the latest earlier unconsumed set of the same (src, dst, event)
+    pending: dict[tuple, list[int]] = {}
+    consumed_by: dict[int, int] = {}  # wait index -> set index
+    for i, op in enumerate(trace):
+        if op.name in ("sync.set", "sync.wait"):
+            key = (op.attrs["src"], op.attrs["dst"], op.attrs["event"])
+            if op.attrs["event"] >= max_events:
+                problems.append(f"{func.name}: event id {op.attrs['event']} is over the limit of {max_events}")
+            if op.name == "sync.set":
+                pending.setdefault(key, []).append(i)
+            elif pending.get(key):
+                consumed_by[i] = pending[key].pop(0)
+            else:
+                problems.append(f"{func.name}: wait {key} at step {i} has no set to consume")
+    # walk the trace keeping, per buffer range, the last writer and the readers since it
+    writers: list[tuple[Range, int]] = []
+    readers: list[tuple[Range, int]] = []
+    seen: set[tuple[int, int]] = set()
+    for j, b in enumerate(trace):
+        pb = pipe_of(b)
+        if pb is None:
+            continue
+        rb, wb = reads_writes(b, placement)
+        producers = {i for rng, i in writers if any(overlap(rng, x) for x in rb + wb)}
+        producers |= {i for rng, i in readers if any(overlap(rng, x) for x in wb)}
+        for i in sorted(producers):
+            a = trace[i]
+            pa = pipe_of(a)
+            if pa == pb:
+                if pa == "V" and not any(trace[k].name == "sync.barrier" for k in range(i + 1, j)):
+                    problems.append(f"{func.name}: {b.name} reads or overwrites what {a.name} wrote on V with "
+                                    "no barrier between them")
+                continue
+            ok = any(
+                trace[k].name == "sync.wait" and trace[k].attrs["src"] == pa and trace[k].attrs["dst"] == pb
+                and k in consumed_by and consumed_by[k] > i
+                for k in range(i + 1, j)
+            )
+            if not ok and (id(a), id(b)) not in seen:
+                seen.add((id(a), id(b)))
+                problems.append(MissingSync(func.name, a, b, pa, pb))
+        for w in wb:
+            writers = [x for x in writers if not covers(w, x[0])]
+            readers = [x for x in readers if not covers(w, x[0])]
+            writers.append((w, j))
+        readers.extend((r, j) for r in rb)
+    return problems
+
+
+def check(module: Module, max_events: int = 8) -> list[MissingSync | str]:
+    out: list[MissingSync | str] = []
+    for f in module.funcs:
+        if f.kind in ("vector", "cube"):
+            out.extend(check_kernel(f, max_events))
+    return out
