@@ -80,7 +80,7 @@ def plan(func: Func, ctx: PassContext) -> dict[str, int]:
     intervals = _intervals(func)
     placed: dict[str, list[tuple[int, int, int, int]]] = {}  # space -> (start, end, offset, size)
     peak: dict[str, int] = {}
-    for name, (s, e, op) in sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0])):
+    for _name, (s, e, op) in sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0])):
         t: TileType = op.result.type
         size = -(-tile_bytes(t, block) // block) * block
         busy = sorted((off, off + sz) for (s2, e2, off, sz) in placed.get(t.space, []) if not (e2 < s or s2 > e))

@@ -111,7 +111,7 @@ class _Partitioner:
         current: list[Op] = []
         cost = 0
         target = self.ctx.target
-        for i, op in enumerate(run):
+        for op in run:
             c = cycles(op, target)
             kind_change = current and kind_of(current[-1]) != kind_of(op)
             if current and (kind_change or cost + c > self.bound) and not self.live_across(run[len(sum(chunks, [])):], len(current)):

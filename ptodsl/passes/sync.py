@@ -155,7 +155,7 @@ def _insert(func: Func, ctx: PassContext) -> None:
         # the previous iteration's vector ops finish before this iteration's start
         inserts.append((loop.regions[0], 0, -2, Op("sync.barrier", [], {"pipe": "V"})))
     _colour(pairs, func, ctx)
-    for region, index, order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
+    for region, index, _order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
         region.insert(index, op)
 
 
