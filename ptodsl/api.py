@@ -254,12 +254,16 @@ def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
 
 
 def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any],
-               symbols: dict[str, int], backend: str, poison: bool = False) -> None:
+               symbols: dict[str, int], backend: str, poison: bool = False, level: str = "block"):
+    """Run one dtype variant; the simulator runs the Block IR by default (or ``level="tile"``)."""
     if backend == "sim":
         from .backends import sim
 
-        sim.run(kernel_func(compiled, index), arrays, scalars, symbols, poison=poison)
-        return
+        if level == "tile":
+            return sim.run(kernel_func(compiled, index), arrays, scalars, symbols, poison=poison)
+        control = compiled.stages["tensor"].funcs[index].name
+        return sim.run_block(compiled.stages["block"], control, arrays, scalars, symbols, compiled.target,
+                             poison=poison)
     raise ArgumentValueError(Diagnostic("E0707", f"backend {backend!r} is not available yet", None, "", (), (),
                                         "use backend=\"sim\""))
 

@@ -40,6 +40,8 @@ class CaseResult:
     ok: bool
     report: str = ""
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    traffic: dict[str, int] = field(default_factory=dict)  # GM bytes loaded and stored
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def case_id(spec: Spec, case: TestCase, backend: str | None = None) -> str:
@@ -98,7 +100,9 @@ def _as_ref_input(a: np.ndarray) -> np.ndarray:
     return a.copy()
 
 
-def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = True) -> CaseResult:
+def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = True,
+             level: str = "block") -> CaseResult:
+    """Run one case; the simulator executes the Block IR, or the Tile IR with ``level="tile"``."""
     spec = op.spec
     inputs, scalars = make_inputs(op, case)
     ref_fn = load_reference(spec)
@@ -123,8 +127,10 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
         arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(t.dtype))
         outs.append(p.name)
     full_scalars = {p.name: scalars.get(p.name, _default(p)) for p in op.scalars}
-    run_kernel(op.compiled, index, arrays, full_scalars, symbols, backend, poison=poison)
+    machine = run_kernel(op.compiled, index, arrays, full_scalars, symbols, backend, poison=poison, level=level)
     result = CaseResult(spec.op, case, True, outputs={n: arrays[n] for n in outs})
+    result.traffic = dict(machine.traffic) if machine is not None else {}
+    result.inputs = inputs
     if expected is None:
         result.report = "no reference: ran without comparing"
         return result

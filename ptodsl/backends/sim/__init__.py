@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import sym
 from ...dtypes import DTYPES, numpy_dtype
-from ...ir import Func, Op, TensorType, TileType
+from ...ir import Func, Module, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
 
 INT_POISON = -0x5A5A5A5A
@@ -47,6 +47,10 @@ class Machine:
     tensors: dict[str, np.ndarray] = field(default_factory=dict)
     tiles: dict[str, _Tile] = field(default_factory=dict)
     printed: list[str] = field(default_factory=list)
+    # Block IR: on-chip buffers by space, the compute kernels by name, GM traffic in bytes
+    arenas: dict[str, np.ndarray] | None = None
+    kernels: dict[str, Func] = field(default_factory=dict)
+    traffic: dict[str, int] = field(default_factory=lambda: {"load": 0, "store": 0})
 
     def ev(self, e: sym.Expr) -> sym.Number:
         try:
@@ -106,6 +110,40 @@ def run(func: Func, tensors: Mapping[str, np.ndarray], scalars: Mapping[str, sym
     return m
 
 
+SPACE_BYTES = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
+
+
+def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
+              scalars: Mapping[str, sym.Number], symbols: Mapping[str, int], target,
+              poison: bool = False) -> Machine:
+    """Execute a Block IR control program and the compute kernels it launches.
+
+    Every tile lives at its planned offset inside one buffer per memory space, sized from the
+    target, so tiles that share memory really alias: a memory plan that overlaps live tiles gives
+    wrong answers here instead of on the device.
+    """
+    func = module.func(control)
+    arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
+    m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
+                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")})
+    for p in func.params:
+        if p.is_tensor:
+            m.tensors[p.name] = tensors[p.name]
+    _block(m, func.body)
+    return m
+
+
+def _launch(m: Machine, op: Op) -> None:
+    kernel = m.kernels[op.attrs["kernel"]]
+    tensor_params = [p for p in kernel.params if p.is_tensor]
+    scalar_params = [p for p in kernel.params if not p.is_tensor]
+    env = {p.name: m.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
+    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic)
+    for p, v in zip(tensor_params, op.operands):
+        k.tensors[p.name] = m.tensors[v.name]
+    _block(k, kernel.body)
+
+
 def _block(m: Machine, ops: list[Op]) -> None:
     for op in ops:
         _op(m, op)
@@ -162,6 +200,11 @@ def _op(m: Machine, op: Op) -> None:
         m.printed.append(text)
         print(text)
         return
+    if name == "launch":
+        _launch(m, op)
+        return
+    if name.startswith("sync."):
+        return  # the simulator runs one op at a time: every pipe is already in order
     if name == "tile.alloc":
         r = op.result
         t: TileType = r.type
@@ -169,9 +212,25 @@ def _op(m: Machine, op: Op) -> None:
         for v, s in zip(t.valid, t.shape):
             if m.evi(v) > s:
                 raise SimError(f"valid extent {m.evi(v)} exceeds the tile dim {s}", op)
-        m.tiles[r.name] = _Tile(m.fresh(t.dtype, t.shape), valid)
+        if m.arenas is not None and "offset" in op.attrs:
+            data = _placed(m, op, t)
+        else:
+            data = m.fresh(t.dtype, t.shape)
+        m.tiles[r.name] = _Tile(data, valid)
         return
     _tile_op(m, op)
+
+
+def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
+    """The tile as a view of its bytes in the buffer of its space, freshly filled."""
+    npd = numpy_dtype(t.dtype)
+    arena = m.arenas[t.space]
+    offset, size = op.attrs["offset"], int(np.prod(t.shape)) * np.dtype(npd).itemsize
+    if offset + size > arena.size:
+        raise SimError(f"tile at {offset}+{size} bytes is outside {t.space.upper()} ({arena.size} bytes)", op)
+    data = np.ndarray(t.shape, npd, buffer=arena.data, offset=offset)
+    data[...] = m.fresh(t.dtype, t.shape)
+    return data
 
 
 def _tile_op(m: Machine, op: Op) -> None:
@@ -182,6 +241,7 @@ def _tile_op(m: Machine, op: Op) -> None:
         offs = [m.evi(o) for o in op.attrs["offsets"]]
         sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
         dst.data[dst.region()] = gm[sl]
+        m.traffic["load"] += int(np.prod(dst.valid)) * gm.dtype.itemsize
         return
     if name == "store":
         gm = m.tensors[op.operands[0].name]
@@ -189,6 +249,7 @@ def _tile_op(m: Machine, op: Op) -> None:
         offs = [m.evi(o) for o in op.attrs["offsets"]]
         sl = _slices(offs, src.valid, gm.shape, op, "tile store")
         gm[sl] = src.data[src.region()]
+        m.traffic["store"] += int(np.prod(src.valid)) * gm.dtype.itemsize
         return
     dst = m.tiles[op.operands[0].name]
     srcs = [m.tiles[v.name] for v in op.operands[1:]]
