@@ -130,6 +130,13 @@ def cmd_ir(args, out: _Out) -> int:
         out.diagnostics(diags.items)
         return EXIT_USER
     out.diagnostics(diags.items)
+    if args.stats:
+        from .api import Operator
+        from .stats import collect, render
+
+        op = Operator(c)
+        sys.stdout.write(render(op, collect(op)))
+        return EXIT_OK
     if args.after:
         if args.after not in c.after:
             d = Diagnostics()
@@ -234,6 +241,12 @@ def cmd_run(args, out: _Out) -> int:
     return EXIT_OK
 
 
+def cmd_gen(args, out: _Out) -> int:
+    from .gen.cli import run
+
+    return run(args, out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptodsl", description="Compile and test ptodsl operator specs.")
     p.add_argument("--version", action="version", version=f"ptodsl {__version__}")
@@ -259,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stage", choices=("tensor", "tile", "block"), default="tile")
     s.add_argument("--after", default=None, metavar="PASS", help="print the IR after this pass")
     s.add_argument("--variant", default=None, metavar="T=f32", help="only this dtype variant")
+    s.add_argument("--stats", action="store_true",
+                   help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant")
     s.set_defaults(fn=cmd_ir)
 
     s = sub.add_parser("explain", parents=[common], help="explain a diagnostic code")
@@ -274,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", default=".", help="folder for the outputs' .npy files")
     s.add_argument("--backend", choices=("sim", "cpu"), default="sim")
     s.set_defaults(fn=cmd_run)
+
+    from .gen.cli import add_parser as add_gen_parser
+
+    add_gen_parser(sub, common, cmd_gen)
     return p
 
 

@@ -4,8 +4,9 @@ It linearises a compute kernel, running each grid loop body twice (so a dependen
 next iteration shows), and for every pair of ops on different pipes that touch overlapping buffers
 (at least one writing), it requires a ``sync.set(src, dst, e)`` issued after the producer and a
 ``sync.wait(src, dst, e)`` that consumes that set before the consumer. Dependent vector ops need a
-``sync.barrier`` between them. It also checks that event ids stay below the target's limit and
-that every wait has a set to consume. The check accepts direct edges plus each pipe's own program
+``sync.barrier`` between them. It also checks that event ids stay below the target's limit, that
+every wait has a set to consume, and that sets and waits balance in every region (a loop body that
+leaves a flag set would leak it into the next iteration or the next launch). The check accepts direct edges plus each pipe's own program
 order, which is the form the sync pass produces.
 """
 
@@ -43,10 +44,26 @@ def _trace(ops: list[Op]) -> list[Op]:
     return out
 
 
+def _balance(ops: list[Op], where: str, problems: list) -> None:
+    """Every set is consumed in the region it is made in: a loop body leaves no flag behind."""
+    counts: dict[tuple, int] = {}
+    for op in ops:
+        if op.name in ("sync.set", "sync.wait"):
+            key = (op.attrs["src"], op.attrs["dst"], op.attrs["event"])
+            counts[key] = counts.get(key, 0) + (1 if op.name == "sync.set" else -1)
+        for r in op.regions:
+            _balance(r, f"{where} > {op.attrs.get('name', op.name)}", problems)
+    for key, n in sorted(counts.items()):
+        if n:
+            what = "set never waited for" if n > 0 else "wait with no set"
+            problems.append(f"{where}: {abs(n)} {what} on {key[0]}->{key[1]} event {key[2]}")
+
+
 def check_kernel(func: Func, max_events: int = 8) -> list[MissingSync | str]:
     placement = placement_of(func.body)
     trace = _trace(func.body)
     problems: list[MissingSync | str] = []
+    _balance(func.body, func.name, problems)
     # which set each wait consumes: the latest earlier unconsumed set of the same (src, dst, event)
     pending: dict[tuple, list[int]] = {}
     consumed_by: dict[int, int] = {}  # wait index -> set index

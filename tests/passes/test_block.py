@@ -1,0 +1,99 @@
+"""Block IR: partitioning, memory planning, sync and its checker, and the stats."""
+
+import pytest
+
+import ptodsl
+from ptodsl import ir
+from ptodsl.driver import compile_spec
+from ptodsl.passes import syncheck
+from ptodsl.passes.syncheck import MissingSync
+from ptodsl.stats import collect
+
+
+def test_every_kernel_of_every_spec_is_fully_synchronised(spec_path):
+    block = compile_spec(spec_path).stages["block"]
+    assert syncheck.check(block) == []
+
+
+def _regions(ops):
+    yield ops
+    for op in ops:
+        for r in op.regions:
+            yield from _regions(r)
+
+
+@pytest.mark.parametrize("spec", ["specs/softmax.yaml", "specs/matmul.yaml", "specs/online_softmax_attn.yaml"])
+def test_deleting_any_wait_is_caught(spec):
+    block = compile_spec(spec).stages["block"]
+    kernels = [f for f in block.funcs if f.kind in ("vector", "cube")][:12]
+    deleted = 0
+    for f in kernels:
+        for region in list(_regions(f.body)):
+            for i, op in enumerate(list(region)):
+                if op.name != "sync.wait":
+                    continue
+                region.pop(i)
+                problems = syncheck.check_kernel(f)
+                region.insert(i, op)
+                deleted += 1
+                assert problems, f"deleting {op.attrs} from {f.name} went unnoticed"
+    assert deleted
+
+
+def test_deleted_wait_is_reported_with_both_ops():
+    block = compile_spec("specs/softmax.yaml").stages["block"]
+    lines = str(block).splitlines()
+    i = next(i for i, line in enumerate(lines) if 'sync.wait() {src = "MTE2", dst = "V"' in line)
+    problems = syncheck.check(ir.parse("\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+    missing = [p for p in problems if isinstance(p, MissingSync)]
+    assert missing and missing[0].src == "MTE2" and missing[0].dst == "V"
+    assert "tile.load" == missing[0].producer.name
+
+
+def test_vector_and_cube_kernels_are_separate():
+    block = compile_spec("specs/online_softmax_attn.yaml").stages["block"]
+    kinds = {f.kind for f in block.funcs}
+    assert kinds == {"vector", "cube", "control"}
+    for f in block.funcs:
+        if f.kind == "cube":
+            spaces = {o.result.type.space for o in f.walk() if o.name == "tile.alloc"}
+            assert spaces <= {"l1", "l0a", "l0b", "l0c"}
+        if f.kind == "vector":
+            assert {o.result.type.space for o in f.walk() if o.name == "tile.alloc"} <= {"ub"}
+
+
+def test_memory_plan_reuses_dead_tiles_and_pads_rows():
+    block = compile_spec("specs/softmax.yaml").stages["block"]
+    kernel = next(f for f in block.funcs if f.kind == "vector")
+    allocs = [o for o in kernel.walk() if o.name == "tile.alloc"]
+    offsets = [o.attrs["offset"] for o in allocs]
+    assert len(set(offsets)) < len(offsets), "dead tiles share memory"
+    column = next(o for o in allocs if o.result.type.shape == (1, 1))
+    assert column.attrs["layout"] == "col" and column.attrs["rows"] == 8  # 32-byte f32 column
+    assert all(o.attrs["offset"] % 32 == 0 for o in allocs)
+
+
+def test_over_capacity_is_a_diagnostic(write_spec):
+    pto = "kernel big(x: f32[M, N], y: out f32[M, N]):\n    y[:] = exp(x) + x\n"
+    path = write_spec("big", pto, "op: big\nschedule:\n  vec_tile: [64, 1024]\n")
+    with pytest.raises(ptodsl.CompileError) as info:
+        ptodsl.load(path)
+    assert {d.code for d in info.value.diagnostics} & {"E0606", "E0611"}
+
+
+def test_stats_for_softmax_reach_the_minimum_traffic():
+    op = ptodsl.load("specs/softmax.yaml")
+    stats = collect(op)
+    assert [s.variant for s in stats] == ["T=f32", "T=f16", "T=bf16"]
+    for s in stats:
+        assert s.paths == 1 and s.vector_kernels == 1 and s.cube_kernels == 0
+        assert s.peak["ub"] <= op.compiled.target.ub_bytes
+        for _, moved, minimum in s.traffic:
+            assert moved == minimum
+
+
+def test_attention_paths_count_the_branches():
+    op = ptodsl.load("specs/online_softmax_attn.yaml")
+    stats = collect(op)
+    # the unroll-by-2 sub-loop holds two copies of the body: ((begin | else) x (end | not)) ** 2
+    assert all(s.paths == 16 for s in stats)
