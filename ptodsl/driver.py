@@ -17,12 +17,14 @@ from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
-from .passes import fuse, memplan, partition, sync, tensorize, tile, unroll
+from .passes import fuse, loops, memplan, partition, paths, sync, tensorize, tile, unroll
 from .passes.context import PassContext
 from .targets import Target, load_target
 
 # Passes after the Tensor IR is built, in order. Each maps a module to a module.
 PASSES: list[tuple[str, str, Callable[[Module, PassContext], Module]]] = [
+    ("loops", "tensor", loops.run),
+    ("paths", "tensor", paths.run),
     ("unroll", "tensor", unroll.run),
     ("tile", "tile", tile.run),
     ("fuse", "tile", fuse.run),

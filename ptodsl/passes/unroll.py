@@ -93,7 +93,7 @@ class _Unroller:
             return [op]
         a = op.attrs
         idx, lo, step = a["index"], a["lo"], a["step"]
-        trips = sym.ceildiv(sym.sub(a["hi"], lo), step)
+        trips = sym.max_(sym.ceildiv(sym.sub(a["hi"], lo), step), 0)  # an empty range has no trips
         handles_k = "unroll_var" in a
         out: list[Op] = []
         base: sym.Expr = 0

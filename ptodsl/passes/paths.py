@@ -1,0 +1,94 @@
+"""Paths (Tensor IR -> Tensor IR): ``is_loop_begin``/``is_loop_end`` become peeled iterations.
+
+Requires: a verified ``level tensor`` module (before unrolling).
+Produces: a loop whose body branches on its own first or last iteration is split into the first
+iteration, the middle iterations and the last iteration, each a copy of the body with those
+branches decided, so the middle loop's body has no such branch and the compiled paths do not
+multiply. With ``n`` the trip count: the first copy runs when ``n >= 1`` (and is also the last
+when ``n == 1``), the middle loop runs ``n - 2`` times, the last copy runs when ``n >= 2``.
+"""
+
+from __future__ import annotations
+
+from .. import sym
+from ..ir import Module, Op
+from .context import PassContext
+from .unroll import _Cloner
+
+
+def conditions(loop: Op) -> tuple[sym.Expr, sym.Expr, sym.Expr, sym.Expr]:
+    """(trip count, first index, last index, is_loop_end condition) — built exactly as the checker
+    builds them, so the conditions in the body compare equal."""
+    a = loop.attrs
+    i, lo, hi, step = sym.Sym(a["index"]), a["lo"], a["hi"], a["step"]
+    n = sym.ceildiv(sym.sub(hi, lo), step)
+    last = sym.add(lo, sym.mul(sym.sub(n, 1), step))
+    return n, lo, last, sym.compare("==", i, last)
+
+
+def _mentions(ops: list[Op], conds: set) -> bool:
+    return any(o.name == "if" and o.attrs["cond"] in conds for op in ops for o in op.walk())
+
+
+def _decide(ops: list[Op], decisions: dict) -> list[Op]:
+    """Inline the arm of every ``if`` whose condition is decided (or folded to a constant)."""
+    out: list[Op] = []
+    for op in ops:
+        op.regions = [_decide(r, decisions) for r in op.regions]
+        if op.name == "if":
+            cond = decisions.get(op.attrs["cond"], op.attrs["cond"])
+            if isinstance(cond, bool):
+                out.extend(op.regions[0] if cond else op.regions[1])
+                continue
+            op.attrs = dict(op.attrs) | {"cond": cond}
+        out.append(op)
+    return out
+
+
+def _copy(loop: Op, index_value: sym.Expr | None, decisions: dict, suffix: str) -> list[Op]:
+    env = {} if index_value is None else {loop.attrs["index"]: index_value}
+    cloner = _Cloner(dict(env), suffix, {})  # one cloner: later ops must see earlier copies
+    body = [cloner.op(x) for x in loop.regions[0]]
+    return _decide(body, {sym.substitute(k, env): v for k, v in decisions.items()})
+
+
+def peel(loop: Op) -> list[Op] | None:
+    n, lo, last, is_end = conditions(loop)
+    i = sym.Sym(loop.attrs["index"])
+    is_begin = sym.compare("==", i, lo)
+    if not _mentions(loop.regions[0], {is_begin, is_end}):
+        return None
+    step = loop.attrs["step"]
+    first = _copy(loop, lo, {is_begin: True, is_end: sym.compare("==", n, 1)}, "_first")
+    middle = _copy(loop, None, {is_begin: False, is_end: False}, "")
+    final = _copy(loop, last, {is_begin: False, is_end: True}, "_last")
+    span = loop.span
+    mid_attrs = dict(loop.attrs) | {"lo": sym.add(lo, step), "hi": last}
+    return [
+        Op("if", [], {"cond": sym.compare(">=", n, 1)}, [], [first, []], span),
+        Op("loop", [], mid_attrs, [], [middle], span),
+        Op("if", [], {"cond": sym.compare(">=", n, 2)}, [], [final, []], span),
+    ]
+
+
+def _region(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for op in ops:
+        op.regions = [_region(r) for r in op.regions]
+        if op.name == "loop" and op.attrs.get("kind") != "grid":
+            peeled = peel(op)
+            if peeled is not None:
+                out.extend(peeled)
+                continue
+        out.append(op)
+    return out
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    del ctx
+    from ..ir import parse
+
+    fresh = parse(str(module))
+    for f in fresh.funcs:
+        f.body = _region(f.body)
+    return fresh
