@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 
-from ..ir import Func, Module, Op
+from ..ir import Module, Op
 from .context import PassContext
 from .unroll import _Cloner
+
 
 def _is_single(op: Op) -> bool:
     a = op.attrs
@@ -26,43 +27,41 @@ def _body_at_zero(op: Op) -> list[Op]:
     return [cloner.op(x) for x in op.regions[0]]
 
 
+def wrap_top_level(ops: list[Op], counter) -> list[Op]:
+    """Wrap each maximal run of top-level work in an implicit loop(1)."""
+    body: list[Op] = []
+    pending: list[Op] = []
+    for op in ops + [None]:
+        if op is None or op.name == "loop" or (op.name in ("alloc", "view", "reshape") and not pending):
+            if pending:
+                name = f"_top{next(counter)}"
+                body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,
+                                            "kind": "implicit"}, [], [pending], pending[0].span))
+                pending = []
+            if op is not None:
+                body.append(op)  # loops, and declarations that every later loop may see
+        else:
+            pending.append(op)
+    return body
+
+
+def merge_single_trip(ops: list[Op], loops: dict) -> list[Op]:
+    merged: list[Op] = []
+    for op in ops:
+        prev = merged[-1] if merged else None
+        if prev is not None and _is_single(prev) and _is_single(op) and \
+                loops.get(prev.attrs["name"]) == loops.get(op.attrs["name"]):
+            prev.regions[0] = _body_at_zero(prev) + _body_at_zero(op)
+            continue
+        merged.append(op)
+    return merged
+
+
 def run(module: Module, ctx: PassContext) -> Module:
     from ..ir import parse
 
     fresh = parse(str(module))
-    loops = ctx.spec.schedule.loops
     counter = itertools.count()
     for f in fresh.funcs:
-        body: list[Op] = []
-        run_ops: list[Op] = []
-
-        def flush() -> None:
-            if run_ops:
-                name = f"_top{next(counter)}"
-                body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,
-                                            "kind": "implicit"}, [], [list(run_ops)], run_ops[0].span))
-                run_ops.clear()
-
-        for op in f.body:
-            if op.name == "loop":
-                flush()
-                body.append(op)
-            elif op.name in ("alloc", "view", "reshape") and not run_ops:
-                body.append(op)  # declarations stay at the top level, visible to every loop
-            else:
-                run_ops.append(op)
-        flush()
-        merged: list[Op] = []
-        for op in body:
-            prev = merged[-1] if merged else None
-            if prev is not None and _is_single(prev) and _is_single(op) and \
-                    loops.get(prev.attrs["name"]) == loops.get(op.attrs["name"]):
-                prev.regions[0] = _body_at_zero(prev) + _body_at_zero(op)
-                prev.attrs = dict(prev.attrs) | {"hi": 1}
-                continue
-            merged.append(op)
-        f.body = merged
+        f.body = merge_single_trip(wrap_top_level(f.body, counter), ctx.spec.schedule.loops)
     return fresh
-
-
-__all__ = ["run", "Func"]
