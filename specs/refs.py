@@ -159,3 +159,7 @@ def log_softmax(x):
     x = x.astype(np.float64)
     s = x - x.max(axis=-1, keepdims=True)
     return s - np.log(np.exp(s).sum(axis=-1, keepdims=True))
+
+
+def matmul_bias_relu(a, b, bias):
+    return np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0.0)
