@@ -1,0 +1,396 @@
+// Part of ptodsl's CPU implementation of the pto-isa subset it emits (see ../pto-inst.hpp).
+// Element-wise vector instructions. Each iterates over the destination's valid region and reads its
+// sources at the same (row, column); nothing checks that the operands' valid regions agree, as on
+// the NPU. 16-bit floats compute in float and round once per result.
+#ifndef PTODSL_CPU_SUBSET_OPS_VECTOR_HPP
+#define PTODSL_CPU_SUBSET_OPS_VECTOR_HPP
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "common.hpp"
+#include "convert.hpp"
+#include "tile.hpp"
+
+namespace pto {
+namespace cpu {
+
+// dst(r, c) = f(src0(r, c), src1(r, c)) over dst's valid region.
+template <typename Dst, typename Src0, typename Src1, typename F>
+inline void binary(Dst& dst, Src0& src0, Src1& src1, const char* op, F f) {
+    using T = typename Dst::DType;
+    static_assert(std::is_same_v<T, typename Src0::DType> && std::is_same_v<T, typename Src1::DType>,
+                  "binary tile instructions need one element type for all operands");
+    T* out = elements(dst, op);
+    const T* a = elements(src0, op);
+    const T* b = elements(src1, op);
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    require_covers<Src0>(rows, cols, op, "src0");
+    require_covers<Src1>(rows, cols, op, "src1");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[element_offset<Dst>(r, c)] =
+                T(f(widen(a[element_offset<Src0>(r, c)]), widen(b[element_offset<Src1>(r, c)])));
+        }
+    }
+}
+
+// dst(r, c) = f(src(r, c)) over dst's valid region.
+template <typename Dst, typename Src, typename F>
+inline void unary(Dst& dst, Src& src, const char* op, F f) {
+    using T = typename Dst::DType;
+    static_assert(std::is_same_v<T, typename Src::DType>, "unary tile instructions keep the element type");
+    T* out = elements(dst, op);
+    const T* in = elements(src, op);
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    require_covers<Src>(rows, cols, op, "src");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[element_offset<Dst>(r, c)] = T(f(widen(in[element_offset<Src>(r, c)])));
+        }
+    }
+}
+
+template <typename T>
+constexpr void require_float(const char*) {
+    static_assert(is_float_like_v<T>, "this instruction needs a floating-point element type");
+}
+
+template <typename V>
+inline V max_of(V a, V b) {
+    return a > b ? a : b;
+}
+template <typename V>
+inline V min_of(V a, V b) {
+    return a < b ? a : b;
+}
+
+}  // namespace cpu
+
+// ---------------------------------------------------------------------------- tile (op) tile
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TADD(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::binary(dst, src0, src1, "TADD", [](auto a, auto b) { return a + b; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TSUB(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::binary(dst, src0, src1, "TSUB", [](auto a, auto b) { return a - b; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TMUL(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::binary(dst, src0, src1, "TMUL", [](auto a, auto b) { return a * b; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TDIV(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::require_float<typename TileDataDst::DType>("TDIV");
+    cpu::binary(dst, src0, src1, "TDIV", [](auto a, auto b) { return a / b; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TMAX(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::binary(dst, src0, src1, "TMAX", [](auto a, auto b) { return cpu::max_of(a, b); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TMIN(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
+    cpu::binary(dst, src0, src1, "TMIN", [](auto a, auto b) { return cpu::min_of(a, b); });
+    return {};
+}
+
+// ---------------------------------------------------------------------------- tile (op) scalar
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TADDS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TADDS", [s](auto a) { return a + s; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TSUBS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TSUBS", [s](auto a) { return a - s; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TMULS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TMULS", [s](auto a) { return a * s; });
+    return {};
+}
+
+// tile / scalar
+template <typename TileDataDst, typename TileDataSrc,
+          std::enable_if_t<is_tile_data_v<TileDataSrc>, int> = 0>
+AICORE inline RecordEvent TDIVS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    cpu::require_float<typename TileDataDst::DType>("TDIVS");
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TDIVS", [s](auto a) { return a / s; });
+    return {};
+}
+
+// scalar / tile
+template <typename TileDataDst, typename TileDataSrc,
+          std::enable_if_t<is_tile_data_v<TileDataSrc>, int> = 0>
+AICORE inline RecordEvent TDIVS(TileDataDst& dst, typename TileDataDst::DType scalar, TileDataSrc& src0) {
+    cpu::require_float<typename TileDataDst::DType>("TDIVS");
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TDIVS", [s](auto a) { return s / a; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TMAXS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TMAXS", [s](auto a) { return cpu::max_of(a, s); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TMINS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType scalar) {
+    const auto s = cpu::widen(scalar);
+    cpu::unary(dst, src0, "TMINS", [s](auto a) { return cpu::min_of(a, s); });
+    return {};
+}
+
+// dst = scalar over dst's valid region.
+template <typename TileData>
+AICORE inline RecordEvent TEXPANDS(TileData& dst, typename TileData::DType scalar) {
+    typename TileData::DType* out = cpu::elements(dst, "TEXPANDS");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<TileData>(r, c)] = scalar;
+        }
+    }
+    return {};
+}
+
+// ---------------------------------------------------------------------------- unary
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TEXP(TileDataDst& dst, TileDataSrc& src) {
+    cpu::require_float<typename TileDataDst::DType>("TEXP");
+    cpu::unary(dst, src, "TEXP", [](auto a) { return std::exp(a); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TLOG(TileDataDst& dst, TileDataSrc& src) {
+    cpu::require_float<typename TileDataDst::DType>("TLOG");
+    cpu::unary(dst, src, "TLOG", [](auto a) { return std::log(a); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TSQRT(TileDataDst& dst, TileDataSrc& src) {
+    cpu::require_float<typename TileDataDst::DType>("TSQRT");
+    cpu::unary(dst, src, "TSQRT", [](auto a) { return std::sqrt(a); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TRSQRT(TileDataDst& dst, TileDataSrc& src) {
+    cpu::require_float<typename TileDataDst::DType>("TRSQRT");
+    cpu::unary(dst, src, "TRSQRT", [](auto a) { return decltype(a)(1) / std::sqrt(a); });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TRECIP(TileDataDst& dst, TileDataSrc& src) {
+    cpu::require_float<typename TileDataDst::DType>("TRECIP");
+    cpu::unary(dst, src, "TRECIP", [](auto a) { return decltype(a)(1) / a; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TABS(TileDataDst& dst, TileDataSrc& src) {
+    cpu::unary(dst, src, "TABS", [](auto a) {
+        if constexpr (std::is_floating_point_v<decltype(a)>) {
+            return std::fabs(a);  // also clears the sign of -0.0
+        } else {
+            return a < decltype(a)(0) ? -a : a;
+        }
+    });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TNEG(TileDataDst& dst, TileDataSrc& src) {
+    cpu::unary(dst, src, "TNEG", [](auto a) { return -a; });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TRELU(TileDataDst& dst, TileDataSrc& src) {
+    cpu::unary(dst, src, "TRELU", [](auto a) { return a > decltype(a)(0) ? a : decltype(a)(0); });
+    return {};
+}
+
+// ---------------------------------------------------------------------------- conversion
+
+// dst = src converted to dst's element type, rounded under `mode`.
+template <typename TileDataD, typename TileDataS>
+AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
+    using D = typename TileDataD::DType;
+    using S = typename TileDataS::DType;
+    D* out = cpu::elements(dst, "TCVT");
+    const S* in = cpu::elements(src, "TCVT");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    cpu::require_covers<TileDataS>(rows, cols, "TCVT", "src");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<TileDataD>(r, c)] = cpu::convert<D>(in[cpu::element_offset<TileDataS>(r, c)], mode);
+        }
+    }
+    return {};
+}
+
+template <typename TileDataD, typename TileDataS, typename TmpTileData,
+          std::enable_if_t<is_tile_data_v<TmpTileData>, int> = 0>
+AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, TmpTileData& tmp, RoundMode mode) {
+    (void)tmp;  // scratch for the NPU's multi-step conversions; the CPU converts directly
+    return TCVT(dst, src, mode);
+}
+
+// ---------------------------------------------------------------------------- compare and select
+//
+// A mask is a packed predicate: the bit for element (r, c) is bit (c % 8), least significant
+// first, of byte (c / 8) of row r of the mask tile (an unboxed RowMajor tile, normally uint8_t,
+// read as bytes). TCMP / TCMPS write the bits of the source's valid region, zero the unused bits
+// of each row's last byte, and leave other bytes alone; TSEL reads the bits of the destination's
+// valid region. (The NPU's encoding is target-defined; this one is what kernels on the CPU see.)
+
+namespace cpu {
+
+template <typename MaskTile>
+inline unsigned char* mask_row(MaskTile& mask, unsigned row, const char* op) {
+    static_assert(MaskTile::isRowMajor && !MaskTile::isBoxedLayout,
+                  "a mask tile must be an unboxed RowMajor tile");
+    auto* base = reinterpret_cast<unsigned char*>(elements(mask, op));
+    return base + element_offset<MaskTile>(row, 0) * sizeof(typename MaskTile::DType);
+}
+
+template <typename MaskTile>
+inline void require_mask_capacity(unsigned rows, unsigned cols, const char* op) {
+    constexpr unsigned row_bytes = static_cast<unsigned>(MaskTile::Cols * sizeof(typename MaskTile::DType));
+    if (rows > static_cast<unsigned>(MaskTile::Rows) || (cols + 7) / 8 > row_bytes) {
+        fail("%s: a %ux%u predicate needs %u rows of %u bytes, more than the %dx%d mask tile holds", op, rows, cols,
+             rows, (cols + 7) / 8, MaskTile::Rows, MaskTile::Cols);
+    }
+}
+
+template <typename V>
+inline bool compare(V a, V b, CmpMode mode) {
+    switch (mode) {
+        case CmpMode::EQ: return a == b;
+        case CmpMode::NE: return a != b;
+        case CmpMode::LT: return a < b;
+        case CmpMode::LE: return a <= b;
+        case CmpMode::GT: return a > b;
+        case CmpMode::GE: return a >= b;
+    }
+    return false;
+}
+
+// Pack pred(r, c) over a rows x cols region into the mask tile.
+template <typename MaskTile, typename Pred>
+inline void write_mask(MaskTile& mask, unsigned rows, unsigned cols, const char* op, Pred pred) {
+    require_mask_capacity<MaskTile>(rows, cols, op);
+    for (unsigned r = 0; r < rows; ++r) {
+        unsigned char* bytes = mask_row(mask, r, op);
+        for (unsigned byte = 0; byte < (cols + 7) / 8; ++byte) {
+            unsigned char packed = 0;
+            for (unsigned bit = 0; bit < 8 && byte * 8 + bit < cols; ++bit) {
+                packed = static_cast<unsigned char>(packed | (pred(r, byte * 8 + bit) ? 1u << bit : 0u));
+            }
+            bytes[byte] = packed;
+        }
+    }
+}
+
+}  // namespace cpu
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TCMP(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1, CmpMode cmpMode) {
+    static_assert(std::is_same_v<typename TileDataSrc0::DType, typename TileDataSrc1::DType>,
+                  "TCMP: both sources need one element type");
+    const auto* a = cpu::elements(src0, "TCMP");
+    const auto* b = cpu::elements(src1, "TCMP");
+    const unsigned rows = src0.GetValidRow();
+    const unsigned cols = src0.GetValidCol();
+    cpu::require_covers<TileDataSrc1>(rows, cols, "TCMP", "src1");
+    cpu::write_mask(dst, rows, cols, "TCMP", [&](unsigned r, unsigned c) {
+        return cpu::compare(cpu::widen(a[cpu::element_offset<TileDataSrc0>(r, c)]),
+                            cpu::widen(b[cpu::element_offset<TileDataSrc1>(r, c)]), cmpMode);
+    });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc, std::enable_if_t<is_tile_data_v<TileDataSrc>, int> = 0>
+AICORE inline RecordEvent TCMPS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType src1,
+                                CmpMode cmpMode) {
+    const auto* in = cpu::elements(src0, "TCMPS");
+    const auto s = cpu::widen(src1);
+    cpu::write_mask(dst, src0.GetValidRow(), src0.GetValidCol(), "TCMPS", [&](unsigned r, unsigned c) {
+        return cpu::compare(cpu::widen(in[cpu::element_offset<TileDataSrc>(r, c)]), s, cmpMode);
+    });
+    return {};
+}
+
+template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1,
+          std::enable_if_t<is_tile_data_v<TileDataSrc1>, int> = 0>
+AICORE inline RecordEvent TCMPS(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1, CmpMode cmpMode) {
+    return TCMP(dst, src0, src1, cmpMode);
+}
+
+// dst = mask ? src0 : src1 over dst's valid region.
+template <typename TileData, typename MaskTile, typename TileDataSrc0, typename TileDataSrc1>
+AICORE inline RecordEvent TSEL(TileData& dst, MaskTile& selMask, TileDataSrc0& src0, TileDataSrc1& src1) {
+    using T = typename TileData::DType;
+    static_assert(std::is_same_v<T, typename TileDataSrc0::DType> && std::is_same_v<T, typename TileDataSrc1::DType>,
+                  "TSEL: destination and sources need one element type");
+    T* out = cpu::elements(dst, "TSEL");
+    const T* a = cpu::elements(src0, "TSEL");
+    const T* b = cpu::elements(src1, "TSEL");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    cpu::require_covers<TileDataSrc0>(rows, cols, "TSEL", "src0");
+    cpu::require_covers<TileDataSrc1>(rows, cols, "TSEL", "src1");
+    cpu::require_mask_capacity<MaskTile>(rows, cols, "TSEL");
+    for (unsigned r = 0; r < rows; ++r) {
+        const unsigned char* bits = cpu::mask_row(selMask, r, "TSEL");
+        for (unsigned c = 0; c < cols; ++c) {
+            const bool take_first = (bits[c / 8] >> (c % 8)) & 1u;
+            out[cpu::element_offset<TileData>(r, c)] = take_first ? a[cpu::element_offset<TileDataSrc0>(r, c)]
+                                                                  : b[cpu::element_offset<TileDataSrc1>(r, c)];
+        }
+    }
+    return {};
+}
+
+template <typename TileData, typename MaskTile, typename TileDataSrc0, typename TileDataSrc1, typename TmpTile>
+AICORE inline RecordEvent TSEL(TileData& dst, MaskTile& selMask, TileDataSrc0& src0, TileDataSrc1& src1,
+                               TmpTile& tmp) {
+    (void)tmp;  // scratch on the NPU
+    return TSEL(dst, selMask, src0, src1);
+}
+
+}  // namespace pto
+
+#endif
