@@ -130,7 +130,7 @@ class Operator:
                 if p.default is None:
                     raise self._error(ArgumentTypeError, "E0703", p, f"missing scalar argument `{p.name}`",
                                       "declared here without a default", f"pass it by name: `{p.name}=...`")
-                scalars[p.name] = _literal(p.default)
+                scalars[p.name] = literal_value(p.default)
         return tensors, scalars, backend
 
     def resolve(self, tensors: Mapping[str, Any]) -> tuple[int, dict[str, np.ndarray], dict[str, int]]:
@@ -240,11 +240,12 @@ class Operator:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _literal(e) -> Any:
+def literal_value(e) -> Any:
+    """The Python value of a scalar default written in the .pto (a number, a bool, or minus one)."""
     from .frontend import ast
 
     if isinstance(e, ast.UnaryOp):
-        return -_literal(e.operand)
+        return -literal_value(e.operand)
     return e.value
 
 
@@ -264,6 +265,11 @@ def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], sc
         control = compiled.stages["tensor"].funcs[index].name
         return sim.run_block(compiled.stages["block"], control, arrays, scalars, symbols, compiled.target,
                              poison=poison)
+    if backend == "cpu":
+        from .backends.cpp.run import run_variant
+
+        run_variant(compiled, index, arrays, scalars, symbols, poison=poison)
+        return None
     raise ArgumentValueError(Diagnostic("E0707", f"backend {backend!r} is not available yet", None, "", (), (),
                                         "use backend=\"sim\""))
 
@@ -273,5 +279,5 @@ def load(yaml_path: str) -> Operator:
     return Operator(compile_spec(str(yaml_path)))
 
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "load"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "literal_value", "load"]
 del DTYPES, Label

@@ -150,9 +150,9 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
 
 
 def _default(p):
-    from .api import _literal
+    from .api import literal_value
 
-    return _literal(p.default) if p.default is not None else None
+    return literal_value(p.default) if p.default is not None else None
 
 
 def tile_of(op: Operator, name: str) -> tuple[int, ...] | None:

@@ -33,6 +33,7 @@ class OpDef:
     combine: str | None = None  # reductions: the binary op that merges partial results
     row_pto: str | None = None  # reductions along the last axis (one value per row)
     col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
+    acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
 
     @property
     def is_elementwise(self) -> bool:
@@ -85,7 +86,7 @@ _ROWS = [
     OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", float_only=False),
     OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", float_only=False),
     # cube
-    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M"),
+    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC"),
 ]
 
 OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}

@@ -5,8 +5,9 @@ whose header failed to type still has a name here and the YAML is not blamed for
 
 * E0501 — two loops share a name, so `schedule: loops:` could not tell them apart.
 * E0503 — `schedule: loops:` names a loop the kernel does not have; PyPTO silently ignores it.
-* E0504, E0505, N0507, E0508 — unroll lists: factors must be positive and distinct, 1 is always
-  there (added with a note when missing), and only the innermost loop may be unrolled.
+* E0504, E0505, E0510, N0507, E0508 — unroll lists: factors must be positive, distinct and at most
+  ``MAX_UNROLL_FACTOR``, 1 is always there (added with a note when missing), and only the
+  innermost loop may be unrolled.
 * E0509 — the compiled paths of one loop body. A runtime ``if`` makes one path per branch (so a
   plain ``if`` doubles the count, ``if/elif/else`` triples it); an ``if`` on ``is_loop_begin`` or
   ``is_loop_end`` of the loop's own index is specialised into the first/last iteration instead and
@@ -32,8 +33,14 @@ E_REPEATED_FACTOR = "E0505"
 N_ADDED_ONE = "N0507"
 E_NOT_INNERMOST = "E0508"
 E_PATHS = "E0509"
+E_FACTOR_TOO_LARGE = "E0510"
 
 DEFAULT_MAX_PATHS = 64
+# The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later
+# scheduled and synchronised) on its own, so compile time and kernel size grow with the factor.
+# Far below this, unrolling has stopped paying: the loop overhead it saves is a few scalar
+# instructions per iteration.
+MAX_UNROLL_FACTOR = 256
 LOOP_PREDICATES = ("is_loop_begin", "is_loop_end")
 
 
@@ -153,6 +160,13 @@ def _check_unroll(name: str, factors: Sequence[int], site: LoopSite | None, spec
             diags.error(E_FACTOR, f"unroll factor {f} of loop `{name}` is not positive", item,
                         "factors are the numbers of iterations one compiled copy handles",
                         help="use factors of 1 or more, largest first, e.g. `unroll: [4, 2, 1]`")
+            continue
+        if f > MAX_UNROLL_FACTOR:
+            ok = False
+            diags.error(E_FACTOR_TOO_LARGE, f"unroll factor {f} of loop `{name}` is larger than {MAX_UNROLL_FACTOR}",
+                        item, f"{f} copies of the body would be compiled",
+                        help=f"use factors of at most {MAX_UNROLL_FACTOR}; a factor of 4 to 16 already hides "
+                        "the loop overhead")
             continue
         if f in seen:
             ok = False

@@ -151,6 +151,7 @@ class _Ops:
     """The UB tiles of one body of one variant, following the model in the module docstring."""
 
     def __init__(self, ck: CheckedKernel, tile: tuple[int, ...], target: Target):
+        self.ck = ck
         self.t = ck.typing
         self.tile = tile
         self.target = target
@@ -198,7 +199,8 @@ class _Ops:
         if isinstance(ty, TensorTy):
             self.load(value, ty, out)
         else:
-            target = next((b for b in self.t.binding.values() if b.ir_name == w.target), None)
+            tensors = [*self.ck.params.values(), *self.t.defines.values()]
+            target = next((b for b in tensors if b.ir_name == w.target), None)
             if target is not None and isinstance(target.ty, TensorTy):
                 out.append(self.buffer(target.ty.dtype, w.shape, f"fill of `{target.name}`", s.span))
 
@@ -335,7 +337,7 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
                 f" (variant {', '.join(sorted(by_dtype[d]))})"
             parts.append(f"{d}{where}")
         first = dtypes[0]
-        sizes = f"{below} or {above}" if below else f"{above}"
+        sizes = f": {below} or {above}" if below else f", e.g. {above}"
         diags.error(
             E_TILE_ALIGN, f"vec tile {list(tile)}: a row of {last} elements is not {block}-byte aligned for "
             + _join(parts),
@@ -343,7 +345,7 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
             f"{last} × {itemsize(first)} bytes ({first}) = {last * itemsize(first)} bytes",
             secondary=[Label(spec.spans.at((*path, len(tile) - 1)), "the row length")],
             notes=[f"{target.name} needs every UB tile row to be a multiple of {block} bytes"],
-            help=f"make the last dim a multiple of {quantum}: {sizes}")
+            help=f"make the last dim a multiple of {quantum}{sizes}")
 
 
 def _join(items: Sequence[str]) -> str:
@@ -441,10 +443,10 @@ def _check_cube_axis(axis: str, levels: tuple[int, int], spec: Spec, target: Tar
         return False
     if l1 % l0:
         lo, hi = l1 // l0 * l0, (l1 // l0 + 1) * l0
-        sizes = f"{lo} or {hi}" if lo else f"{hi}"
+        sizes = f": {lo} or {hi}" if lo else f", e.g. {hi}"
         diags.error(E_CUBE_TILE, f"the L1 tile of `{axis}` ({l1}) is not a multiple of its L0 tile ({l0})", span,
                     "L1 is split into whole L0 tiles",
-                    help=f"make the L1 extent a multiple of {l0}: {sizes}")
+                    help=f"make the L1 extent a multiple of {l0}{sizes}")
         return False
     if l0 > target.max_mkn:
         diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is larger than one matmul instruction takes "
@@ -464,7 +466,7 @@ def _check_cube_alignment(cube: dict[str, tuple[int, int]], in_dtypes: dict[str,
             continue
         quantum = math.lcm(*(c0 // math.gcd(c0, itemsize(d)) for d in bad))
         lo, hi = l0 // quantum * quantum, (l0 // quantum + 1) * quantum
-        sizes = f"{lo} or {hi}" if lo else f"{hi}"
+        sizes = f": {lo} or {hi}" if lo else f", e.g. {hi}"
         variants = sorted(set().union(*(in_dtypes[d] for d in bad)) - {""})
         notes = [f"a cube fractal row is {c0} bytes on {target.name}"]
         if variants:
@@ -472,7 +474,7 @@ def _check_cube_alignment(cube: dict[str, tuple[int, int]], in_dtypes: dict[str,
         diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is not {c0}-byte aligned for matmul inputs of "
                     + _join(bad), spec.spans.at(("schedule", "cube_tile", axis)),
                     f"{l0} × {itemsize(bad[0])} bytes ({bad[0]}) = {l0 * itemsize(bad[0])} bytes", notes=notes,
-                    help=f"make the L0 extent of `{axis}` a multiple of {quantum}: {sizes}")
+                    help=f"make the L0 extent of `{axis}` a multiple of {quantum}{sizes}")
 
 
 def _check_cube_capacity(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, set[str]], spec: Spec,

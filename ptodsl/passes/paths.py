@@ -64,10 +64,18 @@ def peel(loop: Op) -> list[Op] | None:
     final = _copy(loop, last, {is_begin: False, is_end: True}, "_last")
     span = loop.span
     mid_attrs = dict(loop.attrs) | {"lo": sym.add(lo, step), "hi": last}
+    name = loop.attrs["name"]
+
+    def single(body: list[Op], which: str) -> Op:
+        # a one-trip loop keeps the loop's name around a peeled copy, so its schedule still applies
+        index = f"_{loop.attrs['index']}_{which}"
+        return Op("loop", [], {"index": index, "lo": 0, "hi": 1, "step": 1, "name": name, "kind": "peeled"},
+                  [], [body], span)
+
     return [
-        Op("if", [], {"cond": sym.compare(">=", n, 1)}, [], [first, []], span),
+        Op("if", [], {"cond": sym.compare(">=", n, 1)}, [], [[single(first, "first")], []], span),
         Op("loop", [], mid_attrs, [], [middle], span),
-        Op("if", [], {"cond": sym.compare(">=", n, 2)}, [], [final, []], span),
+        Op("if", [], {"cond": sym.compare(">=", n, 2)}, [], [[single(final, "last")], []], span),
     ]
 
 

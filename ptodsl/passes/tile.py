@@ -72,7 +72,8 @@ class _Tiler:
             key = (where, rank, op.span)
             if key not in self.reported:
                 self.reported.add(key)
-                loop = self.loop_names[-1] if self.loop_names else "the kernel's top level"
+                named = [n for n in self.loop_names if not n.startswith("_")]  # "_" names are the compiler's
+                loop = f"loop `{named[-1]}`" if named else "the kernel's top level"
                 shape = op.results[0].type.shape if op.results else ()
                 self.ctx.diags.error(
                     "E0601", f"vec tile {list(tile)} has rank {len(tile)}, but this op's output has rank {rank}",

@@ -109,7 +109,8 @@ class _Unroller:
                     env[a["unroll_var"]] = f
                 cl = _Cloner(env, f"_u{f}c{c}" if copies > 1 or len(fs) > 1 else "", {})
                 body.extend(cl.op(x) for x in op.regions[0])
-            attrs = {"index": u, "lo": 0, "hi": n, "step": 1, "name": f"{a['name']}_x{f}", "unrolled": f}
+            # the sub-loops keep the loop's name: the YAML's per-loop schedule still applies to them
+            attrs = {"index": u, "lo": 0, "hi": n, "step": 1, "name": a["name"], "unrolled": f}
             out.append(Op("loop", [], attrs, [], [body], op.span))
             base = sym.add(base, sym.mul(n, f)) if f != 1 else base
         return out

@@ -2,15 +2,17 @@
 
 Every golden fixture and every spec of specs/ is compiled as is, then ~300 random mutations of
 them (tokens deleted or duplicated, lines swapped or re-indented, numbers changed, YAML broken).
-Each must either compile or raise CompileError whose diagnostics render; any other exception is
-a crash and the test prints a reproducer.
+Each must either compile or raise CompileError whose diagnostics render, within a time limit; any
+other exception, or a hang, is a crash and the test prints a reproducer.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import signal
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SEED = 20260611
 MUTATIONS = 300
+CASE_SECONDS = 60  # a hang is a finding too; a normal case takes well under a second
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
@@ -142,6 +145,29 @@ def compile_case(case: Case, folder: Path) -> str | None:
     return None
 
 
+class Hang(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: int):
+    """Turn a case that runs too long into an exception (where the platform has SIGALRM)."""
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise Hang(f"compiling took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _crash_report(name: str, case: Case, exc: BaseException) -> str:
     tb = "".join(traceback.format_exception(exc)[-4:])
     return f"--- {name}: {type(exc).__name__}: {exc}\n.pto:\n{case.pto}\n.yaml:\n{case.yaml}\n{tb}"
@@ -149,7 +175,8 @@ def _crash_report(name: str, case: Case, exc: BaseException) -> str:
 
 @pytest.mark.parametrize("case", SOURCES, ids=[c.name for c in SOURCES])
 def test_fixtures_compile_or_fail_cleanly(case: Case, tmp_path: Path) -> None:
-    compile_case(case, tmp_path)
+    with time_limit(CASE_SECONDS):
+        compile_case(case, tmp_path)
 
 
 def test_mutations_only_produce_diagnostics(tmp_path: Path) -> None:
@@ -157,7 +184,8 @@ def test_mutations_only_produce_diagnostics(tmp_path: Path) -> None:
     failed = 0
     for name, case in _mutants():
         try:
-            failed += compile_case(case, tmp_path) is not None
+            with time_limit(CASE_SECONDS):
+                failed += compile_case(case, tmp_path) is not None
         except Exception as exc:  # noqa: BLE001 - any exception but CompileError is the finding
             crashes.append(_crash_report(name, case, exc))
     assert not crashes, f"{len(crashes)} crashes:\n" + "\n".join(crashes[:5])

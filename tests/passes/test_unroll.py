@@ -41,8 +41,8 @@ def test_every_runtime_trip_count(op, trips):
 def test_sub_loops_by_descending_factor(op):
     tensor_ir = op.compiled.after["unroll"]
     loops = [o for o in tensor_ir.funcs[0].body if o.name == "loop"]
-    assert [o.attrs["name"] for o in loops] == ["rows_x4", "rows_x2", "rows_x1",
-                                                "blocks_x4", "blocks_x2", "blocks_x1"]
+    assert [(o.attrs["name"], o.attrs["unrolled"]) for o in loops] == [
+        ("rows", 4), ("rows", 2), ("rows", 1), ("blocks", 4), ("blocks", 2), ("blocks", 1)]
     # the body of the factor-4 sub-loop holds four copies; loop_unroll keeps one body per k
     assert sum(o.name == "assemble" for o in loops[0].regions[0]) == 4
     assert sum(o.name == "assemble" for o in loops[3].regions[0]) == 1

@@ -1,0 +1,165 @@
+"""Numpy references of the operator library: the golden oracles, independent of ptodsl.
+
+Each takes the kernel's input tensors positionally (as float32 or integer arrays) and its scalar
+attributes by keyword, and returns the outputs.
+"""
+
+import numpy as np
+
+
+def add_one(x):
+    return x + 1.0
+
+
+def add(x, y):
+    return x + y
+
+
+def scale_shift(x, alpha, beta=0.5):
+    return x * alpha + beta
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def gelu(x):
+    x = x.astype(np.float64)
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def seq_add(inp, act_seqs, out):
+    result = out.copy()
+    for b, n in enumerate(act_seqs):
+        result[b, :n] = inp[b, :n] + 1.0
+    return result
+
+
+def sub(x, y):
+    return x.astype(np.float64) - y.astype(np.float64)
+
+
+def mul(x, y):
+    return x.astype(np.float64) * y.astype(np.float64)
+
+
+def div(x, y):
+    return x.astype(np.float64) / y.astype(np.float64)
+
+
+def matmul(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def scalar_ops(x, s=0.25):
+    return (x.astype(np.float64) - 1.5) * 2.0 / 4.0 + s
+
+
+def exp(x):
+    return np.exp(x.astype(np.float64))
+
+
+def log(x):
+    return np.log(x.astype(np.float64))
+
+
+def sqrt(x):
+    return np.sqrt(x.astype(np.float64))
+
+
+def rsqrt(x):
+    return 1.0 / np.sqrt(x.astype(np.float64))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+
+
+def tanh(x):
+    return np.tanh(x.astype(np.float64))
+
+
+def silu(x):
+    x = x.astype(np.float64)
+    return x / (1.0 + np.exp(-x))
+
+
+def reciprocal(x):
+    return 1.0 / x.astype(np.float64)
+
+
+def abs_neg(x):
+    return np.abs(x), np.negative(x)
+
+
+def swiglu(a, b):
+    a = a.astype(np.float64)
+    return a / (1.0 + np.exp(-a)) * b.astype(np.float64)
+
+
+def leaky_relu(x, slope=0.1):
+    x = x.astype(np.float64)
+    return np.where(x > 0.0, x, x * slope)
+
+
+def to_f16(x):
+    return x.astype(np.float16)
+
+
+def to_f32(x):
+    return x.astype(np.float32)
+
+
+def sum_rows(x):
+    return x.astype(np.float64).sum(axis=-1, keepdims=True)
+
+
+def sum_cols(x):
+    return x.astype(np.float64).sum(axis=0, keepdims=True)
+
+
+def amax_rows(x):
+    return x.max(axis=-1)
+
+
+def amin_cols(x):
+    return x.min(axis=0, keepdims=True)
+
+
+def mean_rows(x):
+    return x.astype(np.float64).mean(axis=-1)
+
+
+def attention(q, k, v, scale):
+    s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def rmsnorm(x, gamma, eps=1e-6):
+    x = x.astype(np.float64)
+    inv = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    return x * inv * gamma.astype(np.float64)
+
+
+def layernorm(x, gamma, beta, eps=1e-5):
+    x = x.astype(np.float64)
+    d = x - x.mean(axis=-1, keepdims=True)
+    var = (d * d).mean(axis=-1, keepdims=True)
+    return d / np.sqrt(var + eps) * gamma.astype(np.float64) + beta.astype(np.float64)
+
+
+def log_softmax(x):
+    x = x.astype(np.float64)
+    s = x - x.max(axis=-1, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=-1, keepdims=True))
+
+
+def matmul_bias_relu(a, b, bias):
+    return np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0.0)

@@ -1,0 +1,319 @@
+"""The NPU path of a generated package: environment checks, kernel build and launch.
+
+Nothing here needs an NPU to be tested. Every check reads the environment through a mapping and
+the file system through paths taken from it, so tests point them at fake version trees. Each
+failure is an :class:`NpuError` (a ``RuntimeError``) carrying a diagnostic (codes E0920-E0939)
+that says what was found, where, and what is required. The checks run in the order a user
+fixes them: device id, CANN toolkit, driver, compiler; then the kernel is built and launched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..diagnostics import Diagnostic
+from .kernels import npu_source, variant_slug
+
+if TYPE_CHECKING:
+    from .runtime import PackagedOp
+
+MIN_CANN = "8.5.0"
+MIN_DRIVER = "25.2.0"
+DEVICE_ENV = "TILE_FWK_DEVICE_ID"
+TOOLKIT_ENVS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
+DRIVER_ENV = "ASCEND_DRIVER_PATH"
+DEFAULT_DRIVER = "/usr/local/Ascend/driver"
+COMPILERS = ("bisheng", "ccec")  # bisheng is CANN's kernel compiler; older toolkits call it ccec
+DEV_ROOT = Path("/dev")  # where the driver creates davinci<N>; tests point it elsewhere
+# NPU architecture (bisheng's --npu-arch) of each target; a target without one cannot be built yet.
+NPU_ARCH = {"ascend910b": "dav-2201"}
+BUILD_TIMEOUT_S = 600
+
+
+class NpuError(RuntimeError):
+    """An NPU run cannot go ahead; ``.diagnostic`` says why and what to do."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        from ..diagnostics.render import render
+
+        self.diagnostic = diagnostic
+        super().__init__(render(diagnostic))
+
+
+def _fail(code: str, message: str, help: str, notes: tuple[str, ...] = ()) -> NpuError:
+    return NpuError(Diagnostic(code, message, None, "", (), notes, help))
+
+
+# ------------------------------------------------------------------ versions
+
+_VERSION = re.compile(
+    r"v?(\d+)\.(\d+)(?:\.(\d+))?"  # major.minor[.patch]
+    r"(?:\.?rc(\d+))?"  # 8.0.RC3, 24.1.rc1
+    r"(?:[.\-]?(alpha|beta|a|b|t)(\d*))?"  # 8.2.RC1.alpha003, 7.0.0.beta1
+    r"(?:\.(\d+))?",  # 25.0.rc1.1
+    re.IGNORECASE,
+)
+
+
+def version_key(text: str) -> tuple[int, ...] | None:
+    """A sortable key of a CANN or driver version string, or None when it holds no version.
+
+    A release candidate sorts below the release it leads to (8.5.RC1 < 8.5.0), and an alpha or
+    beta build below the version it precedes (8.2.RC1.alpha003 < 8.2.RC1).
+    """
+    m = _VERSION.search(text.strip())
+    if m is None:
+        return None
+    major, minor, patch, rc, pre, _pre_n, build = m.groups()
+    return (int(major), int(minor), int(patch or 0), 0 if rc else 1, int(rc or 0), 0 if pre else 1,
+            int(build or 0))
+
+
+def read_version(path: Path, keys: tuple[str, ...] = ("version", "package_version")) -> str | None:
+    """The version a ``key=value`` info file gives under the first of ``keys`` it has, else None.
+
+    Tolerant of what these files hold in practice: any case of the key, spaces around ``=``,
+    quotes, brackets, comments and unrelated lines.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        value = value.strip().strip("\"'[]").strip()
+        if sep and key in keys and key not in found and version_key(value) is not None:
+            found[key] = value
+    return next((found[k] for k in keys if k in found), None)
+
+
+@dataclass(frozen=True)
+class Found:
+    version: str
+    path: Path  # the file it was read from
+
+
+def _toolkit_root(env: Mapping[str, str]) -> tuple[Path, str]:
+    for var in TOOLKIT_ENVS:
+        if env.get(var):
+            return Path(env[var]), f"${var}"
+    return Path(DEFAULT_TOOLKIT), "the default location"
+
+
+def _cann_files(root: Path) -> Iterator[Path]:
+    arch = platform.machine() or "x86_64"
+    yield root / f"{arch}-linux" / "ascend_toolkit_install.info"
+    yield from sorted(root.glob("*-linux/ascend_toolkit_install.info"))
+    yield root / "compiler" / "version.info"
+    yield root / "runtime" / "version.info"
+
+
+def cann_version(env: Mapping[str, str]) -> Found:
+    root, origin = _toolkit_root(env)
+    tried = []
+    for path in _cann_files(root):
+        if path in tried:
+            continue
+        tried.append(path)
+        version = read_version(path)
+        if version is not None:
+            found = Found(version, path)
+            break
+    else:
+        where = "exists but holds none of them" if root.is_dir() else "does not exist"
+        raise _fail("E0922", f"no CANN toolkit version found under {root} ({origin}), which {where}",
+                    f"install CANN {MIN_CANN} or newer and `source <toolkit>/set_env.sh`, or set "
+                    "ASCEND_HOME_PATH to the toolkit folder",
+                    tuple(f"looked for a `version=` line in {p}" for p in tried))
+    if _older(found.version, MIN_CANN):
+        raise _fail("E0923", f"CANN {found.version} is too old: the NPU backend requires CANN >= {MIN_CANN}",
+                    f"install CANN {MIN_CANN} or newer and point ASCEND_HOME_PATH at it",
+                    (f"found CANN {found.version} in {found.path} ({origin})",))
+    return found
+
+
+def driver_version(env: Mapping[str, str]) -> Found:
+    folder = Path(env[DRIVER_ENV]) if env.get(DRIVER_ENV) else Path(DEFAULT_DRIVER)
+    origin = f"${DRIVER_ENV}" if env.get(DRIVER_ENV) else "the default location"
+    path = folder / "version.info"
+    version = read_version(path, ("version", "package_version"))
+    if version is None:
+        state = "cannot be read" if not path.is_file() else "has no `Version=` line"
+        raise _fail("E0924", f"no NPU driver version found: {path} ({origin}) {state}",
+                    f"install the Ascend NPU driver {MIN_DRIVER} or newer, or set {DRIVER_ENV} to its folder")
+    if _older(version, MIN_DRIVER):
+        raise _fail("E0925", f"NPU driver {version} is too old: the NPU backend requires driver >= {MIN_DRIVER}",
+                    f"upgrade the NPU driver to {MIN_DRIVER} or newer",
+                    (f"found driver {version} in {path} ({origin})",))
+    return Found(version, path)
+
+
+def _older(found: str, required: str) -> bool:
+    have, need = version_key(found), version_key(required)
+    assert have is not None and need is not None
+    return have < need
+
+
+# ------------------------------------------------------------------ device and compiler
+
+
+def device_id(device: Any, env: Mapping[str, str]) -> int:
+    """The device to run on: ``device=`` (an int, ``"npu:N"`` or a torch.device), else $TILE_FWK_DEVICE_ID."""
+    if device is None:
+        raw = env.get(DEVICE_ENV, "").strip()
+        if not raw:
+            raise _fail("E0920", f"no NPU device id: pass `device=N` or set {DEVICE_ENV}",
+                        f"e.g. `op(x, backend=\"npu\", device=0)` or `export {DEVICE_ENV}=0`",
+                        (f"`device=` was not given and {DEVICE_ENV} is not set",))
+        value, origin = raw, f"{DEVICE_ENV}={raw!r}"
+    else:
+        value, origin = device, f"device={device!r}"
+    index: int | None = None
+    if type(value).__name__ == "device" and hasattr(value, "index"):  # a torch.device
+        index = value.index if value.type == "npu" else None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        index = value
+    elif isinstance(value, str):
+        text = value.strip().lower().removeprefix("npu:")
+        index = int(text) if text.isdigit() else None
+    if index is None or index < 0:
+        raise _fail("E0921", f"invalid NPU device id: {origin}",
+                    "use a non-negative integer such as 0, or \"npu:0\"")
+    return index
+
+
+def find_compiler(env: Mapping[str, str], toolkit: Path) -> str:
+    """The CANN kernel compiler: on PATH, else in the toolkit's own bin folders."""
+    path = env.get("PATH", "")
+    for name in COMPILERS:
+        found = shutil.which(name, path=path)
+        if found:
+            return found
+    bins = [toolkit / "compiler" / "ccec_compiler" / "bin", toolkit / "compiler" / "bin"]
+    for name in COMPILERS:
+        found = shutil.which(name, path=os.pathsep.join(str(b) for b in bins))
+        if found:
+            return found
+    raise _fail("E0926", f"the CANN kernel compiler ({' or '.join(COMPILERS)}) was not found",
+                "`source <toolkit>/set_env.sh` to put bisheng on PATH",
+                (f"looked on PATH and in {', '.join(str(b) for b in bins)}",))
+
+
+@dataclass(frozen=True)
+class NpuEnvironment:
+    device: int
+    toolkit: Path
+    cann: Found
+    driver: Found
+    compiler: str
+
+
+def check_environment(device: Any = None, env: Mapping[str, str] | None = None) -> NpuEnvironment:
+    """Every check that can fail before a kernel is built, in the order a user fixes them."""
+    env = os.environ if env is None else env
+    index = device_id(device, env)
+    cann = cann_version(env)
+    driver = driver_version(env)
+    toolkit, _origin = _toolkit_root(env)
+    return NpuEnvironment(index, toolkit, cann, driver, find_compiler(env, toolkit))
+
+
+# ------------------------------------------------------------------ build and launch
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ptodsl" / "npu"
+
+
+def compile_command(compiler: str, toolkit: Path, arch: str, source: Path, output: Path) -> list[str]:
+    return [compiler, "-fPIC", "-shared", "-xcce", "-O2", "-std=c++17", f"--npu-arch={arch}", "-DMEMORY_BASE",
+            f"-I{toolkit / 'include'}", str(source), "-o", str(output)]
+
+
+def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[str, str] | None = None) -> Path:
+    """Build (or reuse) the shared library of one op variant; its path."""
+    env = os.environ if env is None else env
+    rel = f"kernels/{npu_source(op.name, slug)}"
+    source = op.root / rel
+    if not source.is_file():
+        raise _fail("E0927", f"op `{op.name}` has no NPU kernel source for variant {slug}",
+                    "regenerate the package with a ptodsl that emits C++ kernels; use backend=\"sim\" until then",
+                    (f"{rel} is missing from the package at {op.root}",))
+    target = op.operator.spec.target
+    arch = NPU_ARCH.get(target)
+    if arch is None:
+        raise _fail("E0928", f"no NPU architecture is known for target `{target}`",
+                    f"targets the NPU build knows: {', '.join(sorted(NPU_ARCH))}")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    output = cache_dir(env) / op.package / op.name / f"{slug}-{digest}.so"
+    if output.is_file():
+        return output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_suffix(f".{os.getpid()}.tmp")
+    command = compile_command(environment.compiler, environment.toolkit, arch, source, partial)
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed: {exc}",
+                    "check that the compiler runs: `bisheng --version`") from None
+    if proc.returncode != 0 or not partial.is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-20:]
+        partial.unlink(missing_ok=True)
+        raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed "
+                    f"(exit {proc.returncode})", "please report this with the compiler output",
+                    (f"command: {' '.join(command)}", *tail))
+    os.replace(partial, output)
+    return output
+
+
+def launch(environment: NpuEnvironment, library: Path) -> None:
+    node = DEV_ROOT / f"davinci{environment.device}"
+    if not node.exists():
+        raise _fail("E0929", f"NPU device {environment.device} is not present: {node} does not exist",
+                    "check `npu-smi info` for the devices of this machine, and the device id",
+                    (f"CANN {environment.cann.version}, driver {environment.driver.version}, kernel {library}",))
+    raise _fail("E0930", "launching kernels on the NPU is not available yet in this version of ptodsl",
+                "use backend=\"sim\" for now", (f"built {library}",))
+
+
+def run(op: PackagedOp, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], device: Any = None,
+        env: Mapping[str, str] | None = None) -> Any:
+    """backend="npu": check the arguments (as on the simulator), then the environment, build, launch."""
+    env = os.environ if env is None else env
+    index, _symbols = op.validate(inputs, kwargs)
+    environment = check_environment(device, env)
+    slug = variant_slug(op.operator.compiled.checked[index].variant)
+    launch(environment, build(environment, op, slug, env))
+
+
+__all__ = [
+    "MIN_CANN",
+    "MIN_DRIVER",
+    "NpuEnvironment",
+    "NpuError",
+    "build",
+    "cann_version",
+    "check_environment",
+    "device_id",
+    "driver_version",
+    "find_compiler",
+    "launch",
+    "read_version",
+    "run",
+    "version_key",
+]

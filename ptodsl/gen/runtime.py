@@ -1,0 +1,109 @@
+"""The runtime side of a generated package: what its wrapper modules call.
+
+A wrapper holds a :class:`PackagedOp` naming the spec copy inside its package. The op is compiled
+from that copy on first use (through :func:`ptodsl.load`), so what runs is exactly what was
+packaged, and every argument check is :class:`ptodsl.Operator`'s: this module adds only the
+routing of ``backend=``/``device=`` and the NPU path's environment checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..api import ArgumentValueError, Operator, load
+from ..diagnostics import Diagnostic
+
+# Annotation of tensor arguments in generated signatures: a numpy array or a torch tensor.
+TensorLike = Any
+
+
+class PackagedOp:
+    """One op of a generated package, compiled lazily from the package's copy of its spec."""
+
+    def __init__(self, package: str, name: str, spec: str):
+        self.package = package  # import name of the generated package
+        self.name = name
+        self.spec = spec  # the YAML, relative to the package folder (posix)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<ptodsl packaged op {self.package}.{self.name}>"
+
+    @functools.cached_property
+    def root(self) -> Path:
+        """The package's folder (installed packages are plain folders; zip imports are not supported)."""
+        return Path(str(resources.files(self.package)))
+
+    @property
+    def operator(self) -> Operator:
+        # Compiled once per process; the lock keeps two threads from compiling it twice.
+        op = self.__dict__.get("_operator")
+        if op is None:
+            with self._lock:
+                op = self.__dict__.get("_operator")
+                if op is None:
+                    op = load(str(self.root / self.spec))
+                    self.__dict__["_operator"] = op
+        return op
+
+    def __call__(self, inputs: tuple[Any, ...], outputs: Mapping[str, Any], scalars: Mapping[str, Any],
+                 backend: str = "sim", device: Any = None) -> Any:
+        """Run the op: ``outputs`` maps each output's name to a buffer, or None to allocate it."""
+        kwargs = {k: v for k, v in outputs.items() if v is not None}
+        kwargs.update(scalars)
+        if backend == "npu":
+            from . import npu
+
+            return npu.run(self, inputs, kwargs, device)
+        if device is not None:
+            raise ArgumentValueError(Diagnostic(
+                "E0704", f"{self.name}() got `device={device!r}`, which only backend=\"npu\" takes", None, "",
+                (), (), "drop `device=`, or pass `backend=\"npu\"`"))
+        return self.operator(*inputs, **kwargs, backend=backend)
+
+    def validate(self, inputs: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+        """Check every argument as a sim call would, without reading tensor data.
+
+        Tensors on another device (the NPU) cannot become numpy arrays; they are checked through a
+        stand-in of the same shape and dtype that owns no memory. Returns the dtype variant's index
+        and the bound symbols.
+        """
+        op = self.operator
+        tensors, _scalars, _backend = op.bind(tuple(inputs), dict(kwargs))
+        shadows = {name: shadow(value) for name, value in tensors.items()}
+        index, _arrays, symbols = op.resolve(shadows)
+        return index, symbols
+
+
+def shadow(x: Any) -> Any:
+    """A memory-free numpy stand-in for a tensor on any device, for shape and dtype checks."""
+    if type(x).__module__.startswith("torch"):
+        from .torch_support import numpy_dtype_of
+
+        dtype = numpy_dtype_of(x.dtype)
+        if dtype is None:  # let resolve() report the unsupported dtype by name
+            return x.detach().cpu() if x.device.type != "cpu" else x
+        return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), tuple(x.shape), (0,) * x.dim())
+    return x
+
+
+def golden_case(package: str, op: str, index: int) -> None:
+    """Run golden case ``index`` of a packaged op's spec on the simulator; fail with its report."""
+    from ..golden import run_case
+
+    module = importlib.import_module(f"{package}.ops.{op}")
+    operator = module._PTODSL_OP.operator
+    result = run_case(operator, operator.spec.tests[index], backend="sim", poison=True)
+    if not result.ok:
+        raise AssertionError(result.report)
+
+
+__all__ = ["PackagedOp", "TensorLike", "golden_case", "shadow"]

@@ -1,0 +1,93 @@
+"""The torch side of a generated package: what its ``torch_ops`` module's custom ops call.
+
+Only imported when torch is: a generated package imports it from ``torch_ops``, which is imported
+only when torch is installed.
+
+The custom ops are functional (``mutates_args=()``): outputs are allocated inside, and an in-out
+tensor is cloned and returned updated, so no result aliases an argument, as
+``torch.library.opcheck`` and ``torch.compile`` require. The fake implementation gives every
+result its shape from the out parameter's declared dims, with symbols bound from the inputs'
+shapes (so symbolic sizes under ``torch.compile(dynamic=True)`` flow through), and its dtype from
+the dtype variant the inputs select.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..dtypes import numpy_dtype
+from .runtime import PackagedOp
+
+# ptodsl dtype -> torch dtype attribute.
+TORCH_DTYPES: dict[str, str] = {
+    "bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32",
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+def numpy_dtype_of(dtype: torch.dtype) -> np.dtype | None:
+    """The numpy dtype of a torch dtype ptodsl knows, else None."""
+    for name, attr in TORCH_DTYPES.items():
+        if getattr(torch, attr) == dtype:
+            return numpy_dtype(name)
+    return None
+
+
+def _results(values: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def run(op: PackagedOp, inputs: Sequence[torch.Tensor], scalars: Mapping[str, Any],
+        backend: str = "sim") -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The real implementation: the op on CPU tensors, through the packaged wrapper's checks."""
+    operator = op.operator
+    args = list(inputs)
+    for i, p in enumerate(operator.inputs):
+        if p.mode == "inout":
+            args[i] = args[i].clone(memory_format=torch.contiguous_format)
+    result = op(tuple(args), {}, dict(scalars), backend=backend)
+    return _results(result if isinstance(result, tuple) else (result,))
+
+
+def fake(op: PackagedOp, inputs: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The fake (meta) implementation: empty results of the right shapes and dtypes."""
+    operator = op.operator
+    spec = operator.spec
+    symbols: dict[str, Any] = dict(spec.symbols)
+    dtypes: dict[str, torch.dtype] = {}
+    given: dict[str, torch.Tensor] = {}
+    for p, t in zip(operator.inputs, inputs):
+        given[p.name] = t
+        for d, n in zip(p.dims, t.shape):
+            if isinstance(d.value, str):
+                symbols.setdefault(d.value, n)
+        if p.dtype in spec.dtypes:
+            dtypes.setdefault(p.dtype, t.dtype)
+    results = []
+    for p in operator.outputs:
+        if p.name in given:  # in-out: returned updated, with the input's shape and dtype
+            results.append(torch.empty_like(given[p.name], memory_format=torch.contiguous_format))
+            continue
+        unbound = [d.value for d in p.dims if isinstance(d.value, str) and d.value not in symbols]
+        if unbound:
+            raise ValueError(f"{op.name}: output `{p.name}` has dims {', '.join(unbound)} that no input's "
+                             "shape binds; fix them in the spec's `symbols:`")
+        shape = [d.value if isinstance(d.value, int) else symbols[d.value] for d in p.dims]
+        if p.dtype in spec.dtypes:
+            dtype = dtypes.get(p.dtype) or torch_dtype(spec.dtypes[p.dtype][0])
+        else:
+            dtype = torch_dtype(p.dtype)
+        device = inputs[0].device if inputs else torch.device("cpu")
+        results.append(torch.empty(shape, dtype=dtype, device=device))
+    return _results(results)
+
+
+__all__ = ["TORCH_DTYPES", "fake", "numpy_dtype_of", "run", "torch_dtype"]

@@ -1,0 +1,377 @@
+"""The checker's rules on programs that are right: the documented examples, the library's specs, and
+the edge cases each rule must leave alone (golden/ holds one failing fixture per code)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptodsl import cli
+from ptodsl.check import check
+from ptodsl.check.loops import count_paths, unroll_factors
+from ptodsl.check.schedule import tile_dims
+from ptodsl.diagnostics import CompileError, Diagnostic, Diagnostics, code_registry
+from ptodsl.driver import compile_spec
+from ptodsl.frontend.parser import parse_module
+from ptodsl.frontend.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE_CODES = sorted(yaml.safe_load((ROOT / "ptodsl" / "diagnostics" / "codes" / "rules.yaml").read_text("utf-8")))
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def check_only(yaml_path: str) -> list[Diagnostic]:
+    """Front end and checker only, so later passes cannot make these tests fail."""
+    diags = Diagnostics()
+    spec = load_spec(yaml_path, diags)
+    module = parse_module(Path(spec.source).read_text("utf-8"), spec.source, diags)
+    assert module is not None, diags.items
+    check(module, spec, diags)
+    return diags.items
+
+
+def compile_all(path: str) -> list[Diagnostic]:
+    diags = Diagnostics()
+    try:
+        compile_spec(path, diags)
+    except CompileError as exc:
+        return exc.diagnostics
+    return diags.items
+
+
+def codes(diags: list[Diagnostic]) -> list[str]:
+    return [d.code for d in diags]
+
+
+@pytest.fixture
+def compile_text(write_spec):
+    """compile_text(pto, yaml) -> the codes that compiling reports; the kernel is named `k`."""
+
+    def run(pto: str, spec: str = "schedule: {vec_tile: [1, 256]}\n") -> list[str]:
+        return codes(compile_all(write_spec("k", pto, "op: k\n" + spec)))
+
+    return run
+
+
+# ------------------------------------------------------------------ the documentation and the library
+
+
+def _doc_blocks() -> tuple[dict[str, str], str]:
+    doc = (ROOT / "docs" / "LANGUAGE.md").read_text(encoding="utf-8")
+    section1 = doc.split("\n## 1.", 1)[1].split("\n## 2.", 1)[0]
+    section2 = doc.split("\n## 2.", 1)[1].split("\n## 3.", 1)[0]
+    examples = {}
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", section1, re.S | re.M):
+        m = re.match(r"# specs/(\w+)\.pto", block)
+        if m:
+            examples[m.group(1)] = block
+    spec = re.search(r"^```yaml\n(.*?)^```", section2, re.S | re.M).group(1)
+    return examples, spec
+
+
+EXAMPLES, DOC_SPEC = _doc_blocks()
+
+# A schedule for each documented example; the softmax one is the YAML of LANGUAGE.md §2 itself.
+EXAMPLE_SPECS = {
+    "add_one": "op: add_one\nschedule: {vec_tile: [8, 256]}\n",
+    "softmax": DOC_SPEC,
+    "seq_add": "op: seq_add\nschedule: {vec_tile: [1, 8, 256]}\n",
+    "rmsnorm": "op: rmsnorm\ndtypes: {T: [f32, f16, bf16]}\nschedule: {vec_tile: [1, 1024]}\n",
+    "matmul": "op: matmul\ndtypes: {T: [f16, bf16, f32]}\n"
+              "schedule: {cube_tile: {m: [128, 128], k: [64, 256], n: [128, 128]}}\n",
+    "online_softmax_attn": "op: attn\nsource: online_softmax_attn.pto\ndtypes: {T: [f16, bf16]}\n"
+                           "symbols: {BL: 128, D: 128}\nschedule:\n  vec_tile: [16, 128]\n"
+                           "  cube_tile: {m: [128, 128], k: [64, 128], n: [128, 128]}\n"
+                           "  loops: {kv_loop: {unroll: [2, 1]}}\n",
+}
+
+
+def test_every_documented_example_has_a_schedule() -> None:
+    assert set(EXAMPLES) == set(EXAMPLE_SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_SPECS))
+def test_documented_examples_pass_the_checker(name: str, tmp_path: Path) -> None:
+    (tmp_path / f"{name}.pto").write_text(EXAMPLES[name], encoding="utf-8")
+    (tmp_path / f"{name}.yaml").write_text(EXAMPLE_SPECS[name], encoding="utf-8")
+    diags = check_only(str(tmp_path / f"{name}.yaml"))
+    assert diags == [], diags
+
+
+def test_library_specs_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "specs"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code", [c for c in RULE_CODES if c not in ("E0502", "E0601", "E0607")])
+def test_rule_explanations_cite_pyPTO(code: str) -> None:
+    info = code_registry()[code]
+    assert "PyPTO" in info.explain and info.title
+
+
+# ------------------------------------------------------------------ data flow
+
+
+def test_written_outputs_and_initialised_locals_are_fine(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[B, N], y: out f32[B, N], z: out f32[B, N]):\n"
+        "    acc = zeros([1, N], f32)\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        acc[:] = acc + x[b, :]\n"
+        "        y[b, :] = x[b, :]\n"
+        "    z.move(x * 2.0)\n") == []
+
+
+def test_a_write_in_both_branches_initialises(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+        "    t = tensor([1, N], f32)\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        if b > 2:\n"
+        "            t[:] = x[b, :]\n"
+        "        else:\n"
+        "            t[:] = x[b, :] * 2.0\n"
+        "        y[b, :] = t\n") == []
+
+
+def test_a_write_in_a_loop_counts_after_it(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[B, N], y: out f32[1, N]):\n"
+        "    t = tensor([1, N], f32)\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        t[:] = x[b, :]\n"
+        "    y[:] = t\n") == []
+
+
+def test_reading_a_view_of_an_uninitialised_local_is_a_read(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[4, N], y: out f32[1, N]):\n"
+        "    t = tensor([4, N], f32)\n"
+        "    row = t[0, :]\n"
+        "    y[:] = row + 1.0\n") == ["E0402"]
+
+
+def test_a_view_made_before_the_write_and_read_after_it_is_fine(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[4, N], y: out f32[1, N]):\n"
+        "    t = tensor([4, N], f32)\n"
+        "    row = t[0, :]\n"
+        "    t[:] = x\n"
+        "    for i in loop(1, name=\"once\"):\n"
+        "        y[:] = row + 1.0\n") == []
+
+
+def test_is_loop_begin_initialises_for_the_else_branch_only_for_outer_locals(compile_text) -> None:
+    template = (
+        "kernel k(x: f32[L, N], y: out f32[L, N]):\n"
+        "{outer}"
+        "    for j in loop(L, name=\"steps\"):\n"
+        "{inner}"
+        "        if is_loop_begin(j):\n"
+        "            m[:] = x[j, :]\n"
+        "        else:\n"
+        "            m[:] = maximum(m, x[j, :])\n"
+        "        y[j, :] = m\n")
+    decl = "m = tensor([1, N], f32)\n"
+    assert compile_text(template.format(outer="    " + decl, inner="")) == []
+    # declared in the body, the local is a new tensor on every iteration
+    assert compile_text(template.format(outer="", inner="        " + decl)) == ["E0402"]
+
+
+def test_an_ordinary_first_iteration_test_is_not_special(compile_text) -> None:
+    assert compile_text(
+        "kernel k(x: f32[L, N], y: out f32[L, N]):\n"
+        "    m = tensor([1, N], f32)\n"
+        "    for j in loop(L, name=\"steps\"):\n"
+        "        if j == 0:\n"
+        "            m[:] = x[j, :]\n"
+        "        else:\n"
+        "            m[:] = maximum(m, x[j, :])\n"
+        "        y[j, :] = m\n") == ["E0402"]
+
+
+def test_inout_may_be_read_first_and_updated_in_place(compile_text) -> None:
+    assert compile_text(
+        "kernel k(y: inout f32[B, N]):\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        y[b, :] = y[b, :] + 1.0\n"
+        "        y[b, :] = exp(y[b, :])\n") == []
+
+
+def test_provably_disjoint_regions_are_no_cycle(compile_text) -> None:
+    assert compile_text(
+        "kernel k(h: inout f32[B, N]):\n"
+        "    for b in loop(B - 1, name=\"shift\"):\n"
+        "        h[b + 1, :] = h[b, :] * 0.5\n"
+        "    for i in loop(B, name=\"halves\"):\n"
+        "        h[i, 0:128] = h[i, 128:256]\n",
+        "symbols: {N: 256}\nschedule: {vec_tile: [1, 128]}\n") == []
+
+
+def test_regions_in_exclusive_branches_are_no_cycle(compile_text) -> None:
+    assert compile_text(
+        "kernel k(h: inout f32[B, N]):\n"
+        "    for b in loop(B - 1, name=\"shift\"):\n"
+        "        v = h[b:b + 2, :] * 0.5\n"
+        "        if b > 0:\n"
+        "            h[b, :] = h[b + 1, :]\n"
+        "        else:\n"
+        "            h[b + 1, :] = h[b, :] + 1.0\n") == ["E0403"]  # the first read overlaps both writes
+    assert compile_text(
+        "kernel k(h: inout f32[B, N], z: out f32[B, N]):\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        if b > 0:\n"
+        "            z[b, :] = h[b, :]\n"
+        "        else:\n"
+        "            h[0:2, :] = h[0:2, :] + 1.0\n"
+        "            z[b, :] = h[b, :]\n") == ["E0403"]
+    assert compile_text(
+        "kernel k(h: inout f32[B, N], z: out f32[B, N]):\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        if b > 0:\n"
+        "            z[b, :] = h[b, :]\n"
+        "        else:\n"
+        "            h[0:2, :] = h[0:2, :] + 1.0\n") == []
+
+
+def test_a_read_in_an_inner_loop_is_another_body(compile_text) -> None:
+    assert compile_text(
+        "kernel k(h: inout f32[B, N], z: out f32[B, N]):\n"
+        "    for b in loop(B, name=\"rows\"):\n"
+        "        for c in loop(B, name=\"cols\"):\n"
+        "            z[c, :] = h[c, :]\n"
+        "        h[b, :] = z[b, :]\n") == []
+
+
+# ------------------------------------------------------------------ loops and paths
+
+
+def test_default_loop_names_may_repeat_until_the_yaml_names_them(compile_text) -> None:
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, N], z: out f32[B, N]):\n"
+           "    for b in loop(B):\n"
+           "        y[b, :] = x[b, :]\n"
+           "    for b in loop(B):\n"
+           "        z[b, :] = x[b, :]\n")
+    assert compile_text(pto) == []
+    assert compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n  loops: {b_loop: {unroll: [2, 1]}}\n") == ["E0501"]
+
+
+def test_unroll_lists_with_one_give_no_note(compile_text) -> None:
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        y[b, :] = x[b, :]\n")
+    assert compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n  loops: {rows: {unroll: [8, 2, 1]}}\n") == []
+    assert compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n  loops: {rows: {unroll: [2]}}\n") == ["N0507"]
+
+
+def test_unroll_factors() -> None:
+    assert unroll_factors([4, 2]) == [4, 2, 1]
+    assert unroll_factors([1, 4, 4, 0, -2]) == [4, 1]
+
+
+def _paths(pto: str, loop: int = 0) -> int:
+    diags = Diagnostics()
+    module = parse_module(pto, "<paths>", diags)
+    assert module is not None, diags.items
+    kernel = module.kernels[0]
+    loops = [s for s in kernel.body if s.__class__.__name__ == "For"]
+    body, index = (loops[loop].body, loops[loop].targets[0].id) if loops else (kernel.body, None)
+    from ptodsl.check.typer import Typer  # the annotations tell static conditions apart
+
+    ck = Typer(kernel, {}, {}, {}, Diagnostics()).run()
+    return count_paths(body, index, ck).paths
+
+
+@pytest.mark.parametrize("branches, paths", [
+    ("        if s > 0:\n            y[b, :] = x[b, :]\n", 2),
+    ("        if s > 0:\n            y[b, :] = x[b, :]\n        elif s > 1:\n            y[b, :] = x[b, :]\n"
+     "        else:\n            y[b, :] = x[b, :]\n", 3),
+    ("        if s > 0:\n            y[b, :] = x[b, :]\n        if s > 1:\n            y[b, :] = x[b, :]\n", 4),
+    ("        if is_loop_begin(b):\n            y[b, :] = x[b, :]\n        if is_loop_end(b):\n"
+     "            y[b, :] = x[b, :]\n", 1),
+    ("        if 2 > 1:\n            y[b, :] = x[b, :]\n", 1),
+])
+def test_path_counts(branches: str, paths: int) -> None:
+    pto = ("kernel k(x: f32[B, N], n: i32[B], y: out f32[B, N]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        s = n[b]\n" + branches)
+    assert _paths(pto) == paths
+
+
+def test_an_outer_loops_first_iteration_is_a_runtime_branch_of_the_inner_body() -> None:
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        for c in loop(4, name=\"cols\"):\n"
+           "            if is_loop_begin(b):\n"
+           "                y[b, :] = x[c, :]\n")
+    diags = Diagnostics()
+    kernel = parse_module(pto, "<paths>", diags).kernels[0]
+    from ptodsl.check.typer import Typer
+
+    ck = Typer(kernel, {}, {}, {}, Diagnostics()).run()
+    inner = kernel.body[0].body[0]
+    assert count_paths(inner.body, "c", ck).paths == 2
+    assert count_paths(kernel.body[0].body, "b", ck).paths == 1  # the inner loop is its own body
+
+
+def test_path_limit_comes_from_pass_options(compile_text) -> None:
+    pto = ("kernel k(x: f32[B, N], n: i32[B], y: out f32[B, N]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        s = n[b]\n"
+           "        y[b, :] = x[b, :]\n"
+           "        if s > 0:\n"
+           "            y[b, :] = x[b, :] + 1.0\n")
+    sched = "schedule:\n  vec_tile: [1, 256]\n  loops: {rows: {unroll: [4, 2, 1]}}\n"
+    assert compile_text(pto, sched) == []
+    assert compile_text(pto, sched + "  pass_options: {max_paths: 5}\n") == ["E0509"]
+
+
+# ------------------------------------------------------------------ schedule
+
+
+def test_tile_dims_take_the_last_dims_and_clip_static_ones() -> None:
+    assert tile_dims((7, 100), (4, 64)) == [4, 64]
+    assert tile_dims((2, 16), (4, 64)) == [2, 16]
+    assert tile_dims((8,), (4, 64)) == [8]
+    assert tile_dims((3, 5, 9), (64,)) == [1, 1, 9]
+
+
+def test_alignment_is_per_dtype_variant(compile_text) -> None:
+    pto = ("kernel k(x: T[B, N], y: out T[B, N]):\n"
+           "    y[:] = x * 2.0\n")
+    assert compile_text(pto, "dtypes: {T: [f32]}\nschedule: {vec_tile: [1, 8]}\n") == []
+    assert compile_text(pto, "dtypes: {T: [f32, f16]}\nschedule: {vec_tile: [1, 8]}\n") == ["E0603"]
+
+
+def test_a_row_clipped_by_a_small_static_dim_is_not_the_tiles_row(compile_text) -> None:
+    # keepdim reductions have a last dim of 1: their row is one element whatever the tile says
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, 1]):\n"
+           "    y[:] = sum(x, dim=-1, keepdim=True)\n")
+    assert compile_text(pto, "schedule: {vec_tile: [1, 64]}\n") == []
+
+
+def test_cube_tiles_are_checked_only_for_kernels_with_a_matmul(compile_text) -> None:
+    pto = "kernel k(x: f32[B, N], y: out f32[B, N]):\n    y[:] = x\n"
+    assert compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n"
+                        "  cube_tile: {m: [128, 100], k: [3, 5], n: [128, 99999]}\n") == []
+
+
+def test_ub_estimate_counts_each_tile_once(compile_text) -> None:
+    # one load of x (reused by both ops), two results: 3 tiles of 64 KiB = 192 KiB, exactly the UB
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+           "    for b in loop(B / 16, name=\"blocks\"):\n"
+           "        rows = x[b * 16:b * 16 + 16, :]\n"
+           "        y[b * 16:b * 16 + 16, :] = rows * rows + 1.0\n")
+    assert compile_text(pto, "symbols: {N: 1024}\nschedule: {vec_tile: [16, 1024]}\n") == []
+    assert compile_text(pto, "symbols: {N: 1040}\nschedule: {vec_tile: [16, 1040]}\n") == ["E0606"]
+
+
+def test_rules_wait_for_clean_types(compile_text) -> None:
+    """After a type error no data-flow rule guesses: one mistake, one message."""
+    assert compile_text(
+        "kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+        "    y[:] = x + undefined_name\n") == ["E0300"]
