@@ -16,6 +16,7 @@ from .. import sym
 from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_NAMES, DTYPES
 from ..frontend import ast
+from ..frontend.schema import identifier_problem
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
 from .types import (
     Binding,
@@ -67,6 +68,7 @@ class Typer:
         self.loop_stack: list[LoopInfo] = []
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
+        self.named_checked: set[tuple[str, Span]] = set()
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -100,10 +102,26 @@ class Typer:
             r[lp.index] = (lp.start, sym.sub(lp.stop, 1))
         return r
 
+    def check_name(self, name: str, span: Span, what: str) -> None:
+        """Names reach generated C++ and Python: no keywords, no reserved spellings, and no leading
+        underscore (the compiler's own names start with one)."""
+        problem = identifier_problem(name)
+        if problem is None and name.startswith("_"):
+            problem = "names starting with `_` are reserved for the compiler"
+        if problem is not None and (name, span) not in self.named_checked:
+            self.named_checked.add((name, span))
+            self.err("E0322", f"{what} `{name}` cannot be used: {problem}", span,
+                     help=f"rename it, e.g. `{name.strip('_') or 'x'}_`" if not name.startswith("_")
+                     else f"rename it, e.g. `{name.lstrip('_') or 'x'}`")
+
     # ------------------------------------------------------------ kernel
     def run(self) -> CheckedKernel:
         params: dict[str, Binding] = {}
         for p in self.kernel.params:
+            self.check_name(p.name, p.span, "parameter")
+            for d in p.dims or ():
+                if isinstance(d.value, str):
+                    self.check_name(d.value, d.span, "dim symbol")
             dtype = self.dtype_of(p.dtype, p.dtype_span or p.span)
             if p.name in params:
                 self.err("E0316", f"parameter `{p.name}` is declared twice", p.span,
@@ -186,6 +204,7 @@ class Typer:
 
     def bind(self, s: ast.Assign) -> None:
         name = s.target.id
+        self.check_name(name, s.target.span, "local")
         old = self.scope.get(name)
         if old is not None and old.kind == "param":
             if old.param is not None and old.param.mode in ("out", "inout"):
@@ -408,6 +427,8 @@ class Typer:
         if sym.is_const(step) and step <= 0:
             self.err("E0302", "a loop step must be positive", it.args[2].span)
             return
+        for t in s.targets:
+            self.check_name(t.id, t.span, "loop index")
         outer = next((lp for lp in self.loop_stack if lp.index == index.id), None)
         if outer is not None:
             self.err("E0500", f"nested loops both use the index `{index.id}`", index.span,
