@@ -175,55 +175,27 @@ def _out_of_range(value: float, lo: float | None, hi: float | None) -> str | Non
 
 
 @dataclass
-class Int(Schema):
-    min: int | None = None
-    max: int | None = None
-
-    def __post_init__(self) -> None:
-        self.expected = "an integer"
-
-    def accepts(self, node: YNode) -> bool:
-        return _is_int(node)
-
-    def check(self, node: YNode, path: Path, ctx: Ctx) -> Any:
-        if not _is_int(node):
-            return ctx.type_error(node, path, self.expected)
-        assert isinstance(node, YScalar)
-        value = node.value
-        what = _out_of_range(value, self.min, self.max)
-        if what is not None:
-            ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be {what}, found {node.text}", node.span,
-                            f"must be {what}")
-            return INVALID
-        return value
-
-    def json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "integer"}
-        if self.min is not None:
-            out["minimum"] = self.min
-        if self.max is not None:
-            out["maximum"] = self.max
-        return out
-
-
-@dataclass
-class Float(Schema):
-    """A finite number; integers are accepted and converted (``atol: 0`` is a fine tolerance)."""
+class _Number(Schema):
+    """Shared by Int and Float: type test, range check and the JSON Schema bounds."""
 
     min: float | None = None
     max: float | None = None
+    json_type = "number"
 
-    def __post_init__(self) -> None:
-        self.expected = "a number"
-
-    def accepts(self, node: YNode) -> bool:
+    def is_kind(self, node: YNode) -> bool:
         return _is_number(node)
 
+    def convert(self, value: Any) -> Any:
+        return value
+
+    def accepts(self, node: YNode) -> bool:
+        return self.is_kind(node)
+
     def check(self, node: YNode, path: Path, ctx: Ctx) -> Any:
-        if not _is_number(node):
+        if not self.is_kind(node):
             return ctx.type_error(node, path, self.expected)
         assert isinstance(node, YScalar)
-        value = float(node.value)
+        value = self.convert(node.value)
         if not math.isfinite(value):
             ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be a finite number, found `{node.text}`",
                             node.span, "not a finite number")
@@ -236,12 +208,36 @@ class Float(Schema):
         return value
 
     def json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "number"}
+        out: dict[str, Any] = {"type": self.json_type}
         if self.min is not None:
             out["minimum"] = self.min
         if self.max is not None:
             out["maximum"] = self.max
         return out
+
+
+@dataclass
+class Int(_Number):
+    min: int | None = None
+    max: int | None = None
+    json_type = "integer"
+
+    def __post_init__(self) -> None:
+        self.expected = "an integer"
+
+    def is_kind(self, node: YNode) -> bool:
+        return _is_int(node)
+
+
+@dataclass
+class Float(_Number):
+    """A finite number; integers are accepted and converted (``atol: 0`` is a fine tolerance)."""
+
+    def __post_init__(self) -> None:
+        self.expected = "a number"
+
+    def convert(self, value: Any) -> Any:
+        return float(value)
 
 
 @dataclass
