@@ -1,0 +1,331 @@
+"""Typing of the language's builtin calls: elementwise ops from the op table, reductions, casts,
+matmul, views, local tensors and the loop predicates. Mixed into the checker's Typer."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from .. import sym
+from ..diagnostics import Label
+from ..dtypes import DTYPES
+from ..frontend import ast
+from ..ops import OPS
+from .types import CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
+
+CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "sum": ("dim", "keepdim"), "amax": ("dim", "keepdim"), "amin": ("dim", "keepdim"),
+    "mean": ("dim", "keepdim"), "matmul": ("trans_a", "trans_b", "out_dtype"),
+    "cast": ("mode",), "view": ("valid_shape",), "loop": ("name",), "loop_unroll": ("name",),
+}
+CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
+
+
+def did_you_mean(name: str, candidates: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def is_float(dtype: str) -> bool:
+    return DTYPES[dtype].is_float if dtype in DTYPES else False
+
+
+def fmt_shape(shape: Sequence[sym.Expr]) -> str:
+    return "[" + ", ".join(sym.to_text(s) for s in shape) + "]"
+
+
+class CallTyping:
+    """Needs from the Typer: err, expr, elementwise, scalar_value, dim_list, const_int, const_bool,
+    make_view, ranges and loop_stack."""
+
+    def unknown_keyword(self, fn: str, kw: ast.Keyword) -> None:
+        allowed = CALL_KEYWORDS.get(fn, ())
+        self.err("E0302", f"`{fn}` has no keyword `{kw.name}`", kw.span,
+                 help=did_you_mean(kw.name, allowed) or (f"it takes {', '.join(allowed)}" if allowed else
+                                                         f"`{fn}` takes no keywords"))
+
+    def arity(self, e: ast.Call, fn: str, lo: int, hi: int | None = None) -> bool:
+        hi = lo if hi is None else hi
+        n = len(e.args)
+        if not lo <= n <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.err("E0302", f"`{fn}` takes {want} positional argument{'s' if hi != 1 else ''}, got {n}", e.span,
+                     help="see `ptodsl explain E0302` for the signatures")
+            return False
+        allowed = CALL_KEYWORDS.get(fn, ())
+        ok = True
+        for kw in e.keywords:
+            if kw.name not in allowed:
+                self.unknown_keyword(fn, kw)
+                ok = False
+        return ok
+
+    def call(self, e: ast.Call, bind_name: str | None) -> Ty | None:
+        fn = e.func_name
+        if fn is None:
+            if isinstance(e.func, ast.Attribute) and e.func.attr in ("move", "assemble"):
+                self.err("E0311", f"`{e.func.attr}` writes a tensor and gives no value", e.span,
+                         help=f"use it as a statement: `t.{e.func.attr}(...)`")
+            else:
+                self.err("E0301", "only builtins can be called", e.func.span)
+            return None
+        if fn in ("loop", "loop_unroll"):
+            self.err("E0502", f"`{fn}` only appears in a `for` statement", e.span, help=f"write `for i in {fn}(...):`")
+            return None
+        if fn in ("is_loop_begin", "is_loop_end"):
+            return self.loop_predicate(e, fn)
+        if fn == "print":
+            self.err("E0311", "`print` gives no value", e.span, help="use it as a statement")
+            return None
+        if fn == "view":
+            return self.view_call(e)
+        if fn in ("tensor", "zeros", "ones", "full"):
+            return self.local_tensor(e, fn)
+        if fn in ("transpose", "reshape"):
+            self.err("E0800", f"`{fn}` is not supported by the compiler yet", e.span,
+                     help="write the algorithm without it for now")
+            for a in e.args:
+                self.expr(a)
+            return None
+        od = OPS.get(fn)
+        if od is None or fn == "cmp":
+            cands = list(OPS) + ["view", "tensor", "zeros", "ones", "full", "is_loop_begin", "is_loop_end", "print"]
+            self.err("E0301", f"unknown function `{fn}`", e.func.span,
+                     help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
+            for a in e.args:
+                self.expr(a)
+            return None
+        if od.kind == "unary":
+            t = self.tensor_arg(e, fn)
+            return None if t is None else self.elementwise(e, fn, [(e.args[0], t)])
+        if od.kind == "binary":
+            if not self.arity(e, fn, 2):
+                return None
+            ts = [self.expr(a) for a in e.args]
+            if any(t is None for t in ts):
+                return None
+            return self.elementwise(e, fn, list(zip(e.args, ts)))
+        if od.kind == "select":
+            if not self.arity(e, fn, 3):
+                return None
+            ts = [self.expr(a) for a in e.args]
+            if any(t is None for t in ts):
+                return None
+            c = ts[0]
+            if not (isinstance(c, TensorTy) and c.dtype == "bool"):
+                self.err("E0303", "the condition of `where` must be a bool tensor", e.args[0].span,
+                         help="compare tensors: `where(x > 0, x, y)`")
+                return None
+            res = self.elementwise(e, "where", list(zip(e.args[1:], ts[1:])))
+            if not isinstance(res, TensorTy):
+                return None
+            full = self.elementwise(e, "where", [(e.args[0], TensorTy(res.dtype, c.shape, c.valid)), (e, res)])
+            return full
+        if od.kind == "reduce":
+            return self.reduction(e, fn)
+        if od.kind == "cast":
+            return self.cast(e)
+        if od.kind == "matmul":
+            return self.matmul(e)
+        return None
+
+    def loop_predicate(self, e: ast.Call, fn: str) -> Ty | None:
+        if len(e.args) != 1 or e.keywords or not isinstance(e.args[0], ast.Name):
+            self.err("E0506", f"`{fn}` takes a loop index", e.span, help=f"write `{fn}(i)` inside `for i in loop(...)`")
+            return None
+        name = e.args[0].id
+        lp = next((lp for lp in reversed(self.loop_stack) if lp.index == name), None)
+        if lp is None:
+            self.err("E0506", f"`{name}` is not the index of an enclosing loop", e.args[0].span,
+                     help=f"`{fn}` tells the first/last iteration of a loop; pass that loop's index")
+            return None
+        if fn == "is_loop_begin":
+            cond = sym.compare("==", sym.Sym(name), lp.start)
+        else:
+            last = sym.add(lp.start, sym.mul(sym.sub(sym.ceildiv(sym.sub(lp.stop, lp.start), lp.step), 1), lp.step))
+            cond = sym.compare("==", sym.Sym(name), last)
+        self.t.scalar[id(e)] = cond
+        self.t.call[id(e)] = CallInfo(fn, {"loop": lp.name})
+        return ScalarTy("bool")
+
+    def view_call(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "view", 2, 3):
+            return None
+        bt = self.expr(e.args[0])
+        if bt is None:
+            return None
+        if not isinstance(bt, TensorTy):
+            self.err("E0311", "`view` takes a tensor", e.args[0].span)
+            return None
+        shape = self.dim_list(e.args[1], "the view shape")
+        offsets = self.dim_list(e.args[2], "the view offsets") if len(e.args) > 2 else tuple(0 for _ in bt.shape)
+        if shape is None or offsets is None:
+            return None
+        for what, dims, node in (("shape", shape, e.args[1]), ("offsets", offsets, e.args[2] if len(e.args) > 2 else e)):
+            if len(dims) != bt.rank:
+                self.err("E0310", f"view {what} has rank {len(dims)}, the tensor has rank {bt.rank}", node.span,
+                         help=f"give {bt.rank} entries")
+                return None
+        r = self.ranges()
+        for axis, (s, o, d) in enumerate(zip(shape, offsets, bt.shape)):
+            if sym.is_const(s) and s <= 0:
+                self.err("E0310", f"view dim {axis} is {s}; dims must be positive", e.args[1].span)
+                return None
+            if all(sym.is_const(x) for x in (s, o, d)) and o + s > d:
+                self.err("E0310", f"view runs past the tensor on dim {axis}: offset {o} + size {s} > {d}",
+                         e.span, help="shrink the view or its offset")
+                return None
+            if not all(sym.is_const(x) for x in (s, d)) and sym.is_const(sym.sub(d, s)) and sym.sub(d, s) < 0:
+                self.err("E0310", f"view dim {axis} ({sym.to_text(s)}) is larger than the tensor's "
+                         f"({sym.to_text(d)})", e.args[1].span)
+                return None
+        del r
+        valid = None
+        kw = e.keyword("valid_shape")
+        if kw is not None:
+            valid = self.dim_list(kw.value, "the valid shape")
+            if valid is None:
+                return None
+            if len(valid) != len(shape):
+                self.err("E0310", f"valid shape has rank {len(valid)}, the view has rank {len(shape)}",
+                         kw.value.span, help=f"give {len(shape)} dims")
+                return None
+            for axis, (v, s) in enumerate(zip(valid, shape)):
+                if sym.is_const(v) and sym.is_const(s) and not 0 <= v <= s:
+                    self.err("E0310", f"valid dim {axis} is {v}, outside [0, {s}]", kw.value.items[axis].span,
+                             help="a valid extent lies between 0 and the view's dim")
+                    return None
+        return self.make_view(e, e.args[0], bt, offsets, shape, valid)
+
+    def local_tensor(self, e: ast.Call, fn: str) -> Ty | None:
+        n = 3 if fn == "full" else 2
+        if not self.arity(e, fn, n):
+            return None
+        args = e.args[1:] if fn == "full" else e.args
+        fill = None
+        if fn == "full":
+            fill = self.scalar_value(e.args[0], "the fill value")
+            if fill is None:
+                return None
+        shape = self.dim_list(args[0], "the shape")
+        dt = self.expr(args[1])
+        if shape is None or dt is None:
+            return None
+        if not isinstance(dt, DtypeTy):
+            self.err("E0313", f"the second argument of `{fn}` is a dtype", args[1].span, help="e.g. `f32`")
+            return None
+        if not 1 <= len(shape) <= 4 or any(sym.is_const(s) and s <= 0 for s in shape):
+            self.err("E0310", f"a local tensor has 1 to 4 positive dims, got {fmt_shape(shape)}", args[0].span)
+            return None
+        value = {"tensor": None, "zeros": 0.0, "ones": 1.0, "full": fill}[fn]
+        self.t.call[id(e)] = CallInfo(fn, {"fill": value})
+        return TensorTy(dt.dtype, shape)
+
+    def tensor_arg(self, e: ast.Call, fn: str) -> TensorTy | None:
+        """The single tensor argument of a one-operand builtin, or None after reporting."""
+        if not self.arity(e, fn, 1):
+            return None
+        t = self.expr(e.args[0])
+        if t is None:
+            return None
+        if not isinstance(t, TensorTy):
+            self.err("E0311", f"`{fn}` takes a tensor", e.args[0].span, help="scalar math is not supported here")
+            return None
+        return t
+
+    def reduction(self, e: ast.Call, fn: str) -> Ty | None:
+        t = self.tensor_arg(e, fn)
+        if t is None:
+            return None
+        dim_kw, keep_kw = e.keyword("dim"), e.keyword("keepdim")
+        dim = self.const_int(dim_kw.value, "`dim`") if dim_kw else -1
+        keep = self.const_bool(keep_kw.value, "`keepdim`") if keep_kw else False
+        if dim is None or keep is None:
+            return None
+        if not -t.rank <= dim < t.rank:
+            self.err("E0308", f"`dim={dim}` is out of range for a tensor of rank {t.rank}", dim_kw.value.span,
+                     help=f"use a dim in [{-t.rank}, {t.rank - 1}]")
+            return None
+        axis = dim % t.rank
+        if fn == "mean" and not is_float(t.dtype):
+            self.err("E0307", f"`mean` needs a float tensor, got {t.dtype}", e.span, help="cast first")
+            return None
+        self.t.call[id(e)] = CallInfo(fn, {"axis": axis, "keepdim": keep})
+        shape = list(t.shape)
+        valid = list(t.valid_shape)
+        shape[axis] = 1
+        valid[axis] = 1
+        if not keep:
+            if t.rank == 1:
+                shape, valid = [1], [1]
+            else:
+                del shape[axis]
+                del valid[axis]
+        return TensorTy(t.dtype, tuple(shape), None if valid == shape else tuple(valid))
+
+    def cast(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "cast", 2):
+            return None
+        t, d = self.expr(e.args[0]), self.expr(e.args[1])
+        if t is None or d is None:
+            return None
+        if not isinstance(d, DtypeTy):
+            self.err("E0313", "the second argument of `cast` is a dtype", e.args[1].span, help="e.g. `cast(x, f32)`")
+            return None
+        if not isinstance(t, TensorTy):
+            self.err("E0311", "`cast` takes a tensor", e.args[0].span)
+            return None
+        mode = "rint"
+        kw = e.keyword("mode")
+        if kw is not None:
+            if not isinstance(kw.value, ast.Str) or kw.value.value not in CAST_MODES:
+                self.err("E0302", "unknown rounding mode", kw.value.span, help="one of " + ", ".join(CAST_MODES))
+                return None
+            mode = kw.value.value
+        self.t.call[id(e)] = CallInfo("cast", {"to": d.dtype, "mode": mode})
+        return TensorTy(d.dtype, t.shape, t.valid)
+
+    def matmul(self, e: ast.Call) -> Ty | None:
+        if not self.arity(e, "matmul", 2):
+            return None
+        a, b = self.expr(e.args[0]), self.expr(e.args[1])
+        if a is None or b is None:
+            return None
+        for x, t in ((e.args[0], a), (e.args[1], b)):
+            if not isinstance(t, TensorTy) or t.rank != 2:
+                self.err("E0314", "`matmul` takes two 2-D tensors", x.span,
+                         f"this is {'a tensor of rank ' + str(t.rank) if isinstance(t, TensorTy) else 'not a tensor'}")
+                return None
+        flags = {}
+        for k in ("trans_a", "trans_b"):
+            kw = e.keyword(k)
+            flags[k] = self.const_bool(kw.value, f"`{k}`") if kw else False
+            if flags[k] is None:
+                return None
+        out = a.dtype if a.dtype == "f32" else "f32"
+        kw = e.keyword("out_dtype")
+        if kw is not None:
+            d = self.expr(kw.value)
+            if not isinstance(d, DtypeTy):
+                self.err("E0313", "`out_dtype` is a dtype", kw.value.span)
+                return None
+            out = d.dtype
+        if a.dtype != b.dtype:
+            self.err("E0303", f"mixed dtypes: {a.dtype} and {b.dtype}", e.span,
+                     secondary=[Label(e.args[0].span, f"this is {a.dtype}"), Label(e.args[1].span, f"this is {b.dtype}")],
+                     help="cast one operand")
+            return None
+        m, k1 = (a.shape[1], a.shape[0]) if flags["trans_a"] else (a.shape[0], a.shape[1])
+        mv = a.valid_shape[1] if flags["trans_a"] else a.valid_shape[0]
+        k2, n = (b.shape[1], b.shape[0]) if flags["trans_b"] else (b.shape[0], b.shape[1])
+        nv = b.valid_shape[0] if flags["trans_b"] else b.valid_shape[1]
+        if k1 != k2:
+            self.err("E0314", f"matmul inner dims differ: {sym.to_text(k1)} and {sym.to_text(k2)}", e.span,
+                     secondary=[Label(e.args[0].span, f"shape {fmt_shape(a.shape)}"),
+                                Label(e.args[1].span, f"shape {fmt_shape(b.shape)}")],
+                     help="the left operand's columns must equal the right operand's rows (see trans_a/trans_b)")
+            return None
+        self.t.call[id(e)] = CallInfo("matmul", {**flags, "out_dtype": out, "in_dtype": a.dtype})
+        valid = (mv, nv)
+        return TensorTy(out, (m, n), None if valid == (m, n) else valid)
+
