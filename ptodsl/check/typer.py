@@ -59,6 +59,8 @@ class Typer(CallTyping):
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
         notes = list(kw.pop("notes", ()))
+        if kw.get("help") is None:
+            kw["help"] = f"`ptodsl explain {code}` says what this rule guards against and how to fix it"
         if self.variant:
             notes.append("in the dtype variant " + ", ".join(f"{k}={v}" for k, v in sorted(self.variant.items())))
         self.diags.error(code, msg, span, label, notes=notes, **kw)
@@ -670,7 +672,9 @@ class Typer(CallTyping):
             return None
         if not isinstance(ty, ScalarTy):
             self.err("E0311", f"{what} must be a scalar", e.span,
-                     "this is a tensor" if isinstance(ty, TensorTy) else "this is a dtype")
+                     "this is a tensor" if isinstance(ty, TensorTy) else "this is a dtype",
+                     help="scalars are literals, dim symbols, loop indices, scalar parameters, or one "
+                     "element read from a tensor: `n = t[i]`")
             return None
         return self.t.scalar.get(id(e))
 
