@@ -246,6 +246,17 @@ def cmd_run(args, out: _Out) -> int:
     return EXIT_OK
 
 
+def cmd_bench(args, out: _Out) -> int:
+    """Kernel time vs numpy and torch, and GM traffic vs the minimum, per spec case."""
+    from .bench import bench
+
+    paths = _specs(args.paths, out)
+    if not paths:
+        return EXIT_USER
+    failed = bench(paths, backend=args.backend, k=args.k)
+    return EXIT_USER if failed else EXIT_OK
+
+
 def cmd_gen(args, out: _Out) -> int:
     from .gen.cli import run
 
@@ -294,6 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", default=".", help="folder for the outputs' .npy files")
     s.add_argument("--backend", choices=("sim", "cpu"), default="sim")
     s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("bench", parents=[common], help="time kernels against numpy and torch")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--backend", choices=("sim", "cpu"), default="cpu")
+    s.add_argument("-k", default=None, metavar="NAME", help="only cases whose id contains NAME")
+    s.set_defaults(fn=cmd_bench)
 
     from .gen.cli import add_parser as add_gen_parser
 

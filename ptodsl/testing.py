@@ -3,7 +3,9 @@
 Enabled through the ``pytest11`` entry point, so any project with ptodsl installed collects
 ``NAME.yaml`` specs (a YAML beside its ``.pto``) found under its test paths. Items are named like
 ``softmax[bf16-B33]`` and run on the simulator in poison mode; ``--ptodsl-backend cpu`` switches
-backend. A spec that does not compile is one failing item showing its diagnostics.
+backend. Each case also gives an item ``softmax[bf16-B33-cpu]``, marked ``cpu``, that runs the
+emitted C++ built with g++ (``-m "not cpu"`` deselects them). A spec that does not compile is one
+failing item showing its diagnostics.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class SpecFile(pytest.File):
         for case in op.spec.tests:
             name = case_id(op.spec, case)
             yield SpecCase.from_parent(self, name=name, op=op, case=case)
+        for case in op.spec.tests:
+            item = SpecCase.from_parent(self, name=case_id(op.spec, case, "cpu"), op=op, case=case, backend="cpu")
+            item.add_marker(pytest.mark.cpu)
+            yield item
 
 
 class SpecError(pytest.Item):
@@ -70,17 +76,35 @@ class SpecFailure(Exception):
     pass
 
 
+def _build_cpu(op) -> None:
+    """Build every variant of the spec at its first cpu item, one compiler per core."""
+    import shutil
+
+    if shutil.which(os.environ.get("PTODSL_CXX") or "g++") is None:
+        pytest.skip("no C++ compiler for the cpu backend (install g++ or set PTODSL_CXX)")
+    from .backends.cpp.run import build_spec
+
+    build_spec(op.compiled)
+
+
 class SpecCase(pytest.Item):
-    def __init__(self, *, op, case, **kw):
+    def __init__(self, *, op, case, backend=None, **kw):
         super().__init__(**kw)
         self.op = op
         self.case = case
+        self.backend = backend  # None: the --ptodsl-backend choice
 
     def runtest(self) -> None:
+        from .diagnostics import CompileError
         from .golden import run_case
 
-        backend = self.config.getoption("--ptodsl-backend", default="sim")
-        result = run_case(self.op, self.case, backend=backend, poison=True)
+        backend = self.backend or self.config.getoption("--ptodsl-backend", default="sim")
+        try:
+            if backend == "cpu":
+                _build_cpu(self.op)
+            result = run_case(self.op, self.case, backend=backend, poison=True)
+        except CompileError as e:
+            raise SpecFailure(e.render()) from None
         if not result.ok:
             raise SpecFailure(result.report)
 

@@ -26,6 +26,40 @@ inline V combine(Reduce kind, V acc, V x) {
     return acc;
 }
 
+// A row sum in numpy's pairwise order (blocks of 8 partial sums, halved above 128 elements), so
+// reductions on the CPU round exactly as the simulator's do, and like the hardware's tree rather
+// than a long left-to-right chain.
+template <typename V, typename Get>
+inline V pairwise_sum(Get get, unsigned lo, unsigned n) {
+    if (n < 8) {
+        V acc = get(lo);
+        for (unsigned i = 1; i < n; ++i) {
+            acc = acc + get(lo + i);
+        }
+        return acc;
+    }
+    if (n <= 128) {
+        V r[8];
+        for (unsigned j = 0; j < 8; ++j) {
+            r[j] = get(lo + j);
+        }
+        unsigned i = 8;
+        for (; i + 8 <= n; i += 8) {
+            for (unsigned j = 0; j < 8; ++j) {
+                r[j] = r[j] + get(lo + i + j);
+            }
+        }
+        V acc = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; ++i) {
+            acc = acc + get(lo + i);
+        }
+        return acc;
+    }
+    unsigned half = n / 2;
+    half -= half % 8;
+    return pairwise_sum<V>(get, lo, half) + pairwise_sum<V>(get, lo + half, n - half);
+}
+
 // dst(r, 0) = reduce over c of src(r, c), for the source's valid rows and columns.
 template <typename Dst, typename Src>
 inline void reduce_rows(Dst& dst, Src& src, Reduce kind, const char* op) {
@@ -38,8 +72,13 @@ inline void reduce_rows(Dst& dst, Src& src, Reduce kind, const char* op) {
     require_covers<Dst>(rows, 1, op, "the destination");
     for (unsigned r = 0; r < rows; ++r) {
         auto acc = widen(in[element_offset<Src>(r, 0)]);
-        for (unsigned c = 1; c < cols; ++c) {
-            acc = combine(kind, acc, widen(in[element_offset<Src>(r, c)]));
+        if (kind == Reduce::Sum) {
+            acc = pairwise_sum<decltype(acc)>([&](unsigned c) { return widen(in[element_offset<Src>(r, c)]); },
+                                              0, cols);
+        } else {
+            for (unsigned c = 1; c < cols; ++c) {
+                acc = combine(kind, acc, widen(in[element_offset<Src>(r, c)]));
+            }
         }
         out[element_offset<Dst>(r, 0)] = T(acc);
     }

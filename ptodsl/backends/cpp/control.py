@@ -1,0 +1,306 @@
+"""The control program of one dtype variant as a C++ translation unit: what the AICPU side does on
+the NPU. It runs the loops and branches, reads scalars out of tensors, allocates GM workspaces,
+computes the offsets of views and the symbolic arguments, and calls the compute kernels.
+
+It exports one ``extern "C"`` entry named after the variant (``softmax_f32``) whose parameters are,
+in order: the operator's tensors (pointers to C-contiguous data), its scalar parameters, the
+values of the symbols the program uses (sorted by name, ``int64_t``) and ``int poison``. With
+``poison`` set, every launch starts from freshly poisoned on-chip buffers and workspaces start as
+NaN bytes, as the simulator's poison mode does, so a kernel reading data nobody wrote shows it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ... import sym
+from ...ir import Func, Module, Op, TensorType
+from . import cxx
+from .cxx import ExprContext, Names, cxx_type, unsupported
+from .gm import Origin, explicit_strides, kernel_env, linear_offset, trace_origins, walk_ops
+from .kernel import KernelSource
+
+ENTRY_SCALAR_TYPES = {"f32": "float", "f16": "float", "bf16": "float"}  # 16-bit floats cross as float
+
+
+@dataclass(frozen=True)
+class EntryParam:
+    """One parameter of the exported entry."""
+
+    kind: str  # tensor | scalar | symbol | poison
+    name: str  # the IR name (parameter or symbol)
+    dtype: str  # element dtype (tensor), scalar dtype, or i64 (symbols), i32 (poison)
+
+
+@dataclass
+class ControlSource:
+    name: str
+    filename: str
+    text: str
+    params: list[EntryParam]
+    parallel: list[str]  # names of the loops that run with OpenMP
+
+
+PRELUDE = """\
+// Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
+// reading what an earlier one left there.
+static void start_launch(int poison)
+{
+#ifdef PTO_CPU_SUBSET
+    if (poison) {
+        pto::cpu::poison_buffers();
+    }
+#else
+    (void)poison;
+#endif
+}
+
+// A GM workspace: NaN bytes when poisoning (reads of unwritten data show), zeros otherwise.
+static std::vector<unsigned char> workspace(int64_t bytes, int poison)
+{
+    return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}"""
+
+
+def symbols_of(control: Func) -> list[str]:
+    """The free symbols of a control program: the values the entry takes, sorted."""
+    found: set[str] = set()
+    for p in control.params:
+        if p.is_tensor:
+            for e in p.type.shape:
+                found |= sym.free_symbols(e)
+    defined = {p.name for p in control.params if not p.is_tensor}
+    for op in walk_ops(control.body):
+        for value in op.attrs.values():
+            for e in value if isinstance(value, list) else [value]:
+                if isinstance(e, (sym.Sym, sym.BinExpr, sym.CallExpr, sym.NegExpr)):
+                    found |= sym.free_symbols(e)
+        for r in op.results:
+            if isinstance(r.type, TensorType):
+                for e in r.type.shape:
+                    found |= sym.free_symbols(e)
+        if op.name == "loop":
+            defined.add(op.attrs["index"])
+        elif op.name == "read":
+            defined.add(op.attrs["sym"])
+    return sorted(found - defined)
+
+
+class ControlEmitter:
+    def __init__(self, module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
+                 origin: str):
+        self.module = module
+        self.control = control
+        self.kernels = kernels
+        self.parallel = {id(op) for op in parallel}
+        self.parallel_names = [op.attrs.get("name", op.attrs["index"]) for op in parallel]
+        self.origin = origin
+        self.origins: dict[str, Origin] = trace_origins(control)
+        self.strided = explicit_strides(module, [control])
+        self.lines: list[tuple[int, str, str]] = []
+        self.vars: dict[str, str] = {}  # GM value -> pointer variable
+        self._context()
+
+    def _context(self) -> None:
+        self.names = Names(["start_launch", "workspace", "poison", *self.kernels])
+        names: dict[str, str] = {}
+        kinds: dict[str, str] = {}
+        self.params: list[tuple[EntryParam, str]] = []
+        for p in self.control.params:
+            var = self.names.claim(p.name)
+            if p.is_tensor:
+                self.vars[p.name] = var
+                self.params.append((EntryParam("tensor", p.name, p.dtype), f"{cxx_type(p.dtype)}* {var}"))
+            else:
+                names[p.name] = var
+                kinds[p.name] = cxx.FLOAT if p.dtype in cxx.FLOAT_DTYPES else cxx.INT
+                ctype = ENTRY_SCALAR_TYPES.get(p.dtype) or cxx_type(p.dtype)
+                self.params.append((EntryParam("scalar", p.name, p.dtype), f"{ctype} {var}"))
+        self.symbols = symbols_of(self.control)
+        for s in self.symbols:
+            names[s] = self.names.claim(s)
+            self.params.append((EntryParam("symbol", s, "i64"), f"int64_t {names[s]}"))
+        self.params.append((EntryParam("poison", "poison", "i32"), "int poison"))
+        nonneg = set(self.symbols)
+        for op in walk_ops(self.control.body):
+            if op.name == "loop":
+                names[op.attrs["index"]] = self.names.claim(op.attrs["index"])
+                if sym.prove_nonneg(op.attrs["lo"], {n: (0, None) for n in nonneg}):
+                    nonneg.add(op.attrs["index"])
+            elif op.name == "read":
+                names[op.attrs["sym"]] = self.names.claim(op.attrs["sym"])
+                kinds[op.attrs["sym"]] = cxx.FLOAT if op.attrs["dtype"] in cxx.FLOAT_DTYPES else cxx.INT
+        self.ctx = ExprContext(kinds, names, frozenset(nonneg))
+
+    def nonneg(self, e: sym.Expr) -> bool:
+        return self.ctx.is_nonneg(e)
+
+    # ------------------------------------------------------------------ output
+
+    def emit(self) -> ControlSource:
+        self._block(self.control.body, 1)
+        name = self.control.name
+        out = [f"// {name}: the control program of {self.origin}.",
+               "// Generated by ptodsl from the Block IR: loops, branches, scalar reads, GM workspaces and the",
+               "// launches of the compute kernels, as the AICPU runs them on the NPU.",
+               "#include <pto/pto-inst.hpp>", "",
+               "#include <algorithm>", "#include <cmath>", "#include <cstdint>", "#include <cstdio>",
+               "#include <limits>", "#include <vector>", ""]
+        out += [k.declaration for k in self.kernels.values()]
+        out += ["", PRELUDE, ""]
+        for h in cxx.helper_definitions(self.ctx.helpers):
+            out += [h, ""]
+        params = ", ".join(decl for _, decl in self.params)
+        out.append(f'extern "C" void {name}({params})')
+        out.append("{")
+        out += cxx.format_lines(self.lines)
+        out.append("}")
+        return ControlSource(name, f"{name}.cpp", "\n".join(out) + "\n", [p for p, _ in self.params],
+                             self.parallel_names)
+
+    def _line(self, depth: int, code: str, op: Op | None = None) -> None:
+        self.lines.append((depth, code, cxx.location(op.span if op is not None else None)))
+
+    def _e(self, e: sym.Expr) -> str:
+        return cxx.expr(e, self.ctx)
+
+    # ------------------------------------------------------------------ ops
+
+    def _block(self, ops: list[Op], depth: int) -> None:
+        for op in ops:
+            handler = getattr(self, "_op_" + op.name.replace(".", "_"), None)
+            if handler is None:
+                raise unsupported(f"the op `{op.name}` in a control program", op.span)
+            handler(op, depth)
+
+    def _op_loop(self, op: Op, depth: int) -> None:
+        index = self.ctx.names[op.attrs["index"]]
+        step = op.attrs["step"]
+        if not isinstance(step, int) or step == 0:
+            raise unsupported(f"a loop with step {sym.to_text(step)}", op.span)
+        if id(op) in self.parallel:
+            self._line(depth, "#pragma omp parallel for schedule(static)")
+        cmp = "<" if step > 0 else ">"
+        inc = f"++{index}" if step == 1 else f"{index} += {step}"
+        self._line(depth, f"for (int64_t {index} = {self._e(op.attrs['lo'])}; {index} {cmp} "
+                          f"{self._e(op.attrs['hi'])}; {inc}) {{", op)
+        self._block(op.regions[0], depth + 1)
+        self._line(depth, "}")
+
+    def _op_if(self, op: Op, depth: int) -> None:
+        self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op)
+        self._block(op.regions[0], depth + 1)
+        if len(op.regions) > 1 and op.regions[1]:
+            self._line(depth, "} else {")
+            self._block(op.regions[1], depth + 1)
+        self._line(depth, "}")
+
+    def _pointer(self, name: str, op: Op) -> str:
+        var = self.vars.get(name)
+        if var is None:
+            raise unsupported(f"the GM value `%{name}` here", op.span)
+        return var
+
+    def _op_view(self, op: Op, depth: int) -> None:
+        parent = self._pointer(op.operands[0].name, op)
+        var = self.vars[op.result.name] = self.names.claim(op.result.name)
+        offset = linear_offset(tuple(op.attrs["offsets"]), self.origins[op.result.name].strides)
+        value = parent if offset == 0 else f"{parent} + {self._e(offset)}"
+        self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {value};", op)
+
+    def _op_reshape(self, op: Op, depth: int) -> None:
+        parent = self._pointer(op.operands[0].name, op)
+        var = self.vars[op.result.name] = self.names.claim(op.result.name)
+        self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
+
+    def _op_alloc(self, op: Op, depth: int) -> None:
+        t: TensorType = op.result.type
+        ctype = cxx_type(t.dtype)
+        count: sym.Expr = 1
+        for d in t.shape:
+            count = sym.mul(count, d)
+        var = self.vars[op.result.name] = self.names.claim(op.result.name)
+        memory = self.names.claim(f"{var}_bytes")
+        elements = self._e(count)
+        if not re.fullmatch(r"\w+", elements):
+            elements = f"({elements})"
+        self._line(depth, f"std::vector<unsigned char> {memory} = workspace({elements} * "
+                          f"static_cast<int64_t>(sizeof({ctype})), poison);", op)
+        self._line(depth, f"{ctype}* {var} = reinterpret_cast<{ctype}*>({memory}.data());", op)
+
+    def _op_read(self, op: Op, depth: int) -> None:
+        tensor = op.operands[0]
+        pointer = self._pointer(tensor.name, op)
+        index = linear_offset(tuple(op.attrs["index"]), self.origins[tensor.name].strides)
+        dtype = op.attrs["dtype"]
+        ctype = "float" if dtype in cxx.FLOAT_DTYPES else cxx_type(dtype)
+        var = self.ctx.names[op.attrs["sym"]]
+        self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({pointer}[{self._e(index)}]);", op)
+
+    def _op_print(self, op: Op, depth: int) -> None:
+        fmt, args = _printf_format(op.attrs["format"], op.attrs.get("args", []), self.ctx, op)
+        self._line(depth, f"std::printf({', '.join([fmt, *args])});", op)
+        self._line(depth, "std::fflush(stdout);", op)
+
+    def _op_launch(self, op: Op, depth: int) -> None:
+        kernel = self.module.func(op.attrs["kernel"])
+        if kernel is None or kernel.name not in self.kernels:
+            raise unsupported(f"a launch of the unknown kernel `{op.attrs['kernel']}`", op.span)
+        env = kernel_env(kernel, op)
+        strided = self.strided.get(kernel.name, set())
+        tensors = iter(op.operands)
+        args = []
+        for p in kernel.params:
+            if p.is_tensor:
+                value = next(tensors)
+                args.append(self._pointer(value.name, op))
+                if p.name in strided:
+                    args += [self._e(s) for s in self.origins[value.name].strides[:-1]]
+            else:
+                args.append(self._e(env[p.name]))
+        self._line(depth, "start_launch(poison);", op)
+        self._line(depth, f"{kernel.name}({', '.join(args)});", op)
+
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[^{}]*\}|%")
+
+
+def _printf_format(fmt: str, args: list, ctx: ExprContext, op: Op) -> tuple[str, list[str]]:
+    """A ``str.format`` template with ``{}`` fields as a printf format and its arguments."""
+    out: list[str] = []
+    values: list[str] = []
+    pos = 0
+    arg_iter = iter(args)
+    for m in _PLACEHOLDER.finditer(fmt):
+        out.append(fmt[pos:m.start()])
+        tok = m.group()
+        pos = m.end()
+        if tok in ("{{", "}}"):
+            out.append(tok[0])
+        elif tok == "%":
+            out.append("%%")
+        elif tok == "{}":
+            e = next(arg_iter, None)
+            if e is None:
+                raise unsupported("a print with more `{}` fields than values", op.span)
+            text = cxx.expr(e, ctx)
+            if cxx.kind_of(e, ctx) == cxx.FLOAT:
+                out.append("%g")
+                values.append(f"static_cast<double>({text})")
+            else:
+                out.append("%lld")
+                values.append(f"static_cast<long long>({text})")
+        else:
+            raise unsupported(f"the print field `{tok}` (only `{{}}` is emitted)", op.span)
+    out.append(fmt[pos:])
+    text = "".join(out).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{text}\\n"', values
+
+
+def emit_control(module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
+                 origin: str) -> ControlSource:
+    return ControlEmitter(module, control, kernels, parallel, origin).emit()
+
+
+__all__ = ["ControlSource", "EntryParam", "emit_control", "symbols_of"]

@@ -1,0 +1,503 @@
+"""One pto-isa C++ translation unit per Block IR compute kernel (``vector`` or ``cube``).
+
+The kernel reads like hand-written pto-isa code: a type alias per tile, ``TASSIGN`` at the memory
+plan's offsets, a ``GlobalTensor`` view for each ``TLOAD`` / ``TSTORE``, one instruction per IR op
+(the op -> instruction mapping comes from the op table, :mod:`ptodsl.ops`), ``set_flag`` /
+``wait_flag`` / ``pipe_barrier`` for the sync ops and ``for`` loops for the grid loops. Every
+statement ends with the source location it came from.
+
+Instructions that need scratch tiles (a row reduction's tmp, TSEL's tmp, a scalar operand of a
+select spread over a tile) get them in UB above the kernel's planned peak, where no live tile can
+be; the scratch of one instruction is dead after it, so all instructions share that space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ... import sym
+from ...diagnostics import CompileError, Diagnostic, Span
+from ...ir import Func, Op, TensorType, TileType, Value
+from ...ops import OPS
+from ...targets import Target
+from . import cxx
+from .cxx import ExprContext, Names, camel, cxx_type, unsupported
+from .gm import dense_strides
+from .tiles import TileInfo, cxx_tile_type, describe, gm_extents, logical_2d, scratch_type
+
+PIPES = {name: f"PIPE_{name}" for name in ("MTE1", "MTE2", "MTE3", "V", "M", "FIX", "S", "ALL")}
+CMP_MODES = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}
+CMP_SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+ROUND_MODES = {"none": "CAST_NONE", "rint": "CAST_RINT", "round": "CAST_ROUND", "floor": "CAST_FLOOR",
+               "ceil": "CAST_CEIL", "trunc": "CAST_TRUNC", "odd": "CAST_ODD"}
+COMMUTATIVE = ("add", "mul", "maximum", "minimum")
+# Broadcasts and fills are structure, not operators of the language, so the op table has no row
+# for them; these are their pto-isa instructions.
+ROW_EXPAND, COL_EXPAND, FILL, MOVE = "TROWEXPAND", "TCOLEXPAND", "TEXPANDS", "TMOV"
+
+
+@dataclass
+class KernelPlan:
+    """What the variant-level analysis tells the emitter about one kernel."""
+
+    explicit_strides: set[str] = field(default_factory=set)  # tensor params taking strides
+    nonneg_scalars: frozenset[str] = frozenset()  # scalar params every launch passes >= 0
+    workspace_params: frozenset[str] = frozenset()  # tensor params every launch binds to a workspace
+
+
+@dataclass
+class KernelSource:
+    name: str
+    filename: str
+    text: str
+    declaration: str  # the prototype, for the control program
+
+
+@dataclass
+class _Tensor:
+    var: str
+    dtype: str
+    shape: tuple[sym.Expr, ...]
+    strides: tuple[sym.Expr, ...]  # over the kernel's symbols (or its stride parameters)
+
+
+class KernelEmitter:
+    def __init__(self, func: Func, target: Target, plan: KernelPlan, origin: str):
+        self.func = func
+        self.target = target
+        self.plan = plan
+        self.origin = origin  # "softmax (softmax.pto), variant T=f32"
+        self.lines: list[tuple[int, str, str]] = []
+        self.aliases: list[str] = []
+        self.tiles: dict[str, TileInfo] = {}
+        self.tensors: dict[str, _Tensor] = {}
+        self.views = 0
+        self.scratch_aliases: dict[str, str] = {}
+        self.scratch_count = 0
+        self.scratch_base = _align(int(func.attrs.get("ub_bytes", 0)), target.ub_block_bytes)
+        self.scratch_cursor = self.scratch_base
+        self.scratch_peak = self.scratch_base
+        self.scratch_span: Span | None = None
+        self._names_and_context()
+
+    # ------------------------------------------------------------------ names and signature
+
+    def _names_and_context(self) -> None:
+        func = self.func
+        indices = sorted({op.attrs["index"] for op in func.walk() if op.name == "loop"})
+        self.names = Names([func.name])
+        names: dict[str, str] = {}
+        kinds: dict[str, str] = {}
+        self.params: list[str] = []
+        for p in func.params:
+            var = self.names.claim(p.name)
+            if p.is_tensor:
+                t: TensorType = p.type
+                strides = dense_strides(t.shape)
+                decl = [f"__gm__ {cxx_type(p.dtype)}* {var}"]
+                if p.name in self.plan.explicit_strides:
+                    stride_syms = []
+                    for k in range(t.rank - 1):
+                        s = self.names.claim(f"{var}_stride{k}")
+                        decl.append(f"int64_t {s}")
+                        names[s] = s
+                        stride_syms.append(sym.Sym(s))
+                    strides = (*stride_syms, 1)
+                self.tensors[p.name] = _Tensor(var, p.dtype, t.shape, strides)
+                self.params.extend(decl)
+            else:
+                names[p.name] = var
+                kinds[p.name] = cxx.FLOAT if p.dtype in cxx.FLOAT_DTYPES else cxx.INT
+                self.params.append(f"{cxx_type(p.dtype)} {var}")
+        for index in indices:
+            names[index] = self.names.claim(index)
+        nonneg = set(self.plan.nonneg_scalars)
+        for op in func.walk():  # loop indices start at their lower bound
+            if op.name == "loop" and sym.prove_nonneg(op.attrs["lo"], {n: (0, None) for n in nonneg}):
+                nonneg.add(op.attrs["index"])
+        self.ctx = ExprContext(kinds, names, frozenset(nonneg))
+        for op in func.walk():
+            if op.name == "tile.alloc":
+                base = op.result.name.lstrip("_") or op.result.name
+                var = self.names.claim(base if base not in self.names.taken else f"{base}Tile")
+                alias = self.names.claim("Tile" + camel(var))
+                self.tiles[op.result.name] = describe(op, var, alias)
+        self._mark_transposed()
+
+    def _mark_transposed(self) -> None:
+        """A Mat tile feeding a transposed TMOV holds its data transposed: it is loaded through a
+        column-major (DN) view, so the move itself is a plain TMOV."""
+        plain: set[str] = set()
+        for op in self.func.walk():
+            if op.name == "tile.mov":
+                src = self.tiles.get(op.operands[1].name)
+                if src is None:
+                    raise unsupported("a move out of something that is not a tile", op.span)
+                if op.attrs.get("transpose"):
+                    if src.kind != "Mat":
+                        raise unsupported(f"a transposed move out of a {src.kind} tile", op.span)
+                    src.transposed = True
+                else:
+                    plain.add(src.value)
+        for info in self.tiles.values():
+            if info.transposed and info.value in plain:
+                raise unsupported("a Mat tile moved both transposed and not transposed", info.span)
+
+    def declaration(self) -> str:
+        params = ", ".join(self.params)
+        return f'extern "C" __global__ AICORE void {self.func.name}({params})'
+
+    # ------------------------------------------------------------------ output
+
+    def emit(self) -> KernelSource:
+        self._block(self.func.body, 1)
+        if self.scratch_peak > self.target.ub_bytes:
+            raise CompileError([Diagnostic(
+                "E0611", f"kernel `{self.func.name}` needs {self.scratch_peak} bytes of UB with the scratch "
+                f"tiles of its instructions, more than the {self.target.ub_bytes} bytes of "
+                f"{self.target.name}", self.scratch_span, "this instruction's scratch does not fit",
+                notes=(f"the memory plan uses {self.func.attrs.get('ub_bytes', 0)} bytes",),
+                help="use a smaller vec_tile in the schedule",
+            )])
+        aliases = [f"using {info.alias} = {cxx_tile_type(info)};" for info in self.tiles.values()]
+        aliases += self.aliases  # the scratch tiles'
+        out = [f"// {self.func.name}: {self.func.kind} kernel of {self.origin}.",
+               "// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.",
+               "#include <pto/pto-inst.hpp>", "", "using namespace pto;", ""]
+        helpers = cxx.helper_definitions(self.ctx.helpers)
+        for h in helpers:
+            out += [h, ""]
+        out.append(self.declaration())
+        out.append("{")
+        out += [f"    {a}" for a in aliases]
+        if aliases:
+            out.append("")
+        out += cxx.format_lines(self.lines)
+        out.append("}")
+        return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
+                            self.declaration() + ";")
+
+    def _line(self, depth: int, code: str, span: Span | None = None) -> None:
+        self.lines.append((depth, code, cxx.location(span)))
+
+    def _e(self, e: sym.Expr) -> str:
+        return cxx.expr(e, self.ctx)
+
+    # ------------------------------------------------------------------ structure
+
+    def _block(self, ops: list[Op], depth: int) -> None:
+        for op in ops:
+            self._op(op, depth)
+
+    def _op(self, op: Op, depth: int) -> None:
+        name = op.name
+        if name == "loop":
+            self._loop(op, depth)
+        elif name == "if":
+            self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op.span)
+            self._block(op.regions[0], depth + 1)
+            if len(op.regions) > 1 and op.regions[1]:
+                self._line(depth, "} else {")
+                self._block(op.regions[1], depth + 1)
+            self._line(depth, "}")
+        elif name == "sync.set" or name == "sync.wait":
+            fn = "set_flag" if name == "sync.set" else "wait_flag"
+            src, dst = _pipe(op.attrs["src"], op), _pipe(op.attrs["dst"], op)
+            self._line(depth, f"{fn}({src}, {dst}, EVENT_ID{int(op.attrs['event'])});", op.span)
+        elif name == "sync.barrier":
+            self._line(depth, f"pipe_barrier({_pipe(op.attrs['pipe'], op)});", op.span)
+        elif name == "tile.alloc":
+            self._alloc(op, depth)
+        elif name in ("tile.load", "tile.store"):
+            self._transfer(op, depth)
+        elif name.startswith("tile."):
+            self.scratch_cursor = self.scratch_base
+            self._instruction(op, depth)
+        else:
+            raise unsupported(f"the op `{name}` in a compute kernel", op.span)
+
+    def _loop(self, op: Op, depth: int) -> None:
+        index = self.ctx.names[op.attrs["index"]]
+        step = op.attrs["step"]
+        if not isinstance(step, int) or step == 0:
+            raise unsupported(f"a loop with step {sym.to_text(step)}", op.span)
+        cmp = "<" if step > 0 else ">"
+        inc = f"++{index}" if step == 1 else f"{index} += {step}"
+        self._line(depth, f"for (int64_t {index} = {self._e(op.attrs['lo'])}; {index} {cmp} "
+                          f"{self._e(op.attrs['hi'])}; {inc}) {{", op.span)
+        self._block(op.regions[0], depth + 1)
+        self._line(depth, "}")
+
+    def _alloc(self, op: Op, depth: int) -> None:
+        info = self.tiles[op.result.name]
+        args = ", ".join(self._e(v) for v in info.valid() if not isinstance(v, int))
+        self._line(depth, f"{info.alias} {info.var}{f'({args})' if args else ''};", op.span)
+        self._line(depth, f"TASSIGN({info.var}, {info.offset});", op.span)
+
+    # ------------------------------------------------------------------ GM transfers
+
+    def _transfer(self, op: Op, depth: int) -> None:
+        if op.name == "tile.load":
+            tile_v, gm_v = op.operands[0], op.operands[1]
+        else:
+            gm_v, tile_v = op.operands[0], op.operands[1]
+        tile = self.tiles[tile_v.name]
+        tensor = self.tensors.get(gm_v.name)
+        if tensor is None:
+            raise unsupported("a transfer from a GM value that is not a kernel parameter", op.span)
+        if tile.tile_type.rank != len(tensor.shape):
+            raise unsupported(f"a rank-{tile.tile_type.rank} tile moved to or from a rank-{len(tensor.shape)} "
+                              "tensor", op.span)
+        if len(tensor.shape) > 5:
+            raise unsupported("a GM tensor of rank above 5", op.span)
+        if tile.kind not in ("Vec", "Mat", "Acc") or (op.name == "tile.load" and tile.kind == "Acc"):
+            raise unsupported(f"{op.name} with a {tile.kind} tile", op.span)
+        if tile.dtype == "bool" and gm_v.name not in self.plan.workspace_params:
+            # A comparison result is a packed predicate (a bit per element); GM bool tensors of the
+            # operator hold a byte per element. Workspaces are fine: the same tile grid stores the
+            # mask and loads it back, so its bytes travel unchanged.
+            raise unsupported(f"moving a comparison mask to or from the operator's bool tensor `{gm_v.name}`",
+                              op.span, "compute the mask inside the kernel that selects with it")
+        view = self._gm_view(tensor, tile, op.attrs["offsets"], gm_v, op.span, depth)
+        if op.name == "tile.load":
+            self._line(depth, f"TLOAD({tile.var}, {view});", op.span)
+        else:
+            self._line(depth, f"TSTORE({view}, {tile.var});", op.span)
+
+    def _gm_view(self, tensor: _Tensor, tile: TileInfo, offsets: list[sym.Expr], gm: Value,
+                 span: Span | None, depth: int) -> str:
+        """Declare the GlobalTensor a transfer moves through; returns its name."""
+        rank = len(tensor.shape)
+        extents = gm_extents(tile.tile_type)
+        strides = list(tensor.strides)
+        dn = tile.transposed or tile.layout == "col"
+        if tile.transposed:
+            # A [r, c] block of row-major data read as the column-major [c, r] matrix it is.
+            extents = [extents[1], extents[0]]
+            strides = [strides[1], strides[0]]
+        # The 2-D extents of rank <= 2 tiles are the tile's own valid extents: name them so.
+        getters: dict[int, str] = {}
+        if rank <= 2:
+            getters[4] = f"{tile.var}.GetValidCol()"
+            if rank == 2:
+                getters[3] = f"{tile.var}.GetValidRow()"
+        shape = [1] * (5 - rank) + extents
+        stride = [1] * (5 - rank) + strides
+        shape_t, shape_args = self._entries(shape, getters)
+        stride_t, stride_args = self._entries(stride, {})
+        layout = ", Layout::DN" if dn else ""
+        ctype = cxx_type(tensor.dtype)
+        gtype = f"GlobalTensor<{ctype}, Shape<{shape_t}>, Stride<{stride_t}>{layout}>"
+        base: sym.Expr = 0
+        for o, s in zip(offsets, tensor.strides):
+            base = sym.add(base, sym.mul(o, s))
+        pointer = tensor.var if base == 0 else f"{tensor.var} + {self._e(base)}"
+        name = self.names.claim(f"{tensor.var}Gm{self.views}")
+        self.views += 1
+        if not shape_args and not stride_args:
+            self._line(depth, f"{gtype} {name}({pointer});", span)
+            return name
+        alias = self.names.claim(f"GmView{self.views - 1}")
+        self._line(depth, f"using {alias} = {gtype};", span)
+        args = [pointer, f"{alias}::Shape({', '.join(shape_args)})"]
+        if stride_args:
+            args.append(f"{alias}::Stride({', '.join(stride_args)})")
+        self._line(depth, f"{alias} {name}({', '.join(args)});", span)
+        return name
+
+    def _entries(self, values: list[sym.Expr], getters: dict[int, str]) -> tuple[str, list[str]]:
+        static, dynamic = [], []
+        for k, v in enumerate(values):
+            if isinstance(v, int):
+                static.append(str(v))
+            else:
+                static.append("DYNAMIC")
+                dynamic.append(getters.get(k) or self._e(v))
+        return ", ".join(static), dynamic
+
+    # ------------------------------------------------------------------ instructions
+
+    def _tile(self, v: Value, op: Op) -> TileInfo:
+        info = self.tiles.get(v.name)
+        if info is None:
+            raise unsupported(f"an operand of `{op.name}` that is not a tile", op.span)
+        return info
+
+    def _instruction(self, op: Op, depth: int) -> None:
+        name = op.name[len("tile."):]
+        tiles = [self._tile(v, op) for v in op.operands]
+        cube = name in ("mov", "matmul", "matmul_acc")
+        if not cube and any(t.kind != "Vec" for t in tiles):
+            raise unsupported(f"`{op.name}` on {'/'.join(sorted({t.kind for t in tiles}))} tiles", op.span)
+        if name == "mov":
+            self._emit(depth, MOVE, [tiles[0].var, tiles[1].var], op)
+        elif name == "matmul":
+            self._emit(depth, OPS["matmul"].pto, [t.var for t in tiles], op)
+        elif name == "matmul_acc":
+            self._emit(depth, OPS["matmul"].acc_pto, [t.var for t in tiles], op)
+        elif name == "fill":
+            self._emit(depth, FILL, [tiles[0].var, self._scalar(op.attrs["scalar"], tiles[0].dtype)], op)
+        elif name == "expand":
+            self._expand(op, tiles, depth)
+        elif name == "cast":
+            self._cast(op, tiles, depth)
+        elif name == "cmp":
+            self._compare(op, tiles, depth)
+        elif name == "where":
+            self._select(op, tiles, depth)
+        elif name in OPS and OPS[name].kind == "reduce":
+            self._reduce(op, tiles, depth)
+        elif name in OPS and OPS[name].kind in ("unary", "binary") and OPS[name].pto:
+            self._arith(op, tiles, depth)
+        else:
+            raise unsupported(f"the tile op `{op.name}`", op.span)
+
+    def _emit(self, depth: int, instr: str | None, args: list[str], op: Op) -> None:
+        if instr is None:
+            raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
+        self._line(depth, f"{instr}({', '.join(args)});", op.span)
+
+    def _scalar(self, e: sym.Expr, dtype: str) -> str:
+        return cxx.scalar_value(e, dtype, self.ctx)
+
+    def _arith(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        name = op.name[len("tile."):]
+        od = OPS[name]
+        dst = tiles[0]
+        if od.kind == "unary":
+            self._emit(depth, od.pto, [dst.var, tiles[1].var], op)
+            return
+        if "scalar" not in op.attrs:
+            self._emit(depth, od.pto, [t.var for t in tiles], op)
+            return
+        s = self._scalar(op.attrs["scalar"], tiles[1].dtype)
+        if op.attrs.get("side") != "left" or name in COMMUTATIVE:
+            self._emit(depth, od.pto_scalar, [dst.var, tiles[1].var, s], op)
+        elif name == "div":
+            self._emit(depth, od.pto_scalar, [dst.var, s, tiles[1].var], op)  # TDIVS's scalar-first form
+        elif name == "sub":
+            # s - x == -(x - s) exactly: both roundings see the same magnitude.
+            self._emit(depth, od.pto_scalar, [dst.var, tiles[1].var, s], op)
+            self._line(depth, "pipe_barrier(PIPE_V);", op.span)
+            self._emit(depth, OPS["neg"].pto, [dst.var, dst.var], op)
+        else:
+            raise unsupported(f"`{op.name}` with the scalar on the left", op.span)
+
+    def _cast(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        if "bool" in (tiles[0].dtype, tiles[1].dtype):
+            raise unsupported("a cast to or from bool", op.span)
+        mode = ROUND_MODES.get(op.attrs.get("mode", "rint"))
+        if mode is None:
+            raise unsupported(f"the rounding mode `{op.attrs.get('mode')}`", op.span)
+        self._emit(depth, OPS["cast"].pto, [tiles[0].var, tiles[1].var, f"RoundMode::{mode}"], op)
+
+    def _compare(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        od = OPS["cmp"]
+        mode = op.attrs["mode"]
+        if "scalar" in op.attrs:
+            if op.attrs.get("side") == "left":
+                mode = CMP_SWAPPED[mode]  # s < x is x > s
+            s = self._scalar(op.attrs["scalar"], tiles[1].dtype)
+            args, instr = [tiles[0].var, tiles[1].var, s], od.pto_scalar
+        else:
+            args, instr = [t.var for t in tiles], od.pto
+        self._emit(depth, instr, [*args, f"CmpMode::{CMP_MODES[mode]}"], op)
+
+    def _select(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        dst, mask = tiles[0], tiles[1]
+        rest = [t.var for t in tiles[2:]]
+        sources = []
+        for key in ("scalar", "scalar2"):
+            if key in op.attrs:
+                filled = self._scratch(dst, op, depth)
+                self._emit(depth, FILL, [filled, self._scalar(op.attrs[key], dst.dtype)], op)
+                sources.append(filled)
+            else:
+                sources.append(rest.pop(0))
+        if len(sources) == 2 and any(k in op.attrs for k in ("scalar", "scalar2")):
+            self._line(depth, "pipe_barrier(PIPE_V);", op.span)
+        tmp = self._scratch(dst, op, depth)
+        self._emit(depth, OPS["where"].pto, [dst.var, mask.var, *sources, tmp], op)
+
+    def _reduce(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        name = op.name[len("tile."):]
+        od = OPS[name]
+        if name == "mean" or od.combine is None:
+            raise unsupported(f"`{op.name}` (the tile pass lowers it to a sum and a scale)", op.span)
+        dst, src = tiles
+        t: TileType = src.tile_type
+        axis = int(op.attrs["axis"]) % t.rank
+        if axis == t.rank - 1:
+            tmp = self._scratch(src, op, depth)
+            self._emit(depth, od.row_pto, [dst.var, src.var, tmp], op)
+        elif axis == t.rank - 2 and all(d == 1 for d in t.shape[:-2]):
+            self._emit(depth, od.col_pto, [dst.var, src.var], op)
+        else:
+            raise unsupported(f"a reduction over axis {axis} of a rank-{t.rank} tile", op.span)
+
+    def _expand(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+        """Broadcast src over dst: one value per row (TROWEXPAND), one per column (TCOLEXPAND),
+        or a single value, spread along a row first and then down the columns."""
+        dst, src = tiles
+        rd, cd = logical_2d(dst.tile_type.shape)
+        rs, cs = logical_2d(src.tile_type.shape)
+        if rs == 1 and cs == cd:
+            self._emit(depth, COL_EXPAND, [dst.var, src.var], op)
+        elif rs == rd and cs == 1:
+            self._emit(depth, ROW_EXPAND, [dst.var, src.var], op)
+        elif rs == 1 and cs == 1:
+            row = self._scratch(dst, op, depth, rows=1)
+            self._emit(depth, ROW_EXPAND, [row, src.var], op)
+            self._line(depth, "pipe_barrier(PIPE_V);", op.span)
+            self._emit(depth, COL_EXPAND, [dst.var, row], op)
+        else:
+            raise unsupported(f"a broadcast from {list(src.tile_type.shape)} to {list(dst.tile_type.shape)} "
+                              "that is neither per row nor per column", op.span)
+
+    def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None) -> str:
+        """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak."""
+        rows = like.rows if rows is None else rows
+        layout = like.layout if rows == like.rows else "row"
+        ctype = scratch_type(like.dtype, rows, like.cols, layout)
+        alias = self.scratch_aliases.get(ctype)
+        if alias is None:
+            alias = self.names.claim(f"TileTmp{len(self.scratch_aliases)}")
+            self.scratch_aliases[ctype] = alias
+            self.aliases.append(f"using {alias} = {ctype};")
+        var = self.names.claim(f"tmp{self.scratch_count}")
+        self.scratch_count += 1
+        offset = self.scratch_cursor
+        size = rows * like.cols * _itemsize(like.dtype)
+        self.scratch_cursor = _align(offset + size, self.target.ub_block_bytes)
+        if self.scratch_cursor > self.scratch_peak:
+            self.scratch_peak = self.scratch_cursor
+            self.scratch_span = op.span
+        self._line(depth, f"{alias} {var};", op.span)
+        self._line(depth, f"TASSIGN({var}, {offset});", op.span)
+        return var
+
+
+def _itemsize(dtype: str) -> int:
+    from ...dtypes import itemsize
+
+    return itemsize(dtype)
+
+
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _pipe(name: str, op: Op) -> str:
+    pipe = PIPES.get(str(name).upper())
+    if pipe is None:
+        raise unsupported(f"the pipe `{name}`", op.span)
+    return pipe
+
+
+def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> KernelSource:
+    """The C++ translation unit of one compute kernel; raises CompileError (E0800) when the
+    kernel uses something the emitter cannot express."""
+    return KernelEmitter(func, target, plan, origin).emit()
+
+
+__all__ = ["KernelPlan", "KernelSource", "emit_kernel"]

@@ -1,0 +1,207 @@
+"""The CPU backend: build a variant's emitted C++ (through the cached ``build_shared``) and call its
+entry with ctypes.
+
+One shared library per dtype variant, named after it (``libsoftmax_f32.so``), holds the
+variant's kernels and its control program. A process loads each library once: libraries are
+remembered by the digest of their sources and build settings, so two compilations of the same
+spec (the golden items and a test of this package, say) share one build. Building a whole spec,
+or the whole library, builds its variants in parallel, one compiler per core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...driver import Compiled
+from ...dtypes import numpy_dtype
+from .build import build_shared, compiler_name, load_library
+from .emit import EmittedVariant, emit_variant
+
+# ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
+_SCALAR_CTYPES: dict[str, Any] = {
+    "f32": ctypes.c_float, "f16": ctypes.c_float, "bf16": ctypes.c_float, "i8": ctypes.c_int8,
+    "i16": ctypes.c_int16, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
+    "bool": ctypes.c_uint8,
+}
+
+
+@dataclass
+class Loaded:
+    variant: EmittedVariant
+    path: Path
+    function: Any  # the ctypes function of the entry
+
+
+_lock = threading.Lock()
+_emitted: dict[int, tuple[weakref.ref, dict[int, EmittedVariant]]] = {}
+_built: dict[str, Path] = {}  # sources digest -> library built by this process
+_loaded: dict[str, Loaded] = {}  # sources digest -> its loaded entry
+
+
+def build_defines(compiled: Compiled) -> dict[str, object]:
+    """The CPU header's buffer sizes, from the spec's target rather than the header's defaults, and
+    its check that every wait_flag has a set_flag before it (a wait that would hang the NPU)."""
+    t = compiled.target
+    return {"PTO_CPU_CHECK_FLAGS": None, "PTO_CPU_UB_BYTES": t.ub_bytes, "PTO_CPU_L1_BYTES": t.l1_bytes, "PTO_CPU_L0A_BYTES": t.l0a_bytes,
+            "PTO_CPU_L0B_BYTES": t.l0b_bytes, "PTO_CPU_L0C_BYTES": t.l0c_bytes,
+            "PTO_CPU_ADDRESS_ALIGN": t.ub_block_bytes}
+
+
+def emitted(compiled: Compiled, index: int) -> EmittedVariant:
+    """The variant's sources, emitted once per compiled spec."""
+    with _lock:
+        entry = _emitted.get(id(compiled))
+        if entry is None or entry[0]() is not compiled:
+            entry = (weakref.ref(compiled), {})
+            _emitted[id(compiled)] = entry
+            weakref.finalize(compiled, _emitted.pop, id(compiled), None)
+        cache = entry[1]
+    if index not in cache:
+        cache[index] = emit_variant(compiled, index)
+    return cache[index]
+
+
+def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
+    """Build (or find in the cache) the library of one variant; returns its path.
+
+    With ``reuse`` a library this process already built is returned without asking the cache,
+    whatever cache directory is current; ``reuse=False`` always goes through ``build_shared``.
+    """
+    v = emitted(compiled, index)
+    key = _digest(compiled, v)
+    if reuse:
+        with _lock:
+            path = _built.get(key)
+        if path is not None and path.exists():
+            return path
+    path = build_shared(v.sources, v.library, defines=build_defines(compiled))
+    with _lock:
+        _built[key] = path
+    return path
+
+
+def build_spec(compiled: Compiled, jobs: int | None = None, *, reuse: bool = True) -> list[Path]:
+    """Build every variant of a spec, ``jobs`` compilers at a time (default: one per core)."""
+    return build_many([(compiled, i) for i in range(len(compiled.checked))], jobs, reuse=reuse)
+
+
+def build_many(variants: Sequence[tuple[Compiled, int]], jobs: int | None = None, *,
+               reuse: bool = True) -> list[Path]:
+    """Build many variants in parallel; the ones with the most kernels start first."""
+    jobs = jobs or os.cpu_count() or 1
+    for compiled, index in variants:
+        emitted(compiled, index)  # emission errors surface here, in order, before any compiler runs
+    order = sorted(range(len(variants)), key=lambda k: -len(emitted(*variants[k]).sources))
+    paths: list[Path | None] = [None] * len(variants)
+
+    def build(k: int) -> None:
+        paths[k] = build_variant(*variants[k], reuse=reuse)
+
+    if jobs == 1 or len(variants) < 2:
+        for k in order:
+            build(k)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(build, order))
+    return [p for p in paths if p is not None]
+
+
+def _digest(compiled: Compiled, v: EmittedVariant) -> str:
+    """What decides a library's bytes: its sources, defines, compiler and header choice."""
+    h = hashlib.sha256()
+    for name in sorted(v.sources):
+        h.update(name.encode() + b"\0" + v.sources[name].encode() + b"\0")
+    h.update(repr(sorted(build_defines(compiled).items())).encode())
+    h.update(f"{compiler_name()}\0{os.environ.get('PTO_ISA_ROOT', '')}".encode())
+    return h.hexdigest()
+
+
+def load_variant(compiled: Compiled, index: int) -> Loaded:
+    """The loaded library of a variant, built first when needed; loaded once per process."""
+    v = emitted(compiled, index)
+    key = _digest(compiled, v)
+    with _lock:
+        found = _loaded.get(key)
+    if found is not None:
+        return found
+    path = build_variant(compiled, index)
+    function = getattr(_load(path), v.entry)
+    function.restype = None
+    function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
+    loaded = Loaded(v, path, function)
+    with _lock:
+        return _loaded.setdefault(key, loaded)
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    """Load a kernel library so that its OpenMP threads sleep when idle.
+
+    OpenMP reads its settings once, when the runtime loads with the first kernel library. By
+    default idle threads spin, which steals the cores from the Python thread between calls and
+    from other thread pools (torch's); passive waiting costs a few microseconds per parallel loop
+    instead. The variable is set only while the library loads, and never over the user's choice.
+    """
+    if "OMP_WAIT_POLICY" in os.environ:
+        return load_library(path)
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        return load_library(path)
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+
+
+def _ctype(kind: str, dtype: str) -> Any:
+    if kind == "tensor":
+        return ctypes.c_void_p
+    if kind == "poison":
+        return ctypes.c_int
+    return _SCALAR_CTYPES[dtype]
+
+
+def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
+                symbols: Mapping[str, int], poison: bool = False) -> None:
+    """Run one variant on the CPU; out/inout arrays are written in place."""
+    loaded = load_variant(compiled, index)
+    args: list[Any] = []
+    keep: list[np.ndarray] = []
+    for p in loaded.variant.params:
+        if p.kind == "tensor":
+            args.append(_pointer(arrays, p.name, p.dtype, keep))
+        elif p.kind == "scalar":
+            if scalars.get(p.name) is None:
+                raise ValueError(f"scalar argument `{p.name}` has no value")
+            args.append(scalars[p.name])
+        elif p.kind == "symbol":
+            if p.name not in symbols:
+                raise ValueError(f"symbol `{p.name}` has no value: pass a tensor whose shape binds it")
+            args.append(int(symbols[p.name]))
+        else:
+            args.append(1 if poison else 0)
+    loaded.function(*args)
+
+
+def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list[np.ndarray]) -> int | None:
+    if name not in arrays:
+        raise ValueError(f"tensor argument `{name}` is missing")
+    a = arrays[name]
+    if a.dtype != numpy_dtype(dtype):
+        raise TypeError(f"tensor `{name}` has dtype {a.dtype}, the kernel takes {dtype}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"tensor `{name}` must be C-contiguous for the cpu backend")
+    keep.append(a)
+    return a.ctypes.data or None
+
+
+__all__ = ["Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
+           "run_variant"]

@@ -1,0 +1,57 @@
+"""Every golden case of the library on the cpu backend: against the spec's reference, and against
+the simulator (the reference semantics of the IR) within the output dtype's tolerance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptodsl.dtypes import from_numpy
+from ptodsl.frontend.spec import load_spec
+from ptodsl.golden import TOLERANCES, case_id, compare, run_case
+
+ROOT = Path(__file__).resolve().parents[3]
+SPECS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "specs").glob("*.yaml"))
+
+pytestmark = pytest.mark.cpu
+
+# Cases the cpu backend is known to miss, with the reason; strict, so a fix shows up as a failure
+# that asks for the entry to go.
+KNOWN: dict[str, str] = {}
+
+
+def _cases() -> list:
+    params = []
+    for path in SPECS:
+        spec = load_spec(str(ROOT / path))
+        for index, case in enumerate(spec.tests):
+            cid = case_id(spec, case)
+            marks = [pytest.mark.xfail(strict=True, reason=KNOWN[cid])] if cid in KNOWN else []
+            params.append(pytest.param(path, index, id=cid, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("spec_file", "index"), _cases())
+def test_case_on_cpu(library, spec_file: str, index: int):
+    op = library[spec_file]
+    case = op.spec.tests[index]
+    cpu = run_case(op, case, backend="cpu", poison=True)
+    assert cpu.ok, cpu.report
+    sim = run_case(op, case, backend="sim", poison=True)
+    for name, got in cpu.outputs.items():
+        want = sim.outputs[name]
+        assert got.dtype == want.dtype
+        rtol, atol = TOLERANCES.get(from_numpy(got.dtype), (0.0, 0.0))
+        report = compare(name, got, want, rtol, atol)
+        assert not report, f"cpu and sim disagree:\n{report}"
+
+
+def test_no_poison_gives_the_same_answer(library):
+    """Poisoning only changes what unwritten data reads as: a correct kernel gives equal outputs."""
+    op = library["specs/softmax_long.yaml"]
+    case = op.spec.tests[0]
+    a = run_case(op, case, backend="cpu", poison=True)
+    b = run_case(op, case, backend="cpu", poison=False)
+    np.testing.assert_array_equal(a.outputs["y"], b.outputs["y"])

@@ -1,0 +1,74 @@
+"""Which control-program loops run their iterations on several cores: only provably independent ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptodsl.backends.cpp.emit import control_of, emit_variant
+from ptodsl.backends.cpp.parallel import parallel_loops
+from ptodsl.driver import compile_spec
+
+PRAGMA = "#pragma omp parallel for"
+
+
+def _parallel(path: str, index: int = 0) -> tuple[list[str], str]:
+    compiled = compile_spec(path)
+    loops = parallel_loops(compiled.stages["block"], control_of(compiled, index))
+    emitted = emit_variant(compiled, index)
+    return [op.attrs["name"] for op in loops], emitted.sources[f"{emitted.entry}.cpp"]
+
+
+@pytest.mark.parametrize("path", ["specs/softmax.yaml", "specs/softmax_long.yaml", "specs/rmsnorm.yaml",
+                                  "specs/seq_add.yaml", "specs/add_bcast.yaml"])
+def test_rows_written_by_their_own_iteration_run_in_parallel(path: str):
+    names, program = _parallel(path)
+    assert len(names) == 1, names
+    assert program.count(PRAGMA) == 1
+    # the pragma sits right above the loop it shares out
+    lines = program.splitlines()
+    at = next(i for i, line in enumerate(lines) if PRAGMA in line)
+    assert lines[at + 1].lstrip().startswith("for (int64_t ")
+
+
+def test_softmax_shares_out_the_batch_loop():
+    names, program = _parallel("specs/softmax.yaml")
+    assert names == ["b_loop"]
+    assert f"{PRAGMA} schedule(static)\n    for (int64_t b = 0; b < B; ++b) {{" in program
+
+
+def test_a_loop_carrying_an_accumulator_stays_sequential():
+    # tensor_sum adds every batch row into one workspace allocated before the loop
+    names, program = _parallel("specs/tensor_sum.yaml")
+    assert names == [] and PRAGMA not in program
+
+
+def test_attention_kv_loop_stays_sequential():
+    # the running max, sum and accumulator (m, l, acc) are read and written by every KV block
+    compiled = compile_spec("specs/online_softmax_attn.yaml")
+    for index in range(len(compiled.checked)):
+        assert parallel_loops(compiled.stages["block"], control_of(compiled, index)) == []
+        assert PRAGMA not in emit_variant(compiled, index).sources[f"{compiled.stages['tensor'].funcs[index].name}.cpp"]
+
+
+def test_single_launch_programs_have_nothing_to_share_out():
+    # matmul's control program is one implicit iteration; its grid loops live in the kernel
+    names, _ = _parallel("specs/matmul.yaml")
+    assert names == []
+
+
+def test_overlapping_writes_stay_sequential(write_spec):
+    # every iteration writes rows b and b + 1: neighbours overlap
+    pto = ("kernel pairs(x: f32[B, N], y: out f32[B, N]):\n"
+           "    for b in loop(B - 1, name=\"b_loop\"):\n"
+           "        y[b:b + 2, :] = x[b:b + 2, :] * 2.0\n")
+    names, program = _parallel(write_spec("pairs", pto, "op: pairs\nschedule:\n  vec_tile: [2, 64]\n"))
+    assert names == [] and PRAGMA not in program
+
+
+def test_reading_what_other_iterations_write_stays_sequential(write_spec):
+    pto = ("kernel shift(x: f32[B, N], y: inout f32[B, N]):\n"
+           "    for b in loop(B, name=\"b_loop\"):\n"
+           "        y[b, :] = y[b, :] + x[b, :]\n")
+    path = write_spec("shift", pto, "op: shift\nschedule:\n  vec_tile: [1, 64]\n")
+    names, program = _parallel(path)
+    assert names == [] and PRAGMA not in program
