@@ -1,9 +1,9 @@
 """What goes in a generated package's ``kernels/`` folder: the one place that decides it.
 
-Today that is the textual IR of every dtype variant at every IR level the driver built
-(``<op>/<variant>.tensor.ir``, ``<op>/<variant>.tile.ir``). The C++ emitter adds its ``.cpp`` files
-here, so the package writer, the manifest and the NPU runtime all learn about them from
-:func:`kernel_files` alone.
+That is the textual IR of every dtype variant at every IR level the driver built
+(``<op>/<variant>.tensor.ir``, ``.tile.ir``, ``.block.ir``) and the emitted pto-isa C++ of the variant
+(``<op>/<variant>.cpp``), so the package writer, the manifest and the NPU runtime all learn about
+them from :func:`kernel_files` alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..driver import Compiled
 from ..ir import Func, Module
 
 # IR levels written per variant, in pipeline order (a level the driver did not build is skipped).
-IR_LEVELS: tuple[str, ...] = ("tensor", "tile")
+IR_LEVELS: tuple[str, ...] = ("tensor", "tile", "block")
 
 # Every printed location is `loc("<file>":line:col:end_line:end_col)` (ir/printer.format_loc).
 _LOC = re.compile(r'loc\(("(?:[^"\\]|\\.)*"):')
@@ -54,7 +54,19 @@ def kernel_files(compiled: Compiled, root: str | None = None) -> dict[str, str]:
             if module is None:
                 continue
             files[f"{op}/{slug}.{level}.ir"] = _variant_ir(compiled, module, index, root)
+        files[npu_source(op, slug)] = _variant_cpp(compiled, index)
     return dict(sorted(files.items()))
+
+
+def _variant_cpp(compiled: Compiled, index: int) -> str:
+    """The variant's compute kernels and control program as one translation unit: the NPU build
+    compiles one file per variant, and the CPU backend builds the same sources from the spec."""
+    from ..backends.cpp.emit import emit_variant
+
+    parts = [f"// {GENERATED}: the pto-isa C++ of one dtype variant, compute kernels first.\n"]
+    for name, text in emit_variant(compiled, index).sources.items():
+        parts.append(f"// ---- {name}\n{text}")
+    return "\n".join(parts)
 
 
 def variant_funcs(compiled: Compiled, module: Module, index: int) -> list[Func]:

@@ -174,11 +174,12 @@ def test_compiler_in_the_toolkit_folder(ready: Path):
     assert (env.device, env.cann.version, env.driver.version) == (0, "8.5.0", "25.2.0")
 
 
-def test_all_ok_then_building_needs_the_kernel_source(pkg: ModuleType, ready: Path):
+def test_all_ok_then_the_packaged_kernel_is_built_and_needs_a_device(pkg: ModuleType, ready: Path):
+    # the package carries the emitted pto-isa C++ of every variant, so the guard gets past the
+    # source check; with no NPU device here the run stops at the device check
+    assert (Path(pkg.__file__).parent / "kernels" / "softmax" / "f32.cpp").is_file()
     err = npu_error(lambda: pkg.softmax(x(), backend="npu"))
-    assert err.diagnostic.code == "E0927"
-    assert "op `softmax` has no NPU kernel source for variant f32" in str(err)
-    assert "kernels/softmax/f32.cpp is missing" in str(err)
+    assert err.diagnostic.code in ("E0929", "E0930"), str(err)
 
 
 # ------------------------------------------------------------------ build and launch, with a kernel

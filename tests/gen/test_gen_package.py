@@ -93,7 +93,9 @@ def test_spec_copies_and_manifest(built: Package):
     assert softmax["spec"] == "specs/softmax.yaml"
     assert set(softmax["variants"]) == {"f32", "f16", "bf16"}
     assert softmax["variants"]["bf16"] == {"dtypes": {"T": "bf16"},
-                                           "kernels": ["kernels/softmax/bf16.tensor.ir",
+                                           "kernels": ["kernels/softmax/bf16.block.ir",
+                                                       "kernels/softmax/bf16.cpp",
+                                                       "kernels/softmax/bf16.tensor.ir",
                                                        "kernels/softmax/bf16.tile.ir"]}
     assert "softmax[bf16-B33]" in softmax["tests"]
     for op in manifest["ops"].values():
@@ -108,7 +110,9 @@ def test_spec_copies_and_manifest(built: Package):
 
 def test_kernel_ir_parses_back_and_names_the_packaged_spec(built: Package):
     irs = {p: d.decode() for p, d in built.files.items() if p.endswith(".ir")}
-    assert len(irs) == 2 * built.variants
+    assert len(irs) == 3 * built.variants  # tensor, tile and block IR per variant
+    cpp = built.files[f"{PACKAGE}/kernels/softmax/f32.cpp"].decode()
+    assert STAMP in cpp and "#include <pto/pto-inst.hpp>" in cpp and "TROWMAX(" in cpp
     for path, text in irs.items():
         module = parse(text)
         assert module.attrs["generated"].startswith(STAMP)
