@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import ptodsl
 from ptodsl.backends.cpp import build
 from ptodsl.backends.cpp.build import STATS, build_shared, load_library
 from ptodsl.diagnostics import CompileError
@@ -76,8 +77,12 @@ def test_cache_hit_in_a_fresh_process_runs_no_compiler(cache):
         build_shared({{"answer.cpp": {ANSWER!r}}}, "answer")
         print(STATS.compiles, STATS.hits, STATS.probes)
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PTODSL_CACHE_DIR": str(cache)})
+    # the child must import the same ptodsl (and so the same header folder) as this process, whether
+    # that is the source tree or an installed copy
+    here = str(Path(ptodsl.__file__).resolve().parents[1])
+    env = {**os.environ, "PTODSL_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "1", "0"]  # toolchain facts come from the cache too
 
