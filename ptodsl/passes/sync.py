@@ -15,7 +15,7 @@ drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_
 from __future__ import annotations
 
 from ..ir import Func, Module, Op
-from .context import PassContext
+from .context import PassContext, on_compute_kernels
 from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
 
 
@@ -177,10 +177,4 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    from ..ir import parse
-
-    fresh = parse(str(module))
-    for f in fresh.funcs:
-        if f.kind in ("vector", "cube"):
-            _insert(f, ctx)
-    return fresh
+    return on_compute_kernels(module, lambda f: _insert(f, ctx))
