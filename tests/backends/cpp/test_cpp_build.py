@@ -82,7 +82,9 @@ def test_cache_hit_in_a_fresh_process_runs_no_compiler(cache):
     here = str(Path(ptodsl.__file__).resolve().parents[1])
     env = {**os.environ, "PTODSL_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    # (run it outside the checkout too: `python -c` puts the working folder first on sys.path)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
+                            cwd=cache)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "1", "0"]  # toolchain facts come from the cache too
 
