@@ -96,12 +96,20 @@ def plan(func: Func, ctx: PassContext) -> dict[str, int]:
     for space, used in peak.items():
         cap = getattr(ctx.target, SPACE_FIELD[space])
         if used > cap:
-            biggest = sorted(((sz, s) for (s, _, _, sz) in placed[space]), reverse=True)[:3]
             ops = {s: op for (s, _, op) in intervals.values()}
+            by_span: dict = {}
+            for s, _, _, sz in placed[space]:
+                span = ops[s].span
+                if span is not None and sz > by_span.get(span, 0):
+                    by_span[span] = sz  # one label per source line: its largest tile
+            secondary = [Label(span, f"needs a {sz}-byte tile")
+                         for span, sz in sorted(by_span.items(), key=lambda kv: -kv[1])[:3]]
+            key = ("schedule", "cube_tile") if space != "ub" else ("schedule", "vec_tile")
+            if key in ctx.spec.spans:
+                secondary.append(Label(ctx.spec.spans.at(key), "the tile shape is set here"))
             ctx.diags.error(
-                "E0611", f"compute kernel `{func.name}` needs {used} bytes of {space.upper()}, the target "
-                f"has {cap}", func.span, f"{space.upper()} over capacity",
-                secondary=[Label(ops[s].span, f"a {sz}-byte tile") for sz, s in biggest if ops[s].span],
+                "E0611", f"the tiles of one compute kernel need {used} bytes of {space.upper()}, the target "
+                f"has {cap}", func.span, f"{space.upper()} over capacity", secondary=secondary,
                 help="use smaller tiles (`vec_tile:`/`cube_tile:`) or split the loop body")
     func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(peak.items())}
     return peak
