@@ -15,9 +15,9 @@ import numpy as np
 
 from . import sym
 from .check.types import TensorTy
-from .diagnostics import Diagnostic, Label
+from .diagnostics import Diagnostic
 from .driver import Compiled, compile_spec
-from .dtypes import DTYPES, from_numpy, numpy_dtype
+from .dtypes import from_numpy, numpy_dtype
 from .ir import Func, Module
 
 BACKENDS = ("sim", "cpu", "npu")
@@ -176,7 +176,6 @@ class Operator:
         for var, dts in spec.dtypes.items():
             variant.setdefault(var, dts[0])
         index = self.compiled.kernel_for(variant)
-        ck = self.compiled.checked[index]
         symbols: dict[str, int] = dict(spec.symbols)
         origin: dict[str, str] = {}
         for p in self.kernel.params:
@@ -201,7 +200,6 @@ class Operator:
                 else:
                     symbols[d.value] = n
                     origin[d.value] = p.name
-        del ck
         return index, arrays, symbols
 
     def __call__(self, *args: Any, **kwargs: Any):
@@ -280,4 +278,3 @@ def load(yaml_path: str) -> Operator:
 
 
 __all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "literal_value", "load"]
-del DTYPES, Label

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .api import Operator
 from .golden import case_id, run_case
 from .ir import Func, Module, Op
@@ -91,4 +89,3 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
 
 
 __all__ = ["VariantStats", "collect", "render"]
-del np

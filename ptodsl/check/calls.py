@@ -166,7 +166,6 @@ class CallTyping:
                 self.err("E0310", f"view {what} has rank {len(dims)}, the tensor has rank {bt.rank}", node.span,
                          help=f"give {bt.rank} entries")
                 return None
-        r = self.ranges()
         for axis, (s, o, d) in enumerate(zip(shape, offsets, bt.shape)):
             if sym.is_const(s) and s <= 0:
                 self.err("E0310", f"view dim {axis} is {s}; dims must be positive", e.args[1].span)
@@ -179,7 +178,6 @@ class CallTyping:
                 self.err("E0310", f"view dim {axis} ({sym.to_text(s)}) is larger than the tensor's "
                          f"({sym.to_text(d)})", e.args[1].span)
                 return None
-        del r
         valid = None
         kw = e.keyword("valid_shape")
         if kw is not None:

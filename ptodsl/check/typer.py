@@ -715,7 +715,6 @@ class Typer(CallTyping):
             return None
         offsets: list[sym.Expr] = []
         shape: list[sym.Expr] = []
-        r = self.ranges()
         for axis in range(tt.rank):
             dim = tt.shape[axis]
             if axis >= len(indices):
@@ -747,7 +746,6 @@ class Typer(CallTyping):
                     return None
                 offsets.append(v)
                 shape.append(1)
-        del r
         return tuple(offsets), tuple(shape)
 
     def subscript(self, e: ast.Subscript, bind_name: str | None) -> Ty | None:

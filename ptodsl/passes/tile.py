@@ -356,11 +356,10 @@ class _Tiler:
         def k_step(koff, first: bool) -> None:
             kvalid = sym.min_(sym.sub(vk, koff), tk)
             operands = []
-            for src, trans, space, rows, cols, voff in (
-                (a, ta, "l0a", (tm, offs[0], tvalid[0]), (tk, koff, kvalid), None),
-                (b, tb, "l0b", (tk, koff, kvalid), (tn, offs[1], tvalid[1]), None),
+            for src, trans, space, rows, cols in (
+                (a, ta, "l0a", (tm, offs[0], tvalid[0]), (tk, koff, kvalid)),
+                (b, tb, "l0b", (tk, koff, kvalid), (tn, offs[1], tvalid[1])),
             ):
-                del voff
                 (r, ro, rv), (c, co, cv) = rows, cols
                 lshape, loffs, lvalid = ((c, r), (co, ro), (cv, rv)) if trans else ((r, c), (ro, co), (rv, cv))
                 l1 = Value(self.fresh("t"), TileType("l1", in_dt, lshape, lvalid))
