@@ -47,6 +47,8 @@ def _decide(ops: list[Op], decisions: dict) -> list[Op]:
 
 def _copy(loop: Op, index_value: sym.Expr | None, decisions: dict, suffix: str) -> list[Op]:
     env = {} if index_value is None else {loop.attrs["index"]: index_value}
+    if index_value is not None and "unroll_var" in loop.attrs:
+        env[loop.attrs["unroll_var"]] = 1  # a peeled copy of a ``loop_unroll`` body handles one step
     cloner = _Cloner(dict(env), suffix, {})  # one cloner: later ops must see earlier copies
     body = [cloner.op(x) for x in loop.regions[0]]
     return _decide(body, {sym.substitute(k, env): v for k, v in decisions.items()})

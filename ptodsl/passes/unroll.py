@@ -20,10 +20,14 @@ from .context import PassContext
 
 
 def _subst_attr(v: Any, env: dict[str, sym.Expr]) -> Any:
+    """Substitute inside any attribute value: names (strings) stay, every expression anywhere in a
+    tuple, list or dict is rewritten, so no use of a loop index can be missed by attribute name."""
     if isinstance(v, str):
         return v
     if isinstance(v, (tuple, list)):
         return tuple(_subst_attr(x, env) for x in v)
+    if isinstance(v, dict):
+        return {k: _subst_attr(x, env) for k, x in v.items()}
     return sym.substitute(v, env)
 
 
@@ -52,8 +56,6 @@ class _Cloner:
                 new = f"{v}{self.suffix}"
                 self.env[v] = sym.Sym(new)
                 attrs[k] = new
-            elif k in ("index", "name", "unroll_var", "kind", "format", "dtype", "to", "mode", "side"):
-                attrs[k] = v
             else:
                 attrs[k] = _subst_attr(v, self.env)
         results = []
