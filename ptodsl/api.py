@@ -200,7 +200,28 @@ class Operator:
                 else:
                     symbols[d.value] = n
                     origin[d.value] = p.name
+        self.check_divisions(index, symbols)
         return index, arrays, symbols
+
+    def check_divisions(self, index: int, symbols: Mapping[str, int]) -> None:
+        """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
+        for req in self.compiled.checked[index].typing.requires:
+            try:
+                num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
+            except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+                continue  # not decidable from the dims alone: the checker only admits dims here
+            if den != 0 and (req.kind != "exact" or num % den == 0):
+                continue
+            names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
+            values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
+            a, b = sym.to_text(req.num), sym.to_text(req.den)
+            why = (f"divides by `{b}`, which is 0" if den == 0 else
+                   f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
+            raise ArgumentValueError(Diagnostic(
+                "E0711", f"{req.what} {why}: {values}", req.span,
+                "needs an exact division", (), (),
+                "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
+                "(drop the remainder) in the spec"))
 
     def __call__(self, *args: Any, **kwargs: Any):
         tensors, scalars, backend = self.bind(args, kwargs)

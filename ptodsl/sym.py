@@ -428,6 +428,55 @@ def linear(e: Expr) -> tuple[dict[str, Number], Number] | None:
     return None
 
 
+class NotInteger(ValueError):
+    """An expression used as an integer folds to a constant that is not one."""
+
+    def __init__(self, value: float):
+        super().__init__(f"{value!r} is not an integer")
+        self.value = value
+
+
+def as_integer(e: Expr) -> tuple[Expr, list[tuple[str, Expr, Expr]]]:
+    """``e`` rewritten for a place that needs an integer (a loop bound, a shape, an offset).
+
+    Python's ``/`` is true division; where an integer is needed, ``a / b`` stands for the integer
+    it equals, so it becomes ``a // b`` under the condition that ``b`` divides ``a``. Returns the
+    rewritten expression and the divisions it relies on, as ``(kind, num, den)`` with kind
+    ``exact`` (``b`` must divide ``a``) or ``nonzero`` (``//``, ``%`` and ``cdiv`` need ``b != 0``).
+    Raises :class:`NotInteger` for a constant that is not integral (``100 / 64``).
+    """
+    conds: list[tuple[str, Expr, Expr]] = []
+
+    def go(x: Expr) -> Expr:
+        if isinstance(x, bool):
+            return x
+        if isinstance(x, float):
+            if not x.is_integer():
+                raise NotInteger(x)
+            return int(x)
+        if isinstance(x, NegExpr):
+            return neg(go(x.operand))
+        if isinstance(x, BinExpr):
+            a, b = go(x.left), go(x.right)
+            if x.op == "/":
+                if is_const(a) and is_const(b) and b != 0 and a % b:
+                    raise NotInteger(a / b)
+                conds.append(("exact", a, b))
+                return floordiv(a, b)
+            if x.op in ("//", "%"):
+                conds.append(("nonzero", a, b))
+            return binary(x.op, a, b)
+        if isinstance(x, CallExpr):
+            args = tuple(go(a) for a in x.args)
+            if x.fn == "cdiv":
+                conds.append(("nonzero", args[0], args[1]))
+            return call(x.fn, *args)
+        return x
+
+    out = go(e)
+    return out, [c for c in conds if not (is_const(c[2]) and c[2] != 0 and (c[0] != "exact" or is_const(c[1])))]
+
+
 # ---------------------------------------------------------------- text
 
 _PREC = {"or": -2, "and": -1, "<": 0, "<=": 0, ">": 0, ">=": 0, "==": 0, "!=": 0,

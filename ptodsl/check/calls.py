@@ -11,7 +11,7 @@ from ..diagnostics import Label
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS
-from .types import CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
+from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     "sum": ("dim", "keepdim"), "amax": ("dim", "keepdim"), "amin": ("dim", "keepdim"),
@@ -77,6 +77,8 @@ class CallTyping:
         if fn == "print":
             self.err("E0311", "`print` gives no value", e.span, help="use it as a statement")
             return None
+        if fn == "cdiv":
+            return self.cdiv_call(e)
         if fn == "view":
             return self.view_call(e)
         if fn in ("tensor", "zeros", "ones", "full"):
@@ -89,7 +91,7 @@ class CallTyping:
             return None
         od = OPS.get(fn)
         if od is None or fn == "cmp":
-            cands = list(OPS) + ["view", "tensor", "zeros", "ones", "full", "is_loop_begin", "is_loop_end", "print"]
+            cands = list(OPS) + ["cdiv", "view", "tensor", "zeros", "ones", "full", "is_loop_begin", "is_loop_end", "print"]
             self.err("E0301", f"unknown function `{fn}`", e.func.span,
                      help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
             for a in e.args:
@@ -128,6 +130,21 @@ class CallTyping:
         if od.kind == "matmul":
             return self.matmul(e)
         return None
+
+    def cdiv_call(self, e: ast.Call) -> Ty | None:
+        """``cdiv(a, b)``: the number of blocks of ``b`` that cover ``a`` (ceiling division)."""
+        if not self.arity(e, "cdiv", 2):
+            return None
+        vals = [self.int_value(a, "an argument of `cdiv`") for a in e.args]
+        if any(v is None for v in vals):
+            return None
+        a, b = vals
+        if sym.is_const(b) and b == 0:
+            self.err("E0340", "division by zero", e.args[1].span, "this is 0", help="divide by a non-zero value")
+            return None
+        self.t.scalar[id(e)] = sym.ceildiv(a, b)
+        tys = [self.t.ty.get(id(x)) for x in e.args]
+        return ScalarTy(INDEX, weak=all(isinstance(t, ScalarTy) and t.weak for t in tys))
 
     def loop_predicate(self, e: ast.Call, fn: str) -> Ty | None:
         if len(e.args) != 1 or e.keywords or not isinstance(e.args[0], ast.Name):

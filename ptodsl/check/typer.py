@@ -19,11 +19,13 @@ from ..frontend.schema import identifier_problem
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .types import (
+    INDEX,
     Binding,
     CallInfo,
     CheckedKernel,
     DtypeTy,
     LoopInfo,
+    Requirement,
     ScalarTy,
     SymbolInfo,
     TensorTy,
@@ -33,7 +35,6 @@ from .types import (
     WriteInfo,
 )
 
-INDEX = "i64"
 RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "nan"}
 
 
@@ -393,7 +394,7 @@ class Typer(CallTyping):
             self.err("E0502", f"`{it.func_name}` binds {want} name{'s' if want > 1 else ''}", s.span,
                      help="write `for i, k in loop_unroll(...)`" if unroll else "write `for i in loop(...)`")
             return
-        args = [self.scalar_value(a, "a loop bound") for a in it.args]
+        args = [self.int_value(a, "a loop bound") for a in it.args]
         if not 1 <= len(it.args) <= 3:
             self.err("E0302", f"`{it.func_name}` takes 1 to 3 bounds", it.span, help="loop(stop) or loop(start, stop, step)")
             return
@@ -412,8 +413,12 @@ class Typer(CallTyping):
         else:
             name = f"{index.id}_loop"
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
-        if sym.is_const(step) and step <= 0:
-            self.err("E0302", "a loop step must be positive", it.args[2].span)
+        if not sym.is_const(step) or step <= 0:
+            # The trip count, unroll split and peeling all assume a known forward step; a runtime
+            # step could be 0 (no progress) or negative.
+            self.err("E0302", "a loop step must be a positive integer constant", it.args[2].span,
+                     help="step forward by a constant, e.g. `loop(0, N, 2)`; to walk backwards, index with "
+                     "`N - 1 - i`")
             return
         for t in s.targets:
             self.check_name(t.id, t.span, "loop index")
@@ -575,13 +580,23 @@ class Typer(CallTyping):
         if isinstance(lt, ScalarTy) and isinstance(rt, ScalarTy):
             a, b = self.t.scalar.get(id(e.left)), self.t.scalar.get(id(e.right))
             op = e.op
-            ints = not is_float(lt.dtype) and not is_float(rt.dtype)
-            if op == "/" and ints:
-                op = "//"  # dims and indices divide exactly: `loop(L / BL)`
+            if op in ("/", "//", "%") and sym.is_const(b) and b == 0:
+                self.err("E0340", "division by zero", e.right.span, "this is 0",
+                         help="divide by a non-zero value")
+                return None
             if a is not None and b is not None:
                 self.t.scalar[id(e)] = sym.binary(op, a, b)
+
+            def integral(t: ScalarTy) -> bool:
+                return not is_float(t.dtype) or t.ratio
+
+            # Python semantics: `/` of integers is true division (a float); where an integer is
+            # needed later, `int_value` turns it back into an exact integer division.
+            ratio = integral(lt) and integral(rt) and (op == "/" or lt.ratio or rt.ratio)
+            if ratio:
+                return ScalarTy("f32", weak=lt.weak and rt.weak, ratio=True)
             dtype = lt.dtype if not lt.weak else rt.dtype if not rt.weak else (
-                "f32" if is_float(lt.dtype) or is_float(rt.dtype) or op == "/" else INDEX)
+                "f32" if is_float(lt.dtype) or is_float(rt.dtype) else INDEX)
             return ScalarTy(dtype, weak=lt.weak and rt.weak)
         opname = BINARY_SPELLING.get(e.op)
         if opname is None:
@@ -678,6 +693,39 @@ class Typer(CallTyping):
             return None
         return self.t.scalar.get(id(e))
 
+    def int_value(self, e: ast.Expr, what: str) -> sym.Expr | None:
+        """A scalar used where an integer is needed: a loop bound, a shape, an offset, an index.
+
+        A float is an error, except a quotient of integers (``L / BL``): that stands for the integer
+        it equals. A constant quotient must be exact here; a symbolic one is checked at call time,
+        when the dims are known (see :class:`Requirement`)."""
+        ty = self.expr(e)
+        v = self.scalar_value(e, what, ty)
+        if v is None or not isinstance(ty, ScalarTy):
+            return None
+        if is_float(ty.dtype) and not ty.ratio:
+            self.err("E0302", f"{what} must be an integer", e.span, f"this is {ty.dtype}",
+                     help="use an integer literal, a dim symbol, a loop index or an integer scalar")
+            return None
+        try:
+            v, conds = sym.as_integer(v)
+        except sym.NotInteger as exc:
+            self.err("E0341", f"{what} must be an integer, but this is {exc.value:g}", e.span,
+                     "`/` is true division, as in Python",
+                     help="write `a // b` to round down, or `cdiv(a, b)` for the number of blocks of b "
+                     "that cover a")
+            return None
+        dims = set(self.symbols)  # dims are all known when the call binds its arguments
+        for kind, num, den in conds:
+            runtime = (sym.free_symbols(num) | sym.free_symbols(den)) - dims
+            if runtime:
+                self.err("E0342", f"{what} divides by a value known only while the kernel runs", e.span,
+                         f"this depends on `{sorted(runtime)[0]}`",
+                         help="make the exactness explicit: `a // b` rounds down, `cdiv(a, b)` rounds up")
+                return None
+            self.t.requires.append(Requirement(kind, num, den, e.span, what))
+        return v
+
     def const_int(self, e: ast.Expr, what: str) -> int | None:
         v = e.value if isinstance(e, ast.Num) else (
             -e.operand.value if isinstance(e, ast.UnaryOp) and e.op == "-" and isinstance(e.operand, ast.Num) else None)
@@ -698,11 +746,8 @@ class Typer(CallTyping):
             return None
         out = []
         for item in e.items:
-            v = self.scalar_value(item, f"an entry of {what}")
+            v = self.int_value(item, f"an entry of {what}")
             if v is None:
-                return None
-            if isinstance(v, float):
-                self.err("E0302", f"{what} must be integers", item.span)
                 return None
             out.append(v)
         return tuple(out)
@@ -726,8 +771,8 @@ class Typer(CallTyping):
                 if ix.step is not None:
                     self.err("E0800", "slices with a step are not supported", ix.step.span, help="use a unit step")
                     return None
-                lo = self.scalar_value(ix.lo, "a slice bound") if ix.lo is not None else 0
-                hi = self.scalar_value(ix.hi, "a slice bound") if ix.hi is not None else dim
+                lo = self.int_value(ix.lo, "a slice bound") if ix.lo is not None else 0
+                hi = self.int_value(ix.hi, "a slice bound") if ix.hi is not None else dim
                 if lo is None or hi is None:
                     return None
                 if sym.is_const(lo) and sym.is_const(dim) and lo > dim or sym.is_const(hi) and sym.is_const(dim) and hi > dim:
@@ -737,7 +782,7 @@ class Typer(CallTyping):
                 offsets.append(lo)
                 shape.append(sym.sub(hi, lo))
             else:
-                v = self.scalar_value(ix, "an index")
+                v = self.int_value(ix, "an index")
                 if v is None:
                     return None
                 if sym.is_const(v) and sym.is_const(dim) and not 0 <= v < dim:
@@ -756,7 +801,7 @@ class Typer(CallTyping):
             self.err("E0311", "only tensors can be indexed", e.value.span)
             return None
         if len(e.indices) == bt.rank and not any(isinstance(i, ast.Slice) for i in e.indices):
-            idx = [self.scalar_value(i, "an index") for i in e.indices]
+            idx = [self.int_value(i, "an index") for i in e.indices]
             if any(i is None for i in idx):
                 return None
             base = self.t.view.get(id(e.value))

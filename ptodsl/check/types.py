@@ -29,6 +29,12 @@ class TensorTy:
 class ScalarTy:
     dtype: str
     weak: bool = False  # a literal or an index: takes the dtype of the tensor it meets
+    # ``/`` of integers is true division (a float), but where an integer is needed (a loop bound, a
+    # shape) such a value stands for the integer it equals; see :func:`ptodsl.sym.as_integer`.
+    ratio: bool = False
+
+
+INDEX = "i64"  # the dtype of dims, loop indices and integer literals
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,19 @@ class Typing:
     write: dict[int, WriteInfo] = field(default_factory=dict)
     loop: dict[int, LoopInfo] = field(default_factory=dict)
     read: dict[int, tuple[str, tuple[sym.Expr, ...], str]] = field(default_factory=dict)  # base, idx, sym
+    requires: list[Requirement] = field(default_factory=list)  # checked at call time, before any kernel
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A division in an integer position whose validity depends on runtime dims: ``den`` must be
+    non-zero and, for ``kind == "exact"`` (a ``/``), divide ``num``."""
+
+    kind: str  # exact | nonzero
+    num: sym.Expr
+    den: sym.Expr
+    span: Span
+    what: str  # "a loop bound", "an entry of the view's shape", ...
 
 
 @dataclass(frozen=True)

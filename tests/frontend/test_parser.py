@@ -166,8 +166,9 @@ def test_attn_if_statements_and_locals():
     assert begin.span.end_line == _where(src, "m[:] = m_new")[0]
     assert (end.span.line, end.span.col) == _where(src, "if is_loop_end")
     assert end.orelse == ()
-    # loop(L / BL, ...) keeps the division as a BinOp
-    assert loop.iter.args == (mk(ast.BinOp, "/", mk(ast.Name, "L"), mk(ast.Name, "BL")),)
+    # loop(cdiv(L, BL), ...): the bound is a call of the ceiling-division builtin
+    (bound,) = loop.iter.args
+    assert bound.func_name == "cdiv" and bound.args == (mk(ast.Name, "L"), mk(ast.Name, "BL"))
 
 
 def test_rmsnorm_default_and_dtype_span():

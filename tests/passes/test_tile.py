@@ -83,7 +83,7 @@ def test_intermediate_feeding_an_assemble_is_stored_directly():
 def test_view_reaching_past_the_tensor_edge(write_spec):
     """A fixed-size block view over a tail: its valid shape is clipped, nothing past N is touched."""
     pto = ("kernel tail_view(x: f32[R, N], y: out f32[R, N]):\n"
-           "    for j in loop((N + 255) / 256, name=\"cols\"):\n"
+           "    for j in loop(cdiv(N, 256), name=\"cols\"):\n"
            "        blk = view(x, [R, 256], [0, j * 256])\n"
            "        y.assemble(blk + 1.0, [0, j * 256])\n")
     op = ptodsl.load(write_spec("tail_view", pto, "op: tail_view\nschedule:\n  vec_tile: [8, 256]\n"))
