@@ -178,12 +178,17 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
         if k and not any(k in case_id(s, c) for s in [load_spec(path)] for c in s.tests):
             continue
         try:
+            t0 = time.perf_counter()
             op = load(path)
+            compile_s = time.perf_counter() - t0
             traffic = traffic_ratios(op)
         except CompileError as e:
             out.write(columns.row(Row(path, error=e.diagnostics[0].message)))
             failed += 1
             continue
+        # the IR verifier runs after every pass of every compile: its share of compile time is shown
+        out.write(f"# {path}: compiled in {compile_s * 1e3:.0f} ms, IR verification "
+                  f"{op.compiled.verify_seconds * 1e3:.0f} ms of it\n")
         for case in op.spec.tests:
             if k and k not in case_id(op.spec, case):
                 continue

@@ -110,6 +110,9 @@ def cmd_test(args, out: _Out) -> int:
                 ok, report = False, str(e)
             except SimError as e:
                 ok, report = False, f"simulator: {e}"
+            except CompileError as e:  # a mistake in the case or its reference
+                out.diagnostics(e.diagnostics)
+                ok, report = False, "the case or its reference is wrong (see above)"
             dt = time.perf_counter() - t0
             mark = "PASS" if ok else "FAIL"
             print(f"{mark} {cid} ({dt * 1000:.0f} ms)")
@@ -130,7 +133,7 @@ def cmd_ir(args, out: _Out) -> int:
 
     diags = Diagnostics()
     try:
-        c = compile_spec(args.spec, diags)
+        c = compile_spec(args.spec, diags, verify_ir=not args.no_verify)
     except CompileError:
         out.diagnostics(diags.items)
         return EXIT_USER
@@ -287,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("spec")
     s.add_argument("--stage", choices=("tensor", "tile", "block"), default="tile")
     s.add_argument("--after", default=None, metavar="PASS", help="print the IR after this pass")
+    s.add_argument("--no-verify", action="store_true",
+                   help="skip the IR verifier (to look at the IR of a pass that breaks an invariant)")
     s.add_argument("--variant", default=None, metavar="T=f32", help="only this dtype variant")
     s.add_argument("--stats", action="store_true",
                    help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant")

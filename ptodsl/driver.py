@@ -8,16 +8,19 @@ stage has reported all it found.
 from __future__ import annotations
 
 import os
+import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .check import CheckedKernel, check
-from .diagnostics import CompileError, Diagnostics
+from .diagnostics import CompileError, Diagnostic, Diagnostics
 from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
-from .passes import fuse, loops, memplan, partition, paths, sync, tensorize, tile, unroll
+from .ir.verify import VerifyError, verify
+from .passes import fuse, loops, memplan, partition, paths, sync, syncheck, tensorize, tile, unroll
 from .passes.context import PassContext
 from .targets import Target, load_target
 
@@ -43,6 +46,7 @@ class Compiled:
     stages: dict[str, Module] = field(default_factory=dict)  # level -> final IR of that level
     after: dict[str, Module] = field(default_factory=dict)  # pass name -> IR after it
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    verify_seconds: float = 0.0  # time spent verifying the IR after each pass (reported by bench)
 
     def kernel_for(self, variant: dict[str, str]) -> int:
         for i, ck in enumerate(self.checked):
@@ -63,8 +67,11 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
     return None
 
 
-def compile_spec(yaml_path: str, diags: Diagnostics | None = None) -> Compiled:
-    """Parse, check and lower one spec; raises CompileError with every diagnostic on failure."""
+def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True) -> Compiled:
+    """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
+
+    ``verify_ir=False`` skips the invariant checks after each pass; only for looking at the IR of
+    a pass that breaks one (``ptodsl ir --after PASS --no-verify``)."""
     diags = diags if diags is not None else Diagnostics()
     spec = load_spec(yaml_path, diags)
     text = read_text(spec.source, diags)
@@ -81,13 +88,42 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None) -> Compiled:
     compiled = Compiled(spec, target, module, checked, diagnostics=diags)
     compiled.stages["tensor"] = ir
     compiled.after["tensorize"] = ir
+    if verify_ir:
+        _verified(compiled, "tensorize", ir, yaml_path, diags)
     for pass_name, level, fn in PASSES:
         ir = fn(ir, ctx)
         if diags.has_errors:
             raise CompileError(diags.items)
         compiled.after[pass_name] = ir
         compiled.stages[level] = ir
+        if verify_ir:
+            _verified(compiled, pass_name, ir, yaml_path, diags)
     return compiled
+
+
+def _verified(compiled: Compiled, pass_name: str, ir: Module, yaml_path: str, diags: Diagnostics) -> None:
+    """Every user spec gets the checks the tests run: the IR verifier after each pass and the sync
+    checker after sync. A broken invariant is the compiler's bug, reported as one (E0990) with a
+    command that shows the IR it broke, rather than a kernel that computes garbage."""
+    start = time.perf_counter()
+    try:
+        verify(ir)
+        problem = None
+        if pass_name == "sync":
+            found = syncheck.check(ir, compiled.target.max_event_ids)
+            problem = str(found[0]) if found else None
+    except VerifyError as exc:
+        problem = str(exc)
+    finally:
+        compiled.verify_seconds += time.perf_counter() - start
+    if problem is None:
+        return
+    repro = f"ptodsl ir {shlex.quote(yaml_path)} --after {pass_name} --no-verify"
+    diags.add(Diagnostic(
+        "E0990", f"internal compiler error: the IR after `{pass_name}` breaks an invariant: {problem}", None,
+        "", (), (f"repro: {repro}",),
+        "this is a bug in ptodsl, not in the spec: please report it with the spec and the repro command"))
+    raise CompileError(diags.items)
 
 
 def pass_names() -> list[str]:

@@ -20,6 +20,7 @@ import numpy as np
 from . import sym
 from .api import Operator, load, run_kernel
 from .check.types import TensorTy
+from .diagnostics import CompileError, Diagnostic, Span
 from .dtypes import DTYPES, numpy_dtype
 from .frontend.spec import Spec, TestCase
 
@@ -53,20 +54,48 @@ def case_id(spec: Spec, case: TestCase, backend: str | None = None) -> str:
     return f"{spec.op}[{'-'.join(parts)}]"
 
 
+def tolerance(case: TestCase, dtype: str) -> tuple[float, float]:
+    """(rtol, atol) for an output of ``dtype``: the case's own values, else the dtype's defaults."""
+    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+    return (case.rtol if case.rtol is not None else rtol, case.atol if case.atol is not None else atol)
+
+
+def test_error(spec: Spec, path: tuple, message: str, label: str, help: str, code: str = "E0232") -> CompileError:
+    """A mistake in a spec's reference or test case, reported at its YAML entry."""
+    return CompileError([Diagnostic(code, message, spec.spans.at(path) if spec.spans else Span(spec.path, 1, 1),
+                                    label, (), (), help)])
+
+
 def load_reference(spec: Spec):
     if spec.reference is None:
         return None
     path = os.path.join(spec.folder, spec.reference.file)
+    where = ("reference",)
+    if not os.path.isfile(path):
+        raise test_error(spec, where, f"the reference file `{spec.reference.file}` does not exist",
+                         "no such file beside the spec", "write `reference: FILE.py:FUNCTION`, FILE relative to "
+                         "the YAML's folder", code="E0230")
     mod_name = f"_ptodsl_ref_{zlib.crc32(os.path.abspath(path).encode()):08x}"
     module = sys.modules.get(mod_name)
     if module is None:
         loader_spec = importlib.util.spec_from_file_location(mod_name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise FileNotFoundError(path)
+            raise test_error(spec, where, f"`{spec.reference.file}` cannot be loaded as a Python module",
+                             "not a Python file", "name a .py file", code="E0230")
         module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as exc:  # the reference is the user's code: any failure is theirs to see
+            raise test_error(spec, where, f"importing `{spec.reference.file}` failed: "
+                             f"{type(exc).__name__}: {exc}", "this file raised while loading",
+                             "fix the reference module; it must import on its own") from None
         sys.modules[mod_name] = module
-    return getattr(module, spec.reference.function)
+    fn = getattr(module, spec.reference.function, None)
+    if not callable(fn):
+        names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise test_error(spec, where, f"`{spec.reference.file}` has no function `{spec.reference.function}`",
+                         "named here", "functions there: " + (", ".join(names) or "none"), code="E0230")
+    return fn
 
 
 def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -104,12 +133,33 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
              level: str = "block") -> CaseResult:
     """Run one case; the simulator executes the Block IR, or the Tile IR with ``level="tile"``."""
     spec = op.spec
-    inputs, scalars = make_inputs(op, case)
+    where = ("tests", case.index)
     ref_fn = load_reference(spec)
-    expected = None
-    if ref_fn is not None:
+    if ref_fn is None:
+        raise test_error(spec, where, "a test case without a reference cannot pass",
+                         "this case has nothing to compare with",
+                         "add `reference: FILE.py:FUNCTION`, a numpy function computing the outputs",
+                         code="E0231")
+    try:
+        inputs, scalars = make_inputs(op, case)
+    except KeyError as exc:
+        raise test_error(spec, where, f"the case gives no size for the dim symbol `{exc.args[0]}`",
+                         "this case", f"add it to the case: `shapes: {{{exc.args[0]}: ...}}`",
+                         code="E0233") from None
+    try:
         ref_out = ref_fn(*(_as_ref_input(inputs[p.name]) for p in op.inputs), **scalars)
-        expected = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
+    except Exception as exc:  # the reference is the user's code
+        args = ", ".join([p.name for p in op.inputs] + [f"{k}=..." for k in scalars])
+        raise test_error(spec, ("reference",), f"the reference raised {type(exc).__name__}: {exc}",
+                         f"called as {spec.reference.function}({args})",
+                         "the reference takes the inputs in parameter order (half floats as f32) and "
+                         "the case's scalars by keyword, and returns the outputs in parameter order") from None
+    expected = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
+    if len(expected) != len(op.outputs):
+        raise test_error(spec, ("reference",), f"the reference returned {len(expected)} output"
+                         f"{'s' if len(expected) != 1 else ''}, the op has {len(op.outputs)} ("
+                         + ", ".join(p.name for p in op.outputs) + ")", "this function",
+                         "return one array per `out`/`inout` parameter, in parameter order")
     tensors = dict(inputs)
     index, arrays, symbols = op.resolve(tensors)
     ck = op.compiled.checked[index]
@@ -131,16 +181,10 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
     result = CaseResult(spec.op, case, True, outputs={n: arrays[n] for n in outs})
     result.traffic = dict(machine.traffic) if machine is not None else {}
     result.inputs = inputs
-    if expected is None:
-        result.report = "no reference: ran without comparing"
-        return result
     reports = []
     for name, want in zip(outs, expected):
         got = arrays[name]
-        dtype = ck.params[name].ty.dtype
-        rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
-        rtol = case.rtol if case.rtol is not None else rtol
-        atol = case.atol if case.atol is not None else atol
+        rtol, atol = tolerance(case, ck.params[name].ty.dtype)
         text = compare(name, got, np.asarray(want), rtol, atol, tile_of(op, name))
         if text:
             reports.append(text)
@@ -223,4 +267,4 @@ def spec_paths(root: str) -> list[str]:
     return sorted(out)
 
 
-__all__ = ["TOLERANCES", "CaseResult", "case_id", "compare", "load", "run_case", "spec_paths"]
+__all__ = ["TOLERANCES", "CaseResult", "case_id", "compare", "load", "run_case", "spec_paths", "tolerance"]

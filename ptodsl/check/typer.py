@@ -9,12 +9,14 @@ no type and its users stay quiet, so one mistake gives one message.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 
 from .. import sym
 from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_NAMES
 from ..frontend import ast
+from ..frontend.parser import return_error
 from ..frontend.schema import identifier_problem
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
@@ -373,14 +375,41 @@ class Typer(CallTyping):
             if not e.args or not isinstance(e.args[0], ast.Str):
                 self.err("E0302", "`print` takes a format string first", e.span, help='write `print("x = {}", x)`')
                 return
+            fmt = self.print_format(e)
             for a in e.args[1:]:
-                self.expr(a)
-            self.t.call[id(e)] = CallInfo("print", {"format": e.args[0].value})
+                ty = self.expr(a)
+                if isinstance(ty, TensorTy):
+                    self.err("E0343", "`print` shows scalars, not tensors", a.span, "this is a tensor",
+                             help="print one element: `print(\"{}\", t[i, j])`")
+                    return
+            if fmt is not None:
+                self.t.call[id(e)] = CallInfo("print", {"format": fmt})
             return
         ty = self.expr(e)
         if ty is not None:
             self.err("E0321", "this expression's value is never used", e.span,
                      help="assign it: `y[:] = ...` writes an output, `v = ...` binds a local")
+
+    def print_format(self, e: ast.Call) -> str | None:
+        """The format with one `{}` per value. Without any field, values follow the text separated
+        by spaces, as Python's ``print("i =", i)`` shows them."""
+        fmt, values = e.args[0].value, len(e.args) - 1
+        plain = fmt.replace("{{", "").replace("}}", "")
+        field = re.search(r"\{[^{}]+\}", plain)
+        if field is not None or "{" in plain.replace("{}", "") or "}" in plain.replace("{}", ""):
+            what = f"`{field.group()}`" if field is not None else "a lone brace"
+            self.err("E0343", f"`print` supports only `{{}}` fields, not {what}", e.args[0].span,
+                     help="write `{}` for each value (`{{` and `}}` print braces)")
+            return None
+        fields = plain.count("{}")
+        if fields == 0:
+            return fmt + " {}" * values
+        if fields != values:
+            self.err("E0343", f"`print` has {fields} `{{}}` field{'s' if fields != 1 else ''} but "
+                     f"{values} value{'s' if values != 1 else ''}", e.span,
+                     help="give one value per `{}` field")
+            return None
+        return fmt
 
     def for_stmt(self, s: ast.For) -> None:
         it = s.iter
@@ -480,6 +509,9 @@ class Typer(CallTyping):
         b = self.scope.get(n.id)
         if b is None and n.id in self.symbols:
             return Binding(n.id, "symbol", ScalarTy(INDEX, weak=True), self.symbols[n.id].span, ir_name=n.id)
+        if b is None and n.id == "return":
+            return_error(self.diags, n.span)
+            return None
         if b is None:
             if n.id in OPS or n.id in ("view", "tensor", "zeros", "ones", "full", "transpose", "reshape"):
                 self.err("E0311", f"`{n.id}` is a function; call it", n.span, help=f"write `{n.id}(...)`")

@@ -280,6 +280,8 @@ class _Reporter:
         if INDENT in accepts:
             self._expected_block(exc, span)
             return
+        if self._after_return(tok):
+            return
         eof = self._at_eof(tok)
         if self.indenter.brackets:
             opener = self.indenter.unclosed_bracket()
@@ -298,6 +300,18 @@ class _Reporter:
         if accepts and accepts <= {kernel, NL, END} and not help_text.startswith("did you mean"):
             help_text = 'statements belong inside a kernel: "kernel NAME(params):" followed by an indented body'
         self.diags.error("E0100", _unexpected_what(tok), span, expected, help=help_text, secondary=secondary)
+
+    def _after_return(self, tok: Token) -> bool:
+        """`return x`: Python habit, but a kernel writes its results into `out` parameters."""
+        pos = tok.start_pos or 0
+        start = self.text.rfind("\n", 0, pos) + 1
+        before = self.text[start:pos]
+        if before.strip() != "return":
+            return False
+        col = len(before) - len(before.lstrip()) + 1
+        line = tok.line or 1
+        return_error(self.diags, Span(self.path, line, col, line, col + len("return")))
+        return True
 
     def _unclosed(self, opener: Token, tok: Token, span: Span, eof: bool) -> None:
         closing = literal_of(OPENERS[opener.type])
@@ -376,6 +390,11 @@ class _Reporter:
                          else "remove it, or move it into a string or a comment")
         self.diags.error("E0108", f"unexpected character {what}", Span(self.path, line, col),
                          "not part of the .pto language", help=help_text)
+
+
+def return_error(diags: Diagnostics, span: Span) -> None:
+    diags.error("E0125", "a kernel does not return a value", span, "`return` is not a statement of the language",
+                help="write results into an `out` parameter, e.g. `y[:] = x + 1.0`, and delete the `return`")
 
 
 def _fix_hint(accepts: set[str], tok: Token | None = None) -> str:

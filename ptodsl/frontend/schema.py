@@ -660,7 +660,7 @@ def spec_schema() -> Obj:
             "unroll": ListOf(item=Int(), min_len=1,
                              desc="unroll factors, largest first; the remainder falls to smaller ones"),
             "vec_tile": _TILE,
-            "submit_before_loop": Bool(desc="submit the loop body's tasks before the loop runs"),
+            "submit_before_loop": Bool(desc="PyPTO's submission hint; only false is accepted (E0235)"),
         },
     )
     schedule = Obj(

@@ -33,6 +33,7 @@ E_MISSING_SOURCE = "E0215"
 E_TEST_DTYPE_VAR = "E0216"
 E_TEST_DTYPE_VARIANT = "E0217"
 E_TEST_SHAPE = "E0218"
+E_SUBMIT = "E0235"
 
 # Defaults of the pass options come from the schema, so the JSON Schema and the model agree.
 PASS_OPTION_DEFAULTS: dict[str, int | bool] = {k: s.default for k, s in PASS_OPTIONS.fields.items()}
@@ -151,6 +152,19 @@ class Spec:
 
 
 # ------------------------------------------------------------------ cross-field checks
+
+
+def _check_loops(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
+    loops = (data.get("schedule") or {}).get("loops") or {}
+    for name, loop in loops.items():
+        if isinstance(loop, dict) and loop.get("submit_before_loop") is True:
+            path = ("schedule", "loops", name, "submit_before_loop")
+            diags.error(
+                E_SUBMIT, "`submit_before_loop: true` is not supported", spans.value(path) or spans.at(path),
+                "ptodsl would ignore it", notes=["the control program launches each iteration's kernels as "
+                                                 "it reaches them; there is no earlier submission point to move"],
+                help="remove the key (`false`, the default, is what ptodsl does)",
+            )
 
 
 def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
@@ -286,6 +300,7 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
             diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
                         Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
     _check_tests(data, spans, diags)
+    _check_loops(data, spans, diags)
     if len(diags.errors) > before or op is None:
         return None
     return _build(data, path, op, spans)

@@ -166,6 +166,60 @@ def e0711_rows_not_a_multiple_of_the_block(env: Env) -> Diagnostic:
     return argument_error(lambda: op(x32(rows=20, cols=64)))
 
 
+SCALE_PTO = "kernel scale(x: f32[M, N], y: out f32[M, N]):\n    y[:] = x * 2.0\n"
+
+
+def case_error(env: Env, yaml_text: str, reference: str | None = None) -> list[Diagnostic]:
+    """Run the first golden case of a small spec written to the temporary folder."""
+    from ptodsl.golden import run_case
+
+    (env.tmp / "scale.pto").write_text(SCALE_PTO)
+    (env.tmp / "scale.yaml").write_text("op: scale\nschedule: {vec_tile: [1, 64]}\n" + yaml_text)
+    if reference is not None:
+        (env.tmp / "scale_ref.py").write_text(reference)
+    op = ptodsl.load(str(env.tmp / "scale.yaml"))
+    return compile_error(lambda: run_case(op, op.spec.tests[0]))
+
+
+def e0230_reference_function_misspelt(env: Env) -> list[Diagnostic]:
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2, N: 8}}\n",
+                      "def scal(x):\n    return x * 2\n")
+
+
+def e0231_cases_without_reference(env: Env) -> list[Diagnostic]:
+    return case_error(env, "tests:\n  - {shapes: {M: 2, N: 8}}\n")
+
+
+def e0232_reference_takes_too_many_arguments(env: Env) -> list[Diagnostic]:
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2, N: 8}}\n",
+                      "def scale(x, y):\n    return x * 2\n")
+
+
+def e0232_reference_returns_too_few_outputs(env: Env) -> list[Diagnostic]:
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2, N: 8}}\n",
+                      "def scale(x):\n    return ()\n")
+
+
+def e0233_case_misses_a_dim(env: Env) -> list[Diagnostic]:
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2}}\n",
+                      "def scale(x):\n    return x * 2\n")
+
+
+def e0990_pass_breaks_an_invariant(env: Env) -> list[Diagnostic]:
+    """A pass that loses a loop's name: the verifier after it stops the compile."""
+    from ptodsl import driver
+    from ptodsl.ir import parse
+
+    def lose_a_loop_name(module, ctx):
+        broken = parse(str(module))
+        next(op for op in broken.walk() if op.name == "loop").attrs.pop("name")
+        return broken
+
+    passes = [(n, lvl, lose_a_loop_name if n == "fuse" else fn) for n, lvl, fn in driver.PASSES]
+    env.mp.setattr(driver, "PASSES", passes)
+    return compile_error(lambda: compile_spec(OP_SPEC))
+
+
 def e0703_scalar_not_passed(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32()))
 
@@ -480,6 +534,11 @@ def e0930_launch_not_available(env: Env) -> Diagnostic:
 
 
 CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
+    e0230_reference_function_misspelt,
+    e0231_cases_without_reference,
+    e0232_reference_takes_too_many_arguments,
+    e0232_reference_returns_too_few_outputs,
+    e0233_case_misses_a_dim,
     e0700_float64_input,
     e0701_row_without_batch_dim,
     e0702_weights_of_another_width,
@@ -510,6 +569,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0928_target_without_npu_arch,
     e0929_device_not_in_container,
     e0930_launch_not_available,
+    e0990_pass_breaks_an_invariant,
 ]
 
 
