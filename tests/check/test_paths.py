@@ -14,7 +14,7 @@ from ptodsl.diagnostics import CompileError, Diagnostics
 from ptodsl.driver import compile_spec
 from ptodsl.stats import max_body_paths
 
-HEAD = "kernel k(x: f32[B, N], n: i32[B], y: out f32[B, N]):\n"
+HEAD = "kernel k(x: f32[B, N], n: i32[B], y: inout f32[B, N]):\n"  # inout: coverage is not the point here
 ROWS = "    for b in loop(B, name=\"rows\"):\n"
 IF = "        if s > 0:\n            y[b, :] = x[b, :] + 1.0\n"
 SPREAD = {
