@@ -13,25 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .api import Operator
+from .check import paths
 from .golden import case_id, run_case
 from .ir import Func, Module, Op
 
 
-def paths(ops: list[Op]) -> int:
-    """Launch sequences of a region: a branch adds its arms, consecutive branches multiply."""
-    total = 1
-    for op in ops:
-        if op.name == "if":
-            total *= paths(op.regions[0]) + paths(op.regions[1])
-    return total
-
-
 def max_body_paths(ops: list[Op]) -> int:
-    best = paths(ops)
-    for op in ops:
-        for r in op.regions:
-            best = max(best, max_body_paths(r))
-    return best
+    """Compiled paths of a control program, by the model the checker's E0509 uses."""
+    return paths.max_body_paths(paths.from_ops(ops))
 
 
 @dataclass

@@ -11,6 +11,7 @@ from ..diagnostics import Label
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS
+from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -156,11 +157,9 @@ class CallTyping:
             self.err("E0506", f"`{name}` is not the index of an enclosing loop", e.args[0].span,
                      help=f"`{fn}` tells the first/last iteration of a loop; pass that loop's index")
             return None
-        if fn == "is_loop_begin":
-            cond = sym.compare("==", sym.Sym(name), lp.start)
-        else:
-            last = sym.add(lp.start, sym.mul(sym.sub(sym.ceildiv(sym.sub(lp.stop, lp.start), lp.step), 1), lp.step))
-            cond = sym.compare("==", sym.Sym(name), last)
+        # the paths pass recognises these conditions by equality, so both come from one function
+        _, _, _, is_begin, is_end = loop_conditions(name, lp.start, lp.stop, lp.step)
+        cond = is_begin if fn == "is_loop_begin" else is_end
         self.t.scalar[id(e)] = cond
         self.t.call[id(e)] = CallInfo(fn, {"loop": lp.name})
         return ScalarTy("bool")

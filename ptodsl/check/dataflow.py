@@ -2,14 +2,21 @@
 
 One walk over a kernel that type-checked cleanly, in program order, using the typer's annotations:
 
-* E0401 — an ``out`` parameter that no statement writes. PyPTO runs the kernel and the caller reads
-  whatever the buffer held.
-* E0402 — a local ``tensor(...)`` (uninitialised) or an ``out`` parameter read before any statement
-  writes it. The analysis is path-aware in a simple, conservative way: a write inside an ``if``
-  counts after it only when both branches write; a write in a loop body counts for later reads in
-  that body and after the loop (loops run at least once). ``if is_loop_begin(i):`` is special: its
-  then-branch runs on the first iteration, so its writes to tensors that outlive the loop body
-  count in the else-branch, which only runs on later iterations.
+* E0401 — an ``out`` parameter that no statement writes, or that some path leaves partly or
+  wholly unwritten (only one arm of a runtime ``if`` writes it, static writes miss rows). PyPTO
+  runs the kernel and the caller reads whatever the buffer held.
+* E0402 — a local ``tensor(...)`` (uninitialised) or an ``out`` parameter read where some path has
+  not written it (nothing on that path, or static regions that miss part of the read).
+* W0404 — the same two questions when the answer is not proven either way: a loop that writes
+  may run zero times, or the symbolic regions cannot be followed.
+
+Coverage is path- and region-aware (``coverage.py``): each walk keeps, per tensor, the rectangles
+written on every path; an ``if`` keeps what both arms wrote (a static condition, its taken arm);
+a loop adds the union of its iterations' rectangles (rows ``y[b, :]`` of ``loop(B)`` are
+``y[0:B, :]``); the then-branch of ``if is_loop_begin(i):`` counts in the else-branch, and the
+then-branches of ``is_loop_begin``/``is_loop_end`` at the top of a loop body count after the loop.
+Two walks run: a strict one (a loop may run zero times) proves coverage, a lenient one (every loop
+runs) proves gaps; what lies between is W0404.
 * E0403 — one loop body reads a region of a tensor and writes a different region of the same
   tensor that may overlap it. PyPTO builds one dataflow graph per body and such a pair is a cycle
   in it. Writing exactly the region that is read (``y[b, :] = y[b, :] + 1``) is fine, and so is a
@@ -26,11 +33,14 @@ from ..diagnostics import Diagnostics, Label, Span
 from ..frontend import ast
 from ..frontend.spec import Spec
 from ..targets import Target
-from .types import Binding, CheckedKernel, TensorTy
+from .coverage import COVERED, GAP, NONE, Cov, State, join, over_loop, verdict
+from .paths import loop_conditions
+from .types import Binding, CallInfo, CheckedKernel, LoopInfo, TensorTy
 
 E_OUT_UNWRITTEN = "E0401"
 E_UNINIT_READ = "E0402"
 E_CYCLE = "E0403"
+W_NOT_PROVEN = "W0404"
 
 Region = tuple[tuple[sym.Expr, ...], tuple[sym.Expr, ...]]  # (offsets, shape)
 Branch = tuple[tuple[int, int], ...]  # (id of an If, 0 for its body or 1 for its orelse), outermost first
@@ -67,18 +77,27 @@ class _Body:
 def run(ck: CheckedKernel, spec: Spec, target: Target, diags: Diagnostics) -> None:
     """Report the data-flow errors of one checked kernel variant."""
     del spec, target  # data flow depends on neither
-    _check_outputs_written(ck, diags)
-    _Flow(ck, diags).run()
+    never = _check_outputs_written(ck, diags)
+    strict, lenient = _Flow(ck, lenient=False), _Flow(ck, lenient=True)
+    strict.run()
+    lenient.run()
+    _report_reads(strict, lenient, diags)
+    for body in strict.done:
+        strict.check_cycles(body, diags)
+    _report_outputs(ck, strict, lenient, never, diags)
 
 
 # ------------------------------------------------------------------ E0401
 
 
-def _check_outputs_written(ck: CheckedKernel, diags: Diagnostics) -> None:
+def _check_outputs_written(ck: CheckedKernel, diags: Diagnostics) -> set[str]:
+    """Outputs that no statement writes (or that a statement failed to write), which the
+    coverage analysis leaves alone."""
     written = {w.target for w in ck.typing.write.values()}
     # A statement that names the output as its target but failed to type, or a rebinding that
     # E0400 already reports, must not produce a second error about the same parameter.
     named = _syntactic_targets(ck.kernel.body)
+    skip = {p.name for p in ck.kernel.params if p.name not in written}
     for p in ck.kernel.params:
         if p.mode != "out" or not p.is_tensor or p.name in written or p.name in named:
             continue
@@ -86,6 +105,78 @@ def _check_outputs_written(ck: CheckedKernel, diags: Diagnostics) -> None:
                     f"no statement of kernel `{ck.kernel.name}` writes `{p.name}`",
                     help=f"write it, e.g. `{p.name}[:] = ...` or `{p.name}.move(...)`; "
                     "if the kernel only reads it, drop `out`")
+    return skip
+
+
+def _report_reads(strict: _Flow, lenient: _Flow, diags: Diagnostics) -> None:
+    """A read is fine when the strict walk covers it, an error when the lenient walk proves a gap,
+    and a warning otherwise. Both walks see the same reads in the same order."""
+    reported: set[str] = set()
+    for s_read, l_read in zip(strict.reads, lenient.reads):
+        base = s_read.base
+        if s_read.verdict == COVERED or base in reported:
+            continue
+        reported.add(base)
+        decl = strict.decls[base]
+        through = f" (through the view `{s_read.via}`)" if s_read.via else ""
+        what = "output" if decl.is_param else "local"
+        declared = Label(decl.span, "declared `out` here: its contents are undefined until written" if decl.is_param
+                         else "declared here without a value")
+        fix = (f"write `{decl.name}` first, or declare it `inout` if the caller's data is meant to be read"
+               if decl.is_param else f"write it first (`{decl.name}[:] = ...`), or declare it with a value: "
+               "`zeros(...)`, `ones(...)` or `full(value, ...)`")
+        if l_read.verdict == NONE:
+            diags.error(E_UNINIT_READ, f"{what} `{decl.name}` is read{through} before anything writes it", s_read.span,
+                        "reads memory the kernel has not written yet" if decl.is_param else "reads uninitialised memory",
+                        secondary=[declared, *_write_labels(strict, base)], help=fix)
+        elif l_read.verdict == GAP:
+            diags.error(E_UNINIT_READ, f"{what} `{decl.name}` is read{through} where it is only partly written",
+                        s_read.span, "part of this region is not written on some path",
+                        secondary=[declared, *_write_labels(strict, base)], help=fix)
+        else:
+            reason = ("a loop before it may run zero times" if l_read.verdict == COVERED else
+                      "the regions written could not be proven to cover it")
+            diags.warning(W_NOT_PROVEN, f"{what} `{decl.name}` may be read{through} before it is written",
+                          s_read.span, f"not proven written: {reason}",
+                          secondary=[declared, *_write_labels(strict, base)],
+                          help=f"{fix}; `ptodsl explain {W_NOT_PROVEN}` says what the analysis can prove")
+
+
+def _report_outputs(ck: CheckedKernel, strict: _Flow, lenient: _Flow, never: set[str],
+                    diags: Diagnostics) -> None:
+    for p in ck.kernel.params:
+        b = ck.params.get(p.name)
+        if p.mode != "out" or p.name in never or b is None or not isinstance(b.ty, TensorTy):
+            continue
+        whole: Region = (tuple(0 for _ in b.ty.shape), b.ty.shape)
+        if verdict(strict.final, b.ir_name, whole, strict.ranges) == COVERED:
+            continue
+        v = verdict(lenient.final, b.ir_name, whole, lenient.ranges)
+        shape = "[" + ", ".join(sym.to_text(d) for d in b.ty.shape) + "]"
+        labels = _write_labels(strict, b.ir_name)
+        if v in (NONE, GAP):
+            what = "on every path" if v == NONE else "in all of its region"
+            diags.error(E_OUT_UNWRITTEN, f"output `{p.name}` is not written {what}", p.span,
+                        f"`{p.name}{shape}` is left partly or wholly unwritten on some path",
+                        secondary=labels,
+                        help=f"write all of `{p.name}` on every path: add the missing branch or region, "
+                        "or write a default first")
+        else:
+            reason = ("a loop that writes it may run zero times" if v == COVERED else
+                      "the regions written could not be proven to cover it")
+            diags.warning(W_NOT_PROVEN, f"output `{p.name}` may not be written in full", p.span,
+                          f"`{p.name}{shape}` is not proven written: {reason}", secondary=labels,
+                          help=f"write `{p.name}` with regions the compiler can follow (rows `{p.name}[i, :]` of "
+                          f"a loop over its rows, or whole), or write a default first; `ptodsl explain "
+                          f"{W_NOT_PROVEN}` says what the analysis can prove")
+
+
+def _write_labels(flow: _Flow, base: str) -> list[Label]:
+    return [Label(sp, "written here") for sp in dict.fromkeys(flow.writes.get(base, []))][:3]
+
+
+def sym_region(region: Region, env: dict[str, sym.Expr]) -> Region:
+    return tuple(sym.substitute(o, env) for o in region[0]), tuple(sym.substitute(d, env) for d in region[1])
 
 
 def _syntactic_targets(stmts: Sequence[ast.Stmt]) -> set[str]:
@@ -107,35 +198,59 @@ def _syntactic_targets(stmts: Sequence[ast.Stmt]) -> set[str]:
 # ------------------------------------------------------------------ E0402 and E0403
 
 
+@dataclass
+class _Read:
+    base: str
+    span: Span
+    via: str | None
+    verdict: str
+
+
+@dataclass
+class _LoopAt:
+    info: LoopInfo
+    trips: sym.Expr
+    first: sym.Expr
+    last: sym.Expr
+
+
 class _Flow:
-    def __init__(self, ck: CheckedKernel, diags: Diagnostics):
+    """One walk in program order. ``lenient`` assumes every loop runs at least once; the strict
+    walk does not. A region covered in the strict walk is proven written; a gap in the lenient walk
+    is proven (it does not depend on a loop running zero times); anything between is unknown."""
+
+    def __init__(self, ck: CheckedKernel, lenient: bool):
         self.ck = ck
         self.t = ck.typing
-        self.diags = diags
+        self.lenient = lenient
         self.decls: dict[str, _Decl] = {}
-        self.reported: set[str] = set()
         self.loops: list[str] = []
+        self.at: list[_LoopAt] = []
+        self.extras: list[list[tuple[str, Region]]] = []  # per loop: first/last-iteration writes
         self.branch: Branch = ()
         self.bodies: list[_Body] = []
+        self.done: list[_Body] = []
         self.ranges = _ranges(ck)
+        self.reads: list[_Read] = []
+        self.writes: dict[str, list[Span]] = {}
+        self.final = State()
 
     def run(self) -> None:
-        init: set[str] = set()
         for p in self.ck.kernel.params:
             b = self.ck.params.get(p.name)
             if p.mode == "out" and b is not None and isinstance(b.ty, TensorTy):
                 self.decls[b.ir_name] = _Decl(p.name, p.span, (), True)
         self.bodies.append(_Body(f"the top level of kernel `{self.ck.kernel.name}`"))
-        self.block(self.ck.kernel.body, init)
-        self.check_cycles(self.bodies.pop())
+        self.final = self.block(self.ck.kernel.body, State())
+        self.done.append(self.bodies.pop())
 
     # -------------------------------------------------------------- statements
-    def block(self, stmts: Sequence[ast.Stmt], init: set[str]) -> set[str]:
+    def block(self, stmts: Sequence[ast.Stmt], init: State) -> State:
         for s in stmts:
             init = self.stmt(s, init)
         return init
 
-    def stmt(self, s: ast.Stmt, init: set[str]) -> set[str]:
+    def stmt(self, s: ast.Stmt, init: State) -> State:
         if isinstance(s, ast.Assign):
             if isinstance(s.target, ast.Name):
                 self.bind(s, init)
@@ -161,7 +276,7 @@ class _Flow:
             return self.if_stmt(s, init)
         return init
 
-    def bind(self, s: ast.Assign, init: set[str]) -> None:
+    def bind(self, s: ast.Assign, init: State) -> None:
         b = self.t.defines.get(id(s))
         if b is not None and b.kind == "view" and id(s.value) in self.t.view:
             # Making a view reads nothing yet; its uses do (see `name`).
@@ -171,47 +286,92 @@ class _Flow:
         call = self.t.call.get(id(s.value))
         if b is not None and b.kind == "local" and call is not None and call.op == "tensor":
             self.decls[b.ir_name] = _Decl(b.name, s.value.span, tuple(self.loops), False)
+            init.pop(b.ir_name, None)  # a declaration in a loop body is a fresh tensor each iteration
 
-    def write(self, s: ast.Stmt, span: Span, init: set[str]) -> None:
+    def write(self, s: ast.Stmt, span: Span, init: State) -> None:
         w = self.t.write.get(id(s))
         if w is None:
             return
-        # Any write counts as initialising: a kernel that fills a local row by row is common, and
-        # telling a complete fill from a partial one would need the loop trip counts.
-        init.add(w.target)
+        init.add(w.target, (w.offsets, w.shape))
+        self.writes.setdefault(w.target, []).append(span)
         self.bodies[-1].accesses.append(_Access(True, w.target, (w.offsets, w.shape), span, s, self.branch))
 
-    def for_stmt(self, s: ast.For, init: set[str]) -> set[str]:
+    def for_stmt(self, s: ast.For, init: State) -> State:
         if isinstance(s.iter, ast.Call):
             for a in s.iter.args:
                 self.expr(a, s, init)
         info = self.t.loop.get(id(s))
         if info is None:
             return init
+        trips, first, last, _, _ = loop_conditions(info.index, info.start, info.stop, info.step)
+        saved_ranges = dict(self.ranges)
+        self.ranges[info.index] = (first, last)  # inside the body the loop runs, so the range is not empty
         self.loops.append(info.name)
+        self.at.append(_LoopAt(info, trips, first, last))
+        self.extras.append([])
         self.bodies.append(_Body(f"loop `{info.name}`"))
         saved, self.branch = self.branch, ()
-        init = self.block(s.body, set(init))
+        body_out = self.block(s.body, init.copy())
         self.branch = saved
-        self.check_cycles(self.bodies.pop())
+        self.done.append(self.bodies.pop())
+        extras = self.extras.pop()
+        self.at.pop()
         self.loops.pop()
-        return init
+        self.ranges = saved_ranges
+        runs = self.lenient or sym.prove_le(1, trips, self.ranges)
+        out = init.copy()
+        for base, cov in body_out.items():
+            before = init.get(base)
+            for r in cov.rects:
+                if before is not None and r in before.rects:
+                    continue
+                union = over_loop(r, info.index, first, info.step, trips, self.ranges)
+                # a moving region is empty at 0 trips, and so is one with an extent of at most the trips
+                empty_at_zero = union is not r or any(sym.prove_le(e, trips, self.ranges) for e in r[1])
+                if union is not None and (runs or empty_at_zero):
+                    out.add(base, union)
+                elif union is None and runs:
+                    out.setdefault(base, Cov()).opaque = True
+            if cov.opaque and runs:
+                out.setdefault(base, Cov()).opaque = True
+        if runs:
+            for base, r in extras:
+                out.add(base, r)
+        return out
 
-    def if_stmt(self, s: ast.If, init: set[str]) -> set[str]:
+    def if_stmt(self, s: ast.If, init: State) -> State:
         self.expr(s.cond, s, init)
         saved = self.branch
         self.branch = (*saved, (id(s), 0))
-        then_out = self.block(s.body, set(init))
-        else_in = set(init)
+        then_out = self.block(s.body, init.copy())
+        else_in = init.copy()
         call = self.t.call.get(id(s.cond))
-        if call is not None and call.op == "is_loop_begin":
-            # The else-branch runs only after the first iteration, which took the then-branch.
-            loop = call.attrs.get("loop")
-            else_in |= {n for n in then_out if n in self.decls and loop not in self.decls[n].loops}
+        at = self._loop_of(call)
+        if at is not None:
+            index = at.info.index
+            begin = call.op == "is_loop_begin"
+            at_value = at.first if begin else at.last
+            fresh = [(base, sym_region(r, {index: at_value})) for base, cov in then_out.items()
+                     for r in cov.rects if base not in init or r not in init[base].rects
+                     if base not in self.decls or at.info.name not in self.decls[base].loops]
+            if begin:
+                # The else-branch runs only after the first iteration, which took the then-branch.
+                for base, r in fresh:
+                    else_in.add(base, r)
+            if saved == () and self.at and self.at[-1] is at:
+                self.extras[-1] += fresh  # the first (last) iteration runs whenever the loop does
         self.branch = (*saved, (id(s), 1))
         else_out = self.block(s.orelse, else_in)
         self.branch = saved
-        return then_out & else_out
+        static = self.t.scalar.get(id(s.cond))
+        if isinstance(static, bool):
+            return then_out if static else else_out
+        return join(then_out, else_out, self.ranges)
+
+    def _loop_of(self, call: CallInfo | None) -> _LoopAt | None:
+        if call is None or call.op not in ("is_loop_begin", "is_loop_end"):
+            return None
+        return next((a for a in reversed(self.at) if a.info.name == call.attrs.get("loop")), None)
 
     # -------------------------------------------------------------- expressions
     def expr(self, e: ast.Expr | None, stmt: ast.Stmt, init: set[str]) -> None:
@@ -261,30 +421,27 @@ class _Flow:
         elif b.kind in ("param", "local") and isinstance(b.ty, TensorTy):
             self.read(b.ir_name, (tuple(0 for _ in b.ty.shape), b.ty.shape), e.span, stmt, init)
 
-    def read(self, base: str, region: Region, span: Span, stmt: ast.Stmt, init: set[str],
+    def read(self, base: str, region: Region, span: Span, stmt: ast.Stmt, init: State,
              via: str | None = None) -> None:
         self.bodies[-1].accesses.append(_Access(False, base, region, span, stmt, self.branch))
-        decl = self.decls.get(base)
-        if decl is None or base in init or base in self.reported:
+        if base not in self.decls:
             return
-        self.reported.add(base)
-        through = f" (through the view `{via}`)" if via else ""
-        if decl.is_param:
-            self.diags.error(
-                E_UNINIT_READ, f"output `{decl.name}` is read{through} before anything writes it", span,
-                "reads memory the kernel has not written yet",
-                secondary=[Label(decl.span, "declared `out` here: its contents are undefined until written")],
-                help=f"write `{decl.name}` first, or declare it `inout` if the caller's data is meant to be read")
-        else:
-            self.diags.error(
-                E_UNINIT_READ, f"local `{decl.name}` is read{through} before anything writes it", span,
-                "reads uninitialised memory",
-                secondary=[Label(decl.span, "declared here without a value")],
-                help=f"write it first (`{decl.name}[:] = ...`), or declare it with a value: "
-                "`zeros(...)`, `ones(...)` or `full(value, ...)`")
+        v = verdict(init, base, region, self.ranges)
+        if v != COVERED:
+            # What the enclosing loops read in all their iterations is a superset; if that is
+            # covered, so is this iteration's read (`t[j, :]` after `t` was filled row by row).
+            wide: Region | None = region
+            for at in reversed(self.at):
+                wide = over_loop(wide, at.info.index, at.first, at.info.step, at.trips, self.ranges)
+                if wide is None:
+                    break
+                if verdict(init, base, wide, self.ranges) == COVERED:
+                    v = COVERED
+                    break
+        self.reads.append(_Read(base, span, via, v))
 
     # -------------------------------------------------------------- E0403
-    def check_cycles(self, body: _Body) -> None:
+    def check_cycles(self, body: _Body, diags: Diagnostics) -> None:
         writes = [a for a in body.accesses if a.write]
         reads = [a for a in body.accesses if not a.write]
         flagged: set[str] = set()
@@ -297,13 +454,13 @@ class _Flow:
                 if r.region == w.region or _disjoint(r.region, w.region, self.ranges):
                     continue
                 flagged.add(w.base)
-                self.report_cycle(body, w, r)
+                self.report_cycle(body, w, r, diags)
                 break
 
-    def report_cycle(self, body: _Body, w: _Access, r: _Access) -> None:
+    def report_cycle(self, body: _Body, w: _Access, r: _Access, diags: Diagnostics) -> None:
         name = _display_name(self.ck, w.base)
         same = r.stmt is w.stmt
-        self.diags.error(
+        diags.error(
             E_CYCLE, f"{body.name} reads and writes `{name}` in regions that may overlap", w.span,
             f"writes `{name}{_fmt_region(w.region)}`",
             secondary=[Label(r.span, f"reads `{name}{_fmt_region(r.region)}`"

@@ -8,11 +8,10 @@ whose header failed to type still has a name here and the YAML is not blamed for
 * E0504, E0505, E0510, N0507, E0508 — unroll lists: factors must be positive, distinct and at most
   ``MAX_UNROLL_FACTOR``, 1 is always there (added with a note when missing), and only the
   innermost loop may be unrolled.
-* E0509 — the compiled paths of one loop body. A runtime ``if`` makes one path per branch (so a
-  plain ``if`` doubles the count, ``if/elif/else`` triples it); an ``if`` on ``is_loop_begin`` or
-  ``is_loop_end`` of the loop's own index is specialised into the first/last iteration instead and
-  adds no paths; an unrolled body is compiled once per unroll factor. Nested loops are bodies of
-  their own. The top level of the kernel counts as the body of an implicit ``loop(1)``.
+* E0509 — the compiled paths of one loop body, counted by the model in ``paths.py`` on the
+  source's skeleton after the loops, paths and unroll transformations, the count ``ptodsl ir
+  --stats`` reads off the compiled IR. One error per source loop (or the top level) whose worst
+  compiled body passes ``max_paths``.
 """
 
 from __future__ import annotations
@@ -23,8 +22,10 @@ from dataclasses import dataclass, field
 from ..diagnostics import Diagnostics, Label, Span
 from ..frontend import ast
 from ..frontend.spec import Spec
+from . import paths
+from .paths import unroll_factors
 from .typer import did_you_mean
-from .types import CheckedKernel
+from .types import CheckedKernel, TensorTy
 
 E_DUPLICATE_NAME = "E0501"
 E_UNKNOWN_LOOP = "E0503"
@@ -41,7 +42,6 @@ DEFAULT_MAX_PATHS = 64
 # Far below this, unrolling has stopped paying: the loop overhead it saves is a few scalar
 # instructions per iteration.
 MAX_UNROLL_FACTOR = 256
-LOOP_PREDICATES = ("is_loop_begin", "is_loop_end")
 
 
 @dataclass
@@ -91,12 +91,6 @@ def _site(s: ast.For, parent: LoopSite | None) -> LoopSite | None:
     if kw is not None and isinstance(kw.value, ast.Str):
         return LoopSite(s, kw.value.value, True, kw.value.span, header, index, parent)
     return LoopSite(s, f"{index}_loop", False, s.targets[0].span, header, index, parent)
-
-
-def unroll_factors(factors: Sequence[int]) -> list[int]:
-    """The sub-loops an unroll list compiles into: its distinct positive factors, and 1."""
-    out = sorted({f for f in factors if f > 0}, reverse=True)
-    return out if 1 in out else [*out, 1]
 
 
 def run(checked: Sequence[CheckedKernel], spec: Spec, diags: Diagnostics) -> None:
@@ -199,65 +193,117 @@ def _innermost(site: LoopSite) -> LoopSite:
 # ------------------------------------------------------------------ paths
 
 
-@dataclass
-class _Count:
-    paths: int = 1
-    branches: list[ast.If] = field(default_factory=list)  # the runtime ifs that add paths
-
-
-def count_paths(stmts: Sequence[ast.Stmt], index: str | None, ck: CheckedKernel) -> _Count:
-    """Paths through one body; nested loops are not entered (they are bodies of their own)."""
-    total = _Count()
+def skeleton(stmts: Sequence[ast.Stmt], ck: CheckedKernel, sites: dict[int, LoopSite]) -> list[paths.Node]:
+    """The control flow of ``stmts`` as the model's skeleton, with the conditions the Tensor IR gets."""
+    t = ck.typing
+    out: list[paths.Node] = []
     for s in stmts:
-        if not isinstance(s, ast.If):
-            continue
-        then, other = count_paths(s.body, index, ck), count_paths(s.orelse, index, ck)
-        static = ck.typing.scalar.get(id(s.cond))
-        if isinstance(static, bool):  # a condition known at compile time keeps one branch
-            taken = then if static else other
-            total.paths *= taken.paths
-            total.branches += taken.branches
-        elif _specialised(s.cond, index):
-            total.paths *= max(then.paths, other.paths)
-            total.branches += then.branches + other.branches
+        if isinstance(s, ast.If):
+            cond = t.scalar.get(id(s.cond), ("untyped", id(s)))  # stays a runtime branch
+            out.append(paths.Branch(cond, (skeleton(s.body, ck, sites), skeleton(s.orelse, ck, sites)), s.cond.span))
+        elif isinstance(s, ast.For):
+            lp = t.loop.get(id(s))
+            if lp is None:
+                out.append(paths.Work())
+                continue
+            out.append(paths.Loop(lp.index, lp.start, lp.stop, lp.step, lp.name, skeleton(s.body, ck, sites),
+                                  unroll_var=lp.unrolled, source=sites.get(id(s))))
         else:
-            total.paths *= then.paths + other.paths
-            total.branches += [s, *then.branches, *other.branches]
-    return total
+            op = _top_op(s, ck)
+            if op is not None:
+                out.append(paths.Work(op))
+    return out
 
 
-def _specialised(cond: ast.Expr, index: str | None) -> bool:
-    return (index is not None and isinstance(cond, ast.Call) and cond.func_name in LOOP_PREDICATES
-            and len(cond.args) == 1 and isinstance(cond.args[0], ast.Name) and cond.args[0].id == index)
+def _top_op(s: ast.Stmt, ck: CheckedKernel) -> str | None:
+    """The kind of the first IR op a statement becomes, as far as the loops pass cares (None: none)."""
+    t = ck.typing
+    if not (isinstance(s, ast.Assign) and isinstance(s.target, ast.Name)):
+        return "op"
+    v = s.value
+    if isinstance(t.ty.get(id(v)), TensorTy):
+        if id(v) in t.view:
+            return "view"
+        if isinstance(v, ast.Name) and id(v) in t.binding:
+            return None  # an alias emits nothing
+        call = t.call.get(id(v))
+        if call is not None and call.op in ("tensor", "zeros", "ones", "full"):
+            return "alloc"
+        if call is not None and call.op == "reshape":
+            return "reshape"
+        return "op"
+    return "op" if id(v) in t.read else None  # scalar arithmetic is symbolic; a read is an op
+
+
+def compiled_skeleton(ck: CheckedKernel, spec: Spec, sites: Sequence[LoopSite] | None = None) -> list[paths.Node]:
+    """The kernel's control flow as the passes compile it."""
+    by_node = {id(site.node): site for site in (sites if sites is not None else loop_sites(ck.kernel))}
+    sched = spec.schedule.loops
+
+    def factors_of(name: str) -> Sequence[int] | None:
+        ls = sched.get(name)
+        return ls.unroll if ls is not None and ls.unroll else None
+
+    return paths.compile_skeleton(skeleton(ck.kernel.body, ck, by_node), sched.get, factors_of)
+
+
+def compiled_paths(ck: CheckedKernel, spec: Spec) -> int:
+    """The compiled paths of a checked kernel: what `ptodsl ir --stats` reports after compiling it."""
+    return paths.max_body_paths(compiled_skeleton(ck, spec))
+
+
+@dataclass
+class _Worst:
+    paths: int
+    body: list[paths.Node]
+    loop: paths.Loop | None
 
 
 def _check_paths(ck: CheckedKernel, sites: list[LoopSite], spec: Spec, diags: Diagnostics) -> None:
     limit = int(spec.schedule.pass_options.get("max_paths", DEFAULT_MAX_PATHS))
     limit_span = spec.spans.value(("schedule", "pass_options", "max_paths"))
-    top = (f"the top level of kernel `{ck.kernel.name}`", None, ck.kernel.name_span or ck.kernel.span,
-           ck.kernel.body, None)
-    bodies: list[tuple[str, str | None, Span, Sequence[ast.Stmt], str | None]] = [top]
-    bodies += [(f"loop `{s.name}`", s.name, s.header, s.node.body, s.index) for s in sites]
-    for what, name, span, stmts, index in bodies:
-        count = count_paths(stmts, index, ck)
-        copies = 1
-        sched = spec.schedule.loops.get(name) if name is not None else None
-        if sched is not None and sched.unroll is not None:
-            copies = len(unroll_factors(sched.unroll))
-        total = count.paths * copies
-        if total <= limit:
-            continue
-        secondary = [Label(b.cond.span, "a runtime branch: one path per branch") for b in count.branches[:3]]
-        if copies > 1:
-            secondary.append(Label(spec.spans.at(("schedule", "loops", name, "unroll")),
-                                   f"{copies} unrolled copies of the body"))
-        if limit_span is not None:
-            secondary.append(Label(limit_span, "the limit is set here"))
-        formula = f"{count.paths} branch paths × {copies} unrolled copies" if copies > 1 else \
-            f"{count.paths} branch paths"
-        hint = f"`is_loop_begin({index})`/`is_loop_end({index})`" if index else "`is_loop_begin`/`is_loop_end`"
-        diags.error(E_PATHS, f"{what} compiles into {total} paths, more than the limit of {limit}", span,
-                    f"{formula} = {total}", secondary=secondary,
-                    help=f"branch on {hint} where the branch only singles out the first or last iteration "
-                    "(those are specialised, not compiled into every path), move branches out of the body, "
-                    "unroll with fewer factors, or raise `schedule: pass_options: max_paths:`")
+    worst: dict[int | None, _Worst] = {}  # id of the source loop (None: the top level) -> its worst body
+    for loop, body in paths.bodies(compiled_skeleton(ck, spec, sites)):
+        site = loop.source if loop is not None else None
+        key = id(site) if site is not None else None
+        n = paths.paths(body)
+        if n > limit and (key not in worst or n > worst[key].paths):
+            worst[key] = _Worst(n, body, loop)
+    by_id = {id(s): s for s in sites}
+    for key, w in worst.items():
+        site = by_id.get(key) if key is not None else None
+        _report_paths(ck, site, w, limit, limit_span, spec, diags)
+
+
+def _report_paths(ck: CheckedKernel, site: LoopSite | None, w: _Worst, limit: int, limit_span: Span | None,
+                  spec: Spec, diags: Diagnostics) -> None:
+    what = f"loop `{site.name}`" if site is not None else f"the top level of kernel `{ck.kernel.name}`"
+    span = site.header if site is not None else (ck.kernel.name_span or ck.kernel.span)
+    seen: set = set()
+    secondary: list[Label] = []
+    for b in paths.branches(w.body):
+        if isinstance(b.span, Span) and b.span not in seen and len(secondary) < 3:
+            seen.add(b.span)
+            secondary.append(Label(b.span, "a runtime branch: one path per branch"))
+    loop = w.loop
+    factor = loop.factor if loop is not None else None
+    copies = loop.copy_paths if loop is not None else ()
+    if factor is not None and len(copies) > 1:
+        per = copies[0]
+        formula = (f"{len(copies)} unrolled copies of a body with {per} paths: {per}^{len(copies)} = {w.paths}"
+                   if all(c == per for c in copies) else
+                   f"{len(copies)} unrolled copies: {' × '.join(map(str, copies))} = {w.paths}")
+        secondary.append(Label(spec.spans.at(("schedule", "loops", loop.name, "unroll")),
+                               f"the sub-loop of factor {factor} holds {factor} copies of the body"))
+    else:
+        formula = f"{w.paths} paths through one body"
+    if limit_span is not None:
+        secondary.append(Label(limit_span, "the limit is set here"))
+    index = site.index if site is not None else None
+    hint = f"`is_loop_begin({index})`/`is_loop_end({index})`" if index else "`is_loop_begin`/`is_loop_end`"
+    diags.error(E_PATHS, f"{what} compiles into {w.paths} paths, more than the limit of {limit}", span,
+                formula, secondary=secondary,
+                help=f"branch on {hint} where the branch only singles out the first or last iteration "
+                "(those are specialised, not compiled into every path), move branches out of the body, "
+                "unroll with smaller factors (a body of p paths unrolled by f has p^f), "
+                "or raise `schedule: pass_options: max_paths:`")

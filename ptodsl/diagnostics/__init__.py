@@ -117,8 +117,9 @@ class Diagnostics:
         return self.add(Diagnostic(code, message, span, label, tuple(secondary), tuple(notes), help))
 
     def warning(self, code: str, message: str, span: Span | None = None, label: str = "", *,
-                help: str | None = None, notes: Iterable[str] = ()) -> Diagnostic:
-        return self.add(Diagnostic(code, message, span, label, (), tuple(notes), help, Severity.WARNING))
+                help: str | None = None, notes: Iterable[str] = (), secondary: Iterable[Label] = ()) -> Diagnostic:
+        return self.add(Diagnostic(code, message, span, label, tuple(secondary), tuple(notes), help,
+                                   Severity.WARNING))
 
     def note(self, code: str, message: str, span: Span | None = None, label: str = "", *,
              help: str | None = None, notes: Iterable[str] = ()) -> Diagnostic:

@@ -32,7 +32,9 @@ def wrap_top_level(ops: list[Op], counter) -> list[Op]:
     body: list[Op] = []
     pending: list[Op] = []
     for op in ops + [None]:
-        if op is None or op.name == "loop" or (op.name in ("alloc", "view", "reshape") and not pending):
+        # A scalar read stays at the top level (after the work before it, which it may read): later
+        # loops may use its value as a bound, and a read inside an implicit loop would scope it away.
+        if op is None or op.name in ("loop", "read") or (op.name in ("alloc", "view", "reshape") and not pending):
             if pending:
                 name = f"_top{next(counter)}"
                 body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,

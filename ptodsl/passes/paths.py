@@ -11,23 +11,10 @@ when ``n == 1``), the middle loop runs ``n - 2`` times, the last copy runs when 
 from __future__ import annotations
 
 from .. import sym
+from ..check.paths import mentions, peel_plan
 from ..ir import Module, Op
 from .context import PassContext
 from .unroll import _Cloner
-
-
-def conditions(loop: Op) -> tuple[sym.Expr, sym.Expr, sym.Expr, sym.Expr]:
-    """(trip count, first index, last index, is_loop_end condition) — built exactly as the checker
-    builds them, so the conditions in the body compare equal."""
-    a = loop.attrs
-    i, lo, hi, step = sym.Sym(a["index"]), a["lo"], a["hi"], a["step"]
-    n = sym.ceildiv(sym.sub(hi, lo), step)
-    last = sym.add(lo, sym.mul(sym.sub(n, 1), step))
-    return n, lo, last, sym.compare("==", i, last)
-
-
-def _mentions(ops: list[Op], conds: set) -> bool:
-    return any(o.name == "if" and o.attrs["cond"] in conds for op in ops for o in op.walk())
 
 
 def _decide(ops: list[Op], decisions: dict) -> list[Op]:
@@ -55,22 +42,20 @@ def _copy(loop: Op, index_value: sym.Expr | None, decisions: dict, suffix: str) 
 
 
 def peel(loop: Op) -> list[Op] | None:
-    n, lo, last, is_end = conditions(loop)
-    i = sym.Sym(loop.attrs["index"])
-    is_begin = sym.compare("==", i, lo)
-    if not _mentions(loop.regions[0], {is_begin, is_end}):
+    a = loop.attrs
+    conds = [o.attrs["cond"] for op in loop.regions[0] for o in op.walk() if o.name == "if"]
+    if not mentions(conds, a["index"], a["lo"], a["hi"], a["step"]):
         return None
-    step = loop.attrs["step"]
-    first = _copy(loop, lo, {is_begin: True, is_end: sym.compare("==", n, 1)}, "_first")
-    middle = _copy(loop, None, {is_begin: False, is_end: False}, "")
-    final = _copy(loop, last, {is_begin: False, is_end: True}, "_last")
+    n, plan = peel_plan(a["index"], a["lo"], a["hi"], a["step"])
+    first, middle, final = (_copy(loop, c.value, c.decisions, "" if c.value is None else f"_{c.which}")
+                            for c in plan)
     span = loop.span
-    mid_attrs = dict(loop.attrs) | {"lo": sym.add(lo, step), "hi": last}
-    name = loop.attrs["name"]
+    mid_attrs = dict(a) | {"lo": sym.add(a["lo"], a["step"]), "hi": plan[2].value}
+    name = a["name"]
 
     def single(body: list[Op], which: str) -> Op:
         # a one-trip loop keeps the loop's name around a peeled copy, so its schedule still applies
-        index = f"_{loop.attrs['index']}_{which}"
+        index = f"_{a['index']}_{which}"
         return Op("loop", [], {"index": index, "lo": 0, "hi": 1, "step": 1, "name": name, "kind": "peeled"},
                   [], [body], span)
 

@@ -15,6 +15,7 @@ import itertools
 from typing import Any
 
 from .. import sym
+from ..check.paths import unroll_factors
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from .context import PassContext
 
@@ -76,7 +77,8 @@ class _Unroller:
         out: list[Op] = []
         for op in ops:
             op = Op(op.name, op.operands, op.attrs, op.results, [self.block(r) for r in op.regions], op.span)
-            if op.name == "loop" and op.attrs.get("kind") != "grid":
+            # a peeled copy runs once: unrolling it would only compile dead copies of the body
+            if op.name == "loop" and op.attrs.get("kind") not in ("grid", "peeled"):
                 out.extend(self.loop(op))
             else:
                 out.append(op)
@@ -86,8 +88,7 @@ class _Unroller:
         ls = self.ctx.spec.schedule.loops.get(op.attrs["name"])
         if ls is None or not ls.unroll:
             return [1] if "unroll_var" in op.attrs else None
-        fs = sorted({f for f in ls.unroll if f > 0} | {1}, reverse=True)
-        return fs
+        return unroll_factors(ls.unroll)
 
     def loop(self, op: Op) -> list[Op]:
         fs = self.factors(op)

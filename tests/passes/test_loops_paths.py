@@ -45,3 +45,20 @@ def test_attention_is_right_for_every_kv_trip_count(attn, blocks):
     logits = (q.astype(np.float64) @ k.T.astype(np.float64)) * 0.2
     p = np.exp(logits - logits.max(-1, keepdims=True))
     np.testing.assert_allclose(o, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+def test_a_top_level_read_bounds_a_later_loop(write_spec, backend):
+    """A scalar read outside any loop stays visible to the loops after it (it used to be wrapped
+    into an implicit loop(1), out of their scope)."""
+    pto = ("kernel k(x: f32[8, N], n: i32[8], y: out f32[8, N]):\n"
+           "    s = n[0]\n"
+           "    y[:] = x\n"
+           "    for b in loop(s, name=\"rows\"):\n"
+           "        y[b, :] = x[b, :] * 2.0\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 64]}\n"))
+    x = np.random.default_rng(0).standard_normal((8, 40)).astype(np.float32)
+    for s in (0, 3, 8):
+        want = x.copy()
+        want[:s] *= 2
+        np.testing.assert_array_equal(op(x, np.full(8, s, np.int32), backend=backend), want)
