@@ -135,6 +135,31 @@ class Module:
 
         return print_module(self)
 
+    def clone(self) -> Module:
+        """A deep copy sharing nothing mutable: passes never mutate their input. Types, spans and
+        symbolic expressions are immutable and shared; values are copied once, so every use in
+        the copy points at the copy's definition."""
+        values: dict[int, Value] = {}
+
+        def value(v: Value) -> Value:
+            new = values.get(id(v))
+            if new is None:
+                new = values[id(v)] = Value(v.name, v.type)
+            return new
+
+        def op(o: Op) -> Op:
+            attrs = {k: dict(a) if isinstance(a, dict) else list(a) if isinstance(a, list) else a
+                     for k, a in o.attrs.items()}
+            return Op(o.name, [value(x) for x in o.operands], attrs, [value(r) for r in o.results],
+                      [[op(x) for x in region] for region in o.regions], o.span)
+
+        def func(f: Func) -> Func:
+            params = [Param(p.name, p.type, p.dtype, p.mode, None if p.value is None else value(p.value))
+                      for p in f.params]
+            return Func(f.name, params, [op(x) for x in f.body], f.kind, dict(f.attrs), f.span)
+
+        return Module(self.name, self.level, [func(f) for f in self.funcs], dict(self.attrs))
+
     def func(self, name: str) -> Func | None:
         return next((f for f in self.funcs if f.name == name), None)
 

@@ -19,9 +19,7 @@ class PassContext:
 def on_compute_kernels(module, fn) -> object:
     """A fresh copy of a Block IR module with ``fn`` applied in place to each compute kernel; the
     shape of the block-level passes that work one kernel at a time."""
-    from ..ir import parse
-
-    fresh = parse(str(module))  # passes never mutate their input
+    fresh = module.clone()  # passes never mutate their input
     for f in fresh.funcs:
         if f.kind in ("vector", "cube"):
             fn(f)

@@ -175,9 +175,8 @@ def _filter(ops: list[Op], keep) -> list[Op]:
 
 def run(module: Module, ctx: PassContext) -> Module:
     del ctx
-    from ..ir import parse
 
-    fresh = parse(str(module))  # passes never mutate their input
+    fresh = module.clone()  # passes never mutate their input
     for f in fresh.funcs:
         f.body = merge_loops(f.body)
         f.body = forward(f.body, {})

@@ -60,9 +60,8 @@ def merge_single_trip(ops: list[Op], loops: dict) -> list[Op]:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    from ..ir import parse
 
-    fresh = parse(str(module))
+    fresh = module.clone()
     counter = itertools.count()
     for f in fresh.funcs:
         f.body = merge_single_trip(wrap_top_level(f.body, counter), ctx.spec.schedule.loops)

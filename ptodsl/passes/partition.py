@@ -182,9 +182,8 @@ def _free(e) -> set[str]:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    from ..ir import parse
 
-    fresh = parse(str(module))
+    fresh = module.clone()
     funcs: list[Func] = []
     for f in fresh.funcs:
         control, kernels = _Partitioner(f, ctx).run()

@@ -17,6 +17,24 @@ def test_roundtrip_after_every_pass(spec_path):
         again = ir.parse(text)
         assert str(again) == text, f"{path}: round trip differs after {name}"
         ir.verify(again)
+        copy = module.clone()
+        assert str(copy) == text, f"{path}: clone differs after {name}"
+        ir.verify(copy)
+
+
+def test_a_clone_shares_nothing_mutable():
+    module = compile_spec("specs/softmax.yaml").after["sync"]
+    text = str(module)
+    copy = module.clone()
+    for op in copy.walk():
+        op.attrs["touched"] = 1
+        op.regions.clear()
+        for v in op.results:
+            v.name += "_x"
+    for f in copy.funcs:
+        f.body.clear()
+        f.attrs["touched"] = 1
+    assert str(module) == text
 
 
 def test_parse_keeps_spans_types_and_attrs():
