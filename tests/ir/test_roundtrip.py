@@ -1,6 +1,8 @@
 """Print -> parse -> print is the identity at every level, for every spec, after every pass, and
 the verifier accepts every module."""
 
+from pathlib import Path
+
 import pytest
 
 from ptodsl import ir
@@ -23,7 +25,8 @@ def test_roundtrip_after_every_pass(spec_path):
 
 
 def test_a_clone_shares_nothing_mutable():
-    module = compile_spec("specs/softmax.yaml").after["sync"]
+    root = Path(__file__).resolve().parents[2]
+    module = compile_spec(str(root / "specs" / "softmax.yaml")).after["sync"]
     text = str(module)
     copy = module.clone()
     for op in copy.walk():
