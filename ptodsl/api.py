@@ -218,7 +218,7 @@ class Operator:
             why = (f"divides by `{b}`, which is 0" if den == 0 else
                    f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
             raise ArgumentValueError(Diagnostic(
-                "E0711", f"{req.what} {why}: {values}", req.span,
+                "E0715", f"{req.what} {why}: {values}", req.span,
                 "needs an exact division", (), (),
                 "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
                 "(drop the remainder) in the spec"))

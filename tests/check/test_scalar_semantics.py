@@ -63,7 +63,7 @@ def test_exact_division_is_checked_before_the_kernel_runs(write_spec):
     with pytest.raises(ArgumentValueError) as info:
         op(np.ones((10, 16), np.float32))
     d = info.value.diagnostic
-    assert d.code == "E0711" and "M = 10" in d.message and d.span.line == 2
+    assert d.code == "E0715" and "M = 10" in d.message and d.span.line == 2
 
 
 @pytest.mark.parametrize("step", ["0", "-1", "N", "M // 2"])

@@ -161,7 +161,7 @@ def e0702_weights_of_another_width(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(128), alpha=2.0))
 
 
-def e0711_rows_not_a_multiple_of_the_block(env: Env) -> Diagnostic:
+def e0715_rows_not_a_multiple_of_the_block(env: Env) -> Diagnostic:
     op = ptodsl.load("tests/golden_codes/ops/row_blocks.yaml")
     return argument_error(lambda: op(x32(rows=20, cols=64)))
 
@@ -549,7 +549,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0707_npu_from_a_loaded_spec,
     e0708_tensor_not_on_the_cpu,
     e0709_transposed_output_buffer,
-    e0711_rows_not_a_multiple_of_the_block,
+    e0715_rows_not_a_multiple_of_the_block,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,
