@@ -13,7 +13,7 @@ from ..ops import OPS
 from .core import Func, Module, Op, TensorType, TileType
 
 STRUCTURE = {"loop", "if", "print", "read"}
-TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill"} | set(OPS)
+TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill", "broadcast"} | set(OPS)
 TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand", "tile.mov", "tile.matmul_acc"}
 TILE_OPS = STRUCTURE | {"view", "reshape", "alloc"} | TILE_ONLY | {f"tile.{n}" for n in OPS}
 BLOCK_OPS = TILE_OPS | {"launch", "sync.set", "sync.wait", "sync.barrier"}
