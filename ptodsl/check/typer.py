@@ -35,6 +35,7 @@ from .types import (
 
 INDEX = "i64"
 RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "nan"}
+E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
 class Typer(CallTyping):
@@ -55,6 +56,8 @@ class Typer(CallTyping):
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
         self.named_checked: set[tuple[str, Span]] = set()
+        self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
+        self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -319,7 +322,25 @@ class Typer(CallTyping):
                 is_float(vt.dtype) and is_float(tt.dtype)):
             self.err("E0303", f"cannot fill {tt.dtype} `{b.name}` with a {vt.dtype} scalar", value.span)
             return
+        self.unrolled_step_write(b.name, offsets, shape, span)
         self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value)
+
+    def unrolled_step_write(self, name: str, offsets, shape, span: Span) -> None:
+        """A write that moves with a `loop_unroll` index but not with its `k` covers one step of
+        the `k` the iteration handles, leaving the others unwritten (PyPTO's FAQ pitfall)."""
+        at = set().union(*(sym.free_symbols(o) for o in offsets)) if offsets else set()
+        extent = set().union(*(sym.free_symbols(d) for d in shape)) if shape else set()
+        for lp in self.loop_stack:
+            if lp.unrolled is None or lp.index not in at or lp.unrolled in extent:
+                continue
+            i, k = lp.index, lp.unrolled
+            self.k_flagged.add(lp.span)
+            region = ", ".join(f"{i}:{i} + {k}" if i in sym.free_symbols(o) else ":" for o in offsets)
+            self.err(E_UNROLL_K, f"this write covers one step, but each `loop_unroll` iteration handles `{k}`",
+                     span, f"the region moves with `{i}` and its extent does not depend on `{k}`",
+                     secondary=[Label(lp.span, f"`{i}` advances by `{k}` steps per iteration")],
+                     help=f"write the region of all `{k}` steps, e.g. `{name}[{region}] = ...`")
+            return
 
     def broadcastable(self, src: Sequence[sym.Expr], dst: Sequence[sym.Expr]) -> bool:
         if len(src) > len(dst):
@@ -435,10 +456,20 @@ class Typer(CallTyping):
         self.scope[index.id] = Binding(index.id, "index", ScalarTy(INDEX, weak=True), index.span, ir_name=index.id)
         if unroll:
             k = s.targets[1]
-            self.scope[k.id] = Binding(k.id, "index", ScalarTy(INDEX, weak=True), k.span, ir_name=k.id)
+            kb = Binding(k.id, "index", ScalarTy(INDEX, weak=True), k.span, ir_name=k.id)
+            self.scope[k.id] = kb
+            self.k_used[id(kb)] = False
         self.loop_stack.append(info)
         self.block(s.body)
         self.loop_stack.pop()
+        if unroll and not self.k_used.pop(id(kb)) and s.span not in self.k_flagged:
+            self.err(E_UNROLL_K, f"the `loop_unroll` body never uses `{k.id}`", k.span,
+                     f"each iteration handles `{k.id}` consecutive steps from `{index.id}`, but the body "
+                     "does one", secondary=[Label(it.span, f"`{k.id}` is each factor of the YAML's `unroll:` "
+                                                            "for this loop")],
+                     help=f"handle all `{k.id}` steps (index `[{index.id}:{index.id} + {k.id}, ...]` where the "
+                     f"body indexes `[{index.id}, ...]`), or write `for {index.id} in loop(...)` and let "
+                     "`unroll:` in the YAML repeat a one-step body")
         self.merge_scope(saved, [self.scope])
 
     def merge_scope(self, saved: dict[str, Binding], branches: list[dict[str, Binding]]) -> None:
@@ -486,6 +517,8 @@ class Typer(CallTyping):
             return None
         if b.kind == "error":
             return None
+        if id(b) in self.k_used:
+            self.k_used[id(b)] = True
         return b
 
     def expr(self, e: ast.Expr, bind_name: str | None = None) -> Ty | None:
