@@ -109,6 +109,13 @@ class _Builder:
     def write(self, s: ast.Stmt) -> None:
         w = self.t.write[id(s)]
         dst = self.values[w.target]
+        for axis, offset, extent, dim in w.guards:
+            # the region's bound on this dim depends on run-time values: the control program checks
+            # it before any of the write's work, and stops the call when it fails
+            inside = sym.logical("and", sym.compare("<=", 0, offset), sym.compare("<=", sym.add(offset, extent), dim))
+            cond = sym.logical("or", sym.compare("<=", extent, 0), inside)
+            self.emit(Op("guard", [], {"cond": cond, "tensor": w.target, "axis": axis, "offset": offset,
+                                       "extent": extent, "dim": dim}, span=s.span))
         vt = self.t.ty[id(w.value)]
         if isinstance(vt, ScalarTy):
             scalar = self.t.scalar[id(w.value)]

@@ -107,7 +107,7 @@ class _Tiler:
                 self.loop_names.pop()
             self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
             return
-        if name in ("view", "reshape", "read", "print"):
+        if name in ("view", "reshape", "read", "print", "guard"):
             self.emit(op)
             return
         if name == "alloc":
