@@ -94,3 +94,91 @@ def test_a_value_numpy_would_not_broadcast_is_rejected(write_spec):
     with pytest.raises(ptodsl.CompileError) as info:
         ptodsl.load(write_spec("bad", pto, "op: bad\n"))
     assert [d.code for d in info.value.diagnostics] == ["E0318"]
+
+
+# ---- bounds: a write never stores outside its tensor, whatever the inputs
+
+SEQ = """\
+kernel seq(inp: f32[B, S, H], act: i32[B], out: inout f32[B, S, H]):
+    for b in loop(B, name="b_loop"):
+        n = act[b]
+        a0 = view(inp, [1, S, H], [b, 0, 0], valid_shape=[1, n, H])
+        out[b, :, :] = a0 + 1.0
+"""
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+def test_runtime_valid_shape_is_clamped_to_its_view(write_spec, backend, request):
+    """act[b] beyond S (or below 0) writes the batch's S rows (or none), never the next batch's."""
+    if backend == "cpu":
+        request.getfixturevalue("gxx")
+    op = ptodsl.load(write_spec("seq", SEQ, "op: seq\nschedule:\n  vec_tile: [1, 4, 64]\n"))
+    inp = np.ones((3, 4, 64), np.float32)
+    act = np.array([6, 1, -2], np.int32)
+    out = np.zeros_like(inp)
+    op(inp, act, out=out, backend=backend)
+    want = np.zeros_like(inp)
+    want[0] = 2.0
+    want[1, :1] = 2.0
+    np.testing.assert_array_equal(out, want)
+
+
+SCATTER = """\
+kernel scatter(x: f32[B, N], ids: i32[B], y: inout f32[R, N], off: i32):
+    for b in loop(B, name="rows"):
+        i = ids[b]
+        y[i, :] = x[b, :] * 2.0
+    y.assemble(x[0:1, :], [off, 0])
+"""
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+def test_dynamic_offsets_outside_the_tensor_stop_the_call(write_spec, backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("gxx")
+    op = ptodsl.load(write_spec("scatter", SCATTER, "op: scatter\nschedule:\n  vec_tile: [1, 64]\n"))
+    x = np.ones((3, 64), np.float32)
+    y = np.zeros((5, 64), np.float32)
+    op(x, np.array([0, 2, 4], np.int32), y=y, off=1, backend=backend)
+    np.testing.assert_array_equal(y[:, 0], [2, 1, 2, 0, 2])
+    for ids, off, region in [([0, 5, 1], 0, "[5, 6)"), ([0, -1, 2], 0, "[-1, 0)"), ([0, 1, 2], 5, "[5, 6)")]:
+        y = np.zeros((5, 64), np.float32)
+        with pytest.raises(ptodsl.GuardError) as info:
+            op(x, np.array(ids, np.int32), y=y, off=off, backend=backend)
+        d = info.value.diagnostic
+        assert d.code == "E0730" and f"the region is {region} on dim 0" in d.label
+        assert (d.span.line == 5) == (off == 5)
+        # the call stopped before the bad write: only the rows before it were stored
+        assert y[:, 0].tolist() == ([2, 0, 0, 0, 0] if off == 0 else [2, 2, 2, 0, 0])
+
+
+def test_regions_that_provably_leave_the_tensor_are_check_time_errors(write_spec):
+    pto = ("kernel ob(x: f32[4, 64], y: out f32[8, 64], z: out f32[B, 64]):\n"
+           "    y.assemble(x, [6, 0])\n"
+           "    z.assemble(x, [B, 0])\n")
+    with pytest.raises(ptodsl.CompileError) as info:
+        ptodsl.load(write_spec("ob", pto, "op: ob\n"))
+    assert [d.code for d in info.value.diagnostics] == ["E0310", "E0310"]
+
+
+def test_provable_writes_get_no_guard():
+    for spec in ("specs/seq_add.yaml", "specs/softmax.yaml", "specs/add_bcast.yaml"):
+        assert not [o for o in ptodsl.load(spec).compiled.stages["tensor"].walk() if o.name == "guard"]
+
+
+UNROLLED = """\
+kernel blocks(x: f32[R, N], z: out f32[R, N]):
+    for i, k in loop_unroll(0, R, 1, name="blocks"):
+        z[i:i + k, :] = x[i:i + k, :] * 3.0
+"""
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+def test_loop_unroll_body_covering_k_steps_writes_every_row(write_spec, backend, request):
+    if backend == "cpu":
+        request.getfixturevalue("gxx")
+    op = ptodsl.load(write_spec("blocks", UNROLLED, "op: blocks\nschedule:\n  vec_tile: [4, 64]\n"
+                                "  loops:\n    blocks: {unroll: [4, 2, 1]}\n"))
+    for rows in (1, 3, 7):
+        x = np.random.default_rng(rows).standard_normal((rows, 70)).astype(np.float32)
+        np.testing.assert_allclose(op(x, backend=backend), x * 3)
