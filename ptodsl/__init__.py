@@ -6,6 +6,7 @@ pto-isa C++ kernels.
 """
 
 from .api import ArgumentError, ArgumentTypeError, ArgumentValueError, Operator, load
+from .backends.guards import GuardError
 from .diagnostics import CompileError, Diagnostic
 
 __version__ = "0.1.0"
@@ -16,6 +17,7 @@ __all__ = [
     "ArgumentValueError",
     "CompileError",
     "Diagnostic",
+    "GuardError",
     "Operator",
     "__version__",
     "load",

@@ -78,6 +78,7 @@ def cmd_check(args, out: _Out) -> int:
 
 def cmd_test(args, out: _Out) -> int:
     from .api import ArgumentError
+    from .backends.guards import GuardError
     from .backends.sim import SimError
     from .golden import case_id, load, run_case
 
@@ -106,7 +107,7 @@ def cmd_test(args, out: _Out) -> int:
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
                 ok, report = r.ok, r.report
-            except ArgumentError as e:
+            except (ArgumentError, GuardError) as e:
                 ok, report = False, str(e)
             except SimError as e:
                 ok, report = False, f"simulator: {e}"

@@ -38,6 +38,7 @@ from .types import (
 )
 
 RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "nan"}
+E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
 class Typer(CallTyping):
@@ -58,6 +59,8 @@ class Typer(CallTyping):
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
         self.named_checked: set[tuple[str, Span]] = set()
+        self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
+        self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -238,6 +241,7 @@ class Typer(CallTyping):
                          secondary=[Label(yspan, "also given here")], help="keep one of the two")
             valid = self.yaml_valid(dims, yspan, view.shape)
             if valid is not None:
+                valid = self.clamp_valid(valid, ty.valid_shape)
                 view = ViewInfo(view.base, view.offsets, view.shape, valid)
                 ty = TensorTy(ty.dtype, ty.shape, valid)
                 self.t.view[id(s.value)] = view
@@ -322,7 +326,68 @@ class Typer(CallTyping):
                 is_float(vt.dtype) and is_float(tt.dtype)):
             self.err("E0303", f"cannot fill {tt.dtype} `{b.name}` with a {vt.dtype} scalar", value.span)
             return
-        self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value)
+        self.unrolled_step_write(b.name, offsets, shape, span)
+        guards = self.region_bounds(b, offsets, self.stored_extent(shape, vt), span)
+        if guards is None:
+            return
+        self.t.write[id(s)] = WriteInfo(b.ir_name, offsets, shape, value, guards)
+
+    @staticmethod
+    def stored_extent(shape, vt: Ty) -> tuple[sym.Expr, ...]:
+        """What a write stores of its region: the value's valid extents, a broadcast dim whole
+        (tensorize's broadcast rule), and all of the region for a scalar."""
+        if not isinstance(vt, TensorTy) or len(vt.shape) > len(shape):
+            return tuple(shape)
+        pad = len(shape) - len(vt.shape)
+        out = list(shape[:pad])
+        for s, v, r in zip(vt.shape, vt.valid_shape, shape[pad:]):
+            out.append(v if s == r else r if v == 1 else sym.min_(sym.mul(v, r), r))
+        return tuple(out)
+
+    def region_bounds(self, b: Binding, offsets, shape, span: Span):
+        """The write region against the tensor's dims: an error when it provably leaves the tensor,
+        else the bounds the checker cannot prove, which lowering turns into run-time guards."""
+        dims = b.ty.shape
+        if len(shape) > len(dims):
+            self.err("E0318", f"cannot write a value of rank {len(shape)} into `{b.name}`, which has rank "
+                     f"{len(dims)}", span, f"shape {fmt_shape(shape)}",
+                     secondary=[Label(b.span, f"`{b.name}` is {fmt_shape(dims)}")],
+                     help="index or reshape the value to the tensor's rank")
+            return None
+        shape = (1,) * (len(dims) - len(shape)) + tuple(shape)  # a lower-rank value aligns right
+        r = self.ranges()
+        guards = []
+        for axis, (o, n, d) in enumerate(zip(offsets, shape, dims)):
+            end = sym.add(o, n)
+            outside = sym.prove_le(sym.add(d, 1), end, r) or sym.prove_le(sym.add(o, 1), 0, r)
+            if outside and sym.prove_le(1, n, r):
+                self.err("E0310", f"this write runs outside `{b.name}` on dim {axis}: [{sym.to_text(o)}, "
+                         f"{sym.to_text(end)}) is not inside [0, {sym.to_text(d)})", span,
+                         f"offset {sym.to_text(o)}, size {sym.to_text(n)} on dim {axis}",
+                         secondary=[Label(b.span, f"`{b.name}` is {fmt_shape(dims)}")],
+                         help="keep the offsets and the value's shape inside the tensor")
+                return None
+            if sym.prove_le(0, o, r) and _ends_inside(o, n, d, r):
+                continue
+            guards.append((axis, o, n, d))
+        return tuple(guards)
+
+    def unrolled_step_write(self, name: str, offsets, shape, span: Span) -> None:
+        """A write that moves with a `loop_unroll` index but not with its `k` covers one step of
+        the `k` the iteration handles, leaving the others unwritten (PyPTO's FAQ pitfall)."""
+        at = set().union(*(sym.free_symbols(o) for o in offsets)) if offsets else set()
+        extent = set().union(*(sym.free_symbols(d) for d in shape)) if shape else set()
+        for lp in self.loop_stack:
+            if lp.unrolled is None or lp.index not in at or lp.unrolled in extent:
+                continue
+            i, k = lp.index, lp.unrolled
+            self.k_flagged.add(lp.span)
+            region = ", ".join(f"{i}:{i} + {k}" if i in sym.free_symbols(o) else ":" for o in offsets)
+            self.err(E_UNROLL_K, f"this write covers one step, but each `loop_unroll` iteration handles `{k}`",
+                     span, f"the region moves with `{i}` and its extent does not depend on `{k}`",
+                     secondary=[Label(lp.span, f"`{i}` advances by `{k}` steps per iteration")],
+                     help=f"write the region of all `{k}` steps, e.g. `{name}[{region}] = ...`")
+            return
 
     def broadcastable(self, src: Sequence[sym.Expr], dst: Sequence[sym.Expr]) -> bool:
         if len(src) > len(dst):
@@ -469,10 +534,20 @@ class Typer(CallTyping):
         self.scope[index.id] = Binding(index.id, "index", ScalarTy(INDEX, weak=True), index.span, ir_name=index.id)
         if unroll:
             k = s.targets[1]
-            self.scope[k.id] = Binding(k.id, "index", ScalarTy(INDEX, weak=True), k.span, ir_name=k.id)
+            kb = Binding(k.id, "index", ScalarTy(INDEX, weak=True), k.span, ir_name=k.id)
+            self.scope[k.id] = kb
+            self.k_used[id(kb)] = False
         self.loop_stack.append(info)
         self.block(s.body)
         self.loop_stack.pop()
+        if unroll and not self.k_used.pop(id(kb)) and s.span not in self.k_flagged:
+            self.err(E_UNROLL_K, f"the `loop_unroll` body never uses `{k.id}`", k.span,
+                     f"each iteration handles `{k.id}` consecutive steps from `{index.id}`, but the body "
+                     "does one", secondary=[Label(it.span, f"`{k.id}` is each factor of the YAML's `unroll:` "
+                                                            "for this loop")],
+                     help=f"handle all `{k.id}` steps (index `[{index.id}:{index.id} + {k.id}, ...]` where the "
+                     f"body indexes `[{index.id}, ...]`), or write `for {index.id} in loop(...)` and let "
+                     "`unroll:` in the YAML repeat a one-step body")
         self.merge_scope(saved, [self.scope])
 
     def merge_scope(self, saved: dict[str, Binding], branches: list[dict[str, Binding]]) -> None:
@@ -523,6 +598,8 @@ class Typer(CallTyping):
             return None
         if b.kind == "error":
             return None
+        if id(b) in self.k_used:
+            self.k_used[id(b)] = True
         return b
 
     def expr(self, e: ast.Expr, bind_name: str | None = None) -> Ty | None:
@@ -855,6 +932,11 @@ class Typer(CallTyping):
             return None
         return self.make_view(e, e.value, bt, region[0], region[1], None)
 
+    def clamp_valid(self, valid, bound) -> tuple[sym.Expr, ...]:
+        """``min(max(valid, 0), bound)`` per dim, simplified where the ranges decide it."""
+        r = self.ranges()
+        return tuple(sym.min_(sym.max_(v, 0, r), b, r) for v, b in zip(valid, bound))
+
     def make_view(self, e: ast.Expr, src: ast.Expr, bt: TensorTy, offsets, shape, valid) -> Ty | None:
         parent = self.t.view.get(id(src))
         b = self.t.binding.get(id(src))
@@ -868,6 +950,10 @@ class Typer(CallTyping):
         inferred = tuple(sym.min_(sym.max_(sym.sub(pv, o), 0, r), s, r) for pv, o, s in zip(pvalid, offsets, shape))
         if valid is None:
             valid = inferred
+        else:
+            # a given valid shape (a runtime value, typically) never reaches past the view or its
+            # parent's valid data: loads and stores of the view stay inside the tensor
+            valid = self.clamp_valid(valid, inferred)
         if parent is not None:
             base = parent.base
             offsets = tuple(sym.add(a, o) for a, o in zip(parent.offsets, offsets))
@@ -876,6 +962,15 @@ class Typer(CallTyping):
         v = None if tuple(valid) == tuple(shape) else tuple(valid)
         self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v)
         return TensorTy(bt.dtype, tuple(shape), v)
+
+
+def _ends_inside(offset: sym.Expr, extent: sym.Expr, dim: sym.Expr, r) -> bool:
+    """offset + extent <= dim, looking through the min/max of clamped valid extents (`min(v, s)` ends
+    inside when either side does, `max(v, 0)` when both do)."""
+    if isinstance(extent, sym.CallExpr) and extent.fn in ("min", "max"):
+        ends = [_ends_inside(offset, a, dim, r) for a in extent.args]
+        return any(ends) if extent.fn == "min" else all(ends)
+    return sym.prove_le(sym.add(offset, extent), dim, r)
 
 
 def tensors_shape(x: ast.Expr, tensors) -> tuple:

@@ -88,6 +88,8 @@ class WriteInfo:
     offsets: tuple[sym.Expr, ...]
     shape: tuple[sym.Expr, ...]
     value: ast.Expr
+    # (axis, offset, extent, dim) of each region bound that only the run can check
+    guards: tuple[tuple[int, sym.Expr, sym.Expr, sym.Expr], ...] = ()
 
 
 @dataclass(frozen=True)

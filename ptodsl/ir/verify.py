@@ -12,8 +12,8 @@ from .. import sym
 from ..ops import OPS
 from .core import Func, Module, Op, TensorType, TileType
 
-STRUCTURE = {"loop", "if", "print", "read"}
-TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill"} | set(OPS)
+STRUCTURE = {"loop", "if", "print", "read", "guard"}
+TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill", "broadcast"} | set(OPS)
 TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand", "tile.mov", "tile.matmul_acc"}
 TILE_OPS = STRUCTURE | {"view", "reshape", "alloc"} | TILE_ONLY | {f"tile.{n}" for n in OPS}
 BLOCK_OPS = TILE_OPS | {"launch", "sync.set", "sync.wait", "sync.barrier"}
@@ -30,6 +30,7 @@ REQUIRED_ATTRS = {
     "tile.store": ("offsets",),
     "tile.fill": ("scalar",),
     "print": ("format", "args"),
+    "guard": ("cond", "tensor", "axis", "offset", "extent", "dim"),
     "launch": ("kernel", "scalars"),
     "sync.set": ("src", "dst", "event"),
     "sync.wait": ("src", "dst", "event"),

@@ -71,8 +71,10 @@ def merge_loops(ops: list[Op]) -> list[Op]:
     pending_allocs: list[Op] = []
     for op in ops:
         op.regions = [merge_loops(r) for r in op.regions]
-        if op.name == "alloc" and out and out[-1].name == "loop":
-            pending_allocs.append(op)  # GM workspaces may move above the previous loop
+        if op.name in ("alloc", "guard") and out and out[-1].name == "loop":
+            # GM workspaces, and bounds guards (which only read scalars), may move above the
+            # previous loop: the guard then stops the call earlier, never later
+            pending_allocs.append(op)
             continue
         prev = out[-1] if out else None
         if prev is not None and _same_grid(prev, op) and _can_merge(prev, op):

@@ -19,7 +19,7 @@ from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
 from .context import PassContext
 
-CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print"}
+CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print", "guard"}
 CUBE_SPACES = {"l1", "l0a", "l0b", "l0c"}
 
 
@@ -68,9 +68,9 @@ class _Partitioner:
         out: list[Op] = []
         run: list[Op] = []
         for op in ops:
-            if op.name in ("alloc", "view", "reshape") and run:
-                # GM allocations and views depend on no tile work: hoist them above the open run
-                # instead of cutting it (a cut there would split tiles that are still live)
+            if op.name in ("alloc", "view", "reshape", "guard") and run:
+                # GM allocations, views and bounds guards depend on no tile work: hoist them above
+                # the open run instead of cutting it (a cut there would split tiles still live)
                 out.append(op)
                 continue
             if is_control(op):

@@ -2,7 +2,8 @@
 
 Requires: a kernel that type-checked without errors under one dtype variant.
 Produces: a ``level tensor`` module: ops on whole tensors and views with symbolic shapes and valid
-shapes, ``loop``/``if`` regions, and ``assemble``/``fill`` writes into out/inout/local tensors.
+shapes, ``loop``/``if`` regions, and ``assemble``/``fill`` writes into out/inout/local tensors. A
+value written into a wider region first goes through a ``broadcast`` to the region's shape.
 Composite ops (sigmoid, gelu, ...) stay whole here; tiling expands them from the op table.
 """
 
@@ -108,13 +109,48 @@ class _Builder:
     def write(self, s: ast.Stmt) -> None:
         w = self.t.write[id(s)]
         dst = self.values[w.target]
+        for axis, offset, extent, dim in w.guards:
+            # the region's bound on this dim depends on run-time values: the control program checks
+            # it before any of the write's work, and stops the call when it fails
+            inside = sym.logical("and", sym.compare("<=", 0, offset), sym.compare("<=", sym.add(offset, extent), dim))
+            cond = sym.logical("or", sym.compare("<=", extent, 0), inside)
+            self.emit(Op("guard", [], {"cond": cond, "tensor": w.target, "axis": axis, "offset": offset,
+                                       "extent": extent, "dim": dim}, span=s.span))
         vt = self.t.ty[id(w.value)]
         if isinstance(vt, ScalarTy):
             scalar = self.t.scalar[id(w.value)]
             self.emit(Op("fill", [dst], {"offsets": w.offsets, "shape": w.shape, "scalar": scalar}, span=s.span))
             return
         src = self.value(w.value)
+        src = self.broadcast_to(src, w.shape, s.span)
         self.emit(Op("assemble", [dst, src], {"offsets": w.offsets}, span=s.span))
+
+    def broadcast_to(self, src: Value, shape: tuple[sym.Expr, ...], span) -> Value:
+        """src spread over a write region of ``shape``, as numpy's ``t[region] = src`` does.
+
+        The checker has already rejected shapes numpy would not broadcast. A value with fewer dims
+        but the same extents is stored as it is (tiling aligns its offsets from the right); only a
+        dim of 1 written into a wider dim needs the explicit ``broadcast``.
+        """
+        t: TensorType = src.type
+        pad = len(shape) - t.rank
+        sshape = (1,) * pad + tuple(t.shape)
+        svalid = (1,) * pad + tuple(t.valid_shape)
+        if all(a == b for a, b in zip(sshape, shape)):
+            return src
+        valid = []
+        for s, v, r in zip(sshape, svalid, shape):
+            if s == r:
+                valid.append(v)
+            elif v == 1:
+                valid.append(r)  # one valid element fills the whole dim
+            else:
+                # a length-1 dim whose valid extent is 0 or 1 at runtime: nothing or everything
+                valid.append(sym.min_(sym.mul(v, r), r))
+        out_valid = None if tuple(valid) == tuple(shape) else tuple(valid)
+        out = Value(self.fresh("b"), TensorType(t.dtype, tuple(shape), out_valid))
+        self.emit(Op("broadcast", [src], {}, [out], span=span))
+        return out
 
     # -------------------------------------------------------------- expressions
     def value(self, e: ast.Expr, name: str | None = None) -> Value | None:

@@ -107,7 +107,7 @@ class _Tiler:
                 self.loop_names.pop()
             self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
             return
-        if name in ("view", "reshape", "read", "print"):
+        if name in ("view", "reshape", "read", "print", "guard"):
             self.emit(op)
             return
         if name == "alloc":
@@ -136,6 +136,8 @@ class _Tiler:
             self.reduction(op, dest)
         elif name == "matmul":
             self.matmul(op, dest)
+        elif name == "broadcast":
+            self.broadcast(op, dest)
         elif name in OPS:
             self.elementwise(op, dest)
         else:
@@ -222,6 +224,20 @@ class _Tiler:
         dst = self.tile(rt.dtype, tshape, tvalid, op.span)
         self.compute(op.name, dst, srcs, dict(op.attrs), op.span)
         self.store(dest, dst, offs, op.span)
+        self.close(depth)
+
+    def broadcast(self, op: Op, dest) -> None:
+        """A value spread over a wider write region: each output tile loads the source's tile
+        and expands it (TROWEXPAND / TCOLEXPAND), so every row and column of the region is stored."""
+        r = op.result
+        tile = self.vec_tile(r.type.rank, op)
+        if tile is None:
+            return
+        rt: TensorType = r.type
+        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
+        self.out_valid = rt.valid_shape
+        full = self.load_operand(op.operands[0], rt.shape, tshape, offs, tvalid, op.span)
+        self.store(dest, full, offs, op.span)
         self.close(depth)
 
     def compute(self, name: str, dst: Value, srcs: list[Value], attrs: dict, span) -> None:

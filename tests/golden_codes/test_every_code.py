@@ -252,6 +252,15 @@ def e0709_transposed_output_buffer(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(), y=y, alpha=2.0))
 
 
+def e0730_row_index_past_the_end(env: Env) -> Diagnostic:
+    # The third row goes to row 5 of a 5-row output: the guard stops the call before that write.
+    op = ptodsl.load("tests/golden_codes/ops/scatter_rows.yaml")
+    y = np.zeros((5, 256), np.float32)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(3), np.array([0, 2, 5], np.int32), y=y)
+    return info.value.diagnostic
+
+
 # ---- building the CPU backend's C++ (E09xx)
 
 # A plain kernel, for the cases that fail before (or regardless of) what the C++ says.
@@ -550,6 +559,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0708_tensor_not_on_the_cpu,
     e0709_transposed_output_buffer,
     e0715_rows_not_a_multiple_of_the_block,
+    e0730_row_index_past_the_end,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

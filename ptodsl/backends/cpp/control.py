@@ -7,6 +7,10 @@ in order: the operator's tensors (pointers to C-contiguous data), its scalar par
 values of the symbols the program uses (sorted by name, ``int64_t``) and ``int poison``. With
 ``poison`` set, every launch starts from freshly poisoned on-chip buffers and workspaces start as
 NaN bytes, as the simulator's poison mode does, so a kernel reading data nobody wrote shows it.
+
+The entry returns 0, or the 1-based number (in program order) of the bounds guard that stopped
+the call before a write outside a tensor; it then leaves that write's offset, size and dim in the
+exported ``int64_t <entry>_guard[3]`` for the caller's diagnostic.
 """
 
 from __future__ import annotations
@@ -100,10 +104,12 @@ class ControlEmitter:
         self.strided = explicit_strides(module, [control])
         self.lines: list[tuple[int, str, str]] = []
         self.vars: dict[str, str] = {}  # GM value -> pointer variable
+        self.guards = 0
         self._context()
 
     def _context(self) -> None:
         self.names = Names(["start_launch", "workspace", "poison", *self.kernels])
+        self.guard_var = self.names.claim(f"{self.control.name}_guard")
         names: dict[str, str] = {}
         kinds: dict[str, str] = {}
         self.params: list[tuple[EntryParam, str]] = []
@@ -151,10 +157,12 @@ class ControlEmitter:
         out += ["", PRELUDE, ""]
         for h in cxx.helper_definitions(self.ctx.helpers):
             out += [h, ""]
+        if self.guards:
+            out += [f'extern "C" {{ int64_t {self.guard_var}[3] = {{0, 0, 0}}; }}', ""]
         params = ", ".join(decl for _, decl in self.params)
-        out.append(f'extern "C" void {name}({params})')
+        out.append(f'extern "C" int {name}({params})')
         out.append("{")
-        out += cxx.format_lines(self.lines)
+        out += cxx.format_lines(self.lines + [(1, "return 0;", "")])
         out.append("}")
         return ControlSource(name, f"{name}.cpp", "\n".join(out) + "\n", [p for p, _ in self.params],
                              self.parallel_names)
@@ -237,6 +245,15 @@ class ControlEmitter:
         ctype = "float" if dtype in cxx.FLOAT_DTYPES else cxx_type(dtype)
         var = self.ctx.names[op.attrs["sym"]]
         self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({pointer}[{self._e(index)}]);", op)
+
+    def _op_guard(self, op: Op, depth: int) -> None:
+        self.guards += 1
+        a = op.attrs
+        self._line(depth, f"if (!({self._e(a['cond'])})) {{", op)
+        for k, key in enumerate(("offset", "extent", "dim")):
+            self._line(depth + 1, f"{self.guard_var}[{k}] = static_cast<int64_t>({self._e(a[key])});", op)
+        self._line(depth + 1, f"return {self.guards};", op)
+        self._line(depth, "}")
 
     def _op_print(self, op: Op, depth: int) -> None:
         fmt, args = _printf_format(op.attrs["format"], op.attrs.get("args", []), self.ctx, op)

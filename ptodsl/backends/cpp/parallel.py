@@ -61,8 +61,8 @@ def independent(module: Module, loop: Op, origins: dict[str, Origin]) -> bool:
     writes: dict[str, list[_Write]] = {}
     reads: set[str] = set()
     for op in walk_ops(body):
-        if op.name == "print":
-            return False
+        if op.name in ("print", "guard"):
+            return False  # output order; a failed guard stops the whole call
         if op.name == "read":
             reads.add(origins[op.operands[0].name].root)
         elif op.name == "launch":

@@ -25,8 +25,9 @@ import numpy as np
 
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
+from ..guards import guard_failure
 from .build import build_shared, compiler_name, load_library
-from .emit import EmittedVariant, emit_variant
+from .emit import EmittedVariant, control_of, emit_variant
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
 _SCALAR_CTYPES: dict[str, Any] = {
@@ -41,6 +42,7 @@ class Loaded:
     variant: EmittedVariant
     path: Path
     function: Any  # the ctypes function of the entry
+    library: Any = None  # the ctypes library, for the guard report the entry leaves in it
 
 
 _lock = threading.Lock()
@@ -136,10 +138,11 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
     if found is not None:
         return found
     path = build_variant(compiled, index)
-    function = getattr(_load(path), v.entry)
-    function.restype = None
+    library = _load(path)
+    function = getattr(library, v.entry)
+    function.restype = ctypes.c_int  # 0, or the number of the bounds guard that stopped the call
     function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
-    loaded = Loaded(v, path, function)
+    loaded = Loaded(v, path, function, library)
     with _lock:
         return _loaded.setdefault(key, loaded)
 
@@ -188,7 +191,13 @@ def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray]
             args.append(int(symbols[p.name]))
         else:
             args.append(1 if poison else 0)
-    loaded.function(*args)
+    stopped = loaded.function(*args)
+    if stopped:
+        # the guards are numbered in program order, as the control program emits them
+        guards = [op for op in control_of(compiled, index).walk() if op.name == "guard"]
+        op = guards[stopped - 1]
+        offset, extent, dim = (ctypes.c_int64 * 3).in_dll(loaded.library, f"{loaded.variant.entry}_guard")
+        raise guard_failure(op.attrs, op.span, offset, extent, dim)
 
 
 def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list[np.ndarray]) -> int | None:

@@ -18,6 +18,7 @@ from ... import sym
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
+from ..guards import guard_failure
 
 INT_POISON = -0x5A5A5A5A
 
@@ -202,6 +203,11 @@ def _op(m: Machine, op: Op) -> None:
         return
     if name == "launch":
         _launch(m, op)
+        return
+    if name == "guard":
+        if not m.ev(op.attrs["cond"]):
+            a = op.attrs
+            raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
         return
     if name.startswith("sync."):
         return  # the simulator runs one op at a time: every pipe is already in order

@@ -88,10 +88,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void abs_neg_f16(half* x, half* a, half* n, int64_t M, int64_t N, int poison)
+extern "C" int abs_neg_f16(half* x, half* a, half* n, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // abs_neg.pto:3:12
         start_launch(poison);  // abs_neg.pto:3:12
         abs_neg_f16_k0(x, a, n, M, N);  // abs_neg.pto:3:12
     }
+    return 0;
 }

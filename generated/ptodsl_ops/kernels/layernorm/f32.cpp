@@ -334,7 +334,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void layernorm_f32(float* x, float* gamma, float* beta, float* y, float eps, int64_t H, int64_t R, int poison)
+extern "C" int layernorm_f32(float* x, float* gamma, float* beta, float* y, float eps, int64_t H, int64_t R, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // layernorm.pto:3:5
@@ -352,4 +352,5 @@ extern "C" void layernorm_f32(float* x, float* gamma, float* beta, float* y, flo
         start_launch(poison);  // layernorm.pto:4:14
         layernorm_f32_k0(v0, xf, t1, d, t2, t7, gamma, beta, y, H, eps, r, R);  // layernorm.pto:4:14
     }
+    return 0;
 }

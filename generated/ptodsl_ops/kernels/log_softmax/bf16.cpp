@@ -277,7 +277,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N, int poison)
+extern "C" int log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // log_softmax.pto:3:5
@@ -295,4 +295,5 @@ extern "C" void log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_
         start_launch(poison);  // log_softmax.pto:4:15
         log_softmax_bf16_k0(v0, row, t1, s, t6, t4, y, N, b, B);  // log_softmax.pto:4:15
     }
+    return 0;
 }

@@ -142,10 +142,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int64_t N, int poison)
+extern "C" int matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
         matmul_f16_k0(a, b, c, M, N, K);  // matmul.pto:3:12
     }
+    return 0;
 }

@@ -235,7 +235,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int64_t K, int64_t M, int64_t N, int poison)
+extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int64_t K, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias_relu.pto:4:17
         std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
@@ -247,4 +247,5 @@ extern "C" void matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, in
         start_launch(poison);  // matmul_bias_relu.pto:4:17
         matmul_bias_relu_f16_k1(t2, bias, t1, c, M, N);  // matmul_bias_relu.pto:4:17
     }
+    return 0;
 }

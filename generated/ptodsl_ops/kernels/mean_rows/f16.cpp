@@ -130,7 +130,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void mean_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison)
+extern "C" int mean_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // mean_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(half)), poison);  // mean_rows.pto:3:12
@@ -139,4 +139,5 @@ extern "C" void mean_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison
         start_launch(poison);  // mean_rows.pto:3:12
         mean_rows_f16_k0(x, t1, t0, y, R, C);  // mean_rows.pto:3:12
     }
+    return 0;
 }

@@ -76,10 +76,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void reciprocal_f16(half* x, half* y, int64_t M, int64_t N, int poison)
+extern "C" int reciprocal_f16(half* x, half* y, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // reciprocal.pto:3:12
         start_launch(poison);  // reciprocal.pto:3:12
         reciprocal_f16_k0(x, y, M, N);  // reciprocal.pto:3:12
     }
+    return 0;
 }

@@ -221,7 +221,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, float eps, int64_t H, int64_t R, int poison)
+extern "C" int rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, float eps, int64_t H, int64_t R, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // rmsnorm.pto:3:5
@@ -235,4 +235,5 @@ extern "C" void rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, fl
         start_launch(poison);  // rmsnorm.pto:4:14
         rmsnorm_bf16_k0(v0, xf, t3, inv, gamma, y, H, eps, r, R);  // rmsnorm.pto:4:14
     }
+    return 0;
 }

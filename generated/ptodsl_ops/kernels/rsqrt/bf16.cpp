@@ -76,10 +76,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void rsqrt_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int poison)
+extern "C" int rsqrt_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rsqrt.pto:3:12
         start_launch(poison);  // rsqrt.pto:3:12
         rsqrt_bf16_k0(x, y, M, N);  // rsqrt.pto:3:12
     }
+    return 0;
 }

@@ -7,43 +7,32 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
-{
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static inline int64_t ceil_div(int64_t a, int64_t b)
-{
-    return -floor_div(-a, b);
-}
-
-extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0, __gm__ float* out, int32_t cur_seq, int64_t H, int64_t S, int64_t b, int64_t B)
+extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0, __gm__ float* out, int64_t S, int32_t cur_seq, int64_t H, int64_t b, int64_t B)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < ceil_div(cur_seq, 4); ++_g0) {  // seq_add.pto:7:24
+    for (int64_t _g0 = 0; _g0 < (std::min<int64_t>(std::max<int64_t>(cur_seq, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (H + 63) / 64; ++_g1) {  // seq_add.pto:7:24
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT2 t2(std::min<int64_t>(cur_seq - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TileT2 t2(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
             TASSIGN(t2, 0);  // seq_add.pto:7:24
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView0 a0Gm0(a0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(std::min<int64_t>(cur_seq - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
+            GmView0 a0Gm0(a0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
             TLOAD(t2, a0Gm0);  // seq_add.pto:7:24
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(cur_seq - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TileT3 t3(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
             TASSIGN(t3, 1024);  // seq_add.pto:7:24
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TADDS(t3, t2, 1.0f);  // seq_add.pto:7:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView1 outGm1(out + b * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(std::min<int64_t>(cur_seq - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
+            GmView1 outGm1(out + b * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
             TSTORE(outGm1, t3);  // seq_add.pto:7:24
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -66,7 +55,7 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0, __gm__ float* out
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0, __gm__ float* out, int32_t cur_seq, int64_t H, int64_t S, int64_t b, int64_t B);
+extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0, __gm__ float* out, int64_t S, int32_t cur_seq, int64_t H, int64_t b, int64_t B);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -87,13 +76,14 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int64_t H, int64_t S, int poison)
+extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int64_t H, int64_t S, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // seq_add.pto:4:5
         const int32_t cur_seq = static_cast<int32_t>(act_seqs[b]);  // seq_add.pto:5:19
         float* a0 = inp + b * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
-        seq_add_k0(a0, out, cur_seq, H, S, b, B);  // seq_add.pto:7:24
+        seq_add_k0(a0, out, S, cur_seq, H, b, B);  // seq_add.pto:7:24
     }
+    return 0;
 }

@@ -116,7 +116,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int poison)
+extern "C" int softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // softmax.pto:3:5
@@ -124,4 +124,5 @@ extern "C" void softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int poison
         start_launch(poison);  // softmax.pto:5:23
         softmax_bf16_k0(row, y, b, B);  // softmax.pto:5:23
     }
+    return 0;
 }

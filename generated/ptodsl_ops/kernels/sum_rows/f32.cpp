@@ -87,10 +87,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void sum_rows_f32(float* x, float* y, int64_t C, int64_t R, int poison)
+extern "C" int sum_rows_f32(float* x, float* y, int64_t C, int64_t R, int poison)
 {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sum_rows.pto:3:12
         start_launch(poison);  // sum_rows.pto:3:12
         sum_rows_f32_k0(x, y, R, C);  // sum_rows.pto:3:12
     }
+    return 0;
 }

@@ -31,10 +31,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void matmul_f32(float* a, float* b, float* c, int64_t K, int64_t M, int64_t N, int poison)
+extern "C" int matmul_f32(float* a, float* b, float* c, int64_t K, int64_t M, int64_t N, int poison)
 {
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
         matmul_f32_k0(a, b, c, M, N, K);  // matmul.pto:3:12
     }
+    return 0;
 }

@@ -31,7 +31,7 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t H, int64_t R, int poison)
+extern "C" int rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t H, int64_t R, int poison)
 {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // rmsnorm.pto:3:5
@@ -45,4 +45,5 @@ extern "C" void rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t
         start_launch(poison);  // rmsnorm.pto:4:14
         rmsnorm_f32_k0(v0, xf, t3, inv, gamma, y, H, eps, r, R);  // rmsnorm.pto:4:14
     }
+    return 0;
 }
