@@ -7,7 +7,7 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_first_u2c0, __gm__ float* t0_first_u2c0, int64_t S, int64_t L, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, int64_t S, int64_t L, int64_t D)
 {
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -44,8 +44,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_
             TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_first_u2c0Gm1(kj_first_u2c0 + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t5, kj_first_u2c0Gm1);  // online_softmax_attn.pto:10:13
+            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
@@ -78,8 +78,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_
                 TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_first_u2c0Gm3(kj_first_u2c0 + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t10, kj_first_u2c0Gm3);  // online_softmax_attn.pto:10:13
+                GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
@@ -96,8 +96,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_first_u2c0Gm4(t0_first_u2c0 + _g0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_first_u2c0Gm4, t2);  // online_softmax_attn.pto:10:13
+            GmView4 t0_firstGm4(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -115,7 +115,7 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm__ float* s_first_u2c0, __gm__ float* m, __gm__ float* t2_first_u2c0, __gm__ float* p_first_u2c0, __gm__ float* l, __gm__ float* t5_first_u2c0, int64_t S, int64_t L, float scale)
+extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, float scale)
 {
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -145,8 +145,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT14 t14(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_first_u2c0Gm0(t0_first_u2c0 + _g12 * 16 * 64 + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t14, t0_first_u2c0Gm0);  // online_softmax_attn.pto:10:13
+            GmView0 t0_firstGm0(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t14, t0_firstGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT15 t15(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
@@ -155,8 +155,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_first_u2c0Gm1(s_first_u2c0 + _g12 * 16 * 64 + _g13 * 64, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_first_u2c0Gm1, t15);  // online_softmax_attn.pto:10:13
+            GmView1 s_firstGm1(s_first + _g12 * 16 * 64 + _g13 * 64, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_firstGm1, t15);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -193,8 +193,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT19 t19(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
             TASSIGN(t19, 64);  // online_softmax_attn.pto:12:20
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-            GmView2 s_first_u2c0Gm2(s_first_u2c0 + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
-            TLOAD(t19, s_first_u2c0Gm2);  // online_softmax_attn.pto:12:20
+            GmView2 s_firstGm2(s_first + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
+            TLOAD(t19, s_firstGm2);  // online_softmax_attn.pto:12:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TileT20 t20(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
             TASSIGN(t20, 4160);  // online_softmax_attn.pto:12:20
@@ -228,8 +228,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT23 t23(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
             TASSIGN(t23, 0);  // online_softmax_attn.pto:13:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView4 s_first_u2c0Gm4(s_first_u2c0 + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t23, s_first_u2c0Gm4);  // online_softmax_attn.pto:13:21
+            GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
             TileT24 t24(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
             TASSIGN(t24, 4096);  // online_softmax_attn.pto:13:21
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:13:21
@@ -247,8 +247,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView6 t2_first_u2c0Gm6(t2_first_u2c0 + _g16 * 16 * 64 + _g22 * 64, GmView6::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_first_u2c0Gm6, t26);  // online_softmax_attn.pto:13:21
+            GmView6 t2_firstGm6(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView6::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TSTORE(t2_firstGm6, t26);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -282,8 +282,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT29 t29(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView7 t2_first_u2c0Gm7(t2_first_u2c0 + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t29, t2_first_u2c0Gm7);  // online_softmax_attn.pto:13:17
+            GmView7 t2_firstGm7(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TLOAD(t29, t2_firstGm7);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT30 t30(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
@@ -292,8 +292,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView8 p_first_u2c0Gm8(p_first_u2c0 + _g27 * 16 * 64 + _g28 * 64, GmView8::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_first_u2c0Gm8, t30);  // online_softmax_attn.pto:13:17
+            GmView8 p_firstGm8(p_first + _g27 * 16 * 64 + _g28 * 64, GmView8::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TSTORE(p_firstGm8, t30);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -334,8 +334,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT34 t34(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
             TASSIGN(t34, 64);  // online_softmax_attn.pto:14:20
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView9 p_first_u2c0Gm9(p_first_u2c0 + _g31 * 16 * 64 + _k33 * 64, GmView9::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t34, p_first_u2c0Gm9);  // online_softmax_attn.pto:14:20
+            GmView9 p_firstGm9(p_first + _g31 * 16 * 64 + _k33 * 64, GmView9::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
+            TLOAD(t34, p_firstGm9);  // online_softmax_attn.pto:14:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT35 t35(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
             TASSIGN(t35, 4160);  // online_softmax_attn.pto:14:20
@@ -371,8 +371,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             TileT38 t38(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView11 p_first_u2c0Gm11(p_first_u2c0 + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38, p_first_u2c0Gm11);  // online_softmax_attn.pto:15:29
+            GmView11 p_firstGm11(p_first + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT39 t39(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
@@ -381,8 +381,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView12 t5_first_u2c0Gm12(t5_first_u2c0 + _g31 * 16 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_first_u2c0Gm12, t39);  // online_softmax_attn.pto:15:29
+            GmView12 t5_firstGm12(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TSTORE(t5_firstGm12, t39);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -408,7 +408,7 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm_
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm__ float* vj_first_u2c0, __gm__ float* acc, int64_t S, int64_t D, int64_t L)
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first, __gm__ float* vj_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L)
 {
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -433,8 +433,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm_
             TileT43 t43(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView0 t5_first_u2c0Gm0(t5_first_u2c0 + _g40 * 64 * 64, GmView0::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_first_u2c0Gm0);  // online_softmax_attn.pto:15:22
+            GmView0 t5_firstGm0(t5_first + _g40 * 64 * 64, GmView0::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm0);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
@@ -445,8 +445,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm_
             TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView1 vj_first_u2c0Gm1(vj_first_u2c0 + _g41 * 64, GmView1::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_first_u2c0Gm1);  // online_softmax_attn.pto:15:22
+            GmView1 vj_firstGm1(vj_first + _g41 * 64, GmView1::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:15:22
+            TLOAD(t45, vj_firstGm1);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT46 t46(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
@@ -467,8 +467,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm_
                 TileT48 t48(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView2 t5_first_u2c0Gm2(t5_first_u2c0 + _g40 * 64 * 64 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t48, t5_first_u2c0Gm2);  // online_softmax_attn.pto:15:22
+                GmView2 t5_firstGm2(t5_first + _g40 * 64 * 64 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
+                TLOAD(t48, t5_firstGm2);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT49 t49(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
@@ -479,8 +479,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm_
                 TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView3 vj_first_u2c0Gm3(vj_first_u2c0 + _k47 * 64 * D + _g41 * 64, GmView3::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t50, vj_first_u2c0Gm3);  // online_softmax_attn.pto:15:22
+                GmView3 vj_firstGm3(vj_first + _k47 * 64 * D + _g41 * 64, GmView3::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
+                TLOAD(t50, vj_firstGm3);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
                 TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
@@ -516,7 +516,7 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm_
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u2c0, __gm__ float* o, int64_t S, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first, __gm__ float* o, int64_t S, int64_t D)
 {
     using TileT54 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
@@ -554,8 +554,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView2 t17_first_u2c0Gm2(t17_first_u2c0 + _g52 * 16 * D + _g53 * 64, GmView2::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_first_u2c0Gm2, t57);  // online_softmax_attn.pto:24:25
+            GmView2 t17_firstGm2(t17_first + _g52 * 16 * D + _g53 * 64, GmView2::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:25
+            TSTORE(t17_firstGm2, t57);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -581,8 +581,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l
             TileT60 t60(std::min<int64_t>(S - _g58 * 16, 16), std::min<int64_t>(D - _g59 * 64, 64));  // online_softmax_attn.pto:24:20
             TASSIGN(t60, 0);  // online_softmax_attn.pto:24:20
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView3 t17_first_u2c0Gm3(t17_first_u2c0 + _g58 * 16 * D + _g59 * 64, GmView3::Shape(t60.GetValidRow(), t60.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t60, t17_first_u2c0Gm3);  // online_softmax_attn.pto:24:20
+            GmView3 t17_firstGm3(t17_first + _g58 * 16 * D + _g59 * 64, GmView3::Shape(t60.GetValidRow(), t60.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:20
+            TLOAD(t60, t17_firstGm3);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT61 t61(std::min<int64_t>(S - _g58 * 16, 16), std::min<int64_t>(D - _g59 * 64, 64));  // online_softmax_attn.pto:24:20
             TASSIGN(t61, 4096);  // online_softmax_attn.pto:24:20
@@ -608,7 +608,7 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_first_u2c1, __gm__ float* t0_first_u2c1, int64_t S, int64_t L, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D)
 {
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -624,11 +624,11 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g63 = 0; _g63 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g63) {  // online_softmax_attn.pto:10:13
+        for (int64_t _g63 = 0; _g63 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g63) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
             TileT65 t65(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
@@ -641,14 +641,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_first_u2c1Gm1(kj_first_u2c1 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t67, kj_first_u2c1Gm1);  // online_softmax_attn.pto:10:13
+            GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t68, t67);  // online_softmax_attn.pto:10:13
@@ -675,14 +675,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t71, t70);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_first_u2c1Gm3(kj_first_u2c1 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t72, kj_first_u2c1Gm3);  // online_softmax_attn.pto:10:13
+                GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t73, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t73, t72);  // online_softmax_attn.pto:10:13
@@ -697,8 +697,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_first_u2c1Gm4(t0_first_u2c1 + _g62 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_first_u2c1Gm4, t64);  // online_softmax_attn.pto:10:13
+            GmView4 t0_u2c0Gm4(t0_u2c0 + _g62 * 64 * 64 + _g63 * 64, GmView4::Shape(t64.GetValidRow(), t64.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -716,48 +716,61 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_first_u2c1, __gm__ float* s_first_u2c1, __gm__ float* m, __gm__ float* t2_first_u2c1, __gm__ float* p_first_u2c1, __gm__ float* l, __gm__ float* t5_first_u2c1, int64_t S, int64_t L, float scale)
+extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
 {
     using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT79 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT81 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT82 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT85 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT84 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT86 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT87 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT91 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT92 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT94 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT90 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT93 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT97 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT100 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT101 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT98 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT99 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT102 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT103 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT105 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT106 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT107 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT109 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT111 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT112 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT114 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT116 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT120 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT121 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT126 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
 
     for (int64_t _g74 = 0; _g74 < (S + 15) / 16; ++_g74) {  // online_softmax_attn.pto:10:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g75 = 0; _g75 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g75) {  // online_softmax_attn.pto:10:13
+        for (int64_t _g75 = 0; _g75 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g75) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT76 t76(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT76 t76(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_first_u2c1Gm0(t0_first_u2c1 + _g74 * 16 * 64 + _g75 * 64, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t76, t0_first_u2c1Gm0);  // online_softmax_attn.pto:10:13
+            GmView0 t0_u2c0Gm0(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t76, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT77 t77(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT77 t77(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_first_u2c1Gm1(s_first_u2c1 + _g74 * 16 * 64 + _g75 * 64, GmView1::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_first_u2c1Gm1, t77);  // online_softmax_attn.pto:10:13
+            GmView1 s_u2c0Gm1(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView1::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u2c0Gm1, t77);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -778,1319 +791,104 @@ extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_first_u2c1, __gm_
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g78 = 0; _g78 < (S + 15) / 16; ++_g78) {  // online_softmax_attn.pto:12:20
+    for (int64_t _g78 = 0; _g78 < (S + 15) / 16; ++_g78) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT79 t79(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:12:20
-        TASSIGN(t79, 0);  // online_softmax_attn.pto:12:20
-        TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
+        TileT79 t79(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
+        TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
+        TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k80 = 0; _k80 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k80) {  // online_softmax_attn.pto:12:20
+        for (int64_t _k80 = 0; _k80 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k80) {  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k80 * 64, 64));  // online_softmax_attn.pto:12:20
-            TASSIGN(t81, 64);  // online_softmax_attn.pto:12:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-            GmView2 s_first_u2c1Gm2(s_first_u2c1 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:12:20
-            TLOAD(t81, s_first_u2c1Gm2);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT82 t82(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t82, 4160);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:12:20
-            TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            TMAX(t79, t79, t82);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:12:20
-        GmView3 mGm3(m + _g78 * 16, GmView3::Shape(t79.GetValidRow()));  // online_softmax_attn.pto:12:20
-        TSTORE(mGm3, t79);  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g84 = 0; _g84 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g84) {  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT85 t85(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g84 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t85, 0);  // online_softmax_attn.pto:13:21
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView4 s_first_u2c1Gm4(s_first_u2c1 + _g78 * 16 * 64 + _g84 * 64, GmView4::Shape(t85.GetValidRow(), t85.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t85, s_first_u2c1Gm4);  // online_softmax_attn.pto:13:21
-            TileT86 t86(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:13:21
-            TASSIGN(t86, 4096);  // online_softmax_attn.pto:13:21
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:13:21
-            GmView5 mGm5(m + _g78 * 16, GmView5::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:13:21
-            TLOAD(t86, mGm5);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT87 t87(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g84 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t87, 4160);  // online_softmax_attn.pto:13:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t87, t86);  // online_softmax_attn.pto:13:21
-            TileT88 t88(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g84 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t88, 8256);  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);
-            TSUB(t88, t85, t87);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView6 t2_first_u2c1Gm6(t2_first_u2c1 + _g78 * 16 * 64 + _g84 * 64, GmView6::Shape(t88.GetValidRow(), t88.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_first_u2c1Gm6, t88);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g89 = 0; _g89 < (S + 15) / 16; ++_g89) {  // online_softmax_attn.pto:13:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g90 = 0; _g90 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g90) {  // online_softmax_attn.pto:13:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT91 t91(std::min<int64_t>(S - _g89 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g90 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t91, 0);  // online_softmax_attn.pto:13:17
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView7 t2_first_u2c1Gm7(t2_first_u2c1 + _g89 * 16 * 64 + _g90 * 64, GmView7::Shape(t91.GetValidRow(), t91.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t91, t2_first_u2c1Gm7);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT92 t92(std::min<int64_t>(S - _g89 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g90 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t92, 4096);  // online_softmax_attn.pto:13:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t92, t91);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView8 p_first_u2c1Gm8(p_first_u2c1 + _g89 * 16 * 64 + _g90 * 64, GmView8::Shape(t92.GetValidRow(), t92.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_first_u2c1Gm8, t92);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g93 = 0; _g93 < (S + 15) / 16; ++_g93) {  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT94 t94(std::min<int64_t>(S - _g93 * 16, 16));  // online_softmax_attn.pto:14:20
-        TASSIGN(t94, 0);  // online_softmax_attn.pto:14:20
-        TEXPANDS(t94, 0.0f);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k95 = 0; _k95 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k95) {  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT96 t96(std::min<int64_t>(S - _g93 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k95 * 64, 64));  // online_softmax_attn.pto:14:20
-            TASSIGN(t96, 64);  // online_softmax_attn.pto:14:20
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView9 p_first_u2c1Gm9(p_first_u2c1 + _g93 * 16 * 64 + _k95 * 64, GmView9::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t96, p_first_u2c1Gm9);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT97 t97(std::min<int64_t>(S - _g93 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t97, 4160);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:14:20
-            TROWSUM(t97, t96, tmp1);  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            TADD(t94, t94, t97);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:14:20
-        GmView10 lGm10(l + _g93 * 16, GmView10::Shape(t94.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm10, t94);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g99 = 0; _g99 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g99) {  // online_softmax_attn.pto:15:29
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT100 t100(std::min<int64_t>(S - _g93 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g99 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t100, 0);  // online_softmax_attn.pto:15:29
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView11 p_first_u2c1Gm11(p_first_u2c1 + _g93 * 16 * 64 + _g99 * 64, GmView11::Shape(t100.GetValidRow(), t100.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t100, p_first_u2c1Gm11);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT101 t101(std::min<int64_t>(S - _g93 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g99 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t101, 4096);  // online_softmax_attn.pto:15:29
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t101, t100, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView12 t5_first_u2c1Gm12(t5_first_u2c1 + _g93 * 16 * 64 + _g99 * 64, GmView12::Shape(t101.GetValidRow(), t101.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_first_u2c1Gm12, t101);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k6.cpp
-// attn_f32_k6: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k6(__gm__ float* t5_first_u2c1, __gm__ float* vj_first_u2c1, __gm__ float* acc, int64_t S, int64_t D, int64_t L)
-{
-    using TileT104 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT105 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT106 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT107 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT108 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT110 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT111 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT112 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT113 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g102 = 0; _g102 < (S + 63) / 64; ++_g102) {  // online_softmax_attn.pto:15:22
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g103 = 0; _g103 < (D + 63) / 64; ++_g103) {  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT104 t104(std::min<int64_t>(S - _g102 * 64, 64), std::min<int64_t>(D - _g103 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t104, 0);  // online_softmax_attn.pto:15:22
-            TileT105 t105(std::min<int64_t>(S - _g102 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t105, 0);  // online_softmax_attn.pto:15:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView0 t5_first_u2c1Gm0(t5_first_u2c1 + _g102 * 64 * 64, GmView0::Shape(t105.GetValidRow(), t105.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t105, t5_first_u2c1Gm0);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT106 t106(std::min<int64_t>(S - _g102 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t106, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t106, t105);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT107 t107(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g103 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t107, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView1 vj_first_u2c1Gm1(vj_first_u2c1 + _g103 * 64, GmView1::Shape(t107.GetValidRow(), t107.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t107, vj_first_u2c1Gm1);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT108 t108(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g103 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t108, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t108, t107);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t104, t106, t108);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k109 = 1; _k109 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k109) {  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT110 t110(std::min<int64_t>(S - _g102 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k109 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t110, 0);  // online_softmax_attn.pto:15:22
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView2 t5_first_u2c1Gm2(t5_first_u2c1 + _g102 * 64 * 64 + _k109 * 64, GmView2::Shape(t110.GetValidRow(), t110.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t110, t5_first_u2c1Gm2);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT111 t111(std::min<int64_t>(S - _g102 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k109 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t111, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t111, t110);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT112 t112(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k109 * 64, 64), std::min<int64_t>(D - _g103 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t112, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView3 vj_first_u2c1Gm3(vj_first_u2c1 + _k109 * 64 * D + _g103 * 64, GmView3::Shape(t112.GetValidRow(), t112.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t112, vj_first_u2c1Gm3);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT113 t113(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k109 * 64, 64), std::min<int64_t>(D - _g103 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t113, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t113, t112);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t104, t104, t111, t113);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView4 accGm4(acc + _g102 * 64 * D + _g103 * 64, GmView4::Shape(t104.GetValidRow(), t104.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm4, t104);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k7.cpp
-// attn_f32_k7: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k7(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u2c1, __gm__ float* o, int64_t S, int64_t D)
-{
-    using TileT116 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT117 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT118 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT123 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g114 = 0; _g114 < (S + 15) / 16; ++_g114) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g115 = 0; _g115 < (D + 63) / 64; ++_g115) {  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT116 t116(std::min<int64_t>(S - _g114 * 16, 16), std::min<int64_t>(D - _g115 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t116, 0);  // online_softmax_attn.pto:24:25
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView0 accGm0(acc + _g114 * 16 * D + _g115 * 64, GmView0::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t116, accGm0);  // online_softmax_attn.pto:24:25
-            TileT117 t117(std::min<int64_t>(S - _g114 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t117, 4096);  // online_softmax_attn.pto:24:25
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
-            GmView1 lGm1(l + _g114 * 16, GmView1::Shape(t117.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t117, lGm1);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT118 t118(std::min<int64_t>(S - _g114 * 16, 16), std::min<int64_t>(D - _g115 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t118, 4160);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t118, t117);  // online_softmax_attn.pto:24:25
-            TileT119 t119(std::min<int64_t>(S - _g114 * 16, 16), std::min<int64_t>(D - _g115 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t119, 8256);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TDIV(t119, t116, t118);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView2 t17_first_u2c1Gm2(t17_first_u2c1 + _g114 * 16 * D + _g115 * 64, GmView2::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_first_u2c1Gm2, t119);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g120 = 0; _g120 < (S + 15) / 16; ++_g120) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g121 = 0; _g121 < (D + 63) / 64; ++_g121) {  // online_softmax_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT122 t122(std::min<int64_t>(S - _g120 * 16, 16), std::min<int64_t>(D - _g121 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t122, 0);  // online_softmax_attn.pto:24:20
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView3 t17_first_u2c1Gm3(t17_first_u2c1 + _g120 * 16 * D + _g121 * 64, GmView3::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t122, t17_first_u2c1Gm3);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT123 t123(std::min<int64_t>(S - _g120 * 16, 16), std::min<int64_t>(D - _g121 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t123, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t123, t122, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView4 oGm4(o + _g120 * 16 * D + _g121 * 64, GmView4::Shape(t123.GetValidRow(), t123.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm4, t123);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k8.cpp
-// attn_f32_k8: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* q, __gm__ float* kj_first_u1c0, __gm__ float* t0_first_u1c0, int64_t S, int64_t L, int64_t D)
-{
-    using TileT126 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT127 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT128 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT129 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT130 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT133 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT134 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT135 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g124 = 0; _g124 < (S + 63) / 64; ++_g124) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g125 = 0; _g125 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g125) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT126 t126(std::min<int64_t>(S - _g124 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g125 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t126, 0);  // online_softmax_attn.pto:10:13
-            TileT127 t127(std::min<int64_t>(S - _g124 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t127, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g124 * 64 * D, GmView0::Shape(t127.GetValidRow(), t127.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t127, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT128 t128(std::min<int64_t>(S - _g124 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t128, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t128, t127);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT129 t129(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g125 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t129, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_first_u1c0Gm1(kj_first_u1c0 + _g125 * 64 * D, GmView1::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t129, kj_first_u1c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT130 t130(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g125 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t130, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t130, t129);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t126, t128, t130);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k131 = 1; _k131 < (D + 63) / 64; ++_k131) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT132 t132(std::min<int64_t>(S - _g124 * 64, 64), std::min<int64_t>(D - _k131 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t132, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g124 * 64 * D + _k131 * 64, GmView2::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t132, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT133 t133(std::min<int64_t>(S - _g124 * 64, 64), std::min<int64_t>(D - _k131 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t133, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t133, t132);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT134 t134(std::min<int64_t>(D - _k131 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g125 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t134, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_first_u1c0Gm3(kj_first_u1c0 + _g125 * 64 * D + _k131 * 64, GmView3::Shape(t134.GetValidRow(), t134.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t134, kj_first_u1c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT135 t135(std::min<int64_t>(D - _k131 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g125 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t135, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t135, t134);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t126, t126, t133, t135);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_first_u1c0Gm4(t0_first_u1c0 + _g124 * 64 * 64 + _g125 * 64, GmView4::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_first_u1c0Gm4, t126);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k9.cpp
-// attn_f32_k9: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_first_u1c0, __gm__ float* s_first_u1c0, __gm__ float* m, __gm__ float* t2_first_u1c0, __gm__ float* p_first_u1c0, __gm__ float* l, __gm__ float* t5_first_u1c0, int64_t S, int64_t L, float scale)
-{
-    using TileT138 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT139 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT141 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT143 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT144 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT147 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT148 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT149 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT150 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT153 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT158 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT159 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT162 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-
-    for (int64_t _g136 = 0; _g136 < (S + 15) / 16; ++_g136) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g137 = 0; _g137 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g137) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT138 t138(std::min<int64_t>(S - _g136 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g137 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t138, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_first_u1c0Gm0(t0_first_u1c0 + _g136 * 16 * 64 + _g137 * 64, GmView0::Shape(t138.GetValidRow(), t138.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t138, t0_first_u1c0Gm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT139 t139(std::min<int64_t>(S - _g136 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g137 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t139, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t139, t138, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_first_u1c0Gm1(s_first_u1c0 + _g136 * 16 * 64 + _g137 * 64, GmView1::Shape(t139.GetValidRow(), t139.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_first_u1c0Gm1, t139);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g140 = 0; _g140 < (S + 15) / 16; ++_g140) {  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT141 t141(std::min<int64_t>(S - _g140 * 16, 16));  // online_softmax_attn.pto:12:20
-        TASSIGN(t141, 0);  // online_softmax_attn.pto:12:20
-        TEXPANDS(t141, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k142 = 0; _k142 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k142) {  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT143 t143(std::min<int64_t>(S - _g140 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k142 * 64, 64));  // online_softmax_attn.pto:12:20
-            TASSIGN(t143, 64);  // online_softmax_attn.pto:12:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-            GmView2 s_first_u1c0Gm2(s_first_u1c0 + _g140 * 16 * 64 + _k142 * 64, GmView2::Shape(t143.GetValidRow(), t143.GetValidCol()));  // online_softmax_attn.pto:12:20
-            TLOAD(t143, s_first_u1c0Gm2);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT144 t144(std::min<int64_t>(S - _g140 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t144, 4160);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:12:20
-            TROWMAX(t144, t143, tmp0);  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            TMAX(t141, t141, t144);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:12:20
-        GmView3 mGm3(m + _g140 * 16, GmView3::Shape(t141.GetValidRow()));  // online_softmax_attn.pto:12:20
-        TSTORE(mGm3, t141);  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g146 = 0; _g146 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g146) {  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT147 t147(std::min<int64_t>(S - _g140 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g146 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t147, 0);  // online_softmax_attn.pto:13:21
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView4 s_first_u1c0Gm4(s_first_u1c0 + _g140 * 16 * 64 + _g146 * 64, GmView4::Shape(t147.GetValidRow(), t147.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t147, s_first_u1c0Gm4);  // online_softmax_attn.pto:13:21
-            TileT148 t148(std::min<int64_t>(S - _g140 * 16, 16));  // online_softmax_attn.pto:13:21
-            TASSIGN(t148, 4096);  // online_softmax_attn.pto:13:21
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:13:21
-            GmView5 mGm5(m + _g140 * 16, GmView5::Shape(t148.GetValidRow()));  // online_softmax_attn.pto:13:21
-            TLOAD(t148, mGm5);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT149 t149(std::min<int64_t>(S - _g140 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g146 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t149, 4160);  // online_softmax_attn.pto:13:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t149, t148);  // online_softmax_attn.pto:13:21
-            TileT150 t150(std::min<int64_t>(S - _g140 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g146 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t150, 8256);  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);
-            TSUB(t150, t147, t149);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView6 t2_first_u1c0Gm6(t2_first_u1c0 + _g140 * 16 * 64 + _g146 * 64, GmView6::Shape(t150.GetValidRow(), t150.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_first_u1c0Gm6, t150);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g151 = 0; _g151 < (S + 15) / 16; ++_g151) {  // online_softmax_attn.pto:13:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g152 = 0; _g152 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g152) {  // online_softmax_attn.pto:13:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT153 t153(std::min<int64_t>(S - _g151 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g152 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t153, 0);  // online_softmax_attn.pto:13:17
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView7 t2_first_u1c0Gm7(t2_first_u1c0 + _g151 * 16 * 64 + _g152 * 64, GmView7::Shape(t153.GetValidRow(), t153.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t153, t2_first_u1c0Gm7);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT154 t154(std::min<int64_t>(S - _g151 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g152 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t154, 4096);  // online_softmax_attn.pto:13:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t154, t153);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView8 p_first_u1c0Gm8(p_first_u1c0 + _g151 * 16 * 64 + _g152 * 64, GmView8::Shape(t154.GetValidRow(), t154.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_first_u1c0Gm8, t154);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g155 = 0; _g155 < (S + 15) / 16; ++_g155) {  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT156 t156(std::min<int64_t>(S - _g155 * 16, 16));  // online_softmax_attn.pto:14:20
-        TASSIGN(t156, 0);  // online_softmax_attn.pto:14:20
-        TEXPANDS(t156, 0.0f);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k157 = 0; _k157 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k157) {  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT158 t158(std::min<int64_t>(S - _g155 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k157 * 64, 64));  // online_softmax_attn.pto:14:20
-            TASSIGN(t158, 64);  // online_softmax_attn.pto:14:20
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView9 p_first_u1c0Gm9(p_first_u1c0 + _g155 * 16 * 64 + _k157 * 64, GmView9::Shape(t158.GetValidRow(), t158.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t158, p_first_u1c0Gm9);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT159 t159(std::min<int64_t>(S - _g155 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t159, 4160);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:14:20
-            TROWSUM(t159, t158, tmp1);  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            TADD(t156, t156, t159);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:14:20
-        GmView10 lGm10(l + _g155 * 16, GmView10::Shape(t156.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm10, t156);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g161 = 0; _g161 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g161) {  // online_softmax_attn.pto:15:29
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT162 t162(std::min<int64_t>(S - _g155 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g161 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t162, 0);  // online_softmax_attn.pto:15:29
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView11 p_first_u1c0Gm11(p_first_u1c0 + _g155 * 16 * 64 + _g161 * 64, GmView11::Shape(t162.GetValidRow(), t162.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t162, p_first_u1c0Gm11);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT163 t163(std::min<int64_t>(S - _g155 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g161 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t163, 4096);  // online_softmax_attn.pto:15:29
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t163, t162, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView12 t5_first_u1c0Gm12(t5_first_u1c0 + _g155 * 16 * 64 + _g161 * 64, GmView12::Shape(t163.GetValidRow(), t163.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_first_u1c0Gm12, t163);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k10.cpp
-// attn_f32_k10: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k10(__gm__ float* t5_first_u1c0, __gm__ float* vj_first_u1c0, __gm__ float* acc, int64_t S, int64_t D, int64_t L)
-{
-    using TileT166 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT167 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT168 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT169 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT170 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT172 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT173 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT174 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT175 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g164 = 0; _g164 < (S + 63) / 64; ++_g164) {  // online_softmax_attn.pto:15:22
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g165 = 0; _g165 < (D + 63) / 64; ++_g165) {  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT166 t166(std::min<int64_t>(S - _g164 * 64, 64), std::min<int64_t>(D - _g165 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t166, 0);  // online_softmax_attn.pto:15:22
-            TileT167 t167(std::min<int64_t>(S - _g164 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t167, 0);  // online_softmax_attn.pto:15:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView0 t5_first_u1c0Gm0(t5_first_u1c0 + _g164 * 64 * 64, GmView0::Shape(t167.GetValidRow(), t167.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t167, t5_first_u1c0Gm0);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT168 t168(std::min<int64_t>(S - _g164 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t168, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t168, t167);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT169 t169(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g165 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t169, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView1 vj_first_u1c0Gm1(vj_first_u1c0 + _g165 * 64, GmView1::Shape(t169.GetValidRow(), t169.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t169, vj_first_u1c0Gm1);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT170 t170(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g165 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t170, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t170, t169);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t166, t168, t170);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k171 = 1; _k171 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k171) {  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT172 t172(std::min<int64_t>(S - _g164 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k171 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t172, 0);  // online_softmax_attn.pto:15:22
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-                GmView2 t5_first_u1c0Gm2(t5_first_u1c0 + _g164 * 64 * 64 + _k171 * 64, GmView2::Shape(t172.GetValidRow(), t172.GetValidCol()));  // online_softmax_attn.pto:15:22
-                TLOAD(t172, t5_first_u1c0Gm2);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT173 t173(std::min<int64_t>(S - _g164 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k171 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t173, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t173, t172);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT174 t174(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k171 * 64, 64), std::min<int64_t>(D - _g165 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t174, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-                GmView3 vj_first_u1c0Gm3(vj_first_u1c0 + _k171 * 64 * D + _g165 * 64, GmView3::Shape(t174.GetValidRow(), t174.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
-                TLOAD(t174, vj_first_u1c0Gm3);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT175 t175(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k171 * 64, 64), std::min<int64_t>(D - _g165 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t175, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t175, t174);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t166, t166, t173, t175);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView4 accGm4(acc + _g164 * 64 * D + _g165 * 64, GmView4::Shape(t166.GetValidRow(), t166.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:15:22
-            TSTORE(accGm4, t166);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k11.cpp
-// attn_f32_k11: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k11(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u1c0, __gm__ float* o, int64_t S, int64_t D)
-{
-    using TileT178 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT179 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT181 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT184 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT185 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g176 = 0; _g176 < (S + 15) / 16; ++_g176) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g177 = 0; _g177 < (D + 63) / 64; ++_g177) {  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT178 t178(std::min<int64_t>(S - _g176 * 16, 16), std::min<int64_t>(D - _g177 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t178, 0);  // online_softmax_attn.pto:24:25
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView0 accGm0(acc + _g176 * 16 * D + _g177 * 64, GmView0::Shape(t178.GetValidRow(), t178.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t178, accGm0);  // online_softmax_attn.pto:24:25
-            TileT179 t179(std::min<int64_t>(S - _g176 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t179, 4096);  // online_softmax_attn.pto:24:25
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
-            GmView1 lGm1(l + _g176 * 16, GmView1::Shape(t179.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t179, lGm1);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT180 t180(std::min<int64_t>(S - _g176 * 16, 16), std::min<int64_t>(D - _g177 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t180, 4160);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t180, t179);  // online_softmax_attn.pto:24:25
-            TileT181 t181(std::min<int64_t>(S - _g176 * 16, 16), std::min<int64_t>(D - _g177 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t181, 8256);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TDIV(t181, t178, t180);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView2 t17_first_u1c0Gm2(t17_first_u1c0 + _g176 * 16 * D + _g177 * 64, GmView2::Shape(t181.GetValidRow(), t181.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_first_u1c0Gm2, t181);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g182 = 0; _g182 < (S + 15) / 16; ++_g182) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g183 = 0; _g183 < (D + 63) / 64; ++_g183) {  // online_softmax_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT184 t184(std::min<int64_t>(S - _g182 * 16, 16), std::min<int64_t>(D - _g183 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t184, 0);  // online_softmax_attn.pto:24:20
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView3 t17_first_u1c0Gm3(t17_first_u1c0 + _g182 * 16 * D + _g183 * 64, GmView3::Shape(t184.GetValidRow(), t184.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t184, t17_first_u1c0Gm3);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT185 t185(std::min<int64_t>(S - _g182 * 16, 16), std::min<int64_t>(D - _g183 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t185, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t185, t184, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView4 oGm4(o + _g182 * 16 * D + _g183 * 64, GmView4::Shape(t185.GetValidRow(), t185.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm4, t185);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k12.cpp
-// attn_f32_k12: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* q, __gm__ float* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D)
-{
-    using TileT188 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT189 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT190 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT191 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT192 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT194 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT195 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT196 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT197 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g186 = 0; _g186 < (S + 63) / 64; ++_g186) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g187 = 0; _g187 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g187) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT188 t188(std::min<int64_t>(S - _g186 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g187 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t188, 0);  // online_softmax_attn.pto:10:13
-            TileT189 t189(std::min<int64_t>(S - _g186 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t189, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g186 * 64 * D, GmView0::Shape(t189.GetValidRow(), t189.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t189, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT190 t190(std::min<int64_t>(S - _g186 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t190, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t190, t189);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT191 t191(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g187 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t191, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u2c0Gm1(kj_u2c0 + _g187 * 64 * D, GmView1::Shape(t191.GetValidRow(), t191.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t191, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT192 t192(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g187 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t192, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t192, t191);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t188, t190, t192);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k193 = 1; _k193 < (D + 63) / 64; ++_k193) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT194 t194(std::min<int64_t>(S - _g186 * 64, 64), std::min<int64_t>(D - _k193 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t194, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g186 * 64 * D + _k193 * 64, GmView2::Shape(t194.GetValidRow(), t194.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t194, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT195 t195(std::min<int64_t>(S - _g186 * 64, 64), std::min<int64_t>(D - _k193 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t195, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t195, t194);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT196 t196(std::min<int64_t>(D - _k193 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g187 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t196, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u2c0Gm3(kj_u2c0 + _g187 * 64 * D + _k193 * 64, GmView3::Shape(t196.GetValidRow(), t196.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t196, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT197 t197(std::min<int64_t>(D - _k193 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g187 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t197, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t197, t196);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t188, t188, t195, t197);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u2c0Gm4(t0_u2c0 + _g186 * 64 * 64 + _g187 * 64, GmView4::Shape(t188.GetValidRow(), t188.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u2c0Gm4, t188);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k13.cpp
-// attn_f32_k13: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
-{
-    using TileT200 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT201 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT205 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT208 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT210 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT214 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT217 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT220 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT221 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT222 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT223 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT226 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT227 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT229 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT230 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT231 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT233 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT235 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT236 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT238 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT240 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT243 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT244 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT245 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT246 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT250 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-
-    for (int64_t _g198 = 0; _g198 < (S + 15) / 16; ++_g198) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g199 = 0; _g199 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g199) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT200 t200(std::min<int64_t>(S - _g198 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g199 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t200, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u2c0Gm0(t0_u2c0 + _g198 * 16 * 64 + _g199 * 64, GmView0::Shape(t200.GetValidRow(), t200.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t200, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT201 t201(std::min<int64_t>(S - _g198 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g199 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t201, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t201, t200, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u2c0Gm1(s_u2c0 + _g198 * 16 * 64 + _g199 * 64, GmView1::Shape(t201.GetValidRow(), t201.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u2c0Gm1, t201);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g202 = 0; _g202 < (S + 15) / 16; ++_g202) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT203 t203(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t203, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t203, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k204 = 0; _k204 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k204) {  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT205 t205(std::min<int64_t>(S - _g202 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k204 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t205, 64);  // online_softmax_attn.pto:17:32
+            TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
+            TASSIGN(t81, 64);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u2c0Gm2(s_u2c0 + _g202 * 16 * 64 + _k204 * 64, GmView2::Shape(t205.GetValidRow(), t205.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t205, s_u2c0Gm2);  // online_softmax_attn.pto:17:32
+            GmView2 s_u2c0Gm2(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t81, s_u2c0Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT206 t206(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t206, 4160);  // online_softmax_attn.pto:17:32
+            TileT82 t82(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
+            TASSIGN(t82, 4160);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
             TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t206, t205, tmp0);  // online_softmax_attn.pto:17:32
+            TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
-            TMAX(t203, t203, t206);  // online_softmax_attn.pto:17:32
+            TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT208 t208(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t208, 64);  // online_softmax_attn.pto:17:21
+        TileT84 t84(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t84, 64);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g202 * 16, GmView3::Shape(t208.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t208, mGm3);  // online_softmax_attn.pto:17:21
+        GmView3 mGm3(m + _g78 * 16, GmView3::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t84, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT210 t210(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t210, 128);  // online_softmax_attn.pto:17:21
+        TileT86 t86(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t86, 128);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t210, t208, t203);  // online_softmax_attn.pto:17:21
+        TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g202 * 16, GmView4::Shape(t210.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u2c0Gm4, t210);  // online_softmax_attn.pto:17:21
-        TileT214 t214(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t214, 0);  // online_softmax_attn.pto:18:25
+        GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g78 * 16, GmView4::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u2c0Gm4, t86);  // online_softmax_attn.pto:17:21
+        TileT90 t90(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
+        TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
-        TSUB(t214, t208, t210);  // online_softmax_attn.pto:18:25
-        TileT217 t217(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t217, 64);  // online_softmax_attn.pto:18:21
+        TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
+        TileT93 t93(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
+        TASSIGN(t93, 64);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        TEXP(t217, t214);  // online_softmax_attn.pto:18:21
+        TEXP(t93, t90);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u2c0Gm5(alpha_u2c0 + _g202 * 16, GmView5::Shape(t217.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u2c0Gm5, t217);  // online_softmax_attn.pto:18:21
+        GmView5 alpha_u2c0Gm5(alpha_u2c0 + _g78 * 16, GmView5::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u2c0Gm5, t93);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g219 = 0; _g219 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g219) {  // online_softmax_attn.pto:19:21
+        for (int64_t _g95 = 0; _g95 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g95) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT220 t220(std::min<int64_t>(S - _g202 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g219 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t220, 0);  // online_softmax_attn.pto:19:21
+            TileT96 t96(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t96, 0);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u2c0Gm6(s_u2c0 + _g202 * 16 * 64 + _g219 * 64, GmView6::Shape(t220.GetValidRow(), t220.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t220, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT221 t221(std::min<int64_t>(S - _g202 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t221, 4096);  // online_softmax_attn.pto:19:21
+            GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
+            TileT97 t97(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(t97, 4096);  // online_softmax_attn.pto:19:21
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u2c0Gm7(m_new_u2c0 + _g202 * 16, GmView7::Shape(t221.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t221, m_new_u2c0Gm7);  // online_softmax_attn.pto:19:21
+            GmView7 m_new_u2c0Gm7(m_new_u2c0 + _g78 * 16, GmView7::Shape(t97.GetValidRow()));  // online_softmax_attn.pto:19:21
+            TLOAD(t97, m_new_u2c0Gm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT222 t222(std::min<int64_t>(S - _g202 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g219 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t222, 4160);  // online_softmax_attn.pto:19:21
+            TileT98 t98(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t98, 4160);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t222, t221);  // online_softmax_attn.pto:19:21
-            TileT223 t223(std::min<int64_t>(S - _g202 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g219 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t223, 8256);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t98, t97);  // online_softmax_attn.pto:19:21
+            TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t99, 8256);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
-            TSUB(t223, t220, t222);  // online_softmax_attn.pto:19:21
+            TSUB(t99, t96, t98);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u2c0Gm8(t8_u2c0 + _g202 * 16 * 64 + _g219 * 64, GmView8::Shape(t223.GetValidRow(), t223.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c0Gm8, t223);  // online_softmax_attn.pto:19:21
+            GmView8 t8_u2c0Gm8(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView8::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c0Gm8, t99);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -2116,30 +914,30 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ flo
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g224 = 0; _g224 < (S + 15) / 16; ++_g224) {  // online_softmax_attn.pto:19:17
+    for (int64_t _g100 = 0; _g100 < (S + 15) / 16; ++_g100) {  // online_softmax_attn.pto:19:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g225 = 0; _g225 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g225) {  // online_softmax_attn.pto:19:17
+        for (int64_t _g101 = 0; _g101 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g101) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT226 t226(std::min<int64_t>(S - _g224 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g225 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t226, 0);  // online_softmax_attn.pto:19:17
+            TileT102 t102(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u2c0Gm9(t8_u2c0 + _g224 * 16 * 64 + _g225 * 64, GmView9::Shape(t226.GetValidRow(), t226.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t226, t8_u2c0Gm9);  // online_softmax_attn.pto:19:17
+            GmView9 t8_u2c0Gm9(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView9::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t102, t8_u2c0Gm9);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT227 t227(std::min<int64_t>(S - _g224 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g225 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t227, 4096);  // online_softmax_attn.pto:19:17
+            TileT103 t103(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t227, t226);  // online_softmax_attn.pto:19:17
+            TEXP(t103, t102);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g224 * 16 * 64 + _g225 * 64, GmView10::Shape(t227.GetValidRow(), t227.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c0Gm10, t227);  // online_softmax_attn.pto:19:17
+            GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -2147,29 +945,29 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ flo
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT229 t229(std::min<int64_t>(S - _g224 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t229, 0);  // online_softmax_attn.pto:20:20
+        TileT105 t105(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g224 * 16, GmView11::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t229, lGm11);  // online_softmax_attn.pto:20:20
-        TileT230 t230(std::min<int64_t>(S - _g224 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t230, 64);  // online_softmax_attn.pto:20:20
+        GmView11 lGm11(l + _g100 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
+        TileT106 t106(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t106, 64);  // online_softmax_attn.pto:20:20
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u2c0Gm12(alpha_u2c0 + _g224 * 16, GmView12::Shape(t230.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t230, alpha_u2c0Gm12);  // online_softmax_attn.pto:20:20
+        GmView12 alpha_u2c0Gm12(alpha_u2c0 + _g100 * 16, GmView12::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t106, alpha_u2c0Gm12);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT231 t231(std::min<int64_t>(S - _g224 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t231, 128);  // online_softmax_attn.pto:20:20
+        TileT107 t107(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t107, 128);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t231, t229, t230);  // online_softmax_attn.pto:20:20
+        TMUL(t107, t105, t106);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u2c0Gm13(t10_u2c0 + _g224 * 16, GmView13::Shape(t231.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c0Gm13, t231);  // online_softmax_attn.pto:20:20
+        GmView13 t10_u2c0Gm13(t10_u2c0 + _g100 * 16, GmView13::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c0Gm13, t107);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
@@ -2191,93 +989,93 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ flo
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g232 = 0; _g232 < (S + 15) / 16; ++_g232) {  // online_softmax_attn.pto:20:32
+    for (int64_t _g108 = 0; _g108 < (S + 15) / 16; ++_g108) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT233 t233(std::min<int64_t>(S - _g232 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t233, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t233, 0.0f);  // online_softmax_attn.pto:20:32
+        TileT109 t109(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
+        TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
+        TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k234 = 0; _k234 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k234) {  // online_softmax_attn.pto:20:32
+        for (int64_t _k110 = 0; _k110 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k110) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT235 t235(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k234 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t235, 64);  // online_softmax_attn.pto:20:32
+            TileT111 t111(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+            TASSIGN(t111, 64);  // online_softmax_attn.pto:20:32
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g232 * 16 * 64 + _k234 * 64, GmView14::Shape(t235.GetValidRow(), t235.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t235, p_1_u2c0Gm14);  // online_softmax_attn.pto:20:32
+            GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView14::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t111, p_1_u2c0Gm14);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT236 t236(std::min<int64_t>(S - _g232 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t236, 4160);  // online_softmax_attn.pto:20:32
+            TileT112 t112(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
+            TASSIGN(t112, 4160);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
             TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t236, t235, tmp1);  // online_softmax_attn.pto:20:32
+            TROWSUM(t112, t111, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            TADD(t233, t233, t236);  // online_softmax_attn.pto:20:32
+            TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT238 t238(std::min<int64_t>(S - _g232 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t238, 64);  // online_softmax_attn.pto:20:20
+        TileT114 t114(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t114, 64);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u2c0Gm15(t10_u2c0 + _g232 * 16, GmView15::Shape(t238.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t238, t10_u2c0Gm15);  // online_softmax_attn.pto:20:20
+        GmView15 t10_u2c0Gm15(t10_u2c0 + _g108 * 16, GmView15::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t114, t10_u2c0Gm15);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT240 t240(std::min<int64_t>(S - _g232 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t240, 128);  // online_softmax_attn.pto:20:20
+        TileT116 t116(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t116, 128);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t240, t238, t233);  // online_softmax_attn.pto:20:20
+        TADD(t116, t114, t109);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g232 * 16, GmView16::Shape(t240.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t240);  // online_softmax_attn.pto:20:20
+        GmView16 lGm16(l + _g108 * 16, GmView16::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm16, t116);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g242 = 0; _g242 < (D + 63) / 64; ++_g242) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT243 t243(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(D - _g242 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t243, 0);  // online_softmax_attn.pto:21:22
+            TileT119 t119(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g232 * 16 * D + _g242 * 64, GmView17::Shape(t243.GetValidRow(), t243.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t243, accGm17);  // online_softmax_attn.pto:21:22
-            TileT244 t244(std::min<int64_t>(S - _g232 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t244, 4096);  // online_softmax_attn.pto:21:22
+            GmView17 accGm17(acc + _g108 * 16 * D + _g118 * 64, GmView17::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t119, accGm17);  // online_softmax_attn.pto:21:22
+            TileT120 t120(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u2c0Gm18(alpha_u2c0 + _g232 * 16, GmView18::Shape(t244.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t244, alpha_u2c0Gm18);  // online_softmax_attn.pto:21:22
+            GmView18 alpha_u2c0Gm18(alpha_u2c0 + _g108 * 16, GmView18::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t120, alpha_u2c0Gm18);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT245 t245(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(D - _g242 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t245, 4160);  // online_softmax_attn.pto:21:22
+            TileT121 t121(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t121, 4160);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t245, t244);  // online_softmax_attn.pto:21:22
-            TileT246 t246(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(D - _g242 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t246, 8256);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(t121, t120);  // online_softmax_attn.pto:21:22
+            TileT122 t122(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t122, 8256);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TMUL(t246, t243, t245);  // online_softmax_attn.pto:21:22
+            TMUL(t122, t119, t121);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u2c0Gm19(t13_u2c0 + _g232 * 16 * D + _g242 * 64, GmView19::Shape(t246.GetValidRow(), t246.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c0Gm19, t246);  // online_softmax_attn.pto:21:22
+            GmView19 t13_u2c0Gm19(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView19::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c0Gm19, t122);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -2292,25 +1090,1423 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ flo
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g248 = 0; _g248 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g248) {  // online_softmax_attn.pto:21:43
+        for (int64_t _g124 = 0; _g124 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g124) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT249 t249(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g248 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t249, 0);  // online_softmax_attn.pto:21:43
+            TileT125 t125(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
             using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u2c0Gm20(p_1_u2c0 + _g232 * 16 * 64 + _g248 * 64, GmView20::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t249, p_1_u2c0Gm20);  // online_softmax_attn.pto:21:43
+            GmView20 p_1_u2c0Gm20(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView20::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t125, p_1_u2c0Gm20);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT250 t250(std::min<int64_t>(S - _g232 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g248 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t250, 4096);  // online_softmax_attn.pto:21:43
+            TileT126 t126(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t250, t249, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+            TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u2c0Gm21(t15_u2c0 + _g232 * 16 * 64 + _g248 * 64, GmView21::Shape(t250.GetValidRow(), t250.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c0Gm21, t250);  // online_softmax_attn.pto:21:43
+            GmView21 t15_u2c0Gm21(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView21::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c0Gm21, t126);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+}
+
+// ---- attn_f32_k6.cpp
+// attn_f32_k6: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k6(__gm__ float* t15_u2c0, __gm__ float* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+{
+    using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT130 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT131 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT132 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT133 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT135 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT136 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT137 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT138 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+
+    for (int64_t _g127 = 0; _g127 < (S + 63) / 64; ++_g127) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT129 t129(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
+            TileT130 t130(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView0 t15_u2c0Gm0(t15_u2c0 + _g127 * 64 * 64, GmView0::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t130, t15_u2c0Gm0);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT131 t131(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t131, t130);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT132 t132(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 vj_u2c0Gm1(vj_u2c0 + _g128 * 64, GmView1::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
+            TLOAD(t132, vj_u2c0Gm1);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT133 t133(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t133, t132);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k134 = 1; _k134 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k134) {  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT135 t135(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView2 t15_u2c0Gm2(t15_u2c0 + _g127 * 64 * 64 + _k134 * 64, GmView2::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t135, t15_u2c0Gm2);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT136 t136(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t136, t135);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT137 t137(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView3 vj_u2c0Gm3(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView3::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t137, vj_u2c0Gm3);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT138 t138(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t138, t137);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+            GmView4 t14_u2c0Gm4(t14_u2c0 + _g127 * 64 * D + _g128 * 64, GmView4::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
+            TSTORE(t14_u2c0Gm4, t129);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    }
+}
+
+// ---- attn_f32_k7.cpp
+// attn_f32_k7: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D)
+{
+    using TileT141 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT142 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT143 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT145 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g139 = 0; _g139 < (S + 15) / 16; ++_g139) {  // online_softmax_attn.pto:21:22
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT141 t141(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView0 t13_u2c0Gm0(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView0::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t141, t13_u2c0Gm0);  // online_softmax_attn.pto:21:22
+            TileT142 t142(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView1 t14_u2c0Gm1(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView1::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t142, t14_u2c0Gm1);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT143 t143(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t143, t141, t142);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g139 * 16 * D + _g140 * 64, GmView2::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t143);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT145 t145(std::min<int64_t>(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
+        TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        GmView3 m_new_u2c0Gm3(m_new_u2c0 + _g139 * 16, GmView3::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t145, m_new_u2c0Gm3);  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        GmView4 mGm4(m + _g139 * 16, GmView4::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm4, t145);  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+}
+
+// ---- attn_f32_k8.cpp
+// attn_f32_k8: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* q, __gm__ float* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D)
+{
+    using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT149 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT150 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT151 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+
+    for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g147 = 0; _g147 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g147) {  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT148 t148(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
+            TileT149 t149(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 qGm0(q + _g146 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t149, qGm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT150 t150(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t150, t149);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView1 kj_u2c1Gm1(kj_u2c1 + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t151, kj_u2c1Gm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT152 t152(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t152, t151);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t148, t150, t152);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT154 t154(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t154, qGm2);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT155 t155(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t155, t154);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT156 t156(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t156, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT157 t157(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t157, t156);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_u2c1Gm4(t0_u2c1 + _g146 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u2c1Gm4, t148);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    }
+}
+
+// ---- attn_f32_k9.cpp
+// attn_f32_k9: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
+{
+    using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT161 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT163 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT166 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT168 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT170 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT174 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT177 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT181 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT182 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT183 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT186 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT187 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT189 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT190 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT191 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT193 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT195 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT196 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT198 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT200 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT205 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT210 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+
+    for (int64_t _g158 = 0; _g158 < (S + 15) / 16; ++_g158) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g159 = 0; _g159 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g159) {  // online_softmax_attn.pto:10:13
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT160 t160(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 t0_u2c1Gm0(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView0::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t160, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT161 t161(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 s_u2c1Gm1(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView1::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u2c1Gm1, t161);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    for (int64_t _g162 = 0; _g162 < (S + 15) / 16; ++_g162) {  // online_softmax_attn.pto:17:32
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT163 t163(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+        TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
+        TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _k164 = 0; _k164 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k164) {  // online_softmax_attn.pto:17:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT165 t165(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
+            TASSIGN(t165, 64);  // online_softmax_attn.pto:17:32
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView2 s_u2c1Gm2(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView2::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t165, s_u2c1Gm2);  // online_softmax_attn.pto:17:32
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT166 t166(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+            TASSIGN(t166, 4160);  // online_softmax_attn.pto:17:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TROWMAX(t166, t165, tmp0);  // online_softmax_attn.pto:17:32
+            pipe_barrier(PIPE_V);
+            TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT168 t168(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t168, 64);  // online_softmax_attn.pto:17:21
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        GmView3 mGm3(m + _g162 * 16, GmView3::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t168, mGm3);  // online_softmax_attn.pto:17:21
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT170 t170(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t170, 128);  // online_softmax_attn.pto:17:21
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g162 * 16, GmView4::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u2c1Gm4, t170);  // online_softmax_attn.pto:17:21
+        TileT174 t174(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
+        TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
+        pipe_barrier(PIPE_V);
+        TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
+        TileT177 t177(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
+        TASSIGN(t177, 64);  // online_softmax_attn.pto:18:21
+        pipe_barrier(PIPE_V);
+        TEXP(t177, t174);  // online_softmax_attn.pto:18:21
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        GmView5 alpha_u2c1Gm5(alpha_u2c1 + _g162 * 16, GmView5::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u2c1Gm5, t177);  // online_softmax_attn.pto:18:21
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g179 = 0; _g179 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g179) {  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT180 t180(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t180, 0);  // online_softmax_attn.pto:19:21
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
+            TileT181 t181(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(t181, 4096);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
+            GmView7 m_new_u2c1Gm7(m_new_u2c1 + _g162 * 16, GmView7::Shape(t181.GetValidRow()));  // online_softmax_attn.pto:19:21
+            TLOAD(t181, m_new_u2c1Gm7);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT182 t182(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t182, 4160);  // online_softmax_attn.pto:19:21
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TROWEXPAND(t182, t181);  // online_softmax_attn.pto:19:21
+            TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t183, 8256);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);
+            TSUB(t183, t180, t182);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView8 t8_u2c1Gm8(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView8::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c1Gm8, t183);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    for (int64_t _g184 = 0; _g184 < (S + 15) / 16; ++_g184) {  // online_softmax_attn.pto:19:17
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g185 = 0; _g185 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g185) {  // online_softmax_attn.pto:19:17
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT186 t186(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 t8_u2c1Gm9(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView9::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t186, t8_u2c1Gm9);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT187 t187(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TEXP(t187, t186);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView10 p_1_u2c1Gm10(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c1Gm10, t187);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT189 t189(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView11 lGm11(l + _g184 * 16, GmView11::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t189, lGm11);  // online_softmax_attn.pto:20:20
+        TileT190 t190(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t190, 64);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView12 alpha_u2c1Gm12(alpha_u2c1 + _g184 * 16, GmView12::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t190, alpha_u2c1Gm12);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT191 t191(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t191, 128);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TMUL(t191, t189, t190);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView13 t10_u2c1Gm13(t10_u2c1 + _g184 * 16, GmView13::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c1Gm13, t191);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    for (int64_t _g192 = 0; _g192 < (S + 15) / 16; ++_g192) {  // online_softmax_attn.pto:20:32
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT193 t193(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
+        TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
+        TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _k194 = 0; _k194 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k194) {  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT195 t195(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+            TASSIGN(t195, 64);  // online_softmax_attn.pto:20:32
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView14 p_1_u2c1Gm14(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView14::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t195, p_1_u2c1Gm14);  // online_softmax_attn.pto:20:32
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT196 t196(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
+            TASSIGN(t196, 4160);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TROWSUM(t196, t195, tmp1);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT198 t198(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t198, 64);  // online_softmax_attn.pto:20:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView15 t10_u2c1Gm15(t10_u2c1 + _g192 * 16, GmView15::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t198, t10_u2c1Gm15);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT200 t200(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t200, 128);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t200, t198, t193);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView16 lGm16(l + _g192 * 16, GmView16::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm16, t200);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT203 t203(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 accGm17(acc + _g192 * 16 * D + _g202 * 64, GmView17::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t203, accGm17);  // online_softmax_attn.pto:21:22
+            TileT204 t204(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
+            GmView18 alpha_u2c1Gm18(alpha_u2c1 + _g192 * 16, GmView18::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t204, alpha_u2c1Gm18);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileT205 t205(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t205, 4160);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TROWEXPAND(t205, t204);  // online_softmax_attn.pto:21:22
+            TileT206 t206(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t206, 8256);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            TMUL(t206, t203, t205);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView19 t13_u2c1Gm19(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView19::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c1Gm19, t206);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g208 = 0; _g208 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g208) {  // online_softmax_attn.pto:21:43
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT209 t209(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 p_1_u2c1Gm20(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView20::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t209, p_1_u2c1Gm20);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT210 t210(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView21 t15_u2c1Gm21(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView21::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c1Gm21, t210);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+}
+
+// ---- attn_f32_k10.cpp
+// attn_f32_k10: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k10(__gm__ float* t15_u2c1, __gm__ float* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+{
+    using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT214 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT215 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT216 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT217 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT219 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT220 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT221 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT222 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+
+    for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
+            TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView0 t15_u2c1Gm0(t15_u2c1 + _g211 * 64 * 64, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t214, t15_u2c1Gm0);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t215, t214);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT216 t216(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 vj_u2c1Gm1(vj_u2c1 + _g212 * 64, GmView1::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
+            TLOAD(t216, vj_u2c1Gm1);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT217 t217(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t217, t216);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k218 = 1; _k218 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k218) {  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+                GmView2 t15_u2c1Gm2(t15_u2c1 + _g211 * 64 * 64 + _k218 * 64, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t219, t15_u2c1Gm2);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT220 t220(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t220, t219);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT221 t221(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+                GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView3::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t221, vj_u2c1Gm3);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT222 t222(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t222, t221);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+            GmView4 t14_u2c1Gm4(t14_u2c1 + _g211 * 64 * D + _g212 * 64, GmView4::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
+            TSTORE(t14_u2c1Gm4, t213);  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    }
+}
+
+// ---- attn_f32_k11.cpp
+// attn_f32_k11: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D)
+{
+    using TileT225 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT226 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT227 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT229 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g223 = 0; _g223 < (S + 15) / 16; ++_g223) {  // online_softmax_attn.pto:21:22
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT225 t225(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView0 t13_u2c1Gm0(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView0::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t225, t13_u2c1Gm0);  // online_softmax_attn.pto:21:22
+            TileT226 t226(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView1 t14_u2c1Gm1(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView1::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t226, t14_u2c1Gm1);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT227 t227(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t227, t225, t226);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g223 * 16 * D + _g224 * 64, GmView2::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t227);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT229 t229(std::min<int64_t>(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
+        TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        GmView3 m_new_u2c1Gm3(m_new_u2c1 + _g223 * 16, GmView3::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t229, m_new_u2c1Gm3);  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        GmView4 mGm4(m + _g223 * 16, GmView4::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm4, t229);  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+}
+
+// ---- attn_f32_k12.cpp
+// attn_f32_k12: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* q, __gm__ float* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D)
+{
+    using TileT232 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT233 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT234 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT235 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT236 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT238 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT239 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT240 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT241 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+
+    for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g231 = 0; _g231 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g231) {  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TileT232 t232(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t232, 0);  // online_softmax_attn.pto:10:13
+            TileT233 t233(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t233, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 qGm0(q + _g230 * 64 * D, GmView0::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t233, qGm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT234 t234(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t234, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t234, t233);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TileT235 t235(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+            GmView1 kj_u1c0Gm1(kj_u1c0 + _g231 * 64 * D, GmView1::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t235, kj_u1c0Gm1);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TileT236 t236(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            TMOV(t236, t235);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            TMATMUL(t232, t234, t236);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT238 t238(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t238, 0);  // online_softmax_attn.pto:10:13
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g230 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT239 t239(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t239, t238);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TileT240 t240(std::min<int64_t>(D - _k237 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t240, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT241 t241(std::min<int64_t>(D - _k237 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t241, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t241, t240);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_ACC(t232, t232, t239, t241);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            }
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView4 t0_u1c0Gm4(t0_u1c0 + _g230 * 64 * 64 + _g231 * 64, GmView4::Shape(t232.GetValidRow(), t232.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    }
+}
+
+// ---- attn_f32_k13.cpp
+// attn_f32_k13: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
+// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
+#include <pto/pto-inst.hpp>
+
+using namespace pto;
+
+extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D)
+{
+    using TileT244 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT245 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT247 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT250 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT252 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT254 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT258 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT261 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT264 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT265 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT266 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT271 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT273 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT274 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT275 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT277 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT279 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT280 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT282 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT284 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT287 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT288 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT289 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT290 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT293 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT294 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+
+    for (int64_t _g242 = 0; _g242 < (S + 15) / 16; ++_g242) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g243 = 0; _g243 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g243) {  // online_softmax_attn.pto:10:13
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT244 t244(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 t0_u1c0Gm0(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView0::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t244, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT245 t245(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 s_u1c0Gm1(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView1::Shape(t245.GetValidRow(), t245.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_u1c0Gm1, t245);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    }
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    for (int64_t _g246 = 0; _g246 < (S + 15) / 16; ++_g246) {  // online_softmax_attn.pto:17:32
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT247 t247(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
+        TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
+        TEXPANDS(t247, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _k248 = 0; _k248 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k248) {  // online_softmax_attn.pto:17:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT249 t249(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
+            TASSIGN(t249, 64);  // online_softmax_attn.pto:17:32
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView2 s_u1c0Gm2(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView2::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t249, s_u1c0Gm2);  // online_softmax_attn.pto:17:32
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT250 t250(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
+            TASSIGN(t250, 4160);  // online_softmax_attn.pto:17:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
+            pipe_barrier(PIPE_V);
+            TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT252 t252(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t252, 64);  // online_softmax_attn.pto:17:21
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        GmView3 mGm3(m + _g246 * 16, GmView3::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t252, mGm3);  // online_softmax_attn.pto:17:21
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT254 t254(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t254, 128);  // online_softmax_attn.pto:17:21
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMAX(t254, t252, t247);  // online_softmax_attn.pto:17:21
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g246 * 16, GmView4::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_u1c0Gm4, t254);  // online_softmax_attn.pto:17:21
+        TileT258 t258(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
+        TASSIGN(t258, 0);  // online_softmax_attn.pto:18:25
+        pipe_barrier(PIPE_V);
+        TSUB(t258, t252, t254);  // online_softmax_attn.pto:18:25
+        TileT261 t261(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
+        TASSIGN(t261, 64);  // online_softmax_attn.pto:18:21
+        pipe_barrier(PIPE_V);
+        TEXP(t261, t258);  // online_softmax_attn.pto:18:21
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        GmView5 alpha_u1c0Gm5(alpha_u1c0 + _g246 * 16, GmView5::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_u1c0Gm5, t261);  // online_softmax_attn.pto:18:21
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g263 = 0; _g263 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g263) {  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT264 t264(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t264, 0);  // online_softmax_attn.pto:19:21
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
+            TileT265 t265(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(t265, 4096);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
+            GmView7 m_new_u1c0Gm7(m_new_u1c0 + _g246 * 16, GmView7::Shape(t265.GetValidRow()));  // online_softmax_attn.pto:19:21
+            TLOAD(t265, m_new_u1c0Gm7);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT266 t266(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t266, 4160);  // online_softmax_attn.pto:19:21
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TROWEXPAND(t266, t265);  // online_softmax_attn.pto:19:21
+            TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t267, 8256);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);
+            TSUB(t267, t264, t266);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView8 t8_u1c0Gm8(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView8::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u1c0Gm8, t267);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    }
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    for (int64_t _g268 = 0; _g268 < (S + 15) / 16; ++_g268) {  // online_softmax_attn.pto:19:17
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g269 = 0; _g269 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g269) {  // online_softmax_attn.pto:19:17
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT270 t270(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 t8_u1c0Gm9(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView9::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t270, t8_u1c0Gm9);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileT271 t271(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TEXP(t271, t270);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView10 p_1_u1c0Gm10(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView10::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u1c0Gm10, t271);  // online_softmax_attn.pto:19:17
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT273 t273(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView11 lGm11(l + _g268 * 16, GmView11::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t273, lGm11);  // online_softmax_attn.pto:20:20
+        TileT274 t274(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t274, 64);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView12 alpha_u1c0Gm12(alpha_u1c0 + _g268 * 16, GmView12::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t274, alpha_u1c0Gm12);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT275 t275(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t275, 128);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TMUL(t275, t273, t274);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView13 t10_u1c0Gm13(t10_u1c0 + _g268 * 16, GmView13::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u1c0Gm13, t275);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    for (int64_t _g276 = 0; _g276 < (S + 15) / 16; ++_g276) {  // online_softmax_attn.pto:20:32
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT277 t277(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
+        TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
+        TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _k278 = 0; _k278 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k278) {  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT279 t279(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+            TASSIGN(t279, 64);  // online_softmax_attn.pto:20:32
+            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView14::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t279, p_1_u1c0Gm14);  // online_softmax_attn.pto:20:32
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT280 t280(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
+            TASSIGN(t280, 4160);  // online_softmax_attn.pto:20:32
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TROWSUM(t280, t279, tmp1);  // online_softmax_attn.pto:20:32
+            pipe_barrier(PIPE_V);
+            TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT282 t282(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t282, 64);  // online_softmax_attn.pto:20:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView15 t10_u1c0Gm15(t10_u1c0 + _g276 * 16, GmView15::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t282, t10_u1c0Gm15);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT284 t284(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t284, 128);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TADD(t284, t282, t277);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
+        GmView16 lGm16(l + _g276 * 16, GmView16::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm16, t284);  // online_softmax_attn.pto:20:20
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            TileT287 t287(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 accGm17(acc + _g276 * 16 * D + _g286 * 64, GmView17::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t287, accGm17);  // online_softmax_attn.pto:21:22
+            TileT288 t288(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
+            GmView18 alpha_u1c0Gm18(alpha_u1c0 + _g276 * 16, GmView18::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t288, alpha_u1c0Gm18);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileT289 t289(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t289, 4160);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TROWEXPAND(t289, t288);  // online_softmax_attn.pto:21:22
+            TileT290 t290(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t290, 8256);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);
+            TMUL(t290, t287, t289);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView19 t13_u1c0Gm19(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView19::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u1c0Gm19, t290);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g292 = 0; _g292 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g292) {  // online_softmax_attn.pto:21:43
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT293 t293(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 p_1_u1c0Gm20(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView20::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t293, p_1_u1c0Gm20);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT294 t294(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView21 t15_u1c0Gm21(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView21::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u1c0Gm21, t294);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -2336,87 +2532,87 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u2c0, __gm__ float* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u1c0, __gm__ float* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1)
 {
-    using TileT253 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT254 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT255 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT256 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT257 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT259 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT260 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT261 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT262 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT297 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT298 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT299 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT300 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT301 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT303 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT304 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT305 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT306 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g251 = 0; _g251 < (S + 63) / 64; ++_g251) {  // online_softmax_attn.pto:21:36
+    for (int64_t _g295 = 0; _g295 < (S + 63) / 64; ++_g295) {  // online_softmax_attn.pto:21:36
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g252 = 0; _g252 < (D + 63) / 64; ++_g252) {  // online_softmax_attn.pto:21:36
+        for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT253 t253(std::min<int64_t>(S - _g251 * 64, 64), std::min<int64_t>(D - _g252 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t253, 0);  // online_softmax_attn.pto:21:36
-            TileT254 t254(std::min<int64_t>(S - _g251 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t254, 0);  // online_softmax_attn.pto:21:36
+            TileT297 t297(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
+            TileT298 t298(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u2c0Gm0(t15_u2c0 + _g251 * 64 * 64, GmView0::Shape(t254.GetValidRow(), t254.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t254, t15_u2c0Gm0);  // online_softmax_attn.pto:21:36
+            GmView0 t15_u1c0Gm0(t15_u1c0 + _g295 * 64 * 64, GmView0::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t298, t15_u1c0Gm0);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT255 t255(std::min<int64_t>(S - _g251 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t255, 0);  // online_softmax_attn.pto:21:36
+            TileT299 t299(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t255, t254);  // online_softmax_attn.pto:21:36
+            TMOV(t299, t298);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT256 t256(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g252 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t256, 0);  // online_softmax_attn.pto:21:36
+            TileT300 t300(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u2c0Gm1(vj_u2c0 + _g252 * 64, GmView1::Shape(t256.GetValidRow(), t256.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t256, vj_u2c0Gm1);  // online_softmax_attn.pto:21:36
+            GmView1 vj_u1c0Gm1(vj_u1c0 + _g296 * 64, GmView1::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
+            TLOAD(t300, vj_u1c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT257 t257(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g252 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t257, 0);  // online_softmax_attn.pto:21:36
+            TileT301 t301(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t257, t256);  // online_softmax_attn.pto:21:36
+            TMOV(t301, t300);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t253, t255, t257);  // online_softmax_attn.pto:21:36
+            TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k258 = 1; _k258 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k258) {  // online_softmax_attn.pto:21:36
+            for (int64_t _k302 = 1; _k302 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k302) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT259 t259(std::min<int64_t>(S - _g251 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k258 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t259, 0);  // online_softmax_attn.pto:21:36
+                TileT303 t303(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_u2c0Gm2(t15_u2c0 + _g251 * 64 * 64 + _k258 * 64, GmView2::Shape(t259.GetValidRow(), t259.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t259, t15_u2c0Gm2);  // online_softmax_attn.pto:21:36
+                GmView2 t15_u1c0Gm2(t15_u1c0 + _g295 * 64 * 64 + _k302 * 64, GmView2::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t303, t15_u1c0Gm2);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT260 t260(std::min<int64_t>(S - _g251 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k258 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t260, 0);  // online_softmax_attn.pto:21:36
+                TileT304 t304(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t260, t259);  // online_softmax_attn.pto:21:36
+                TMOV(t304, t303);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT261 t261(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k258 * 64, 64), std::min<int64_t>(D - _g252 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t261, 0);  // online_softmax_attn.pto:21:36
+                TileT305 t305(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_u2c0Gm3(vj_u2c0 + _k258 * 64 * D + _g252 * 64, GmView3::Shape(t261.GetValidRow(), t261.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t261, vj_u2c0Gm3);  // online_softmax_attn.pto:21:36
+                GmView3 vj_u1c0Gm3(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView3::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t305, vj_u1c0Gm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT262 t262(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k258 * 64, 64), std::min<int64_t>(D - _g252 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t262, 0);  // online_softmax_attn.pto:21:36
+                TileT306 t306(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t262, t261);  // online_softmax_attn.pto:21:36
+                TMOV(t306, t305);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t253, t253, t260, t262);  // online_softmax_attn.pto:21:36
+                TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             }
@@ -2425,8 +2621,8 @@ extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u2c0, __gm__ fl
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_u2c0Gm4(t14_u2c0 + _g251 * 64 * D + _g252 * 64, GmView4::Shape(t253.GetValidRow(), t253.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_u2c0Gm4, t253);  // online_softmax_attn.pto:21:36
+            GmView4 t14_u1c0Gm4(t14_u1c0 + _g295 * 64 * D + _g296 * 64, GmView4::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
+            TSTORE(t14_u1c0Gm4, t297);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -2444,59 +2640,59 @@ extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u2c0, __gm__ fl
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k15(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D)
 {
-    using TileT265 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT266 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT269 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT309 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT310 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT311 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT313 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g263 = 0; _g263 < (S + 15) / 16; ++_g263) {  // online_softmax_attn.pto:21:22
+    for (int64_t _g307 = 0; _g307 < (S + 15) / 16; ++_g307) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g264 = 0; _g264 < (D + 63) / 64; ++_g264) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT265 t265(std::min<int64_t>(S - _g263 * 16, 16), std::min<int64_t>(D - _g264 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t265, 0);  // online_softmax_attn.pto:21:22
+            TileT309 t309(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t309, 0);  // online_softmax_attn.pto:21:22
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u2c0Gm0(t13_u2c0 + _g263 * 16 * D + _g264 * 64, GmView0::Shape(t265.GetValidRow(), t265.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t265, t13_u2c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT266 t266(std::min<int64_t>(S - _g263 * 16, 16), std::min<int64_t>(D - _g264 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t266, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_u1c0Gm0(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView0::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t309, t13_u1c0Gm0);  // online_softmax_attn.pto:21:22
+            TileT310 t310(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t310, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u2c0Gm1(t14_u2c0 + _g263 * 16 * D + _g264 * 64, GmView1::Shape(t266.GetValidRow(), t266.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t266, t14_u2c0Gm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_u1c0Gm1(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView1::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t310, t14_u1c0Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT267 t267(std::min<int64_t>(S - _g263 * 16, 16), std::min<int64_t>(D - _g264 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t267, 8192);  // online_softmax_attn.pto:21:22
+            TileT311 t311(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t311, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t267, t265, t266);  // online_softmax_attn.pto:21:22
+            TADD(t311, t309, t310);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g263 * 16 * D + _g264 * 64, GmView2::Shape(t267.GetValidRow(), t267.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t267);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g307 * 16 * D + _g308 * 64, GmView2::Shape(t311.GetValidRow(), t311.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t311);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT269 t269(std::min<int64_t>(S - _g263 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t269, 0);  // online_softmax_attn.pto:22:13
+        TileT313 t313(std::min<int64_t>(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
+        TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u2c0Gm3(m_new_u2c0 + _g263 * 16, GmView3::Shape(t269.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t269, m_new_u2c0Gm3);  // online_softmax_attn.pto:22:13
+        GmView3 m_new_u1c0Gm3(m_new_u1c0 + _g307 * 16, GmView3::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t313, m_new_u1c0Gm3);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g263 * 16, GmView4::Shape(t269.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t269);  // online_softmax_attn.pto:22:13
+        GmView4 mGm4(m + _g307 * 16, GmView4::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm4, t313);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -2509,87 +2705,87 @@ extern "C" __global__ AICORE void attn_f32_k15(__gm__ float* t13_u2c0, __gm__ fl
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj_last, __gm__ float* t0_last, int64_t S, int64_t L, int64_t D)
 {
-    using TileT272 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT273 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT274 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT275 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT276 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT278 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT279 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT280 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT281 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT317 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT318 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT319 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT320 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT322 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT324 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g270 = 0; _g270 < (S + 63) / 64; ++_g270) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g271 = 0; _g271 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g271) {  // online_softmax_attn.pto:10:13
+        for (int64_t _g315 = 0; _g315 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT272 t272(std::min<int64_t>(S - _g270 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g271 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t272, 0);  // online_softmax_attn.pto:10:13
-            TileT273 t273(std::min<int64_t>(S - _g270 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t273, 0);  // online_softmax_attn.pto:10:13
+            TileT316 t316(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
+            TileT317 t317(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g270 * 64 * D, GmView0::Shape(t273.GetValidRow(), t273.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t273, qGm0);  // online_softmax_attn.pto:10:13
+            GmView0 qGm0(q + _g314 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT274 t274(std::min<int64_t>(S - _g270 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t274, 0);  // online_softmax_attn.pto:10:13
+            TileT318 t318(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t274, t273);  // online_softmax_attn.pto:10:13
+            TMOV(t318, t317);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT275 t275(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g271 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t275, 0);  // online_softmax_attn.pto:10:13
+            TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u2c1Gm1(kj_u2c1 + _g271 * 64 * D, GmView1::Shape(t275.GetValidRow(), t275.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t275, kj_u2c1Gm1);  // online_softmax_attn.pto:10:13
+            GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT276 t276(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g271 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t276, 0);  // online_softmax_attn.pto:10:13
+            TileT320 t320(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t276, t275);  // online_softmax_attn.pto:10:13
+            TMOV(t320, t319);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t272, t274, t276);  // online_softmax_attn.pto:10:13
+            TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k277 = 1; _k277 < (D + 63) / 64; ++_k277) {  // online_softmax_attn.pto:10:13
+            for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT278 t278(std::min<int64_t>(S - _g270 * 64, 64), std::min<int64_t>(D - _k277 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t278, 0);  // online_softmax_attn.pto:10:13
+                TileT322 t322(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g270 * 64 * D + _k277 * 64, GmView2::Shape(t278.GetValidRow(), t278.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t278, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT279 t279(std::min<int64_t>(S - _g270 * 64, 64), std::min<int64_t>(D - _k277 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t279, 0);  // online_softmax_attn.pto:10:13
+                TileT323 t323(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t279, t278);  // online_softmax_attn.pto:10:13
+                TMOV(t323, t322);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT280 t280(std::min<int64_t>(D - _k277 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g271 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t280, 0);  // online_softmax_attn.pto:10:13
+                TileT324 t324(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u2c1Gm3(kj_u2c1 + _g271 * 64 * D + _k277 * 64, GmView3::Shape(t280.GetValidRow(), t280.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t280, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
+                GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT281 t281(std::min<int64_t>(D - _k277 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g271 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t281, 0);  // online_softmax_attn.pto:10:13
+                TileT325 t325(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t281, t280);  // online_softmax_attn.pto:10:13
+                TMOV(t325, t324);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t272, t272, t279, t281);  // online_softmax_attn.pto:10:13
+                TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             }
@@ -2598,8 +2794,8 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u2c1Gm4(t0_u2c1 + _g270 * 64 * 64 + _g271 * 64, GmView4::Shape(t272.GetValidRow(), t272.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u2c1Gm4, t272);  // online_softmax_attn.pto:10:13
+            GmView4 t0_lastGm4(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -2617,61 +2813,61 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, float scale, int64_t D)
 {
-    using TileT284 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT285 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT287 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT289 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT290 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT292 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT294 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT298 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT301 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT304 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT305 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT306 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT307 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT310 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT311 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT313 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT314 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT315 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT317 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT319 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT320 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT322 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT324 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT327 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT328 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT330 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT331 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT333 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT334 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT334 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT336 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT338 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT342 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT345 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT349 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT350 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT354 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT357 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT358 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT359 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT361 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT363 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT364 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT366 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT368 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT372 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT373 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT378 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
 
-    for (int64_t _g282 = 0; _g282 < (S + 15) / 16; ++_g282) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g326 = 0; _g326 < (S + 15) / 16; ++_g326) {  // online_softmax_attn.pto:10:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g283 = 0; _g283 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g283) {  // online_softmax_attn.pto:10:13
+        for (int64_t _g327 = 0; _g327 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT284 t284(std::min<int64_t>(S - _g282 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g283 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t284, 0);  // online_softmax_attn.pto:10:13
+            TileT328 t328(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u2c1Gm0(t0_u2c1 + _g282 * 16 * 64 + _g283 * 64, GmView0::Shape(t284.GetValidRow(), t284.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t284, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
+            GmView0 t0_lastGm0(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView0::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t328, t0_lastGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT285 t285(std::min<int64_t>(S - _g282 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g283 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t285, 4096);  // online_softmax_attn.pto:10:13
+            TileT329 t329(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t285, t284, scale);  // online_softmax_attn.pto:10:13
+            TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u2c1Gm1(s_u2c1 + _g282 * 16 * 64 + _g283 * 64, GmView1::Shape(t285.GetValidRow(), t285.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u2c1Gm1, t285);  // online_softmax_attn.pto:10:13
+            GmView1 s_lastGm1(s_last + _g326 * 16 * 64 + _g327 * 64, GmView1::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_lastGm1, t329);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -2692,104 +2888,104 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g286 = 0; _g286 < (S + 15) / 16; ++_g286) {  // online_softmax_attn.pto:17:32
+    for (int64_t _g330 = 0; _g330 < (S + 15) / 16; ++_g330) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT287 t287(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t287, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t287, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        TileT331 t331(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
+        TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
+        TEXPANDS(t331, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k288 = 0; _k288 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k288) {  // online_softmax_attn.pto:17:32
+        for (int64_t _k332 = 0; _k332 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT289 t289(std::min<int64_t>(S - _g286 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k288 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t289, 64);  // online_softmax_attn.pto:17:32
+            TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
+            TASSIGN(t333, 64);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u2c1Gm2(s_u2c1 + _g286 * 16 * 64 + _k288 * 64, GmView2::Shape(t289.GetValidRow(), t289.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t289, s_u2c1Gm2);  // online_softmax_attn.pto:17:32
+            GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t333, s_lastGm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT290 t290(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t290, 4160);  // online_softmax_attn.pto:17:32
+            TileT334 t334(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
+            TASSIGN(t334, 4160);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
             TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t290, t289, tmp0);  // online_softmax_attn.pto:17:32
+            TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
-            TMAX(t287, t287, t290);  // online_softmax_attn.pto:17:32
+            TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT292 t292(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t292, 64);  // online_softmax_attn.pto:17:21
+        TileT336 t336(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t336, 64);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g286 * 16, GmView3::Shape(t292.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t292, mGm3);  // online_softmax_attn.pto:17:21
+        GmView3 mGm3(m + _g330 * 16, GmView3::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t336, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT294 t294(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t294, 128);  // online_softmax_attn.pto:17:21
+        TileT338 t338(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+        TASSIGN(t338, 128);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t294, t292, t287);  // online_softmax_attn.pto:17:21
+        TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g286 * 16, GmView4::Shape(t294.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u2c1Gm4, t294);  // online_softmax_attn.pto:17:21
-        TileT298 t298(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t298, 0);  // online_softmax_attn.pto:18:25
+        GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_lastGm4, t338);  // online_softmax_attn.pto:17:21
+        TileT342 t342(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
+        TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
-        TSUB(t298, t292, t294);  // online_softmax_attn.pto:18:25
-        TileT301 t301(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t301, 64);  // online_softmax_attn.pto:18:21
+        TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
+        TileT345 t345(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
+        TASSIGN(t345, 64);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        TEXP(t301, t298);  // online_softmax_attn.pto:18:21
+        TEXP(t345, t342);  // online_softmax_attn.pto:18:21
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u2c1Gm5(alpha_u2c1 + _g286 * 16, GmView5::Shape(t301.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u2c1Gm5, t301);  // online_softmax_attn.pto:18:21
+        GmView5 alpha_lastGm5(alpha_last + _g330 * 16, GmView5::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_lastGm5, t345);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g303 = 0; _g303 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g303) {  // online_softmax_attn.pto:19:21
+        for (int64_t _g347 = 0; _g347 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT304 t304(std::min<int64_t>(S - _g286 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g303 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t304, 0);  // online_softmax_attn.pto:19:21
+            TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t348, 0);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u2c1Gm6(s_u2c1 + _g286 * 16 * 64 + _g303 * 64, GmView6::Shape(t304.GetValidRow(), t304.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t304, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
-            TileT305 t305(std::min<int64_t>(S - _g286 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t305, 4096);  // online_softmax_attn.pto:19:21
+            GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
+            TileT349 t349(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(t349, 4096);  // online_softmax_attn.pto:19:21
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u2c1Gm7(m_new_u2c1 + _g286 * 16, GmView7::Shape(t305.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t305, m_new_u2c1Gm7);  // online_softmax_attn.pto:19:21
+            GmView7 m_new_lastGm7(m_new_last + _g330 * 16, GmView7::Shape(t349.GetValidRow()));  // online_softmax_attn.pto:19:21
+            TLOAD(t349, m_new_lastGm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT306 t306(std::min<int64_t>(S - _g286 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g303 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t306, 4160);  // online_softmax_attn.pto:19:21
+            TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t350, 4160);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t306, t305);  // online_softmax_attn.pto:19:21
-            TileT307 t307(std::min<int64_t>(S - _g286 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g303 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t307, 8256);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t350, t349);  // online_softmax_attn.pto:19:21
+            TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TASSIGN(t351, 8256);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
-            TSUB(t307, t304, t306);  // online_softmax_attn.pto:19:21
+            TSUB(t351, t348, t350);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u2c1Gm8(t8_u2c1 + _g286 * 16 * 64 + _g303 * 64, GmView8::Shape(t307.GetValidRow(), t307.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c1Gm8, t307);  // online_softmax_attn.pto:19:21
+            GmView8 t8_lastGm8(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView8::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_lastGm8, t351);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -2815,30 +3011,30 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g308 = 0; _g308 < (S + 15) / 16; ++_g308) {  // online_softmax_attn.pto:19:17
+    for (int64_t _g352 = 0; _g352 < (S + 15) / 16; ++_g352) {  // online_softmax_attn.pto:19:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g309 = 0; _g309 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g309) {  // online_softmax_attn.pto:19:17
+        for (int64_t _g353 = 0; _g353 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT310 t310(std::min<int64_t>(S - _g308 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g309 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t310, 0);  // online_softmax_attn.pto:19:17
+            TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u2c1Gm9(t8_u2c1 + _g308 * 16 * 64 + _g309 * 64, GmView9::Shape(t310.GetValidRow(), t310.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t310, t8_u2c1Gm9);  // online_softmax_attn.pto:19:17
+            GmView9 t8_lastGm9(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t354, t8_lastGm9);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT311 t311(std::min<int64_t>(S - _g308 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g309 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t311, 4096);  // online_softmax_attn.pto:19:17
+            TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+            TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t311, t310);  // online_softmax_attn.pto:19:17
+            TEXP(t355, t354);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u2c1Gm10(p_1_u2c1 + _g308 * 16 * 64 + _g309 * 64, GmView10::Shape(t311.GetValidRow(), t311.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c1Gm10, t311);  // online_softmax_attn.pto:19:17
+            GmView10 p_1_lastGm10(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
@@ -2846,29 +3042,29 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT313 t313(std::min<int64_t>(S - _g308 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t313, 0);  // online_softmax_attn.pto:20:20
+        TileT357 t357(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g308 * 16, GmView11::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t313, lGm11);  // online_softmax_attn.pto:20:20
-        TileT314 t314(std::min<int64_t>(S - _g308 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t314, 64);  // online_softmax_attn.pto:20:20
+        GmView11 lGm11(l + _g352 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
+        TileT358 t358(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t358, 64);  // online_softmax_attn.pto:20:20
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u2c1Gm12(alpha_u2c1 + _g308 * 16, GmView12::Shape(t314.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t314, alpha_u2c1Gm12);  // online_softmax_attn.pto:20:20
+        GmView12 alpha_lastGm12(alpha_last + _g352 * 16, GmView12::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t358, alpha_lastGm12);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT315 t315(std::min<int64_t>(S - _g308 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t315, 128);  // online_softmax_attn.pto:20:20
+        TileT359 t359(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t359, 128);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t315, t313, t314);  // online_softmax_attn.pto:20:20
+        TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u2c1Gm13(t10_u2c1 + _g308 * 16, GmView13::Shape(t315.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c1Gm13, t315);  // online_softmax_attn.pto:20:20
+        GmView13 t10_lastGm13(t10_last + _g352 * 16, GmView13::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_lastGm13, t359);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
@@ -2890,93 +3086,93 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g316 = 0; _g316 < (S + 15) / 16; ++_g316) {  // online_softmax_attn.pto:20:32
+    for (int64_t _g360 = 0; _g360 < (S + 15) / 16; ++_g360) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT317 t317(std::min<int64_t>(S - _g316 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t317, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t317, 0.0f);  // online_softmax_attn.pto:20:32
+        TileT361 t361(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+        TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
+        TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k318 = 0; _k318 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k318) {  // online_softmax_attn.pto:20:32
+        for (int64_t _k362 = 0; _k362 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT319 t319(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k318 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t319, 64);  // online_softmax_attn.pto:20:32
+            TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+            TASSIGN(t363, 64);  // online_softmax_attn.pto:20:32
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u2c1Gm14(p_1_u2c1 + _g316 * 16 * 64 + _k318 * 64, GmView14::Shape(t319.GetValidRow(), t319.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t319, p_1_u2c1Gm14);  // online_softmax_attn.pto:20:32
+            GmView14 p_1_lastGm14(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView14::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t363, p_1_lastGm14);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT320 t320(std::min<int64_t>(S - _g316 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t320, 4160);  // online_softmax_attn.pto:20:32
+            TileT364 t364(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+            TASSIGN(t364, 4160);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
             TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t320, t319, tmp1);  // online_softmax_attn.pto:20:32
+            TROWSUM(t364, t363, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            TADD(t317, t317, t320);  // online_softmax_attn.pto:20:32
+            TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT322 t322(std::min<int64_t>(S - _g316 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t322, 64);  // online_softmax_attn.pto:20:20
+        TileT366 t366(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t366, 64);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u2c1Gm15(t10_u2c1 + _g316 * 16, GmView15::Shape(t322.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t322, t10_u2c1Gm15);  // online_softmax_attn.pto:20:20
+        GmView15 t10_lastGm15(t10_last + _g360 * 16, GmView15::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t366, t10_lastGm15);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT324 t324(std::min<int64_t>(S - _g316 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t324, 128);  // online_softmax_attn.pto:20:20
+        TileT368 t368(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
+        TASSIGN(t368, 128);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t324, t322, t317);  // online_softmax_attn.pto:20:20
+        TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g316 * 16, GmView16::Shape(t324.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t324);  // online_softmax_attn.pto:20:20
+        GmView16 lGm16(l + _g360 * 16, GmView16::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm16, t368);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g326 = 0; _g326 < (D + 63) / 64; ++_g326) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT327 t327(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(D - _g326 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t327, 0);  // online_softmax_attn.pto:21:22
+            TileT371 t371(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g316 * 16 * D + _g326 * 64, GmView17::Shape(t327.GetValidRow(), t327.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t327, accGm17);  // online_softmax_attn.pto:21:22
-            TileT328 t328(std::min<int64_t>(S - _g316 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t328, 4096);  // online_softmax_attn.pto:21:22
+            GmView17 accGm17(acc + _g360 * 16 * D + _g370 * 64, GmView17::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t371, accGm17);  // online_softmax_attn.pto:21:22
+            TileT372 t372(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u2c1Gm18(alpha_u2c1 + _g316 * 16, GmView18::Shape(t328.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t328, alpha_u2c1Gm18);  // online_softmax_attn.pto:21:22
+            GmView18 alpha_lastGm18(alpha_last + _g360 * 16, GmView18::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t372, alpha_lastGm18);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT329 t329(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(D - _g326 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t329, 4160);  // online_softmax_attn.pto:21:22
+            TileT373 t373(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t373, 4160);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t329, t328);  // online_softmax_attn.pto:21:22
-            TileT330 t330(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(D - _g326 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t330, 8256);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(t373, t372);  // online_softmax_attn.pto:21:22
+            TileT374 t374(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t374, 8256);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TMUL(t330, t327, t329);  // online_softmax_attn.pto:21:22
+            TMUL(t374, t371, t373);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u2c1Gm19(t13_u2c1 + _g316 * 16 * D + _g326 * 64, GmView19::Shape(t330.GetValidRow(), t330.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c1Gm19, t330);  // online_softmax_attn.pto:21:22
+            GmView19 t13_lastGm19(t13_last + _g360 * 16 * D + _g370 * 64, GmView19::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_lastGm19, t374);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -2991,25 +3187,25 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g332 = 0; _g332 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g332) {  // online_softmax_attn.pto:21:43
+        for (int64_t _g376 = 0; _g376 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT333 t333(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g332 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t333, 0);  // online_softmax_attn.pto:21:43
+            TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
             using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u2c1Gm20(p_1_u2c1 + _g316 * 16 * 64 + _g332 * 64, GmView20::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t333, p_1_u2c1Gm20);  // online_softmax_attn.pto:21:43
+            GmView20 p_1_lastGm20(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView20::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t377, p_1_lastGm20);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT334 t334(std::min<int64_t>(S - _g316 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g332 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t334, 4096);  // online_softmax_attn.pto:21:43
+            TileT378 t378(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+            TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t334, t333, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
+            TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u2c1Gm21(t15_u2c1 + _g316 * 16 * 64 + _g332 * 64, GmView21::Shape(t334.GetValidRow(), t334.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c1Gm21, t334);  // online_softmax_attn.pto:21:43
+            GmView21 t15_lastGm21(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView21::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_lastGm21, t378);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -3035,87 +3231,87 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_u2c1, __gm__ float* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, int64_t S, int64_t D, int64_t L)
 {
-    using TileT337 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT338 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT339 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT340 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT341 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT343 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT344 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT345 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT346 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT382 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT383 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT384 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT385 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT387 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT388 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT389 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT390 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g335 = 0; _g335 < (S + 63) / 64; ++_g335) {  // online_softmax_attn.pto:21:36
+    for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g336 = 0; _g336 < (D + 63) / 64; ++_g336) {  // online_softmax_attn.pto:21:36
+        for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT337 t337(std::min<int64_t>(S - _g335 * 64, 64), std::min<int64_t>(D - _g336 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t337, 0);  // online_softmax_attn.pto:21:36
-            TileT338 t338(std::min<int64_t>(S - _g335 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t338, 0);  // online_softmax_attn.pto:21:36
+            TileT381 t381(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
+            TileT382 t382(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u2c1Gm0(t15_u2c1 + _g335 * 64 * 64, GmView0::Shape(t338.GetValidRow(), t338.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t338, t15_u2c1Gm0);  // online_softmax_attn.pto:21:36
+            GmView0 t15_lastGm0(t15_last + _g379 * 64 * 64, GmView0::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t382, t15_lastGm0);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT339 t339(std::min<int64_t>(S - _g335 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t339, 0);  // online_softmax_attn.pto:21:36
+            TileT383 t383(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t339, t338);  // online_softmax_attn.pto:21:36
+            TMOV(t383, t382);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT340 t340(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g336 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t340, 0);  // online_softmax_attn.pto:21:36
+            TileT384 t384(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u2c1Gm1(vj_u2c1 + _g336 * 64, GmView1::Shape(t340.GetValidRow(), t340.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t340, vj_u2c1Gm1);  // online_softmax_attn.pto:21:36
+            GmView1 vj_lastGm1(vj_last + _g380 * 64, GmView1::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
+            TLOAD(t384, vj_lastGm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT341 t341(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g336 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t341, 0);  // online_softmax_attn.pto:21:36
+            TileT385 t385(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+            TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t341, t340);  // online_softmax_attn.pto:21:36
+            TMOV(t385, t384);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t337, t339, t341);  // online_softmax_attn.pto:21:36
+            TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k342 = 1; _k342 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k342) {  // online_softmax_attn.pto:21:36
+            for (int64_t _k386 = 1; _k386 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT343 t343(std::min<int64_t>(S - _g335 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k342 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t343, 0);  // online_softmax_attn.pto:21:36
+                TileT387 t387(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_u2c1Gm2(t15_u2c1 + _g335 * 64 * 64 + _k342 * 64, GmView2::Shape(t343.GetValidRow(), t343.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t343, t15_u2c1Gm2);  // online_softmax_attn.pto:21:36
+                GmView2 t15_lastGm2(t15_last + _g379 * 64 * 64 + _k386 * 64, GmView2::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
+                TLOAD(t387, t15_lastGm2);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT344 t344(std::min<int64_t>(S - _g335 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k342 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t344, 0);  // online_softmax_attn.pto:21:36
+                TileT388 t388(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t344, t343);  // online_softmax_attn.pto:21:36
+                TMOV(t388, t387);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT345 t345(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k342 * 64, 64), std::min<int64_t>(D - _g336 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t345, 0);  // online_softmax_attn.pto:21:36
+                TileT389 t389(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_u2c1Gm3(vj_u2c1 + _k342 * 64 * D + _g336 * 64, GmView3::Shape(t345.GetValidRow(), t345.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t345, vj_u2c1Gm3);  // online_softmax_attn.pto:21:36
+                GmView3 vj_lastGm3(vj_last + _k386 * 64 * D + _g380 * 64, GmView3::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
+                TLOAD(t389, vj_lastGm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT346 t346(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k342 * 64, 64), std::min<int64_t>(D - _g336 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t346, 0);  // online_softmax_attn.pto:21:36
+                TileT390 t390(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t346, t345);  // online_softmax_attn.pto:21:36
+                TMOV(t390, t389);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t337, t337, t344, t346);  // online_softmax_attn.pto:21:36
+                TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             }
@@ -3124,8 +3320,8 @@ extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_u2c1, __gm__ fl
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_u2c1Gm4(t14_u2c1 + _g335 * 64 * D + _g336 * 64, GmView4::Shape(t337.GetValidRow(), t337.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_u2c1Gm4, t337);  // online_softmax_attn.pto:21:36
+            GmView4 t14_lastGm4(t14_last + _g379 * 64 * D + _g380 * 64, GmView4::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
+            TSTORE(t14_lastGm4, t381);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -3143,1463 +3339,65 @@ extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_u2c1, __gm__ fl
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D)
+extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last, __gm__ float* o, int64_t S, int64_t D)
 {
-    using TileT349 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT350 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT353 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g347 = 0; _g347 < (S + 15) / 16; ++_g347) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g348 = 0; _g348 < (D + 63) / 64; ++_g348) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT349 t349(std::min<int64_t>(S - _g347 * 16, 16), std::min<int64_t>(D - _g348 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t349, 0);  // online_softmax_attn.pto:21:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u2c1Gm0(t13_u2c1 + _g347 * 16 * D + _g348 * 64, GmView0::Shape(t349.GetValidRow(), t349.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t349, t13_u2c1Gm0);  // online_softmax_attn.pto:21:22
-            TileT350 t350(std::min<int64_t>(S - _g347 * 16, 16), std::min<int64_t>(D - _g348 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t350, 4096);  // online_softmax_attn.pto:21:22
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u2c1Gm1(t14_u2c1 + _g347 * 16 * D + _g348 * 64, GmView1::Shape(t350.GetValidRow(), t350.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t350, t14_u2c1Gm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT351 t351(std::min<int64_t>(S - _g347 * 16, 16), std::min<int64_t>(D - _g348 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t351, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t351, t349, t350);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g347 * 16 * D + _g348 * 64, GmView2::Shape(t351.GetValidRow(), t351.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t351);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT353 t353(std::min<int64_t>(S - _g347 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t353, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u2c1Gm3(m_new_u2c1 + _g347 * 16, GmView3::Shape(t353.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t353, m_new_u2c1Gm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g347 * 16, GmView4::Shape(t353.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t353);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-}
-
-// ---- attn_f32_k20.cpp
-// attn_f32_k20: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k20(__gm__ float* q, __gm__ float* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D)
-{
-    using TileT356 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT357 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT358 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT359 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT360 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT362 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT363 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT364 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT365 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g354 = 0; _g354 < (S + 63) / 64; ++_g354) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g355 = 0; _g355 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g355) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT356 t356(std::min<int64_t>(S - _g354 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g355 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t356, 0);  // online_softmax_attn.pto:10:13
-            TileT357 t357(std::min<int64_t>(S - _g354 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t357, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g354 * 64 * D, GmView0::Shape(t357.GetValidRow(), t357.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t357, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT358 t358(std::min<int64_t>(S - _g354 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t358, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t358, t357);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT359 t359(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g355 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t359, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u1c0Gm1(kj_u1c0 + _g355 * 64 * D, GmView1::Shape(t359.GetValidRow(), t359.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t359, kj_u1c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT360 t360(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g355 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t360, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t360, t359);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t356, t358, t360);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k361 = 1; _k361 < (D + 63) / 64; ++_k361) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT362 t362(std::min<int64_t>(S - _g354 * 64, 64), std::min<int64_t>(D - _k361 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t362, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g354 * 64 * D + _k361 * 64, GmView2::Shape(t362.GetValidRow(), t362.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t362, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT363 t363(std::min<int64_t>(S - _g354 * 64, 64), std::min<int64_t>(D - _k361 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t363, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t363, t362);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT364 t364(std::min<int64_t>(D - _k361 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g355 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t364, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_u1c0Gm3(kj_u1c0 + _g355 * 64 * D + _k361 * 64, GmView3::Shape(t364.GetValidRow(), t364.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t364, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT365 t365(std::min<int64_t>(D - _k361 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g355 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t365, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t365, t364);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t356, t356, t363, t365);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_u1c0Gm4(t0_u1c0 + _g354 * 64 * 64 + _g355 * 64, GmView4::Shape(t356.GetValidRow(), t356.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_u1c0Gm4, t356);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k21.cpp
-// attn_f32_k21: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k21(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D)
-{
-    using TileT368 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT369 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT371 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT373 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT376 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT378 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT382 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT385 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT388 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT389 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT390 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT391 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT397 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT398 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT399 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT401 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT402 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT404 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT406 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT408 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT411 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT412 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT413 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT414 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT417 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT418 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileT406 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g366 = 0; _g366 < (S + 15) / 16; ++_g366) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g367 = 0; _g367 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g367) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT368 t368(std::min<int64_t>(S - _g366 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g367 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t368, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_u1c0Gm0(t0_u1c0 + _g366 * 16 * 64 + _g367 * 64, GmView0::Shape(t368.GetValidRow(), t368.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t368, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT369 t369(std::min<int64_t>(S - _g366 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g367 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t369, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t369, t368, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_u1c0Gm1(s_u1c0 + _g366 * 16 * 64 + _g367 * 64, GmView1::Shape(t369.GetValidRow(), t369.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_u1c0Gm1, t369);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g370 = 0; _g370 < (S + 15) / 16; ++_g370) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT371 t371(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t371, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t371, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k372 = 0; _k372 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k372) {  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT373 t373(std::min<int64_t>(S - _g370 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k372 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t373, 64);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_u1c0Gm2(s_u1c0 + _g370 * 16 * 64 + _k372 * 64, GmView2::Shape(t373.GetValidRow(), t373.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t373, s_u1c0Gm2);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT374 t374(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t374, 4160);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t374, t373, tmp0);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TMAX(t371, t371, t374);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT376 t376(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t376, 64);  // online_softmax_attn.pto:17:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g370 * 16, GmView3::Shape(t376.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t376, mGm3);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT378 t378(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t378, 128);  // online_softmax_attn.pto:17:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t378, t376, t371);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g370 * 16, GmView4::Shape(t378.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_u1c0Gm4, t378);  // online_softmax_attn.pto:17:21
-        TileT382 t382(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t382, 0);  // online_softmax_attn.pto:18:25
-        pipe_barrier(PIPE_V);
-        TSUB(t382, t376, t378);  // online_softmax_attn.pto:18:25
-        TileT385 t385(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t385, 64);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        TEXP(t385, t382);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_u1c0Gm5(alpha_u1c0 + _g370 * 16, GmView5::Shape(t385.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_u1c0Gm5, t385);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g387 = 0; _g387 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g387) {  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT388 t388(std::min<int64_t>(S - _g370 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g387 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t388, 0);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_u1c0Gm6(s_u1c0 + _g370 * 16 * 64 + _g387 * 64, GmView6::Shape(t388.GetValidRow(), t388.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t388, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT389 t389(std::min<int64_t>(S - _g370 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t389, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u1c0Gm7(m_new_u1c0 + _g370 * 16, GmView7::Shape(t389.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t389, m_new_u1c0Gm7);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT390 t390(std::min<int64_t>(S - _g370 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g387 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t390, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t390, t389);  // online_softmax_attn.pto:19:21
-            TileT391 t391(std::min<int64_t>(S - _g370 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g387 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t391, 8256);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            TSUB(t391, t388, t390);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u1c0Gm8(t8_u1c0 + _g370 * 16 * 64 + _g387 * 64, GmView8::Shape(t391.GetValidRow(), t391.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u1c0Gm8, t391);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g392 = 0; _g392 < (S + 15) / 16; ++_g392) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g393 = 0; _g393 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g393) {  // online_softmax_attn.pto:19:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT394 t394(std::min<int64_t>(S - _g392 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g393 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t394, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u1c0Gm9(t8_u1c0 + _g392 * 16 * 64 + _g393 * 64, GmView9::Shape(t394.GetValidRow(), t394.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t394, t8_u1c0Gm9);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT395 t395(std::min<int64_t>(S - _g392 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g393 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t395, 4096);  // online_softmax_attn.pto:19:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t395, t394);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u1c0Gm10(p_1_u1c0 + _g392 * 16 * 64 + _g393 * 64, GmView10::Shape(t395.GetValidRow(), t395.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u1c0Gm10, t395);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT397 t397(std::min<int64_t>(S - _g392 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t397, 0);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g392 * 16, GmView11::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t397, lGm11);  // online_softmax_attn.pto:20:20
-        TileT398 t398(std::min<int64_t>(S - _g392 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t398, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u1c0Gm12(alpha_u1c0 + _g392 * 16, GmView12::Shape(t398.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t398, alpha_u1c0Gm12);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT399 t399(std::min<int64_t>(S - _g392 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t399, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t399, t397, t398);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u1c0Gm13(t10_u1c0 + _g392 * 16, GmView13::Shape(t399.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u1c0Gm13, t399);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g400 = 0; _g400 < (S + 15) / 16; ++_g400) {  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _g391 = 0; _g391 < (S + 15) / 16; ++_g391) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT401 t401(std::min<int64_t>(S - _g400 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t401, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t401, 0.0f);  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k402 = 0; _k402 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k402) {  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT403 t403(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k402 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t403, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g400 * 16 * 64 + _k402 * 64, GmView14::Shape(t403.GetValidRow(), t403.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t403, p_1_u1c0Gm14);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT404 t404(std::min<int64_t>(S - _g400 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t404, 4160);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t404, t403, tmp1);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TADD(t401, t401, t404);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT406 t406(std::min<int64_t>(S - _g400 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t406, 64);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u1c0Gm15(t10_u1c0 + _g400 * 16, GmView15::Shape(t406.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t406, t10_u1c0Gm15);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT408 t408(std::min<int64_t>(S - _g400 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t408, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t408, t406, t401);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g400 * 16, GmView16::Shape(t408.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t408);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g410 = 0; _g410 < (D + 63) / 64; ++_g410) {  // online_softmax_attn.pto:21:22
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT411 t411(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(D - _g410 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t411, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g400 * 16 * D + _g410 * 64, GmView17::Shape(t411.GetValidRow(), t411.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t411, accGm17);  // online_softmax_attn.pto:21:22
-            TileT412 t412(std::min<int64_t>(S - _g400 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t412, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u1c0Gm18(alpha_u1c0 + _g400 * 16, GmView18::Shape(t412.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t412, alpha_u1c0Gm18);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT413 t413(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(D - _g410 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t413, 4160);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t413, t412);  // online_softmax_attn.pto:21:22
-            TileT414 t414(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(D - _g410 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t414, 8256);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TMUL(t414, t411, t413);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u1c0Gm19(t13_u1c0 + _g400 * 16 * D + _g410 * 64, GmView19::Shape(t414.GetValidRow(), t414.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u1c0Gm19, t414);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g416 = 0; _g416 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g416) {  // online_softmax_attn.pto:21:43
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT417 t417(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g416 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t417, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u1c0Gm20(p_1_u1c0 + _g400 * 16 * 64 + _g416 * 64, GmView20::Shape(t417.GetValidRow(), t417.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t417, p_1_u1c0Gm20);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT418 t418(std::min<int64_t>(S - _g400 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g416 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t418, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t418, t417, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u1c0Gm21(t15_u1c0 + _g400 * 16 * 64 + _g416 * 64, GmView21::Shape(t418.GetValidRow(), t418.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u1c0Gm21, t418);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k22.cpp
-// attn_f32_k22: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k22(__gm__ float* t15_u1c0, __gm__ float* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1)
-{
-    using TileT421 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT422 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT423 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT424 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT425 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT427 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT428 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT429 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT430 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g419 = 0; _g419 < (S + 63) / 64; ++_g419) {  // online_softmax_attn.pto:21:36
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g420 = 0; _g420 < (D + 63) / 64; ++_g420) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT421 t421(std::min<int64_t>(S - _g419 * 64, 64), std::min<int64_t>(D - _g420 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t421, 0);  // online_softmax_attn.pto:21:36
-            TileT422 t422(std::min<int64_t>(S - _g419 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t422, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u1c0Gm0(t15_u1c0 + _g419 * 64 * 64, GmView0::Shape(t422.GetValidRow(), t422.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t422, t15_u1c0Gm0);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT423 t423(std::min<int64_t>(S - _g419 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t423, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t423, t422);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT424 t424(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g420 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t424, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u1c0Gm1(vj_u1c0 + _g420 * 64, GmView1::Shape(t424.GetValidRow(), t424.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t424, vj_u1c0Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT425 t425(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g420 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t425, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t425, t424);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t421, t423, t425);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k426 = 1; _k426 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k426) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT427 t427(std::min<int64_t>(S - _g419 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k426 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t427, 0);  // online_softmax_attn.pto:21:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_u1c0Gm2(t15_u1c0 + _g419 * 64 * 64 + _k426 * 64, GmView2::Shape(t427.GetValidRow(), t427.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t427, t15_u1c0Gm2);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT428 t428(std::min<int64_t>(S - _g419 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k426 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t428, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t428, t427);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT429 t429(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k426 * 64, 64), std::min<int64_t>(D - _g420 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t429, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_u1c0Gm3(vj_u1c0 + _k426 * 64 * D + _g420 * 64, GmView3::Shape(t429.GetValidRow(), t429.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t429, vj_u1c0Gm3);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT430 t430(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k426 * 64, 64), std::min<int64_t>(D - _g420 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t430, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t430, t429);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t421, t421, t428, t430);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_u1c0Gm4(t14_u1c0 + _g419 * 64 * D + _g420 * 64, GmView4::Shape(t421.GetValidRow(), t421.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_u1c0Gm4, t421);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k23.cpp
-// attn_f32_k23: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k23(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D)
-{
-    using TileT433 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT434 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT435 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT437 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g431 = 0; _g431 < (S + 15) / 16; ++_g431) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g432 = 0; _g432 < (D + 63) / 64; ++_g432) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT433 t433(std::min<int64_t>(S - _g431 * 16, 16), std::min<int64_t>(D - _g432 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t433, 0);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT393 t393(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_u1c0Gm0(t13_u1c0 + _g431 * 16 * D + _g432 * 64, GmView0::Shape(t433.GetValidRow(), t433.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t433, t13_u1c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT434 t434(std::min<int64_t>(S - _g431 * 16, 16), std::min<int64_t>(D - _g432 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t434, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392 * 64, GmView0::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t393, t13_lastGm0);  // online_softmax_attn.pto:21:22
+            TileT394 t394(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_u1c0Gm1(t14_u1c0 + _g431 * 16 * D + _g432 * 64, GmView1::Shape(t434.GetValidRow(), t434.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t434, t14_u1c0Gm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT435 t435(std::min<int64_t>(S - _g431 * 16, 16), std::min<int64_t>(D - _g432 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t435, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t435, t433, t434);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g431 * 16 * D + _g432 * 64, GmView2::Shape(t435.GetValidRow(), t435.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t435);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT437 t437(std::min<int64_t>(S - _g431 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t437, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_u1c0Gm3(m_new_u1c0 + _g431 * 16, GmView3::Shape(t437.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t437, m_new_u1c0Gm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g431 * 16, GmView4::Shape(t437.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t437);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-}
-
-// ---- attn_f32_k24.cpp
-// attn_f32_k24: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k24(__gm__ float* q, __gm__ float* kj_last_u2c0, __gm__ float* t0_last_u2c0, int64_t S, int64_t L, int64_t D)
-{
-    using TileT440 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT441 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT442 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT443 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT444 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT446 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT447 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT448 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT449 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g438 = 0; _g438 < (S + 63) / 64; ++_g438) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g439 = 0; _g439 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g439) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT440 t440(std::min<int64_t>(S - _g438 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g439 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t440, 0);  // online_softmax_attn.pto:10:13
-            TileT441 t441(std::min<int64_t>(S - _g438 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t441, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g438 * 64 * D, GmView0::Shape(t441.GetValidRow(), t441.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t441, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT442 t442(std::min<int64_t>(S - _g438 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t442, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t442, t441);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT443 t443(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g439 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t443, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_last_u2c0Gm1(kj_last_u2c0 + _g439 * 64 * D, GmView1::Shape(t443.GetValidRow(), t443.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t443, kj_last_u2c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT444 t444(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g439 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t444, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t444, t443);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t440, t442, t444);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k445 = 1; _k445 < (D + 63) / 64; ++_k445) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT446 t446(std::min<int64_t>(S - _g438 * 64, 64), std::min<int64_t>(D - _k445 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t446, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g438 * 64 * D + _k445 * 64, GmView2::Shape(t446.GetValidRow(), t446.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t446, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT447 t447(std::min<int64_t>(S - _g438 * 64, 64), std::min<int64_t>(D - _k445 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t447, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t447, t446);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT448 t448(std::min<int64_t>(D - _k445 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g439 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t448, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_last_u2c0Gm3(kj_last_u2c0 + _g439 * 64 * D + _k445 * 64, GmView3::Shape(t448.GetValidRow(), t448.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t448, kj_last_u2c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT449 t449(std::min<int64_t>(D - _k445 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g439 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t449, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t449, t448);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t440, t440, t447, t449);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_last_u2c0Gm4(t0_last_u2c0 + _g438 * 64 * 64 + _g439 * 64, GmView4::Shape(t440.GetValidRow(), t440.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_last_u2c0Gm4, t440);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k25.cpp
-// attn_f32_k25: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k25(__gm__ float* t0_last_u2c0, __gm__ float* s_last_u2c0, __gm__ float* m, __gm__ float* m_new_last_u2c0, __gm__ float* alpha_last_u2c0, __gm__ float* t8_last_u2c0, __gm__ float* p_1_last_u2c0, __gm__ float* l, __gm__ float* t10_last_u2c0, __gm__ float* acc, __gm__ float* t13_last_u2c0, __gm__ float* t15_last_u2c0, int64_t S, int64_t L, float scale, int64_t D)
-{
-    using TileT452 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT453 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT455 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT457 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT458 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT460 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT462 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT466 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT469 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT472 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT473 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT474 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT475 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT478 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT479 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT481 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT482 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT483 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT485 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT487 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT488 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT490 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT492 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT495 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT496 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT497 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT498 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT501 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT502 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-
-    for (int64_t _g450 = 0; _g450 < (S + 15) / 16; ++_g450) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g451 = 0; _g451 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g451) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT452 t452(std::min<int64_t>(S - _g450 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g451 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t452, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_last_u2c0Gm0(t0_last_u2c0 + _g450 * 16 * 64 + _g451 * 64, GmView0::Shape(t452.GetValidRow(), t452.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t452, t0_last_u2c0Gm0);  // online_softmax_attn.pto:10:13
+            GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392 * 64, GmView1::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t394, t14_lastGm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT453 t453(std::min<int64_t>(S - _g450 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g451 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t453, 4096);  // online_softmax_attn.pto:10:13
+            TileT395 t395(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t453, t452, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_last_u2c0Gm1(s_last_u2c0 + _g450 * 16 * 64 + _g451 * 64, GmView1::Shape(t453.GetValidRow(), t453.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_last_u2c0Gm1, t453);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g454 = 0; _g454 < (S + 15) / 16; ++_g454) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT455 t455(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t455, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t455, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k456 = 0; _k456 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k456) {  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT457 t457(std::min<int64_t>(S - _g454 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k456 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t457, 64);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_last_u2c0Gm2(s_last_u2c0 + _g454 * 16 * 64 + _k456 * 64, GmView2::Shape(t457.GetValidRow(), t457.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t457, s_last_u2c0Gm2);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT458 t458(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t458, 4160);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t458, t457, tmp0);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TMAX(t455, t455, t458);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT460 t460(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t460, 64);  // online_softmax_attn.pto:17:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g454 * 16, GmView3::Shape(t460.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t460, mGm3);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT462 t462(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t462, 128);  // online_softmax_attn.pto:17:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t462, t460, t455);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_last_u2c0Gm4(m_new_last_u2c0 + _g454 * 16, GmView4::Shape(t462.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_last_u2c0Gm4, t462);  // online_softmax_attn.pto:17:21
-        TileT466 t466(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t466, 0);  // online_softmax_attn.pto:18:25
-        pipe_barrier(PIPE_V);
-        TSUB(t466, t460, t462);  // online_softmax_attn.pto:18:25
-        TileT469 t469(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t469, 64);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        TEXP(t469, t466);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_last_u2c0Gm5(alpha_last_u2c0 + _g454 * 16, GmView5::Shape(t469.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_last_u2c0Gm5, t469);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g471 = 0; _g471 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g471) {  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT472 t472(std::min<int64_t>(S - _g454 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g471 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t472, 0);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_last_u2c0Gm6(s_last_u2c0 + _g454 * 16 * 64 + _g471 * 64, GmView6::Shape(t472.GetValidRow(), t472.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t472, s_last_u2c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT473 t473(std::min<int64_t>(S - _g454 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t473, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_last_u2c0Gm7(m_new_last_u2c0 + _g454 * 16, GmView7::Shape(t473.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t473, m_new_last_u2c0Gm7);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT474 t474(std::min<int64_t>(S - _g454 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g471 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t474, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t474, t473);  // online_softmax_attn.pto:19:21
-            TileT475 t475(std::min<int64_t>(S - _g454 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g471 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t475, 8256);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            TSUB(t475, t472, t474);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_last_u2c0Gm8(t8_last_u2c0 + _g454 * 16 * 64 + _g471 * 64, GmView8::Shape(t475.GetValidRow(), t475.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_last_u2c0Gm8, t475);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g476 = 0; _g476 < (S + 15) / 16; ++_g476) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g477 = 0; _g477 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g477) {  // online_softmax_attn.pto:19:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT478 t478(std::min<int64_t>(S - _g476 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g477 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t478, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_last_u2c0Gm9(t8_last_u2c0 + _g476 * 16 * 64 + _g477 * 64, GmView9::Shape(t478.GetValidRow(), t478.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t478, t8_last_u2c0Gm9);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT479 t479(std::min<int64_t>(S - _g476 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g477 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t479, 4096);  // online_softmax_attn.pto:19:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t479, t478);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_last_u2c0Gm10(p_1_last_u2c0 + _g476 * 16 * 64 + _g477 * 64, GmView10::Shape(t479.GetValidRow(), t479.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_last_u2c0Gm10, t479);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT481 t481(std::min<int64_t>(S - _g476 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t481, 0);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g476 * 16, GmView11::Shape(t481.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t481, lGm11);  // online_softmax_attn.pto:20:20
-        TileT482 t482(std::min<int64_t>(S - _g476 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t482, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_last_u2c0Gm12(alpha_last_u2c0 + _g476 * 16, GmView12::Shape(t482.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t482, alpha_last_u2c0Gm12);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT483 t483(std::min<int64_t>(S - _g476 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t483, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t483, t481, t482);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_last_u2c0Gm13(t10_last_u2c0 + _g476 * 16, GmView13::Shape(t483.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_last_u2c0Gm13, t483);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g484 = 0; _g484 < (S + 15) / 16; ++_g484) {  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT485 t485(std::min<int64_t>(S - _g484 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t485, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t485, 0.0f);  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k486 = 0; _k486 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k486) {  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT487 t487(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k486 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t487, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_last_u2c0Gm14(p_1_last_u2c0 + _g484 * 16 * 64 + _k486 * 64, GmView14::Shape(t487.GetValidRow(), t487.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t487, p_1_last_u2c0Gm14);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT488 t488(std::min<int64_t>(S - _g484 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t488, 4160);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t488, t487, tmp1);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TADD(t485, t485, t488);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT490 t490(std::min<int64_t>(S - _g484 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t490, 64);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_last_u2c0Gm15(t10_last_u2c0 + _g484 * 16, GmView15::Shape(t490.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t490, t10_last_u2c0Gm15);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT492 t492(std::min<int64_t>(S - _g484 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t492, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t492, t490, t485);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g484 * 16, GmView16::Shape(t492.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t492);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g494 = 0; _g494 < (D + 63) / 64; ++_g494) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT495 t495(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(D - _g494 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t495, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g484 * 16 * D + _g494 * 64, GmView17::Shape(t495.GetValidRow(), t495.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t495, accGm17);  // online_softmax_attn.pto:21:22
-            TileT496 t496(std::min<int64_t>(S - _g484 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t496, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_last_u2c0Gm18(alpha_last_u2c0 + _g484 * 16, GmView18::Shape(t496.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t496, alpha_last_u2c0Gm18);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT497 t497(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(D - _g494 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t497, 4160);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t497, t496);  // online_softmax_attn.pto:21:22
-            TileT498 t498(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(D - _g494 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t498, 8256);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TMUL(t498, t495, t497);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_last_u2c0Gm19(t13_last_u2c0 + _g484 * 16 * D + _g494 * 64, GmView19::Shape(t498.GetValidRow(), t498.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_last_u2c0Gm19, t498);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g500 = 0; _g500 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g500) {  // online_softmax_attn.pto:21:43
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT501 t501(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g500 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t501, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_last_u2c0Gm20(p_1_last_u2c0 + _g484 * 16 * 64 + _g500 * 64, GmView20::Shape(t501.GetValidRow(), t501.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t501, p_1_last_u2c0Gm20);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT502 t502(std::min<int64_t>(S - _g484 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g500 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t502, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t502, t501, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_last_u2c0Gm21(t15_last_u2c0 + _g484 * 16 * 64 + _g500 * 64, GmView21::Shape(t502.GetValidRow(), t502.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_last_u2c0Gm21, t502);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k26.cpp
-// attn_f32_k26: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k26(__gm__ float* t15_last_u2c0, __gm__ float* vj_last_u2c0, __gm__ float* t14_last_u2c0, int64_t S, int64_t D, int64_t L)
-{
-    using TileT505 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT506 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT507 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT508 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT509 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT511 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT512 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT513 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT514 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g503 = 0; _g503 < (S + 63) / 64; ++_g503) {  // online_softmax_attn.pto:21:36
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g504 = 0; _g504 < (D + 63) / 64; ++_g504) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT505 t505(std::min<int64_t>(S - _g503 * 64, 64), std::min<int64_t>(D - _g504 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t505, 0);  // online_softmax_attn.pto:21:36
-            TileT506 t506(std::min<int64_t>(S - _g503 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t506, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_last_u2c0Gm0(t15_last_u2c0 + _g503 * 64 * 64, GmView0::Shape(t506.GetValidRow(), t506.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t506, t15_last_u2c0Gm0);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT507 t507(std::min<int64_t>(S - _g503 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t507, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t507, t506);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT508 t508(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g504 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t508, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_last_u2c0Gm1(vj_last_u2c0 + _g504 * 64, GmView1::Shape(t508.GetValidRow(), t508.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t508, vj_last_u2c0Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT509 t509(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g504 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t509, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t509, t508);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t505, t507, t509);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k510 = 1; _k510 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k510) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT511 t511(std::min<int64_t>(S - _g503 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k510 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t511, 0);  // online_softmax_attn.pto:21:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_last_u2c0Gm2(t15_last_u2c0 + _g503 * 64 * 64 + _k510 * 64, GmView2::Shape(t511.GetValidRow(), t511.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t511, t15_last_u2c0Gm2);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT512 t512(std::min<int64_t>(S - _g503 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k510 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t512, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t512, t511);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT513 t513(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k510 * 64, 64), std::min<int64_t>(D - _g504 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t513, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_last_u2c0Gm3(vj_last_u2c0 + _k510 * 64 * D + _g504 * 64, GmView3::Shape(t513.GetValidRow(), t513.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t513, vj_last_u2c0Gm3);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT514 t514(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k510 * 64, 64), std::min<int64_t>(D - _g504 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t514, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t514, t513);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t505, t505, t512, t514);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_last_u2c0Gm4(t14_last_u2c0 + _g503 * 64 * D + _g504 * 64, GmView4::Shape(t505.GetValidRow(), t505.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_last_u2c0Gm4, t505);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k27.cpp
-// attn_f32_k27: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k27(__gm__ float* t13_last_u2c0, __gm__ float* t14_last_u2c0, __gm__ float* acc, __gm__ float* m_new_last_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u2c0, __gm__ float* o, int64_t S, int64_t D)
-{
-    using TileT517 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT518 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT519 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT521 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT524 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT525 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT526 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT527 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT530 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT531 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g515 = 0; _g515 < (S + 15) / 16; ++_g515) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g516 = 0; _g516 < (D + 63) / 64; ++_g516) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT517 t517(std::min<int64_t>(S - _g515 * 16, 16), std::min<int64_t>(D - _g516 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t517, 0);  // online_softmax_attn.pto:21:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_last_u2c0Gm0(t13_last_u2c0 + _g515 * 16 * D + _g516 * 64, GmView0::Shape(t517.GetValidRow(), t517.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t517, t13_last_u2c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT518 t518(std::min<int64_t>(S - _g515 * 16, 16), std::min<int64_t>(D - _g516 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t518, 4096);  // online_softmax_attn.pto:21:22
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_last_u2c0Gm1(t14_last_u2c0 + _g515 * 16 * D + _g516 * 64, GmView1::Shape(t518.GetValidRow(), t518.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t518, t14_last_u2c0Gm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT519 t519(std::min<int64_t>(S - _g515 * 16, 16), std::min<int64_t>(D - _g516 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t519, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t519, t517, t518);  // online_softmax_attn.pto:21:22
+            TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g515 * 16 * D + _g516 * 64, GmView2::Shape(t519.GetValidRow(), t519.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t519);  // online_softmax_attn.pto:21:22
+            GmView2 accGm2(acc + _g391 * 16 * D + _g392 * 64, GmView2::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t395);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT521 t521(std::min<int64_t>(S - _g515 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t521, 0);  // online_softmax_attn.pto:22:13
+        TileT397 t397(std::min<int64_t>(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
+        TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_last_u2c0Gm3(m_new_last_u2c0 + _g515 * 16, GmView3::Shape(t521.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t521, m_new_last_u2c0Gm3);  // online_softmax_attn.pto:22:13
+        GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g515 * 16, GmView4::Shape(t521.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t521);  // online_softmax_attn.pto:22:13
+        GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -4614,37 +3412,37 @@ extern "C" __global__ AICORE void attn_f32_k27(__gm__ float* t13_last_u2c0, __gm
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g522 = 0; _g522 < (S + 15) / 16; ++_g522) {  // online_softmax_attn.pto:24:25
+    for (int64_t _g398 = 0; _g398 < (S + 15) / 16; ++_g398) {  // online_softmax_attn.pto:24:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g523 = 0; _g523 < (D + 63) / 64; ++_g523) {  // online_softmax_attn.pto:24:25
+        for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT524 t524(std::min<int64_t>(S - _g522 * 16, 16), std::min<int64_t>(D - _g523 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t524, 0);  // online_softmax_attn.pto:24:25
+            TileT400 t400(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView5 accGm5(acc + _g522 * 16 * D + _g523 * 64, GmView5::Shape(t524.GetValidRow(), t524.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t524, accGm5);  // online_softmax_attn.pto:24:25
-            TileT525 t525(std::min<int64_t>(S - _g522 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t525, 4096);  // online_softmax_attn.pto:24:25
+            GmView5 accGm5(acc + _g398 * 16 * D + _g399 * 64, GmView5::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
+            TLOAD(t400, accGm5);  // online_softmax_attn.pto:24:25
+            TileT401 t401(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
-            GmView6 lGm6(l + _g522 * 16, GmView6::Shape(t525.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t525, lGm6);  // online_softmax_attn.pto:24:25
+            GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
+            TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT526 t526(std::min<int64_t>(S - _g522 * 16, 16), std::min<int64_t>(D - _g523 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t526, 4160);  // online_softmax_attn.pto:24:25
+            TileT402 t402(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t402, 4160);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t526, t525);  // online_softmax_attn.pto:24:25
-            TileT527 t527(std::min<int64_t>(S - _g522 * 16, 16), std::min<int64_t>(D - _g523 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t527, 8256);  // online_softmax_attn.pto:24:25
+            TROWEXPAND(t402, t401);  // online_softmax_attn.pto:24:25
+            TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t403, 8256);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            TDIV(t527, t524, t526);  // online_softmax_attn.pto:24:25
+            TDIV(t403, t400, t402);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView7 t17_last_u2c0Gm7(t17_last_u2c0 + _g522 * 16 * D + _g523 * 64, GmView7::Shape(t527.GetValidRow(), t527.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_last_u2c0Gm7, t527);  // online_softmax_attn.pto:24:25
+            GmView7 t17_lastGm7(t17_last + _g398 * 16 * D + _g399 * 64, GmView7::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:25
+            TSTORE(t17_lastGm7, t403);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -4660,1608 +3458,28 @@ extern "C" __global__ AICORE void attn_f32_k27(__gm__ float* t13_last_u2c0, __gm
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g528 = 0; _g528 < (S + 15) / 16; ++_g528) {  // online_softmax_attn.pto:24:20
+    for (int64_t _g404 = 0; _g404 < (S + 15) / 16; ++_g404) {  // online_softmax_attn.pto:24:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g529 = 0; _g529 < (D + 63) / 64; ++_g529) {  // online_softmax_attn.pto:24:20
+        for (int64_t _g405 = 0; _g405 < (D + 63) / 64; ++_g405) {  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT530 t530(std::min<int64_t>(S - _g528 * 16, 16), std::min<int64_t>(D - _g529 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t530, 0);  // online_softmax_attn.pto:24:20
+            TileT406 t406(std::min<int64_t>(S - _g404 * 16, 16), std::min<int64_t>(D - _g405 * 64, 64));  // online_softmax_attn.pto:24:20
+            TASSIGN(t406, 0);  // online_softmax_attn.pto:24:20
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView8 t17_last_u2c0Gm8(t17_last_u2c0 + _g528 * 16 * D + _g529 * 64, GmView8::Shape(t530.GetValidRow(), t530.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t530, t17_last_u2c0Gm8);  // online_softmax_attn.pto:24:20
+            GmView8 t17_lastGm8(t17_last + _g404 * 16 * D + _g405 * 64, GmView8::Shape(t406.GetValidRow(), t406.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:20
+            TLOAD(t406, t17_lastGm8);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT531 t531(std::min<int64_t>(S - _g528 * 16, 16), std::min<int64_t>(D - _g529 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t531, 4096);  // online_softmax_attn.pto:24:20
+            TileT407 t407(std::min<int64_t>(S - _g404 * 16, 16), std::min<int64_t>(D - _g405 * 64, 64));  // online_softmax_attn.pto:24:20
+            TASSIGN(t407, 4096);  // online_softmax_attn.pto:24:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t531, t530, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+            TCVT(t407, t406, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView9 oGm9(o + _g528 * 16 * D + _g529 * 64, GmView9::Shape(t531.GetValidRow(), t531.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm9, t531);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k28.cpp
-// attn_f32_k28: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k28(__gm__ float* q, __gm__ float* kj_last_u2c1, __gm__ float* t0_last_u2c1, int64_t S, int64_t L, int64_t D)
-{
-    using TileT534 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT535 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT536 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT537 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT538 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT540 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT541 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT542 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT543 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g532 = 0; _g532 < (S + 63) / 64; ++_g532) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g533 = 0; _g533 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g533) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT534 t534(std::min<int64_t>(S - _g532 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g533 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t534, 0);  // online_softmax_attn.pto:10:13
-            TileT535 t535(std::min<int64_t>(S - _g532 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t535, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g532 * 64 * D, GmView0::Shape(t535.GetValidRow(), t535.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t535, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT536 t536(std::min<int64_t>(S - _g532 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t536, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t536, t535);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT537 t537(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g533 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t537, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_last_u2c1Gm1(kj_last_u2c1 + _g533 * 64 * D, GmView1::Shape(t537.GetValidRow(), t537.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t537, kj_last_u2c1Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT538 t538(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g533 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t538, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t538, t537);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t534, t536, t538);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k539 = 1; _k539 < (D + 63) / 64; ++_k539) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT540 t540(std::min<int64_t>(S - _g532 * 64, 64), std::min<int64_t>(D - _k539 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t540, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g532 * 64 * D + _k539 * 64, GmView2::Shape(t540.GetValidRow(), t540.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t540, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT541 t541(std::min<int64_t>(S - _g532 * 64, 64), std::min<int64_t>(D - _k539 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t541, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t541, t540);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT542 t542(std::min<int64_t>(D - _k539 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g533 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t542, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_last_u2c1Gm3(kj_last_u2c1 + _g533 * 64 * D + _k539 * 64, GmView3::Shape(t542.GetValidRow(), t542.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t542, kj_last_u2c1Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT543 t543(std::min<int64_t>(D - _k539 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g533 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t543, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t543, t542);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t534, t534, t541, t543);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_last_u2c1Gm4(t0_last_u2c1 + _g532 * 64 * 64 + _g533 * 64, GmView4::Shape(t534.GetValidRow(), t534.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_last_u2c1Gm4, t534);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k29.cpp
-// attn_f32_k29: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k29(__gm__ float* t0_last_u2c1, __gm__ float* s_last_u2c1, __gm__ float* m, __gm__ float* m_new_last_u2c1, __gm__ float* alpha_last_u2c1, __gm__ float* t8_last_u2c1, __gm__ float* p_1_last_u2c1, __gm__ float* l, __gm__ float* t10_last_u2c1, __gm__ float* acc, __gm__ float* t13_last_u2c1, __gm__ float* t15_last_u2c1, int64_t S, int64_t L, float scale, int64_t D)
-{
-    using TileT546 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT547 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT549 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT551 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT552 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT554 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT556 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT560 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT563 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT566 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT567 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT568 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT569 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT572 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT573 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT575 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT576 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT577 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT579 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT581 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT582 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT584 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT586 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT589 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT590 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT591 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT592 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT595 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT596 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-
-    for (int64_t _g544 = 0; _g544 < (S + 15) / 16; ++_g544) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g545 = 0; _g545 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g545) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT546 t546(std::min<int64_t>(S - _g544 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g545 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t546, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_last_u2c1Gm0(t0_last_u2c1 + _g544 * 16 * 64 + _g545 * 64, GmView0::Shape(t546.GetValidRow(), t546.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t546, t0_last_u2c1Gm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT547 t547(std::min<int64_t>(S - _g544 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g545 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t547, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t547, t546, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_last_u2c1Gm1(s_last_u2c1 + _g544 * 16 * 64 + _g545 * 64, GmView1::Shape(t547.GetValidRow(), t547.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_last_u2c1Gm1, t547);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g548 = 0; _g548 < (S + 15) / 16; ++_g548) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT549 t549(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t549, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t549, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k550 = 0; _k550 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k550) {  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT551 t551(std::min<int64_t>(S - _g548 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k550 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t551, 64);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_last_u2c1Gm2(s_last_u2c1 + _g548 * 16 * 64 + _k550 * 64, GmView2::Shape(t551.GetValidRow(), t551.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t551, s_last_u2c1Gm2);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT552 t552(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t552, 4160);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t552, t551, tmp0);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TMAX(t549, t549, t552);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT554 t554(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t554, 64);  // online_softmax_attn.pto:17:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g548 * 16, GmView3::Shape(t554.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t554, mGm3);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT556 t556(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t556, 128);  // online_softmax_attn.pto:17:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t556, t554, t549);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_last_u2c1Gm4(m_new_last_u2c1 + _g548 * 16, GmView4::Shape(t556.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_last_u2c1Gm4, t556);  // online_softmax_attn.pto:17:21
-        TileT560 t560(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t560, 0);  // online_softmax_attn.pto:18:25
-        pipe_barrier(PIPE_V);
-        TSUB(t560, t554, t556);  // online_softmax_attn.pto:18:25
-        TileT563 t563(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t563, 64);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        TEXP(t563, t560);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_last_u2c1Gm5(alpha_last_u2c1 + _g548 * 16, GmView5::Shape(t563.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_last_u2c1Gm5, t563);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g565 = 0; _g565 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g565) {  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT566 t566(std::min<int64_t>(S - _g548 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g565 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t566, 0);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_last_u2c1Gm6(s_last_u2c1 + _g548 * 16 * 64 + _g565 * 64, GmView6::Shape(t566.GetValidRow(), t566.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t566, s_last_u2c1Gm6);  // online_softmax_attn.pto:19:21
-            TileT567 t567(std::min<int64_t>(S - _g548 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t567, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_last_u2c1Gm7(m_new_last_u2c1 + _g548 * 16, GmView7::Shape(t567.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t567, m_new_last_u2c1Gm7);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT568 t568(std::min<int64_t>(S - _g548 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g565 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t568, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t568, t567);  // online_softmax_attn.pto:19:21
-            TileT569 t569(std::min<int64_t>(S - _g548 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g565 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t569, 8256);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            TSUB(t569, t566, t568);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_last_u2c1Gm8(t8_last_u2c1 + _g548 * 16 * 64 + _g565 * 64, GmView8::Shape(t569.GetValidRow(), t569.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_last_u2c1Gm8, t569);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g570 = 0; _g570 < (S + 15) / 16; ++_g570) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g571 = 0; _g571 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g571) {  // online_softmax_attn.pto:19:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT572 t572(std::min<int64_t>(S - _g570 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g571 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t572, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_last_u2c1Gm9(t8_last_u2c1 + _g570 * 16 * 64 + _g571 * 64, GmView9::Shape(t572.GetValidRow(), t572.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t572, t8_last_u2c1Gm9);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT573 t573(std::min<int64_t>(S - _g570 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g571 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t573, 4096);  // online_softmax_attn.pto:19:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t573, t572);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_last_u2c1Gm10(p_1_last_u2c1 + _g570 * 16 * 64 + _g571 * 64, GmView10::Shape(t573.GetValidRow(), t573.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_last_u2c1Gm10, t573);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT575 t575(std::min<int64_t>(S - _g570 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t575, 0);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g570 * 16, GmView11::Shape(t575.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t575, lGm11);  // online_softmax_attn.pto:20:20
-        TileT576 t576(std::min<int64_t>(S - _g570 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t576, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_last_u2c1Gm12(alpha_last_u2c1 + _g570 * 16, GmView12::Shape(t576.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t576, alpha_last_u2c1Gm12);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT577 t577(std::min<int64_t>(S - _g570 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t577, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t577, t575, t576);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_last_u2c1Gm13(t10_last_u2c1 + _g570 * 16, GmView13::Shape(t577.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_last_u2c1Gm13, t577);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g578 = 0; _g578 < (S + 15) / 16; ++_g578) {  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT579 t579(std::min<int64_t>(S - _g578 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t579, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t579, 0.0f);  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k580 = 0; _k580 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k580) {  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT581 t581(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k580 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t581, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_last_u2c1Gm14(p_1_last_u2c1 + _g578 * 16 * 64 + _k580 * 64, GmView14::Shape(t581.GetValidRow(), t581.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t581, p_1_last_u2c1Gm14);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT582 t582(std::min<int64_t>(S - _g578 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t582, 4160);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t582, t581, tmp1);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TADD(t579, t579, t582);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT584 t584(std::min<int64_t>(S - _g578 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t584, 64);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_last_u2c1Gm15(t10_last_u2c1 + _g578 * 16, GmView15::Shape(t584.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t584, t10_last_u2c1Gm15);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT586 t586(std::min<int64_t>(S - _g578 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t586, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t586, t584, t579);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g578 * 16, GmView16::Shape(t586.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t586);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g588 = 0; _g588 < (D + 63) / 64; ++_g588) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT589 t589(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(D - _g588 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t589, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g578 * 16 * D + _g588 * 64, GmView17::Shape(t589.GetValidRow(), t589.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t589, accGm17);  // online_softmax_attn.pto:21:22
-            TileT590 t590(std::min<int64_t>(S - _g578 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t590, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_last_u2c1Gm18(alpha_last_u2c1 + _g578 * 16, GmView18::Shape(t590.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t590, alpha_last_u2c1Gm18);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT591 t591(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(D - _g588 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t591, 4160);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t591, t590);  // online_softmax_attn.pto:21:22
-            TileT592 t592(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(D - _g588 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t592, 8256);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TMUL(t592, t589, t591);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_last_u2c1Gm19(t13_last_u2c1 + _g578 * 16 * D + _g588 * 64, GmView19::Shape(t592.GetValidRow(), t592.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_last_u2c1Gm19, t592);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g594 = 0; _g594 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g594) {  // online_softmax_attn.pto:21:43
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT595 t595(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g594 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t595, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_last_u2c1Gm20(p_1_last_u2c1 + _g578 * 16 * 64 + _g594 * 64, GmView20::Shape(t595.GetValidRow(), t595.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t595, p_1_last_u2c1Gm20);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT596 t596(std::min<int64_t>(S - _g578 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g594 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t596, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t596, t595, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_last_u2c1Gm21(t15_last_u2c1 + _g578 * 16 * 64 + _g594 * 64, GmView21::Shape(t596.GetValidRow(), t596.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_last_u2c1Gm21, t596);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k30.cpp
-// attn_f32_k30: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k30(__gm__ float* t15_last_u2c1, __gm__ float* vj_last_u2c1, __gm__ float* t14_last_u2c1, int64_t S, int64_t D, int64_t L)
-{
-    using TileT599 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT600 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT601 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT602 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT603 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT605 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT606 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT607 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT608 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g597 = 0; _g597 < (S + 63) / 64; ++_g597) {  // online_softmax_attn.pto:21:36
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g598 = 0; _g598 < (D + 63) / 64; ++_g598) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT599 t599(std::min<int64_t>(S - _g597 * 64, 64), std::min<int64_t>(D - _g598 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t599, 0);  // online_softmax_attn.pto:21:36
-            TileT600 t600(std::min<int64_t>(S - _g597 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t600, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_last_u2c1Gm0(t15_last_u2c1 + _g597 * 64 * 64, GmView0::Shape(t600.GetValidRow(), t600.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t600, t15_last_u2c1Gm0);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT601 t601(std::min<int64_t>(S - _g597 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t601, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t601, t600);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT602 t602(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g598 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t602, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_last_u2c1Gm1(vj_last_u2c1 + _g598 * 64, GmView1::Shape(t602.GetValidRow(), t602.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t602, vj_last_u2c1Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT603 t603(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g598 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t603, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t603, t602);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t599, t601, t603);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k604 = 1; _k604 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k604) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT605 t605(std::min<int64_t>(S - _g597 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k604 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t605, 0);  // online_softmax_attn.pto:21:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_last_u2c1Gm2(t15_last_u2c1 + _g597 * 64 * 64 + _k604 * 64, GmView2::Shape(t605.GetValidRow(), t605.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t605, t15_last_u2c1Gm2);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT606 t606(std::min<int64_t>(S - _g597 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k604 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t606, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t606, t605);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT607 t607(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k604 * 64, 64), std::min<int64_t>(D - _g598 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t607, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_last_u2c1Gm3(vj_last_u2c1 + _k604 * 64 * D + _g598 * 64, GmView3::Shape(t607.GetValidRow(), t607.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t607, vj_last_u2c1Gm3);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT608 t608(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k604 * 64, 64), std::min<int64_t>(D - _g598 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t608, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t608, t607);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t599, t599, t606, t608);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_last_u2c1Gm4(t14_last_u2c1 + _g597 * 64 * D + _g598 * 64, GmView4::Shape(t599.GetValidRow(), t599.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_last_u2c1Gm4, t599);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k31.cpp
-// attn_f32_k31: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k31(__gm__ float* t13_last_u2c1, __gm__ float* t14_last_u2c1, __gm__ float* acc, __gm__ float* m_new_last_u2c1, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u2c1, __gm__ float* o, int64_t S, int64_t D)
-{
-    using TileT611 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT612 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT613 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT615 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT618 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT619 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT620 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT621 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT624 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT625 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g609 = 0; _g609 < (S + 15) / 16; ++_g609) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g610 = 0; _g610 < (D + 63) / 64; ++_g610) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT611 t611(std::min<int64_t>(S - _g609 * 16, 16), std::min<int64_t>(D - _g610 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t611, 0);  // online_softmax_attn.pto:21:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_last_u2c1Gm0(t13_last_u2c1 + _g609 * 16 * D + _g610 * 64, GmView0::Shape(t611.GetValidRow(), t611.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t611, t13_last_u2c1Gm0);  // online_softmax_attn.pto:21:22
-            TileT612 t612(std::min<int64_t>(S - _g609 * 16, 16), std::min<int64_t>(D - _g610 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t612, 4096);  // online_softmax_attn.pto:21:22
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_last_u2c1Gm1(t14_last_u2c1 + _g609 * 16 * D + _g610 * 64, GmView1::Shape(t612.GetValidRow(), t612.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t612, t14_last_u2c1Gm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT613 t613(std::min<int64_t>(S - _g609 * 16, 16), std::min<int64_t>(D - _g610 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t613, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t613, t611, t612);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g609 * 16 * D + _g610 * 64, GmView2::Shape(t613.GetValidRow(), t613.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t613);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT615 t615(std::min<int64_t>(S - _g609 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t615, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_last_u2c1Gm3(m_new_last_u2c1 + _g609 * 16, GmView3::Shape(t615.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t615, m_new_last_u2c1Gm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g609 * 16, GmView4::Shape(t615.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t615);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g616 = 0; _g616 < (S + 15) / 16; ++_g616) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g617 = 0; _g617 < (D + 63) / 64; ++_g617) {  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT618 t618(std::min<int64_t>(S - _g616 * 16, 16), std::min<int64_t>(D - _g617 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t618, 0);  // online_softmax_attn.pto:24:25
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView5 accGm5(acc + _g616 * 16 * D + _g617 * 64, GmView5::Shape(t618.GetValidRow(), t618.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t618, accGm5);  // online_softmax_attn.pto:24:25
-            TileT619 t619(std::min<int64_t>(S - _g616 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t619, 4096);  // online_softmax_attn.pto:24:25
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
-            GmView6 lGm6(l + _g616 * 16, GmView6::Shape(t619.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t619, lGm6);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT620 t620(std::min<int64_t>(S - _g616 * 16, 16), std::min<int64_t>(D - _g617 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t620, 4160);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t620, t619);  // online_softmax_attn.pto:24:25
-            TileT621 t621(std::min<int64_t>(S - _g616 * 16, 16), std::min<int64_t>(D - _g617 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t621, 8256);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TDIV(t621, t618, t620);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView7 t17_last_u2c1Gm7(t17_last_u2c1 + _g616 * 16 * D + _g617 * 64, GmView7::Shape(t621.GetValidRow(), t621.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_last_u2c1Gm7, t621);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g622 = 0; _g622 < (S + 15) / 16; ++_g622) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g623 = 0; _g623 < (D + 63) / 64; ++_g623) {  // online_softmax_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT624 t624(std::min<int64_t>(S - _g622 * 16, 16), std::min<int64_t>(D - _g623 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t624, 0);  // online_softmax_attn.pto:24:20
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView8 t17_last_u2c1Gm8(t17_last_u2c1 + _g622 * 16 * D + _g623 * 64, GmView8::Shape(t624.GetValidRow(), t624.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t624, t17_last_u2c1Gm8);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT625 t625(std::min<int64_t>(S - _g622 * 16, 16), std::min<int64_t>(D - _g623 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t625, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t625, t624, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView9 oGm9(o + _g622 * 16 * D + _g623 * 64, GmView9::Shape(t625.GetValidRow(), t625.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm9, t625);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k32.cpp
-// attn_f32_k32: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k32(__gm__ float* q, __gm__ float* kj_last_u1c0, __gm__ float* t0_last_u1c0, int64_t S, int64_t L, int64_t D)
-{
-    using TileT628 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT629 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT630 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT631 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT632 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT634 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT635 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT636 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT637 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g626 = 0; _g626 < (S + 63) / 64; ++_g626) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g627 = 0; _g627 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g627) {  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT628 t628(std::min<int64_t>(S - _g626 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g627 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t628, 0);  // online_softmax_attn.pto:10:13
-            TileT629 t629(std::min<int64_t>(S - _g626 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t629, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g626 * 64 * D, GmView0::Shape(t629.GetValidRow(), t629.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t629, qGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT630 t630(std::min<int64_t>(S - _g626 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t630, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t630, t629);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT631 t631(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g627 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t631, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_last_u1c0Gm1(kj_last_u1c0 + _g627 * 64 * D, GmView1::Shape(t631.GetValidRow(), t631.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t631, kj_last_u1c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT632 t632(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g627 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t632, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t632, t631);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t628, t630, t632);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k633 = 1; _k633 < (D + 63) / 64; ++_k633) {  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT634 t634(std::min<int64_t>(S - _g626 * 64, 64), std::min<int64_t>(D - _k633 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t634, 0);  // online_softmax_attn.pto:10:13
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g626 * 64 * D + _k633 * 64, GmView2::Shape(t634.GetValidRow(), t634.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t634, qGm2);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT635 t635(std::min<int64_t>(S - _g626 * 64, 64), std::min<int64_t>(D - _k633 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t635, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t635, t634);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT636 t636(std::min<int64_t>(D - _k633 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g627 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t636, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_last_u1c0Gm3(kj_last_u1c0 + _g627 * 64 * D + _k633 * 64, GmView3::Shape(t636.GetValidRow(), t636.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t636, kj_last_u1c0Gm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT637 t637(std::min<int64_t>(D - _k633 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g627 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t637, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t637, t636);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t628, t628, t635, t637);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_last_u1c0Gm4(t0_last_u1c0 + _g626 * 64 * 64 + _g627 * 64, GmView4::Shape(t628.GetValidRow(), t628.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_last_u1c0Gm4, t628);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k33.cpp
-// attn_f32_k33: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k33(__gm__ float* t0_last_u1c0, __gm__ float* s_last_u1c0, __gm__ float* m, __gm__ float* m_new_last_u1c0, __gm__ float* alpha_last_u1c0, __gm__ float* t8_last_u1c0, __gm__ float* p_1_last_u1c0, __gm__ float* l, __gm__ float* t10_last_u1c0, __gm__ float* acc, __gm__ float* t13_last_u1c0, __gm__ float* t15_last_u1c0, int64_t S, int64_t L, float scale, int64_t D)
-{
-    using TileT640 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT641 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT643 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT645 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT646 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT648 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT650 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT654 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT657 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT660 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT661 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT662 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT663 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT666 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT667 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT669 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT670 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT671 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT673 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT675 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT676 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT678 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT680 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT683 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT684 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT685 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT686 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT689 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT690 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-
-    for (int64_t _g638 = 0; _g638 < (S + 15) / 16; ++_g638) {  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g639 = 0; _g639 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g639) {  // online_softmax_attn.pto:10:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT640 t640(std::min<int64_t>(S - _g638 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g639 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t640, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 t0_last_u1c0Gm0(t0_last_u1c0 + _g638 * 16 * 64 + _g639 * 64, GmView0::Shape(t640.GetValidRow(), t640.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t640, t0_last_u1c0Gm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT641 t641(std::min<int64_t>(S - _g638 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g639 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t641, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t641, t640, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView1 s_last_u1c0Gm1(s_last_u1c0 + _g638 * 16 * 64 + _g639 * 64, GmView1::Shape(t641.GetValidRow(), t641.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_last_u1c0Gm1, t641);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    for (int64_t _g642 = 0; _g642 < (S + 15) / 16; ++_g642) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT643 t643(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t643, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t643, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k644 = 0; _k644 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k644) {  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT645 t645(std::min<int64_t>(S - _g642 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k644 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t645, 64);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_last_u1c0Gm2(s_last_u1c0 + _g642 * 16 * 64 + _k644 * 64, GmView2::Shape(t645.GetValidRow(), t645.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t645, s_last_u1c0Gm2);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT646 t646(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t646, 4160);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
-            TROWMAX(t646, t645, tmp0);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TMAX(t643, t643, t646);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT648 t648(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t648, 64);  // online_softmax_attn.pto:17:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g642 * 16, GmView3::Shape(t648.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t648, mGm3);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT650 t650(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t650, 128);  // online_softmax_attn.pto:17:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t650, t648, t643);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_last_u1c0Gm4(m_new_last_u1c0 + _g642 * 16, GmView4::Shape(t650.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_last_u1c0Gm4, t650);  // online_softmax_attn.pto:17:21
-        TileT654 t654(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t654, 0);  // online_softmax_attn.pto:18:25
-        pipe_barrier(PIPE_V);
-        TSUB(t654, t648, t650);  // online_softmax_attn.pto:18:25
-        TileT657 t657(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t657, 64);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        TEXP(t657, t654);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_last_u1c0Gm5(alpha_last_u1c0 + _g642 * 16, GmView5::Shape(t657.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_last_u1c0Gm5, t657);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g659 = 0; _g659 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g659) {  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT660 t660(std::min<int64_t>(S - _g642 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g659 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t660, 0);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_last_u1c0Gm6(s_last_u1c0 + _g642 * 16 * 64 + _g659 * 64, GmView6::Shape(t660.GetValidRow(), t660.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t660, s_last_u1c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT661 t661(std::min<int64_t>(S - _g642 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t661, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_last_u1c0Gm7(m_new_last_u1c0 + _g642 * 16, GmView7::Shape(t661.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t661, m_new_last_u1c0Gm7);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT662 t662(std::min<int64_t>(S - _g642 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g659 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t662, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t662, t661);  // online_softmax_attn.pto:19:21
-            TileT663 t663(std::min<int64_t>(S - _g642 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g659 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t663, 8256);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
-            TSUB(t663, t660, t662);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_last_u1c0Gm8(t8_last_u1c0 + _g642 * 16 * 64 + _g659 * 64, GmView8::Shape(t663.GetValidRow(), t663.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_last_u1c0Gm8, t663);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g664 = 0; _g664 < (S + 15) / 16; ++_g664) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g665 = 0; _g665 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g665) {  // online_softmax_attn.pto:19:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT666 t666(std::min<int64_t>(S - _g664 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g665 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t666, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_last_u1c0Gm9(t8_last_u1c0 + _g664 * 16 * 64 + _g665 * 64, GmView9::Shape(t666.GetValidRow(), t666.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t666, t8_last_u1c0Gm9);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT667 t667(std::min<int64_t>(S - _g664 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g665 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t667, 4096);  // online_softmax_attn.pto:19:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t667, t666);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_last_u1c0Gm10(p_1_last_u1c0 + _g664 * 16 * 64 + _g665 * 64, GmView10::Shape(t667.GetValidRow(), t667.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_last_u1c0Gm10, t667);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT669 t669(std::min<int64_t>(S - _g664 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t669, 0);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g664 * 16, GmView11::Shape(t669.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t669, lGm11);  // online_softmax_attn.pto:20:20
-        TileT670 t670(std::min<int64_t>(S - _g664 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t670, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_last_u1c0Gm12(alpha_last_u1c0 + _g664 * 16, GmView12::Shape(t670.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t670, alpha_last_u1c0Gm12);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT671 t671(std::min<int64_t>(S - _g664 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t671, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t671, t669, t670);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_last_u1c0Gm13(t10_last_u1c0 + _g664 * 16, GmView13::Shape(t671.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_last_u1c0Gm13, t671);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g672 = 0; _g672 < (S + 15) / 16; ++_g672) {  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT673 t673(std::min<int64_t>(S - _g672 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t673, 0);  // online_softmax_attn.pto:20:32
-        TEXPANDS(t673, 0.0f);  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k674 = 0; _k674 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k674) {  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT675 t675(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k674 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t675, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_last_u1c0Gm14(p_1_last_u1c0 + _g672 * 16 * 64 + _k674 * 64, GmView14::Shape(t675.GetValidRow(), t675.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t675, p_1_last_u1c0Gm14);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT676 t676(std::min<int64_t>(S - _g672 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t676, 4160);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
-            TROWSUM(t676, t675, tmp1);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TADD(t673, t673, t676);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT678 t678(std::min<int64_t>(S - _g672 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t678, 64);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_last_u1c0Gm15(t10_last_u1c0 + _g672 * 16, GmView15::Shape(t678.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t678, t10_last_u1c0Gm15);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT680 t680(std::min<int64_t>(S - _g672 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t680, 128);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t680, t678, t673);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g672 * 16, GmView16::Shape(t680.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t680);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g682 = 0; _g682 < (D + 63) / 64; ++_g682) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT683 t683(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(D - _g682 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t683, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g672 * 16 * D + _g682 * 64, GmView17::Shape(t683.GetValidRow(), t683.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t683, accGm17);  // online_softmax_attn.pto:21:22
-            TileT684 t684(std::min<int64_t>(S - _g672 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t684, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_last_u1c0Gm18(alpha_last_u1c0 + _g672 * 16, GmView18::Shape(t684.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t684, alpha_last_u1c0Gm18);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT685 t685(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(D - _g682 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t685, 4160);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t685, t684);  // online_softmax_attn.pto:21:22
-            TileT686 t686(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(D - _g682 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t686, 8256);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TMUL(t686, t683, t685);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_last_u1c0Gm19(t13_last_u1c0 + _g672 * 16 * D + _g682 * 64, GmView19::Shape(t686.GetValidRow(), t686.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_last_u1c0Gm19, t686);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g688 = 0; _g688 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g688) {  // online_softmax_attn.pto:21:43
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT689 t689(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g688 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t689, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_last_u1c0Gm20(p_1_last_u1c0 + _g672 * 16 * 64 + _g688 * 64, GmView20::Shape(t689.GetValidRow(), t689.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t689, p_1_last_u1c0Gm20);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT690 t690(std::min<int64_t>(S - _g672 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _g688 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t690, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t690, t689, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_last_u1c0Gm21(t15_last_u1c0 + _g672 * 16 * 64 + _g688 * 64, GmView21::Shape(t690.GetValidRow(), t690.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_last_u1c0Gm21, t690);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-}
-
-// ---- attn_f32_k34.cpp
-// attn_f32_k34: cube kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k34(__gm__ float* t15_last_u1c0, __gm__ float* vj_last_u1c0, __gm__ float* t14_last_u1c0, int64_t S, int64_t D, int64_t L)
-{
-    using TileT693 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT694 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT695 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT696 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT697 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT699 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT700 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT701 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT702 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-
-    for (int64_t _g691 = 0; _g691 < (S + 63) / 64; ++_g691) {  // online_softmax_attn.pto:21:36
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g692 = 0; _g692 < (D + 63) / 64; ++_g692) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT693 t693(std::min<int64_t>(S - _g691 * 64, 64), std::min<int64_t>(D - _g692 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t693, 0);  // online_softmax_attn.pto:21:36
-            TileT694 t694(std::min<int64_t>(S - _g691 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t694, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_last_u1c0Gm0(t15_last_u1c0 + _g691 * 64 * 64, GmView0::Shape(t694.GetValidRow(), t694.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t694, t15_last_u1c0Gm0);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT695 t695(std::min<int64_t>(S - _g691 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t695, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t695, t694);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT696 t696(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g692 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t696, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_last_u1c0Gm1(vj_last_u1c0 + _g692 * 64, GmView1::Shape(t696.GetValidRow(), t696.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t696, vj_last_u1c0Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT697 t697(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g692 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t697, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t697, t696);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL(t693, t695, t697);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k698 = 1; _k698 < (std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k698) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT699 t699(std::min<int64_t>(S - _g691 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k698 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t699, 0);  // online_softmax_attn.pto:21:36
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-                GmView2 t15_last_u1c0Gm2(t15_last_u1c0 + _g691 * 64 * 64 + _k698 * 64, GmView2::Shape(t699.GetValidRow(), t699.GetValidCol()));  // online_softmax_attn.pto:21:36
-                TLOAD(t699, t15_last_u1c0Gm2);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT700 t700(std::min<int64_t>(S - _g691 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k698 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t700, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t700, t699);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT701 t701(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k698 * 64, 64), std::min<int64_t>(D - _g692 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t701, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-                GmView3 vj_last_u1c0Gm3(vj_last_u1c0 + _k698 * 64 * D + _g692 * 64, GmView3::Shape(t701.GetValidRow(), t701.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
-                TLOAD(t701, vj_last_u1c0Gm3);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT702 t702(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (L / 64 - 1) * 64, 0), 64) - _k698 * 64, 64), std::min<int64_t>(D - _g692 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t702, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t702, t701);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t693, t693, t700, t702);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView4 t14_last_u1c0Gm4(t14_last_u1c0 + _g691 * 64 * D + _g692 * 64, GmView4::Shape(t693.GetValidRow(), t693.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
-            TSTORE(t14_last_u1c0Gm4, t693);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    }
-}
-
-// ---- attn_f32_k35.cpp
-// attn_f32_k35: vector kernel of attn (online_softmax_attn.pto), variant T=f32.
-// Generated by ptodsl from the Block IR; tiles sit at the offsets of its memory plan.
-#include <pto/pto-inst.hpp>
-
-using namespace pto;
-
-extern "C" __global__ AICORE void attn_f32_k35(__gm__ float* t13_last_u1c0, __gm__ float* t14_last_u1c0, __gm__ float* acc, __gm__ float* m_new_last_u1c0, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u1c0, __gm__ float* o, int64_t S, int64_t D)
-{
-    using TileT705 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT706 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT707 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT709 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT712 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT713 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT714 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT715 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT718 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT719 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g703 = 0; _g703 < (S + 15) / 16; ++_g703) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g704 = 0; _g704 < (D + 63) / 64; ++_g704) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT705 t705(std::min<int64_t>(S - _g703 * 16, 16), std::min<int64_t>(D - _g704 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t705, 0);  // online_softmax_attn.pto:21:22
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_last_u1c0Gm0(t13_last_u1c0 + _g703 * 16 * D + _g704 * 64, GmView0::Shape(t705.GetValidRow(), t705.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t705, t13_last_u1c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT706 t706(std::min<int64_t>(S - _g703 * 16, 16), std::min<int64_t>(D - _g704 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t706, 4096);  // online_softmax_attn.pto:21:22
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_last_u1c0Gm1(t14_last_u1c0 + _g703 * 16 * D + _g704 * 64, GmView1::Shape(t706.GetValidRow(), t706.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t706, t14_last_u1c0Gm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT707 t707(std::min<int64_t>(S - _g703 * 16, 16), std::min<int64_t>(D - _g704 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t707, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t707, t705, t706);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g703 * 16 * D + _g704 * 64, GmView2::Shape(t707.GetValidRow(), t707.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t707);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT709 t709(std::min<int64_t>(S - _g703 * 16, 16));  // online_softmax_attn.pto:22:13
-        TASSIGN(t709, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView3 m_new_last_u1c0Gm3(m_new_last_u1c0 + _g703 * 16, GmView3::Shape(t709.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t709, m_new_last_u1c0Gm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
-        GmView4 mGm4(m + _g703 * 16, GmView4::Shape(t709.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm4, t709);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g710 = 0; _g710 < (S + 15) / 16; ++_g710) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g711 = 0; _g711 < (D + 63) / 64; ++_g711) {  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT712 t712(std::min<int64_t>(S - _g710 * 16, 16), std::min<int64_t>(D - _g711 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t712, 0);  // online_softmax_attn.pto:24:25
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView5 accGm5(acc + _g710 * 16 * D + _g711 * 64, GmView5::Shape(t712.GetValidRow(), t712.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t712, accGm5);  // online_softmax_attn.pto:24:25
-            TileT713 t713(std::min<int64_t>(S - _g710 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t713, 4096);  // online_softmax_attn.pto:24:25
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
-            GmView6 lGm6(l + _g710 * 16, GmView6::Shape(t713.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t713, lGm6);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT714 t714(std::min<int64_t>(S - _g710 * 16, 16), std::min<int64_t>(D - _g711 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t714, 4160);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t714, t713);  // online_softmax_attn.pto:24:25
-            TileT715 t715(std::min<int64_t>(S - _g710 * 16, 16), std::min<int64_t>(D - _g711 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t715, 8256);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TDIV(t715, t712, t714);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView7 t17_last_u1c0Gm7(t17_last_u1c0 + _g710 * 16 * D + _g711 * 64, GmView7::Shape(t715.GetValidRow(), t715.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_last_u1c0Gm7, t715);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g716 = 0; _g716 < (S + 15) / 16; ++_g716) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g717 = 0; _g717 < (D + 63) / 64; ++_g717) {  // online_softmax_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT718 t718(std::min<int64_t>(S - _g716 * 16, 16), std::min<int64_t>(D - _g717 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t718, 0);  // online_softmax_attn.pto:24:20
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView8 t17_last_u1c0Gm8(t17_last_u1c0 + _g716 * 16 * D + _g717 * 64, GmView8::Shape(t718.GetValidRow(), t718.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t718, t17_last_u1c0Gm8);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT719 t719(std::min<int64_t>(S - _g716 * 16, 16), std::min<int64_t>(D - _g717 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t719, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t719, t718, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView9 oGm9(o + _g716 * 16 * D + _g717 * 64, GmView9::Shape(t719.GetValidRow(), t719.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm9, t719);  // online_softmax_attn.pto:24:20
+            GmView9 oGm9(o + _g404 * 16 * D + _g405 * 64, GmView9::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:24:20
+            TSTORE(oGm9, t407);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -6283,42 +3501,26 @@ extern "C" __global__ AICORE void attn_f32_k35(__gm__ float* t13_last_u1c0, __gm
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_first_u2c0, __gm__ float* t0_first_u2c0, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first_u2c0, __gm__ float* s_first_u2c0, __gm__ float* m, __gm__ float* t2_first_u2c0, __gm__ float* p_first_u2c0, __gm__ float* l, __gm__ float* t5_first_u2c0, int64_t S, int64_t L, float scale);
-extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first_u2c0, __gm__ float* vj_first_u2c0, __gm__ float* acc, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u2c0, __gm__ float* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_first_u2c1, __gm__ float* t0_first_u2c1, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_first_u2c1, __gm__ float* s_first_u2c1, __gm__ float* m, __gm__ float* t2_first_u2c1, __gm__ float* p_first_u2c1, __gm__ float* l, __gm__ float* t5_first_u2c1, int64_t S, int64_t L, float scale);
-extern "C" __global__ AICORE void attn_f32_k6(__gm__ float* t5_first_u2c1, __gm__ float* vj_first_u2c1, __gm__ float* acc, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k7(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u2c1, __gm__ float* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* q, __gm__ float* kj_first_u1c0, __gm__ float* t0_first_u1c0, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_first_u1c0, __gm__ float* s_first_u1c0, __gm__ float* m, __gm__ float* t2_first_u1c0, __gm__ float* p_first_u1c0, __gm__ float* l, __gm__ float* t5_first_u1c0, int64_t S, int64_t L, float scale);
-extern "C" __global__ AICORE void attn_f32_k10(__gm__ float* t5_first_u1c0, __gm__ float* vj_first_u1c0, __gm__ float* acc, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k11(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first_u1c0, __gm__ float* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* q, __gm__ float* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u2c0, __gm__ float* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2);
-extern "C" __global__ AICORE void attn_f32_k15(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_u2c1, __gm__ float* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2);
-extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k20(__gm__ float* q, __gm__ float* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k21(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k22(__gm__ float* t15_u1c0, __gm__ float* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1);
-extern "C" __global__ AICORE void attn_f32_k23(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k24(__gm__ float* q, __gm__ float* kj_last_u2c0, __gm__ float* t0_last_u2c0, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k25(__gm__ float* t0_last_u2c0, __gm__ float* s_last_u2c0, __gm__ float* m, __gm__ float* m_new_last_u2c0, __gm__ float* alpha_last_u2c0, __gm__ float* t8_last_u2c0, __gm__ float* p_1_last_u2c0, __gm__ float* l, __gm__ float* t10_last_u2c0, __gm__ float* acc, __gm__ float* t13_last_u2c0, __gm__ float* t15_last_u2c0, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k26(__gm__ float* t15_last_u2c0, __gm__ float* vj_last_u2c0, __gm__ float* t14_last_u2c0, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k27(__gm__ float* t13_last_u2c0, __gm__ float* t14_last_u2c0, __gm__ float* acc, __gm__ float* m_new_last_u2c0, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u2c0, __gm__ float* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k28(__gm__ float* q, __gm__ float* kj_last_u2c1, __gm__ float* t0_last_u2c1, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k29(__gm__ float* t0_last_u2c1, __gm__ float* s_last_u2c1, __gm__ float* m, __gm__ float* m_new_last_u2c1, __gm__ float* alpha_last_u2c1, __gm__ float* t8_last_u2c1, __gm__ float* p_1_last_u2c1, __gm__ float* l, __gm__ float* t10_last_u2c1, __gm__ float* acc, __gm__ float* t13_last_u2c1, __gm__ float* t15_last_u2c1, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k30(__gm__ float* t15_last_u2c1, __gm__ float* vj_last_u2c1, __gm__ float* t14_last_u2c1, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k31(__gm__ float* t13_last_u2c1, __gm__ float* t14_last_u2c1, __gm__ float* acc, __gm__ float* m_new_last_u2c1, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u2c1, __gm__ float* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k32(__gm__ float* q, __gm__ float* kj_last_u1c0, __gm__ float* t0_last_u1c0, int64_t S, int64_t L, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k33(__gm__ float* t0_last_u1c0, __gm__ float* s_last_u1c0, __gm__ float* m, __gm__ float* m_new_last_u1c0, __gm__ float* alpha_last_u1c0, __gm__ float* t8_last_u1c0, __gm__ float* p_1_last_u1c0, __gm__ float* l, __gm__ float* t10_last_u1c0, __gm__ float* acc, __gm__ float* t13_last_u1c0, __gm__ float* t15_last_u1c0, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f32_k34(__gm__ float* t15_last_u1c0, __gm__ float* vj_last_u1c0, __gm__ float* t14_last_u1c0, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f32_k35(__gm__ float* t13_last_u1c0, __gm__ float* t14_last_u1c0, __gm__ float* acc, __gm__ float* m_new_last_u1c0, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last_u1c0, __gm__ float* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* q, __gm__ float* kj_first, __gm__ float* t0_first, int64_t S, int64_t L, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, float scale);
+extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* t5_first, __gm__ float* vj_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L);
+extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first, __gm__ float* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* q, __gm__ float* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k6(__gm__ float* t15_u2c0, __gm__ float* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2);
+extern "C" __global__ AICORE void attn_f32_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* q, __gm__ float* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ float* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k10(__gm__ float* t15_u2c1, __gm__ float* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2);
+extern "C" __global__ AICORE void attn_f32_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* q, __gm__ float* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ float* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k14(__gm__ float* t15_u1c0, __gm__ float* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1);
+extern "C" __global__ AICORE void attn_f32_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* q, __gm__ float* kj_last, __gm__ float* t0_last, int64_t S, int64_t L, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, int64_t S, int64_t D, int64_t L);
+extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last, __gm__ float* o, int64_t S, int64_t D);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -6347,85 +3549,35 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
     float* l = reinterpret_cast<float*>(l_bytes.data());  // online_softmax_attn.pto:5:9
     std::vector<unsigned char> acc_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:6:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
-    if (L / 64 >= 1) {  // online_softmax_attn.pto:7:5
-        for (int64_t _j_first_u2 = 0; _j_first_u2 < 0; ++_j_first_u2) {  // online_softmax_attn.pto:7:5
-            float* kj_first_u2c0 = k;  // online_softmax_attn.pto:8:14
-            float* vj_first_u2c0 = v;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_first_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_first_u2c0 = reinterpret_cast<float*>(t0_first_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_first_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_first_u2c0 = reinterpret_cast<float*>(s_first_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
+        for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
+            float* kj_first = k;  // online_softmax_attn.pto:8:14
+            float* vj_first = v;  // online_softmax_attn.pto:9:14
+            std::vector<unsigned char> t0_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
+            std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k0(q, kj_first_u2c0, t0_first_u2c0, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> t2_first_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-            float* t2_first_u2c0 = reinterpret_cast<float*>(t2_first_u2c0_bytes.data());  // online_softmax_attn.pto:13:21
-            std::vector<unsigned char> p_first_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-            float* p_first_u2c0 = reinterpret_cast<float*>(p_first_u2c0_bytes.data());  // online_softmax_attn.pto:13:17
-            std::vector<unsigned char> t5_first_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
-            float* t5_first_u2c0 = reinterpret_cast<float*>(t5_first_u2c0_bytes.data());  // online_softmax_attn.pto:15:29
+            attn_f32_k0(q, kj_first, t0_first, S, L, D);  // online_softmax_attn.pto:10:13
+            std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
+            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
+            std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+            float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
+            std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
+            float* t5_first = reinterpret_cast<float*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k1(t0_first_u2c0, s_first_u2c0, m, t2_first_u2c0, p_first_u2c0, l, t5_first_u2c0, S, L, scale);  // online_softmax_attn.pto:10:13
+            attn_f32_k1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:15:22
-            attn_f32_k2(t5_first_u2c0, vj_first_u2c0, acc, S, D, L);  // online_softmax_attn.pto:15:22
-            if (L / 64 == 1) {  // online_softmax_attn.pto:23:9
-                std::vector<unsigned char> t17_first_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-                float* t17_first_u2c0 = reinterpret_cast<float*>(t17_first_u2c0_bytes.data());  // online_softmax_attn.pto:24:25
+            attn_f32_k2(t5_first, vj_first, acc, S, D, L);  // online_softmax_attn.pto:15:22
+            if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
+                std::vector<unsigned char> t17_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
+                float* t17_first = reinterpret_cast<float*>(t17_first_bytes.data());  // online_softmax_attn.pto:24:25
                 start_launch(poison);  // online_softmax_attn.pto:24:25
-                attn_f32_k3(acc, l, t17_first_u2c0, o, S, D);  // online_softmax_attn.pto:24:25
-            }
-            float* kj_first_u2c1 = k;  // online_softmax_attn.pto:8:14
-            float* vj_first_u2c1 = v;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_first_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_first_u2c1 = reinterpret_cast<float*>(t0_first_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_first_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_first_u2c1 = reinterpret_cast<float*>(s_first_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k4(q, kj_first_u2c1, t0_first_u2c1, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> t2_first_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-            float* t2_first_u2c1 = reinterpret_cast<float*>(t2_first_u2c1_bytes.data());  // online_softmax_attn.pto:13:21
-            std::vector<unsigned char> p_first_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-            float* p_first_u2c1 = reinterpret_cast<float*>(p_first_u2c1_bytes.data());  // online_softmax_attn.pto:13:17
-            std::vector<unsigned char> t5_first_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
-            float* t5_first_u2c1 = reinterpret_cast<float*>(t5_first_u2c1_bytes.data());  // online_softmax_attn.pto:15:29
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k5(t0_first_u2c1, s_first_u2c1, m, t2_first_u2c1, p_first_u2c1, l, t5_first_u2c1, S, L, scale);  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:15:22
-            attn_f32_k6(t5_first_u2c1, vj_first_u2c1, acc, S, D, L);  // online_softmax_attn.pto:15:22
-            if (L / 64 == 1) {  // online_softmax_attn.pto:23:9
-                std::vector<unsigned char> t17_first_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-                float* t17_first_u2c1 = reinterpret_cast<float*>(t17_first_u2c1_bytes.data());  // online_softmax_attn.pto:24:25
-                start_launch(poison);  // online_softmax_attn.pto:24:25
-                attn_f32_k7(acc, l, t17_first_u2c1, o, S, D);  // online_softmax_attn.pto:24:25
-            }
-        }
-        for (int64_t _j_first_u1 = 0; _j_first_u1 < 1; ++_j_first_u1) {  // online_softmax_attn.pto:7:5
-            float* kj_first_u1c0 = k;  // online_softmax_attn.pto:8:14
-            float* vj_first_u1c0 = v;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_first_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_first_u1c0 = reinterpret_cast<float*>(t0_first_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_first_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_first_u1c0 = reinterpret_cast<float*>(s_first_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k8(q, kj_first_u1c0, t0_first_u1c0, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> t2_first_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
-            float* t2_first_u1c0 = reinterpret_cast<float*>(t2_first_u1c0_bytes.data());  // online_softmax_attn.pto:13:21
-            std::vector<unsigned char> p_first_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
-            float* p_first_u1c0 = reinterpret_cast<float*>(p_first_u1c0_bytes.data());  // online_softmax_attn.pto:13:17
-            std::vector<unsigned char> t5_first_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:15:29
-            float* t5_first_u1c0 = reinterpret_cast<float*>(t5_first_u1c0_bytes.data());  // online_softmax_attn.pto:15:29
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k9(t0_first_u1c0, s_first_u1c0, m, t2_first_u1c0, p_first_u1c0, l, t5_first_u1c0, S, L, scale);  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:15:22
-            attn_f32_k10(t5_first_u1c0, vj_first_u1c0, acc, S, D, L);  // online_softmax_attn.pto:15:22
-            if (L / 64 == 1) {  // online_softmax_attn.pto:23:9
-                std::vector<unsigned char> t17_first_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-                float* t17_first_u1c0 = reinterpret_cast<float*>(t17_first_u1c0_bytes.data());  // online_softmax_attn.pto:24:25
-                start_launch(poison);  // online_softmax_attn.pto:24:25
-                attn_f32_k11(acc, l, t17_first_u1c0, o, S, D);  // online_softmax_attn.pto:24:25
+                attn_f32_k3(acc, l, t17_first, o, S, D);  // online_softmax_attn.pto:24:25
             }
         }
     }
-    for (int64_t j_u2 = 0; j_u2 < std::max<int64_t>(L / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
+    for (int64_t j_u2 = 0; j_u2 < std::max<int64_t>((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
         float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
         float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
         std::vector<unsigned char> t0_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
@@ -6433,7 +3585,7 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k12(q, kj_u2c0, t0_u2c0, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k4(q, kj_u2c0, t0_u2c0, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -6451,19 +3603,19 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         std::vector<unsigned char> t14_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k13(t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k5(t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f32_k14(t15_u2c0, vj_u2c0, t14_u2c0, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
+        attn_f32_k6(t15_u2c0, vj_u2c0, t14_u2c0, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
         float* kj_u2c1 = k + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:8:14
         float* vj_u2c1 = v + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
         std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f32_k15(t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
+        attn_f32_k7(t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
         std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k16(q, kj_u2c1, t0_u2c1, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k8(q, kj_u2c1, t0_u2c1, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -6481,21 +3633,21 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         std::vector<unsigned char> t14_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
         float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k17(t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k9(t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f32_k18(t15_u2c1, vj_u2c1, t14_u2c1, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
+        attn_f32_k10(t15_u2c1, vj_u2c1, t14_u2c1, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f32_k19(t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
+        attn_f32_k11(t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
     }
-    for (int64_t j_u1 = 0; j_u1 < std::max<int64_t>(L / 64 - 2, 0) - std::max<int64_t>(L / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-        float* kj_u1c0 = k + (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        float* vj_u1c0 = v + (1 + (std::max<int64_t>(L / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
+    for (int64_t j_u1 = 0; j_u1 < std::max<int64_t>((L + 63) / 64 - 2, 0) - std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
+        float* kj_u1c0 = k + (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
+        float* vj_u1c0 = v + (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
         std::vector<unsigned char> t0_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k20(q, kj_u1c0, t0_u1c0, S, L, j_u1, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k12(q, kj_u1c0, t0_u1c0, S, L, j_u1, D);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -6513,112 +3665,46 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
         std::vector<unsigned char> t14_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
         float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f32_k21(t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
+        attn_f32_k13(t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f32_k22(t15_u1c0, vj_u1c0, t14_u1c0, S, D, L, j_u1);  // online_softmax_attn.pto:21:36
+        attn_f32_k14(t15_u1c0, vj_u1c0, t14_u1c0, S, D, L, j_u1);  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:21:22
-        attn_f32_k23(t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
+        attn_f32_k15(t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
     }
-    if (L / 64 >= 2) {  // online_softmax_attn.pto:7:5
-        for (int64_t _j_last_u2 = 0; _j_last_u2 < 0; ++_j_last_u2) {  // online_softmax_attn.pto:7:5
-            float* kj_last_u2c0 = k + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            float* vj_last_u2c0 = v + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_last_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_last_u2c0 = reinterpret_cast<float*>(t0_last_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_last_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_last_u2c0 = reinterpret_cast<float*>(s_last_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
+    if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
+        for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
+            float* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
+            float* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
+            std::vector<unsigned char> t0_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
+            std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k24(q, kj_last_u2c0, t0_last_u2c0, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> m_new_last_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-            float* m_new_last_u2c0 = reinterpret_cast<float*>(m_new_last_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
-            std::vector<unsigned char> alpha_last_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-            float* alpha_last_u2c0 = reinterpret_cast<float*>(alpha_last_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
-            std::vector<unsigned char> t8_last_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-            float* t8_last_u2c0 = reinterpret_cast<float*>(t8_last_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
-            std::vector<unsigned char> p_1_last_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-            float* p_1_last_u2c0 = reinterpret_cast<float*>(p_1_last_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
-            std::vector<unsigned char> t10_last_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-            float* t10_last_u2c0 = reinterpret_cast<float*>(t10_last_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
-            std::vector<unsigned char> t13_last_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            float* t13_last_u2c0 = reinterpret_cast<float*>(t13_last_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
-            std::vector<unsigned char> t15_last_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:43
-            float* t15_last_u2c0 = reinterpret_cast<float*>(t15_last_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
-            std::vector<unsigned char> t14_last_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            float* t14_last_u2c0 = reinterpret_cast<float*>(t14_last_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
+            attn_f32_k16(q, kj_last, t0_last, S, L, D);  // online_softmax_attn.pto:10:13
+            std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
+            std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
+            std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
+            std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+            float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
+            std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+            float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
+            std::vector<unsigned char> t13_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
+            std::vector<unsigned char> t15_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:43
+            float* t15_last = reinterpret_cast<float*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
+            std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k25(t0_last_u2c0, s_last_u2c0, m, m_new_last_u2c0, alpha_last_u2c0, t8_last_u2c0, p_1_last_u2c0, l, t10_last_u2c0, acc, t13_last_u2c0, t15_last_u2c0, S, L, scale, D);  // online_softmax_attn.pto:10:13
+            attn_f32_k17(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:21:36
-            attn_f32_k26(t15_last_u2c0, vj_last_u2c0, t14_last_u2c0, S, D, L);  // online_softmax_attn.pto:21:36
-            std::vector<unsigned char> t17_last_u2c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-            float* t17_last_u2c0 = reinterpret_cast<float*>(t17_last_u2c0_bytes.data());  // online_softmax_attn.pto:24:25
-            float* kj_last_u2c1 = k + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            float* vj_last_u2c1 = v + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_last_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_last_u2c1 = reinterpret_cast<float*>(t0_last_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+            attn_f32_k18(t15_last, vj_last, t14_last, S, D, L);  // online_softmax_attn.pto:21:36
+            std::vector<unsigned char> t17_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
+            float* t17_last = reinterpret_cast<float*>(t17_last_bytes.data());  // online_softmax_attn.pto:24:25
             start_launch(poison);  // online_softmax_attn.pto:21:22
-            attn_f32_k27(t13_last_u2c0, t14_last_u2c0, acc, m_new_last_u2c0, m, l, t17_last_u2c0, o, S, D);  // online_softmax_attn.pto:21:22
-            std::vector<unsigned char> s_last_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_last_u2c1 = reinterpret_cast<float*>(s_last_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k28(q, kj_last_u2c1, t0_last_u2c1, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> m_new_last_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-            float* m_new_last_u2c1 = reinterpret_cast<float*>(m_new_last_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
-            std::vector<unsigned char> alpha_last_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-            float* alpha_last_u2c1 = reinterpret_cast<float*>(alpha_last_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
-            std::vector<unsigned char> t8_last_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-            float* t8_last_u2c1 = reinterpret_cast<float*>(t8_last_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
-            std::vector<unsigned char> p_1_last_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-            float* p_1_last_u2c1 = reinterpret_cast<float*>(p_1_last_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-            std::vector<unsigned char> t10_last_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-            float* t10_last_u2c1 = reinterpret_cast<float*>(t10_last_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
-            std::vector<unsigned char> t13_last_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            float* t13_last_u2c1 = reinterpret_cast<float*>(t13_last_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
-            std::vector<unsigned char> t15_last_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:43
-            float* t15_last_u2c1 = reinterpret_cast<float*>(t15_last_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
-            std::vector<unsigned char> t14_last_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            float* t14_last_u2c1 = reinterpret_cast<float*>(t14_last_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k29(t0_last_u2c1, s_last_u2c1, m, m_new_last_u2c1, alpha_last_u2c1, t8_last_u2c1, p_1_last_u2c1, l, t10_last_u2c1, acc, t13_last_u2c1, t15_last_u2c1, S, L, scale, D);  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:21:36
-            attn_f32_k30(t15_last_u2c1, vj_last_u2c1, t14_last_u2c1, S, D, L);  // online_softmax_attn.pto:21:36
-            std::vector<unsigned char> t17_last_u2c1_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-            float* t17_last_u2c1 = reinterpret_cast<float*>(t17_last_u2c1_bytes.data());  // online_softmax_attn.pto:24:25
-            start_launch(poison);  // online_softmax_attn.pto:21:22
-            attn_f32_k31(t13_last_u2c1, t14_last_u2c1, acc, m_new_last_u2c1, m, l, t17_last_u2c1, o, S, D);  // online_softmax_attn.pto:21:22
-        }
-        for (int64_t _j_last_u1 = 0; _j_last_u1 < 1; ++_j_last_u1) {  // online_softmax_attn.pto:7:5
-            float* kj_last_u1c0 = k + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
-            float* vj_last_u1c0 = v + (L / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
-            std::vector<unsigned char> t0_last_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* t0_last_u1c0 = reinterpret_cast<float*>(t0_last_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> s_last_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_last_u1c0 = reinterpret_cast<float*>(s_last_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k32(q, kj_last_u1c0, t0_last_u1c0, S, L, D);  // online_softmax_attn.pto:10:13
-            std::vector<unsigned char> m_new_last_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-            float* m_new_last_u1c0 = reinterpret_cast<float*>(m_new_last_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
-            std::vector<unsigned char> alpha_last_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-            float* alpha_last_u1c0 = reinterpret_cast<float*>(alpha_last_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
-            std::vector<unsigned char> t8_last_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-            float* t8_last_u1c0 = reinterpret_cast<float*>(t8_last_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
-            std::vector<unsigned char> p_1_last_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-            float* p_1_last_u1c0 = reinterpret_cast<float*>(p_1_last_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
-            std::vector<unsigned char> t10_last_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-            float* t10_last_u1c0 = reinterpret_cast<float*>(t10_last_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
-            std::vector<unsigned char> t13_last_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            float* t13_last_u1c0 = reinterpret_cast<float*>(t13_last_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-            std::vector<unsigned char> t15_last_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:43
-            float* t15_last_u1c0 = reinterpret_cast<float*>(t15_last_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-            std::vector<unsigned char> t14_last_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            float* t14_last_u1c0 = reinterpret_cast<float*>(t14_last_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
-            start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f32_k33(t0_last_u1c0, s_last_u1c0, m, m_new_last_u1c0, alpha_last_u1c0, t8_last_u1c0, p_1_last_u1c0, l, t10_last_u1c0, acc, t13_last_u1c0, t15_last_u1c0, S, L, scale, D);  // online_softmax_attn.pto:10:13
-            start_launch(poison);  // online_softmax_attn.pto:21:36
-            attn_f32_k34(t15_last_u1c0, vj_last_u1c0, t14_last_u1c0, S, D, L);  // online_softmax_attn.pto:21:36
-            std::vector<unsigned char> t17_last_u1c0_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-            float* t17_last_u1c0 = reinterpret_cast<float*>(t17_last_u1c0_bytes.data());  // online_softmax_attn.pto:24:25
-            start_launch(poison);  // online_softmax_attn.pto:21:22
-            attn_f32_k35(t13_last_u1c0, t14_last_u1c0, acc, m_new_last_u1c0, m, l, t17_last_u1c0, o, S, D);  // online_softmax_attn.pto:21:22
+            attn_f32_k19(t13_last, t14_last, acc, m_new_last, m, l, t17_last, o, S, D);  // online_softmax_attn.pto:21:22
         }
     }
     return 0;
