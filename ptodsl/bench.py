@@ -74,6 +74,8 @@ def _torch_table() -> dict[str, Callable[..., Any]]:
         "cast_f16_f32": lambda x: x.float(),
         "cast_f32_f16": lambda x: x.half(),
         "div_bcast": lambda x, d: x / d,
+        "erf": torch.erf,
+        "clamp": lambda x, lo=-1.0, hi=1.0: torch.clamp(x, lo, hi),
         "exp": torch.exp,
         "gelu": lambda x: f.gelu(x, approximate="tanh"),
         "layernorm": lambda x, g, b, eps=1e-5: f.layer_norm(x, x.shape[-1:], g, b, eps),
@@ -87,6 +89,9 @@ def _torch_table() -> dict[str, Callable[..., Any]]:
         "relu": torch.relu,
         "rmsnorm": lambda x, g, eps=1e-6: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g,
         "rsqrt": torch.rsqrt,
+        # rows past each batch's length keep out's values: a mask, as eager torch code would write it
+        "seq_add": lambda inp, act_seqs, out: torch.where(
+            torch.arange(inp.shape[1])[None, :, None] < act_seqs[:, None, None], inp + 1.0, out),
         "scalar_ops": lambda x, s=0.25: (x - 1.5) * 2.0 / 4.0 + s,
         "scale_shift": lambda x, alpha, beta=0.5: x * alpha + beta,
         "sigmoid": torch.sigmoid,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from . import __version__
 from .diagnostics import CompileError, Diagnostic, Diagnostics, code_registry
 from .diagnostics.render import render_all, render_json, use_color
+from .ops import OPS, describe_op
 
 EXIT_OK, EXIT_USER, EXIT_INTERNAL = 0, 1, 2
 
@@ -184,6 +185,9 @@ def cmd_explain(args, out: _Out) -> int:
     reg = code_registry()
     code = args.code.upper()
     info = reg.get(code)
+    if info is None and args.code in OPS:
+        print(describe_op(OPS[args.code]))
+        return EXIT_OK
     if info is None:
         import difflib
 

@@ -7,13 +7,15 @@ reads ``pto``/``pto_scalar``/``pipe``; the simulator reads ``sim``. A new elemen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-# A composite's body: nested tuples over primitive op names. "x"/"y" name the operands; floats
-# are scalar operands of the scalar forms (``("add", "x", 1.0)`` is TADDS).
+# A composite's body: nested tuples over op names. "x"/"y" name the operands; floats are scalar
+# operands of the scalar forms (``("add", "x", 1.0)`` is TADDS); ``("let", "u", value, body)``
+# computes ``value`` once and names it ``u`` inside ``body``.
 Template = tuple | str | float
 
 
@@ -35,13 +37,42 @@ class OpDef:
     col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
     acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
 
-    @property
-    def is_elementwise(self) -> bool:
-        return self.kind in ("unary", "binary", "compare", "select", "cast")
+    def __post_init__(self) -> None:
+        # a row that contradicts itself would be caught only where some stage reads the wrong field
+        want = {"unary": 1, "binary": 2, "reduce": 1, "cast": 1, "compare": 2, "select": 3, "matmul": 2}
+        if self.kind not in want or self.arity != want[self.kind]:
+            raise ValueError(f"op {self.name}: kind {self.kind!r} takes {want.get(self.kind)} operands, not {self.arity}")
+        if (self.expand is None) == (self.pto is None and self.kind in ("unary", "binary")):
+            raise ValueError(f"op {self.name}: an elementwise op has an instruction or a template, exactly one")
+        if self.kind == "reduce" and None in (self.identity, self.combine, self.row_pto, self.col_pto):
+            raise ValueError(f"op {self.name}: a reduction needs identity, combine, row_pto and col_pto")
+        if self.kind != "reduce" and (self.identity, self.combine, self.row_pto, self.col_pto) != (None,) * 4:
+            raise ValueError(f"op {self.name}: only reductions have identity, combine, row_pto, col_pto")
+        if self.pipe not in ("V", "M"):
+            raise ValueError(f"op {self.name}: pipe {self.pipe!r} is not V (vector) or M (cube)")
 
 
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.result_type(x, np.float32))
+
+
+# erf(x) = tanh(x * S(x^2)) with x clamped to [-4, 4] (erf(4) rounds to 1 in f32) and S a degree-6
+# polynomial fitted to atanh(erf(x)) / x, weighted by 1 - erf^2 so the error is even in erf's own
+# terms: at most 2.5e-7 from math.erf over the reals when evaluated in f32. The tanh form keeps erf
+# odd and saturating without a sign function, which pto-isa's vector unit does not have.
+_ERF_S = (1.1283798, 0.102764531, -0.000182089676, -0.000627806131, 9.05351557e-05, -6.12606035e-06,
+          1.67348068e-07)
+
+
+def _horner(coeffs: tuple[float, ...], var: str) -> Template:
+    node: Template = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        node = ("add", ("mul", var, node), c)
+    return node
 
 
 _ROWS = [
@@ -72,6 +103,9 @@ _ROWS = [
           sim=lambda x: x * _sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x)),
           expand=("mul", "x", ("sigmoid", ("mul", ("add", "x", ("mul", ("mul", ("mul", "x", "x"), "x"),
                                                                      0.044715)), 1.5957691216057308)))),
+    OpDef("erf", "unary", 1, "the error function, as tanh(x * S(x^2)) with a fitted S (|error| < 3e-7)",
+          sim=_erf, expand=("let", "c", ("minimum", ("maximum", "x", -4.0), 4.0),
+                            ("let", "u", ("mul", "c", "c"), ("tanh", ("mul", "c", _horner(_ERF_S, "u")))))),
     # reductions over one axis; partial results across tiles are merged with ``combine``
     OpDef("sum", "reduce", 1, "sum over one axis", sim=np.sum, identity=0.0, combine="add",
           row_pto="TROWSUM", col_pto="TCOLSUM", float_only=False),
@@ -102,5 +136,16 @@ STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "tensor", "zeros", "ones",
                       "loop_unroll", "is_loop_begin", "is_loop_end", "print")
 
 
-def lookup(name: str) -> OpDef | None:
-    return OPS.get(name)
+def describe_op(od: OpDef) -> str:
+    """An op's row, for ``ptodsl explain NAME``."""
+    lines = [f"{od.name}: {od.kind} op taking {od.arity} operand{'s' if od.arity != 1 else ''}: {od.doc}"]
+    forms = [f"{what} {ins}" for what, ins in (("tile-tile", od.pto), ("tile-scalar", od.pto_scalar),
+                                                ("per row", od.row_pto), ("per column", od.col_pto),
+                                                ("accumulating", od.acc_pto)) if ins]
+    if forms:
+        lines.append(f"pto-isa instruction{'s' if len(forms) > 1 else ''}: " + ", ".join(forms)
+                     + f"; runs on the {od.pipe} pipe")
+    if od.expand is not None:
+        lines.append("a composite: lowering expands it into the primitive ops of its template")
+    lines.append("float dtypes only" if od.float_only else "float and integer dtypes")
+    return "\n".join(lines)

@@ -4,6 +4,8 @@ Each takes the kernel's input tensors positionally (as float32 or integer arrays
 attributes by keyword, and returns the outputs.
 """
 
+import math
+
 import numpy as np
 
 
@@ -79,6 +81,15 @@ def rsqrt(x):
 
 def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+
+
+def clamp(x, lo=-1.0, hi=1.0):
+    return np.clip(x.astype(np.float64), lo, hi)
+
+
+def erf(x):
+    # math.erf, exact to double precision: independent of the kernel's approximation
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
 
 
 def tanh(x):

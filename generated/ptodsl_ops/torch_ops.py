@@ -21,7 +21,9 @@ from .ops import amin_cols as _PTODSL_M_amin_cols
 from .ops import attn as _PTODSL_M_attn
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
+from .ops import clamp as _PTODSL_M_clamp
 from .ops import div_bcast as _PTODSL_M_div_bcast
+from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
 from .ops import gelu as _PTODSL_M_gelu
 from .ops import layernorm as _PTODSL_M_layernorm
@@ -300,6 +302,40 @@ def _PTODSL_fake_cast_f32_f16(
     )
 
 
+@torch.library.custom_op("ptodsl_ops::clamp", mutates_args=())
+def clamp(
+    x: torch.Tensor,
+    *,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Clamps every element into [lo, hi].
+
+    Torch custom op ``ptodsl_ops::clamp``; see ``ptodsl_ops.clamp`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_clamp._PTODSL_OP,
+        (x,),
+        {"lo": lo, "hi": hi},
+        backend,
+    )
+
+
+@clamp.register_fake
+def _PTODSL_fake_clamp(
+    x: torch.Tensor,
+    *,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_clamp._PTODSL_OP,
+        (x,),
+    )
+
+
 @torch.library.custom_op("ptodsl_ops::div_bcast", mutates_args=())
 def div_bcast(
     x: torch.Tensor,
@@ -329,6 +365,36 @@ def _PTODSL_fake_div_bcast(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_div_bcast._PTODSL_OP,
         (x, d),
+    )
+
+
+@torch.library.custom_op("ptodsl_ops::erf", mutates_args=())
+def erf(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Elementwise error function, as tanh(x * S(x^2)) with a fitted polynomial S (|error| < 3e-7 in f32).
+
+    Torch custom op ``ptodsl_ops::erf``; see ``ptodsl_ops.erf`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_erf._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@erf.register_fake
+def _PTODSL_fake_erf(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_erf._PTODSL_OP,
+        (x,),
     )
 
 

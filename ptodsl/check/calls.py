@@ -10,7 +10,7 @@ from .. import sym
 from ..diagnostics import Label
 from ..dtypes import DTYPES
 from ..frontend import ast
-from ..ops import OPS
+from ..ops import OPS, STRUCTURE_BUILTINS
 from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
@@ -92,7 +92,7 @@ class CallTyping:
             return None
         od = OPS.get(fn)
         if od is None or fn == "cmp":
-            cands = list(OPS) + ["cdiv", "view", "tensor", "zeros", "ones", "full", "is_loop_begin", "is_loop_end", "print"]
+            cands = [n for n in OPS if n != "cmp"] + ["cdiv"] + list(STRUCTURE_BUILTINS)
             self.err("E0301", f"unknown function `{fn}`", e.func.span,
                      help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
             for a in e.args:
@@ -102,14 +102,14 @@ class CallTyping:
             t = self.tensor_arg(e, fn)
             return None if t is None else self.elementwise(e, fn, [(e.args[0], t)])
         if od.kind == "binary":
-            if not self.arity(e, fn, 2):
+            if not self.arity(e, fn, od.arity):
                 return None
             ts = [self.expr(a) for a in e.args]
             if any(t is None for t in ts):
                 return None
             return self.elementwise(e, fn, list(zip(e.args, ts)))
         if od.kind == "select":
-            if not self.arity(e, fn, 3):
+            if not self.arity(e, fn, od.arity):
                 return None
             ts = [self.expr(a) for a in e.args]
             if any(t is None for t in ts):

@@ -6,6 +6,7 @@ Shared by the sync pass and the sync checker, so both reason about the same depe
 from __future__ import annotations
 
 from ..ir import Op, TensorType, TileType
+from ..ops import OPS
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
 
@@ -21,9 +22,10 @@ def pipe_of(op: Op) -> str | None:
         return "FIX" if op.operands[1].type.space == "l0c" else "MTE3"
     if op.name == "tile.mov":
         return "MTE1"
-    if op.name in ("tile.matmul", "tile.matmul_acc"):
-        return "M"
-    return "V"
+    if op.name == "tile.matmul_acc":
+        return OPS["matmul"].pipe
+    od = OPS.get(op.name.removeprefix("tile."))
+    return od.pipe if od is not None else "V"  # fills and expands run on the vector unit
 
 
 def buffer(v, placement: dict[str, Range]) -> Range:

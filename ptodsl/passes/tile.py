@@ -256,6 +256,10 @@ class _Tiler:
         if isinstance(node, float):
             return node
         name, *args = node
+        if name == "let":  # ("let", var, value, body): value computed once, named var in body
+            var, value, body = args
+            bound = self.template(value, names, dst, span)
+            return self.template(body, names | {var: bound}, dst, span, top)
         vals = [self.template(a, names, dst, span) for a in args]
         out = dst if top else self.tile(dst.type.dtype, dst.type.shape, dst.type.valid, span)
         tiles = [v for v in vals if isinstance(v, Value)]
