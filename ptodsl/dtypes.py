@@ -78,3 +78,8 @@ def from_numpy(dtype: Any) -> str | None:
 
 
 __all__ = ["DTYPES", "DTYPE_ALIASES", "DTYPE_NAMES", "UNSUPPORTED_DTYPES", "DtypeInfo", "from_numpy", "itemsize", "numpy_dtype"]
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """Vector reductions accumulate half floats in f32, as the hardware does."""
+    return "f32" if DTYPES[dtype].is_float else dtype

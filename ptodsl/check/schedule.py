@@ -41,11 +41,10 @@ from dataclasses import dataclass, field
 
 from .. import sym
 from ..diagnostics import Diagnostics, Label, Span, source_line
-from ..dtypes import DTYPES, itemsize
+from ..dtypes import DTYPES, accumulator_dtype, itemsize
 from ..frontend import ast
 from ..frontend.spec import Spec
 from ..ops import OPS
-from ..passes.tile import DEFAULT_VEC_TILE, accumulator_dtype
 from ..targets import Target
 from .loops import LoopSite, loop_sites
 from .types import CheckedKernel, TensorTy
@@ -114,7 +113,8 @@ def _valid_vec_tiles(spec: Spec, diags: Diagnostics) -> dict[Path, tuple[int, ..
     return ok
 
 
-def _tile_in_effect(site: LoopSite | None, spec: Spec) -> tuple[Path | None, tuple[int, ...] | None]:
+def _tile_in_effect(site: LoopSite | None, spec: Spec,
+                    target: Target) -> tuple[Path | None, tuple[int, ...] | None]:
     """The vec tile the lowering uses in a body: its YAML path (None: the built-in default)."""
     while site is not None:
         ls = spec.schedule.loops.get(site.name)
@@ -123,7 +123,7 @@ def _tile_in_effect(site: LoopSite | None, spec: Spec) -> tuple[Path | None, tup
         site = site.parent
     if spec.schedule.vec_tile is not None:
         return ("schedule", "vec_tile"), spec.schedule.vec_tile
-    return None, DEFAULT_VEC_TILE
+    return None, target.default_vec_tile
 
 
 # ------------------------------------------------------------------ walking the tensor ops
@@ -314,7 +314,7 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
     failing: dict[Path, dict[str, set[str]]] = {}
     for ck in checked:
         for site, stmts in _bodies(sites, ck.kernel):
-            path, _ = _tile_in_effect(site, spec)
+            path, _ = _tile_in_effect(site, spec, target)
             if path is None or path not in tiles:
                 continue
             last = tiles[path][-1]
@@ -358,7 +358,7 @@ def _join(items: Sequence[str]) -> str:
 def _check_ub(checked: Sequence[CheckedKernel], sites: list[LoopSite], tiles: dict[Path, tuple[int, ...]],
               spec: Spec, target: Target, diags: Diagnostics) -> None:
     for site, stmts in _bodies(sites, checked[0].kernel):
-        path, tile = _tile_in_effect(site, spec)
+        path, tile = _tile_in_effect(site, spec, target)
         if path is not None and path not in tiles:
             continue  # an ill-formed tile is reported already
         worst: tuple[int, CheckedKernel, _BodyTiles] | None = None

@@ -17,19 +17,12 @@ from collections.abc import Sequence
 
 from .. import sym
 from ..diagnostics import Label
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ops import OPS, Template
 from .context import PassContext
 
-DEFAULT_VEC_TILE = (8, 256)  # used when a spec gives no vec_tile; alignment-safe for every dtype
-DEFAULT_CUBE_TILE = {"m": 128, "k": 64, "n": 128}  # L0 extents when a spec gives no cube_tile
 REDUCTIONS = ("sum", "amax", "amin", "mean")
-
-
-def accumulator_dtype(dtype: str) -> str:
-    """Vector reductions accumulate half floats in f32, as the hardware does."""
-    return "f32" if DTYPES[dtype].is_float else dtype
 
 
 class _Tiler:
@@ -66,7 +59,7 @@ class _Tiler:
                 tile, where = ls.vec_tile, ("schedule", "loops", name, "vec_tile")
                 break
         if tile is None:
-            tile = DEFAULT_VEC_TILE
+            tile = self.ctx.target.default_vec_tile
         tile = tuple(tile)
         if len(tile) < rank:
             key = (where, rank, op.span)
@@ -341,7 +334,7 @@ class _Tiler:
         given = self.ctx.spec.schedule.cube_tile or {}
         sizes = []
         for axis, dim in (("m", m), ("k", k), ("n", n)):
-            t = given[axis][0] if axis in given else DEFAULT_CUBE_TILE[axis]
+            t = given[axis][0] if axis in given else self.ctx.target.default_cube_tile[axis]
             sizes.append(min(t, dim) if sym.is_const(dim) else t)
         return tuple(sizes)
 

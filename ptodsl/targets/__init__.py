@@ -40,6 +40,8 @@ class Target:
     cube_c0_bytes: int
     vector_repeat_bytes: int
     max_vector_repeat: int
+    default_vec_tile: tuple[int, ...]
+    default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
@@ -72,6 +74,10 @@ _TARGET_FIELDS = {
     "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
     "vector_repeat_bytes": Int(min=1, desc="bytes per vector instruction repeat"),
     "max_vector_repeat": Int(min=1, desc="repeats per vector instruction"),
+    "default_vec_tile": ListOf(item=Int(min=1), min_len=1, max_len=4,
+                               desc="the vector tile of a spec that gives none"),
+    "default_cube_tile": Obj(desc="the L0 extents of a spec that gives no cube_tile",
+                             fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
 }
 # Every field of the file is required: a missing number would otherwise become a silent default.
 TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
@@ -102,8 +108,9 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         return None
     return Target(
         name=name,
-        **{k: v for k, v in data.items() if k != "cube_dtypes"},
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
+        default_vec_tile=tuple(data["default_vec_tile"]),
     )
 
 
