@@ -45,7 +45,9 @@ def test_ascend910b_numbers() -> None:
 def test_ascend950_differs_in_ub_and_l0c() -> None:
     a, b = load_target("ascend910b"), load_target("ascend950")
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
-    same = [f.name for f in fields(Target) if f.name not in ("name", "description", "ub_bytes", "l0c_bytes")]
+    assert (a.npu_arch, b.npu_arch) == ("dav-2201", "")  # no NPU build recipe for the 950 yet
+    same = [f.name for f in fields(Target)
+            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_arch")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
 
 
@@ -126,3 +128,28 @@ def test_target_files_validate_with_jsonschema() -> None:
     validator = jsonschema.Draft202012Validator(target_json_schema())
     for path in TARGETS_DIR.glob("*.yaml"):
         assert list(validator.iter_errors(yaml.safe_load(path.read_text(encoding="utf-8")))) == [], path
+
+
+# Names and numbers that were once hardware facts written in code; they belong to targets/*.yaml.
+HARDWARE_LITERALS = [
+    r"\bALIGN\s*=", r"\bFRACTAL_ROWS\b", r"\bMAX_TILE_RANK\b", r"\bACC_BYTES\b", r"\bNPU_ARCH\b",
+    r"\bDEFAULT_VEC_TILE\b", r"\bDEFAULT_CUBE_TILE\b", r"max_events: int = \d", r"dav-\d{4}",
+    r"\b(196608|524288|131072|65536)\b", r"SLayout::\w+, 512\b",
+]
+
+
+def test_no_hardware_literal_outside_the_targets():
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "ptodsl"
+    found = []
+    for path in package.rglob("*.py"):
+        if "targets" in path.relative_to(package).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for pattern in HARDWARE_LITERALS:
+            for m in re.finditer(pattern, text):
+                line = text.count("\n", 0, m.start()) + 1
+                found.append(f"{path.relative_to(package)}:{line}: {m.group()}")
+    assert not found, "hardware facts outside ptodsl/targets:\n" + "\n".join(found)

@@ -55,8 +55,6 @@ E_CUBE_TILE = "E0604"
 E_CUBE_CAPACITY = "E0605"
 E_UB = "E0606"
 
-MAX_TILE_RANK = 4
-ACC_BYTES = 4  # L0C accumulates in f32 or i32
 SHOWN_BUFFERS = 3
 
 Path = tuple[str, ...]
@@ -71,7 +69,7 @@ def run(checked: Sequence[CheckedKernel], spec: Spec, target: Target, diags: Dia
     misaligned tile gives one error naming every variant it breaks.
     """
     kernel = kernel if kernel is not None else checked[0].kernel if checked else None
-    tiles = _valid_vec_tiles(spec, diags)
+    tiles = _valid_vec_tiles(spec, target, diags)
     if checked:
         sites = loop_sites(checked[0].kernel)
         _check_alignment(checked, sites, tiles, spec, target, diags)
@@ -83,7 +81,7 @@ def run(checked: Sequence[CheckedKernel], spec: Spec, target: Target, diags: Dia
 # ------------------------------------------------------------------ vec tiles: shape (E0602)
 
 
-def _valid_vec_tiles(spec: Spec, diags: Diagnostics) -> dict[Path, tuple[int, ...]]:
+def _valid_vec_tiles(spec: Spec, target: Target, diags: Diagnostics) -> dict[Path, tuple[int, ...]]:
     """The vec tiles of the spec that are well formed, by their YAML path; reports the others."""
     entries: list[tuple[Path, tuple[int, ...]]] = []
     if spec.schedule.vec_tile is not None:
@@ -94,11 +92,11 @@ def _valid_vec_tiles(spec: Spec, diags: Diagnostics) -> dict[Path, tuple[int, ..
     ok: dict[Path, tuple[int, ...]] = {}
     for path, tile in entries:
         key = spec.spans.key(path) or spec.spans.at(path)
-        if not 1 <= len(tile) <= MAX_TILE_RANK:
-            diags.error(E_TILE_SHAPE, f"vec tile {list(tile)} has {len(tile)} dims; tiles have 1 to {MAX_TILE_RANK}",
+        if not 1 <= len(tile) <= target.max_tile_rank:
+            diags.error(E_TILE_SHAPE, f"vec tile {list(tile)} has {len(tile)} dims; tiles have 1 to {target.max_tile_rank}",
                         key, f"{len(tile)} dims",
                         secondary=[Label(spec.spans.at(path), "the tile")],
-                        help=f"keep the last {MAX_TILE_RANK} dims, e.g. {list(tile[-MAX_TILE_RANK:])}; "
+                        help=f"keep the last {target.max_tile_rank} dims, e.g. {list(tile[-target.max_tile_rank:])}; "
                         "leading dims of a tensor beyond the tile's rank are iterated one by one")
             continue
         bad = [i for i, d in enumerate(tile) if d <= 0]
@@ -483,11 +481,12 @@ def _check_cube_capacity(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, 
         return
     dtype = max(in_dtypes, key=itemsize)  # the widest input fills the buffers first
     size = itemsize(dtype)
+    acc = itemsize(target.accumulator_of(dtype) or "f32")
     (m0, m1), (k0, k1), (n0, n1) = cube["m"], cube["k"], cube["n"]
     needs = [
         ("L0A", "m × k", f"{m0} × {k0} × {size}", m0 * k0 * size, target.l0a_bytes, "m or k"),
         ("L0B", "k × n", f"{k0} × {n0} × {size}", k0 * n0 * size, target.l0b_bytes, "k or n"),
-        ("L0C", "m × n", f"{m0} × {n0} × {ACC_BYTES}", m0 * n0 * ACC_BYTES, target.l0c_bytes, "m or n"),
+        ("L0C", "m × n", f"{m0} × {n0} × {acc}", m0 * n0 * acc, target.l0c_bytes, "m or n"),
         ("L1", "(m × k + k × n)", f"({m1} × {k1} + {k1} × {n1}) × {size}", (m1 * k1 + k1 * n1) * size,
          target.l1_bytes, "the L1 extents"),
     ]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic
+from ..targets import load_target, target_names
 from .kernels import npu_source, variant_slug
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ DEFAULT_DRIVER = "/usr/local/Ascend/driver"
 COMPILERS = ("bisheng", "ccec")  # bisheng is CANN's kernel compiler; older toolkits call it ccec
 DEV_ROOT = Path("/dev")  # where the driver creates davinci<N>; tests point it elsewhere
 # NPU architecture (bisheng's --npu-arch) of each target; a target without one cannot be built yet.
-NPU_ARCH = {"ascend910b": "dav-2201"}
 BUILD_TIMEOUT_S = 600
 
 
@@ -255,10 +255,11 @@ def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[s
                     "regenerate the package with a ptodsl that emits C++ kernels; use backend=\"sim\" until then",
                     (f"{rel} is missing from the package at {op.root}",))
     target = op.operator.spec.target
-    arch = NPU_ARCH.get(target)
-    if arch is None:
+    arch = load_target(target).npu_arch
+    if not arch:
+        known = [n for n in target_names() if load_target(n).npu_arch]
         raise _fail("E0928", f"no NPU architecture is known for target `{target}`",
-                    f"targets the NPU build knows: {', '.join(sorted(NPU_ARCH))}")
+                    f"targets the NPU build knows: {', '.join(known)}")
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     output = cache_dir(env) / op.package / op.name / f"{slug}-{digest}.so"
     if output.is_file():

@@ -59,7 +59,7 @@ def _balance(ops: list[Op], where: str, problems: list) -> None:
             problems.append(f"{where}: {abs(n)} {what} on {key[0]}->{key[1]} event {key[2]}")
 
 
-def check_kernel(func: Func, max_events: int = 8) -> list[MissingSync | str]:
+def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
     placement = placement_of(func.body)
     trace = _trace(func.body)
     problems: list[MissingSync | str] = []
@@ -113,7 +113,7 @@ def check_kernel(func: Func, max_events: int = 8) -> list[MissingSync | str]:
     return problems
 
 
-def check(module: Module, max_events: int = 8) -> list[MissingSync | str]:
+def check(module: Module, max_events: int) -> list[MissingSync | str]:
     out: list[MissingSync | str] = []
     for f in module.funcs:
         if f.kind in ("vector", "cube"):

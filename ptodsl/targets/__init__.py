@@ -42,9 +42,15 @@ class Target:
     max_vector_repeat: int
     default_vec_tile: tuple[int, ...]
     default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
+    max_tile_rank: int
+    npu_arch: str  # the bisheng --npu-arch value; empty when no NPU build is known for the target
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
+
+    def accumulator_of(self, dtype: str) -> str | None:
+        """The L0C dtype a matmul of ``dtype`` inputs accumulates in, if the cube takes them."""
+        return next((c for c, a, b in self.cube_dtypes if a == b == dtype), None)
 
     @property
     def vector_per_cube(self) -> int:
@@ -78,6 +84,8 @@ _TARGET_FIELDS = {
                                desc="the vector tile of a spec that gives none"),
     "default_cube_tile": Obj(desc="the L0 extents of a spec that gives no cube_tile",
                              fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
+    "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
+    "npu_arch": Str(desc="bisheng --npu-arch value; empty when no NPU build is known"),
 }
 # Every field of the file is required: a missing number would otherwise become a silent default.
 TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))

@@ -8,11 +8,14 @@ from ptodsl.driver import compile_spec
 from ptodsl.passes import syncheck
 from ptodsl.passes.syncheck import MissingSync
 from ptodsl.stats import collect
+from ptodsl.targets import load_target
+
+MAX_EVENTS = load_target("ascend910b").max_event_ids
 
 
 def test_every_kernel_of_every_spec_is_fully_synchronised(spec_path):
     block = compile_spec(spec_path).stages["block"]
-    assert syncheck.check(block) == []
+    assert syncheck.check(block, MAX_EVENTS) == []
 
 
 def _regions(ops):
@@ -33,7 +36,7 @@ def test_deleting_any_wait_is_caught(spec):
                 if op.name != "sync.wait":
                     continue
                 region.pop(i)
-                problems = syncheck.check_kernel(f)
+                problems = syncheck.check_kernel(f, MAX_EVENTS)
                 region.insert(i, op)
                 deleted += 1
                 assert problems, f"deleting {op.attrs} from {f.name} went unnoticed"
@@ -44,7 +47,7 @@ def test_deleted_wait_is_reported_with_both_ops():
     block = compile_spec("specs/softmax.yaml").stages["block"]
     lines = str(block).splitlines()
     i = next(i for i, line in enumerate(lines) if 'sync.wait() {src = "MTE2", dst = "V"' in line)
-    problems = syncheck.check(ir.parse("\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+    problems = syncheck.check(ir.parse("\n".join(lines[:i] + lines[i + 1:]) + "\n"), MAX_EVENTS)
     missing = [p for p in problems if isinstance(p, MissingSync)]
     assert missing and missing[0].src == "MTE2" and missing[0].dst == "V"
     assert "tile.load" == missing[0].producer.name

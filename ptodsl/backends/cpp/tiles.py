@@ -20,11 +20,10 @@ from ... import sym
 from ...diagnostics import Span
 from ...dtypes import itemsize
 from ...ir import Op, TileType
+from ...targets import Target
 from .cxx import cxx_type, unsupported
 
 SPACE_KIND = {"ub": "Vec", "l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc"}
-ALIGN = 32  # bytes: a row of an unboxed row-major tile, a column of a column-major one
-FRACTAL_ROWS = 16
 
 
 @dataclass
@@ -114,8 +113,12 @@ def _extent(e: sym.Expr) -> str:
     return str(e) if isinstance(e, int) else "DYNAMIC"
 
 
-def cxx_tile_type(info: TileInfo) -> str:
-    """The pto-isa type of a tile, checked against the API's compile-time rules first."""
+def cxx_tile_type(info: TileInfo, target: Target) -> str:
+    """The pto-isa type of a tile, checked against the API's compile-time rules first: an unboxed
+    row (or column) is a whole number of UB blocks; boxed cube tiles are made of fractals of
+    ``cube_fractal_rows`` rows of ``cube_c0_bytes`` bytes, all from the target."""
+    align, fractal_rows = target.ub_block_bytes, target.cube_fractal_rows
+    fractal_bytes = fractal_rows * target.cube_c0_bytes
     ctype = cxx_type(info.dtype)
     rows, cols = info.static_shape
     vr, vc = (_extent(v) for v in info.valid())
@@ -123,26 +126,26 @@ def cxx_tile_type(info: TileInfo) -> str:
     kind = info.kind
     if kind == "Vec":
         if info.layout == "row":
-            _require((cols * size) % ALIGN == 0, info, f"a row-major tile row of {cols * size} bytes")
+            _require((cols * size) % align == 0, info, f"a row-major tile row of {cols * size} bytes")
             return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::RowMajor, {vr}, {vc}>"
-        _require((rows * size) % ALIGN == 0, info, f"a column-major tile column of {rows * size} bytes")
+        _require((rows * size) % align == 0, info, f"a column-major tile column of {rows * size} bytes")
         return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::ColMajor, {vr}, {vc}>"
     # Boxed cube layouts: 16-row fractals of 32 bytes (or the transpose for ZN / TileRight).
-    c0 = ALIGN // size
+    c0 = target.cube_c0_bytes // size
     if kind == "Mat":
         if info.transposed:  # ZN: what a DN (column-major) load produces
-            _require(rows % c0 == 0 and cols % FRACTAL_ROWS == 0, info, "a ZN Mat tile of this shape")
+            _require(rows % c0 == 0 and cols % fractal_rows == 0, info, "a ZN Mat tile of this shape")
             return (f"Tile<TileType::Mat, {ctype}, {rows}, {cols}, BLayout::RowMajor, {vr}, {vc}, "
-                    "SLayout::ColMajor, 512>")
-        _require(rows % FRACTAL_ROWS == 0 and cols % c0 == 0, info, "an NZ Mat tile of this shape")
-        return f"Tile<TileType::Mat, {ctype}, {rows}, {cols}, BLayout::ColMajor, {vr}, {vc}, SLayout::RowMajor, 512>"
+                    f"SLayout::ColMajor, {fractal_bytes}>")
+        _require(rows % fractal_rows == 0 and cols % c0 == 0, info, "an NZ Mat tile of this shape")
+        return f"Tile<TileType::Mat, {ctype}, {rows}, {cols}, BLayout::ColMajor, {vr}, {vc}, SLayout::RowMajor, {fractal_bytes}>"
     if kind == "Left":
-        _require(rows % FRACTAL_ROWS == 0 and cols % c0 == 0, info, "a TileLeft of this shape")
+        _require(rows % fractal_rows == 0 and cols % c0 == 0, info, "a TileLeft of this shape")
         return f"TileLeft<{ctype}, {rows}, {cols}, {vr}, {vc}>"
     if kind == "Right":
-        _require(rows % c0 == 0 and cols % FRACTAL_ROWS == 0, info, "a TileRight of this shape")
+        _require(rows % c0 == 0 and cols % fractal_rows == 0, info, "a TileRight of this shape")
         return f"TileRight<{ctype}, {rows}, {cols}, {vr}, {vc}>"
-    _require(rows % FRACTAL_ROWS == 0 and cols % FRACTAL_ROWS == 0, info, "a TileAcc of this shape")
+    _require(rows % fractal_rows == 0 and cols % fractal_rows == 0, info, "a TileAcc of this shape")
     return f"TileAcc<{ctype}, {rows}, {cols}, {vr}, {vc}>"
 
 

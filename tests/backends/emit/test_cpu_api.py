@@ -72,5 +72,6 @@ def test_ptodsl_bench_prints_a_row_per_case(gxx, capsys, monkeypatch):
     assert main(["bench", "specs/add_one.yaml", "-k", "tiny"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["case", "cpu", "ms"] and "numpy ms" in lines[0] and "GM traffic" in lines[0]
-    (row,) = lines[1:]
+    note, row = lines[1:]
+    assert note.startswith("# specs/add_one.yaml: compiled in") and "IR verification" in note
     assert row.startswith("add_one[tiny]") and row.split()[-1] == "1.00"
