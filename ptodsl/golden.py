@@ -21,7 +21,8 @@ from . import sym
 from .api import Operator, load, run_kernel
 from .check.types import TensorTy
 from .dtypes import DTYPES, numpy_dtype
-from .frontend.spec import Spec, TestCase
+from .diagnostics import Diagnostics
+from .frontend.spec import Spec, TestCase, check_spec_files
 
 # (rtol, atol) per output dtype; integers and bool compare exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -56,7 +57,13 @@ def case_id(spec: Spec, case: TestCase, backend: str | None = None) -> str:
 def load_reference(spec: Spec):
     if spec.reference is None:
         return None
-    path = os.path.join(spec.folder, spec.reference.file)
+    # The reference is Python and runs: only a file inside the spec's root may be loaded, whoever
+    # built this Spec (load_spec reports the same as E0219).
+    diags = Diagnostics()
+    check_spec_files(spec, diags)
+    diags.raise_if_errors()
+    path = spec.reference_path
+    assert path is not None
     mod_name = f"_ptodsl_ref_{zlib.crc32(os.path.abspath(path).encode()):08x}"
     module = sys.modules.get(mod_name)
     if module is None:

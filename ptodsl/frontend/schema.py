@@ -20,6 +20,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_ALIASES, DTYPE_NAMES, UNSUPPORTED_DTYPES
+from ..escape import unprintable
 from .yaml_nodes import YMap, YNode, YScalar, YSeq, describe
 
 E_UNKNOWN_KEY = "E0206"
@@ -33,6 +34,7 @@ E_REFERENCE = "E0213"
 E_TARGET = "E0214"
 
 Path = tuple[str | int, ...]
+MAX_STRING = 10_000  # characters of one YAML string (a doc, a test name, a path)
 
 
 class _Invalid:
@@ -267,6 +269,8 @@ class Str(Schema):
     code: str = E_VALUE
     example: str = ""
     what: str = "a string"
+    multiline: bool = False  # whether `\n` may occur (a doc); other control characters never may
+    max_len: int = MAX_STRING
 
     def __post_init__(self) -> None:
         self.expected = self.what
@@ -278,6 +282,21 @@ class Str(Schema):
         if not self.accepts(node):
             return ctx.type_error(node, path, self.expected)
         assert isinstance(node, YScalar)
+        bad = unprintable(node.value, allow_newline=self.multiline)
+        if bad is not None:
+            # Spec strings reach comments, string literals and docstrings of generated code.
+            ctx.diags.error(
+                E_VALUE, f"`{path_str(path)}` contains the control character U+{ord(bad):04X}", node.span,
+                "control characters are not allowed here",
+                help="remove it" + ("" if self.multiline else "; the value must be one line"),
+            )
+            return INVALID
+        if len(node.value) > self.max_len:
+            ctx.diags.error(
+                E_VALUE, f"`{path_str(path)}` is {len(node.value)} characters long, at most {self.max_len} are allowed",
+                node.span, "too long", help="shorten it",
+            )
+            return INVALID
         if self.pattern is not None and not re.fullmatch(self.pattern, node.value):
             ctx.diags.error(
                 self.code, f"`{path_str(path)}` must be {self.form}, found `{node.value}`", node.span,
@@ -705,7 +724,7 @@ def spec_schema() -> Obj:
     return Obj(
         fields={
             "op": Ident(role="op name", desc="the kernel to compile; defaults to the file stem"),
-            "doc": Str(desc="one-line description of the operator"),
+            "doc": Str(desc="one-line description of the operator", multiline=True),
             "source": Str(pattern=r".+\.pto", form="a path ending in `.pto`", example="softmax.pto",
                           desc="the algorithm file, relative to this file; defaults to <op>.pto"),
             "dtypes": MapOf(

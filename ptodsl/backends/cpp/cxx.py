@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ... import sym
 from ...diagnostics import CompileError, Diagnostic, Span
+from ...escape import cpp_comment
 
 # C++ element type of each ptodsl dtype. bool tensors and tiles are bytes (numpy's bool layout);
 # a comparison result is a packed predicate stored in such a byte tile.
@@ -68,7 +69,7 @@ def location(span: Span | None) -> str:
     """``softmax.pto:5:17``: the file's base name keeps machine paths out of generated files."""
     if span is None:
         return ""
-    return f"{os.path.basename(span.file)}:{span.line}:{span.col}"
+    return cpp_comment(f"{os.path.basename(span.file)}:{span.line}:{span.col}")
 
 
 def format_lines(lines: Iterable[tuple[int, str, str]]) -> list[str]:
