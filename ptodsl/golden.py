@@ -20,8 +20,8 @@ import numpy as np
 from . import sym
 from .api import Operator, load, run_kernel
 from .check.types import TensorTy
-from .dtypes import DTYPES, numpy_dtype
 from .diagnostics import Diagnostics
+from .dtypes import DTYPES, numpy_dtype
 from .frontend.spec import Spec, TestCase, check_spec_files
 
 # (rtol, atol) per output dtype; integers and bool compare exactly.

@@ -7,9 +7,8 @@ expected tokens shown as the literals the user would type.
 
 from __future__ import annotations
 
-import math
-
 import difflib
+import math
 import re
 import threading
 import unicodedata
