@@ -21,6 +21,7 @@ from typing import Any
 from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_ALIASES, DTYPE_NAMES, UNSUPPORTED_DTYPES
 from ..escape import unprintable
+from .cxx_names import cxx_reserved
 from .yaml_nodes import YMap, YNode, YScalar, YSeq, describe
 
 E_UNKNOWN_KEY = "E0206"
@@ -94,6 +95,14 @@ def identifier_problem(name: str) -> str | None:
     return None
 
 
+def op_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an op: it is also the C symbol of the kernel library's entry."""
+    problem = identifier_problem(name)
+    if problem is None and cxx_reserved(name):
+        problem = f"`{name}` is a macro or an API name in the C++ the kernels are built with"
+    return problem
+
+
 def _suggest_identifier(name: str, reserved: Sequence[str] = ()) -> str:
     """A valid spelling close to ``name``, for the help line."""
     fixed = re.sub(r"[^A-Za-z0-9_]", "_", name)
@@ -107,6 +116,8 @@ def _suggest_identifier(name: str, reserved: Sequence[str] = ()) -> str:
         fixed += "_"
     elif fixed in reserved:
         fixed = fixed.upper()
+    elif cxx_reserved(fixed):
+        fixed = fixed.lower() + "_op"
     return fixed
 
 
@@ -319,6 +330,7 @@ class Ident(Schema):
     role: str = "name"
     reserved: Sequence[str] = ()  # further names this role may not take, e.g. the dtype names
     reserved_why: str = ""
+    exported: bool = False  # names a C symbol of the kernel library (an op), so it cannot be renamed
 
     def __post_init__(self) -> None:
         self.expected = f"a {self.role}"
@@ -331,7 +343,7 @@ class Ident(Schema):
             return ctx.type_error(node, path, self.expected)
         # Checked as written: `1` or `on` are no names, whatever YAML would convert them to.
         name = node.text
-        problem = identifier_problem(name)
+        problem = op_name_problem(name) if self.exported else identifier_problem(name)
         if problem is None and name in self.reserved:
             problem = self.reserved_why or f"`{name}` is reserved"
         if problem is not None:
@@ -723,7 +735,7 @@ def spec_schema() -> Obj:
     )
     return Obj(
         fields={
-            "op": Ident(role="op name", desc="the kernel to compile; defaults to the file stem"),
+            "op": Ident(role="op name", exported=True, desc="the kernel to compile; defaults to the file stem"),
             "doc": Str(desc="one-line description of the operator", multiline=True),
             "source": Str(pattern=r".+\.pto", form="a path ending in `.pto`", example="softmax.pto",
                           desc="the algorithm file, relative to this file; defaults to <op>.pto"),

@@ -21,7 +21,7 @@ from .schema import (
     E_VALUE,
     PASS_OPTIONS,
     Path,
-    identifier_problem,
+    op_name_problem,
     spec_schema,
     validate,
 )
@@ -294,7 +294,7 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     op = data.get("op")
     if op is None and ("op",) not in spans:
         op = _stem(path)
-        problem = identifier_problem(op)
+        problem = op_name_problem(op)
         if problem is not None:
             diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
                         Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
