@@ -173,6 +173,15 @@ def e0705_python_list_input(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()([[1.0] * 256] * 4, w32(), alpha=2.0))
 
 
+def e0706_scalar_beyond_f32(env: Env) -> Diagnostic:
+    # 1e39 would become infinity as the kernel's f32.
+    return argument_error(lambda: scale_rows()(x32(), w32(), alpha=1e39))
+
+
+def e0706_scalar_given_as_text(env: Env) -> Diagnostic:
+    return argument_error(lambda: scale_rows()(x32(), w32(), alpha="2.0"))
+
+
 def e0707_unknown_backend(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="gpu"))
 
@@ -191,6 +200,19 @@ def e0708_tensor_not_on_the_cpu(env: Env) -> Diagnostic:
 def e0709_transposed_output_buffer(env: Env) -> Diagnostic:
     y = np.empty((256, 4), np.float32).T  # the right shape, but a strided view
     return argument_error(lambda: scale_rows()(x32(), w32(), y=y, alpha=2.0))
+
+
+def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
+    # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
+    matmul = ptodsl.load("specs/matmul.yaml")
+    return argument_error(lambda: matmul(np.ones((16, 0), np.float32), np.ones((0, 16), np.float32)))
+
+
+def e0711_length_beyond_its_dim(env: Env) -> Diagnostic:
+    seq_add = ptodsl.load("specs/seq_add.yaml")
+    out = np.zeros((2, 16, 64), np.float32)
+    lengths = np.array([3, 17], np.int32)  # 17 rows of a 16-row batch would write into the next one
+    return argument_error(lambda: seq_add(np.ones((2, 16, 64), np.float32), lengths, out=out))
 
 
 # ---- building the CPU backend's C++ (E09xx)
@@ -481,10 +503,14 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0703_scalar_not_passed,
     e0704_output_passed_by_position,
     e0705_python_list_input,
+    e0706_scalar_beyond_f32,
+    e0706_scalar_given_as_text,
     e0707_unknown_backend,
     e0707_npu_from_a_loaded_spec,
     e0708_tensor_not_on_the_cpu,
     e0709_transposed_output_buffer,
+    e0710_rows_of_zero_width,
+    e0711_length_beyond_its_dim,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,
