@@ -215,6 +215,18 @@ def e0711_length_beyond_its_dim(env: Env) -> Diagnostic:
     return argument_error(lambda: seq_add(np.ones((2, 16, 64), np.float32), lengths, out=out))
 
 
+def e0712_check_fails_inside_a_kernel(env: Env) -> Diagnostic:
+    # Past the call-time checks (which refuse K = 0 as E0710), the CPU header's own check of the
+    # tile's valid extent fails; the library reports it instead of aborting the process.
+    from ptodsl.backends.cpp.run import KernelFailure, run_variant
+
+    matmul = ptodsl.load("specs/matmul.yaml")
+    arrays = {"a": np.ones((16, 0), np.float32), "b": np.ones((0, 16), np.float32), "c": np.zeros((16, 16), np.float32)}
+    with pytest.raises(KernelFailure) as info:
+        run_variant(matmul.compiled, matmul.compiled.kernel_for({"T": "f32"}), arrays, {}, {"M": 16, "N": 16, "K": 0})
+    return info.value.diagnostic
+
+
 # ---- building the CPU backend's C++ (E09xx)
 
 # A plain kernel, for the cases that fail before (or regardless of) what the C++ says.
@@ -511,6 +523,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0709_transposed_output_buffer,
     e0710_rows_of_zero_width,
     e0711_length_beyond_its_dim,
+    e0712_check_fails_inside_a_kernel,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

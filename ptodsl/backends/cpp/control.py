@@ -64,6 +64,22 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 }"""
 
 
+# The entry returns 0, or 1 when a check of the CPU header failed; {name}_failure() then says which.
+# With a real pto-isa checkout (no PTO_CPU_SUBSET) the library's own checks apply and 0 is returned.
+FAILURE_ENTRY = """\
+extern "C" const char* {name}_failure(void)
+{{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}}"""
+CATCH_BEGIN = ["#ifdef PTO_CPU_SUBSET", "    pto::cpu::clear_failure();", "    try {", "#endif"]
+CATCH_END = ["#ifdef PTO_CPU_SUBSET", "    } catch (const pto::cpu::Failure&) {", "        return 1;", "    }",
+             "#endif", "    return 0;"]
+
+
 def symbols_of(control: Func) -> list[str]:
     """The free symbols of a control program: the values the entry takes, sorted."""
     found: set[str] = set()
@@ -104,7 +120,7 @@ class ControlEmitter:
         self._context()
 
     def _context(self) -> None:
-        self.names = Names(["start_launch", "workspace", "poison", *self.kernels])
+        self.names = Names(["start_launch", "workspace", "poison", f"{self.control.name}_failure", *self.kernels])
         names: dict[str, str] = {}
         kinds: dict[str, str] = {}
         self.params: list[tuple[EntryParam, str]] = []
@@ -153,9 +169,12 @@ class ControlEmitter:
         for h in cxx.helper_definitions(self.ctx.helpers):
             out += [h, ""]
         params = ", ".join(decl for _, decl in self.params)
-        out.append(f'extern "C" void {name}({params})')
+        out += FAILURE_ENTRY.format(name=name).splitlines() + [""]
+        out.append(f'extern "C" int {name}({params})')
         out.append("{")
+        out += CATCH_BEGIN
         out += cxx.format_lines(self.lines)
+        out += CATCH_END
         out.append("}")
         return ControlSource(name, f"{name}.cpp", "\n".join(out) + "\n", [p for p, _ in self.params],
                              self.parallel_names)
@@ -186,8 +205,26 @@ class ControlEmitter:
         inc = f"++{index}" if step == 1 else f"{index} += {step}"
         self._line(depth, f"for (int64_t {index} = {self._e(op.attrs['lo'])}; {index} {cmp} "
                           f"{self._e(op.attrs['hi'])}; {inc}) {{", op)
+        if id(op) not in self.parallel:
+            self._block(op.regions[0], depth + 1)
+            self._line(depth, "}")
+            return
+        # An exception may not leave an OpenMP region: each iteration catches the header's
+        # Failure (the message is kept) and the loop rethrows it once all threads are done.
+        self._line(0, "#ifdef PTO_CPU_SUBSET")
+        self._line(depth + 1, "try {")
+        self._line(0, "#endif")
         self._block(op.regions[0], depth + 1)
+        self._line(0, "#ifdef PTO_CPU_SUBSET")
+        self._line(depth + 1, "} catch (const pto::cpu::Failure&) {")
+        self._line(depth + 1, "}")
+        self._line(0, "#endif")
         self._line(depth, "}")
+        self._line(0, "#ifdef PTO_CPU_SUBSET")
+        self._line(depth, "if (pto::cpu::failed()) {")
+        self._line(depth + 1, "throw pto::cpu::Failure{};")
+        self._line(depth, "}")
+        self._line(0, "#endif")
 
     def _op_if(self, op: Op, depth: int) -> None:
         self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnostics import Diagnostic
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
 from .build import build_shared, compiler_name, load_library
@@ -41,6 +42,17 @@ class Loaded:
     variant: EmittedVariant
     path: Path
     function: Any  # the ctypes function of the entry
+    failure: Any = None  # the entry's `<entry>_failure()`: what a failed check said
+
+
+class KernelFailure(Exception):
+    """A check of the CPU header failed inside a kernel; ``.diagnostic`` says which (E0712)."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        from ...diagnostics.render import render
+
+        self.diagnostic = diagnostic
+        super().__init__(render(diagnostic))
 
 
 _lock = threading.Lock()
@@ -136,10 +148,14 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
     if found is not None:
         return found
     path = build_variant(compiled, index)
-    function = getattr(_load(path), v.entry)
-    function.restype = None
+    library = _load(path)
+    function = getattr(library, v.entry)
+    function.restype = ctypes.c_int
     function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
-    loaded = Loaded(v, path, function)
+    failure = getattr(library, f"{v.entry}_failure")
+    failure.restype = ctypes.c_char_p
+    failure.argtypes = []
+    loaded = Loaded(v, path, function, failure)
     with _lock:
         return _loaded.setdefault(key, loaded)
 
@@ -188,7 +204,14 @@ def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray]
             args.append(int(symbols[p.name]))
         else:
             args.append(1 if poison else 0)
-    loaded.function(*args)
+    if loaded.function(*args) != 0:
+        message = (loaded.failure() or b"").decode("utf-8", errors="replace")
+        kernel = compiled.module.kernel(compiled.spec.op)
+        raise KernelFailure(Diagnostic(
+            "E0712", f"a check failed inside the kernels of `{compiled.spec.op}`: {message}", kernel.span,
+            "in this kernel", (), (f"library: {loaded.path}",),
+            "the outputs are incomplete; the inputs or the compiled kernel break a pto-isa rule "
+            "that the NPU would not report (see `ptodsl explain E0712`)"))
 
 
 def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list[np.ndarray]) -> int | None:
@@ -203,5 +226,5 @@ def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list
     return a.ctypes.data or None
 
 
-__all__ = ["Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
+__all__ = ["KernelFailure", "Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
            "run_variant"]
