@@ -208,8 +208,11 @@ class _Number(Schema):
         if not self.is_kind(node):
             return ctx.type_error(node, path, self.expected)
         assert isinstance(node, YScalar)
-        value = self.convert(node.value)
-        if not math.isfinite(value):
+        try:
+            value = self.convert(node.value)
+        except OverflowError:  # an integer too large for a float
+            value = math.inf
+        if isinstance(value, float) and not math.isfinite(value):
             ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be a finite number, found `{node.text}`",
                             node.span, "not a finite number")
             return INVALID
