@@ -12,8 +12,6 @@ text stays readable and nothing is silently dropped.
 
 from __future__ import annotations
 
-import json
-
 
 def _hex(c: str) -> str:
     n = ord(c)
@@ -28,13 +26,13 @@ def _is_plain(c: str) -> bool:
 
 
 def cpp_comment(text: str) -> str:
-    """Text for a C++ ``//`` (or ``/* */``) comment: printable ASCII only, no line splice, no ``*/``.
+    """Text for a C++ ``//`` (or ``/* */``) comment: printable ASCII only, no line splice, no ``*/`` or ``/*``.
 
     Backslashes are escaped too, so a trailing one cannot continue the comment onto the next line;
     ``??`` is broken up for compilers that still read trigraphs (``??/`` is a backslash).
     """
     out = "".join(c if _is_plain(c) and c != "\\" else _hex(c) for c in text)
-    return out.replace("*/", "*\\x2f").replace("??", "?\\x3f")
+    return out.replace("/*", "/\\x2a").replace("*/", "*\\x2f").replace("??", "?\\x3f")
 
 
 def cpp_string(text: str) -> str:
@@ -93,8 +91,20 @@ def _unsafe_unicode(c: str) -> bool:
 
 
 def py_string(text: str) -> str:
-    """A double-quoted Python string literal of ``text`` (JSON escapes are valid Python escapes)."""
-    return json.dumps(text, ensure_ascii=True)
+    """A double-quoted Python string literal of ``text``, on one line.
+
+    Not JSON: JSON writes characters beyond U+FFFF as surrogate pairs, which Python reads as two
+    lone surrogates.
+    """
+    out = []
+    for c in text:
+        if c in '\\"':
+            out.append("\\" + c)
+        elif _is_plain(c) or (c > "\x7f" and not _unsafe_unicode(c)):
+            out.append(c)
+        else:
+            out.append(_hex(c))
+    return '"' + "".join(out) + '"'
 
 
 def unprintable(text: str, allow_newline: bool = False) -> str | None:
