@@ -363,6 +363,45 @@ def e0906_compiler_hangs(env: Env) -> list[Diagnostic]:
     return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
 
 
+def e0906_compiler_probe_hangs(env: Env) -> list[Diagnostic]:
+    # `g++ --version` never answers: the probe obeys PTODSL_BUILD_TIMEOUT too, and its process group
+    # is stopped (the `sleep` child would otherwise outlive it).
+    script = fake_cxx(env, "exit 0\n")
+    script.write_text("#!/bin/sh\nsleep 30 &\nwait\n")
+    env.mp.setenv("PTODSL_BUILD_TIMEOUT", "0.5")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0907_compiler_writes_nothing(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, "exit 0\n")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0905_library_without_its_entry(env: Env) -> list[Diagnostic]:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    env.mp.delenv("PTODSL_CXX", raising=False)
+    library = build.build_shared({"kernel.cpp": 'extern "C" void other(void) {}\n'}, "scale_rows")
+    return compile_error(lambda: build.library_function(build.load_library(library), library, "scale_rows_f32"))
+
+
+def e0904_cache_shard_is_read_only(env: Env) -> list[Diagnostic]:
+    if os.geteuid() == 0:
+        # root writes through permissions; a shard replaced by a file under a file stands in.
+        (env.cache / "cpp").mkdir(parents=True)
+        (env.cache / "cpp" / "tmp").write_text("a file where the folder was\n")
+    else:
+        (env.cache / "cpp" / "tmp").mkdir(parents=True)
+        (env.cache / "cpp" / "tmp").chmod(0o500)
+    fake_cxx(env, "exit 0\n")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0901_compiler_output_not_utf8(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, "printf 'kernel.cpp:1:1: error: caf\\351 \\377\\n' >&2\nexit 1\n")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
 # ---- running on the NPU (E092x-E093x), against fake toolkit, driver and device trees
 
 
@@ -531,6 +570,11 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0904_cache_dir_is_a_file,
     e0905_undefined_helper,
     e0906_compiler_hangs,
+    e0906_compiler_probe_hangs,
+    e0907_compiler_writes_nothing,
+    e0905_library_without_its_entry,
+    e0904_cache_shard_is_read_only,
+    e0901_compiler_output_not_utf8,
     e0920_no_device_chosen,
     e0921_cuda_device_string,
     e0922_set_env_not_sourced,

@@ -26,7 +26,7 @@ import numpy as np
 from ...diagnostics import Diagnostic
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
-from .build import build_shared, compiler_name, load_library
+from .build import build_shared, compiler_name, library_function, load_library
 from .emit import EmittedVariant, emit_variant
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
@@ -149,10 +149,10 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
         return found
     path = build_variant(compiled, index)
     library = _load(path)
-    function = getattr(library, v.entry)
+    function = library_function(library, path, v.entry)
     function.restype = ctypes.c_int
     function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
-    failure = getattr(library, f"{v.entry}_failure")
+    failure = library_function(library, path, f"{v.entry}_failure")
     failure.restype = ctypes.c_char_p
     failure.argtypes = []
     loaded = Loaded(v, path, function, failure)
