@@ -87,13 +87,44 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-extern "C" void seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int64_t H, int64_t S, int poison)
+extern "C" const char* seq_add_failure(void)
 {
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
+extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int64_t H, int64_t S, int poison)
+{
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // seq_add.pto:4:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         const int32_t cur_seq = static_cast<int32_t>(act_seqs[b]);  // seq_add.pto:5:19
         float* a0 = inp + b * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k0(a0, out, cur_seq, H, S, b, B);  // seq_add.pto:7:24
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return 1;
+    }
+#endif
+    return 0;
 }
