@@ -240,9 +240,13 @@ def run_case(case: Case, folder: Path) -> tuple[str, str]:
 
 def worker(count: int, seed: int, start: int, specs: Path) -> None:
     """Child process: one JSON line per mutant on stdout, flushed before the next one starts."""
+    # Lets the tests check that a dying worker is counted as a crash and the run resumes after it.
+    crash_at = int(os.environ.get("PTODSL_FUZZ_TEST_CRASH_AT", "-1"))
     with tempfile.TemporaryDirectory(prefix="ptodsl-mutate-") as tmp:
         for i, case in mutants(count, seed, specs, start):
             print(json.dumps({"i": i, "start": True}), flush=True)
+            if i == crash_at:
+                os.abort()
             outcome, detail = run_case(case, Path(tmp))
             print(json.dumps({"i": i, "outcome": outcome, "detail": detail}), flush=True)
 
