@@ -239,3 +239,14 @@ def test_a_huge_yaml_is_refused_quickly(tmp_path: Path):
 
 def test_a_long_string_is_refused(tmp_path: Path):
     assert codes(make_spec(tmp_path, doc="x" * 20000)) == ["E0209"]
+
+
+def test_print_fields_other_than_braces_are_text_on_the_simulator(tmp_path: Path, capsys):
+    """`str.format` would follow `{0.__class__}` into Python objects or pad to a billion characters."""
+    pto = ("kernel rows(x: f32[R, N], y: out f32[R, N]):\n"
+           "    for r in loop(R, name=\"rows\"):\n"
+           "        print(\"{0.__class__} {:>999999999} {{}} {}\", r)\n"
+           "        y[r, :] = x[r, :] * 2.0\n")
+    op = ptodsl.load(str(make_spec(tmp_path, op="rows", pto=pto)))
+    op(np.ones((2, 8), np.float32))
+    assert capsys.readouterr().out.splitlines() == ["{0.__class__} {:>999999999} {} 0", "{0.__class__} {:>999999999} {} 1"]
