@@ -598,6 +598,8 @@ def normalise(text: str, env: Env) -> str:
             text = text.replace(spelling, placeholder)
     text = re.sub(r"\b[0-9a-f]{2}/[0-9a-f]{64}\b", "<key>", text)  # a cache entry: kernels/ab/abcd...
     text = re.sub(r"\b[0-9a-f]{64}\b", "<key>", text)
+    # A library this process built earlier, under another test's cache folder.
+    text = re.sub(r"\S*/cpp/kernels/<key>", "<cache>/cpp/kernels/<key>", text)
     text = re.sub(r"\.\d+\.tmp\b", ".<pid>.tmp", text)  # a build's partial output, named after its process
     return text.replace(f"/{platform.machine()}-linux/", "/<arch>-linux/")
 
