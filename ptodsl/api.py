@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import sym
+from . import inputs, sym
 from .check.types import TensorTy
 from .diagnostics import Diagnostic
 from .driver import Compiled, compile_spec
@@ -227,6 +227,9 @@ class Operator:
         tensors, scalars, backend = self.bind(args, kwargs)
         torch_in = any(_is_torch(x) for x in tensors.values())
         index, arrays, symbols = self.resolve(tensors)
+        problem = inputs.check_dims(symbols, {p.name: p.span for p in self.kernel.params})
+        if problem is not None:  # before outputs of those dims are allocated
+            raise ArgumentValueError(problem)
         ck = self.compiled.checked[index]
         results = []
         for p in self.outputs:
@@ -273,9 +276,49 @@ def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
     return module.funcs[index]
 
 
+def check_run(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: dict[str, Any],
+              symbols: Mapping[str, int], lengths: bool = True) -> bool:
+    """Validate every runtime value of a call (see :mod:`ptodsl.inputs`); raises ArgumentError.
+
+    Scalars in ``scalars`` are replaced by the Python numbers the kernel takes. Returns True when
+    there is nothing to compute (every output is empty). ``lengths=False`` skips the values read
+    from tensors, for arrays that are shape-only stand-ins of device memory.
+    """
+    kernel = compiled.module.kernel(compiled.spec.op)
+    ck = compiled.checked[index]
+    spans: dict[str, Any] = {}
+    for p in kernel.params:
+        spans[p.name] = p.span
+        for d in p.dims or ():
+            if isinstance(d.value, str):
+                spans.setdefault(d.value, d.span or p.span)
+    for p in kernel.params:
+        if p.is_tensor:
+            continue
+        value, problem = inputs.scalar_value(p.name, ck.params[p.name].ty.dtype, scalars.get(p.name), p.span)
+        if problem is not None:
+            raise (ArgumentTypeError if "real number" in problem.message else ArgumentValueError)(problem)
+        scalars[p.name] = value
+    problem = inputs.check_dims(symbols, spans)
+    outputs = {p.name: arrays[p.name] for p in kernel.params if p.is_tensor and p.mode != "in" and p.name in arrays}
+    empty, zero_problem = inputs.check_empty(symbols, outputs, spans)
+    problem = problem or zero_problem
+    if problem is None and not empty and lengths:
+        problem = inputs.check_lengths(compiled.stages["tensor"].funcs[index], arrays, symbols, spans)
+    if problem is not None:
+        raise ArgumentValueError(problem)
+    return empty
+
+
 def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any],
                symbols: dict[str, int], backend: str, poison: bool = False, level: str = "block"):
-    """Run one dtype variant; the simulator runs the Block IR by default (or ``level="tile"``)."""
+    """Run one dtype variant; the simulator runs the Block IR by default (or ``level="tile"``).
+
+    Every runtime value is validated first (:func:`check_run`); nothing runs for empty outputs.
+    """
+    scalars = dict(scalars)
+    if check_run(compiled, index, arrays, scalars, symbols):
+        return None
     if backend == "sim":
         from .backends import sim
 

@@ -79,6 +79,7 @@ def cmd_check(args, out: _Out) -> int:
 
 def cmd_test(args, out: _Out) -> int:
     from .api import ArgumentError
+    from .backends.cpp.run import KernelFailure
     from .backends.guards import GuardError
     from .backends.sim import SimError
     from .golden import case_id, load, run_case
@@ -108,7 +109,7 @@ def cmd_test(args, out: _Out) -> int:
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
                 ok, report = r.ok, r.report
-            except (ArgumentError, GuardError) as e:
+            except (ArgumentError, GuardError, KernelFailure) as e:
                 ok, report = False, str(e)
             except SimError as e:
                 ok, report = False, f"simulator: {e}"
@@ -239,9 +240,11 @@ def cmd_run(args, out: _Out) -> int:
                 kwargs[name] = float(value) if any(c in value for c in ".eE") else int(value)
             except ValueError:
                 kwargs[name] = value
+    from .backends.cpp.run import KernelFailure
+
     try:
         result = op(**kwargs, backend=args.backend)
-    except ArgumentError as e:
+    except (ArgumentError, KernelFailure) as e:
         out.diagnostics([e.diagnostic])
         return EXIT_USER
     results = result if isinstance(result, tuple) else (result,)

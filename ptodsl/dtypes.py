@@ -77,9 +77,26 @@ def from_numpy(dtype: Any) -> str | None:
     return None
 
 
-__all__ = ["DTYPES", "DTYPE_ALIASES", "DTYPE_NAMES", "UNSUPPORTED_DTYPES", "DtypeInfo", "from_numpy", "itemsize", "numpy_dtype"]
-
-
 def accumulator_dtype(dtype: str) -> str:
     """Vector reductions accumulate half floats in f32, as the hardware does."""
     return "f32" if DTYPES[dtype].is_float else dtype
+
+
+__all__ = ["DTYPES", "DTYPE_ALIASES", "DTYPE_NAMES", "FLOAT_MAX", "UNSUPPORTED_DTYPES", "DtypeInfo", "accumulator_dtype",
+           "from_numpy", "itemsize", "numpy_dtype", "value_range"]
+
+
+# Largest finite value of each float dtype; a scalar beyond it would become infinity.
+FLOAT_MAX: dict[str, float] = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+
+
+def value_range(name: str) -> tuple[float, float]:
+    """The values a scalar of dtype ``name`` can hold: integer bounds, or ± the largest finite float."""
+    if name == "bool":
+        return (0, 1)
+    if name in FLOAT_MAX:
+        return (-FLOAT_MAX[name], FLOAT_MAX[name])
+    bits = 8 * DTYPES[name].itemsize
+    if DTYPES[name].is_signed:
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return (0, (1 << bits) - 1)

@@ -20,9 +20,9 @@ import numpy as np
 from . import sym
 from .api import Operator, load, run_kernel
 from .check.types import TensorTy
-from .diagnostics import CompileError, Diagnostic, Span
+from .diagnostics import CompileError, Diagnostic, Diagnostics, Span
 from .dtypes import DTYPES, numpy_dtype
-from .frontend.spec import Spec, TestCase
+from .frontend.spec import Spec, TestCase, check_spec_files
 
 # (rtol, atol) per output dtype; integers and bool compare exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -69,7 +69,13 @@ def test_error(spec: Spec, path: tuple, message: str, label: str, help: str, cod
 def load_reference(spec: Spec):
     if spec.reference is None:
         return None
-    path = os.path.join(spec.folder, spec.reference.file)
+    # The reference is Python and runs: only a file inside the spec's root may be loaded, whoever
+    # built this Spec (load_spec reports the same as E0219).
+    diags = Diagnostics()
+    check_spec_files(spec, diags)
+    diags.raise_if_errors()
+    path = spec.reference_path
+    assert path is not None
     where = ("reference",)
     if not os.path.isfile(path):
         raise test_error(spec, where, f"the reference file `{spec.reference.file}` does not exist",

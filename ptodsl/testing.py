@@ -95,6 +95,8 @@ class SpecCase(pytest.Item):
         self.backend = backend  # None: the --ptodsl-backend choice
 
     def runtest(self) -> None:
+        from .api import ArgumentError
+        from .backends.cpp.run import KernelFailure
         from .diagnostics import CompileError
         from .golden import run_case
 
@@ -105,6 +107,8 @@ class SpecCase(pytest.Item):
             result = run_case(self.op, self.case, backend=backend, poison=True)
         except CompileError as e:
             raise SpecFailure(e.render()) from None
+        except (ArgumentError, KernelFailure) as e:  # a test's inputs refused, or a kernel check failed
+            raise SpecFailure(str(e)) from None
         if not result.ok:
             raise SpecFailure(result.report)
 

@@ -393,6 +393,8 @@ def _check_ub(checked: Sequence[CheckedKernel], sites: list[LoopSite], tiles: di
 
 
 def _kib(n: int) -> str:
+    if n >= 1 << 60:  # absurd sizes (dims of 64-bit literals) overflow a float; say it in powers of two
+        return f"about 2**{n.bit_length() - 1} bytes"
     return f"{n / 1024:g} KiB" if n % 1024 == 0 or n >= 10240 else f"{n} bytes"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .. import sym
 from ..diagnostics import Diagnostics, Label, Span
-from ..dtypes import DTYPE_NAMES
+from ..dtypes import DTYPE_NAMES, DTYPES, value_range
 from ..frontend import ast
 from ..frontend.parser import return_error
 from ..frontend.schema import identifier_problem
@@ -160,6 +160,16 @@ class Typer(CallTyping):
                 getattr(d, "operand", d).is_float:
             self.err("E0317", f"the default of `{p.name}` is a float, but `{p.name}` is {dtype}", d.span,
                      help=f"write an integer default, or declare `{p.name}: f32`")
+        elif dtype in DTYPES and dtype != "bool" and not isinstance(d, ast.Bool):
+            num = getattr(d, "operand", d)
+            value = -num.value if d is not num else num.value
+            lo, hi = value_range(dtype)
+            if not lo <= value <= hi:
+                # The default becomes a C++ and Python literal of that dtype; outside it, it would wrap
+                # or turn into infinity.
+                self.err("E0317", f"the default of `{p.name}` does not fit {dtype}", d.span,
+                         help=f"{dtype} holds values from {lo:.7g} to {hi:.7g}" if isinstance(hi, float)
+                         else f"{dtype} holds values from {lo} to {hi}")
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: Sequence[ast.Stmt]) -> None:

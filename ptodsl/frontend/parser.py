@@ -8,6 +8,7 @@ expected tokens shown as the literals the user would type.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import threading
 import unicodedata
@@ -495,6 +496,14 @@ _TARGET_KINDS: list[tuple[type, str]] = [
 ]
 
 
+INT_LITERAL_MAX = 2**63 - 1  # an integer literal must fit the C++ int64_t it becomes
+DIM_LITERAL_MAX = 2**31 - 1  # as the YAML's symbols and test shapes
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
+
+
 class _Builder:
     """Builds AST nodes bottom-up from the Lark tree, one ``_<rule>`` method per grammar rule.
 
@@ -624,6 +633,10 @@ class _Builder:
 
     def _dim(self, meta: Any, kids: list) -> ast.Dim:
         tok = kids[0]
+        if tok.type == "INT" and (len(tok.value.lstrip("0")) > 10 or int(tok.value) > DIM_LITERAL_MAX):
+            self._too_large(tok, f"the dim `{_shorten(tok.value)}` is too large",
+                            f"dims are at most {DIM_LITERAL_MAX}")
+            return ast.Dim(1, span=self._tok(tok))
         return ast.Dim(int(tok.value) if tok.type == "INT" else tok.value, span=self._tok(tok))
 
     # -------------------------------------------------------------- statements
@@ -749,10 +762,25 @@ class _Builder:
         return ast.Name(kids[0].value, span=self._tok(kids[0]))
 
     def _int(self, meta: Any, kids: list) -> ast.Num:
-        return ast.Num(int(kids[0].value), kids[0].value, span=self._tok(kids[0]))
+        text = kids[0].value
+        # Checked on the digits first: int() of thousands of digits is slow, and refused past 4300.
+        if len(text.lstrip("0")) > 19 or int(text) > INT_LITERAL_MAX:
+            self._too_large(kids[0], f"the integer `{_shorten(text)}` does not fit in 64 bits",
+                            f"integers are at most {INT_LITERAL_MAX}")
+            return ast.Num(0, text, span=self._tok(kids[0]))
+        return ast.Num(int(text), text, span=self._tok(kids[0]))
 
     def _float(self, meta: Any, kids: list) -> ast.Num:
-        return ast.Num(float(kids[0].value), kids[0].value, span=self._tok(kids[0]))
+        text = kids[0].value
+        value = float(text) if len(text) <= 400 else math.inf
+        if not math.isfinite(value):
+            self._too_large(kids[0], f"the number `{_shorten(text)}` is too large for a float",
+                            "floats are at most about 3.4e38 (f32); write a smaller number")
+            return ast.Num(0.0, text, span=self._tok(kids[0]))
+        return ast.Num(value, text, span=self._tok(kids[0]))
+
+    def _too_large(self, tok: Token, message: str, help: str) -> None:
+        self.diags.error("E0120", message, self._tok(tok), "number out of range", help=help)
 
     def _string(self, meta: Any, kids: list) -> ast.Str:
         return ast.Str(_unquote(kids[0].value), span=self._tok(kids[0]))

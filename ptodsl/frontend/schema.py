@@ -20,6 +20,8 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_ALIASES, DTYPE_NAMES, UNSUPPORTED_DTYPES
+from ..escape import unprintable
+from .cxx_names import cxx_reserved
 from .yaml_nodes import YMap, YNode, YScalar, YSeq, describe
 
 E_UNKNOWN_KEY = "E0206"
@@ -33,6 +35,7 @@ E_REFERENCE = "E0213"
 E_TARGET = "E0214"
 
 Path = tuple[str | int, ...]
+MAX_STRING = 10_000  # characters of one YAML string (a doc, a test name, a path)
 
 
 class _Invalid:
@@ -92,6 +95,14 @@ def identifier_problem(name: str) -> str | None:
     return None
 
 
+def op_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an op: it is also the C symbol of the kernel library's entry."""
+    problem = identifier_problem(name)
+    if problem is None and cxx_reserved(name):
+        problem = f"`{name}` is a macro or an API name in the C++ the kernels are built with"
+    return problem
+
+
 def _suggest_identifier(name: str, reserved: Sequence[str] = ()) -> str:
     """A valid spelling close to ``name``, for the help line."""
     fixed = re.sub(r"[^A-Za-z0-9_]", "_", name)
@@ -105,6 +116,8 @@ def _suggest_identifier(name: str, reserved: Sequence[str] = ()) -> str:
         fixed += "_"
     elif fixed in reserved:
         fixed = fixed.upper()
+    elif cxx_reserved(fixed):
+        fixed = fixed.lower() + "_op"
     return fixed
 
 
@@ -195,8 +208,11 @@ class _Number(Schema):
         if not self.is_kind(node):
             return ctx.type_error(node, path, self.expected)
         assert isinstance(node, YScalar)
-        value = self.convert(node.value)
-        if not math.isfinite(value):
+        try:
+            value = self.convert(node.value)
+        except OverflowError:  # an integer too large for a float
+            value = math.inf
+        if isinstance(value, float) and not math.isfinite(value):
             ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be a finite number, found `{node.text}`",
                             node.span, "not a finite number")
             return INVALID
@@ -267,6 +283,8 @@ class Str(Schema):
     code: str = E_VALUE
     example: str = ""
     what: str = "a string"
+    multiline: bool = False  # whether `\n` may occur (a doc); other control characters never may
+    max_len: int = MAX_STRING
 
     def __post_init__(self) -> None:
         self.expected = self.what
@@ -278,6 +296,21 @@ class Str(Schema):
         if not self.accepts(node):
             return ctx.type_error(node, path, self.expected)
         assert isinstance(node, YScalar)
+        bad = unprintable(node.value, allow_newline=self.multiline)
+        if bad is not None:
+            # Spec strings reach comments, string literals and docstrings of generated code.
+            ctx.diags.error(
+                E_VALUE, f"`{path_str(path)}` contains the control character U+{ord(bad):04X}", node.span,
+                "control characters are not allowed here",
+                help="remove it" + ("" if self.multiline else "; the value must be one line"),
+            )
+            return INVALID
+        if len(node.value) > self.max_len:
+            ctx.diags.error(
+                E_VALUE, f"`{path_str(path)}` is {len(node.value)} characters long, at most {self.max_len} are allowed",
+                node.span, "too long", help="shorten it",
+            )
+            return INVALID
         if self.pattern is not None and not re.fullmatch(self.pattern, node.value):
             ctx.diags.error(
                 self.code, f"`{path_str(path)}` must be {self.form}, found `{node.value}`", node.span,
@@ -300,6 +333,7 @@ class Ident(Schema):
     role: str = "name"
     reserved: Sequence[str] = ()  # further names this role may not take, e.g. the dtype names
     reserved_why: str = ""
+    exported: bool = False  # names a C symbol of the kernel library (an op), so it cannot be renamed
 
     def __post_init__(self) -> None:
         self.expected = f"a {self.role}"
@@ -312,7 +346,7 @@ class Ident(Schema):
             return ctx.type_error(node, path, self.expected)
         # Checked as written: `1` or `on` are no names, whatever YAML would convert them to.
         name = node.text
-        problem = identifier_problem(name)
+        problem = op_name_problem(name) if self.exported else identifier_problem(name)
         if problem is None and name in self.reserved:
             problem = self.reserved_why or f"`{name}` is reserved"
         if problem is not None:
@@ -704,8 +738,8 @@ def spec_schema() -> Obj:
     )
     return Obj(
         fields={
-            "op": Ident(role="op name", desc="the kernel to compile; defaults to the file stem"),
-            "doc": Str(desc="one-line description of the operator"),
+            "op": Ident(role="op name", exported=True, desc="the kernel to compile; defaults to the file stem"),
+            "doc": Str(desc="one-line description of the operator", multiline=True),
             "source": Str(pattern=r".+\.pto", form="a path ending in `.pto`", example="softmax.pto",
                           desc="the algorithm file, relative to this file; defaults to <op>.pto"),
             "dtypes": MapOf(

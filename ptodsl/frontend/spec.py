@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
+from ..escape import unprintable
 from .schema import (
     DEFAULT_TARGET,
     E_NAME,
     E_VALUE,
     PASS_OPTIONS,
     Path,
-    identifier_problem,
+    op_name_problem,
     spec_schema,
     validate,
 )
@@ -33,7 +34,10 @@ E_MISSING_SOURCE = "E0215"
 E_TEST_DTYPE_VAR = "E0216"
 E_TEST_DTYPE_VARIANT = "E0217"
 E_TEST_SHAPE = "E0218"
+E_PATH = "E0219"
 E_SUBMIT = "E0235"
+MAX_SPEC_BYTES = 1 << 20  # a spec is a page of YAML; anything far larger is not one
+ROOT_ENV = "PTODSL_SPEC_ROOT"
 
 # Defaults of the pass options come from the schema, so the JSON Schema and the model agree.
 PASS_OPTION_DEFAULTS: dict[str, int | bool] = {k: s.default for k, s in PASS_OPTIONS.fields.items()}
@@ -144,6 +148,11 @@ class Spec:
     reference: Reference | None
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
+
+    @property
+    def reference_path(self) -> str | None:
+        """The reference file's path (relative paths are relative to the spec's folder)."""
+        return None if self.reference is None else os.path.normpath(os.path.join(self.folder, self.reference.file))
 
     @property
     def source_given(self) -> bool:
@@ -278,6 +287,10 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     Never raises on user input. Does not look at other files (see :func:`load_spec`).
     """
     before = len(diags.errors)
+    if len(text) > MAX_SPEC_BYTES:
+        diags.error(E_READ, f"spec file `{path}` is larger than {MAX_SPEC_BYTES >> 20} MiB", Span(path, 1, 1),
+                    "far too long for a spec", help="a spec is a short YAML file; check that this is the right file")
+        return None
     root = compose(text, path, diags)
     if root is None:
         if len(diags.errors) == before:
@@ -295,7 +308,7 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     op = data.get("op")
     if op is None and ("op",) not in spans:
         op = _stem(path)
-        problem = identifier_problem(op)
+        problem = op_name_problem(op)
         if problem is not None:
             diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
                         Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
@@ -306,10 +319,61 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     return _build(data, path, op, spans)
 
 
-def _read(path: str, diags: Diagnostics) -> str | None:
+def spec_root(spec_path: str) -> str:
+    """The folder files named by a spec must lie in: $PTODSL_SPEC_ROOT, else the spec's own folder."""
+    return os.environ.get(ROOT_ENV) or os.path.dirname(spec_path) or "."
+
+
+def outside_root(path: str, root: str) -> bool:
+    """Whether ``path`` (after resolving ``..`` and symbolic links) lies outside ``root``."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([real, base]) != base
+
+
+def path_problem(path: str) -> str | None:
+    """Why a file name cannot be used (it reaches generated code and reports), or None."""
+    bad = unprintable(path)
+    if bad is not None:
+        return f"the path contains the control character U+{ord(bad):04X}"
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the path is not valid UTF-8"
+    return None
+
+
+def check_spec_files(spec: Spec, diags: Diagnostics) -> None:
+    """Every file a spec names (its source and reference) lies inside its root; reported as E0219."""
+    root = spec_root(spec.path)
+    named = [(spec.source, ("source",), "`source:`")]
+    if spec.reference_path is not None:
+        named.append((spec.reference_path, ("reference",), "`reference:`"))
+    for path, key, what in named:
+        problem = path_problem(path)
+        if problem is None and outside_root(path, root):
+            problem = f"`{path}` lies outside `{root}`"
+        if problem is None:
+            continue
+        span = spec.spans.at(key) if key in spec.spans else (spec.spans.key(("op",)) or Span(spec.path, 1, 1))
+        diags.error(E_PATH, f"{what} of op `{spec.op}` names a file that is not allowed: {problem}", span,
+                    "outside the spec's folder" if "outside" in problem else "not a usable file name",
+                    help=f"keep the file in the spec's folder (or a sub-folder), or set {ROOT_ENV} to a folder "
+                         "that holds it")
+
+
+def _read(path: str, diags: Diagnostics) -> str | None:
+    problem = path_problem(path)
+    if problem is not None:
+        diags.error(E_PATH, f"cannot use the spec file `{path!r}`: {problem}", None,
+                    help="rename the file: spec paths appear in generated code and in reports")
+        return None
+    try:
+        if os.path.getsize(path) > MAX_SPEC_BYTES:
+            diags.error(E_READ, f"spec file `{path}` is larger than {MAX_SPEC_BYTES >> 20} MiB", None,
+                        help="a spec is a short YAML file; check that this is the right file")
+            return None
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         diags.error(E_READ, f"cannot read spec file `{path}`: {exc.strerror or exc}", None,
                     help="check the path and the file's permissions")
@@ -336,7 +400,9 @@ def load_spec(path: str, diags: Diagnostics | None = None) -> Spec:
     before = len(diags.errors)
     text = _read(path, diags)
     spec = parse_spec(text, path, diags) if text is not None else None
-    if spec is not None and not os.path.isfile(spec.source):
+    if spec is not None:
+        check_spec_files(spec, diags)
+    if spec is not None and not diags.errors[before:] and not os.path.isfile(spec.source):
         if spec.source_given:
             span = spec.spans.at(("source",))
             label = "no such file"
@@ -360,6 +426,9 @@ __all__ = [
     "Spec",
     "SpanMap",
     "TestCase",
+    "check_spec_files",
     "load_spec",
+    "outside_root",
     "parse_spec",
+    "spec_root",
 ]

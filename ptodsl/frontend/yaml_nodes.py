@@ -129,9 +129,9 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     if tag in (_TAG + "int", _TAG + "float") and ":" in node.value:
         # YAML 1.1 base-60 numbers (`1:30` is 90) surprise everyone; keep the text.
         return node.value
-    if tag == _TAG + "int" and _LEADING_ZERO_INT.fullmatch(node.value):
-        return int(node.value.replace("_", ""), 10)
     try:
+        if tag == _TAG + "int" and _LEADING_ZERO_INT.fullmatch(node.value):
+            return int(node.value.replace("_", ""), 10)
         if tag == _TAG + "int":
             return _CONSTRUCTOR.construct_yaml_int(node)
         if tag == _TAG + "float":

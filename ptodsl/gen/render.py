@@ -13,6 +13,7 @@ from functools import cache
 import jinja2
 
 from .. import __version__
+from ..escape import py_comment, py_docstring, py_string
 from .kernels import GENERATED
 from .model import OpModel
 
@@ -31,8 +32,8 @@ PACKAGE_TEMPLATES: dict[str, str] = {
 
 
 def doc_escape(text: str) -> str:
-    """Text that is safe inside a triple-quoted Python docstring."""
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    """Text that is safe inside a triple-quoted Python docstring (see :func:`ptodsl.escape.py_docstring`)."""
+    return py_docstring(text)
 
 
 def anchor(text: str) -> str:
@@ -43,7 +44,7 @@ def anchor(text: str) -> str:
 def py_literal(value: object) -> str:
     """A Python literal; strings in double quotes, as the rest of the generated code writes them."""
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid in Python
+        return py_string(value)
     return repr(value)
 
 
@@ -60,6 +61,7 @@ def environment() -> jinja2.Environment:
     env.filters["py"] = py_literal
     env.filters["toml"] = lambda v: json.dumps(v, ensure_ascii=False)  # a TOML basic string
     env.filters["doc_escape"] = doc_escape
+    env.filters["pycomment"] = py_comment
     env.filters["anchor"] = anchor
     return env
 

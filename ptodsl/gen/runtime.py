@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import ArgumentValueError, Operator, load
+from ..api import ArgumentValueError, Operator, check_run, load
 from ..diagnostics import Diagnostic
 
 # Annotation of tensor arguments in generated signatures: a numpy array or a torch tensor.
@@ -77,9 +77,12 @@ class PackagedOp:
         and the bound symbols.
         """
         op = self.operator
-        tensors, _scalars, _backend = op.bind(tuple(inputs), dict(kwargs))
+        tensors, scalars, _backend = op.bind(tuple(inputs), dict(kwargs))
         shadows = {name: shadow(value) for name, value in tensors.items()}
-        index, _arrays, symbols = op.resolve(shadows)
+        index, arrays, symbols = op.resolve(shadows)
+        # Scalars, dims and empty calls as on the other backends; values inside device tensors
+        # (data-dependent lengths) cannot be read here.
+        check_run(op.compiled, index, arrays, dict(scalars), symbols, lengths=False)
         return index, symbols
 
 

@@ -1,13 +1,19 @@
 """Write a generated tree and swap it in for the previous one, never leaving a half-written OUT.
 
-The files go to a temporary folder beside OUT (same file system, so renames are atomic); then the
-old OUT is renamed aside, the new one renamed in, and the old one deleted. If anything fails on
-the way, OUT is what it was before.
+The files go to a staging folder beside OUT (same file system, so renames are atomic). On Linux the
+staging folder and OUT are then exchanged in one ``renameat2(RENAME_EXCHANGE)``: at every instant
+OUT is the old tree or the new one, even if the process is killed. Elsewhere (or on a file system
+without the exchange) the old OUT is renamed aside and the new one renamed in; a run killed between
+the two renames leaves OUT missing and the old tree in ``.OUT.old-PID-*``, and the next run puts it
+back before anything else. Each run also removes the staging folders of runs that died (their
+process id no longer exists), so killed runs leave nothing behind for long.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -46,11 +52,12 @@ def check_replaceable(out: Path) -> None:
 def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> None:
     """Make ``out`` hold exactly ``files`` (relative path -> content)."""
     out = Path(out)
+    recover(out)
     check_replaceable(out)
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-{os.getpid()}-", dir=parent))
     except OSError as exc:
         raise OutputError(f"cannot create a folder beside `{out}`: {exc.strerror or exc}") from None
     try:
@@ -68,11 +75,74 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> None:
         raise
 
 
+def _siblings(out: Path, kind: str) -> list[tuple[Path, int]]:
+    """``.OUT.<kind>-PID-*`` folders beside OUT, with the process id that made them."""
+    parent = out.absolute().parent
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.{kind}-(\d+)-[^/]*")
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    return [(parent / n, int(m.group(1))) for n in names if (m := pattern.fullmatch(n))]
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive, and not ours to judge
+    return True
+
+
+def recover(out: Path) -> None:
+    """Undo what a killed run left: put OUT back if it is missing, drop dead runs' folders."""
+    olds = sorted(((p, pid) for p, pid in _siblings(out, "old") if not _alive(pid)),
+                  key=lambda e: e[0].stat().st_mtime if e[0].exists() else 0, reverse=True)
+    for folder, _ in olds:
+        previous = folder / out.name
+        if not out.exists() and previous.is_dir():
+            try:
+                os.rename(previous, out)
+            except OSError:
+                continue
+    for folder, pid in _siblings(out, "new") + olds:
+        if not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2); False when the platform cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange on this kernel or file system
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
+
+
 def _swap(staging: Path, out: Path) -> None:
     if not out.exists():
         os.rename(staging, out)
         return
-    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
+    if _exchange(staging, out):
+        shutil.rmtree(staging, ignore_errors=True)  # now the previous tree
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.absolute().parent))
     old = aside / out.name
     os.rename(out, old)
     try:
@@ -83,4 +153,4 @@ def _swap(staging: Path, out: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-__all__ = ["OutputError", "check_replaceable", "is_generated", "write_tree"]
+__all__ = ["OutputError", "check_replaceable", "is_generated", "recover", "write_tree"]

@@ -232,6 +232,15 @@ def e0705_python_list_input(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()([[1.0] * 256] * 4, w32(), alpha=2.0))
 
 
+def e0706_scalar_beyond_f32(env: Env) -> Diagnostic:
+    # 1e39 would become infinity as the kernel's f32.
+    return argument_error(lambda: scale_rows()(x32(), w32(), alpha=1e39))
+
+
+def e0706_scalar_given_as_text(env: Env) -> Diagnostic:
+    return argument_error(lambda: scale_rows()(x32(), w32(), alpha="2.0"))
+
+
 def e0707_unknown_backend(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="gpu"))
 
@@ -258,6 +267,31 @@ def e0730_row_index_past_the_end(env: Env) -> Diagnostic:
     y = np.zeros((5, 256), np.float32)
     with pytest.raises(ptodsl.GuardError) as info:
         op(x32(3), np.array([0, 2, 5], np.int32), y=y)
+    return info.value.diagnostic
+
+
+def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
+    # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
+    matmul = ptodsl.load("specs/matmul.yaml")
+    return argument_error(lambda: matmul(np.ones((16, 0), np.float32), np.ones((0, 16), np.float32)))
+
+
+def e0711_length_beyond_its_dim(env: Env) -> Diagnostic:
+    seq_add = ptodsl.load("specs/seq_add.yaml")
+    out = np.zeros((2, 16, 64), np.float32)
+    lengths = np.array([3, 17], np.int32)  # 17 rows of a 16-row batch would write into the next one
+    return argument_error(lambda: seq_add(np.ones((2, 16, 64), np.float32), lengths, out=out))
+
+
+def e0712_check_fails_inside_a_kernel(env: Env) -> Diagnostic:
+    # Past the call-time checks (which refuse K = 0 as E0710), the CPU header's own check of the
+    # tile's valid extent fails; the library reports it instead of aborting the process.
+    from ptodsl.backends.cpp.run import KernelFailure, run_variant
+
+    matmul = ptodsl.load("specs/matmul.yaml")
+    arrays = {"a": np.ones((16, 0), np.float32), "b": np.ones((0, 16), np.float32), "c": np.zeros((16, 16), np.float32)}
+    with pytest.raises(KernelFailure) as info:
+        run_variant(matmul.compiled, matmul.compiled.kernel_for({"T": "f32"}), arrays, {}, {"M": 16, "N": 16, "K": 0})
     return info.value.diagnostic
 
 
@@ -394,6 +428,45 @@ def e0905_undefined_helper(env: Env) -> list[Diagnostic]:
 def e0906_compiler_hangs(env: Env) -> list[Diagnostic]:
     fake_cxx(env, "exec sleep 30\n")
     env.mp.setenv("PTODSL_BUILD_TIMEOUT", "0.5")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0906_compiler_probe_hangs(env: Env) -> list[Diagnostic]:
+    # `g++ --version` never answers: the probe obeys PTODSL_BUILD_TIMEOUT too, and its process group
+    # is stopped (the `sleep` child would otherwise outlive it).
+    script = fake_cxx(env, "exit 0\n")
+    script.write_text("#!/bin/sh\nsleep 30 &\nwait\n")
+    env.mp.setenv("PTODSL_BUILD_TIMEOUT", "0.5")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0907_compiler_writes_nothing(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, "exit 0\n")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0905_library_without_its_entry(env: Env) -> list[Diagnostic]:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    env.mp.delenv("PTODSL_CXX", raising=False)
+    library = build.build_shared({"kernel.cpp": 'extern "C" void other(void) {}\n'}, "scale_rows")
+    return compile_error(lambda: build.library_function(build.load_library(library), library, "scale_rows_f32"))
+
+
+def e0904_cache_shard_is_read_only(env: Env) -> list[Diagnostic]:
+    if os.geteuid() == 0:
+        # root writes through permissions; a shard replaced by a file under a file stands in.
+        (env.cache / "cpp").mkdir(parents=True)
+        (env.cache / "cpp" / "tmp").write_text("a file where the folder was\n")
+    else:
+        (env.cache / "cpp" / "tmp").mkdir(parents=True)
+        (env.cache / "cpp" / "tmp").chmod(0o500)
+    fake_cxx(env, "exit 0\n")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0901_compiler_output_not_utf8(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, "printf 'kernel.cpp:1:1: error: caf\\351 \\377\\n' >&2\nexit 1\n")
     return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
 
 
@@ -554,10 +627,15 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0703_scalar_not_passed,
     e0704_output_passed_by_position,
     e0705_python_list_input,
+    e0706_scalar_beyond_f32,
+    e0706_scalar_given_as_text,
     e0707_unknown_backend,
     e0707_npu_from_a_loaded_spec,
     e0708_tensor_not_on_the_cpu,
     e0709_transposed_output_buffer,
+    e0710_rows_of_zero_width,
+    e0711_length_beyond_its_dim,
+    e0712_check_fails_inside_a_kernel,
     e0715_rows_not_a_multiple_of_the_block,
     e0730_row_index_past_the_end,
     e0900_no_compiler_installed,
@@ -567,6 +645,11 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0904_cache_dir_is_a_file,
     e0905_undefined_helper,
     e0906_compiler_hangs,
+    e0906_compiler_probe_hangs,
+    e0907_compiler_writes_nothing,
+    e0905_library_without_its_entry,
+    e0904_cache_shard_is_read_only,
+    e0901_compiler_output_not_utf8,
     e0920_no_device_chosen,
     e0921_cuda_device_string,
     e0922_set_env_not_sourced,
@@ -591,6 +674,8 @@ def normalise(text: str, env: Env) -> str:
             text = text.replace(spelling, placeholder)
     text = re.sub(r"\b[0-9a-f]{2}/[0-9a-f]{64}\b", "<key>", text)  # a cache entry: kernels/ab/abcd...
     text = re.sub(r"\b[0-9a-f]{64}\b", "<key>", text)
+    # A library this process built earlier, under another test's cache folder.
+    text = re.sub(r"\S*/cpp/kernels/<key>", "<cache>/cpp/kernels/<key>", text)
     text = re.sub(r"\.\d+\.tmp\b", ".<pid>.tmp", text)  # a build's partial output, named after its process
     return text.replace(f"/{platform.machine()}-linux/", "/<arch>-linux/")
 

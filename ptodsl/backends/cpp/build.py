@@ -21,6 +21,7 @@ the cache's ``failed`` folder and the diagnostic shows a one-line command that r
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,6 +29,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -36,6 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ...diagnostics import CompileError, Diagnostic, Span
 
@@ -102,6 +105,13 @@ def cache_root() -> Path:
     return base / "ptodsl"
 
 
+def _cache_error(path: Path, exc: OSError) -> CompileError:
+    return CompileError([Diagnostic(
+        "E0904", f"cannot write the build cache at {path}: {exc.strerror or exc}",
+        help="set PTODSL_CACHE_DIR to a writable directory, or remove the damaged cache",
+    )])
+
+
 def _cpp_dir(kind: str) -> Path:
     path = cache_root() / "cpp" / kind
     try:
@@ -154,19 +164,64 @@ def _identify(path: str, real: str, mtime_ns: int, size: int, root: str) -> Tool
     lines = _run_probe([path, "--version"]).stdout.splitlines()
     version = lines[0].strip() if lines else "unknown"
     openmp = _probe_openmp(path)
-    _write_atomic(record, json.dumps({"version": version, "openmp": openmp}))
+    try:
+        _write_atomic(record, json.dumps({"version": version, "openmp": openmp}))
+    except OSError as exc:  # the record only saves the probes next time
+        log.info("cannot remember the toolchain in %s: %s", record, exc)
     log.debug("toolchain %s: %s, OpenMP %s", path, version, "yes" if openmp else "no")
     return Toolchain(path, version, openmp)
 
 
+def build_timeout() -> float:
+    """$PTODSL_BUILD_TIMEOUT seconds (600 by default; a value that is no positive number is ignored)."""
+    try:
+        value = float(os.environ.get("PTODSL_BUILD_TIMEOUT", DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+def run_tool(command: list[str], cwd: str | os.PathLike[str] | None, what: str,
+             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a toolchain command within the build timeout; its output decoded whatever its bytes.
+
+    The command runs in a session of its own, so a timeout stops the compiler's own children
+    (cc1plus, as, ld) too instead of leaving them orphaned. A timeout is E0906, with the command.
+    """
+    timeout = build_timeout()
+    proc = subprocess.Popen(command, cwd=cwd, env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        repro = f"cd {shlex.quote(str(cwd))} && {shlex.join(command)}" if cwd else shlex.join(command)
+        raise CompileError([Diagnostic(
+            "E0906", f"{what} took longer than {timeout:g} s and was stopped",
+            notes=(f"the command: {repro}",),
+            help="raise PTODSL_BUILD_TIMEOUT (seconds) or reduce the schedule's unrolling",
+        )]) from exc
+    # Compilers may print bytes of any encoding (file names, a localised message): never fail on them.
+    return subprocess.CompletedProcess(command, proc.returncode, out.decode("utf-8", errors="replace"),
+                                       err.decode("utf-8", errors="replace"))
+
+
 def _run_probe(command: list[str], cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     STATS.probes += 1
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    return run_tool(command, cwd, f"probing the compiler (`{shlex.join(command)}`)")
 
 
 def _probe_openmp(compiler: str) -> bool:
     source = "#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
-    with tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp")) as tmp:
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp"))
+    except OSError as exc:
+        raise _cache_error(_cpp_dir("tmp"), exc) from exc
+    with folder as tmp:
         Path(tmp, "probe.cpp").write_text(source, encoding="utf-8")
         result = _run_probe([compiler, "-fopenmp", "probe.cpp", "-o", "probe"], cwd=tmp)
     if result.returncode != 0:
@@ -293,7 +348,7 @@ def _discard(path: Path) -> None:
     aside = _cpp_dir("tmp") / f"discard-{uuid.uuid4().hex}"
     try:
         os.replace(path, aside)
-    except FileNotFoundError:
+    except OSError:  # gone already, or a read-only cache: the build reports it if it matters
         return
     shutil.rmtree(aside, ignore_errors=True)
 
@@ -369,23 +424,43 @@ def _prune_stale_tmp(tmp: Path) -> None:
 def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolchain, mode: IncludeMode,
                          options: list[str], key: str) -> Path:
     tmp = _cpp_dir("tmp")
-    _prune_stale_tmp(tmp)
-    work = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=tmp))
     try:
-        for filename, text in sources.items():
-            prelude = mode.prelude if Path(filename).suffix in TRANSLATION_UNITS else ""
-            (work / filename).write_text(prelude + text, encoding="utf-8")
+        _prune_stale_tmp(tmp)
+        work = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=tmp))
+    except OSError as exc:
+        raise _cache_error(tmp, exc) from exc
+    try:
+        try:
+            for filename, text in sources.items():
+                prelude = mode.prelude if Path(filename).suffix in TRANSLATION_UNITS else ""
+                (work / filename).write_text(prelude + text, encoding="utf-8")
+        except OSError as exc:
+            raise _cache_error(work, exc) from exc
         units = sorted(n for n in sources if Path(n).suffix in TRANSLATION_UNITS)
         library_name = f"lib{name}.so"
         command = [toolchain.path, *options, *units, "-o", library_name]
         STATS.compiles += 1
         log.info("building %s: %s", library_name, shlex.join([Path(command[0]).name, *command[1:]]))
-        result = _run_compiler(command, work, name)
+        try:
+            result = _run_compiler(command, work, name)
+        except CompileError as exc:  # timed out: keep the build where the command can repeat it
+            failed = _keep_failure(work, key, command, "stopped: the build timeout ran out\n")
+            raise CompileError([dataclasses.replace(
+                d, notes=(f"the build is kept in {failed}",),
+                help=f"raise PTODSL_BUILD_TIMEOUT (seconds) or reduce the schedule's unrolling; repeat the build "
+                     f"with: cd {shlex.quote(str(failed))} && {shlex.join(command)}") for d in exc.diagnostics]) from exc
         if result.returncode != 0:
             failed = _keep_failure(work, key, command, result.stdout + result.stderr)
             raise CompileError([_failure_diagnostic(name, failed, command, result.stdout + result.stderr,
                                                     sources, mode, len(mode.prelude.splitlines()))])
         library = work / library_name
+        if not library.is_file():
+            failed = _keep_failure(work, key, command, result.stdout + result.stderr)
+            raise CompileError([Diagnostic(
+                "E0907", f"the compiler reported success but wrote no {library_name}",
+                notes=(f"the build is kept in {failed}",),
+                help=f"repeat the build with: cd {shlex.quote(str(failed))} && {shlex.join(command)}",
+            )])
         manifest = {
             "key": key,
             "library": library_name,
@@ -395,7 +470,10 @@ def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolc
             "compiler": toolchain.version,
             "include": mode.label,
         }
-        (work / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        try:
+            (work / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise _cache_error(work, exc) from exc
         return _install(work, key)
     finally:
         if work.exists():
@@ -403,23 +481,19 @@ def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolc
 
 
 def _run_compiler(command: list[str], cwd: Path, name: str) -> subprocess.CompletedProcess[str]:
-    timeout = float(os.environ.get("PTODSL_BUILD_TIMEOUT", DEFAULT_TIMEOUT_S))
     # The C locale keeps the compiler's messages in plain ASCII whatever the user's locale is.
-    env = {**os.environ, "LC_ALL": "C"}
-    try:
-        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise CompileError([Diagnostic(
-            "E0906", f"compiling `{name}` took longer than {timeout:g} s and was stopped",
-            help="raise PTODSL_BUILD_TIMEOUT (seconds) or reduce the schedule's unrolling",
-        )]) from exc
+    return run_tool(command, cwd, f"compiling `{name}`", env={**os.environ, "LC_ALL": "C"})
 
 
 def _install(work: Path, key: str) -> Path:
     """Rename the finished build into place; if another process got there first, use its entry."""
     entry = _entry_dir(key)
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if entry.parent.exists() and not entry.parent.is_dir():
+            entry.parent.unlink()  # a shard replaced by a file: not ours to keep, and in the way
+        entry.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(entry.parent, exc) from exc
     try:
         os.replace(work, entry)
     except OSError:
@@ -440,10 +514,13 @@ def _install(work: Path, key: str) -> Path:
 def _keep_failure(work: Path, key: str, command: list[str], output: str) -> Path:
     """Move the failed build to ``failed/<key>`` (replacing an older failure of the same key)."""
     failed = _cpp_dir("failed") / key
-    if failed.exists():
-        _discard(failed)
-    (work / "compiler.log").write_text(output, encoding="utf-8")
-    (work / "command.txt").write_text(shlex.join(command) + "\n", encoding="utf-8")
+    try:
+        if failed.exists():
+            _discard(failed)
+        (work / "compiler.log").write_text(output, encoding="utf-8")
+        (work / "command.txt").write_text(shlex.join(command) + "\n", encoding="utf-8")
+    except OSError:
+        return work  # a read-only cache: the diagnostic still shows the output and the command
     try:
         os.replace(work, failed)
     except OSError:
@@ -540,6 +617,19 @@ def _failure_diagnostic(name: str, failed: Path, command: list[str], output: str
 # ------------------------------------------------------------------------------------- loading
 
 
+def library_function(library: ctypes.CDLL, path: str | os.PathLike[str], symbol: str) -> Any:
+    """The exported function ``symbol`` of a loaded kernel library; a missing one is E0905."""
+    try:
+        return getattr(library, symbol)
+    except AttributeError as exc:
+        raise CompileError([Diagnostic(
+            "E0905", f"the kernel library {path} does not export `{symbol}`",
+            notes=(f"list what it exports with: nm -D --defined-only {shlex.quote(os.fspath(path))}",),
+            help="the library was built from other sources than the ones emitted now; remove it from the cache "
+                 "and run again",
+        )]) from exc
+
+
 def load_library(path: str | os.PathLike[str]) -> ctypes.CDLL:
     """Load a built kernel library; a loader failure becomes a CompileError (E0905)."""
     try:
@@ -553,11 +643,14 @@ def load_library(path: str | os.PathLike[str]) -> ctypes.CDLL:
 
 __all__ = [
     "HEADER_DIR",
+    "build_timeout",
+    "run_tool",
     "STATS",
     "BuildStats",
     "Toolchain",
     "build_shared",
     "cache_root",
     "find_toolchain",
+    "library_function",
     "load_library",
 ]

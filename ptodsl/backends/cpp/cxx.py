@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from ... import sym
 from ...diagnostics import CompileError, Diagnostic, Span
+from ...escape import cpp_comment
+from ...frontend.cxx_names import cxx_reserved
 
 # C++ element type of each ptodsl dtype. bool tensors and tiles are bytes (numpy's bool layout);
 # a comparison result is a packed predicate stored in such a byte tile.
@@ -68,7 +70,7 @@ def location(span: Span | None) -> str:
     """``softmax.pto:5:17``: the file's base name keeps machine paths out of generated files."""
     if span is None:
         return ""
-    return f"{os.path.basename(span.file)}:{span.line}:{span.col}"
+    return cpp_comment(f"{os.path.basename(span.file)}:{span.line}:{span.col}")
 
 
 def format_lines(lines: Iterable[tuple[int, str, str]]) -> list[str]:
@@ -94,6 +96,10 @@ class Names:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in wanted) or "v"
         if base[0].isdigit():
             base = "v" + base
+        if cxx_reserved(base):
+            # A macro or a pto API name would be expanded or hidden: `NAN` becomes `v_NAN`, a
+            # spelling no macro and no API name has.
+            base = "v_" + base
         name, n = base, 1
         while name in self.taken or name.startswith("__"):
             name = f"{base}_{n}"

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from ...diagnostics import Diagnostic
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
 from ..guards import guard_failure
-from .build import build_shared, compiler_name, load_library
+from .build import build_shared, compiler_name, library_function, load_library
 from .emit import EmittedVariant, control_of, emit_variant
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
@@ -43,6 +44,17 @@ class Loaded:
     path: Path
     function: Any  # the ctypes function of the entry
     library: Any = None  # the ctypes library, for the guard report the entry leaves in it
+    failure: Any = None  # the entry's `<entry>_failure()`: what a failed check said
+
+
+class KernelFailure(Exception):
+    """A check of the CPU header failed inside a kernel; ``.diagnostic`` says which (E0712)."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        from ...diagnostics.render import render
+
+        self.diagnostic = diagnostic
+        super().__init__(render(diagnostic))
 
 
 _lock = threading.Lock()
@@ -139,10 +151,14 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
         return found
     path = build_variant(compiled, index)
     library = _load(path)
-    function = getattr(library, v.entry)
-    function.restype = ctypes.c_int  # 0, or the number of the bounds guard that stopped the call
+    function = library_function(library, path, v.entry)
+    # 0; the number of the bounds guard that stopped the call; or -1 when a header check failed
+    function.restype = ctypes.c_int
     function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
-    loaded = Loaded(v, path, function, library)
+    failure = library_function(library, path, f"{v.entry}_failure")
+    failure.restype = ctypes.c_char_p
+    failure.argtypes = []
+    loaded = Loaded(v, path, function, library, failure)
     with _lock:
         return _loaded.setdefault(key, loaded)
 
@@ -192,12 +208,20 @@ def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray]
         else:
             args.append(1 if poison else 0)
     stopped = loaded.function(*args)
-    if stopped:
+    if stopped > 0:
         # the guards are numbered in program order, as the control program emits them
         guards = [op for op in control_of(compiled, index).walk() if op.name == "guard"]
         op = guards[stopped - 1]
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(loaded.library, f"{loaded.variant.entry}_guard")
         raise guard_failure(op.attrs, op.span, offset, extent, dim)
+    if stopped < 0:
+        message = (loaded.failure() or b"").decode("utf-8", errors="replace")
+        kernel = compiled.module.kernel(compiled.spec.op)
+        raise KernelFailure(Diagnostic(
+            "E0712", f"a check failed inside the kernels of `{compiled.spec.op}`: {message}", kernel.span,
+            "in this kernel", (), (f"library: {loaded.path}",),
+            "the outputs are incomplete; the inputs or the compiled kernel break a pto-isa rule "
+            "that the NPU would not report (see `ptodsl explain E0712`)"))
 
 
 def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list[np.ndarray]) -> int | None:
@@ -212,5 +236,5 @@ def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list
     return a.ctypes.data or None
 
 
-__all__ = ["Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
+__all__ = ["KernelFailure", "Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
            "run_variant"]

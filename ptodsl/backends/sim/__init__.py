@@ -9,6 +9,7 @@ reads padding or an unwritten region shows it in the golden test instead of pass
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,6 +22,29 @@ from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
 
 INT_POISON = -0x5A5A5A5A
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{\}")
+
+
+def _print_text(fmt: str, args: list) -> str:
+    """``fmt`` with each ``{}`` replaced by the next value, as the C++ backend prints it.
+
+    Not ``str.format``: a spec's field such as ``{0.__class__}`` or ``{:>999999999}`` must not reach
+    attributes of Python objects or allocate without bound. Other fields are printed as written;
+    values without a field follow the text.
+    """
+    rest = iter(args)
+
+    def field(m: re.Match[str]) -> str:
+        if m.group() in ("{{", "}}"):
+            return m.group()[0]
+        value = next(rest, None)
+        return m.group() if value is None else str(value)
+
+    text = _FIELD.sub(field, fmt)
+    extra = [str(v) for v in rest]
+    return " ".join([text, *extra]) if extra else text
 
 
 class SimError(RuntimeError):
@@ -194,10 +218,7 @@ def _op(m: Machine, op: Op) -> None:
         return
     if name == "print":
         args = [m.ev(a) for a in op.attrs["args"]]
-        try:
-            text = op.attrs["format"].format(*args)
-        except (IndexError, ValueError, KeyError):
-            text = op.attrs["format"] + " " + " ".join(map(str, args))
+        text = _print_text(op.attrs["format"], args)
         m.printed.append(text)
         print(text)
         return

@@ -87,13 +87,43 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* add_bcast_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int add_bcast_bf16(bfloat16_t* x, bfloat16_t* bias, bfloat16_t* y, int64_t B, int64_t H, int64_t S, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // add_bcast.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         bfloat16_t* v1 = x + b * (H * S);  // add_bcast.pto:4:22
         start_launch(poison);  // add_bcast.pto:4:22
         add_bcast_bf16_k0(v1, bias, y, S, H, b, B);  // add_bcast.pto:4:22
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -128,8 +128,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* amax_rows_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int amax_rows_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // amax_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // amax_rows.pto:3:12
         bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // amax_rows.pto:3:12
@@ -137,5 +150,10 @@ extern "C" int amax_rows_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R
         start_launch(poison);  // amax_rows.pto:3:12
         amax_rows_bf16_k0(x, t1, t0, y, R, C);  // amax_rows.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -110,8 +110,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* amax_rows_i32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int amax_rows_i32(int32_t* x, int32_t* y, int64_t C, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // amax_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(int32_t)), poison);  // amax_rows.pto:3:12
         int32_t* t1 = reinterpret_cast<int32_t*>(t1_bytes.data());  // amax_rows.pto:3:12
@@ -119,5 +132,10 @@ extern "C" int amax_rows_i32(int32_t* x, int32_t* y, int64_t C, int64_t R, int p
         start_launch(poison);  // amax_rows.pto:3:12
         amax_rows_i32_k0(x, t1, t0, y, R, C);  // amax_rows.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -102,11 +102,29 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* amin_cols_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int amin_cols_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // amin_cols.pto:3:12
         start_launch(poison);  // amin_cols.pto:3:12
         amin_cols_bf16_k0(x, y, C, R);  // amin_cols.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -3553,8 +3553,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* attn_f16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t D, int64_t L, int64_t S, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:4:9
     float* m = reinterpret_cast<float*>(m_bytes.data());  // online_softmax_attn.pto:4:9
     std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:5:9
@@ -3719,5 +3732,10 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             attn_f16_k19(t13_last, t14_last, acc, m_new_last, m, l, t17_last, o, S, D);  // online_softmax_attn.pto:21:22
         }
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

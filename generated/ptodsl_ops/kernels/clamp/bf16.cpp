@@ -113,13 +113,31 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* clamp_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int clamp_bf16(bfloat16_t* x, bfloat16_t* y, float lo, float hi, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // clamp.pto:3:20
         std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // clamp.pto:3:20
         bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // clamp.pto:3:20
         start_launch(poison);  // clamp.pto:3:20
         clamp_bf16_k0(x, t1, y, M, N, lo, hi);  // clamp.pto:3:20
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

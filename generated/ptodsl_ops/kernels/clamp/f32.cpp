@@ -113,13 +113,31 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* clamp_f32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int clamp_f32(float* x, float* y, float lo, float hi, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // clamp.pto:3:20
         std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // clamp.pto:3:20
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // clamp.pto:3:20
         start_launch(poison);  // clamp.pto:3:20
         clamp_f32_k0(x, t1, y, M, N, lo, hi);  // clamp.pto:3:20
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

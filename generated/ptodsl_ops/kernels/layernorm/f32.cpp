@@ -334,10 +334,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* layernorm_f32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int layernorm_f32(float* x, float* gamma, float* beta, float* y, float eps, int64_t H, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // layernorm.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         float* v0 = x + r * H;  // layernorm.pto:4:19
         std::vector<unsigned char> xf_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:4:14
         float* xf = reinterpret_cast<float*>(xf_bytes.data());  // layernorm.pto:4:14
@@ -351,6 +367,20 @@ extern "C" int layernorm_f32(float* x, float* gamma, float* beta, float* y, floa
         float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // layernorm.pto:7:28
         start_launch(poison);  // layernorm.pto:4:14
         layernorm_f32_k0(v0, xf, t1, d, t2, t7, gamma, beta, y, H, eps, r, R);  // layernorm.pto:4:14
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

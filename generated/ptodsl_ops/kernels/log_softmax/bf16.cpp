@@ -277,10 +277,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* log_softmax_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // log_softmax.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         bfloat16_t* v0 = x + b * N;  // log_softmax.pto:4:20
         std::vector<unsigned char> row_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:4:15
         float* row = reinterpret_cast<float*>(row_bytes.data());  // log_softmax.pto:4:15
@@ -294,6 +310,20 @@ extern "C" int log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t
         float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // log_softmax.pto:6:28
         start_launch(poison);  // log_softmax.pto:4:15
         log_softmax_bf16_k0(v0, row, t1, s, t6, t4, y, N, b, B);  // log_softmax.pto:4:15
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

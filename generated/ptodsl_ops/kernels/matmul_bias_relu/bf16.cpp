@@ -235,8 +235,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* matmul_bias_relu_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int matmul_bias_relu_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, float* c, int64_t K, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias_relu.pto:4:17
         std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
@@ -247,5 +260,10 @@ extern "C" int matmul_bias_relu_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, 
         start_launch(poison);  // matmul_bias_relu.pto:4:17
         matmul_bias_relu_bf16_k1(t2, bias, t1, c, M, N);  // matmul_bias_relu.pto:4:17
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

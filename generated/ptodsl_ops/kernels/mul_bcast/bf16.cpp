@@ -87,11 +87,29 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* mul_bcast_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int mul_bcast_bf16(bfloat16_t* x, bfloat16_t* s, bfloat16_t* y, int64_t C, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // mul_bcast.pto:3:12
         start_launch(poison);  // mul_bcast.pto:3:12
         mul_bcast_bf16_k0(x, s, y, R, C);  // mul_bcast.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -221,10 +221,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* rmsnorm_f16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int rmsnorm_f16(half* x, half* gamma, half* y, float eps, int64_t H, int64_t R, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // rmsnorm.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         half* v0 = x + r * H;  // rmsnorm.pto:4:19
         std::vector<unsigned char> xf_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm.pto:4:14
         float* xf = reinterpret_cast<float*>(xf_bytes.data());  // rmsnorm.pto:4:14
@@ -234,6 +250,20 @@ extern "C" int rmsnorm_f16(half* x, half* gamma, half* y, float eps, int64_t H, 
         float* inv = reinterpret_cast<float*>(inv_bytes.data());  // rmsnorm.pto:5:15
         start_launch(poison);  // rmsnorm.pto:4:14
         rmsnorm_f16_k0(v0, xf, t3, inv, gamma, y, H, eps, r, R);  // rmsnorm.pto:4:14
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

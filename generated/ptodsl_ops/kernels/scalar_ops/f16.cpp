@@ -187,8 +187,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* scalar_ops_f16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int scalar_ops_f16(half* x, half* y, float s, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // scalar_ops.pto:3:13
         std::vector<unsigned char> t3_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(half)), poison);  // scalar_ops.pto:3:13
         half* t3 = reinterpret_cast<half*>(t3_bytes.data());  // scalar_ops.pto:3:13
@@ -199,5 +212,10 @@ extern "C" int scalar_ops_f16(half* x, half* y, float s, int64_t M, int64_t N, i
         start_launch(poison);  // scalar_ops.pto:3:13
         scalar_ops_f16_k0(x, t3, t2, t1, y, M, N, s);  // scalar_ops.pto:3:13
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

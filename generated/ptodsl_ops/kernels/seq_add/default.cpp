@@ -162,10 +162,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* seq_add_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int64_t H, int64_t S, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         const int32_t cur_seq_u2c0 = static_cast<int32_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
         float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
@@ -174,12 +190,26 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
         float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k1(a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
     for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
         const int32_t cur_seq_u1c0 = static_cast<int32_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
         float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k2(a0_u1c0, out, S, cur_seq_u1c0, H, B, b_u1);  // seq_add.pto:7:24
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -96,13 +96,43 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* softmax_f32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int softmax_f32(float* x, float* y, int64_t B, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // softmax.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         float* row = x + b * 1024;  // softmax.pto:4:15
         start_launch(poison);  // softmax.pto:5:23
         softmax_f32_k0(row, y, b, B);  // softmax.pto:5:23
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -237,10 +237,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* softmax_long_f16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int softmax_long_f16(half* x, half* y, int64_t B, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
+#ifdef PTO_CPU_SUBSET
+        try {
+#endif
         half* row = x + b * N;  // softmax_long.pto:4:15
         std::vector<unsigned char> t1_bytes = workspace(1 * static_cast<int64_t>(sizeof(half)), poison);  // softmax_long.pto:5:23
         half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // softmax_long.pto:5:23
@@ -250,6 +266,20 @@ extern "C" int softmax_long_f16(half* x, half* y, int64_t B, int64_t N, int pois
         half* t3 = reinterpret_cast<half*>(t3_bytes.data());  // softmax_long.pto:6:23
         start_launch(poison);  // softmax_long.pto:5:23
         softmax_long_f16_k0(row, t1, e, t3, y, N, b, B);  // softmax_long.pto:5:23
+#ifdef PTO_CPU_SUBSET
+        } catch (const pto::cpu::Failure&) {
+        }
+#endif
     }
+#ifdef PTO_CPU_SUBSET
+    if (pto::cpu::failed()) {
+        throw pto::cpu::Failure{};
+    }
+#endif
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

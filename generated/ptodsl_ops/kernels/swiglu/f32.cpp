@@ -137,13 +137,31 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* swiglu_f32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int swiglu_f32(float* a, float* b, float* y, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swiglu.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // swiglu.pto:3:12
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // swiglu.pto:3:12
         start_launch(poison);  // swiglu.pto:3:12
         swiglu_f32_k0(a, t1, b, y, M, N);  // swiglu.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

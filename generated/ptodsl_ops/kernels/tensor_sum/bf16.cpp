@@ -245,8 +245,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* tensor_sum_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     std::vector<unsigned char> acc_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:4:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // tensor_sum.pto:4:11
     if (B >= 1) {  // tensor_sum.pto:5:5
@@ -272,5 +285,10 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
             tensor_sum_bf16_k3(v0_last, acc, y, N);  // tensor_sum.pto:6:15
         }
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

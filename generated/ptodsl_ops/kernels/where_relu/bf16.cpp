@@ -144,8 +144,21 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* where_relu_bf16_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int where_relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // where_relu.pto:3:18
         std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(uint8_t)), poison);  // where_relu.pto:3:18
         uint8_t* t1 = reinterpret_cast<uint8_t*>(t1_bytes.data());  // where_relu.pto:3:18
@@ -154,5 +167,10 @@ extern "C" int where_relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t 
         start_launch(poison);  // where_relu.pto:3:18
         where_relu_bf16_k0(x, t1, t2, y, M, N);  // where_relu.pto:3:18
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

@@ -28,11 +28,12 @@
 //
 // Where the NPU would misbehave silently -- a tile placed outside its buffer, a tile used before
 // TASSIGN, a transfer whose GM view does not match the tile's valid region, an operand too small
-// for the region an instruction covers -- this header prints the reason and aborts. Fresh buffer
+// for the region an instruction covers -- this header prints the reason and throws
+// pto::cpu::Failure (a ptodsl entry returns it to its caller; see cpu_subset/common.hpp). Fresh buffer
 // bytes are poisoned (NaN for floats) so reads of never-written tile data show in the results;
 // pto::cpu::poison_buffers() (a CPU-only extension: guard it with #ifdef PTO_CPU_SUBSET) poisons
 // the calling thread's buffers again, e.g. at the start of a kernel launch. With
-// PTO_CPU_CHECK_FLAGS defined, a wait_flag without a matching set_flag aborts too.
+// PTO_CPU_CHECK_FLAGS defined, a wait_flag without a matching set_flag fails too.
 #ifndef PTODSL_CPU_SUBSET_PTO_INST_HPP
 #define PTODSL_CPU_SUBSET_PTO_INST_HPP
 
@@ -45,6 +46,7 @@
 // different PTO_CPU_*_BYTES would share one allocation. half and bfloat16_t stay visible, since a
 // kernel's exported functions take pointers to them (a function over a hidden type is hidden
 // too). The standard headers come first so that none of their declarations fall in the region.
+#include <atomic>
 #include <cmath>
 #include <cstdarg>
 #include <cstddef>

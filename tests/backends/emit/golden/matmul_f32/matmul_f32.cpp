@@ -31,11 +31,29 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+extern "C" const char* matmul_f32_failure(void)
+{
+#ifdef PTO_CPU_SUBSET
+    return pto::cpu::failure_message();
+#else
+    return "";
+#endif
+}
+
 extern "C" int matmul_f32(float* a, float* b, float* c, int64_t K, int64_t M, int64_t N, int poison)
 {
+#ifdef PTO_CPU_SUBSET
+    pto::cpu::clear_failure();
+    try {
+#endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
         matmul_f32_k0(a, b, c, M, N, K);  // matmul.pto:3:12
     }
+#ifdef PTO_CPU_SUBSET
+    } catch (const pto::cpu::Failure&) {
+        return -1;
+    }
+#endif
     return 0;
 }

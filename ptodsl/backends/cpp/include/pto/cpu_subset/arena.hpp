@@ -105,7 +105,7 @@ inline thread_local Arenas this_thread_arenas;
 // cannot pass by reading what an earlier launch left behind.
 inline void poison_buffers() { this_thread_arenas.poison(); }
 
-// The storage of a tile of `bytes` bytes at byte offset `offset` of its space; aborts when the
+// The storage of a tile of `bytes` bytes at byte offset `offset` of its space; fails when the
 // tile would not fit, which on the NPU would silently overwrite another buffer.
 inline void* place(TileType loc, long long offset, std::size_t bytes) {
     const std::size_t size = arena_bytes(loc);

@@ -100,19 +100,45 @@ struct RecordEvent {};
 
 namespace cpu {
 
-// Every violated contract ends here: a message on stderr, then abort. A kernel that would corrupt
-// memory or hang on the NPU must not quietly produce numbers on the CPU.
+// Every violated contract ends here. A kernel that would corrupt memory or hang on the NPU must
+// not quietly produce numbers on the CPU, nor take its caller's process down: the first message
+// of a call is kept (failure_message) and a Failure is thrown, which the entry of a ptodsl control
+// program catches and reports to its caller. The message also goes to stderr. Define
+// PTO_CPU_ABORT_ON_FAIL to abort instead, e.g. to get a core dump under a debugger.
+struct Failure {};
+
+inline char failure_text[1024];
+inline std::atomic<bool> failure_seen{false};
+
+// Forget the last call's failure; the entry calls it first.
+inline void clear_failure() {
+    failure_text[0] = '\0';
+    failure_seen.store(false);
+}
+
+inline bool failed() { return failure_seen.load(); }
+
+inline const char* failure_message() { return failure_text; }
+
 [[noreturn]] inline void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 [[noreturn]] inline void fail(const char* fmt, ...) {
-    std::fputs("pto CPU: ", stderr);
+    char text[sizeof(failure_text)];
     va_list args;
     va_start(args, fmt);
-    std::vfprintf(stderr, fmt, args);
+    std::vsnprintf(text, sizeof(text), fmt, args);
     va_end(args);
-    std::fputc('\n', stderr);
+    std::fprintf(stderr, "pto CPU: %s\n", text);
     std::fflush(stderr);
+#ifdef PTO_CPU_ABORT_ON_FAIL
     std::abort();
+#else
+    // Threads of a parallel loop may fail at once; the first one's message is the one reported.
+    if (!failure_seen.exchange(true)) {
+        std::memcpy(failure_text, text, sizeof(text));
+    }
+    throw Failure{};
+#endif
 }
 
 template <typename>

@@ -4,7 +4,7 @@
 // compiler) so that a swapped or misspelt argument still fails to compile.
 //
 // With PTO_CPU_CHECK_FLAGS defined they check what the CPU can see: a flag joins two different pipes,
-// and each thread counts set_flag per (source pipe, destination pipe, event) and aborts on a
+// and each thread counts set_flag per (source pipe, destination pipe, event) and fails on a
 // wait_flag that no earlier set_flag matches, since on the NPU that wait would never return.
 #ifndef PTODSL_CPU_SUBSET_SYNC_HPP
 #define PTODSL_CPU_SUBSET_SYNC_HPP

@@ -1,0 +1,142 @@
+"""Hostile runtime values: every input is validated before a kernel runs, on every backend.
+
+Scalars of the wrong kind or beyond their dtype, dims beyond the kernels' limits, zero-size dims,
+negative strides and lengths read from tensors beyond the dims they bound are each either a
+diagnostic (an ArgumentError with an E07xx code) or the mathematically right answer; nothing
+segfaults, aborts, hangs or writes outside a tensor. The cpu cases build two small libraries.
+"""
+
+from __future__ import annotations
+
+import shutil
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl.api import ArgumentError, run_kernel
+
+SCALE_ROWS = "tests/golden_codes/ops/scale_rows.yaml"
+HAS_CXX = shutil.which("g++") is not None
+BACKENDS = ["sim", pytest.param("cpu", marks=[pytest.mark.cpu, pytest.mark.skipif(not HAS_CXX, reason="no g++")])]
+
+
+@pytest.fixture(scope="module")
+def scale_rows() -> ptodsl.Operator:
+    return ptodsl.load(SCALE_ROWS)
+
+
+@pytest.fixture(scope="module")
+def seq_add() -> ptodsl.Operator:
+    return ptodsl.load("specs/seq_add.yaml")
+
+
+def x32(rows: int = 4) -> np.ndarray:
+    return np.full((rows, 256), 2.0, np.float32)
+
+
+def w32() -> np.ndarray:
+    return np.full((1, 256), 0.5, np.float32)
+
+
+def code_of(call) -> str:
+    with pytest.raises(ArgumentError) as info:
+        call()
+    return info.value.diagnostic.code
+
+
+BAD_SCALARS = ["abc", b"2", 1 + 2j, np.complex64(1), np.ones(3), [2.0], None, object(), 10**40, -(10**40),
+               10**5000, 1e39, np.float64(-1e39), Fraction(10**50, 3)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("value", BAD_SCALARS, ids=[f"{type(v).__name__}{i}" for i, v in enumerate(BAD_SCALARS)])
+def test_bad_scalars_are_refused(scale_rows, backend: str, value):
+    assert code_of(lambda: scale_rows(x32(), w32(), alpha=value, backend=backend)) == "E0706"
+
+
+@pytest.mark.parametrize("value", [2, 2.0, np.float32(2), np.int64(2), np.array(2.0), True, Fraction(4, 2)])
+def test_real_scalars_of_any_kind_are_taken(scale_rows, value):
+    y = scale_rows(x32(), w32(), alpha=value)
+    assert float(y[0, 0]) == 2.0 * 0.5 * float(value)
+
+
+def test_infinity_and_nan_may_be_passed_on_purpose(scale_rows):
+    assert np.isinf(scale_rows(x32(), w32(), alpha=float("inf"))).all()
+    assert np.isnan(scale_rows(x32(), w32(), alpha=float("nan"))).all()
+
+
+def test_integer_scalars_are_checked_against_their_dtype(tmp_path):
+    (tmp_path / "k.pto").write_text("kernel k(x: i32[N], n: i8, y: out i32[N]):\n    y[:] = x + n\n")
+    (tmp_path / "k.yaml").write_text("schedule: {vec_tile: [64]}\n")
+    op = ptodsl.load(str(tmp_path / "k.yaml"))
+    x = np.zeros(64, np.int32)
+    for bad in (128, -129, 2.5, float("inf"), float("nan"), 10**30):
+        assert code_of(lambda bad=bad: op(x, n=bad)) == "E0706"
+    assert int(op(x, n=127)[0]) == 127 and int(op(x, n=np.int8(-128))[0]) == -128 and int(op(x, n=3.0)[0]) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_outputs_are_returned_without_running(scale_rows, backend: str):
+    y = scale_rows(np.ones((0, 256), np.float32), w32(), alpha=2.0, backend=backend)
+    assert y.shape == (0, 256)
+
+
+def test_huge_dims_are_refused_before_anything_runs(tmp_path):
+    (tmp_path / "k.pto").write_text("kernel k(x: f32[M, N], y: out f32[M, N]):\n    y[:] = x + 1.0\n")
+    (tmp_path / "k.yaml").write_text("schedule: {vec_tile: [8, 64]}\n")
+    op = ptodsl.load(str(tmp_path / "k.yaml"))
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(2**40, 0), strides=(0, 4))
+    assert code_of(lambda: op(big)) == "E0710"
+    wide = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(1, 2**31), strides=(0, 0))
+    assert code_of(lambda: op(wide)) == "E0710"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_matmul_over_an_empty_k_is_refused(backend: str):
+    matmul = ptodsl.load("specs/matmul.yaml")
+    a, b = np.ones((16, 0), np.float32), np.ones((0, 16), np.float32)
+    assert code_of(lambda: matmul(a, b, backend=backend)) == "E0710"
+
+
+def test_a_reduction_over_an_empty_axis_is_refused_and_an_empty_batch_returns():
+    sum_rows = ptodsl.load("specs/sum_rows.yaml")
+    params = [p for p in sum_rows.inputs]
+    assert params  # the op takes one [R, C] input and reduces C
+    assert code_of(lambda: sum_rows(np.ones((4, 0), np.float32))) == "E0710"
+    assert sum_rows(np.ones((0, 64), np.float32)).shape[0] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_negative_strides_give_the_right_answer(scale_rows, backend: str):
+    x = np.arange(4 * 256, dtype=np.float32).reshape(4, 256)[::-1, ::-1]
+    y = scale_rows(x, w32(), alpha=2.0, backend=backend)
+    np.testing.assert_array_equal(y, x * 0.5 * 2.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lengths", [[3, 17], [-1, 2], [2**31 - 1, 0], [16, 16000]])
+def test_lengths_read_from_a_tensor_beyond_their_dim_are_refused(seq_add, backend: str, lengths):
+    inp = np.ones((2, 16, 64), np.float32)
+    out = np.zeros((2, 16, 64), np.float32)
+    before = out.copy()
+    assert code_of(lambda: seq_add(inp, np.array(lengths, np.int32), out=out, backend=backend)) == "E0711"
+    np.testing.assert_array_equal(out, before)  # nothing ran
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lengths_at_their_bounds_run(seq_add, backend: str):
+    inp = np.ones((2, 16, 64), np.float32)
+    out = np.zeros((2, 16, 64), np.float32)
+    seq_add(inp, np.array([0, 16], np.int32), out=out, backend=backend)
+    assert out[0].sum() == 0 and (out[1] == 2.0).all()
+
+
+def test_run_kernel_validates_too(scale_rows):
+    """Callers below the Operator (the golden harness, generated packages) get the same checks."""
+    compiled = scale_rows.compiled
+    index = compiled.kernel_for({"T": "f32"})
+    arrays = {"x": x32(), "w": w32(), "y": np.zeros((4, 256), np.float32)}
+    with pytest.raises(ArgumentError):
+        run_kernel(compiled, index, arrays, {"alpha": "2"}, {"M": 4, "N": 256}, "sim")
