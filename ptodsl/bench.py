@@ -168,9 +168,10 @@ def traffic_ratios(op: Operator) -> dict[str, float]:
     return out
 
 
-def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO = sys.stdout) -> int:
-    """Benchmark every case of the specs under ``paths``, printing a row per case as it is done;
-    returns how many cases could not run."""
+def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO | None = None) -> int:
+    """Benchmark every case of the specs under ``paths``, printing a row per case as it is done
+    (to ``out``, by default the ``sys.stdout`` of the moment); returns how many cases could not run."""
+    out = out if out is not None else sys.stdout
     from .frontend.spec import load_spec
     from .golden import spec_paths
 

@@ -109,18 +109,31 @@ kernel seq(inp: f32[B, S, H], act: i32[B], out: inout f32[B, S, H]):
 
 @pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
 def test_runtime_valid_shape_is_clamped_to_its_view(write_spec, backend, request):
-    """act[b] beyond S (or below 0) writes the batch's S rows (or none), never the next batch's."""
+    """act[b] beyond S (or below 0) is refused at the call (E0711); the kernels themselves, which on
+    the NPU cannot see the data first, write the batch's S rows (or none), never the next batch's."""
     if backend == "cpu":
         request.getfixturevalue("gxx")
     op = ptodsl.load(write_spec("seq", SEQ, "op: seq\nschedule:\n  vec_tile: [1, 4, 64]\n"))
     inp = np.ones((3, 4, 64), np.float32)
     act = np.array([6, 1, -2], np.int32)
     out = np.zeros_like(inp)
-    op(inp, act, out=out, backend=backend)
+    with pytest.raises(ptodsl.ArgumentValueError) as info:
+        op(inp, act, out=out, backend=backend)
+    assert info.value.diagnostic.code == "E0711" and not out.any()
+    index, arrays, symbols = op.resolve({"inp": inp, "act": act, "out": out})
+    if backend == "sim":
+        from ptodsl.backends import sim
+
+        control = op.compiled.stages["tensor"].funcs[index].name
+        sim.run_block(op.compiled.stages["block"], control, arrays, {}, symbols, op.compiled.target)
+    else:
+        from ptodsl.backends.cpp.run import run_variant
+
+        run_variant(op.compiled, index, arrays, {}, symbols)
     want = np.zeros_like(inp)
     want[0] = 2.0
     want[1, :1] = 2.0
-    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(arrays["out"], want)
 
 
 SCATTER = """\
