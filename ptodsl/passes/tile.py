@@ -205,14 +205,22 @@ class _Tiler:
         return full
 
     # ------------------------------------------------------------ ops
-    def elementwise(self, op: Op, dest) -> None:
-        r = op.result
-        tile = self.vec_tile(r.type.rank, op)
+    def output_grid(self, op: Op):
+        """The grid of output tiles of an op computed tile by tile: (result type, tile shape,
+        offsets, valid extents, loop depth), or None when its tile is reported as wrong."""
+        rt: TensorType = op.result.type
+        tile = self.vec_tile(rt.rank, op)
         if tile is None:
-            return
-        rt: TensorType = r.type
+            return None
         tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
         self.out_valid = rt.valid_shape
+        return rt, tshape, offs, tvalid, depth
+
+    def elementwise(self, op: Op, dest) -> None:
+        grid = self.output_grid(op)
+        if grid is None:
+            return
+        rt, tshape, offs, tvalid, depth = grid
         srcs = [self.load_operand(v, rt.shape, tshape, offs, tvalid, op.span) for v in op.operands]
         dst = self.tile(rt.dtype, tshape, tvalid, op.span)
         self.compute(op.name, dst, srcs, dict(op.attrs), op.span)
@@ -222,13 +230,10 @@ class _Tiler:
     def broadcast(self, op: Op, dest) -> None:
         """A value spread over a wider write region: each output tile loads the source's tile
         and expands it (TROWEXPAND / TCOLEXPAND), so every row and column of the region is stored."""
-        r = op.result
-        tile = self.vec_tile(r.type.rank, op)
-        if tile is None:
+        grid = self.output_grid(op)
+        if grid is None:
             return
-        rt: TensorType = r.type
-        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
-        self.out_valid = rt.valid_shape
+        rt, tshape, offs, tvalid, depth = grid
         full = self.load_operand(op.operands[0], rt.shape, tshape, offs, tvalid, op.span)
         self.store(dest, full, offs, op.span)
         self.close(depth)
