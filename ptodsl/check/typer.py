@@ -17,8 +17,8 @@ from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_NAMES, DTYPES, value_range
 from ..frontend import ast
 from ..frontend.parser import return_error
-from ..frontend.schema import identifier_problem
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
+from ..yamlio.schema import identifier_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .types import (
     INDEX,

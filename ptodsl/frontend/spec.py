@@ -15,17 +15,9 @@ from typing import Any
 
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
 from ..escape import unprintable
-from .schema import (
-    DEFAULT_TARGET,
-    E_NAME,
-    E_VALUE,
-    PASS_OPTIONS,
-    Path,
-    op_name_problem,
-    spec_schema,
-    validate,
-)
-from .yaml_nodes import YMap, YNode, YSeq, compose
+from ..yamlio.nodes import YMap, YNode, YSeq, compose
+from ..yamlio.schema import E_NAME, E_VALUE, Path, op_name_problem, validate
+from .schema import DEFAULT_TARGET, PASS_OPTIONS, spec_schema
 
 E_READ = "E0203"
 E_EMPTY = "E0204"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ..diagnostics import Diagnostic, Label, Span
 from ..driver import Compiled
 from ..frontend import ast
-from ..frontend.schema import E_NAME, identifier_problem
 from ..golden import case_id
+from ..yamlio.schema import E_NAME, identifier_problem
 from .kernels import variant_slug
 
 # Keyword arguments every wrapper takes besides the kernel's parameters.

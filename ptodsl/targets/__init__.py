@@ -14,8 +14,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from ..diagnostics import CompileError, Diagnostics
-from ..frontend.schema import E_TARGET, Int, ListOf, Obj, Str, dtype_name, to_json_schema, validate
-from ..frontend.yaml_nodes import compose
+from ..yamlio.nodes import compose
+from ..yamlio.schema import E_TARGET, Int, ListOf, Obj, Str, dtype_name, to_json_schema, validate
 
 E_READ = "E0203"
 E_EMPTY = "E0204"

@@ -13,7 +13,7 @@ import pytest
 from ptodsl.diagnostics import CompileError, Diagnostics, Span
 from ptodsl.diagnostics.render import render_all
 from ptodsl.dtypes import DTYPE_NAMES, DTYPES, itemsize, numpy_dtype
-from ptodsl.frontend.schema import identifier_problem, json_schema, spec_schema
+from ptodsl.frontend.schema import json_schema, spec_schema
 from ptodsl.frontend.spec import (
     PASS_OPTION_DEFAULTS,
     LoopSchedule,
@@ -22,7 +22,8 @@ from ptodsl.frontend.spec import (
     load_spec,
     parse_spec,
 )
-from ptodsl.frontend.yaml_nodes import YMap, compose, to_python
+from ptodsl.yamlio.nodes import YMap, compose, to_python
+from ptodsl.yamlio.schema import identifier_problem
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ... import sym
+from ...cxx_names import cxx_reserved
 from ...diagnostics import CompileError, Diagnostic, Span
 from ...escape import cpp_comment
-from ...frontend.cxx_names import cxx_reserved
 
 # C++ element type of each ptodsl dtype. bool tensors and tiles are bytes (numpy's bool layout);
 # a comparison result is a packed predicate stored in such a byte tile.
