@@ -139,6 +139,7 @@ class ControlEmitter:
     # ------------------------------------------------------------------ output
 
     def emit(self) -> ControlSource:
+        self._hoist_allocs()
         self._block(self.control.body, 1)
         name = self.control.name
         out = [f"// {name}: the control program of {self.origin}.",
@@ -214,7 +215,35 @@ class ControlEmitter:
         var = self.vars[op.result.name] = self.names.claim(op.result.name)
         self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
 
+    def _hoist_allocs(self) -> None:
+        """Declare the workspaces of the implicit top-level ``loop(1)`` at function scope.
+
+        A local declared among top-level statements lands in their implicit single-trip loop, yet
+        later loops use it; a C++ declaration inside that loop's braces would be out of their
+        scope. Such a workspace (sized by the entry's symbols and scalars) is declared up front
+        instead. Workspaces of real loops stay where they are: one per iteration, per thread.
+        """
+        entry = set(self.symbols) | {p.name for p in self.control.params if not p.is_tensor}
+        self.hoisted: set[int] = set()
+
+        def single_trip(op: Op) -> bool:
+            return (op.name == "loop" and id(op) not in self.parallel and op.attrs["lo"] == 0
+                    and op.attrs["hi"] == 1)
+
+        def visit(ops: list[Op], nested: bool) -> None:
+            for op in ops:
+                if op.name == "alloc" and nested and all(sym.free_symbols(d) <= entry
+                                                         for d in op.result.type.shape):
+                    self._op_alloc(op, 1)
+                    self.hoisted.add(id(op))
+                elif single_trip(op):
+                    visit(op.regions[0], True)
+
+        visit(self.control.body, False)
+
     def _op_alloc(self, op: Op, depth: int) -> None:
+        if id(op) in getattr(self, "hoisted", ()):
+            return
         t: TensorType = op.result.type
         ctype = cxx_type(t.dtype)
         count: sym.Expr = 1
