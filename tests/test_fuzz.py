@@ -94,7 +94,8 @@ def test_the_seed_set_covers_the_language():
     for construct in ("for r in loop(", "is_loop_begin(r)", "is_loop_end(r)", "tensor([1, N], f32)",
                       "valid_shape=[1, n", "valid_shapes:", "for i, k in loop_unroll(", "unroll: [",
                       "cast(", "where(", "keepdim=True", "dim=0)", "dim=-1)", "T: [f16]", "T: [bf16]",
-                      "T: [f32]", "for b in loop(B", "elif ", "rv", "cv[", ", s", ":N - "):
+                      "T: [f32]", "for b in loop(B", "elif ", "rv", "cv[", ", s", ":N - ", ".move(", ".assemble(",
+                      "zeros([1, N], f32)", "loop(1, M", "= x1[r, "):
         assert construct in text, construct
 
 

@@ -45,6 +45,10 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "f16", "bf16",  # dtype variants other than f32
     "tails",  # tile shapes that do not divide the dims
     "loop_tiles",  # per-loop vec_tile overrides
+    "loop_forms",  # loop(start, stop[, step]) besides loop(stop)
+    "move_assemble",  # t.move(e) and t.assemble(e, [offsets]) besides t[...] = e
+    "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
+    "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -428,6 +432,8 @@ class Gen:
         if kind == "elementwise":
             y = self.out("M, N")
             ctx = self.top_ctx()
+            if self.has("move_assemble") and r.random() < 0.3:
+                return Block(kind, [(0, [f"{y}.move(", self.expr(ctx), ")"])], [y, *self._names(ctx)])
             return Block(kind, [(0, [f"{y}[:] = ", self.expr(ctx), ""])], [y, *self._names(ctx)])
         if kind == "reduce":
             ctx = self.top_ctx()
@@ -452,15 +458,28 @@ class Gen:
             y = self.out("M, N")
             loop = f"L{k}"
             settings: dict[str, Any] = {}
-            self.unroll(loop, settings)
+            reads = self.has("scalar_reads") and r.random() < 0.3
+            self.unroll(loop, settings, index_reads=reads)
             self.loop_tile(settings)
             ctx = self.row_ctx("r")
-            lines = [(0, f'for r in loop(M, name="{loop}"):')]
+            head = "M"
+            if self.has("loop_forms"):
+                head = r.choice(["M", "M", "0, M", "1, M", "0, M, 2", "1, M, 3"])
+            lines = [(0, f'for r in loop({head}, name="{loop}"):')]
             if r.random() < 0.4:
                 lines.append((1, f"row{k} = x0[r, :]"))
                 ctx.full.append(leaf(f"row{k}"))
                 ctx.conds.append(leaf(f"row{k}"))
-            lines.append((1, [f"{y}[r, :] = ", self.expr(ctx), ""]))
+            if reads:
+                lines.append((1, f"a{k} = x1[r, {r.choice(['0', 'N - 1'])}]"))
+                ctx.scalars = ctx.scalars + [leaf(f"a{k}", "scal", "scalar", 1.0)] * 3
+            e = self.expr(ctx)
+            if reads and f"a{k}" not in e.render():
+                e = Ex("({} * {})", (e, leaf(f"a{k}", "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+            if self.has("move_assemble") and r.random() < 0.3:
+                lines.append((1, [f"{y}.assemble(", e, ", [r, 0])"]))
+            else:
+                lines.append((1, [f"{y}[r, :] = ", e, ""]))
             return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
         if kind == "accum":
             y = self.out("1, N")
@@ -469,6 +488,14 @@ class Gen:
             self.unroll(loop, settings)
             self.loop_tile(settings)
             ctx = self.row_ctx("r")
+            if self.has("zeros_init") and r.random() < 0.4:
+                init = r.choice(["zeros([1, N], f32)", "ones([1, N], f32)", "full(0.5, [1, N], f32)"])
+                lines = [(0, f"acc{k} = {init}"),
+                         (0, f'for r in loop(M, name="{loop}"):'),
+                         (1, [f"acc{k}[:] = acc{k} {r.choice('+-')} ", self.expr(ctx, "f32", "full", 2), ""])]
+                fin = self.expr(Context([leaf(f"acc{k}", "f32")], [], [], self.scalars(), {}, []), "f32", "full", 1)
+                lines.append((0, [f"{y}[:] = cast(", fin, ", T)"]))
+                return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
             lines = [(0, f"acc{k} = tensor([1, N], f32)"),
                      (0, f'for r in loop(M, name="{loop}"):'),
                      (1, [f"row{k} = ", self.expr(ctx, "f32", "full", 2), ""]),
