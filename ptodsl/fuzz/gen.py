@@ -49,6 +49,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "move_assemble",  # t.move(e) and t.assemble(e, [offsets]) besides t[...] = e
     "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
     "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
+    "chains",  # a block reads the output an earlier block wrote
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -232,6 +233,7 @@ class Gen:
         self.f = features
         self.params: dict[str, Param] = {}
         self.nblock = 0
+        self.full_outs: list[str] = []  # [M, N] outputs written whole by an earlier block
 
     def has(self, name: str) -> bool:
         return name in self.f
@@ -369,7 +371,8 @@ class Gen:
     def top_ctx(self) -> Context:
         names = [self.input2("x0"), self.input2("x1")]
         full = [leaf(n) for n in names]
-        conds = list(full)
+        conds = list(full)  # inputs only: computed values may round either way
+        full += [leaf(n) for n in self.chained()]
         if self.has("casts"):
             full.append(leaf(self.input2("xf", "f32"), "f32"))
         row, col = [], []
@@ -387,7 +390,8 @@ class Gen:
     def row_ctx(self, r: str, full_override: list[Ex] | None = None, conds: bool = True) -> Context:
         names = [self.input2("x0"), self.input2("x1")]
         full = [leaf(f"{n}[{r}, :]") for n in names]
-        cond = list(full) if conds else []
+        cond = list(full) if conds else []  # inputs only: computed values may round either way
+        full += [leaf(f"{n}[{r}, :]") for n in self.chained()]
         if self.has("casts"):
             full.append(leaf(f"{self.input2('xf', 'f32')}[{r}, :]", "f32"))
         if full_override is not None:
@@ -400,6 +404,9 @@ class Gen:
             col.append(leaf(f"{self.param('cv', 'T[M, 1]', 'in', 'T', ('M', '1'))}[{r}, :]", "T", "col"))
         red = {"col": "-1"} if self.has("reduce_row") else {}
         return Context(full, row, col, self.scalars(), red, cond)
+
+    def chained(self) -> list[str]:
+        return list(self.full_outs) if self.has("chains") else []
 
     def idx(self) -> str:
         hi = 1.0 if not self.has("dyn_valid_oob") else 2.0
@@ -432,9 +439,11 @@ class Gen:
         if kind == "elementwise":
             y = self.out("M, N")
             ctx = self.top_ctx()
+            e = self.expr(ctx)
+            self.full_outs.append(y)
             if self.has("move_assemble") and r.random() < 0.3:
-                return Block(kind, [(0, [f"{y}.move(", self.expr(ctx), ")"])], [y, *self._names(ctx)])
-            return Block(kind, [(0, [f"{y}[:] = ", self.expr(ctx), ""])], [y, *self._names(ctx)])
+                return Block(kind, [(0, [f"{y}.move(", e, ")"])], [y, *self._names(ctx)])
+            return Block(kind, [(0, [f"{y}[:] = ", e, ""])], [y, *self._names(ctx)])
         if kind == "reduce":
             ctx = self.top_ctx()
             op = r.choice(REDUCERS)
@@ -480,6 +489,8 @@ class Gen:
                 lines.append((1, [f"{y}.assemble(", e, ", [r, 0])"]))
             else:
                 lines.append((1, [f"{y}[r, :] = ", e, ""]))
+            if head in ("M", "0, M"):
+                self.full_outs.append(y)
             return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
         if kind == "accum":
             y = self.out("1, N")
