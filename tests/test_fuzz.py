@@ -191,3 +191,53 @@ def test_the_interpreter_agrees_with_the_library_references():
     got = _spec_case("online_softmax_attn", {"S": 17, "D": 32, "L": 128}, {"T": "f32"},
                      {"q": q, "k": k, "v": v}, {"scale": 0.17})["o"]
     np.testing.assert_allclose(got, refs.attention(q, k, v, scale=0.17), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_fuzz_command_summary_line(capsys):
+    from ptodsl.cli import main
+
+    code = main(["fuzz", "--count", "4", "--seed", "7", "--features", "safe", "--backend", "sim",
+                 "--max-blocks", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "fuzz: 4 programs, 0 mismatches, 0 crashes, 0 hangs, 0 rejected" in out
+
+
+def test_fuzz_command_reports_a_shrunk_failure_and_fails(monkeypatch, capsys, tmp_path):
+    from ptodsl.fuzz.cli import fuzz
+
+    _planted_exp_bug(monkeypatch)  # the worker process is forked: it inherits the planted bug
+    code = fuzz(1, _exp_seed(), FEATURES, ("sim",), str(tmp_path), shrink_seconds=20)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "fuzz: 1 programs, 1 mismatches" in out
+    assert "--- shrunk" in out and "exp(" in out.split("--- shrunk", 1)[1]
+    assert f"repro: ptodsl fuzz --count 1 --seed {_exp_seed()} --features safe --backend sim" in out
+    assert list((tmp_path / "shrunk").glob("*.pto"))
+
+
+def test_fuzz_command_classifies_a_hang(monkeypatch, capsys, tmp_path):
+    import time
+
+    from ptodsl.backends import sim
+    from ptodsl.fuzz.cli import fuzz
+
+    monkeypatch.setattr(sim, "run_block", lambda *a, **k: time.sleep(30))
+    code = fuzz(1, 3, FEATURES, ("sim",), str(tmp_path), timeout=1.0, max_blocks=1)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "1 hangs" in out and "=== hang (sim)" in out
+
+
+def test_fuzz_mutate_flag_without_the_module(capsys):
+    import importlib.util
+
+    from ptodsl.cli import main
+
+    if importlib.util.find_spec("ptodsl.fuzz.mutate") is not None:
+        pytest.skip("the mutation fuzzer is installed")
+    assert main(["fuzz", "--mutate", "--count", "1"]) == 1
+    assert "ptodsl.fuzz.mutate" in capsys.readouterr().err

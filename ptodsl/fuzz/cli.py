@@ -278,10 +278,12 @@ def main(args: argparse.Namespace) -> int:
         print("error: --count must be >= 0", file=sys.stderr)
         return 1
     if args.mutate:
+        import importlib
+
         try:
-            from . import mutate  # type: ignore[attr-defined]
-        except ImportError as exc:
-            if exc.name not in ("ptodsl.fuzz.mutate",):
+            mutate = importlib.import_module("ptodsl.fuzz.mutate")
+        except ModuleNotFoundError as exc:
+            if exc.name != "ptodsl.fuzz.mutate":
                 raise
             print("error: the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl", file=sys.stderr)
             return 1
