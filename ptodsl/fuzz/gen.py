@@ -17,7 +17,9 @@ that exercise compiler bugs known and being fixed, which a fixed regression seed
 
 from __future__ import annotations
 
+import math
 import random
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,8 +165,6 @@ class Program:
 
     def used_params(self) -> list[Param]:
         """Parameters named by some block's text, in declaration order (outputs of a block first)."""
-        import re
-
         used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "\n".join(line for b in self.blocks for line in b.render())))
         return [p for n, p in self.params.items() if n in used]
 
@@ -248,8 +248,7 @@ class Gen:
     def out(self, dims: str, mode: str = "out", dtype: str = "T") -> str:
         name = f"y{self.nblock}"
         d = tuple(x.strip() for x in dims.split(","))
-        lo = -1.0
-        return self.param(name, f"{mode} {dtype}[{dims}]", mode, dtype, d, lo)
+        return self.param(name, f"{mode} {dtype}[{dims}]", mode, dtype, d)
 
     # ---------------------------------------------------------------- expressions
     def literal(self) -> Ex:
@@ -305,7 +304,6 @@ class Gen:
             if op == "exp":
                 if a.bound > 4:
                     a = Ex("tanh({})", (a,), dtype, a.cls, 1.0)
-                import math
                 return Ex("exp({})", (a,), dtype, a.cls, math.exp(a.bound))
             if op in ("log", "sqrt", "rsqrt", "reciprocal"):
                 return Ex(op + "(abs({}) + 1.0)", (a,), dtype, a.cls, max(1.0, a.bound))
@@ -663,8 +661,6 @@ class Gen:
 
     def use(self, name: str, e: Ex, force: bool = False) -> Ex:
         """``e``, made to read the view ``name`` if it does not already (``force``: at top level)."""
-        import re
-
         if not force and re.search(rf"\b{re.escape(name)}(?![\w\[])", e.render()):
             return e
         op = self.rng.choice(["+", "*", "-"])
