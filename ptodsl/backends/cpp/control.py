@@ -216,12 +216,13 @@ class ControlEmitter:
         self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
 
     def _hoist_allocs(self) -> None:
-        """Declare the workspaces of the implicit top-level ``loop(1)`` at function scope.
+        """Declare at function scope the workspaces of an implicit top-level ``loop(1)`` that code
+        after that loop uses.
 
         A local declared among top-level statements lands in their implicit single-trip loop, yet
         later loops use it; a C++ declaration inside that loop's braces would be out of their
         scope. Such a workspace (sized by the entry's symbols and scalars) is declared up front
-        instead. Workspaces of real loops stay where they are: one per iteration, per thread.
+        instead. Every other workspace stays where it is: one per iteration, per thread.
         """
         entry = set(self.symbols) | {p.name for p in self.control.params if not p.is_tensor}
         self.hoisted: set[int] = set()
@@ -230,16 +231,24 @@ class ControlEmitter:
             return (op.name == "loop" and id(op) not in self.parallel and op.attrs["lo"] == 0
                     and op.attrs["hi"] == 1)
 
-        def visit(ops: list[Op], nested: bool) -> None:
+        def allocs(ops: list[Op]) -> list[Op]:
+            found = []
             for op in ops:
-                if op.name == "alloc" and nested and all(sym.free_symbols(d) <= entry
-                                                         for d in op.result.type.shape):
+                if op.name == "alloc":
+                    found.append(op)
+                elif single_trip(op):
+                    found += allocs(op.regions[0])
+            return found
+
+        body = self.control.body
+        for k, top in enumerate(body):
+            if not single_trip(top):
+                continue
+            later = {v.name for op in body[k + 1:] for o in op.walk() for v in o.operands}
+            for op in allocs(top.regions[0]):
+                if op.result.name in later and all(sym.free_symbols(d) <= entry for d in op.result.type.shape):
                     self._op_alloc(op, 1)
                     self.hoisted.add(id(op))
-                elif single_trip(op):
-                    visit(op.regions[0], True)
-
-        visit(self.control.body, False)
 
     def _op_alloc(self, op: Op, depth: int) -> None:
         if id(op) in getattr(self, "hoisted", ()):
