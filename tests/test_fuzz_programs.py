@@ -1,8 +1,8 @@
 """Differential random-program testing: a fixed seed set, the shrinker and the oracle itself.
 
 The seed set: 200 one-block programs run on the interpreter and the simulator (poison on), spread
-over two processes, plus 40 two-block programs that also run on the CPU backend. The CPU side is a
-subset because each build costs compiler time: the 40 programs are built as two shared libraries
+over two processes, plus 60 two-block programs that also run on the CPU backend. The CPU side is a
+subset because each build costs compiler time: the 60 programs are built as two shared libraries
 (one per core, many programs per translation unit, at -O0), about ten seconds in all, where one
 library per program would take a minute. ``ptodsl fuzz --count N`` runs more, with every feature.
 
@@ -36,7 +36,7 @@ from ptodsl.fuzz.shrink import shrink
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_SEEDS = range(0, 200)  # one block each: interpreter vs simulator
-CPU_SEEDS = range(100_000, 100_040)  # two blocks each: interpreter vs simulator vs CPU
+CPU_SEEDS = range(100_000, 100_060)  # two blocks each: interpreter vs simulator vs CPU
 FEATURES = SAFE_FEATURES
 
 
