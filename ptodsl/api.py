@@ -243,6 +243,14 @@ class Operator:
                 continue
             t = ck.params[p.name].ty
             assert isinstance(t, TensorTy)
+            unbound = sorted(set().union(*(sym.free_symbols(s) for s in t.shape)) - set(symbols))
+            if unbound:
+                dims = ", ".join(f"`{u}`" for u in unbound)
+                raise self._error(ArgumentTypeError, "E0703", p,
+                                  f"output `{p.name}` must be passed: no input binds its dim {dims}",
+                                  "its size is known only from a buffer passed here",
+                                  f"pass a preallocated array by name, `{p.name}=np.empty(...)`, or fix "
+                                  f"{dims} in the YAML's `symbols:`")
             shape = tuple(int(sym.evaluate(s, symbols)) for s in t.shape)
             a = np.zeros(shape, numpy_dtype(t.dtype))
             arrays[p.name] = a

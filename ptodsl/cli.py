@@ -274,6 +274,13 @@ def cmd_gen(args, out: _Out) -> int:
     return run(args, out)
 
 
+def cmd_fuzz(args, out: _Out) -> int:
+    """Differential random-program testing: interpreter vs simulator vs CPU backend."""
+    from .fuzz.cli import main as fuzz_main
+
+    return fuzz_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptodsl", description="Compile and test ptodsl operator specs.")
     p.add_argument("--version", action="version", version=f"ptodsl {__version__}")
@@ -324,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=("sim", "cpu"), default="cpu")
     s.add_argument("-k", default=None, metavar="NAME", help="only cases whose id contains NAME")
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("fuzz", parents=[common], help="differential testing with random programs")
+    from .fuzz.cli import add_arguments as add_fuzz_arguments
+
+    add_fuzz_arguments(s)
+    s.set_defaults(fn=cmd_fuzz)
 
     from .gen.cli import add_parser as add_gen_parser
 

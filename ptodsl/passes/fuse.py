@@ -89,6 +89,14 @@ def merge_loops(ops: list[Op]) -> list[Op]:
     return out
 
 
+def _kernel_boundary(op: Op) -> bool:
+    """Control work that partitioning keeps on the AICPU: compute kernels end there, and no tile
+    survives into the next one, so a load is never forwarded across it."""
+    if op.name == "loop":
+        return op.attrs.get("kind") != "grid"
+    return op.name in ("if", "read", "print")
+
+
 def forward(ops: list[Op], rename: dict[str, Value]) -> list[Op]:
     """Store-to-load forwarding in one region; ``rename`` maps dropped tiles to their stand-ins."""
     stored: dict[tuple[str, Any], Value] = {}
@@ -104,8 +112,12 @@ def forward(ops: list[Op], rename: dict[str, Value]) -> list[Op]:
             for t, _ in inner_stores:
                 stored = {k: v for k, v in stored.items() if k[0] != t}
             stored = {k: v for k, v in stored.items() if v.name not in written_tiles}
+            if _kernel_boundary(op):
+                stored = {}
             out.append(op)
             continue
+        if _kernel_boundary(op):
+            stored = {}
         if op.name == "tile.store":
             gm, tile = op.operands
             stored = {k: v for k, v in stored.items() if k[0] != gm.name}

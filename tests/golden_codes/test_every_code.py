@@ -224,6 +224,12 @@ def e0703_scalar_not_passed(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32()))
 
 
+def e0703_output_size_unknown(env: Env) -> Diagnostic:
+    # M is bound by no input: y's height is known only from a buffer the caller passes.
+    op = ptodsl.load("tests/golden_codes/ops/tile_rows.yaml")
+    return argument_error(lambda: op(np.ones((1, 256), np.float32)))
+
+
 def e0704_output_passed_by_position(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32(), np.empty((4, 256), np.float32), alpha=2.0))
 
@@ -625,6 +631,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0701_row_without_batch_dim,
     e0702_weights_of_another_width,
     e0703_scalar_not_passed,
+    e0703_output_size_unknown,
     e0704_output_passed_by_position,
     e0705_python_list_input,
     e0706_scalar_beyond_f32,

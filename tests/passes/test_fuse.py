@@ -44,3 +44,26 @@ def test_fusion_preserves_results_on_the_whole_library():
         for case in op.spec.tests:
             r = run_case(op, case)
             assert r.ok, r.report
+
+
+def test_a_load_is_not_forwarded_across_a_kernel_boundary(write_spec):
+    # Two unrolled copies of a body with a static width each load rv; an is_loop_end branch between
+    # them ends a compute kernel, so the second copy must load rv again rather than reuse the first
+    # copy's tile (found by the random-program fuzzer: the Block IR used an undefined tile).
+    pto = ("kernel g(x: f32[M, N], rv: f32[N], y: out f32[1, N]):\n"
+           "    acc = tensor([1, N], f32)\n"
+           "    for r in loop(M, name=\"L\"):\n"
+           "        row = rv + amin(x[r, :], dim=-1, keepdim=True)\n"
+           "        if is_loop_begin(r):\n"
+           "            acc[:] = row\n"
+           "        else:\n"
+           "            acc[:] = acc + row\n"
+           "        if is_loop_end(r):\n"
+           "            y[:] = acc\n")
+    yaml = "op: g\nsymbols: {N: 50}\nschedule:\n  vec_tile: [1, 64]\n  loops:\n    L: {unroll: [2, 1]}\n"
+    op = ptodsl.load(write_spec("g", pto, yaml))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 50)).astype(np.float32)
+    rv = rng.standard_normal(50).astype(np.float32)
+    want = (rv + x.min(1, keepdims=True)).sum(0, keepdims=True)
+    np.testing.assert_allclose(op(x, rv), want, rtol=1e-5, atol=1e-5)

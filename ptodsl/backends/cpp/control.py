@@ -163,6 +163,7 @@ class ControlEmitter:
     # ------------------------------------------------------------------ output
 
     def emit(self) -> ControlSource:
+        self._hoist_allocs()
         self._block(self.control.body, 1)
         name = self.control.name
         out = [f"// {name}: the control program of {cpp_comment(self.origin)}.",
@@ -261,7 +262,44 @@ class ControlEmitter:
         var = self.vars[op.result.name] = self.names.claim(op.result.name)
         self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
 
+    def _hoist_allocs(self) -> None:
+        """Declare at function scope the workspaces of an implicit top-level ``loop(1)`` that code
+        after that loop uses.
+
+        A local declared among top-level statements lands in their implicit single-trip loop, yet
+        later loops use it; a C++ declaration inside that loop's braces would be out of their
+        scope. Such a workspace (sized by the entry's symbols and scalars) is declared up front
+        instead. Every other workspace stays where it is: one per iteration, per thread.
+        """
+        entry = set(self.symbols) | {p.name for p in self.control.params if not p.is_tensor}
+        self.hoisted: set[int] = set()
+
+        def single_trip(op: Op) -> bool:
+            return (op.name == "loop" and id(op) not in self.parallel and op.attrs["lo"] == 0
+                    and op.attrs["hi"] == 1)
+
+        def allocs(ops: list[Op]) -> list[Op]:
+            found = []
+            for op in ops:
+                if op.name == "alloc":
+                    found.append(op)
+                elif single_trip(op):
+                    found += allocs(op.regions[0])
+            return found
+
+        body = self.control.body
+        for k, top in enumerate(body):
+            if not single_trip(top):
+                continue
+            later = {v.name for op in body[k + 1:] for o in op.walk() for v in o.operands}
+            for op in allocs(top.regions[0]):
+                if op.result.name in later and all(sym.free_symbols(d) <= entry for d in op.result.type.shape):
+                    self._op_alloc(op, 1)
+                    self.hoisted.add(id(op))
+
     def _op_alloc(self, op: Op, depth: int) -> None:
+        if id(op) in getattr(self, "hoisted", ()):
+            return
         t: TensorType = op.result.type
         ctype = cxx_type(t.dtype)
         count: sym.Expr = 1

@@ -290,6 +290,9 @@ def _tile_op(m: Machine, op: Op) -> None:
         src = srcs[0]
         piece = src.data[src.region()]
         piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
+        # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
+        # data-dependent valid shape can make smaller than the source's.
+        piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
         dst.data[reg] = np.broadcast_to(piece, dst.valid)
         return
     if name == "mov":

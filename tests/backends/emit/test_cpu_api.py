@@ -75,3 +75,23 @@ def test_ptodsl_bench_prints_a_row_per_case(gxx, capsys, monkeypatch):
     note, row = lines[1:]
     assert note.startswith("# specs/add_one.yaml: compiled in") and "IR verification" in note
     assert row.startswith("add_one[tiny]") and row.split()[-1] == "1.00"
+
+
+def test_local_declared_among_top_level_statements_reaches_later_loops(gxx, write_spec):
+    # The local lands in the implicit loop(1) of the statement before it; its C++ workspace must
+    # still be in scope for the loop that follows (found by the random-program fuzzer).
+    pto = ("kernel k(x: f32[M, N], y: out f32[M, N], z: out f32[1, N]):\n"
+           "    y[:] = x * 2.0\n"
+           "    acc = tensor([1, N], f32)\n"
+           "    for r in loop(M, name=\"rows\"):\n"
+           "        if is_loop_begin(r):\n"
+           "            acc[:] = x[r, :]\n"
+           "        else:\n"
+           "            acc[:] = acc + x[r, :]\n"
+           "        if is_loop_end(r):\n"
+           "            z[:] = acc\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [1, 64]\n"))
+    x = np.random.default_rng(2).standard_normal((5, 70)).astype(np.float32)
+    y, z = op(x, backend="cpu")
+    np.testing.assert_allclose(y, x * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(z, x.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,737 @@
+"""Random well-typed programs: a ``.pto`` kernel and its ``.yaml`` spec from a seed.
+
+A program is a kernel made of independent *blocks*, each writing outputs of its own: a top-level
+elementwise chain, a reduction, a row loop, an accumulation carried in a local across iterations
+with ``is_loop_begin``/``is_loop_end``, runtime branches on scalars read from a tensor, views with
+static or data-dependent valid shapes, nested loops, ``loop_unroll``, ... Expressions are trees of
+:class:`Ex` so that the shrinker can replace a subtree by one of its operands.
+
+Values stay finite and well conditioned by construction (every input lies in [-1, 1], divisors and
+arguments of ``log``/``sqrt``/``rsqrt`` are ``abs(e) + 1``, ``exp`` only sees bounded arguments, and
+comparisons that pick a branch of ``where`` look only at unrounded inputs), so that a difference
+beyond the per-dtype tolerance is a wrong answer rather than rounding noise.
+
+``features`` switches parts of the language on and off; :data:`KNOWN_BUG_FEATURES` are the ones
+that exercise compiler bugs known and being fixed, which a fixed regression seed set leaves out.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+# Every switch of the generator. A program uses a random subset of the enabled ones.
+ALL_FEATURES: frozenset[str] = frozenset({
+    "elementwise",  # top-level elementwise chains
+    "scalars",  # a scalar attribute `s: f32` and float literals
+    "bcast_row",  # a [N] input broadcast along rows
+    "bcast_col",  # a [M, 1] input broadcast along columns
+    "reduce_row",  # sum/amax/amin/mean over the last axis, keepdim
+    "reduce_col",  # ... over the first axis
+    "reduce_nokeep",  # reductions written straight to a rank-reduced output
+    "row_loop",  # for r in loop(M): y[r, :] = ...
+    "locals",  # locals carried across iterations (accumulators)
+    "loop_begin_end",  # is_loop_begin / is_loop_end branches
+    "branches",  # runtime if/elif/else on a scalar read from an i32 tensor
+    "views_static",  # views with a static valid shape (inline or from the YAML)
+    "views_dynamic",  # views whose valid shape is a scalar read at runtime
+    "slices",  # static-offset slices x[:, c:N]
+    "nested_loops",  # two nested loops over a rank-3 tensor
+    "loop_unroll",  # for i, k in loop_unroll(...)
+    "unroll_lists",  # `unroll: [4, 2, 1]` on loops
+    "casts",  # f32 <-> T casts
+    "where",  # comparisons and where(...)
+    "f16", "bf16",  # dtype variants other than f32
+    "tails",  # tile shapes that do not divide the dims
+    "loop_tiles",  # per-loop vec_tile overrides
+    "loop_forms",  # loop(start, stop[, step]) besides loop(stop)
+    "move_assemble",  # t.move(e) and t.assemble(e, [offsets]) besides t[...] = e
+    "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
+    "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
+    "chains",  # a block reads the output an earlier block wrote
+    # Known compiler bug classes (see KNOWN_BUG_FEATURES).
+    "stale_index",
+    "int_div",
+    "bcast_write",
+    "dyn_valid_oob",
+    "unroll_k",
+    # Compiler bugs this fuzzer found (see FOUND_BUG_FEATURES).
+    "low_rank_write",
+    "where_any_tile",
+})
+
+# Features that hit compiler bugs being fixed elsewhere; the regression seed set disables them:
+KNOWN_BUG_FEATURES: dict[str, str] = {
+    "stale_index": "unrolled/peeled loop copies keep a stale loop index (unroll lists together with "
+                   "scalar reads or index uses inside is_loop_begin/is_loop_end branches)",
+    "int_div": "integer `/` on dims floors; `//`/cdiv semantics are being introduced",
+    "bcast_write": "broadcast writes such as `y[:] = x[0, :] + 1` store a single row",
+    "dyn_valid_oob": "data-dependent valid shapes larger than the view are not clamped",
+    "unroll_k": "loop_unroll bodies ignore k (only one step of each unrolled group is computed)",
+}
+
+# Bugs the fuzzer found that are not fixed yet; the regression seed set leaves these out too.
+FOUND_BUG_FEATURES: dict[str, str] = {
+    "low_rank_write": "a value of lower rank than the region it is written to (`y[b, r, :] = rv + 1.0` with "
+                      "y rank 3, rv rank 1): the simulator stores out of bounds, the C++ emitter refuses (E0800)",
+    "where_any_tile": "a comparison makes bool tiles of the vec tile's shape, so `where` is refused (E0603) "
+                      "under any tile whose row is not a multiple of 32 elements, e.g. [4, 24] for f32 data",
+}
+
+SAFE_FEATURES: frozenset[str] = ALL_FEATURES - set(KNOWN_BUG_FEATURES) - set(FOUND_BUG_FEATURES)
+
+UNARY_SAFE = ("abs", "neg", "relu", "sigmoid", "tanh", "silu", "gelu")
+REDUCERS = ("sum", "amax", "amin", "mean")
+
+
+# ------------------------------------------------------------------------------- expressions
+
+@dataclass
+class Ex:
+    """An expression tree node. ``form`` is a format string over the children's texts."""
+
+    form: str
+    kids: tuple[Ex, ...] = ()
+    dtype: str = "T"  # "T", "f32" or "bool"
+    cls: str = "full"  # full | row | col | scalar
+    bound: float = 1.0  # an upper bound of |value|
+
+    def render(self) -> str:
+        return self.form.format(*(k.render() for k in self.kids))
+
+    def nodes(self):
+        yield self
+        for k in self.kids:
+            yield from k.nodes()
+
+
+def leaf(text: str, dtype: str = "T", cls: str = "full", bound: float = 1.0) -> Ex:
+    return Ex(text.replace("{", "{{").replace("}", "}}"), (), dtype, cls, bound)
+
+
+# --------------------------------------------------------------------------------- programs
+
+@dataclass
+class Param:
+    name: str
+    decl: str  # e.g. "T[M, N]" or "out T[M, N]" or "f32 = 0.5"
+    kind: str  # in | out | inout | scalar
+    dtype: str
+    dims: tuple[str, ...] = ()
+    lo: float = -1.0  # input data range
+    hi: float = 1.0
+
+
+@dataclass
+class Block:
+    """A group of statements writing its own outputs. ``lines`` hold (indent, text or [prefix, Ex, suffix])."""
+
+    kind: str
+    lines: list[tuple[int, Any]]
+    params: list[str]
+    loops: dict[str, dict[str, Any]] = field(default_factory=dict)  # loop name -> YAML settings
+    valid_shapes: dict[str, list[int]] = field(default_factory=dict)
+
+    def render(self) -> list[str]:
+        out = []
+        for indent, item in self.lines:
+            text = item if isinstance(item, str) else item[0] + item[1].render() + item[2]
+            out.append("    " * indent + text)
+        return out
+
+    def exprs(self) -> list[tuple[int, Ex]]:
+        return [(i, item[1]) for i, (_, item) in enumerate(self.lines) if not isinstance(item, str)]
+
+
+@dataclass
+class Program:
+    seed: int
+    dtype: str
+    features: frozenset[str]
+    params: dict[str, Param]
+    blocks: list[Block]
+    shapes: dict[str, int]
+    fixed: dict[str, int]  # symbols bound in the YAML
+    vec_tile: list[int]
+    scalars: dict[str, float]
+    expect_reject: bool = False  # the generator knowingly wrote an invalid program
+
+    @property
+    def op(self) -> str:
+        return f"fz{self.seed}"
+
+    def used_params(self) -> list[Param]:
+        """Parameters named by some block's text, in declaration order (outputs of a block first)."""
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "\n".join(line for b in self.blocks for line in b.render())))
+        return [p for n, p in self.params.items() if n in used]
+
+    def pto(self) -> str:
+        ps = []
+        for p in self.used_params():
+            ps.append(f"{p.name}: {p.decl}")
+        lines = [f"# random program, seed {self.seed}, T={self.dtype}",
+                 f"kernel {self.op}({', '.join(ps)}):"]
+        for b in self.blocks:
+            lines.extend("    " + line for line in b.render())
+        return "\n".join(lines) + "\n"
+
+    def yaml(self) -> str:
+        lines = [f"op: {self.op}", f"dtypes: {{T: [{self.dtype}]}}"]
+        if self.fixed:
+            lines.append("symbols: {" + ", ".join(f"{k}: {v}" for k, v in self.fixed.items()) + "}")
+        lines.append("schedule:")
+        lines.append(f"  vec_tile: {self.vec_tile}")
+        loops = {k: v for b in self.blocks for k, v in b.loops.items() if v}
+        if loops:
+            lines.append("  loops:")
+            for name, settings in loops.items():
+                inner = ", ".join(f"{k}: {v}" for k, v in settings.items())
+                lines.append(f"    {name}: {{{inner}}}")
+        vs = {k: v for b in self.blocks for k, v in b.valid_shapes.items()}
+        if vs:
+            lines.append("  valid_shapes:")
+            for name, shape in vs.items():
+                lines.append(f"    {name}: {shape}")
+        shapes = ", ".join(f"{k}: {v}" for k, v in self.shapes.items() if k not in self.fixed)
+        case = [f"shapes: {{{shapes}}}"] if shapes else []
+        scalars = {k: v for k, v in self.scalars.items() if k in {p.name for p in self.used_params()}}
+        if scalars:
+            case.append("scalars: {" + ", ".join(f"{k}: {v}" for k, v in scalars.items()) + "}")
+        if case:
+            lines.append("tests:")
+            lines.append("  - {" + ", ".join(case) + "}")
+        return "\n".join(lines) + "\n"
+
+    def copy(self) -> Program:
+        blocks = [replace(b, lines=list(b.lines), loops={k: dict(v) for k, v in b.loops.items()},
+                          valid_shapes=dict(b.valid_shapes), params=list(b.params)) for b in self.blocks]
+        return replace(self, blocks=blocks, shapes=dict(self.shapes), fixed=dict(self.fixed),
+                       params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars))
+
+
+# ---------------------------------------------------------------------------------- generator
+
+class Context:
+    """The operands an expression may use where it is written."""
+
+    def __init__(self, full: list[Ex], row: list[Ex], col: list[Ex], scalars: list[Ex],
+                 reduce_full_to: dict[str, str], conds: list[Ex], no_reduce: bool = False):
+        self.full, self.row, self.col, self.scalars = full, row, col, scalars
+        self.reduce_full_to = reduce_full_to  # "row"/"col" -> (dim text)
+        self.conds = conds  # unrounded full inputs, fit for comparisons
+        self.no_reduce = no_reduce
+
+
+class Gen:
+    def __init__(self, seed: int, features: frozenset[str], max_blocks: int = 3):
+        self.max_blocks = max_blocks
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.f = features
+        self.params: dict[str, Param] = {}
+        self.nblock = 0
+        self.full_outs: list[str] = []  # [M, N] outputs written whole by an earlier block
+
+    def has(self, name: str) -> bool:
+        return name in self.f
+
+    # ---------------------------------------------------------------- params
+    def param(self, name: str, decl: str, kind: str, dtype: str, dims: tuple[str, ...] = (),
+              lo: float = -1.0, hi: float = 1.0) -> str:
+        if name not in self.params:
+            self.params[name] = Param(name, decl, kind, dtype, dims, lo, hi)
+        return name
+
+    def out(self, dims: str, mode: str = "out", dtype: str = "T") -> str:
+        name = f"y{self.nblock}"
+        d = tuple(x.strip() for x in dims.split(","))
+        return self.param(name, f"{mode} {dtype}[{dims}]", mode, dtype, d)
+
+    # ---------------------------------------------------------------- expressions
+    def literal(self) -> Ex:
+        v = self.rng.choice([0.5, 2.0, 1.5, 0.25, 3.0, 0.75, 1.0, 0.1])
+        return leaf(repr(v), "lit", "scalar", v)
+
+    def scalar_operand(self, ctx: Context) -> Ex:
+        if ctx.scalars and self.rng.random() < 0.4:
+            return self.rng.choice(ctx.scalars)
+        return self.literal()
+
+    def pick_leaf(self, ctx: Context, dtype: str, cls: str) -> Ex | None:
+        pool = {"full": ctx.full, "row": ctx.row, "col": ctx.col}[cls]
+        cands = [e for e in pool if e.dtype == dtype]
+        if not cands:
+            return None
+        return self.rng.choice(cands)
+
+    def expr(self, ctx: Context, dtype: str = "T", cls: str = "full", depth: int = 3) -> Ex:
+        e = self._expr(ctx, dtype, cls, depth)
+        if e.bound > 16:
+            e = Ex("tanh({})", (e,), dtype, e.cls, 1.0)
+        return e
+
+    def _expr(self, ctx: Context, dtype: str, cls: str, depth: int) -> Ex:
+        r = self.rng
+        lf = self.pick_leaf(ctx, dtype, cls)
+        if depth <= 0 or (lf is not None and r.random() < 0.2):
+            if lf is not None:
+                return lf
+            if dtype != "T":
+                inner = self.pick_leaf(ctx, "T", cls)
+                if inner is not None:
+                    return Ex("cast({}, " + dtype + ")", (inner,), dtype, cls, inner.bound)
+            if dtype == "T":
+                inner = self.pick_leaf(ctx, "f32", cls)
+                if inner is not None:
+                    return Ex("cast({}, T)", (inner,), dtype, cls, inner.bound)
+            depth = max(depth, 1)
+        choices = ["unary", "binary", "binary", "scalar_op"]
+        if self.has("casts"):
+            choices.append("cast")
+        if self.has("where") and ctx.conds and cls == "full":
+            choices.append("where")
+        if cls in ("row", "col") and not ctx.no_reduce and ctx.reduce_full_to.get(cls):
+            choices += ["reduce", "reduce"]
+        if cls == "full" and ctx.row and ctx.col and self.has("bcast_row") and self.has("bcast_col"):
+            choices.append("outer")
+        kind = r.choice(choices)
+        if kind == "unary":
+            a = self.expr(ctx, dtype, cls, depth - 1)
+            op = r.choice(UNARY_SAFE + ("exp", "log", "sqrt", "rsqrt", "reciprocal"))
+            if op == "exp":
+                if a.bound > 4:
+                    a = Ex("tanh({})", (a,), dtype, a.cls, 1.0)
+                return Ex("exp({})", (a,), dtype, a.cls, math.exp(a.bound))
+            if op in ("log", "sqrt", "rsqrt", "reciprocal"):
+                return Ex(op + "(abs({}) + 1.0)", (a,), dtype, a.cls, max(1.0, a.bound))
+            bound = 1.0 if op in ("sigmoid", "tanh") else a.bound + 0.2
+            return Ex(op + "({})", (a,), dtype, a.cls, bound)
+        if kind in ("binary", "scalar_op"):
+            a = self.expr(ctx, dtype, cls, depth - 1)
+            if kind == "scalar_op" and self.has("scalars"):
+                b = self.scalar_operand(ctx)
+            else:
+                ocls = cls if cls != "full" else r.choice(["full", "full"] + (["row"] if ctx.row else [])
+                                                           + (["col"] if ctx.col else []))
+                b = self.expr(ctx, dtype, ocls, depth - 1)
+            if r.random() < 0.5 and b.cls != "scalar":
+                a, b = b, a
+            op = r.choice(["+", "-", "*", "/", "maximum", "minimum"])
+            if op == "/":
+                if b.cls == "scalar":
+                    return Ex("{} / {}", (a, b), dtype, cls, a.bound / max(abs(b.bound), 0.1))
+                return Ex("{} / (abs({}) + 1.0)", (a, b), dtype, cls, a.bound)
+            if op in ("maximum", "minimum"):
+                if b.cls == "scalar" and b.dtype == "lit":
+                    return Ex(op + "({}, {})", (a, b), dtype, cls, max(a.bound, b.bound))
+                if b.cls == "scalar":
+                    return Ex(f"({{}} {r.choice('+-')} {{}})", (a, b), dtype, cls, a.bound + b.bound)
+                return Ex(op + "({}, {})", (a, b), dtype, cls, max(a.bound, b.bound))
+            bound = a.bound * b.bound if op == "*" else a.bound + b.bound
+            return Ex("({} " + op + " {})", (a, b), dtype, cls, bound)
+        if kind == "cast":
+            other = "f32" if dtype == "T" else "T"
+            a = self.expr(ctx, other, cls, depth - 1)
+            return Ex("cast({}, " + dtype + ")", (a,), dtype, cls, a.bound)
+        if kind == "where":
+            c = r.choice(ctx.conds)
+            thr = r.choice(["0.0", "0.5", "-0.25"])
+            a = self.expr(ctx, dtype, "full", depth - 1)
+            b = self.expr(ctx, dtype, r.choice(["full", "full"] + (["row"] if ctx.row else [])), depth - 1)
+            return Ex("where({} " + r.choice([">", "<", ">="]) + " " + thr + ", {}, {})", (c, a, b), dtype,
+                      cls, max(a.bound, b.bound))
+        if kind == "reduce":
+            a = self.expr(ctx, dtype, "full", depth - 1)
+            op = r.choice(REDUCERS)
+            dim = ctx.reduce_full_to[cls]
+            extent = 128.0 if op == "sum" else 1.0
+            return Ex(op + "({}, dim=" + dim + ", keepdim=True)", (a,), dtype, cls, a.bound * extent)
+        # outer: a row operand against a column operand
+        a = self.expr(ctx, dtype, "row", depth - 1)
+        b = self.expr(ctx, dtype, "col", depth - 1)
+        op = r.choice(["+", "-", "*"])
+        bound = a.bound * b.bound if op == "*" else a.bound + b.bound
+        return Ex("({} " + op + " {})", (a, b), dtype, "full", bound)
+
+    # ---------------------------------------------------------------- contexts
+    def scalars(self) -> list[Ex]:
+        if not self.has("scalars"):
+            return []
+        self.param("s", "f32 = 0.5", "scalar", "f32")
+        return [leaf("s", "scal", "scalar", 2.0)]
+
+    def input2(self, name: str, dtype: str = "T") -> str:
+        return self.param(name, f"{dtype}[M, N]", "in", dtype, ("M", "N"))
+
+    def top_ctx(self) -> Context:
+        names = [self.input2("x0"), self.input2("x1")]
+        full = [leaf(n) for n in names]
+        conds = list(full)  # inputs only: computed values may round either way
+        full += [leaf(n) for n in self.chained()]
+        if self.has("casts"):
+            full.append(leaf(self.input2("xf", "f32"), "f32"))
+        row, col = [], []
+        if self.has("bcast_row"):
+            row.append(leaf(self.param("rv", "T[N]", "in", "T", ("N",)), "T", "row"))
+        if self.has("bcast_col"):
+            col.append(leaf(self.param("cv", "T[M, 1]", "in", "T", ("M", "1")), "T", "col"))
+        red = {}
+        if self.has("reduce_row"):
+            red["col"] = "-1"
+        if self.has("reduce_col"):
+            red["row"] = "0"
+        return Context(full, row, col, self.scalars(), red, conds)
+
+    def row_ctx(self, r: str, full_override: list[Ex] | None = None, conds: bool = True) -> Context:
+        names = [self.input2("x0"), self.input2("x1")]
+        full = [leaf(f"{n}[{r}, :]") for n in names]
+        cond = list(full) if conds else []  # inputs only: computed values may round either way
+        full += [leaf(f"{n}[{r}, :]") for n in self.chained()]
+        if self.has("casts"):
+            full.append(leaf(f"{self.input2('xf', 'f32')}[{r}, :]", "f32"))
+        if full_override is not None:
+            full = full_override + [e for e in full if e.dtype != "T"]
+        row = []
+        if self.has("bcast_row"):
+            row.append(leaf(self.param("rv", "T[N]", "in", "T", ("N",)), "T", "row"))
+        col = []
+        if self.has("bcast_col"):
+            col.append(leaf(f"{self.param('cv', 'T[M, 1]', 'in', 'T', ('M', '1'))}[{r}, :]", "T", "col"))
+        red = {"col": "-1"} if self.has("reduce_row") else {}
+        return Context(full, row, col, self.scalars(), red, cond)
+
+    def chained(self) -> list[str]:
+        return list(self.full_outs) if self.has("chains") else []
+
+    def idx(self) -> str:
+        hi = 1.0 if not self.has("dyn_valid_oob") else 2.0
+        return self.param("idx", "i32[M]", "in", "i32", ("M",), 0.0, hi)  # fractions of N, see run.py
+
+    def unroll(self, loop: str, settings: dict[str, Any], index_reads: bool = False) -> None:
+        """Maybe an unroll list; ``index_reads``: the body reads a scalar or takes a view at the loop
+        index, or branches on is_loop_begin/is_loop_end (known bug: unrolled copies keep a stale
+        index)."""
+        if index_reads and not self.has("stale_index"):
+            self.rng.random()
+            return
+        if self.has("unroll_lists") and self.rng.random() < 0.5:
+            settings["unroll"] = self.rng.choice([[4, 2, 1], [2, 1], [3, 1], [4, 1], [8, 2, 1]])
+
+    def loop_tile(self, settings: dict[str, Any], rank: int = 2) -> None:
+        if self.has("loop_tiles") and self.rng.random() < 0.4:
+            settings["vec_tile"] = [1] * (rank - 1) + [self.lastdim()]
+
+    def lastdim(self) -> int:
+        align = 8 if self.dtype == "f32" else 16
+        opts = [align * k for k in (1, 2, 3, 4, 8)]
+        return self.rng.choice(opts)
+
+    # ---------------------------------------------------------------- blocks
+    def block(self, kind: str) -> Block | None:
+        self.nblock += 1
+        k = self.nblock
+        r = self.rng
+        if kind == "elementwise":
+            y = self.out("M, N")
+            ctx = self.top_ctx()
+            e = self.expr(ctx)
+            self.full_outs.append(y)
+            if self.has("move_assemble") and r.random() < 0.3:
+                return Block(kind, [(0, [f"{y}.move(", e, ")"])], [y, *self._names(ctx)])
+            return Block(kind, [(0, [f"{y}[:] = ", e, ""])], [y, *self._names(ctx)])
+        if kind == "reduce":
+            ctx = self.top_ctx()
+            op = r.choice(REDUCERS)
+            axis = r.choice([a for a, f in (("row", "reduce_row"), ("col", "reduce_col")) if self.has(f)])
+            dim = "-1" if axis == "row" else r.choice(["0", "-2"])
+            keep = not (self.has("reduce_nokeep") and r.random() < 0.4)
+            if keep:
+                y = self.out("M, 1" if axis == "row" else "1, N")
+            else:
+                y = self.out("M" if axis == "row" else "N")
+            e = self.expr(ctx, "T", "full", 2)
+            lines: list[tuple[int, Any]] = []
+            if r.random() < 0.5:
+                lines.append((0, [f"t{k} = ", e, ""]))
+                arg = f"t{k}"
+                lines.append((0, f"{y}[:] = {op}({arg}, dim={dim}{', keepdim=True' if keep else ''})"))
+            else:
+                lines.append((0, [f"{y}[:] = {op}(", e, f", dim={dim}{', keepdim=True' if keep else ''})"]))
+            return Block(kind, lines, [y, *self._names(ctx)])
+        if kind == "row_loop":
+            y = self.out("M, N")
+            loop = f"L{k}"
+            settings: dict[str, Any] = {}
+            reads = self.has("scalar_reads") and r.random() < 0.3
+            self.unroll(loop, settings, index_reads=reads)
+            self.loop_tile(settings)
+            ctx = self.row_ctx("r")
+            head = "M"
+            if self.has("loop_forms"):
+                head = r.choice(["M", "M", "0, M", "1, M", "0, M, 2", "1, M, 3"])
+            lines = [(0, f'for r in loop({head}, name="{loop}"):')]
+            if r.random() < 0.4:
+                lines.append((1, f"row{k} = x0[r, :]"))
+                ctx.full.append(leaf(f"row{k}"))
+                ctx.conds.append(leaf(f"row{k}"))
+            if reads:
+                lines.append((1, f"a{k} = x1[r, {r.choice(['0', 'N - 1'])}]"))
+                ctx.scalars = ctx.scalars + [leaf(f"a{k}", "scal", "scalar", 1.0)] * 3
+            e = self.expr(ctx)
+            if reads and f"a{k}" not in e.render():
+                e = Ex("({} * {})", (e, leaf(f"a{k}", "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+            if self.has("move_assemble") and r.random() < 0.3:
+                lines.append((1, [f"{y}.assemble(", e, ", [r, 0])"]))
+            else:
+                lines.append((1, [f"{y}[r, :] = ", e, ""]))
+            if head in ("M", "0, M"):
+                self.full_outs.append(y)
+            return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
+        if kind == "accum":
+            y = self.out("1, N")
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings)
+            self.loop_tile(settings)
+            ctx = self.row_ctx("r")
+            if self.has("zeros_init") and r.random() < 0.4:
+                init = r.choice(["zeros([1, N], f32)", "ones([1, N], f32)", "full(0.5, [1, N], f32)"])
+                lines = [(0, f"acc{k} = {init}"),
+                         (0, f'for r in loop(M, name="{loop}"):'),
+                         (1, [f"acc{k}[:] = acc{k} {r.choice('+-')} ", self.expr(ctx, "f32", "full", 2), ""])]
+                fin = self.expr(Context([leaf(f"acc{k}", "f32")], [], [], self.scalars(), {}, []), "f32", "full", 1)
+                lines.append((0, [f"{y}[:] = cast(", fin, ", T)"]))
+                return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
+            lines = [(0, f"acc{k} = tensor([1, N], f32)"),
+                     (0, f'for r in loop(M, name="{loop}"):'),
+                     (1, [f"row{k} = ", self.expr(ctx, "f32", "full", 2), ""]),
+                     (1, "if is_loop_begin(r):"),
+                     (2, f"acc{k}[:] = row{k}"),
+                     (1, "else:")]
+            comb = r.choice([f"acc{k} + row{k}", f"maximum(acc{k}, row{k})", f"acc{k} * 0.5 + row{k}"])
+            lines.append((2, f"acc{k}[:] = {comb}"))
+            lines.append((1, "if is_loop_end(r):"))
+            fin = self.expr(Context([leaf(f"acc{k}", "f32")], [], [], self.scalars(), {}, []), "f32", "full", 1)
+            lines.append((2, [f"{y}[:] = cast(", fin, ", T)"]))
+            return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
+        if kind == "branch":
+            y = self.out("M, N")
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings, index_reads=True)
+            self.loop_tile(settings)
+            ctx = self.row_ctx("r")
+            idx = self.idx()
+            lines = [(0, f'for r in loop(M, name="{loop}"):'), (1, f"c{k} = {idx}[r]")]
+            conds = [f"c{k} > {r.randint(0, 6)}", f"c{k} == {r.randint(0, 4)}", f"c{k} <= {r.randint(0, 8)}"]
+            # A scalar read in a loop peeled for is_loop_begin/end: known bug class "stale_index".
+            if self.has("loop_begin_end") and self.has("stale_index"):
+                conds += ["is_loop_begin(r)", "is_loop_end(r)", f"is_loop_end(r) or c{k} < 2",
+                          f"not is_loop_begin(r) and c{k} >= 1"]
+            n = r.choice([1, 2, 3])
+            for i in range(n):
+                head = "if" if i == 0 else "elif"
+                lines.append((1, f"{head} {r.choice(conds)}:"))
+                lines.append((2, [f"{y}[r, :] = ", self.expr(ctx, depth=2), ""]))
+            lines.append((1, "else:"))
+            lines.append((2, [f"{y}[r, :] = ", self.expr(ctx, depth=2), ""]))
+            uses = self._names(ctx) + [idx]
+            return Block(kind, lines, [y, *uses], {loop: settings})
+        if kind == "begin_end":
+            # Per-row writes under is_loop_begin/is_loop_end: the loop index inside those branches.
+            y = self.out("M, N")
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings, index_reads=True)
+            ctx = self.row_ctx("r")
+            lines = [(0, f'for r in loop(M, name="{loop}"):'),
+                     (1, "if is_loop_begin(r):"), (2, [f"{y}[r, :] = ", self.expr(ctx, depth=2), ""]),
+                     (1, "elif is_loop_end(r):"), (2, [f"{y}[r, :] = ", self.expr(ctx, depth=2), ""]),
+                     (1, "else:"), (2, [f"{y}[r, :] = ", self.expr(ctx, depth=2), ""])]
+            return Block(kind, lines, [y, *self._names(ctx)], {loop: settings})
+        if kind == "dyn_view":
+            y = self.out("M, N", "inout")
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings, index_reads=True)
+            self.loop_tile(settings)
+            idx = self.idx()
+            v = f"v{k}"
+            ctx = self.row_ctx("r", [leaf(v)], conds=False)
+            ctx.no_reduce = True
+            ctx.full.append(leaf("x1[r, :]"))
+            lines = [(0, f'for r in loop(M, name="{loop}"):'), (1, f"n{k} = {idx}[r]"),
+                     (1, f"{v} = view(x0, [1, N], [r, 0], valid_shape=[1, n{k}])"),
+                     (1, [f"{y}[r, :] = ", self.use(v, self.expr(ctx, depth=2)), ""])]
+            return Block(kind, lines, [y, "x0", "x1", *self._names(ctx), idx], {loop: settings})
+        if kind == "static_view":
+            y = self.out("M, N", "inout")
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings, index_reads=True)  # a view at the index: "stale_index" too
+            v = f"v{k}"
+            vs = self.fixed_n_valid
+            ctx = self.row_ctx("r", [leaf(v)], conds=False)
+            ctx.no_reduce = True
+            ctx.full.append(leaf("x1[r, :]"))
+            block = Block(kind, [(0, f'for r in loop(M, name="{loop}"):')], [], {loop: settings})
+            if r.random() < 0.5:
+                block.lines.append((1, f"{v} = view(x0, [1, N], [r, 0], valid_shape=[1, {vs}])"))
+            else:
+                block.lines.append((1, f"{v} = view(x0, [1, N], [r, 0])"))
+                block.valid_shapes[v] = [1, vs]
+            block.lines.append((1, [f"{y}[r, :] = ", self.use(v, self.expr(ctx, depth=2)), ""]))
+            block.params = [y, "x0", "x1", *self._names(ctx)]
+            return block
+        if kind == "slices":
+            y = self.out("M, N")
+            c = r.randint(1, 3)
+            ctx = self.top_ctx()
+            ctx.full = [leaf(f"x0[:, {c}:N]"), leaf(f"x1[:, 0:N - {c}]")]
+            ctx.conds = list(ctx.full)
+            ctx.row = []
+            ctx.no_reduce = True
+            return Block(kind, [(0, [f"{y}[:, 0:N - {c}] = ", self.expr(ctx, depth=2), ""])],
+                         [y, "x0", "x1", *self._names(ctx)])
+        if kind == "nested":
+            y = self.out("B, M, N")
+            x3 = self.param("x3", "T[B, M, N]", "in", "T", ("B", "M", "N"))
+            lo, li = f"L{k}o", f"L{k}i"
+            settings = {}
+            dyn = self.has("views_dynamic") and r.random() < 0.4
+            self.unroll(li, settings, index_reads=dyn)
+            ctx = self.row_ctx("r", [leaf(f"{x3}[b, r, :]")])
+            ctx.full += [leaf("x0[r, :]")]
+            ctx.reduce_full_to = {}
+            lines = [(0, f'for b in loop(B, name="{lo}"):'), (1, f'for r in loop(M, name="{li}"):')]
+            if dyn:
+                idx = self.idx()
+                lines.append((2, f"n{k} = {idx}[r]"))
+                lines.append((2, f"w{k} = view({x3}, [1, 1, N], [b, r, 0], valid_shape=[1, 1, n{k}])"))
+                ctx.full = [leaf(f"w{k}")] + [e for e in ctx.full if e.dtype != "T"]
+                ctx.conds = []
+                ctx.no_reduce = True
+                y = self.params.pop(y).name
+                y = self.out("B, M, N", "inout")
+                lines.append((2, [f"{y}[b, r, :] = ", self.use(f"w{k}", self.expr(ctx, depth=2)), ""]))
+                if not self.has("low_rank_write"):
+                    lines[-1] = (2, [f"{y}[b, r, :] = ", self.use(f"w{k}", lines[-1][1][1], force=True), ""])
+                return Block(kind, lines, [y, x3, idx, *self._names(ctx)], {li: settings})
+            e = self.expr(ctx, depth=2)
+            if not self.has("low_rank_write") and x3 not in e.render():
+                e = self.use(f"{x3}[b, r, :]", e, force=True)
+            lines.append((2, [f"{y}[b, r, :] = ", e, ""]))
+            return Block(kind, lines, [y, x3, "x0", *self._names(ctx)], {li: settings})
+        if kind == "loop_unroll":
+            y = self.out("M, N")
+            loop = f"L{k}"
+            full = [leaf("x0[i:i + k, :]"), leaf("x1[i:i + k, :]")]
+            ctx = self.row_ctx("i:i + k", full)
+            ctx.conds = list(full)
+            if self.has("casts"):
+                ctx.full = full + [leaf("xf[i:i + k, :]", "f32")]
+            settings = {"unroll": r.choice([[4, 2], [2], [4, 2, 1], [3, 1], [8]])}
+            body = (1, [f"{y}[i:i + k, :] = ", self.expr(ctx, depth=2), ""])
+            if not self.has("unroll_k"):
+                # With k ignored by the known bug, the group's first step alone would be computed;
+                # factor 1 only keeps the construct without exercising that bug.
+                settings = {"unroll": [1]}
+            return Block(kind, [(0, f'for i, k in loop_unroll(0, M, 1, name="{loop}"):'), body],
+                         [y, *self._names(ctx)], {loop: settings})
+        if kind == "int_div":
+            y = self.out("M, N")
+            loop = f"L{k}"
+            ctx = self.row_ctx("2 * j:2 * j + 2", [leaf("x0[2 * j:2 * j + 2, :]"), leaf("x1[2 * j:2 * j + 2, :]")])
+            ctx.col = []
+            ctx.conds = list(ctx.full[:2])
+            return Block(kind, [(0, f'for j in loop(M // 2, name="{loop}"):'),
+                                (1, [f"{y}[2 * j:2 * j + 2, :] = ", self.expr(ctx, depth=2), ""])],
+                         [y, "x0", "x1", *self._names(ctx)], {loop: {}})
+        if kind == "bcast_write":
+            y = self.out("M, N")
+            ctx = self.top_ctx()
+            if r.random() < 0.5 or not ctx.row:
+                ctx.row = [leaf("x0[0, :]", "T", "row")] + ctx.row
+            e = self.expr(ctx, "T", "row", 2)
+            return Block(kind, [(0, [f"{y}[:] = ", e, ""])], [y, "x0", *self._names(ctx)])
+        raise ValueError(kind)
+
+    def use(self, name: str, e: Ex, force: bool = False) -> Ex:
+        """``e``, made to read the view ``name`` if it does not already (``force``: at top level)."""
+        if not force and re.search(rf"\b{re.escape(name)}(?![\w\[])", e.render()):
+            return e
+        op = self.rng.choice(["+", "*", "-"])
+        bound = e.bound if op == "*" else e.bound + 1.0
+        return Ex("({} " + op + " {})", (leaf(name), e), e.dtype, "full", bound)
+
+    @staticmethod
+    def _names(ctx: Context) -> list[str]:
+        names = []
+        for e in ctx.full + ctx.row + ctx.col + ctx.scalars:
+            base = e.form.split("[")[0]
+            names.append(base)
+        return names
+
+    # ---------------------------------------------------------------- programs
+    def program(self) -> Program:
+        r = self.rng
+        dts = ["f32"] + [d for d in ("f16", "bf16") if self.has(d)]
+        self.dtype = r.choice(dts)
+        kinds = []
+        table = [("elementwise", "elementwise"), ("reduce", "reduce_row"), ("reduce", "reduce_col"),
+                 ("row_loop", "row_loop"), ("accum", "locals"), ("branch", "branches"),
+                 ("begin_end", "loop_begin_end"), ("dyn_view", "views_dynamic"),
+                 ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
+                 ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write")]
+        avail = [k for k, f in table if self.has(f)]
+        if not avail:
+            avail = ["elementwise"]
+        kinds = [r.choice(avail) for _ in range(min(self.max_blocks, r.choice([1, 1, 2, 2, 3])))]
+        fixed: dict[str, int] = {}
+        self.fixed_n_valid = 0
+        align = 8 if self.dtype == "f32" else 16
+        if "static_view" in kinds:
+            n = r.choice([align * 2, align * 3, align * 4 + 5, 37, 50])
+            fixed["N"] = n
+            self.fixed_n_valid = r.randint(1, n - 1)
+        blocks = [b for b in (self.block(k) for k in kinds) if b is not None]
+        m = r.randint(1, 12)
+        if "int_div" in kinds or "loop_unroll" in kinds:
+            m = r.randint(1, 13)
+        n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
+        shapes = {"M": m, "N": n}
+        if any(b.kind == "nested" for b in blocks):
+            shapes["B"] = r.randint(1, 3)
+        rank = 3 if "B" in shapes else 2
+        last = self.lastdim()
+        if not self.has("tails"):
+            last = n if n % align == 0 else align
+            rows = 1
+        else:
+            rows = r.choice([1, 2, 3, 4, 8])
+        vec_tile = [1] * (rank - 2) + [rows, last]
+        if not self.has("where_any_tile") and any("where(" in line for b in blocks for line in b.render()):
+            vec_tile[-1] = -(-vec_tile[-1] // 32) * 32
+            for b in blocks:
+                for st in b.loops.values():
+                    if "vec_tile" in st:
+                        st["vec_tile"][-1] = -(-st["vec_tile"][-1] // 32) * 32
+        scalars = {"s": round(r.uniform(-2.0, 2.0), 2)} if "s" in self.params else {}
+        prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars)
+        for p in prog.used_params():
+            for d in p.dims:
+                if not d.isdigit() and d not in shapes:
+                    shapes[d] = 1
+        return prog
+
+
+def generate(seed: int, features: frozenset[str] | set[str] = SAFE_FEATURES, max_blocks: int = 3) -> Program:
+    """The program of ``seed`` drawn with the given features switched on, of at most ``max_blocks``
+    blocks (fewer blocks compile faster: the regression seed set uses 1)."""
+    return Gen(seed, frozenset(features), max_blocks).program()
+
+
+__all__ = ["ALL_FEATURES", "KNOWN_BUG_FEATURES", "SAFE_FEATURES", "Block", "Ex", "Param", "Program", "generate"]

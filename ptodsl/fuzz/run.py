@@ -1,0 +1,407 @@
+"""The differential driver: compile each random program, run it three ways, compare, classify.
+
+Each program is written to a folder as ``fzSEED.pto``/``fzSEED.yaml``, compiled through the public
+API (:func:`ptodsl.api.load`), and run on
+
+* the numpy interpreter of its AST (:mod:`.interp`), the oracle;
+* the simulator, with poison on (uninitialised on-chip memory and never-written outputs are NaN);
+* the CPU backend, also poisoned. The CPU side builds many programs into one shared library (each
+  program's translation units wrapped in a namespace of their own; their entry points carry the
+  program's unique op name), which costs one compiler start-up and one header parse per batch
+  instead of one per kernel.
+
+Outcomes: ``ok``; ``mismatch`` (an output differs beyond the per-dtype tolerance); ``crash`` (an
+exception that is not a diagnostic); ``hang`` (over the time limit); ``rejected`` (a program the
+generator wrote as well-typed, but the compiler or a backend refused with diagnostics); and
+``interp`` (the oracle itself failed: a limitation of the fuzzer, reported apart).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DTYPES, numpy_dtype
+from .gen import SAFE_FEATURES, Program, generate
+from .interp import InterpError, interpret
+
+# (rtol, atol) per output dtype for a chain of ops; atol is scaled by the output's magnitude.
+TOLERANCES: dict[str, tuple[float, float]] = {"f32": (1e-4, 1e-4), "f16": (2e-2, 2e-2), "bf16": (8e-2, 8e-2)}
+KINDS = ("ok", "mismatch", "crash", "hang", "rejected", "interp")
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class Hang(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    seed: int
+    kind: str  # one of KINDS
+    backend: str = ""  # which side failed: compile | sim | cpu | interp
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.kind not in ("ok",)
+
+    def signature(self) -> tuple[str, str]:
+        """What makes two failures the same failure, for the shrinker: kind, side, error class."""
+        lines = [ln for ln in self.detail.strip().splitlines() if ln.strip()]
+        if self.kind in ("crash", "interp"):
+            last = lines[-1] if lines else ""
+            key = re.sub(r"\d+", "#", re.sub(r"(at|-->) \S+", "", last))[:80]
+        elif self.kind == "rejected":
+            key = ",".join(sorted(set(re.findall(r"\b[EW]\d{4}\b", self.detail)))) or (lines[0][:40] if lines else "")
+        elif self.kind == "mismatch":
+            key = re.sub(r"\d+", "#", lines[0].split(":")[0]) if lines else ""
+        else:
+            key = ""
+        return (self.kind, f"{self.backend}:{key}")
+
+
+@dataclass
+class Prepared:
+    """A compiled program with its inputs and the interpreter's expected outputs."""
+
+    program: Program
+    op: Any
+    index: int
+    symbols: dict[str, int]
+    inputs: dict[str, np.ndarray]  # every tensor parameter before the run (outputs poisoned)
+    scalars: dict[str, Any]
+    expected: dict[str, np.ndarray]
+    outputs: list[str]
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise Hang in the main thread after ``seconds`` (Python code only; a no-op off the main thread)."""
+    import threading
+
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise Hang(f"over {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def write_program(program: Program, folder: str) -> str:
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.join(folder, program.op)
+    with open(base + ".pto", "w", encoding="utf-8") as f:
+        f.write(program.pto())
+    with open(base + ".yaml", "w", encoding="utf-8") as f:
+        f.write(program.yaml())
+    return base + ".yaml"
+
+
+def make_inputs(program: Program) -> dict[str, np.ndarray]:
+    """Inputs of every tensor parameter, from the program's seed; ``out`` tensors are NaN."""
+    rng = np.random.default_rng(program.seed)
+    env = dict(program.shapes)
+    arrays: dict[str, np.ndarray] = {}
+    for p in program.used_params():
+        if p.kind == "scalar":
+            continue
+        dtype = program.dtype if p.dtype == "T" else p.dtype
+        shape = tuple(int(d) if d.isdigit() else env[d] for d in p.dims)
+        if p.kind == "out":
+            fill = np.nan if DTYPES[dtype].is_float else 0
+            arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(dtype))
+        elif DTYPES[dtype].is_float:
+            arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
+        else:
+            # i32 inputs are lengths and branch selectors: fractions of N, half of them small.
+            n = env.get("N", 8)
+            hi = int(round(p.hi * n))
+            big = rng.integers(int(p.lo * n), hi + 1, size=shape)
+            small = rng.integers(0, min(hi, 8) + 1, size=shape)
+            arrays[p.name] = np.where(rng.random(size=shape) < 0.5, small, big).astype(numpy_dtype(dtype))
+    return arrays
+
+
+def compare(got: np.ndarray, want: np.ndarray, dtype: str) -> str:
+    """Empty when ``got`` matches ``want`` within the dtype's tolerance, else a short report."""
+    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    finite = np.isfinite(w)
+    scale = float(np.max(np.abs(w[finite]))) if finite.any() else 1.0
+    atol *= max(1.0, scale)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~(np.abs(g - w) <= atol + rtol * np.abs(w))
+    bad &= ~(np.isnan(g) & np.isnan(w))
+    bad &= ~(np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w)))
+    if not bad.any():
+        return ""
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    rows = sorted({int(i[0]) for i in np.argwhere(bad)})
+    return (f"{int(bad.sum())} of {bad.size} elements differ; first at {list(idx)}: got {g[idx]:.6g}, "
+            f"want {w[idx]:.6g}; bad rows {rows[:8]}{'...' if len(rows) > 8 else ''}")
+
+
+def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -> Prepared | Outcome:
+    """Compile and interpret ``program``; an Outcome when that already fails."""
+    from ..api import load
+    from ..diagnostics import CompileError, Diagnostics
+    from ..frontend.parser import parse_module
+
+    path = write_program(program, folder)
+    try:
+        with time_limit(timeout):
+            op = load(path)
+    except CompileError as exc:
+        return Outcome(program.seed, "ok" if program.expect_reject else "rejected", "compile", exc.render())
+    except Hang as exc:
+        return Outcome(program.seed, "hang", "compile", str(exc))
+    except Exception:  # noqa: BLE001 - anything but a diagnostic is a crash of the compiler
+        return Outcome(program.seed, "crash", "compile", traceback.format_exc(limit=-4))
+    if program.expect_reject:
+        return Outcome(program.seed, "rejected", "compile", "an invalid program compiled without error")
+    arrays = make_inputs(program)
+    tensors = {p.name: arrays[p.name] for p in op.inputs}
+    try:
+        index, _, symbols = op.resolve(tensors)
+    except Exception:  # noqa: BLE001
+        return Outcome(program.seed, "crash", "compile", traceback.format_exc(limit=-4))
+    symbols = {**program.shapes, **symbols}
+    outputs = [p.name for p in op.outputs]
+    dtypes = {}
+    for p in op.kernel.params:
+        if p.is_tensor:
+            dtypes[p.name] = program.dtype if p.dtype == "T" else p.dtype
+    scalars = dict(program.scalars)
+    diags = Diagnostics()
+    module = parse_module(program.pto(), program.op + ".pto", diags)
+    expected = {k: v.copy() for k, v in arrays.items()}
+    try:
+        kernel = module.kernel(program.op)
+        interpret(kernel, {"T": program.dtype}, symbols, expected, scalars, op.spec.schedule.valid_shapes)
+    except (InterpError, Exception):  # noqa: BLE001 - the oracle's own failure
+        return Outcome(program.seed, "interp", "interp", traceback.format_exc(limit=-3))
+    return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes)
+
+
+def check_outputs(prep: Prepared, arrays: dict[str, np.ndarray], backend: str) -> Outcome | None:
+    reports = []
+    for name in prep.outputs:
+        text = compare(arrays[name], prep.expected[name], prep.dtypes[name])
+        if text:
+            reports.append(f"output `{name}` ({backend}): {text}")
+    if reports:
+        return Outcome(prep.program.seed, "mismatch", backend, "\n".join(reports))
+    return None
+
+
+def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | None:
+    from ..api import run_kernel
+    from ..diagnostics import CompileError
+
+    arrays = {k: v.copy() for k, v in prep.inputs.items()}
+    try:
+        with time_limit(timeout):
+            run_kernel(prep.op.compiled, prep.index, arrays, prep.scalars, prep.symbols, "sim", poison=True)
+    except Hang as exc:
+        return Outcome(prep.program.seed, "hang", "sim", str(exc))
+    except CompileError as exc:
+        return Outcome(prep.program.seed, "rejected", "sim", exc.render())
+    except Exception:  # noqa: BLE001
+        return Outcome(prep.program.seed, "crash", "sim", traceback.format_exc(limit=-4))
+    return check_outputs(prep, arrays, "sim")
+
+
+# ----------------------------------------------------------------------------------- cpu batches
+
+_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.M)
+
+
+def merge_sources(parts: Sequence[tuple[str, dict[str, str]]]) -> str:
+    """One translation unit holding many programs' sources, each file in a namespace of its own.
+
+    Entry points and kernels are ``extern "C"`` with names that start with the program's unique op
+    name, so they keep their C names inside the namespaces; file-local helpers (``static``) of
+    different programs no longer clash.
+    """
+    includes: list[str] = []
+    bodies: list[str] = []
+    for tag, sources in parts:
+        for fname in sorted(sources, key=lambda n: (not n.count("_k"), n)):
+            text = sources[fname]
+            for inc in _INCLUDE.findall(text):
+                if inc.strip() not in includes:
+                    includes.append(inc.strip())
+            body = _INCLUDE.sub("", text)
+            ns = re.sub(r"\W", "_", f"{tag}_{fname}")
+            bodies.append(f"namespace {ns} {{\n{body}\n}}  // namespace {ns}\n")
+    return "\n".join(includes) + "\n\n" + "\n".join(bodies)
+
+
+def _entry(lib: ctypes.CDLL, variant) -> Any:
+    from ..backends.cpp.run import _ctype
+
+    fn = getattr(lib, variant.entry)
+    fn.restype = None
+    fn.argtypes = [_ctype(p.kind, p.dtype) for p in variant.params]
+    return fn
+
+
+def _call(fn, variant, arrays: dict[str, np.ndarray], scalars: dict[str, Any], symbols: dict[str, int]) -> None:
+    args: list[Any] = []
+    for p in variant.params:
+        if p.kind == "tensor":
+            a = arrays[p.name]
+            args.append(a.ctypes.data or None)
+        elif p.kind == "scalar":
+            args.append(scalars[p.name])
+        elif p.kind == "symbol":
+            args.append(int(symbols[p.name]))
+        else:
+            args.append(1)
+    fn(*args)
+
+
+def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[int], None] | None = None,
+                  opt: str = "-O0") -> list[Outcome | None]:
+    """Run many programs on the CPU backend, building them as ``jobs`` shared libraries.
+
+    ``-O0`` by default: a batch builds about twice as fast as at ``-O1``; the emitted code is the
+    same, only the compiler's optimisation of it differs from a user's ``-O3`` build.
+    """
+    from ..backends.cpp.build import build_shared, load_library
+    from ..backends.cpp.run import build_defines, emitted
+    from ..diagnostics import CompileError
+
+    results: list[Outcome | None] = [None] * len(preps)
+    variants: list[Any] = [None] * len(preps)
+    for i, prep in enumerate(preps):
+        try:
+            variants[i] = emitted(prep.op.compiled, prep.index)
+        except CompileError as exc:
+            results[i] = Outcome(prep.program.seed, "rejected", "cpu", exc.render())
+        except Exception:  # noqa: BLE001
+            results[i] = Outcome(prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
+    todo = [i for i in range(len(preps)) if results[i] is None]
+    if not todo:
+        return results
+    groups = [todo[g::jobs] for g in range(min(jobs, len(todo)))]
+
+    def build(group: list[int]):
+        text = merge_sources([(preps[i].program.op, variants[i].sources) for i in group])
+        name = "fzbatch_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        defines = build_defines(preps[group[0]].op.compiled)
+        return load_library(build_shared({"batch.cpp": text}, name, flags=(opt,), defines=defines))
+
+    libs: dict[int, Any] = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+        futures = [(g, pool.submit(build, g)) for g in groups]
+        for group, fut in futures:
+            try:
+                lib = fut.result()
+                for i in group:
+                    libs[i] = lib
+            except CompileError:
+                # Some program of the batch does not build: build each alone to find which.
+                for i in group:
+                    try:
+                        lib1 = load_library(build_shared({"one.cpp": merge_sources(
+                            [(preps[i].program.op, variants[i].sources)])}, f"fzone_{preps[i].program.op}",
+                            flags=(opt,), defines=build_defines(preps[i].op.compiled)))
+                        libs[i] = lib1
+                    except CompileError as exc:
+                        results[i] = Outcome(preps[i].program.seed, "crash", "cpu",
+                                             "emitted C++ does not build:\n" + exc.render())
+    for i in todo:
+        if results[i] is not None or i not in libs:
+            continue
+        prep = preps[i]
+        if on_start is not None:
+            on_start(i)
+        arrays = {k: v.copy() for k, v in prep.inputs.items()}
+        try:
+            _call(_entry(libs[i], variants[i]), variants[i], arrays, prep.scalars, prep.symbols)
+        except Exception:  # noqa: BLE001
+            results[i] = Outcome(prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
+            continue
+        results[i] = check_outputs(prep, arrays, "cpu")
+    return results
+
+
+# ----------------------------------------------------------------------------------- driver
+
+
+def run_programs(programs: Sequence[Program], backends: Iterable[str] = ("sim", "cpu"), folder: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S, cpu_jobs: int = 2,
+                 on_start: Callable[[int, str], None] | None = None) -> list[Outcome]:
+    """Run every program in this process and return one Outcome each (the first failure found)."""
+    backends = tuple(backends)
+    folder = folder or tempfile.mkdtemp(prefix="ptodsl-fuzz-")
+    outcomes: list[Outcome | None] = [None] * len(programs)
+    preps: list[tuple[int, Prepared]] = []
+    started = [time.perf_counter()] * len(programs)
+    for i, program in enumerate(programs):
+        started[i] = time.perf_counter()
+        if on_start is not None:
+            on_start(program.seed, "compile")
+        prep = prepare(program, folder, timeout)
+        if isinstance(prep, Outcome):
+            outcomes[i] = prep
+            continue
+        if "sim" in backends:
+            if on_start is not None:
+                on_start(program.seed, "sim")
+            failure = run_sim(prep, timeout)
+            if failure is not None:
+                outcomes[i] = failure
+                continue
+        preps.append((i, prep))
+    if "cpu" in backends and preps:
+        if on_start is not None:
+            on_start(-1, "build")
+
+        def started_cpu(k: int) -> None:
+            if on_start is not None:
+                on_start(preps[k][1].program.seed, "cpu")
+
+        results = run_cpu_batch([p for _, p in preps], cpu_jobs, started_cpu)
+        for (i, _), r in zip(preps, results):
+            outcomes[i] = r
+    out = []
+    for i, (program, o) in enumerate(zip(programs, outcomes)):
+        o = o or Outcome(program.seed, "ok")
+        o.seconds = time.perf_counter() - started[i]
+        out.append(o)
+    return out
+
+
+def run_seeds(seeds: Iterable[int], features: frozenset[str] = SAFE_FEATURES, **kw: Any) -> list[Outcome]:
+    return run_programs([generate(s, features) for s in seeds], **kw)
+
+
+__all__ = ["KINDS", "TOLERANCES", "Outcome", "Prepared", "compare", "merge_sources", "prepare", "run_cpu_batch",
+           "run_programs", "run_seeds", "run_sim", "write_program"]
