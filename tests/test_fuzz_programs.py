@@ -6,16 +6,11 @@ subset because each build costs compiler time: the 60 programs are built as two 
 (one per core, many programs per translation unit, at -O0), about ten seconds in all, where one
 library per program would take a minute. ``ptodsl fuzz --count N`` runs more, with every feature.
 
-The seed set leaves out the generator features that hit compiler bugs being fixed
-(ptodsl.fuzz.gen.KNOWN_BUG_FEATURES) or found by the fuzzer and not fixed yet (FOUND_BUG_FEATURES):
-  stale_index     unrolled/peeled loop copies keep a stale loop index
-  int_div         integer `/` on dims floors (`//` and cdiv are being introduced)
-  bcast_write     broadcast writes such as `y[:] = x[0, :] + 1` store one row
-  dyn_valid_oob   data-dependent valid shapes beyond the view are not clamped
-  unroll_k        loop_unroll bodies ignore k
-  low_rank_write  a value of lower rank than its target region (simulator stores out of bounds)
-  where_any_tile  `where` is refused under vec tiles whose row is not 32 elements (bool tiles)
-Switch one on here when its fix lands.
+The seed set runs every generator feature (``SAFE_FEATURES`` is all of them while
+ptodsl.fuzz.gen.KNOWN_BUG_FEATURES and FOUND_BUG_FEATURES are empty), including those that found
+the bugs this suite guards: stale loop indices in unrolled copies, flooring `/`, one-row broadcast
+writes, valid extents outside their view (refused at the call, E0711), loop_unroll bodies ignoring
+k, lower-rank writes, and `where` under vec tiles whose row is not a whole number of bool blocks.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ import numpy as np
 import pytest
 
 from ptodsl import ops
+from ptodsl.fuzz.cli import features_text
 from ptodsl.fuzz.gen import ALL_FEATURES, FOUND_BUG_FEATURES, KNOWN_BUG_FEATURES, SAFE_FEATURES, generate
 from ptodsl.fuzz.interp import interpret
 from ptodsl.fuzz.run import Outcome, run_programs
@@ -215,7 +211,7 @@ def test_fuzz_command_reports_a_shrunk_failure_and_fails(monkeypatch, capsys, tm
     assert code == 1
     assert "fuzz: 1 programs, 1 mismatches" in out
     assert "--- shrunk" in out and "exp(" in out.split("--- shrunk", 1)[1]
-    assert f"repro: ptodsl fuzz --count 1 --seed {_exp_seed()} --features safe --backend sim" in out
+    assert f"repro: ptodsl fuzz --count 1 --seed {_exp_seed()} --features {features_text(FEATURES)} --backend sim" in out
     assert list((tmp_path / "shrunk").glob("*.pto"))
 
 

@@ -26,6 +26,11 @@ class InterpError(Exception):
     """The interpreter met a construct it does not model (a fuzzer limitation, not a finding)."""
 
 
+class Refused(Exception):
+    """The inputs break a rule the call must check before any kernel runs (a valid extent read from
+    a tensor outside ``[0, view size]``: E0711); the call is expected to refuse them."""
+
+
 @dataclass
 class TV:
     """A tensor value: the array (a numpy view for views), its dtype name and valid shape."""
@@ -447,6 +452,8 @@ class Interpreter:
         inferred = [max(0, min(tv - o, s)) for tv, o, s in zip(t.valid, offs, shape)]
         if "valid_shape" in kw:
             given = [int(x) for x in self.eval(kw["valid_shape"], env)]
+            if any(not 0 <= g <= size for g, size in zip(given, shape)):
+                raise Refused(f"valid extents {given} for a view of {list(shape)}")
             # A valid extent never exceeds the view, nor the data its parent holds.
             inferred = [max(0, min(g, i)) for g, i in zip(given, inferred)]
         return TV(sub, t.dtype, tuple(inferred))

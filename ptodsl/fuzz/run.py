@@ -36,7 +36,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from .gen import SAFE_FEATURES, Program, generate
-from .interp import InterpError, interpret
+from .interp import InterpError, Refused, interpret
 
 # (rtol, atol) per output dtype for a chain of ops; atol is scaled by the output's magnitude.
 TOLERANCES: dict[str, tuple[float, float]] = {"f32": (1e-4, 1e-4), "f16": (2e-2, 2e-2), "bf16": (8e-2, 8e-2)}
@@ -203,9 +203,27 @@ def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -
     try:
         kernel = module.kernel(program.op)
         interpret(kernel, {"T": program.dtype}, symbols, expected, scalars, op.spec.schedule.valid_shapes)
+    except Refused as why:
+        return refused_at_call(program, op, index, arrays, scalars, symbols, str(why))
     except (InterpError, Exception):  # noqa: BLE001 - the oracle's own failure
         return Outcome(program.seed, "interp", "interp", traceback.format_exc(limit=-3))
     return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes)
+
+
+def refused_at_call(program: Program, op, index: int, arrays: dict[str, np.ndarray], scalars: dict,
+                    symbols: dict, why: str) -> Outcome:
+    """The oracle says the call must refuse these inputs (E0711) before any kernel runs."""
+    from ..api import ArgumentError, run_kernel
+
+    try:
+        run_kernel(op.compiled, index, {k: v.copy() for k, v in arrays.items()}, scalars, symbols, "sim")
+    except ArgumentError as exc:
+        if exc.diagnostic.code == "E0711":
+            return Outcome(program.seed, "ok", "call", f"refused as it must be: {why}")
+        return Outcome(program.seed, "mismatch", "call", f"refused with {exc.diagnostic.code}, not E0711: {why}")
+    except Exception:  # noqa: BLE001
+        return Outcome(program.seed, "crash", "call", traceback.format_exc(limit=-4))
+    return Outcome(program.seed, "mismatch", "call", f"the call ran although {why}")
 
 
 def check_outputs(prep: Prepared, arrays: dict[str, np.ndarray], backend: str) -> Outcome | None:

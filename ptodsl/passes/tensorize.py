@@ -128,15 +128,15 @@ class _Builder:
     def broadcast_to(self, src: Value, shape: tuple[sym.Expr, ...], span) -> Value:
         """src spread over a write region of ``shape``, as numpy's ``t[region] = src`` does.
 
-        The checker has already rejected shapes numpy would not broadcast. A value with fewer dims
-        but the same extents is stored as it is (tiling aligns its offsets from the right); only a
-        dim of 1 written into a wider dim needs the explicit ``broadcast``.
+        The checker has already rejected shapes numpy would not broadcast. A value of the region's
+        rank and extents is stored as it is; a dim of 1 written into a wider dim, and a value of
+        fewer dims (whose tiles would not match the region's rank), go through ``broadcast``.
         """
         t: TensorType = src.type
         pad = len(shape) - t.rank
         sshape = (1,) * pad + tuple(t.shape)
         svalid = (1,) * pad + tuple(t.valid_shape)
-        if all(a == b for a, b in zip(sshape, shape)):
+        if pad == 0 and all(a == b for a, b in zip(sshape, shape)):
             return src
         valid = []
         for s, v, r in zip(sshape, svalid, shape):
