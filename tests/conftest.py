@@ -29,6 +29,23 @@ def write_spec(tmp_path):
     return write
 
 
+@pytest.fixture
+def compile_text(write_spec):
+    """compile_text(pto, yaml) -> the codes that compiling reports; the kernel is named `k`."""
+    from ptodsl.diagnostics import CompileError, Diagnostics
+    from ptodsl.driver import compile_spec
+
+    def run(pto: str, spec: str = "schedule: {vec_tile: [1, 256]}\n") -> list[str]:
+        diags = Diagnostics()
+        try:
+            compile_spec(write_spec("k", pto, "op: k\n" + spec), diags)
+        except CompileError as exc:
+            return [d.code for d in exc.diagnostics]
+        return [d.code for d in diags.items]
+
+    return run
+
+
 def pytest_generate_tests(metafunc):
     """A ``spec_path`` argument runs the test once per library spec."""
     if "spec_path" in metafunc.fixturenames:

@@ -13,8 +13,7 @@ from ptodsl import cli
 from ptodsl.check import check, paths
 from ptodsl.check.loops import skeleton, unroll_factors
 from ptodsl.check.schedule import tile_dims
-from ptodsl.diagnostics import CompileError, Diagnostic, Diagnostics, code_registry
-from ptodsl.driver import compile_spec
+from ptodsl.diagnostics import Diagnostic, Diagnostics, code_registry
 from ptodsl.frontend.parser import parse_module
 from ptodsl.frontend.spec import load_spec
 
@@ -35,27 +34,6 @@ def check_only(yaml_path: str) -> list[Diagnostic]:
     return diags.items
 
 
-def compile_all(path: str) -> list[Diagnostic]:
-    diags = Diagnostics()
-    try:
-        compile_spec(path, diags)
-    except CompileError as exc:
-        return exc.diagnostics
-    return diags.items
-
-
-def codes(diags: list[Diagnostic]) -> list[str]:
-    return [d.code for d in diags]
-
-
-@pytest.fixture
-def compile_text(write_spec):
-    """compile_text(pto, yaml) -> the codes that compiling reports; the kernel is named `k`."""
-
-    def run(pto: str, spec: str = "schedule: {vec_tile: [1, 256]}\n") -> list[str]:
-        return codes(compile_all(write_spec("k", pto, "op: k\n" + spec)))
-
-    return run
 
 
 # ------------------------------------------------------------------ the documentation and the library
