@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CASE_SECONDS = 30  # a hang is a finding too; a normal case takes well under a second
-SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+
+def default_specs() -> Path:
+    """The library to mutate: ``specs/`` of the checkout ptodsl runs from, else of the working
+    directory (an installed ptodsl ships no specs)."""
+    checkout = Path(__file__).resolve().parents[2] / "specs"
+    return checkout if checkout.is_dir() else Path.cwd() / "specs"
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
@@ -65,9 +71,9 @@ class Case:
     yaml: str
 
 
-def sources(specs: Path = SPECS) -> list[Case]:
+def sources(specs: Path | None = None) -> list[Case]:
     out = []
-    for spec in sorted(specs.glob("*.yaml")):
+    for spec in sorted((specs or default_specs()).glob("*.yaml")):
         pto = spec.with_suffix(".pto")
         if pto.exists():
             out.append(Case(spec.stem, pto.read_text("utf-8"), spec.read_text("utf-8")))
@@ -184,11 +190,11 @@ def mutate(rng: random.Random, case: Case) -> Case:
     return Case(case.name, pto, yml)
 
 
-def mutants(count: int, seed: int, specs: Path = SPECS, start: int = 0) -> Iterator[tuple[int, Case]]:
+def mutants(count: int, seed: int, specs: Path | None = None, start: int = 0) -> Iterator[tuple[int, Case]]:
     """The mutants ``start`` .. ``count - 1`` of a seed; each depends only on (seed, index)."""
     base = sources(specs)
     if not base:
-        raise SystemExit(f"no specs (NAME.yaml beside NAME.pto) in {specs}")
+        raise SystemExit(f"no specs (NAME.yaml beside NAME.pto) in {specs or default_specs()}")
     for i in range(start, count):
         rng = random.Random(f"{seed}:{i}")
         yield i, mutate(rng, rng.choice(base))
@@ -256,7 +262,7 @@ def worker(count: int, seed: int, start: int, specs: Path) -> None:
 
 def run(count: int, seed: int, specs: Path | None = None, verbose: bool = False, keep: Path | None = None) -> int:
     """Compile ``count`` mutants of ``seed``; print a summary line; 0 when nothing but diagnostics came out."""
-    specs = specs or SPECS
+    specs = specs or default_specs()
     tally = {"ok": 0, "diagnostic": 0, "internal": 0, "crash": 0}
     findings: list[tuple[int, str, str]] = []
     start = 0
@@ -303,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ptodsl.fuzz.mutate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--specs", type=Path, default=SPECS, help="folder of specs to mutate")
+    parser.add_argument("--specs", type=Path, default=None, help="folder of specs to mutate (default: specs/)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each finding's spec")
     parser.add_argument("--keep", type=Path, help="write the specs of the findings into this folder")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
