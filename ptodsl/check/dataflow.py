@@ -508,10 +508,14 @@ def _disjoint(a: Region, b: Region, ranges: dict[str, sym.Bounds]) -> bool:
 
 
 def _ranges(ck: CheckedKernel) -> dict[str, sym.Bounds]:
-    """What is known of the symbols in offsets: dims are non-negative, loop indices start at start."""
+    """What is known of the symbols in offsets: dims are at least 1, loop indices start at start.
+
+    A kernel never runs with a zero dim: a call with one either has only empty outputs, and returns
+    them without running anything, or is refused before any kernel runs (E0710). So a loop over a
+    dim (`loop(B)`, `loop(cdiv(L, BL))`) runs at least once whenever it runs at all."""
     r: dict[str, sym.Bounds] = {}
     for name, info in ck.symbols.items():
-        r[name] = (info.value, info.value) if info.value is not None else (0, None)
+        r[name] = (info.value, info.value) if info.value is not None else (1, None)
     for lp in ck.loops:
         lo, _ = sym.bounds(lp.start, r)
         r[lp.index] = (lo, None)
