@@ -25,6 +25,16 @@ def _is_plain(c: str) -> bool:
     return " " <= c <= "~"
 
 
+def _escaped(text: str, table: dict[str, str], plain, other) -> str:
+    """``text`` with the characters of ``table`` replaced, plain ones kept and the rest ``other(c)``."""
+    return "".join(table[c] if c in table else c if plain(c) else other(c) for c in text)
+
+
+def _octal(c: str) -> str:
+    # three-digit octal escapes cannot absorb a following hex digit, unlike \x
+    return "".join(f"\\{b:03o}" for b in c.encode("utf-8", errors="surrogatepass"))
+
+
 def cpp_comment(text: str) -> str:
     """Text for a C++ ``//`` (or ``/* */``) comment: printable ASCII only, no line splice, no ``*/`` or ``/*``.
 
@@ -41,21 +51,7 @@ def cpp_string(text: str) -> str:
     Octal escapes of three digits are used for everything outside printable ASCII: unlike ``\\x``
     they cannot absorb a following hex digit.
     """
-    out = []
-    for c in text:
-        if c == "\\":
-            out.append("\\\\")
-        elif c == '"':
-            out.append('\\"')
-        elif c == "?":
-            out.append("\\?")  # no trigraphs, whatever the compiler's mode
-        elif c == "\n":
-            out.append("\\n")
-        elif _is_plain(c):
-            out.append(c)
-        else:
-            out.extend(f"\\{b:03o}" for b in c.encode("utf-8", errors="surrogatepass"))
-    return "".join(out)
+    return _escaped(text, {"\\": "\\\\", '"': '\\"', "?": "\\?", "\n": "\\n"}, _is_plain, _octal)
 
 
 def py_comment(text: str) -> str:
@@ -70,17 +66,11 @@ def py_docstring(text: str) -> str:
     closing quotes) and no trailing backslash can end the string early. Other control characters,
     line separators other than ``\\n`` and surrogates become escapes, which Python source accepts.
     """
-    out = []
-    for c in text:
-        if c == "\\":
-            out.append("\\\\")
-        elif c == '"':
-            out.append('\\"')
-        elif c in "\n\t" or (c >= " " and c != "\x7f" and not _unsafe_unicode(c)):
-            out.append(c)
-        else:
-            out.append(_hex(c))
-    return "".join(out)
+    return _escaped(text, {"\\": "\\\\", '"': '\\"'}, _docstring_plain, _hex)
+
+
+def _docstring_plain(c: str) -> bool:
+    return c in "\n\t" or (c >= " " and c != "\x7f" and not _unsafe_unicode(c))
 
 
 def _unsafe_unicode(c: str) -> bool:
