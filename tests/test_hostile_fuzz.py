@@ -41,6 +41,6 @@ def test_an_internal_error_is_counted_and_reported(monkeypatch, capsys, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("PTODSL_MUTATE_COUNT"), reason="set PTODSL_MUTATE_COUNT (e.g. 10000: ~15 min)")
+@pytest.mark.skipif(not os.environ.get("PTODSL_MUTATE_COUNT"), reason="set PTODSL_MUTATE_COUNT (e.g. 10000: about 2 min on 2 cores)")
 def test_many_mutants_only_diagnostics():
     assert mutate.run(int(os.environ["PTODSL_MUTATE_COUNT"]), seed=0) == 0
