@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .check import CheckedKernel, check
@@ -20,21 +19,12 @@ from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
 from .ir.verify import VerifyError, verify
-from .passes import fuse, loops, memplan, partition, paths, sync, syncheck, tensorize, tile, unroll
-from .passes.context import PassContext
+from .passes import PIPELINE, syncheck, tensorize
+from .passes.context import Pass, PassContext
 from .targets import Target, load_target
 
-# Passes after the Tensor IR is built, in order. Each maps a module to a module.
-PASSES: list[tuple[str, str, Callable[[Module, PassContext], Module]]] = [
-    ("loops", "tensor", loops.run),
-    ("paths", "tensor", paths.run),
-    ("unroll", "tensor", unroll.run),
-    ("tile", "tile", tile.run),
-    ("fuse", "tile", fuse.run),
-    ("partition", "block", partition.run),
-    ("memplan", "block", memplan.run),
-    ("sync", "block", sync.run),
-]
+# The passes after tensorize, in order: one list, in ptodsl.passes, that every reader shares.
+PASSES: list[Pass] = PIPELINE
 
 
 @dataclass
@@ -90,14 +80,18 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     compiled.after["tensorize"] = ir
     if verify_ir:
         _verified(compiled, "tensorize", ir, yaml_path, diags)
-    for pass_name, level, fn in PASSES:
-        ir = fn(ir, ctx)
+    for p in PASSES:
+        if ir.level != p.takes:  # a pipeline edited in place, e.g. by a test, is checked here too
+            raise CompileError([Diagnostic(
+                "E0990", f"internal compiler error: pass `{p.name}` takes {p.takes} IR, got {ir.level} IR",
+                None, "", (), (), "this is a bug in ptodsl: please report it with the spec")])
+        ir = p.run(ir, ctx)
         if diags.has_errors:
             raise CompileError(diags.items)
-        compiled.after[pass_name] = ir
-        compiled.stages[level] = ir
+        compiled.after[p.name] = ir
+        compiled.stages[p.gives] = ir
         if verify_ir:
-            _verified(compiled, pass_name, ir, yaml_path, diags)
+            _verified(compiled, p.name, ir, yaml_path, diags)
     return compiled
 
 
@@ -127,7 +121,7 @@ def _verified(compiled: Compiled, pass_name: str, ir: Module, yaml_path: str, di
 
 
 def pass_names() -> list[str]:
-    return ["tensorize"] + [p[0] for p in PASSES]
+    return ["tensorize"] + [p.name for p in PASSES]
 
 
 def _module_name(spec: Spec, path: str) -> str:

@@ -1,7 +1,9 @@
-"""What every pass may read besides the IR: the spec, the target and where to report."""
+"""What every pass may read besides the IR (the spec, the target, where to report), and what a pass
+is: a name, the IR level it takes and gives, and the properties it requires and establishes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..diagnostics import Diagnostics
@@ -14,6 +16,37 @@ class PassContext:
     spec: Spec
     target: Target
     diags: Diagnostics = field(default_factory=Diagnostics)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of the pipeline. ``requires`` names properties of the IR that earlier passes must
+    have established (``"peeled"``: no is_loop_begin/is_loop_end branch is left, ...); the driver
+    checks the order once, when the pipeline is built, and the levels on every run."""
+
+    name: str
+    takes: str  # the IR level the pass reads: tensor | tile | block
+    gives: str  # the level it produces
+    run: Callable  # (Module, PassContext) -> Module; never mutates its input
+    requires: frozenset[str] = frozenset()
+    establishes: frozenset[str] = frozenset()
+
+
+def check_pipeline(passes: Sequence[Pass], start: str = "tensor") -> None:
+    """Raise ValueError when a pass would run on the wrong level or before what it requires."""
+    level, have, seen = start, set(), set()
+    for p in passes:
+        if p.name in seen:
+            raise ValueError(f"pass `{p.name}` appears twice")
+        if p.takes != level:
+            raise ValueError(f"pass `{p.name}` takes {p.takes} IR, but the pipeline has {level} IR there")
+        missing = p.requires - have
+        if missing:
+            raise ValueError(f"pass `{p.name}` requires {', '.join(sorted(missing))}, which no earlier pass "
+                             "establishes")
+        seen.add(p.name)
+        level = p.gives
+        have |= p.establishes
 
 
 def on_compute_kernels(module, fn) -> object:

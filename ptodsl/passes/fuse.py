@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, Value
-from .context import PassContext
+from .context import Pass, PassContext
 from .unroll import _subst_attr, _subst_type
 
 
@@ -196,3 +196,6 @@ def run(module: Module, ctx: PassContext) -> Module:
         f.body = forward(f.body, {})
         sweep(f)
     return fresh
+
+
+PASS = Pass("fuse", "tile", "tile", run, frozenset({"tiled"}), frozenset({"fused"}))

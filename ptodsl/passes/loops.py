@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 
 from ..ir import Module, Op
-from .context import PassContext
+from .context import Pass, PassContext
 from .unroll import _Cloner
 
 
@@ -66,3 +66,6 @@ def run(module: Module, ctx: PassContext) -> Module:
     for f in fresh.funcs:
         f.body = merge_single_trip(wrap_top_level(f.body, counter), ctx.spec.schedule.loops)
     return fresh
+
+
+PASS = Pass("loops", "tensor", "tensor", run, frozenset(), frozenset({"in-loops"}))

@@ -17,7 +17,7 @@ from math import prod
 from ..diagnostics import Label
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
-from .context import PassContext, on_compute_kernels
+from .context import Pass, PassContext, on_compute_kernels
 
 SPACE_FIELD = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
 
@@ -117,3 +117,6 @@ def plan(func: Func, ctx: PassContext) -> dict[str, int]:
 
 def run(module: Module, ctx: PassContext) -> Module:
     return on_compute_kernels(module, lambda f: plan(f, ctx))
+
+
+PASS = Pass("memplan", "block", "block", run, frozenset({"partitioned"}), frozenset({"planned"}))

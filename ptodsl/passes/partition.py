@@ -17,7 +17,7 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
-from .context import PassContext
+from .context import Pass, PassContext
 
 CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print", "guard"}
 CUBE_SPACES = {"l1", "l0a", "l0b", "l0c"}
@@ -190,3 +190,6 @@ def run(module: Module, ctx: PassContext) -> Module:
         funcs.extend(kernels)
         funcs.append(control)
     return Module(fresh.name, "block", funcs, dict(fresh.attrs))
+
+
+PASS = Pass("partition", "tile", "block", run, frozenset({"tiled"}), frozenset({"partitioned"}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .. import sym
 from ..check.paths import mentions, peel_plan
 from ..ir import Module, Op
-from .context import PassContext
+from .context import Pass, PassContext
 from .unroll import _Cloner
 
 
@@ -86,3 +86,6 @@ def run(module: Module, ctx: PassContext) -> Module:
     for f in fresh.funcs:
         f.body = _region(f.body)
     return fresh
+
+
+PASS = Pass("paths", "tensor", "tensor", run, frozenset({"in-loops"}), frozenset({"peeled"}))

@@ -15,7 +15,7 @@ drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_
 from __future__ import annotations
 
 from ..ir import Func, Module, Op
-from .context import PassContext, on_compute_kernels
+from .context import Pass, PassContext, on_compute_kernels
 from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
 
 
@@ -178,3 +178,6 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
 
 def run(module: Module, ctx: PassContext) -> Module:
     return on_compute_kernels(module, lambda f: _insert(f, ctx))
+
+
+PASS = Pass("sync", "block", "block", run, frozenset({"planned"}), frozenset({"synchronised"}))

@@ -20,7 +20,7 @@ from ..diagnostics import Label
 from ..dtypes import DTYPES, accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ops import OPS, Template
-from .context import PassContext
+from .context import Pass, PassContext
 
 REDUCTIONS = ("sum", "amax", "amin", "mean")
 
@@ -441,3 +441,6 @@ def _int_identity(name: str, dtype: str) -> int:
 
 def run(module: Module, ctx: PassContext) -> Module:
     return Module(module.name, "tile", [_Tiler(f, ctx).run() for f in module.funcs], dict(module.attrs))
+
+
+PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))

@@ -17,7 +17,7 @@ from typing import Any
 from .. import sym
 from ..check.paths import unroll_factors
 from ..ir import Func, Module, Op, TensorType, TileType, Value
-from .context import PassContext
+from .context import Pass, PassContext
 
 
 def _subst_attr(v: Any, env: dict[str, sym.Expr]) -> Any:
@@ -123,3 +123,6 @@ def run(module: Module, ctx: PassContext) -> Module:
     u = _Unroller(ctx)
     funcs = [Func(f.name, f.params, u.block(f.body), f.kind, f.attrs, f.span) for f in module.funcs]
     return Module(module.name, module.level, funcs, dict(module.attrs))
+
+
+PASS = Pass("unroll", "tensor", "tensor", run, frozenset({"peeled"}), frozenset({"unrolled"}))

@@ -18,6 +18,7 @@ then review the diff.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -215,7 +216,7 @@ def e0990_pass_breaks_an_invariant(env: Env) -> list[Diagnostic]:
         next(op for op in broken.walk() if op.name == "loop").attrs.pop("name")
         return broken
 
-    passes = [(n, lvl, lose_a_loop_name if n == "fuse" else fn) for n, lvl, fn in driver.PASSES]
+    passes = [dataclasses.replace(p, run=lose_a_loop_name) if p.name == "fuse" else p for p in driver.PASSES]
     env.mp.setattr(driver, "PASSES", passes)
     return compile_error(lambda: compile_spec(OP_SPEC))
 
