@@ -100,6 +100,7 @@ def _verified(compiled: Compiled, pass_name: str, ir: Module, yaml_path: str, di
     checker after sync. A broken invariant is the compiler's bug, reported as one (E0990) with a
     command that shows the IR it broke, rather than a kernel that computes garbage."""
     start = time.perf_counter()
+    span = None
     try:
         verify(ir)
         problem = None
@@ -107,15 +108,15 @@ def _verified(compiled: Compiled, pass_name: str, ir: Module, yaml_path: str, di
             found = syncheck.check(ir, compiled.target.max_event_ids)
             problem = str(found[0]) if found else None
     except VerifyError as exc:
-        problem = str(exc)
+        problem, span = str(exc), exc.span
     finally:
         compiled.verify_seconds += time.perf_counter() - start
     if problem is None:
         return
     repro = f"ptodsl ir {shlex.quote(yaml_path)} --after {pass_name} --no-verify"
     diags.add(Diagnostic(
-        "E0990", f"internal compiler error: the IR after `{pass_name}` breaks an invariant: {problem}", None,
-        "", (), (f"repro: {repro}",),
+        "E0990", f"internal compiler error: the IR after `{pass_name}` breaks an invariant: {problem}", span,
+        "the broken op was compiled from here" if span is not None else "", (), (f"repro: {repro}",),
         "this is a bug in ptodsl, not in the spec: please report it with the spec and the repro command"))
     raise CompileError(diags.items)
 

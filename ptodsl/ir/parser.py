@@ -25,28 +25,44 @@ _TOKEN = re.compile(
 
 
 class IRSyntaxError(ValueError):
-    pass
+    """A malformed IR text; ``line`` and ``col`` (1-based) say where, when known."""
+
+    def __init__(self, message: str, line: int | None = None, col: int | None = None):
+        super().__init__(f"{line}:{col}: {message}" if line is not None else message)
+        self.line, self.col = line, col
 
 
-def _tokenize(text: str) -> list[str]:
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _tokenize(text: str) -> tuple[list[str], list[int]]:
     toks: list[str] = []
+    starts: list[int] = []
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            line = text.count("\n", 0, pos) + 1
-            raise IRSyntaxError(f"line {line}: unexpected character {text[pos]!r}")
+            raise IRSyntaxError(f"unexpected character {text[pos]!r}", *_line_col(text, pos))
         if m.lastgroup != "ws":
             toks.append(m.group())
+            starts.append(pos)
         pos = m.end()
-    return toks
+    return toks, starts
 
 
 class _Parser:
     def __init__(self, text: str):
-        self.toks = _tokenize(text)
+        self.text = text
+        self.toks, self.starts = _tokenize(text)
         self.i = 0
         self.values: dict[str, Value] = {}
+
+    def error(self, message: str) -> IRSyntaxError:
+        """An error at the current token (or at the end of the text)."""
+        pos = self.starts[self.i] if self.i < len(self.starts) else len(self.text)
+        return IRSyntaxError(message, *_line_col(self.text, pos))
 
     def peek(self, k: int = 0) -> str | None:
         j = self.i + k
@@ -55,9 +71,9 @@ class _Parser:
     def take(self, want: str | None = None) -> str:
         tok = self.peek()
         if tok is None:
-            raise IRSyntaxError(f"unexpected end of IR, expected {want or 'a token'}")
+            raise self.error(f"unexpected end of IR, expected {want or 'a token'}")
         if want is not None and tok != want:
-            raise IRSyntaxError(f"expected {want!r}, found {tok!r} (token {self.i})")
+            raise self.error(f"expected {want!r}, found {tok!r}")
         self.i += 1
         return tok
 
@@ -131,7 +147,7 @@ class _Parser:
             valid = self.dims()
             self.take(">")
             return TileType(space, dtype, tuple(int(d) for d in shape), valid)
-        raise IRSyntaxError(f"unknown type {kind!r}")
+        raise self.error(f"unknown type {kind!r}")
 
     def loc(self) -> Span | None:
         if self.peek() != "loc":
@@ -150,10 +166,10 @@ class _Parser:
     def value_ref(self) -> Value:
         tok = self.take()
         if not tok.startswith("%"):
-            raise IRSyntaxError(f"expected a value, found {tok!r}")
+            raise self.error(f"expected a value, found {tok!r}")
         name = tok[1:]
         if name not in self.values:
-            raise IRSyntaxError(f"use of undefined value %{name}")
+            raise self.error(f"use of undefined value %{name}")
         return self.values[name]
 
     def op(self) -> Op:
@@ -239,7 +255,7 @@ class _Parser:
         while not self.accept("}"):
             funcs.append(self.func())
         if self.peek() is not None:
-            raise IRSyntaxError(f"unexpected {self.peek()!r} after the module")
+            raise self.error(f"unexpected {self.peek()!r} after the module")
         return Module(name, level, funcs, attrs)
 
 

@@ -39,7 +39,11 @@ REQUIRED_ATTRS = {
 
 
 class VerifyError(AssertionError):
-    pass
+    """A broken IR invariant; ``span`` is the source the offending op was compiled from, if known."""
+
+    def __init__(self, message: str, span=None):
+        super().__init__(message)
+        self.span = span
 
 
 def verify(module: Module) -> None:
@@ -67,7 +71,7 @@ class _Verifier:
         where = f" in @{self.func.name}"
         if op is not None:
             where += f" at {op.name}" + (f" ({op.span})" if op.span else "")
-        raise VerifyError(msg + where)
+        raise VerifyError(msg + where, op.span if op is not None else None)
 
     def run(self) -> None:
         for p in self.func.params:

@@ -80,6 +80,19 @@ def test_verifier_rejects(bad, message):
         ir.verify(ir.parse(text))
 
 
-def test_parse_errors_are_reported():
-    with pytest.raises(ir.IRSyntaxError):
-        ir.parse("module @m level tile { kernel @k( {")
+def test_parse_errors_are_reported_at_line_and_column():
+    with pytest.raises(ir.IRSyntaxError) as info:
+        ir.parse("module @m level tile {\n  kernel @k( {")
+    assert (info.value.line, info.value.col) == (2, 15) and str(info.value).startswith("2:15: unexpected end")
+    with pytest.raises(ir.IRSyntaxError) as info:
+        ir.parse("module @m level tile {\n  ?")
+    assert (info.value.line, info.value.col) == (2, 3)
+
+
+def test_a_verify_error_points_at_the_source_of_the_op():
+    module = compile_spec(str(Path(__file__).resolve().parents[2] / "specs" / "add_one.yaml")).after["fuse"].clone()
+    loop = next(op for op in module.walk() if op.name == "loop")
+    loop.attrs.pop("name")
+    with pytest.raises(ir.VerifyError) as info:
+        ir.verify(module)
+    assert info.value.span == loop.span and info.value.span is not None
