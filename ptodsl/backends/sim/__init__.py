@@ -30,21 +30,11 @@ _FIELD = re.compile(r"\{\{|\}\}|\{\}")
 def _print_text(fmt: str, args: list) -> str:
     """``fmt`` with each ``{}`` replaced by the next value, as the C++ backend prints it.
 
-    Not ``str.format``: a spec's field such as ``{0.__class__}`` or ``{:>999999999}`` must not reach
-    attributes of Python objects or allocate without bound. Other fields are printed as written;
-    values without a field follow the text.
+    Not ``str.format``, whose fields reach into Python objects (``{0.__class__}``); the checker
+    (E0343) leaves exactly one ``{}`` per value and no other field.
     """
     rest = iter(args)
-
-    def field(m: re.Match[str]) -> str:
-        if m.group() in ("{{", "}}"):
-            return m.group()[0]
-        value = next(rest, None)
-        return m.group() if value is None else str(value)
-
-    text = _FIELD.sub(field, fmt)
-    extra = [str(v) for v in rest]
-    return " ".join([text, *extra]) if extra else text
+    return _FIELD.sub(lambda m: m.group()[0] if m.group() in ("{{", "}}") else str(next(rest)), fmt)
 
 
 class SimError(RuntimeError):
