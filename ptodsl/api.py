@@ -200,34 +200,13 @@ class Operator:
                 else:
                     symbols[d.value] = n
                     origin[d.value] = p.name
-        self.check_divisions(index, symbols)
         return index, arrays, symbols
-
-    def check_divisions(self, index: int, symbols: Mapping[str, int]) -> None:
-        """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
-        for req in self.compiled.checked[index].typing.requires:
-            try:
-                num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
-            except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
-                continue  # not decidable from the dims alone: the checker only admits dims here
-            if den != 0 and (req.kind != "exact" or num % den == 0):
-                continue
-            names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
-            values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
-            a, b = sym.to_text(req.num), sym.to_text(req.den)
-            why = (f"divides by `{b}`, which is 0" if den == 0 else
-                   f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
-            raise ArgumentValueError(Diagnostic(
-                "E0715", f"{req.what} {why}: {values}", req.span,
-                "needs an exact division", (), (),
-                "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
-                "(drop the remainder) in the spec"))
 
     def __call__(self, *args: Any, **kwargs: Any):
         tensors, scalars, backend = self.bind(args, kwargs)
         torch_in = any(_is_torch(x) for x in tensors.values())
         index, arrays, symbols = self.resolve(tensors)
-        problem = inputs.check_dims(symbols, {p.name: p.span for p in self.kernel.params})
+        problem = inputs.check_dims(symbols, dim_spans(self.kernel))
         if problem is not None:  # before outputs of those dims are allocated
             raise ArgumentValueError(problem)
         ck = self.compiled.checked[index]
@@ -284,6 +263,38 @@ def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
     return module.funcs[index]
 
 
+def check_divisions(compiled: Compiled, index: int, symbols: Mapping[str, int]) -> None:
+    """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
+    for req in compiled.checked[index].typing.requires:
+        try:
+            num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
+        except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+            continue  # not decidable from the dims alone: the checker only admits dims here
+        if den != 0 and (req.kind != "exact" or num % den == 0):
+            continue
+        names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
+        values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
+        a, b = sym.to_text(req.num), sym.to_text(req.den)
+        why = (f"divides by `{b}`, which is 0" if den == 0 else
+               f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
+        raise ArgumentValueError(Diagnostic(
+            "E0715", f"{req.what} {why}: {values}", req.span,
+            "needs an exact division", (), (),
+            "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
+            "(drop the remainder) in the spec"))
+
+
+def dim_spans(kernel) -> dict[str, Any]:
+    """Where each parameter and each dim symbol is declared, for call-time diagnostics."""
+    spans: dict[str, Any] = {}
+    for p in kernel.params:
+        spans[p.name] = p.span
+        for d in p.dims or ():
+            if isinstance(d.value, str):
+                spans.setdefault(d.value, d.span or p.span)
+    return spans
+
+
 def check_run(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: dict[str, Any],
               symbols: Mapping[str, int], lengths: bool = True) -> bool:
     """Validate every runtime value of a call (see :mod:`ptodsl.inputs`); raises ArgumentError.
@@ -294,12 +305,7 @@ def check_run(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], 
     """
     kernel = compiled.module.kernel(compiled.spec.op)
     ck = compiled.checked[index]
-    spans: dict[str, Any] = {}
-    for p in kernel.params:
-        spans[p.name] = p.span
-        for d in p.dims or ():
-            if isinstance(d.value, str):
-                spans.setdefault(d.value, d.span or p.span)
+    spans = dim_spans(kernel)
     for p in kernel.params:
         if p.is_tensor:
             continue
@@ -308,6 +314,8 @@ def check_run(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], 
             raise (ArgumentTypeError if "real number" in problem.message else ArgumentValueError)(problem)
         scalars[p.name] = value
     problem = inputs.check_dims(symbols, spans)
+    if problem is None:
+        check_divisions(compiled, index, symbols)
     outputs = {p.name: arrays[p.name] for p in kernel.params if p.is_tensor and p.mode != "in" and p.name in arrays}
     empty, zero_problem = inputs.check_empty(symbols, outputs, spans)
     problem = problem or zero_problem

@@ -96,3 +96,18 @@ def test_print_shows_every_value_like_python(write_spec, backend, capfd):
     op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 64]}\n"))
     op(np.zeros((2, 8), np.float32), np.array([5, 6], np.int32), backend=backend)
     assert capfd.readouterr().out.splitlines() == ["i = 0 5", "{5} 100%", "i = 1 6", "{6} 100%"]
+
+
+def test_exact_division_over_an_output_only_dim_is_checked_in_golden_cases(write_spec, tmp_path):
+    """K sizes only the output: the golden harness binds it from the case, after the inputs."""
+    from ptodsl.golden import run_case
+
+    pto = ("kernel k(x: f32[M, N], y: out f32[K, N]):\n"
+           "    for j in loop(K / 4, name=\"blocks\"):\n"
+           "        y[j * 4:j * 4 + 4, :] = x[0:4, :] * 2.0\n")
+    (tmp_path / "ref.py").write_text("import numpy as np\ndef k(x):\n    return np.zeros((10, 16))\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [4, 16]}\nreference: ref.py:k\n"
+                                "tests:\n  - {shapes: {M: 4, N: 16, K: 10}}\n"))
+    with pytest.raises(ArgumentValueError) as info:
+        run_case(op, op.spec.tests[0])
+    assert info.value.diagnostic.code == "E0715" and "K = 10" in info.value.diagnostic.message
