@@ -15,7 +15,7 @@ import numpy as np
 
 from . import inputs, sym
 from .check.types import TensorTy
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, DiagnosticError
 from .driver import Compiled, compile_spec
 from .dtypes import from_numpy, numpy_dtype
 from .ir import Func, Module
@@ -23,14 +23,8 @@ from .ir import Func, Module
 BACKENDS = ("sim", "cpu", "npu")
 
 
-class ArgumentError(Exception):
+class ArgumentError(DiagnosticError):
     """A call-time argument error; ``.diagnostic`` holds the structured form."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        from .diagnostics.render import render
-
-        self.diagnostic = diagnostic
-        super().__init__(render(diagnostic))
 
 
 class ArgumentTypeError(ArgumentError, TypeError):

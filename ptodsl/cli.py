@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from . import __version__
-from .diagnostics import CompileError, Diagnostic, Diagnostics, code_registry
+from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
 from .diagnostics.render import render_all, render_json, use_color
 from .ops import OPS, describe_op
 
@@ -78,9 +78,6 @@ def cmd_check(args, out: _Out) -> int:
 
 
 def cmd_test(args, out: _Out) -> int:
-    from .api import ArgumentError
-    from .backends.cpp.run import KernelFailure
-    from .backends.guards import GuardError
     from .backends.sim import SimError
     from .golden import case_id, load, run_case
 
@@ -109,7 +106,7 @@ def cmd_test(args, out: _Out) -> int:
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
                 ok, report = r.ok, r.report
-            except (ArgumentError, GuardError, KernelFailure) as e:
+            except DiagnosticError as e:  # inputs refused, a guard or a kernel check stopped the call
                 ok, report = False, str(e)
             except SimError as e:
                 ok, report = False, f"simulator: {e}"
@@ -211,7 +208,7 @@ def cmd_run(args, out: _Out) -> int:
     """Run an op on .npy inputs; outputs go to .npy files."""
     import numpy as np
 
-    from .api import ArgumentError, load
+    from .api import load
 
     try:
         op = load(args.spec)
@@ -240,11 +237,9 @@ def cmd_run(args, out: _Out) -> int:
                 kwargs[name] = float(value) if any(c in value for c in ".eE") else int(value)
             except ValueError:
                 kwargs[name] = value
-    from .backends.cpp.run import KernelFailure
-
     try:
         result = op(**kwargs, backend=args.backend)
-    except (ArgumentError, KernelFailure) as e:
+    except DiagnosticError as e:
         out.diagnostics([e.diagnostic])
         return EXIT_USER
     results = result if isinstance(result, tuple) else (result,)

@@ -95,9 +95,7 @@ class SpecCase(pytest.Item):
         self.backend = backend  # None: the --ptodsl-backend choice
 
     def runtest(self) -> None:
-        from .api import ArgumentError
-        from .backends.cpp.run import KernelFailure
-        from .diagnostics import CompileError
+        from .diagnostics import CompileError, DiagnosticError
         from .golden import run_case
 
         backend = self.backend or self.config.getoption("--ptodsl-backend", default="sim")
@@ -107,7 +105,7 @@ class SpecCase(pytest.Item):
             result = run_case(self.op, self.case, backend=backend, poison=True)
         except CompileError as e:
             raise SpecFailure(e.render()) from None
-        except (ArgumentError, KernelFailure) as e:  # a test's inputs refused, or a kernel check failed
+        except DiagnosticError as e:  # inputs refused, or a guard or kernel check stopped the call
             raise SpecFailure(str(e)) from None
         if not result.ok:
             raise SpecFailure(result.report)

@@ -7,16 +7,11 @@ diagnostic (E0730), so no backend ever stores outside a tensor.
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Span
-from ..diagnostics.render import render
+from ..diagnostics import Diagnostic, DiagnosticError, Span
 
 
-class GuardError(ValueError):
+class GuardError(DiagnosticError, ValueError):
     """A call stopped by a failed bounds guard; ``.diagnostic`` holds the structured form."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        self.diagnostic = diagnostic
-        super().__init__(render(diagnostic))
 
 
 def guard_failure(attrs: dict, span: Span | None, offset: int, extent: int, dim: int) -> GuardError:

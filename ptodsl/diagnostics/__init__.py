@@ -144,6 +144,17 @@ class Diagnostics:
         return len(self.items)
 
 
+class DiagnosticError(Exception):
+    """A run that stopped with one diagnostic (a wrong argument, a failed guard or kernel check, an
+    NPU that cannot run); ``.diagnostic`` holds it and ``str()`` is its rendering."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        from .render import render
+
+        self.diagnostic = diagnostic
+        super().__init__(render(diagnostic))
+
+
 class CompileError(Exception):
     """Raised when a spec cannot be compiled; ``.diagnostics`` holds every error found."""
 

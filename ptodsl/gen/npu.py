@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, DiagnosticError
 from ..targets import load_target, target_names
 from .kernels import npu_source, variant_slug
 
@@ -40,14 +40,8 @@ DEV_ROOT = Path("/dev")  # where the driver creates davinci<N>; tests point it e
 BUILD_TIMEOUT_S = 600
 
 
-class NpuError(RuntimeError):
+class NpuError(DiagnosticError, RuntimeError):
     """An NPU run cannot go ahead; ``.diagnostic`` says why and what to do."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        from ..diagnostics.render import render
-
-        self.diagnostic = diagnostic
-        super().__init__(render(diagnostic))
 
 
 def _fail(code: str, message: str, help: str, notes: tuple[str, ...] = ()) -> NpuError:

@@ -106,6 +106,15 @@ def test_call_time_errors_are_diagnostics(capsys, tmp_path, name, array):
     golden(name, err)
 
 
+def test_run_stopped_by_a_bounds_guard_is_a_diagnostic(capsys, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 256), np.float32))
+    np.save(tmp_path / "ids.npy", np.array([0, 7], np.int32))  # row 7 of a 4-row y
+    np.save(tmp_path / "y.npy", np.zeros((4, 256), np.float32))
+    code, _, err = run(capsys, "run", "--color", "never", "tests/golden_codes/ops/scatter_rows.yaml",
+                       *(f"{n}={tmp_path / n}.npy" for n in ("x", "ids", "y")), "-o", str(tmp_path))
+    assert code == 1 and "error[E0730]" in err and "internal compiler error" not in err
+
+
 def test_internal_error_banner(capsys, monkeypatch):
     import ptodsl.driver
 

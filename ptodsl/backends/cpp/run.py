@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...diagnostics import Diagnostic
+from ...diagnostics import Diagnostic, DiagnosticError
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
 from ..guards import guard_failure
@@ -47,14 +47,8 @@ class Loaded:
     failure: Any = None  # the entry's `<entry>_failure()`: what a failed check said
 
 
-class KernelFailure(Exception):
+class KernelFailure(DiagnosticError):
     """A check of the CPU header failed inside a kernel; ``.diagnostic`` says which (E0712)."""
-
-    def __init__(self, diagnostic: Diagnostic):
-        from ...diagnostics.render import render
-
-        self.diagnostic = diagnostic
-        super().__init__(render(diagnostic))
 
 
 _lock = threading.Lock()
