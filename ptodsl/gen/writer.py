@@ -109,9 +109,12 @@ def recover(out: Path) -> None:
                 os.rename(previous, out)
             except OSError:
                 continue
-    for folder, pid in _siblings(out, "new") + olds:
-        if not _alive(pid):
-            shutil.rmtree(folder, ignore_errors=True)
+    # A dead run's old tree goes only once OUT is back: until then it is the only copy.
+    dead = [folder for folder, pid in _siblings(out, "new") if not _alive(pid)]
+    if out.exists():
+        dead += [folder for folder, _ in olds]
+    for folder in dead:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _RENAME_EXCHANGE = 2
