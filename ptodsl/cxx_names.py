@@ -8,7 +8,7 @@ renames such variables (``NAN`` becomes ``NAN_1``); an op name, which is also th
 symbol, is refused by the spec checker (E0211).
 
 ``MACROS`` is the output of ``g++ -std=c++17 -fopenmp -dM -E`` over those includes, without names
-starting with ``_`` (which :func:`ptodsl.frontend.schema.identifier_problem` reserves anyway), plus
+starting with ``_`` (which :func:`ptodsl.yamlio.schema.identifier_problem` reserves anyway), plus
 macros of other common C headers; tests/test_hostile_names.py checks it against the local g++.
 ``PTO_NAMES`` are the declarations of the header visible in a kernel. Any name of the pto-isa
 naming patterns (instructions ``TADD``..., pipes, events) is reserved too, for the real library's

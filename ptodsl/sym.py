@@ -321,14 +321,13 @@ def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
             lo = f([v for v in los if v is not None]) if any(v is not None for v in los) else None
             hi = None if any(v is None for v in his) else f(his)
         return (lo, hi)
-    if isinstance(e, CallExpr) and e.fn == "cdiv" and is_const(e.args[1]) and e.args[1] > 0:
+    division = ((e.args[0], e.args[1], ceildiv) if isinstance(e, CallExpr) and e.fn == "cdiv" else
+                (e.left, e.right, floordiv) if isinstance(e, BinExpr) and e.op == "//" else None)
+    if division is not None and is_const(division[1]) and division[1] > 0:
         # monotonic in the numerator for a positive constant divisor
-        lo, hi = bounds(e.args[0], ranges)
-        d = e.args[1]
-        return (None if lo is None else -(-lo // d), None if hi is None else -(-hi // d))
-    if isinstance(e, BinExpr) and e.op == "//" and is_const(e.right) and e.right > 0:
-        lo, hi = bounds(e.left, ranges)
-        return (None if lo is None else lo // e.right, None if hi is None else hi // e.right)
+        num, den, f = division
+        lo, hi = bounds(num, ranges)
+        return (None if lo is None else f(lo, den), None if hi is None else f(hi, den))
     if isinstance(e, BinExpr):
         (alo, ahi), (blo, bhi) = bounds(e.left, ranges), bounds(e.right, ranges)
         if e.op == "+":

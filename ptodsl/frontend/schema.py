@@ -11,13 +11,12 @@ from functools import cache
 from typing import Any
 
 from ..dtypes import DTYPE_NAMES
+from ..targets import target_names
 from ..yamlio.schema import (
     E_REFERENCE,
     E_TARGET,
     IDENT_PATTERN,
-    INVALID,
     Bool,
-    Ctx,
     Enum,
     Float,
     Ident,
@@ -26,29 +25,14 @@ from ..yamlio.schema import (
     MapOf,
     Obj,
     OneOf,
-    Path,
-    Schema,
     Str,
     dtype_name,
-    identifier_problem,
-    key_locations,
-    path_str,
     to_json_schema,
-    validate,
 )
 
 # ------------------------------------------------------------------ the spec file format
 
 DTYPE_VAR_RESERVED_WHY = "a dtype variable cannot be called like a built-in dtype"
-
-
-
-
-def _target_names() -> list[str]:
-    from ..targets import target_names  # late: targets use these combinators themselves
-
-    return target_names()
-
 
 DEFAULT_TARGET = "ascend910b"
 # Shapes and counts reach generated C++ as int32 values.
@@ -137,7 +121,7 @@ def spec_schema() -> Obj:
             "symbols": MapOf(key=Ident(role="symbol name"), value=Int(min=1, max=INT32_MAX), placeholder="<symbol>",
                              desc="symbols fixed at compile time"),
             "schedule": schedule,
-            "target": Enum(values=_target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,
+            "target": Enum(values=target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,
                            desc="hardware model (a file in ptodsl/targets)"),
             "reference": Str(pattern=r"[^:\s][^:]*\.py:" + IDENT_PATTERN, form="`FILE.py:FUNCTION`",
                              code=E_REFERENCE, example="softmax_ref.py:softmax",
@@ -153,28 +137,4 @@ def json_schema() -> dict[str, Any]:
                           "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference and tests.")
 
 
-__all__ = [
-    "DEFAULT_TARGET",
-    "INVALID",
-    "PASS_OPTIONS",
-    "Bool",
-    "Ctx",
-    "Enum",
-    "Float",
-    "Ident",
-    "Int",
-    "ListOf",
-    "MapOf",
-    "Obj",
-    "OneOf",
-    "Path",
-    "Schema",
-    "Str",
-    "identifier_problem",
-    "json_schema",
-    "key_locations",
-    "path_str",
-    "spec_schema",
-    "to_json_schema",
-    "validate",
-]
+__all__ = ["DEFAULT_TARGET", "PASS_OPTIONS", "json_schema", "spec_schema"]

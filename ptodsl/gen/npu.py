@@ -36,7 +36,6 @@ DRIVER_ENV = "ASCEND_DRIVER_PATH"
 DEFAULT_DRIVER = "/usr/local/Ascend/driver"
 COMPILERS = ("bisheng", "ccec")  # bisheng is CANN's kernel compiler; older toolkits call it ccec
 DEV_ROOT = Path("/dev")  # where the driver creates davinci<N>; tests point it elsewhere
-# NPU architecture (bisheng's --npu-arch) of each target; a target without one cannot be built yet.
 BUILD_TIMEOUT_S = 600
 
 

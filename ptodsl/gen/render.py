@@ -31,11 +31,6 @@ PACKAGE_TEMPLATES: dict[str, str] = {
 }
 
 
-def doc_escape(text: str) -> str:
-    """Text that is safe inside a triple-quoted Python docstring (see :func:`ptodsl.escape.py_docstring`)."""
-    return py_docstring(text)
-
-
 def anchor(text: str) -> str:
     """The anchor a Markdown renderer gives a heading."""
     return re.sub(r"[^a-z0-9_\- ]", "", text.lower()).replace(" ", "-")
@@ -60,7 +55,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["py"] = py_literal
     env.filters["toml"] = lambda v: json.dumps(v, ensure_ascii=False)  # a TOML basic string
-    env.filters["doc_escape"] = doc_escape
+    env.filters["doc_escape"] = py_docstring
     env.filters["pycomment"] = py_comment
     env.filters["anchor"] = anchor
     return env
@@ -88,4 +83,4 @@ def package_files(package: str, ops: list[OpModel]) -> dict[str, str]:
     return out
 
 
-__all__ = ["PACKAGE_TEMPLATES", "anchor", "doc_escape", "environment", "package_files", "py_literal"]
+__all__ = ["PACKAGE_TEMPLATES", "anchor", "environment", "package_files", "py_literal"]
