@@ -232,7 +232,7 @@ def _top_op(s: ast.Stmt, ck: CheckedKernel) -> str | None:
         if call is not None and call.op == "reshape":
             return "reshape"
         return "op"
-    return "op" if id(v) in t.read else None  # scalar arithmetic is symbolic; a read is an op
+    return "read" if id(v) in t.read else None  # scalar arithmetic is symbolic; a read is an op
 
 
 def compiled_skeleton(ck: CheckedKernel, spec: Spec, sites: Sequence[LoopSite] | None = None) -> list[paths.Node]:

@@ -33,6 +33,15 @@ LOOP_PREDICATES = ("is_loop_begin", "is_loop_end")
 ALLOC_OPS = ("alloc", "view", "reshape")  # may precede top-level work without being wrapped
 
 
+def stays_top_level(op: str, pending: bool) -> bool:
+    """Whether a top-level op stays outside the implicit one-trip loops of the loops pass.
+
+    Loops do; so does a scalar read (after the work before it, which it may read), since later
+    loops may use its value as a bound and a read inside an implicit loop would scope it away; and
+    declarations that every later loop may see, when no work is pending before them."""
+    return op in ("loop", "read") or (op in ALLOC_OPS and not pending)
+
+
 @dataclass
 class Branch:
     cond: Any  # a sym.Expr; a bool when decided at compile time
@@ -210,7 +219,7 @@ def wrap_and_merge(top: Sequence[Node], schedule_of: Callable[[str], Any]) -> li
     pending: list[Node] = []
     count = 0
     for n in [*top, None]:
-        if n is None or isinstance(n, Loop) or (isinstance(n, Work) and n.op in ALLOC_OPS and not pending):
+        if n is None or isinstance(n, Loop) or (isinstance(n, Work) and stays_top_level(n.op, bool(pending))):
             if pending:
                 name = f"_top{count}"
                 count += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..check.paths import stays_top_level
 from ..ir import Module, Op
 from .context import Pass, PassContext
 from .unroll import _Cloner
@@ -32,9 +33,7 @@ def wrap_top_level(ops: list[Op], counter) -> list[Op]:
     body: list[Op] = []
     pending: list[Op] = []
     for op in ops + [None]:
-        # A scalar read stays at the top level (after the work before it, which it may read): later
-        # loops may use its value as a bound, and a read inside an implicit loop would scope it away.
-        if op is None or op.name in ("loop", "read") or (op.name in ("alloc", "view", "reshape") and not pending):
+        if op is None or stays_top_level(op.name, bool(pending)):
             if pending:
                 name = f"_top{next(counter)}"
                 body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,

@@ -41,6 +41,9 @@ SPREAD = {
     "top_level_loops_merge": ("    s = n[0]\n    if s > 0:\n        y[0, :] = x[0, :]\n    for b in loop(1):\n"
                               "        if s > 1:\n            y[1, :] = x[0, :]\n    if s > 2:\n"
                               "        y[0, :] = x[1, :]\n", None, 8),
+    # a scalar read stays at the top level, so the ifs around it are in separate implicit loops
+    "top_level_reads_split_bodies": ("    s = n[0]\n    if s > 0:\n        y[0, :] = x[0, :]\n    t = n[1]\n"
+                                     "    if t > 0:\n        y[1, :] = x[1, :]\n", None, 2),
     "step_two": ("    for b in loop(0, B, 2, name=\"rows\"):\n        s = n[b]\n        y[b, :] = x[b, :]\n" + IF,
                  [2, 1], 4),
     "loop_unroll": ("    for b, kk in loop_unroll(B, name=\"rows\"):\n        s = n[b]\n"
