@@ -18,7 +18,6 @@ generator wrote as well-typed, but the compiler or a backend refused with diagno
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import re
@@ -280,30 +279,6 @@ def merge_sources(parts: Sequence[tuple[str, dict[str, str]]]) -> str:
     return "\n".join(includes) + "\n\n" + "\n".join(bodies)
 
 
-def _entry(lib: ctypes.CDLL, variant) -> Any:
-    from ..backends.cpp.run import _ctype
-
-    fn = getattr(lib, variant.entry)
-    fn.restype = None
-    fn.argtypes = [_ctype(p.kind, p.dtype) for p in variant.params]
-    return fn
-
-
-def _call(fn, variant, arrays: dict[str, np.ndarray], scalars: dict[str, Any], symbols: dict[str, int]) -> None:
-    args: list[Any] = []
-    for p in variant.params:
-        if p.kind == "tensor":
-            a = arrays[p.name]
-            args.append(a.ctypes.data or None)
-        elif p.kind == "scalar":
-            args.append(scalars[p.name])
-        elif p.kind == "symbol":
-            args.append(int(symbols[p.name]))
-        else:
-            args.append(1)
-    fn(*args)
-
-
 def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[int], None] | None = None,
                   opt: str = "-O0") -> list[Outcome | None]:
     """Run many programs on the CPU backend, building them as ``jobs`` shared libraries.
@@ -312,7 +287,7 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
     same, only the compiler's optimisation of it differs from a user's ``-O3`` build.
     """
     from ..backends.cpp.build import build_shared, load_library
-    from ..backends.cpp.run import build_defines, emitted
+    from ..backends.cpp.run import bind_entry, build_defines, call_loaded, emitted
     from ..diagnostics import CompileError
 
     results: list[Outcome | None] = [None] * len(preps)
@@ -333,7 +308,8 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
         text = merge_sources([(preps[i].program.op, variants[i].sources) for i in group])
         name = "fzbatch_" + hashlib.sha256(text.encode()).hexdigest()[:12]
         defines = build_defines(preps[group[0]].op.compiled)
-        return load_library(build_shared({"batch.cpp": text}, name, flags=(opt,), defines=defines))
+        path = build_shared({"batch.cpp": text}, name, flags=(opt,), defines=defines)
+        return load_library(path), path
 
     libs: dict[int, Any] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
@@ -347,10 +323,7 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
                 # Some program of the batch does not build: build each alone to find which.
                 for i in group:
                     try:
-                        lib1 = load_library(build_shared({"one.cpp": merge_sources(
-                            [(preps[i].program.op, variants[i].sources)])}, f"fzone_{preps[i].program.op}",
-                            flags=(opt,), defines=build_defines(preps[i].op.compiled)))
-                        libs[i] = lib1
+                        libs[i] = build([i])
                     except CompileError as exc:
                         results[i] = Outcome(preps[i].program.seed, "crash", "cpu",
                                              "emitted C++ does not build:\n" + exc.render())
@@ -362,7 +335,9 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
             on_start(i)
         arrays = {k: v.copy() for k, v in prep.inputs.items()}
         try:
-            _call(_entry(libs[i], variants[i]), variants[i], arrays, prep.scalars, prep.symbols)
+            # guards and header checks report as they do for a user's call (GuardError, KernelFailure)
+            call_loaded(bind_entry(*libs[i], variants[i]), prep.op.compiled, prep.index, arrays, prep.scalars,
+                        prep.symbols, poison=True)
         except Exception:  # noqa: BLE001
             results[i] = Outcome(prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
             continue

@@ -144,7 +144,14 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
     if found is not None:
         return found
     path = build_variant(compiled, index)
-    library = _load(path)
+    loaded = bind_entry(_load(path), path, v)
+    with _lock:
+        return _loaded.setdefault(key, loaded)
+
+
+def bind_entry(library: ctypes.CDLL, path: Path, v: EmittedVariant) -> Loaded:
+    """The entry of variant ``v`` and its failure report, in a loaded library (which may hold
+    other programs too)."""
     function = library_function(library, path, v.entry)
     # 0; the number of the bounds guard that stopped the call; or -1 when a header check failed
     function.restype = ctypes.c_int
@@ -152,9 +159,7 @@ def load_variant(compiled: Compiled, index: int) -> Loaded:
     failure = library_function(library, path, f"{v.entry}_failure")
     failure.restype = ctypes.c_char_p
     failure.argtypes = []
-    loaded = Loaded(v, path, function, library, failure)
-    with _lock:
-        return _loaded.setdefault(key, loaded)
+    return Loaded(v, path, function, library, failure)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -185,7 +190,12 @@ def _ctype(kind: str, dtype: str) -> Any:
 def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
                 symbols: Mapping[str, int], poison: bool = False) -> None:
     """Run one variant on the CPU; out/inout arrays are written in place."""
-    loaded = load_variant(compiled, index)
+    call_loaded(load_variant(compiled, index), compiled, index, arrays, scalars, symbols, poison)
+
+
+def call_loaded(loaded: Loaded, compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray],
+                scalars: Mapping[str, Any], symbols: Mapping[str, int], poison: bool = False) -> None:
+    """Call a bound entry; a stopping guard or a failed header check raises its diagnostic."""
     args: list[Any] = []
     keep: list[np.ndarray] = []
     for p in loaded.variant.params:
