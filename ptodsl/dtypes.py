@@ -77,12 +77,17 @@ def from_numpy(dtype: Any) -> str | None:
     return None
 
 
+# The largest dim (a symbol's value, a literal shape, a test case's size): dims reach the generated
+# code and the NPU's launch arguments as int32 values.
+DIM_MAX = 2**31 - 1
+
+
 def accumulator_dtype(dtype: str) -> str:
     """Vector reductions accumulate half floats in f32, as the hardware does."""
     return "f32" if DTYPES[dtype].is_float else dtype
 
 
-__all__ = ["DTYPES", "DTYPE_ALIASES", "DTYPE_NAMES", "FLOAT_MAX", "UNSUPPORTED_DTYPES", "DtypeInfo", "accumulator_dtype",
+__all__ = ["DIM_MAX", "DTYPES", "DTYPE_ALIASES", "DTYPE_NAMES", "FLOAT_MAX", "UNSUPPORTED_DTYPES", "DtypeInfo", "accumulator_dtype",
            "from_numpy", "itemsize", "numpy_dtype", "value_range"]
 
 

@@ -11,20 +11,19 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from . import sym
 from .diagnostics import Diagnostic, Span
-from .dtypes import DTYPES, value_range
+from .dtypes import DIM_MAX, DTYPES, value_range
 from .ir import Func, Op, TensorType
 
 E_SCALAR = "E0706"
 E_DIM = "E0710"
 E_LENGTH = "E0711"
-DIM_MAX = 2**31 - 1  # as `symbols:` and test shapes in the YAML: dims are int32 on the NPU
 MAX_DISTINCT_LENGTHS = 1 << 16  # distinct values a length tensor is checked for, one by one
 
 
@@ -104,13 +103,6 @@ def check_empty(symbols: Mapping[str, int], outputs: Mapping[str, np.ndarray],
                         "the kernel would reduce over an empty axis; handle the empty case before calling")
 
 
-def _walk(ops: list[Op]) -> Iterator[Op]:
-    for op in ops:
-        yield op
-        for region in op.regions:
-            yield from _walk(region)
-
-
 def check_lengths(func: Func, arrays: Mapping[str, np.ndarray], symbols: Mapping[str, int],
                   spans: Mapping[str, Span | None]) -> Diagnostic | None:
     """Values read from a tensor and used as a valid extent stay within the dim they bound.
@@ -119,12 +111,12 @@ def check_lengths(func: Func, arrays: Mapping[str, np.ndarray], symbols: Mapping
     for every value of ``act_seqs``; a larger one would make the kernel write into the next batch.
     """
     reads: dict[str, tuple[str, Op]] = {}  # symbol -> (tensor parameter, read op)
-    for op in _walk(func.body):
+    for op in func.walk():
         if op.name == "read" and op.operands and op.operands[0].name in arrays:
             reads[op.attrs["sym"]] = (op.operands[0].name, op)
     if not reads:
         return None
-    for op in _walk(func.body):
+    for op in func.walk():
         for result in op.results:
             t = result.type
             if not isinstance(t, TensorType) or t.valid is None:

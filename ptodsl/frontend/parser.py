@@ -21,6 +21,7 @@ from lark import Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
+from ..dtypes import DIM_MAX
 from . import ast
 from .grammar import (
     CLOSERS,
@@ -497,7 +498,6 @@ _TARGET_KINDS: list[tuple[type, str]] = [
 
 
 INT_LITERAL_MAX = 2**63 - 1  # an integer literal must fit the C++ int64_t it becomes
-DIM_LITERAL_MAX = 2**31 - 1  # as the YAML's symbols and test shapes
 
 
 def _shorten(text: str) -> str:
@@ -633,9 +633,9 @@ class _Builder:
 
     def _dim(self, meta: Any, kids: list) -> ast.Dim:
         tok = kids[0]
-        if tok.type == "INT" and (len(tok.value.lstrip("0")) > 10 or int(tok.value) > DIM_LITERAL_MAX):
+        if tok.type == "INT" and (len(tok.value.lstrip("0")) > 10 or int(tok.value) > DIM_MAX):
             self._too_large(tok, f"the dim `{_shorten(tok.value)}` is too large",
-                            f"dims are at most {DIM_LITERAL_MAX}")
+                            f"dims are at most {DIM_MAX}")
             return ast.Dim(1, span=self._tok(tok))
         return ast.Dim(int(tok.value) if tok.type == "INT" else tok.value, span=self._tok(tok))
 

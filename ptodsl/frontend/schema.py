@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from ..dtypes import DTYPE_NAMES
+from ..dtypes import DIM_MAX, DTYPE_NAMES
 from ..targets import target_names
 from ..yamlio.schema import (
     E_REFERENCE,
@@ -35,8 +35,6 @@ from ..yamlio.schema import (
 DTYPE_VAR_RESERVED_WHY = "a dtype variable cannot be called like a built-in dtype"
 
 DEFAULT_TARGET = "ascend910b"
-# Shapes and counts reach generated C++ as int32 values.
-INT32_MAX = 2**31 - 1
 
 _TILE = ListOf(item=Int(), min_len=1, desc="tile shape, one entry per dimension of the op's output")
 _CUBE_LEVEL = ListOf(item=Int(), min_len=2, max_len=2, desc="[L0 tile, L1 tile] along this matmul axis")
@@ -47,9 +45,9 @@ _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a sym
 PASS_OPTIONS = Obj(
     desc="options for the compiler passes; omitted options take their default",
     fields={
-        "cycle_upper_bound": Int(min=1, max=INT32_MAX, default=10000,
+        "cycle_upper_bound": Int(min=1, max=DIM_MAX, default=10000,
                                  desc="estimated cycles above which a compute kernel is split in two"),
-        "max_paths": Int(min=1, max=INT32_MAX, default=64,
+        "max_paths": Int(min=1, max=DIM_MAX, default=64,
                          desc="most compiled paths one loop body may have (branches x unrolled copies)"),
     },
 )
@@ -87,7 +85,7 @@ def spec_schema() -> Obj:
     test = Obj(
         desc="one golden test case, checked against the reference",
         fields={
-            "shapes": MapOf(key=Ident(role="symbol name"), value=Int(min=0, max=INT32_MAX), placeholder="<symbol>",
+            "shapes": MapOf(key=Ident(role="symbol name"), value=Int(min=0, max=DIM_MAX), placeholder="<symbol>",
                             desc="values of the runtime symbols"),
             "dtypes": MapOf(key=Ident(role="dtype variable"), value=dtype_name(), placeholder="<T>",
                             desc="the dtype variant under test"),
@@ -118,7 +116,7 @@ def spec_schema() -> Obj:
                             what="a list of dtypes"),
                 placeholder="<T>", desc="dtype variables and their variants; one kernel per binding",
             ),
-            "symbols": MapOf(key=Ident(role="symbol name"), value=Int(min=1, max=INT32_MAX), placeholder="<symbol>",
+            "symbols": MapOf(key=Ident(role="symbol name"), value=Int(min=1, max=DIM_MAX), placeholder="<symbol>",
                              desc="symbols fixed at compile time"),
             "schedule": schedule,
             "target": Enum(values=target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,

@@ -18,10 +18,10 @@ from dataclasses import asdict
 from typing import Any
 
 from .gen import ALL_FEATURES, FOUND_BUG_FEATURES, KNOWN_BUG_FEATURES, SAFE_FEATURES, generate
-from .run import DEFAULT_TIMEOUT_S, Outcome
+from .run import DEFAULT_TIMEOUT_S, KINDS, Outcome
 
 CHUNK = 25
-FAIL_KINDS = ("mismatch", "crash", "hang", "rejected", "interp")
+FAIL_KINDS = tuple(k for k in KINDS if k != "ok")
 
 
 def parse_features(text: str) -> frozenset[str]:

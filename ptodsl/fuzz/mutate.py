@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -203,20 +202,13 @@ def mutants(count: int, seed: int, specs: Path | None = None, start: int = 0) ->
 # ------------------------------------------------------------------ running one case
 
 
-class Hang(Exception):
-    pass
-
-
-def _expire(signum: int, frame: object) -> None:
-    raise Hang(f"took more than {CASE_SECONDS} s")
-
-
 def run_case(case: Case, folder: Path) -> tuple[str, str]:
     """(outcome, detail) of one mutant: ok | diagnostic | internal."""
     from ..backends.cpp.emit import emit_variant
     from ..diagnostics import CompileError, Diagnostics
     from ..diagnostics.render import render_all
     from ..driver import compile_spec
+    from .run import time_limit
 
     name = re.sub(r"\W", "_", case.name)
     (folder / f"{name}.pto").write_text(case.pto, encoding="utf-8", errors="surrogatepass")
@@ -224,24 +216,21 @@ def run_case(case: Case, folder: Path) -> tuple[str, str]:
     path = folder / f"{name}.yaml"
     path.write_text(yml, encoding="utf-8", errors="surrogatepass")
     diags = Diagnostics()
-    signal.signal(signal.SIGALRM, _expire)
-    signal.alarm(CASE_SECONDS)
     try:
-        try:
-            compiled = compile_spec(str(path), diags)
-            for index in range(len(compiled.checked)):
-                emit_variant(compiled, index)
-        except CompileError as exc:
-            if not any(d.is_error for d in exc.diagnostics):
-                return "internal", "CompileError without an error"
-            render_all(exc.diagnostics, color=False)
-            return "diagnostic", exc.diagnostics[0].code if exc.diagnostics else ""
-        render_all(diags.items, color=False)
-        return "ok", ""
+        with time_limit(CASE_SECONDS):  # a hang is a finding: it ends as Hang, counted internal
+            try:
+                compiled = compile_spec(str(path), diags)
+                for index in range(len(compiled.checked)):
+                    emit_variant(compiled, index)
+            except CompileError as exc:
+                if not any(d.is_error for d in exc.diagnostics):
+                    return "internal", "CompileError without an error"
+                render_all(exc.diagnostics, color=False)
+                return "diagnostic", exc.diagnostics[0].code if exc.diagnostics else ""
+            render_all(diags.items, color=False)
+            return "ok", ""
     except Exception as exc:  # noqa: BLE001 - any other exception is the finding
         return "internal", "".join(traceback.format_exception(exc)[-3:])
-    finally:
-        signal.alarm(0)
 
 
 def worker(count: int, seed: int, start: int, specs: Path) -> None:

@@ -68,7 +68,8 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 }"""
 
 
-# The entry returns 0, or 1 when a check of the CPU header failed; {name}_failure() then says which.
+# The entry returns 0; the number of the bounds guard that stopped it; or -1 when a check of the CPU
+# header failed, and {name}_failure() then says which.
 # With a real pto-isa checkout (no PTO_CPU_SUBSET) the library's own checks apply and 0 is returned.
 FAILURE_ENTRY = """\
 extern "C" const char* {name}_failure(void)
@@ -123,6 +124,7 @@ class ControlEmitter:
         self.lines: list[tuple[int, str, str]] = []
         self.vars: dict[str, str] = {}  # GM value -> pointer variable
         self.guards = 0
+        self.hoisted: set[int] = set()  # workspaces declared up front (see _hoist_allocs)
         self._context()
 
     def _context(self) -> None:
@@ -272,7 +274,6 @@ class ControlEmitter:
         instead. Every other workspace stays where it is: one per iteration, per thread.
         """
         entry = set(self.symbols) | {p.name for p in self.control.params if not p.is_tensor}
-        self.hoisted: set[int] = set()
 
         def single_trip(op: Op) -> bool:
             return (op.name == "loop" and id(op) not in self.parallel and op.attrs["lo"] == 0
@@ -298,7 +299,7 @@ class ControlEmitter:
                     self.hoisted.add(id(op))
 
     def _op_alloc(self, op: Op, depth: int) -> None:
-        if id(op) in getattr(self, "hoisted", ()):
+        if id(op) in self.hoisted:
             return
         t: TensorType = op.result.type
         ctype = cxx_type(t.dtype)
