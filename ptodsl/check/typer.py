@@ -954,10 +954,9 @@ class Typer(CallTyping):
             self.err("E0800", "views of computed expressions are not supported", src.span,
                      help="bind the value to a name first")
             return None
-        r = self.ranges()
         pvalid = bt.valid_shape
         # a view without its own valid shape inherits the parent's, clipped to the view
-        inferred = tuple(sym.min_(sym.max_(sym.sub(pv, o), 0, r), s, r) for pv, o, s in zip(pvalid, offsets, shape))
+        inferred = self.clamp_valid(tuple(sym.sub(pv, o) for pv, o in zip(pvalid, offsets)), shape)
         if valid is None:
             valid = inferred
         else:
