@@ -13,11 +13,10 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from .gen import ALL_FEATURES, FOUND_BUG_FEATURES, KNOWN_BUG_FEATURES, SAFE_FEATURES, generate
+from .gen import ALL_FEATURES, SAFE_FEATURES, generate
 from .run import DEFAULT_TIMEOUT_S, KINDS, Outcome
 
 CHUNK = 25
@@ -296,11 +295,6 @@ def main(args: argparse.Namespace) -> int:
     backends = ("sim", "cpu") if args.backend == "both" else (args.backend,)
     return fuzz(args.count, args.seed, features, backends, args.out, args.timeout, args.shrink_seconds,
                 max_blocks=max(1, args.max_blocks))
-
-
-def describe_features() -> Iterable[str]:
-    for name, why in {**KNOWN_BUG_FEATURES, **FOUND_BUG_FEATURES}.items():
-        yield f"{name}: {why}"
 
 
 __all__ = ["add_arguments", "fuzz", "main", "parse_features", "run_chunk"]

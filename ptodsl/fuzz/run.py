@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
-from .gen import SAFE_FEATURES, Program, generate
+from .gen import Program
 from .interp import InterpError, Refused, interpret
 
 # (rtol, atol) per output dtype for a chain of ops; atol is scaled by the output's magnitude.
@@ -392,9 +392,5 @@ def run_programs(programs: Sequence[Program], backends: Iterable[str] = ("sim", 
     return out
 
 
-def run_seeds(seeds: Iterable[int], features: frozenset[str] = SAFE_FEATURES, **kw: Any) -> list[Outcome]:
-    return run_programs([generate(s, features) for s in seeds], **kw)
-
-
 __all__ = ["KINDS", "TOLERANCES", "Outcome", "Prepared", "compare", "merge_sources", "prepare", "run_cpu_batch",
-           "run_programs", "run_seeds", "run_sim", "write_program"]
+           "run_programs", "run_sim", "write_program"]
