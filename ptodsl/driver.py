@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .check import CheckedKernel, check
@@ -19,7 +20,7 @@ from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import Module
 from .ir.verify import VerifyError, verify
-from .passes import PIPELINE, syncheck, tensorize
+from .passes import PIPELINE, check_pipeline, tensorize
 from .passes.context import Pass, PassContext
 from .targets import Target, load_target
 
@@ -79,41 +80,42 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     compiled.stages["tensor"] = ir
     compiled.after["tensorize"] = ir
     if verify_ir:
-        _verified(compiled, "tensorize", ir, yaml_path, diags)
+        _verified(compiled, "tensorize", ir, None)
+    try:
+        check_pipeline(PASSES)  # once more here: the list may have been edited (tests do)
+    except ValueError as exc:
+        raise CompileError([Diagnostic("E0990", f"internal compiler error: {exc}", None, "", (), (),
+                                       "this is a bug in ptodsl: please report it with the spec")]) from None
     for p in PASSES:
-        if ir.level != p.takes:  # a pipeline edited in place, e.g. by a test, is checked here too
-            raise CompileError([Diagnostic(
-                "E0990", f"internal compiler error: pass `{p.name}` takes {p.takes} IR, got {ir.level} IR",
-                None, "", (), (), "this is a bug in ptodsl: please report it with the spec")])
         ir = p.run(ir, ctx)
         if diags.has_errors:
             raise CompileError(diags.items)
         compiled.after[p.name] = ir
         compiled.stages[p.gives] = ir
         if verify_ir:
-            _verified(compiled, p.name, ir, yaml_path, diags)
+            _verified(compiled, p.name, ir, p.check)
     return compiled
 
 
-def _verified(compiled: Compiled, pass_name: str, ir: Module, yaml_path: str, diags: Diagnostics) -> None:
-    """Every user spec gets the checks the tests run: the IR verifier after each pass and the sync
-    checker after sync. A broken invariant is the compiler's bug, reported as one (E0990) with a
-    command that shows the IR it broke, rather than a kernel that computes garbage."""
+def _verified(compiled: Compiled, pass_name: str, ir: Module, proof: Callable | None) -> None:
+    """Every user spec gets the checks the tests run: the IR verifier after each pass and the pass's
+    own proof (the sync checker after sync). A broken invariant is the compiler's bug, reported as
+    one (E0990) with a command that shows the IR it broke, rather than a kernel that computes garbage."""
     start = time.perf_counter()
     span = None
     try:
         verify(ir)
         problem = None
-        if pass_name == "sync":
-            found = syncheck.check(ir, compiled.target.max_event_ids)
-            problem = str(found[0]) if found else None
+        found = proof(ir, compiled.target) if proof is not None else []
+        problem = str(found[0]) if found else None
     except VerifyError as exc:
         problem, span = str(exc), exc.span
     finally:
         compiled.verify_seconds += time.perf_counter() - start
     if problem is None:
         return
-    repro = f"ptodsl ir {shlex.quote(yaml_path)} --after {pass_name} --no-verify"
+    repro = f"ptodsl ir {shlex.quote(compiled.spec.path)} --after {pass_name} --no-verify"
+    diags = compiled.diagnostics
     diags.add(Diagnostic(
         "E0990", f"internal compiler error: the IR after `{pass_name}` breaks an invariant: {problem}", span,
         "the broken op was compiled from here" if span is not None else "", (), (f"repro: {repro}",),

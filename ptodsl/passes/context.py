@@ -30,6 +30,8 @@ class Pass:
     run: Callable  # (Module, PassContext) -> Module; never mutates its input
     requires: frozenset[str] = frozenset()
     establishes: frozenset[str] = frozenset()
+    # (Module, Target) -> problems; a proof of what the pass established, run after it in every compile
+    check: Callable | None = None
 
 
 def check_pipeline(passes: Sequence[Pass], start: str = "tensor") -> None:

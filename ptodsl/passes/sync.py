@@ -15,6 +15,7 @@ drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_
 from __future__ import annotations
 
 from ..ir import Func, Module, Op
+from . import syncheck
 from .context import Pass, PassContext, on_compute_kernels
 from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
 
@@ -180,4 +181,9 @@ def run(module: Module, ctx: PassContext) -> Module:
     return on_compute_kernels(module, lambda f: _insert(f, ctx))
 
 
-PASS = Pass("sync", "block", "block", run, frozenset({"planned"}), frozenset({"synchronised"}))
+def _proof(module: Module, target) -> list:
+    """The sync checker proves the pairs the pass placed, with its own model of the pipes."""
+    return syncheck.check(module, target.max_event_ids)
+
+
+PASS = Pass("sync", "block", "block", run, frozenset({"planned"}), frozenset({"synchronised"}), _proof)
