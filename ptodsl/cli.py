@@ -129,11 +129,22 @@ def cmd_test(args, out: _Out) -> int:
 
 
 def cmd_ir(args, out: _Out) -> int:
-    from .driver import compile_spec, pass_names
+    from .driver import compile_spec, lower_ir, pass_names
 
     diags = Diagnostics()
+    if (args.spec is None) == (args.ir_file is None):
+        print("error: give either a spec (`ptodsl ir NAME.yaml`) or printed IR (`ptodsl ir --from NAME.tile.ir`)",
+              file=sys.stderr)
+        return EXIT_USER
+    if args.ir_file is not None and (args.stats or args.variant):
+        print("error: `--stats` and `--variant` read the spec: run them on the spec the IR came from",
+              file=sys.stderr)
+        return EXIT_USER
     try:
-        c = compile_spec(args.spec, diags, verify_ir=not args.no_verify)
+        if args.ir_file is not None:
+            c = lower_ir(args.ir_file, diags, verify_ir=not args.no_verify)
+        else:
+            c = compile_spec(args.spec, diags, verify_ir=not args.no_verify)
     except CompileError:
         out.diagnostics(diags.items)
         return EXIT_USER
@@ -296,8 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-poison", action="store_true", help="zero-fill instead of NaN-poisoning invalid data")
     s.set_defaults(fn=cmd_test)
 
-    s = sub.add_parser("ir", parents=[common], help="print the IR of a spec")
-    s.add_argument("spec")
+    s = sub.add_parser("ir", parents=[common], help="print the IR of a spec, or resume from printed IR")
+    s.add_argument("spec", nargs="?", default=None)
+    s.add_argument("--from", dest="ir_file", default=None, metavar="IR_FILE",
+                   help="run the passes a printed module (`ptodsl ir ... > NAME.tile.ir`) has not had yet")
     s.add_argument("--stage", choices=("tensor", "tile", "block"), default="tile")
     s.add_argument("--after", default=None, metavar="PASS", help="print the IR after this pass")
     s.add_argument("--no-verify", action="store_true",

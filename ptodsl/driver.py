@@ -14,15 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .check import CheckedKernel, check
-from .diagnostics import CompileError, Diagnostic, Diagnostics
+from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
 from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
-from .ir import Module
+from .ir import IRSyntaxError, Module, parse
+from .ir.schedule import passes_applied, with_pass
 from .ir.verify import VerifyError, verify
 from .passes import PIPELINE, check_pipeline, tensorize
 from .passes.context import Pass, PassContext
-from .targets import Target, load_target
+from .targets import Target, load_target, target_names
+
+E_IR_INPUT = "E0801"  # a printed module given to `ptodsl ir --from` that the passes cannot resume from
 
 # The passes after tensorize, in order: one list, in ptodsl.passes, that every reader shares.
 PASSES: list[Pass] = PIPELINE
@@ -73,31 +76,99 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     if diags.has_errors or not checked:
         raise CompileError(diags.items)
     target = load_target(spec.target)
-    ctx = PassContext(spec, target, diags)
     name = _module_name(spec, yaml_path)
-    ir = tensorize.run(checked, name)
+    ir = tensorize.run(checked, name, target.name, spec.schedule)
     compiled = Compiled(spec, target, module, checked, diagnostics=diags)
-    compiled.stages["tensor"] = ir
-    compiled.after["tensorize"] = ir
+    ctx = PassContext(target, diags, spec.spans.value)
+    repro = f"ptodsl ir {shlex.quote(spec.path)} --after {{pass_name}} --no-verify"
+    compiled.stages["tensor"] = compiled.after["tensorize"] = ir
     if verify_ir:
-        _verified(compiled, "tensorize", ir, None)
-    try:
-        check_pipeline(PASSES)  # once more here: the list may have been edited (tests do)
-    except ValueError as exc:
-        raise CompileError([Diagnostic("E0990", f"internal compiler error: {exc}", None, "", (), (),
-                                       "this is a bug in ptodsl: please report it with the spec")]) from None
-    for p in PASSES:
-        ir = p.run(ir, ctx)
-        if diags.has_errors:
-            raise CompileError(diags.items)
-        compiled.after[p.name] = ir
-        compiled.stages[p.gives] = ir
-        if verify_ir:
-            _verified(compiled, p.name, ir, p.check)
+        _verified(compiled, diags, "tensorize", ir, target, None, repro)
+    _run_passes(compiled, ir, ctx, verify_ir, repro, PASSES)
     return compiled
 
 
-def _verified(compiled: Compiled, pass_name: str, ir: Module, proof: Callable | None) -> None:
+@dataclass
+class Lowered:
+    """The IR that one run of the passes produced, from a spec or from a printed module."""
+
+    stages: dict[str, Module] = field(default_factory=dict)  # level -> final IR of that level
+    after: dict[str, Module] = field(default_factory=dict)  # pass name -> IR after it
+    verify_seconds: float = 0.0  # time spent verifying the IR after each pass (reported by bench)
+
+
+def lower_ir(path: str, diags: Diagnostics | None = None, verify_ir: bool = True) -> Lowered:
+    """Run the passes a printed module has not been through yet (``ptodsl ir --from``). The module
+    names its target, its schedule and the passes already applied, so nothing else is needed."""
+    diags = diags if diags is not None else Diagnostics()
+    text = read_text(path, diags)
+    if text is None:
+        raise CompileError(diags.items)
+    register_source(path, text)
+    try:
+        ir = parse(text)
+    except IRSyntaxError as exc:
+        line, col = (exc.line or 1), (exc.col or 1)
+        diags.error(E_IR_INPUT, f"not a printed ptodsl module: {exc.message}", Span(path, line, col, line, col + 1),
+                    "here", help="give a file written by `ptodsl ir SPEC --stage tensor|tile|block` or `--after PASS`")
+        raise CompileError(diags.items) from None
+    done = passes_applied(ir)
+    problem = _resume_problem(ir, done)
+    if problem is None:
+        try:
+            verify(ir)
+        except VerifyError as exc:
+            problem = f"it breaks an IR invariant: {exc}"
+    if problem is not None:
+        diags.error(E_IR_INPUT, f"cannot resume compilation from this module: {problem}", Span(path, 1, 1, 1, 2),
+                    "this module", help="give a file written by `ptodsl ir SPEC --stage ...` or `--after PASS`, "
+                    "unedited")
+        raise CompileError(diags.items)
+    target = load_target(ir.attrs["target"])
+    lowered = Lowered()
+    lowered.after[done[-1]] = lowered.stages[ir.level] = ir
+    rest = PASSES[len(done) - 1:]  # done is a prefix of tensorize + PASSES
+    have = [prop for p in PASSES[:len(done) - 1] for prop in p.establishes]
+    repro = f"ptodsl ir --from {shlex.quote(path)} --after {{pass_name}} --no-verify"
+    _run_passes(lowered, ir, PassContext(target, diags), verify_ir, repro, rest, have)
+    return lowered
+
+
+def _resume_problem(ir: Module, done: tuple[str, ...]) -> str | None:
+    """Why the passes cannot pick up ``ir`` where its ``passes`` attribute says it stopped, if so."""
+    names = pass_names()
+    if not done or list(done) != names[:len(done)]:
+        return f"its `passes` attribute {list(done)} is not a prefix of the pipeline {names}"
+    level = "tensor" if len(done) == 1 else PASSES[len(done) - 2].gives
+    if ir.level != level:
+        return f"it is {ir.level} IR, but after `{done[-1]}` the pipeline has {level} IR"
+    if not isinstance(ir.attrs.get("target"), str) or ir.attrs["target"] not in target_names():
+        return f"its `target` attribute names no known target (targets: {', '.join(target_names())})"
+    return None
+
+
+def _run_passes(into: Lowered | Compiled, ir: Module, ctx: PassContext, verify_ir: bool, repro: str,
+                passes: list[Pass], have: list[str] | None = None) -> None:
+    """Run ``passes`` from ``ir``, recording every pass's IR in ``into`` and verifying it, and stop at
+    the first pass that reports an error."""
+    try:
+        check_pipeline(passes, ir.level, have or ())  # once more here: the list may have been edited (tests do)
+    except ValueError as exc:
+        ctx.diags.add(Diagnostic("E0990", f"internal compiler error: {exc}", None, "", (), (),
+                                 "this is a bug in ptodsl: please report it with the spec"))
+        raise CompileError(ctx.diags.items) from None
+    for p in passes:
+        ir = with_pass(p.run(ir, ctx), p.name)
+        if ctx.diags.has_errors:
+            raise CompileError(ctx.diags.items)
+        into.after[p.name] = ir
+        into.stages[p.gives] = ir
+        if verify_ir:
+            _verified(into, ctx.diags, p.name, ir, ctx.target, p.check, repro)
+
+
+def _verified(into: Lowered | Compiled, diags: Diagnostics, pass_name: str, ir: Module, target: Target,
+              proof: Callable | None, repro: str) -> None:
     """Every user spec gets the checks the tests run: the IR verifier after each pass and the pass's
     own proof (the sync checker after sync). A broken invariant is the compiler's bug, reported as
     one (E0990) with a command that shows the IR it broke, rather than a kernel that computes garbage."""
@@ -106,19 +177,18 @@ def _verified(compiled: Compiled, pass_name: str, ir: Module, proof: Callable | 
     try:
         verify(ir)
         problem = None
-        found = proof(ir, compiled.target) if proof is not None else []
+        found = proof(ir, target) if proof is not None else []
         problem = str(found[0]) if found else None
     except VerifyError as exc:
         problem, span = str(exc), exc.span
     finally:
-        compiled.verify_seconds += time.perf_counter() - start
+        into.verify_seconds += time.perf_counter() - start
     if problem is None:
         return
-    repro = f"ptodsl ir {shlex.quote(compiled.spec.path)} --after {pass_name} --no-verify"
-    diags = compiled.diagnostics
     diags.add(Diagnostic(
         "E0990", f"internal compiler error: the IR after `{pass_name}` breaks an invariant: {problem}", span,
-        "the broken op was compiled from here" if span is not None else "", (), (f"repro: {repro}",),
+        "the broken op was compiled from here" if span is not None else "", (),
+        (f"repro: {repro.format(pass_name=pass_name)}",),
         "this is a bug in ptodsl, not in the spec: please report it with the spec and the repro command"))
     raise CompileError(diags.items)
 

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from ..dtypes import DIM_MAX, DTYPE_NAMES
+from ..schedule import PASS_OPTION_DEFAULTS
 from ..targets import target_names
 from ..yamlio.schema import (
     E_REFERENCE,
@@ -45,9 +46,9 @@ _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a sym
 PASS_OPTIONS = Obj(
     desc="options for the compiler passes; omitted options take their default",
     fields={
-        "cycle_upper_bound": Int(min=1, max=DIM_MAX, default=10000,
+        "cycle_upper_bound": Int(min=1, max=DIM_MAX, default=PASS_OPTION_DEFAULTS["cycle_upper_bound"],
                                  desc="estimated cycles above which a compute kernel is split in two"),
-        "max_paths": Int(min=1, max=DIM_MAX, default=64,
+        "max_paths": Int(min=1, max=DIM_MAX, default=PASS_OPTION_DEFAULTS["max_paths"],
                          desc="most compiled paths one loop body may have (branches x unrolled copies)"),
     },
 )

@@ -15,9 +15,10 @@ from typing import Any
 
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
 from ..escape import unprintable
+from ..schedule import PASS_OPTION_DEFAULTS, LoopSchedule, Schedule
 from ..yamlio.nodes import YMap, YNode, YSeq, compose
 from ..yamlio.schema import E_NAME, E_VALUE, Path, op_name_problem, validate
-from .schema import DEFAULT_TARGET, PASS_OPTIONS, spec_schema
+from .schema import DEFAULT_TARGET, spec_schema
 
 E_READ = "E0203"
 E_EMPTY = "E0204"
@@ -31,8 +32,6 @@ E_SUBMIT = "E0235"
 MAX_SPEC_BYTES = 1 << 20  # a spec is a page of YAML; anything far larger is not one
 ROOT_ENV = "PTODSL_SPEC_ROOT"
 
-# Defaults of the pass options come from the schema, so the JSON Schema and the model agree.
-PASS_OPTION_DEFAULTS: dict[str, int | bool] = {k: s.default for k, s in PASS_OPTIONS.fields.items()}
 
 
 @dataclass(frozen=True)
@@ -86,22 +85,6 @@ class SpanMap:
 
         walk(root, (), None)
         return SpanMap(file, entries)
-
-
-@dataclass(frozen=True)
-class LoopSchedule:
-    unroll: tuple[int, ...] | None = None
-    vec_tile: tuple[int, ...] | None = None
-    submit_before_loop: bool | None = None
-
-
-@dataclass(frozen=True)
-class Schedule:
-    vec_tile: tuple[int, ...] | None = None
-    cube_tile: dict[str, tuple[int, int]] | None = None  # "m"/"k"/"n" -> (L0 tile, L1 tile)
-    loops: dict[str, LoopSchedule] = field(default_factory=dict)
-    valid_shapes: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
-    pass_options: dict[str, int | bool] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ class IRSyntaxError(ValueError):
 
     def __init__(self, message: str, line: int | None = None, col: int | None = None):
         super().__init__(f"{line}:{col}: {message}" if line is not None else message)
-        self.line, self.col = line, col
+        self.message, self.line, self.col = message, line, col
 
 
 def _line_col(text: str, pos: int) -> tuple[int, int]:

@@ -1,21 +1,30 @@
-"""What every pass may read besides the IR (the spec, the target, where to report), and what a pass
-is: a name, the IR level it takes and gives, and the properties it requires and establishes."""
+"""What every pass may read besides the IR (the target, where to report), and what a pass is: a
+name, the IR level it takes and gives, and the properties it requires and establishes.
+
+The schedule is not here: it travels in the module's attributes (:mod:`ptodsl.ir.schedule`), so the
+passes can resume from a printed module."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..diagnostics import Diagnostics
-from ..frontend.spec import Spec
+from ..diagnostics import Diagnostics, Label, Span
 from ..targets import Target
 
 
 @dataclass
 class PassContext:
-    spec: Spec
     target: Target
     diags: Diagnostics = field(default_factory=Diagnostics)
+    # Where a schedule key (a YAML path such as ("schedule", "vec_tile")) is written, for the
+    # secondary labels of schedule errors; None when compiling from a printed module.
+    yaml_at: Callable[[tuple], Span | None] | None = None
+
+    def labels(self, path: tuple, message: str) -> list[Label]:
+        """A secondary label at the YAML key ``path``, when the module came from a spec that has it."""
+        span = self.yaml_at(path) if self.yaml_at is not None else None
+        return [Label(span, message)] if span is not None else []
 
 
 @dataclass(frozen=True)
@@ -34,9 +43,10 @@ class Pass:
     check: Callable | None = None
 
 
-def check_pipeline(passes: Sequence[Pass], start: str = "tensor") -> None:
-    """Raise ValueError when a pass would run on the wrong level or before what it requires."""
-    level, have, seen = start, set(), set()
+def check_pipeline(passes: Sequence[Pass], start: str = "tensor", have: Sequence[str] = ()) -> None:
+    """Raise ValueError when a pass would run on the wrong level or before what it requires;
+    ``have`` is what the IR already established (when resuming from a printed module)."""
+    level, have, seen = start, set(have), set()
     for p in passes:
         if p.name in seen:
             raise ValueError(f"pass `{p.name}` appears twice")

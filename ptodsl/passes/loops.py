@@ -13,6 +13,7 @@ import itertools
 
 from ..check.paths import stays_top_level
 from ..ir import Module, Op
+from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 from .unroll import _Cloner
 
@@ -63,7 +64,7 @@ def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()
     counter = itertools.count()
     for f in fresh.funcs:
-        f.body = merge_single_trip(wrap_top_level(f.body, counter), ctx.spec.schedule.loops)
+        f.body = merge_single_trip(wrap_top_level(f.body, counter), schedule_of(module).loops)
     return fresh
 
 

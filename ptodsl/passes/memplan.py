@@ -105,8 +105,7 @@ def plan(func: Func, ctx: PassContext) -> dict[str, int]:
             secondary = [Label(span, f"needs a {sz}-byte tile")
                          for span, sz in sorted(by_span.items(), key=lambda kv: -kv[1])[:3]]
             key = ("schedule", "cube_tile") if space != "ub" else ("schedule", "vec_tile")
-            if key in ctx.spec.spans:
-                secondary.append(Label(ctx.spec.spans.at(key), "the tile shape is set here"))
+            secondary += ctx.labels(key, "the tile shape is set here")
             ctx.diags.error(
                 "E0611", f"the tiles of one compute kernel need {used} bytes of {space.upper()}, the target "
                 f"has {cap}", func.span, f"{space.upper()} over capacity", secondary=secondary,

@@ -17,6 +17,7 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
+from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 
 CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print", "guard"}
@@ -49,12 +50,12 @@ def cycles(op: Op, target) -> int:
 
 
 class _Partitioner:
-    def __init__(self, func: Func, ctx: PassContext):
+    def __init__(self, func: Func, ctx: PassContext, bound: int):
         self.func = func
         self.ctx = ctx
         self.kernels: list[Func] = []
         self.counter = itertools.count()
-        self.bound = ctx.spec.schedule.pass_options.get("cycle_upper_bound", 10000)
+        self.bound = bound
         # scalar dtypes the kernels' parameters take: scalar params and runtime reads; dims are i64
         self.scalar_dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
         self.scalar_dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
@@ -184,9 +185,10 @@ def _free(e) -> set[str]:
 def run(module: Module, ctx: PassContext) -> Module:
 
     fresh = module.clone()
+    bound = schedule_of(module).pass_options["cycle_upper_bound"]
     funcs: list[Func] = []
     for f in fresh.funcs:
-        control, kernels = _Partitioner(f, ctx).run()
+        control, kernels = _Partitioner(f, ctx, bound).run()
         funcs.extend(kernels)
         funcs.append(control)
     return Module(fresh.name, "block", funcs, dict(fresh.attrs))

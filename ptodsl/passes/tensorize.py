@@ -15,6 +15,8 @@ from .. import sym
 from ..check.types import CheckedKernel, ScalarTy, TensorTy
 from ..frontend import ast
 from ..ir import Func, Module, Op, Param, TensorType, Value
+from ..ir.schedule import schedule_attrs
+from ..schedule import Schedule
 
 COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
 
@@ -226,10 +228,12 @@ class _Builder:
         return out
 
 
-def run(checked: list[CheckedKernel], name: str) -> Module:
-    """Build one Tensor IR module holding a kernel per dtype variant."""
+def run(checked: list[CheckedKernel], name: str, target: str, schedule: Schedule) -> Module:
+    """Build one Tensor IR module holding a kernel per dtype variant. The module carries its target
+    and schedule as attributes: the passes after this one read them there, not from the spec."""
     funcs = [_Builder(ck).build() for ck in checked]
     for f, ck in zip(funcs, checked):
         if ck.variant:
             f.name = "_".join([f.name, *(ck.variant[k] for k in sorted(ck.variant))])
-    return Module(name, "tensor", funcs)
+    attrs = {"target": target, **schedule_attrs(schedule), "passes": ("tensorize",)}
+    return Module(name, "tensor", funcs, attrs)

@@ -16,19 +16,21 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .. import sym
-from ..diagnostics import Label
 from ..dtypes import DTYPES, accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
+from ..ir.schedule import schedule_of
 from ..ops import OPS, Template
+from ..schedule import Schedule
 from .context import Pass, PassContext
 
 REDUCTIONS = ("sum", "amax", "amin", "mean")
 
 
 class _Tiler:
-    def __init__(self, func: Func, ctx: PassContext):
+    def __init__(self, func: Func, ctx: PassContext, schedule: Schedule):
         self.func = func
         self.ctx = ctx
+        self.schedule = schedule
         self.counter = itertools.count()
         self.out: list[list[Op]] = [[]]
         self.uses = Counter(v.name for op in func.walk() for v in op.operands)
@@ -50,7 +52,7 @@ class _Tiler:
         return v
 
     def vec_tile(self, rank: int, op: Op) -> tuple[int, ...] | None:
-        sched = self.ctx.spec.schedule
+        sched = self.schedule
         tile = sched.vec_tile
         where = ("schedule", "vec_tile")
         for name in reversed(self.loop_names):
@@ -71,7 +73,7 @@ class _Tiler:
                 self.ctx.diags.error(
                     "E0601", f"vec tile {list(tile)} has rank {len(tile)}, but this op's output has rank {rank}",
                     op.span, f"output shape [{', '.join(sym.to_text(s) for s in shape)}] in {loop}",
-                    secondary=[Label(self.ctx.spec.spans.at(where), "the tile is set here")],
+                    secondary=self.ctx.labels(where, "the tile is set here"),
                     help=f"give the tile {rank} dims, e.g. {[1] * (rank - len(tile)) + list(tile)}")
             return None
         return tile[len(tile) - rank:]
@@ -336,7 +338,7 @@ class _Tiler:
 
     def cube_tile(self, m, k, n) -> tuple[int, int, int]:
         """L0 tile extents of m, k, n: the schedule's, else the default, never above a static dim."""
-        given = self.ctx.spec.schedule.cube_tile or {}
+        given = self.schedule.cube_tile or {}
         sizes = []
         for axis, dim in (("m", m), ("k", k), ("n", n)):
             t = given[axis][0] if axis in given else self.ctx.target.default_cube_tile[axis]
@@ -440,7 +442,8 @@ def _int_identity(name: str, dtype: str) -> int:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    return Module(module.name, "tile", [_Tiler(f, ctx).run() for f in module.funcs], dict(module.attrs))
+    sched = schedule_of(module)
+    return Module(module.name, "tile", [_Tiler(f, ctx, sched).run() for f in module.funcs], dict(module.attrs))
 
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))

@@ -17,6 +17,8 @@ from typing import Any
 from .. import sym
 from ..check.paths import unroll_factors
 from ..ir import Func, Module, Op, TensorType, TileType, Value
+from ..ir.schedule import schedule_of
+from ..schedule import LoopSchedule
 from .context import Pass, PassContext
 
 
@@ -69,8 +71,8 @@ class _Cloner:
 
 
 class _Unroller:
-    def __init__(self, ctx: PassContext):
-        self.ctx = ctx
+    def __init__(self, loops: dict[str, LoopSchedule]):
+        self.loops = loops
         self.counter = itertools.count()
 
     def block(self, ops: list[Op]) -> list[Op]:
@@ -85,7 +87,7 @@ class _Unroller:
         return out
 
     def factors(self, op: Op) -> list[int] | None:
-        ls = self.ctx.spec.schedule.loops.get(op.attrs["name"])
+        ls = self.loops.get(op.attrs["name"])
         if ls is None or not ls.unroll:
             return [1] if "unroll_var" in op.attrs else None
         return unroll_factors(ls.unroll)
@@ -120,7 +122,7 @@ class _Unroller:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    u = _Unroller(ctx)
+    u = _Unroller(schedule_of(module).loops)
     funcs = [Func(f.name, f.params, u.block(f.body), f.kind, f.attrs, f.span) for f in module.funcs]
     return Module(module.name, module.level, funcs, dict(module.attrs))
 

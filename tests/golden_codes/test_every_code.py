@@ -221,6 +221,24 @@ def e0990_pass_breaks_an_invariant(env: Env) -> list[Diagnostic]:
     return compile_error(lambda: compile_spec(OP_SPEC))
 
 
+def e0801_ir_file_with_a_typo(env: Env) -> list[Diagnostic]:
+    """A printed tile module hand-edited with a missing comma: `ptodsl ir --from` points at it."""
+    from ptodsl.driver import lower_ir
+
+    text = str(compile_spec(OP_SPEC).stages["tile"]).replace('"tile", "fuse"]', '"tile" "fuse"]')
+    (env.tmp / "scale_rows.tile.ir").write_text(text)
+    return compile_error(lambda: lower_ir(str(env.tmp / "scale_rows.tile.ir")))
+
+
+def e0801_ir_file_from_another_pipeline(env: Env) -> list[Diagnostic]:
+    """A module whose `passes` attribute names a pass the pipeline does not have at that place."""
+    from ptodsl.driver import lower_ir
+
+    text = str(compile_spec(OP_SPEC).stages["tile"]).replace('"unroll", "tile"', '"tile"')
+    (env.tmp / "scale_rows.tile.ir").write_text(text)
+    return compile_error(lambda: lower_ir(str(env.tmp / "scale_rows.tile.ir")))
+
+
 def e0703_scalar_not_passed(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(x32(), w32()))
 
@@ -671,6 +689,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0929_device_not_in_container,
     e0930_launch_not_available,
     e0990_pass_breaks_an_invariant,
+    e0801_ir_file_with_a_typo,
+    e0801_ir_file_from_another_pipeline,
 ]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ptodsl import ir
-from ptodsl.driver import compile_spec
+from ptodsl.driver import compile_spec, lower_ir
 
 
 def test_roundtrip_after_every_pass(spec_path):
@@ -96,3 +96,17 @@ def test_a_verify_error_points_at_the_source_of_the_op():
     with pytest.raises(ir.VerifyError) as info:
         ir.verify(module)
     assert info.value.span == loop.span and info.value.span is not None
+
+
+def test_compiling_from_printed_ir_gives_the_same_block_ir(spec_path, tmp_path):
+    """``ptodsl ir --from``: the passes resume from the module printed after any pass (it carries its
+    target, schedule and the passes already applied), and end in the block IR of the spec's compile."""
+    compiled = compile_spec(spec_path)
+    want = str(compiled.stages["block"])
+    for name, module in compiled.after.items():
+        if name == "sync":
+            continue
+        path = tmp_path / f"{name}.ir"
+        path.write_text(str(module), encoding="utf-8")
+        lowered = lower_ir(str(path))
+        assert str(lowered.stages["block"]) == want, f"{spec_path}: resuming after `{name}` differs"

@@ -1,0 +1,31 @@
+"""The schedule of a spec: how its loops are tiled and unrolled and the options of the passes.
+
+It is written in the YAML (``schedule:``), read by the checker and carried by the IR as module
+attributes (:mod:`ptodsl.ir.schedule`), so passes take it from the module they compile, never from
+the spec: a printed module holds everything the remaining passes need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The one place the pass options and their defaults are defined; the spec schema reads it.
+PASS_OPTION_DEFAULTS: dict[str, int] = {
+    "cycle_upper_bound": 10000,  # estimated cycles above which a compute kernel is split in two
+    "max_paths": 64,  # most compiled paths one loop body may have (branches x unrolled copies)
+}
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    unroll: tuple[int, ...] | None = None
+    vec_tile: tuple[int, ...] | None = None
+    submit_before_loop: bool | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    vec_tile: tuple[int, ...] | None = None
+    cube_tile: dict[str, tuple[int, int]] | None = None  # "m"/"k"/"n" -> (L0 tile, L1 tile)
+    loops: dict[str, LoopSchedule] = field(default_factory=dict)
+    valid_shapes: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
+    pass_options: dict[str, int] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))
