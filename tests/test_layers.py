@@ -64,3 +64,10 @@ def test_the_rule_sees_imports():
     found = {(m, t) for m, t, _ in imports()}
     assert ("ptodsl.passes.tile", "ptodsl.ir") in found
     assert stage_of("ptodsl.passes.tile") > stage_of("ptodsl.check.types")
+
+
+def test_passes_take_the_schedule_from_the_ir_not_the_spec():
+    """So that compilation can resume from a printed module (``ptodsl ir --from``)."""
+    bad = [f"{m} (line {line})" for m, t, line in imports()
+           if m.startswith("ptodsl.passes") and t.startswith("ptodsl.frontend.spec")]
+    assert not bad, "passes that read the spec: " + ", ".join(bad)
