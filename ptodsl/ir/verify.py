@@ -9,33 +9,8 @@ of a parameter, a scalar parameter, an enclosing loop index, or a scalar read ea
 from __future__ import annotations
 
 from .. import sym
-from ..ops import OPS
 from .core import Func, Module, Op, TensorType, TileType
-
-STRUCTURE = {"loop", "if", "print", "read", "guard"}
-TENSOR_OPS = STRUCTURE | {"view", "reshape", "alloc", "assemble", "fill", "broadcast"} | set(OPS)
-TILE_ONLY = {"tile.alloc", "tile.load", "tile.store", "tile.fill", "tile.expand", "tile.mov", "tile.matmul_acc"}
-TILE_OPS = STRUCTURE | {"view", "reshape", "alloc"} | TILE_ONLY | {f"tile.{n}" for n in OPS}
-BLOCK_OPS = TILE_OPS | {"launch", "sync.set", "sync.wait", "sync.barrier"}
-LEVEL_OPS = {"tensor": TENSOR_OPS, "tile": TILE_OPS, "block": BLOCK_OPS}
-
-REQUIRED_ATTRS = {
-    "loop": ("index", "lo", "hi", "step", "name"),
-    "if": ("cond",),
-    "view": ("offsets",),
-    "read": ("index", "sym", "dtype"),
-    "assemble": ("offsets",),
-    "fill": ("offsets", "shape", "scalar"),
-    "tile.load": ("offsets",),
-    "tile.store": ("offsets",),
-    "tile.fill": ("scalar",),
-    "print": ("format", "args"),
-    "guard": ("cond", "tensor", "axis", "offset", "extent", "dim"),
-    "launch": ("kernel", "scalars"),
-    "sync.set": ("src", "dst", "event"),
-    "sync.wait": ("src", "dst", "event"),
-    "sync.barrier": ("pipe",),
-}
+from .opdefs import IR_OPS, LEVEL_OPS, NAME_ATTRS, TENSOR, TILE
 
 
 class VerifyError(AssertionError):
@@ -101,14 +76,14 @@ class _Verifier:
     def op(self, op: Op) -> None:
         if op.name not in self.allowed:
             self.fail(op, f"op {op.name} is not part of the {self.level} level")
-        for attr in REQUIRED_ATTRS.get(op.name, ()):
+        for attr in IR_OPS[op.name].required:
             if attr not in op.attrs:
                 self.fail(op, f"missing attribute {attr!r}")
         for v in op.operands:
             if v.name not in self.defined:
                 self.fail(op, f"%{v.name} is used before it is defined")
         for key, value in op.attrs.items():
-            if key not in ("index", "sym", "name", "unroll_var", "kind", "kernel", "src", "dst", "pipe", "layout"):
+            if key not in NAME_ATTRS:
                 self.exprs(op, value)
         self.kinds(op)
         for r in op.results:
@@ -147,28 +122,23 @@ class _Verifier:
                 self.block(region)
         elif op.regions:
             self.fail(op, "only loop and if have regions")
+        if len(op.regions) != IR_OPS[op.name].regions:
+            self.fail(op, f"{op.name} has {IR_OPS[op.name].regions} regions, not {len(op.regions)}")
 
     def kinds(self, op: Op) -> None:
-        """Operand kinds: tile ops take tiles (dst first), loads/stores pair a tile with a tensor."""
-        if not op.name.startswith("tile."):
-            for v in op.operands:
-                if not isinstance(v.type, TensorType):
-                    self.fail(op, f"%{v.name} must be a tensor")
-            return
+        """Operand kinds as the op's definition states them: tile ops take tiles (destination first),
+        loads and stores pair a tile with a tensor, everything else takes tensors."""
+        d = IR_OPS[op.name]
+        want = d.operands if d.operands is not None else (d.rest,) * len(op.operands)
+        kind = {TENSOR: TensorType, TILE: TileType}
+        if len(want) != len(op.operands) or (d.dest is not None and not op.operands) or \
+                any(not isinstance(v.type, kind[k]) for v, k in zip(op.operands, want)):
+            got = ", ".join("tile" if isinstance(v.type, TileType) else "tensor" for v in op.operands)
+            self.fail(op, f"wrong operand kinds ({got or 'none'})")
         if op.name == "tile.alloc":
             if len(op.results) != 1 or not isinstance(op.result.type, TileType):
                 self.fail(op, "tile.alloc defines one tile")
             return
-        if op.name == "tile.load":
-            ok = len(op.operands) == 2 and isinstance(op.operands[0].type, TileType) and \
-                isinstance(op.operands[1].type, TensorType)
-        elif op.name == "tile.store":
-            ok = len(op.operands) == 2 and isinstance(op.operands[0].type, TensorType) and \
-                isinstance(op.operands[1].type, TileType)
-        else:
-            ok = bool(op.operands) and all(isinstance(v.type, TileType) for v in op.operands)
-        if not ok:
-            self.fail(op, "wrong operand kinds")
         if op.name in ("tile.load", "tile.store"):
             gm = op.operands[1] if op.name == "tile.load" else op.operands[0]
             if len(op.attrs["offsets"]) != gm.type.rank:

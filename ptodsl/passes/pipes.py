@@ -6,7 +6,7 @@ Shared by the sync pass and the sync checker, so both reason about the same depe
 from __future__ import annotations
 
 from ..ir import Op, TensorType, TileType
-from ..ops import OPS
+from ..ir.opdefs import IR_OPS
 
 Range = tuple[str, int, int]  # (space, start byte, end byte); GM tensors are whole buffers
 
@@ -14,18 +14,8 @@ GM_WHOLE = 1 << 62
 
 
 def pipe_of(op: Op) -> str | None:
-    if not op.name.startswith("tile.") or op.name == "tile.alloc":
-        return None
-    if op.name == "tile.load":
-        return "MTE2"
-    if op.name == "tile.store":
-        return "FIX" if op.operands[1].type.space == "l0c" else "MTE3"
-    if op.name == "tile.mov":
-        return "MTE1"
-    if op.name == "tile.matmul_acc":
-        return OPS["matmul"].pipe
-    od = OPS.get(op.name.removeprefix("tile."))
-    return od.pipe if od is not None else "V"  # fills and expands run on the vector unit
+    spaces = [v.type.space if isinstance(v.type, TileType) else None for v in op.operands]
+    return IR_OPS[op.name].pipe_for(spaces)
 
 
 def buffer(v, placement: dict[str, Range]) -> Range:
@@ -36,15 +26,9 @@ def buffer(v, placement: dict[str, Range]) -> Range:
 
 
 def reads_writes(op: Op, placement: dict[str, Range]) -> tuple[list[Range], list[Range]]:
-    if op.name == "tile.store":
-        return [buffer(op.operands[1], placement)], [buffer(op.operands[0], placement)]
-    if op.name == "tile.load":
-        return [buffer(op.operands[1], placement)], [buffer(op.operands[0], placement)]
-    dst, *srcs = op.operands
-    reads = [buffer(v, placement) for v in srcs]
-    if op.name == "tile.matmul_acc":
-        reads.append(buffer(dst, placement))
-    return reads, [buffer(dst, placement)]
+    reads, writes = IR_OPS[op.name].reads_writes(len(op.operands))
+    return ([buffer(op.operands[i], placement) for i in reads],
+            [buffer(op.operands[i], placement) for i in writes])
 
 
 def overlap(a: Range, b: Range) -> bool:
