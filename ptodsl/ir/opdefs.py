@@ -36,6 +36,7 @@ class IROp:
     pipe_space_of: int = 0
     dest: int | None = None  # index of the operand it writes (destination passing)
     reads_dest: bool = False  # accumulates into its destination
+    control: bool = False  # partitioning keeps it in the control program (scalar and GM bookkeeping)
 
     def __post_init__(self) -> None:
         bad = set(self.levels) - set(LEVELS)
@@ -66,15 +67,15 @@ TILE_LEVELS = ("tile", "block")
 
 _DEFS: list[IROp] = [
     # structure, at every level
-    IROp("loop", ALL, (), required=("index", "lo", "hi", "step", "name"), regions=1),
-    IROp("if", ALL, (), required=("cond",), regions=2),
-    IROp("print", ALL, None, required=("format", "args")),
-    IROp("read", ALL, (TENSOR,), required=("index", "sym", "dtype")),
-    IROp("guard", ALL, (), required=("cond", "tensor", "axis", "offset", "extent", "dim")),
+    IROp("loop", ALL, (), required=("index", "lo", "hi", "step", "name"), regions=1, control=True),
+    IROp("if", ALL, (), required=("cond",), regions=2, control=True),
+    IROp("print", ALL, None, required=("format", "args"), control=True),
+    IROp("read", ALL, (TENSOR,), required=("index", "sym", "dtype"), control=True),
+    IROp("guard", ALL, (), required=("cond", "tensor", "axis", "offset", "extent", "dim"), control=True),
     # GM tensors
-    IROp("view", ALL, (TENSOR,), required=("offsets",)),
-    IROp("reshape", ALL, (TENSOR,)),
-    IROp("alloc", ALL, ()),
+    IROp("view", ALL, (TENSOR,), required=("offsets",), control=True),
+    IROp("reshape", ALL, (TENSOR,), control=True),
+    IROp("alloc", ALL, (), control=True),
     IROp("assemble", ("tensor",), (TENSOR, TENSOR), required=("offsets",)),
     IROp("fill", ("tensor",), (TENSOR,), required=("offsets", "shape", "scalar")),
     IROp("broadcast", ("tensor",), (TENSOR,)),

@@ -17,15 +17,15 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
+from ..ir.opdefs import IR_OPS
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 
-CONTROL_OPS = {"loop", "if", "read", "view", "reshape", "alloc", "print", "guard"}
 CUBE_SPACES = {"l1", "l0a", "l0b", "l0c"}
 
 
 def is_control(op: Op) -> bool:
-    return op.name in CONTROL_OPS and not (op.name == "loop" and op.attrs.get("kind") == "grid")
+    return IR_OPS[op.name].control and not (op.name == "loop" and op.attrs.get("kind") == "grid")
 
 
 def kind_of(op: Op) -> str:
