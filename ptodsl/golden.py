@@ -19,6 +19,7 @@ import numpy as np
 
 from . import sym
 from .api import Operator, load, run_kernel
+from .backends.sim.timing import Timeline
 from .check.types import TensorTy
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span
 from .dtypes import DTYPES, numpy_dtype
@@ -43,6 +44,7 @@ class CaseResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=dict)  # GM bytes loaded and stored
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    timeline: Timeline | None = None  # the cost model's account of the run (sim, Block IR)
 
 
 def case_id(spec: Spec, case: TestCase, backend: str | None = None) -> str:
@@ -186,6 +188,7 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
     machine = run_kernel(op.compiled, index, arrays, full_scalars, symbols, backend, poison=poison, level=level)
     result = CaseResult(spec.op, case, True, outputs={n: arrays[n] for n in outs})
     result.traffic = dict(machine.traffic) if machine is not None else {}
+    result.timeline = machine.timeline if machine is not None else None
     result.inputs = inputs
     reports = []
     for name, want in zip(outs, expected):

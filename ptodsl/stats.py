@@ -5,7 +5,9 @@
 - compute kernels, vector and cube;
 - peak bytes of UB, L1, L0A/L0B/L0C over the kernels, from the memory plan;
 - GM bytes moved by the Block IR for each test case, counted while the simulator runs it, next to
-  the compulsory minimum (every input read once, every output written once).
+  the compulsory minimum (every input read once, every output written once);
+- estimated cycles from the pipeline cost model (``backends/sim/timing.py``, target ``timing:``
+  data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class VariantStats:
     cube_kernels: int
     peak: dict[str, int]
     traffic: list[tuple[str, int, int]] = field(default_factory=list)  # (case, moved, minimum)
+    # (case, estimated cycles, roofline cycles, the bound pipe) from the cost model
+    cycles: list[tuple[str, float, float, str | None]] = field(default_factory=list)
 
 
 def _kernels_of(block: Module, control: Func) -> list[Func]:
@@ -61,6 +65,9 @@ def collect(op: Operator) -> list[VariantStats]:
             minimum = sum(a.nbytes for name, a in r.inputs.items()) + sum(
                 a.nbytes for name, a in r.outputs.items())
             vs.traffic.append((case_id(op.spec, case), moved, minimum))
+            t = r.timeline
+            if t is not None:
+                vs.cycles.append((case_id(op.spec, case), t.estimate, t.bound, t.bound_pipe))
         out.append(vs)
     return out
 
@@ -71,9 +78,15 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
         peak = ", ".join(f"{k.upper()} {v} B" for k, v in sorted(s.peak.items())) or "none"
         lines.append(f"  variant {s.variant}: {s.paths} compiled path{'s' if s.paths != 1 else ''}, "
                      f"{s.vector_kernels} vector + {s.cube_kernels} cube kernels; peak {peak}")
+        cycles = {c[0]: c[1:] for c in s.cycles}
         for cid, moved, minimum in s.traffic:
             ratio = moved / minimum if minimum else float("nan")
-            lines.append(f"    {cid}: GM bytes moved {moved}, minimum {minimum}, ratio {ratio:.2f}")
+            line = f"    {cid}: GM bytes moved {moved}, minimum {minimum}, ratio {ratio:.2f}"
+            if cid in cycles:
+                est, bound, pipe = cycles[cid]
+                line += (f"; est. {est:.0f} cycles, roofline {bound:.0f} ({pipe}-bound), "
+                         f"{est / bound if bound else float('nan'):.2f}x")
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 

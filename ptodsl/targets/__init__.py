@@ -15,10 +15,44 @@ from importlib.resources.abc import Traversable
 
 from ..diagnostics import CompileError, Diagnostics
 from ..yamlio.nodes import compose
-from ..yamlio.schema import E_TARGET, Int, ListOf, Obj, Str, dtype_name, to_json_schema, validate
+from ..yamlio.schema import (
+    E_TARGET,
+    Float,
+    Int,
+    ListOf,
+    MapOf,
+    Obj,
+    Str,
+    dtype_name,
+    to_json_schema,
+    validate,
+)
 
 E_READ = "E0203"
 E_EMPTY = "E0204"
+
+
+WIDTHS = {1: "b8", 2: "b16", 4: "b32"}  # element bytes -> the key the timing tables use
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How fast each pipe works, for the cost model of ``ptodsl ir --stats`` (sources in the file)."""
+
+    clock_hz: int
+    gib_per_s: dict[str, float]  # transfer path (gm_to_ub, ub_to_gm, ...) -> GiB/s of one core
+    vector: dict[str, dict[str, tuple[float, float]]]  # instruction -> width -> (cycles/element, fixed)
+    cube_head_cycles: int
+    cube_fractal_cycles: dict[str, int]  # input width -> cycles per fractal product
+
+    def transfer_cycles(self, path: str, nbytes: int) -> float:
+        return nbytes / (self.gib_per_s[path] * 2**30 / self.clock_hz)
+
+    def vector_cycles(self, instruction: str, itemsize: int, elements: int) -> float:
+        width = WIDTHS.get(itemsize, "b32")
+        default = self.vector["default"]
+        slope, fixed = self.vector.get(instruction, {}).get(width) or default.get(width) or default["b32"]
+        return slope * elements + fixed
 
 
 @dataclass(frozen=True)
@@ -44,6 +78,7 @@ class Target:
     default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
     max_tile_rank: int
     npu_arch: str  # the bisheng --npu-arch value; empty when no NPU build is known for the target
+    timing: Timing  # the pipes' speeds, for the cost model
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
@@ -56,6 +91,14 @@ class Target:
     def vector_per_cube(self) -> int:
         """AIV cores that share one AIC core's work (2 on the split architectures)."""
         return max(self.vector_cores // max(self.cube_cores, 1), 1)
+
+
+TRANSFER_PATHS = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l1_to_l0a", "l1_to_l0b", "l0c_to_l1",
+                  "ub_to_ub")
+
+
+def _WIDTH_TABLE(value) -> Obj:  # noqa: N802 - a schema constructor, named like the others
+    return Obj(desc="by element width", fields={w: value for w in WIDTHS.values()})
 
 
 def _bytes(desc: str) -> Int:
@@ -86,6 +129,16 @@ _TARGET_FIELDS = {
                              fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
     "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
     "npu_arch": Str(desc="bisheng --npu-arch value; empty when no NPU build is known"),
+    "timing": Obj(desc="pipe speeds for the cost model", fields={
+        "clock_hz": Int(min=1, desc="core clock"),
+        "gib_per_s": Obj(desc="per-core bandwidth of each transfer path, GiB/s",
+                         fields={k: Float(min=0) for k in TRANSFER_PATHS}, required=TRANSFER_PATHS),
+        "vector": MapOf(key=Str(), value=_WIDTH_TABLE(ListOf(item=Float(min=0), min_len=2, max_len=2)),
+                        desc="vector instruction -> element width -> [cycles per element, fixed cycles]; "
+                        "`default` for the rest"),
+        "cube_head_cycles": Int(min=0, desc="fixed cycles of one matmul instruction"),
+        "cube_fractal_cycles": _WIDTH_TABLE(Int(min=1)),
+    }, required=("clock_hz", "gib_per_s", "vector", "cube_head_cycles", "cube_fractal_cycles")),
 }
 # Every field of the file is required: a missing number would otherwise become a silent default.
 TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
@@ -112,14 +165,26 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
                         help="a target file lists every field of ptodsl.targets.Target")
         return None
     data = validate(TARGET_SCHEMA, root, diags)
+    if len(diags.errors) == before and "default" not in data["timing"]["vector"]:
+        vector = root.get("timing").value.get("vector")
+        diags.error("E0208", "`timing.vector` is missing the required key `default`", vector.key.span,
+                    "`default` is missing", help="add `default: {b16: [...], b32: [...]}`: the cost of "
+                    "instructions the table does not list")
     if len(diags.errors) > before:
         return None
     return Target(
         name=name,
-        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile")},
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "timing")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
         default_vec_tile=tuple(data["default_vec_tile"]),
+        timing=_timing(data["timing"]),
     )
+
+
+def _timing(data: dict) -> Timing:
+    vector = {ins: {w: (float(v[0]), float(v[1])) for w, v in rows.items()} for ins, rows in data["vector"].items()}
+    return Timing(data["clock_hz"], dict(data["gib_per_s"]), vector, data["cube_head_cycles"],
+                  dict(data["cube_fractal_cycles"]))
 
 
 def load_target_file(path: str, name: str | None = None) -> Target:

@@ -20,6 +20,7 @@ from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
+from .timing import Timeline
 
 INT_POISON = -0x5A5A5A5A
 
@@ -66,6 +67,7 @@ class Machine:
     arenas: dict[str, np.ndarray] | None = None
     kernels: dict[str, Func] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=lambda: {"load": 0, "store": 0})
+    timeline: Timeline | None = None  # the cost model, when the caller asks for one
 
     def ev(self, e: sym.Expr) -> sym.Number:
         try:
@@ -140,7 +142,8 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     func = module.func(control)
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
-                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")})
+                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
+                timeline=Timeline(target))
     for p in func.params:
         if p.is_tensor:
             m.tensors[p.name] = tensors[p.name]
@@ -153,10 +156,14 @@ def _launch(m: Machine, op: Op) -> None:
     tensor_params = [p for p in kernel.params if p.is_tensor]
     scalar_params = [p for p in kernel.params if not p.is_tensor]
     env = {p.name: m.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
-    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic)
+    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic, timeline=m.timeline)
     for p, v in zip(tensor_params, op.operands):
         k.tensors[p.name] = m.tensors[v.name]
+    if k.timeline is not None:
+        k.timeline.begin_kernel()
     _block(k, kernel.body)
+    if k.timeline is not None:
+        k.timeline.end_kernel()
 
 
 def _block(m: Machine, ops: list[Op]) -> None:
@@ -221,7 +228,9 @@ def _op(m: Machine, op: Op) -> None:
             raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
         return
     if name.startswith("sync."):
-        return  # the simulator runs one op at a time: every pipe is already in order
+        if m.timeline is not None:  # the simulator runs one op at a time; only the cost model waits
+            m.timeline.sync(op)
+        return
     if name == "tile.alloc":
         r = op.result
         t: TileType = r.type
@@ -236,6 +245,9 @@ def _op(m: Machine, op: Op) -> None:
         m.tiles[r.name] = _Tile(data, valid)
         return
     _tile_op(m, op)
+    if m.timeline is not None:
+        m.timeline.run(op, [m.tiles[v.name].valid if v.name in m.tiles else m.tensors[v.name].shape
+                            for v in op.operands])
 
 
 def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
