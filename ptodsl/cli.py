@@ -274,6 +274,39 @@ def cmd_bench(args, out: _Out) -> int:
     return EXIT_USER if failed else EXIT_OK
 
 
+def cmd_tune(args, out: _Out) -> int:
+    """Search a spec's tiles by the cost model; show the candidates; optionally write the best."""
+    from .tune import measure, render, replace_text, tune, write_tiles
+
+    diags = Diagnostics()
+    try:
+        base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray)
+    except CompileError as e:
+        out.diagnostics(e.diagnostics)
+        return EXIT_USER
+    except RuntimeError as e:  # --ray without ray
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USER
+    if args.measure:
+        for r in rows:
+            if r.candidate.cycles is not None:
+                r.measured_s = measure(base, r.candidate.schedule)
+    sys.stdout.write(render(args.spec, rows))
+    if args.write:
+        with open(args.spec, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            new = write_tiles(text, args.spec, best)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USER
+        if new != text:
+            replace_text(args.spec, new)
+        print(f"wrote the chosen tiles into {args.spec}", file=sys.stderr)
+    out.diagnostics(diags.items)
+    return EXIT_OK
+
+
 def cmd_gen(args, out: _Out) -> int:
     from .gen.cli import run
 
@@ -319,6 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", action="store_true",
                    help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant")
     s.set_defaults(fn=cmd_ir)
+
+    s = sub.add_parser("tune", parents=[common], help="search a spec's tiles by the cost model")
+    s.add_argument("spec")
+    s.add_argument("--measure", action="store_true", help="also time every candidate on the cpu backend")
+    s.add_argument("--write", action="store_true", help="write the chosen tiles into the YAML (comments kept)")
+    s.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per core)")
+    s.add_argument("--ray", default=None, metavar="ADDRESS", help="evaluate on an existing Ray cluster instead")
+    s.set_defaults(fn=cmd_tune)
 
     s = sub.add_parser("explain", parents=[common], help="explain a diagnostic code")
     s.add_argument("code")

@@ -12,17 +12,21 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import prod
 
+from . import sym
 from .check import CheckedKernel, check
+from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
 from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec
 from .ir import IRSyntaxError, Module, parse
-from .ir.schedule import passes_applied, with_pass
+from .ir.schedule import passes_applied, schedule_attrs, with_pass
 from .ir.verify import VerifyError, verify
 from .passes import PIPELINE, check_pipeline, tensorize
 from .passes.context import Pass, PassContext
+from .schedule import Schedule
 from .targets import Target, load_target, target_names
 
 E_IR_INPUT = "E0801"  # a printed module given to `ptodsl ir --from` that the passes cannot resume from
@@ -41,6 +45,7 @@ class Compiled:
     after: dict[str, Module] = field(default_factory=dict)  # pass name -> IR after it
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     verify_seconds: float = 0.0  # time spent verifying the IR after each pass (reported by bench)
+    candidates: list[Candidate] = field(default_factory=list)  # schedules tried where the spec gave none
 
     def kernel_for(self, variant: dict[str, str]) -> int:
         for i, ck in enumerate(self.checked):
@@ -61,11 +66,14 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
     return None
 
 
-def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True) -> Compiled:
+def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
+                 choose: bool = True) -> Compiled:
     """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
 
     ``verify_ir=False`` skips the invariant checks after each pass; only for looking at the IR of
-    a pass that breaks one (``ptodsl ir --after PASS --no-verify``)."""
+    a pass that breaks one (``ptodsl ir --after PASS --no-verify``). ``choose=False`` compiles the
+    tiles a spec leaves out with the target's defaults instead of searching (``ptodsl tune`` does
+    its own search)."""
     diags = diags if diags is not None else Diagnostics()
     spec = load_spec(yaml_path, diags)
     text = read_text(spec.source, diags)
@@ -79,6 +87,8 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     name = _module_name(spec, yaml_path)
     ir = tensorize.run(checked, name, target.name, spec.schedule)
     compiled = Compiled(spec, target, module, checked, diagnostics=diags)
+    if choose and left_out(ir):
+        ir, compiled.candidates = _chosen_schedule(ir, target, spec)
     ctx = PassContext(target, diags, spec.spans.value)
     repro = f"ptodsl ir {shlex.quote(spec.path)} --after {{pass_name}} --no-verify"
     compiled.stages["tensor"] = compiled.after["tensorize"] = ir
@@ -86,6 +96,18 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
         _verified(compiled, diags, "tensorize", ir, target, None, repro)
     _run_passes(compiled, ir, ctx, verify_ir, repro, PASSES)
     return compiled
+
+
+def with_schedule(compiled: Compiled, schedule: Schedule) -> Compiled:
+    """``compiled`` lowered again from its Tensor IR with another schedule (``ptodsl tune``)."""
+    ir = compiled.stages["tensor"].clone()
+    ir.attrs = {"target": ir.attrs["target"], **schedule_attrs(schedule), "passes": ir.attrs["passes"]}
+    diags = Diagnostics()
+    again = Compiled(compiled.spec, compiled.target, compiled.module, compiled.checked, diagnostics=diags)
+    again.stages["tensor"] = again.after["tensorize"] = ir
+    repro = f"ptodsl ir {shlex.quote(compiled.spec.path)} --after {{pass_name}} --no-verify"
+    _run_passes(again, ir, PassContext(compiled.target, diags, compiled.spec.spans.value), True, repro, PASSES)
+    return again
 
 
 @dataclass
@@ -191,6 +213,36 @@ def _verified(into: Lowered | Compiled, diags: Diagnostics, pass_name: str, ir: 
         (f"repro: {repro.format(pass_name=pass_name)}",),
         "this is a bug in ptodsl, not in the spec: please report it with the spec and the repro command"))
     raise CompileError(diags.items)
+
+
+_CHOSEN: dict[tuple, tuple[Schedule, list[Candidate]]] = {}  # one search per distinct kernel and cases
+
+
+def _chosen_schedule(ir: Module, target: Target, spec: Spec) -> tuple[Module, list[Candidate]]:
+    """``ir`` with the tiles the spec leaves out chosen by the cost model (``cost/choose.py``)."""
+    cases = search_cases(ir, spec)
+    key = (str(ir), target.name, repr(cases))
+    if key not in _CHOSEN:
+        _CHOSEN[key] = choose(ir, target, cases)
+    chosen, tried = _CHOSEN[key]
+    ir.attrs = {"target": ir.attrs["target"], **schedule_attrs(chosen), "passes": ir.attrs["passes"],
+                "chosen": left_out(ir)}
+    return ir, tried
+
+
+def search_cases(ir: Module, spec: Spec) -> list[Case]:
+    """What schedules are compared on: per variant, its largest test shape (without one: every dim
+    ``DEFAULT_DIM``)."""
+    cases = []
+    for f in ir.funcs:
+        dims = {str(s) for p in f.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
+        variant = f.attrs.get("variant", "")
+        mine = [c for c in spec.tests if dims <= set(c.shapes) and variant == ",".join(
+            f"{k}={c.dtypes.get(k, v[0])}" for k, v in sorted(spec.dtypes.items()))]
+        case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
+        cases.append(Case(f.name, dict(case.shapes), dict(case.scalars)) if case is not None
+                     else Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
+    return cases
 
 
 def pass_names() -> list[str]:

@@ -19,8 +19,8 @@ import numpy as np
 
 from . import sym
 from .api import Operator, load, run_kernel
-from .backends.sim.timing import Timeline
 from .check.types import TensorTy
+from .cost.timeline import Timeline
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span
 from .dtypes import DTYPES, numpy_dtype
 from .frontend.spec import Spec, TestCase, check_spec_files

@@ -18,11 +18,12 @@ STAGES = [
     {"check"},
     {"ir"},
     {"passes"},
+    {"cost"},
     {"driver"},
     {"backends"},
     {"api", "golden", "inputs"},
     {"gen"},
-    {"cli", "testing", "bench", "stats", "fuzz", "__main__", ""},
+    {"cli", "testing", "bench", "stats", "fuzz", "tune", "__main__", ""},
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 

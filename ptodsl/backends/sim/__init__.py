@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import sym
+from ...cost.timeline import Timeline
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
-from .timing import Timeline
 
 INT_POISON = -0x5A5A5A5A
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import ceil, prod
 
-from ...dtypes import DTYPES
-from ...ir import Op, TileType
-from ...ir.opdefs import IR_OPS
-from ...ops import OPS
-from ...targets import WIDTHS, Target
+from ..dtypes import DTYPES
+from ..ir import Op, TileType
+from ..ir.opdefs import IR_OPS
+from ..ops import OPS
+from ..targets import WIDTHS, Target
 
 LOADS = {"ub": "gm_to_ub", "l1": "gm_to_l1"}
 STORES = {"ub": "ub_to_gm", "l0c": "l0c_to_gm", "l1": "gm_to_l1"}

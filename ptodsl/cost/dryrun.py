@@ -1,0 +1,86 @@
+"""The cost model over the Block IR alone: the control program and the kernels it launches are
+walked with concrete dims but no data, charging each tile op to the pipeline model.
+
+It is what the compiler uses to compare schedules before any input exists. Values read from
+tensors at run time (``read``) are unknown here and count as 1, so a loop bounded by one runs once:
+estimates of data-dependent kernels are for that case, not a bound."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .. import sym
+from ..ir import Func, Module, Op, TileType
+from ..targets import Target
+from .timeline import Timeline
+
+READ_VALUE = 1
+
+
+@dataclass
+class Estimate:
+    timeline: Timeline
+    gm_bytes: int  # bytes loaded from and stored to GM
+
+
+def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
+             scalars: Mapping[str, sym.Number] | None = None) -> Estimate:
+    """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1)."""
+    func = block.func(control)
+    env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
+    env |= dict(scalars or {}) | dict(symbols)
+    run = _Run(block, Timeline(target))
+    run.block(func.body, env, {})
+    return Estimate(run.timeline, run.gm_bytes)
+
+
+class _Run:
+    def __init__(self, block: Module, timeline: Timeline):
+        self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
+        self.timeline = timeline
+        self.gm_bytes = 0
+
+    def block(self, ops: list[Op], env: dict, valid: dict) -> None:
+        for op in ops:
+            self.op(op, env, valid)
+
+    def op(self, op: Op, env: dict, valid: dict) -> None:
+        name = op.name
+        if name == "loop":
+            lo, hi, step = (int(sym.evaluate(op.attrs[k], env)) for k in ("lo", "hi", "step"))
+            for i in range(lo, hi, step):
+                env[op.attrs["index"]] = i
+                self.block(op.regions[0], env, valid)
+        elif name == "if":
+            self.block(op.regions[0] if sym.evaluate(op.attrs["cond"], env) else op.regions[1], env, valid)
+        elif name == "read":
+            env[op.attrs["sym"]] = READ_VALUE
+        elif name == "launch":
+            self.launch(self.kernels[op.attrs["kernel"]], op, env)
+        elif name.startswith("sync."):
+            self.timeline.sync(op)
+        elif name == "tile.alloc":
+            t: TileType = op.result.type
+            valid[op.result.name] = tuple(max(0, min(int(sym.evaluate(v, env)), s)) for v, s in zip(t.valid, t.shape))
+        elif name.startswith("tile."):
+            extents = [valid.get(v.name, ()) for v in op.operands]
+            if name in ("tile.load", "tile.store"):
+                tile = op.operands[0] if name == "tile.load" else op.operands[1]
+                self.gm_bytes += _nbytes(tile.type.dtype, valid[tile.name])
+            self.timeline.run(op, extents)
+
+    def launch(self, kernel: Func, op: Op, env: dict) -> None:
+        scalars = [p for p in kernel.params if not p.is_tensor]
+        inner = {p.name: sym.evaluate(e, env) for p, e in zip(scalars, op.attrs["scalars"])}
+        self.timeline.begin_kernel()
+        self.block(kernel.body, inner, {})
+        self.timeline.end_kernel()
+
+
+def _nbytes(dtype: str, extents: tuple[int, ...]) -> int:
+    from math import prod
+
+    from ..dtypes import itemsize
+
+    return prod(extents) * itemsize(dtype)
