@@ -72,3 +72,21 @@ def test_a_timing_table_without_a_default_row_is_refused(tmp_path):
     with pytest.raises(CompileError) as info:
         load_target_file(str(tmp_path / "t.yaml"))
     assert info.value.diagnostics[0].code == "E0208"
+
+
+@pytest.mark.parametrize("name", ["add_one", "softmax", "matmul", "rmsnorm"])
+def test_the_dry_run_models_what_the_simulator_runs(name):
+    """The compiler's schedule search walks the Block IR without data; on kernels whose control flow
+    does not depend on data it must account for exactly the ops the simulator executes."""
+    from ptodsl.cost import estimate
+    from ptodsl.golden import run_case
+
+    op = ptodsl.load(str(ROOT / "specs" / f"{name}.yaml"))
+    for case in op.spec.tests:
+        sim = run_case(op, case)
+        variant = {k: case.dtypes.get(k, v[0]) for k, v in op.spec.dtypes.items()}
+        control = op.compiled.stages["tensor"].funcs[op.compiled.kernel_for(variant)].name
+        dry = estimate(op.compiled.stages["block"], control, case.shapes, op.compiled.target, case.scalars)
+        assert dry.timeline.estimate == pytest.approx(sim.timeline.estimate)
+        assert dry.timeline.busy == pytest.approx(sim.timeline.busy)
+        assert dry.gm_bytes == sim.traffic["load"] + sim.traffic["store"]
