@@ -240,8 +240,12 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
         mine = [c for c in spec.tests if dims <= set(c.shapes) and variant == ",".join(
             f"{k}={c.dtypes.get(k, v[0])}" for k, v in sorted(spec.dtypes.items()))]
         case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
-        cases.append(Case(f.name, dict(case.shapes), dict(case.scalars)) if case is not None
-                     else Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
+        if case is None:
+            cases.append(Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
+            continue
+        reads = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
+                 for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
+        cases.append(Case(f.name, dict(case.shapes), dict(case.scalars), reads))
     return cases
 
 

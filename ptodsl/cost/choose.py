@@ -41,6 +41,7 @@ class Case:
     control: str  # the control program of the variant
     symbols: dict[str, int]
     scalars: dict[str, float]
+    reads: dict[str, int] = dataclasses.field(default_factory=dict)  # tensor -> value its element reads give
 
 
 @dataclass
@@ -81,7 +82,7 @@ def evaluate(tensor_ir: Module, target: Target, schedule: Schedule, cases: Seque
             return c
     c.cycles = 0.0
     for case in cases:
-        e = estimate(ir, case.control, case.symbols, target, case.scalars)
+        e = estimate(ir, case.control, case.symbols, target, case.scalars, case.reads)
         c.cycles += sum(e.timeline.busy.values())
         c.gm_bytes += e.gm_bytes
     c.on_chip = max((v for f in ir.funcs for k, v in f.attrs.items() if k.endswith("_bytes")), default=0)

@@ -2,8 +2,9 @@
 walked with concrete dims but no data, charging each tile op to the pipeline model.
 
 It is what the compiler uses to compare schedules before any input exists. Values read from
-tensors at run time (``read``) are unknown here and count as 1, so a loop bounded by one runs once:
-estimates of data-dependent kernels are for that case, not a bound."""
+tensors at run time (``read``) are unknown here: they take the value the caller gives for that
+tensor (the top of the test case's range for it, so lengths read from tensors are modelled at their
+largest), else 1."""
 
 from __future__ import annotations
 
@@ -25,18 +26,20 @@ class Estimate:
 
 
 def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
-             scalars: Mapping[str, sym.Number] | None = None) -> Estimate:
-    """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1)."""
+             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, int] | None = None) -> Estimate:
+    """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1); ``reads``
+    gives, per tensor parameter, the value element reads of it return."""
     func = block.func(control)
     env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
     env |= dict(scalars or {}) | dict(symbols)
-    run = _Run(block, Timeline(target))
+    run = _Run(block, Timeline(target), dict(reads or {}))
     run.block(func.body, env, {})
     return Estimate(run.timeline, run.gm_bytes)
 
 
 class _Run:
-    def __init__(self, block: Module, timeline: Timeline):
+    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, int]):
+        self.reads = reads
         self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
         self.timeline = timeline
         self.gm_bytes = 0
@@ -55,7 +58,7 @@ class _Run:
         elif name == "if":
             self.block(op.regions[0] if sym.evaluate(op.attrs["cond"], env) else op.regions[1], env, valid)
         elif name == "read":
-            env[op.attrs["sym"]] = READ_VALUE
+            env[op.attrs["sym"]] = self.reads.get(op.operands[0].name, READ_VALUE)
         elif name == "launch":
             self.launch(self.kernels[op.attrs["kernel"]], op, env)
         elif name.startswith("sync."):
