@@ -78,7 +78,6 @@ def cmd_check(args, out: _Out) -> int:
 
 
 def cmd_test(args, out: _Out) -> int:
-    from .backends.sim import SimError
     from .golden import case_id, load, run_case
 
     paths = _specs(args.paths, out)
@@ -106,10 +105,8 @@ def cmd_test(args, out: _Out) -> int:
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
                 ok, report = r.ok, r.report
-            except DiagnosticError as e:  # inputs refused, a guard or a kernel check stopped the call
+            except DiagnosticError as e:  # inputs refused, a guard or a kernel check (cpu or sim) stopped it
                 ok, report = False, str(e)
-            except SimError as e:
-                ok, report = False, f"simulator: {e}"
             except CompileError as e:  # a mistake in the case or its reference
                 out.diagnostics(e.diagnostics)
                 ok, report = False, "the case or its reference is wrong (see above)"

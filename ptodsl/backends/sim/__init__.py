@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import sym
 from ...cost.timeline import Timeline
+from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
 from ...ops import COMPARE_SIM, OPS
@@ -38,12 +39,18 @@ def _print_text(fmt: str, args: list) -> str:
     return _FIELD.sub(lambda m: m.group()[0] if m.group() in ("{{", "}}") else str(next(rest)), fmt)
 
 
-class SimError(RuntimeError):
-    """The kernel did something the hardware would not survive (an out-of-bounds access)."""
+class SimError(DiagnosticError):
+    """The kernel did something the hardware would not survive (an out-of-bounds access): the
+    simulator's counterpart of a failed CPU-header check, reported as the same diagnostic (E0712)
+    at the source line the operation was compiled from."""
 
     def __init__(self, message: str, op: Op | None = None):
-        where = f" at {op.span}" if op is not None and op.span is not None else ""
-        super().__init__(f"{message}{where}" + (f" [{op.name}]" if op is not None else ""))
+        what = f" (`{op.name}`)" if op is not None else ""
+        super().__init__(Diagnostic(
+            "E0712", f"a check failed inside the simulated kernel: {message}{what}",
+            op.span if op is not None else None, "the operation was compiled from here", (), (),
+            "if the inputs are valid this is a compiler bug: please report it with the spec and the call "
+            "(see `ptodsl explain E0712`)"))
         self.op = op
 
 
