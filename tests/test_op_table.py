@@ -15,11 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ptodsl
+from ptodsl.api import to_torch
 from ptodsl.backends.cpp.build import HEADER_DIR
-from ptodsl.bench import torch_table
 from ptodsl.diagnostics import CompileError
 from ptodsl.driver import compile_spec
 from ptodsl.frontend.spec import load_spec
+from ptodsl.golden import _as_ref_input, compare, load_reference, load_torch, make_inputs, tolerance
 from ptodsl.ops import ANY, BINARY_SPELLING, OPS, OpDef, check_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,10 +103,30 @@ def test_every_op_has_a_line_in_the_language_doc(od: OpDef):
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_every_library_spec_has_a_torch_equivalent_for_bench(path):
-    table = torch_table()
-    if table is None:
-        pytest.skip("torch is not installed")
-    assert load_spec(str(path)).op in table, f"bench has no torch equivalent of {path.name}"
+    spec = load_spec(str(path))
+    assert spec.torch is not None, f"{path.name} names no torch equivalent (`torch:`) for `ptodsl bench`"
+    assert callable(load_torch(spec))  # found without importing torch
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_every_torch_equivalent_computes_what_the_reference_does(path):
+    """On the spec's first case, to the case's tolerance widened for torch's own rounding (torch
+    computes half floats in their dtype, where the reference computes in f64)."""
+    torch = pytest.importorskip("torch")
+    op = ptodsl.load(str(path))
+    case = op.spec.tests[0]
+    inputs, scalars = make_inputs(op, case)
+    want = load_reference(op.spec)(*[_as_ref_input(inputs[p.name]) for p in op.inputs], **scalars)
+    got = load_torch(op.spec)(*[to_torch(np.ascontiguousarray(inputs[p.name])) for p in op.inputs], **scalars)
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    assert len(got) == len(want), f"torch gives {len(got)} outputs, the reference {len(want)}"
+    names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+    for i, (g, w) in enumerate(zip(got, want)):
+        rtol, atol = tolerance(case, names.get(g.dtype, "i32"))
+        g = g.to(torch.float64).numpy() if g.dtype.is_floating_point else g.numpy()
+        report = compare(f"output {i}", g, np.asarray(w), 4 * rtol + 1e-6, 4 * atol + 1e-6)
+        assert not report, report
 
 
 def test_an_inconsistent_row_is_rejected():
