@@ -130,6 +130,7 @@ _ROWS = [
     OpDef("abs", "unary", 1, "absolute value", "TABS", sim=np.abs, dtypes=ANY),
     OpDef("neg", "unary", 1, "-x", "TNEG", sim=np.negative, dtypes=ANY),
     OpDef("relu", "unary", 1, "max(x, 0)", "TRELU", sim=lambda x: np.maximum(x, 0), dtypes=ANY),
+    OpDef("bitwise_not", "unary", 1, "~x, every bit flipped", "TNOT", sim=np.invert, dtypes=INTS_TO_32),
     # composites, expanded into primitives by lowering; sim is the meaning their template must have
     OpDef("sigmoid", "unary", 1, "1 / (1 + exp(-x))", sim=_sigmoid,
           expand=("reciprocal", ("add", ("exp", ("neg", "x")), 1.0))),

@@ -9,6 +9,11 @@ import math
 import numpy as np
 
 
+def bitwise_not(x):
+    # two's complement: ~x == -x - 1, wrapping in x's own dtype
+    return -x - 1
+
+
 def add_one(x):
     return x + 1.0
 
@@ -180,6 +185,12 @@ def matmul_bias_relu(a, b, bias):
 # What `ptodsl bench` times next to each kernel (`torch:` in a spec names one): eager torch code
 # computing the same outputs from torch tensors, inputs positionally and scalars by keyword. Each
 # imports torch itself, so the references above work without it.
+
+
+def torch_bitwise_not(x):
+    import torch
+
+    return torch.bitwise_not(x)
 
 
 def torch_abs_neg(x):
