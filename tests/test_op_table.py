@@ -204,3 +204,29 @@ def test_explain_shows_an_ops_row(capsys):
     assert main(["explain", "mean"]) == 0
     out = capsys.readouterr().out
     assert OPS["mean"].doc in out and "computed as `sum`" in out and "float dtypes only" in out
+
+
+# Ops the fuzzer does not generate, each with the reason; a new op lands here or in the fuzzer.
+NOT_FUZZED = {
+    "erf": "the fuzzer's independent interpreter has no erf of its own yet",
+    "bitwise_not": "integer only; the fuzzer generates float programs",
+    "cmp": "generated as the comparisons inside `where`, not as a call",
+    "matmul": "the fuzzer generates vector kernels only",
+}
+
+
+def test_the_fuzzer_generates_every_op_or_says_why_not():
+    from ptodsl.fuzz import gen, interp
+
+    for name in gen.UNARY_SAFE + gen.UNARY_GUARDED:
+        assert OPS[name].kind == "unary" and name in interp.UNARY, name
+    for name in gen.REDUCERS:
+        assert OPS[name].kind == "reduce" and name in interp.REDUCE, name
+        # the interpreter is an independent oracle, but an empty reduction means the same in both
+        assert interp.REDUCE[name][1] == OPS[name].identity, name
+    spelled = {BINARY_SPELLING.get(k, k) for k in interp.BINARY}
+    assert spelled == {n for n, od in OPS.items() if od.kind == "binary"}
+    covered = set(gen.UNARY_SAFE + gen.UNARY_GUARDED + gen.REDUCERS) | spelled | {"cast", "where"}
+    assert not set(NOT_FUZZED) & covered, "remove from NOT_FUZZED what the fuzzer generates now"
+    missing = set(OPS) - covered - set(NOT_FUZZED)
+    assert not missing, f"the fuzzer never generates {sorted(missing)}: add them to it, or to NOT_FUZZED with a reason"

@@ -15,9 +15,9 @@ from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "sum": ("dim", "keepdim"), "amax": ("dim", "keepdim"), "amin": ("dim", "keepdim"),
-    "mean": ("dim", "keepdim"), "matmul": ("trans_a", "trans_b", "out_dtype"),
-    "cast": ("mode",), "view": ("valid_shape",), "loop": ("name",), "loop_unroll": ("name",),
+    **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
+    "matmul": ("trans_a", "trans_b", "out_dtype"), "cast": ("mode",), "view": ("valid_shape",),
+    "loop": ("name",), "loop_unroll": ("name",),
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
