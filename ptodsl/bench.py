@@ -6,8 +6,8 @@ Times are the best of a few rounds, each long enough to be measured (see :func:`
 first call is a warm-up, so a cpu build or cache lookup is not counted. Idle OpenMP threads sleep
 (see :func:`passive_openmp`) so that no library's thread pool slows the others down. The numpy column runs the
 spec's own reference (``reference:`` in the YAML) on the case's inputs; the torch column runs the
-equivalent from :data:`TORCH` when torch is installed and the op has one, and is left out
-otherwise. Ratios above 1 mean ptodsl is slower.
+spec's ``torch:`` function (in the same file as the reference) when torch is installed and the
+spec names one, and is left out otherwise. Ratios above 1 mean ptodsl is slower.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 
 from .api import Operator, literal_value, load, run_kernel, to_torch
 from .diagnostics import CompileError
-from .golden import _as_ref_input, case_id, load_reference, make_inputs
+from .golden import _as_ref_input, case_id, load_reference, load_torch, make_inputs
 
 MIN_ROUND_S = 0.02
 ROUNDS = 3
@@ -59,61 +59,11 @@ def measure(fn: Callable[[], Any], min_round_s: float = MIN_ROUND_S, rounds: int
     return best
 
 
-def _torch_table() -> dict[str, Callable[..., Any]]:
-    """Torch equivalents of the library's ops, by op name: inputs positionally, scalars by name."""
-    import torch
+def torch_available() -> bool:
+    """Whether torch can be imported; the torch column is left out when it cannot."""
+    import importlib.util
 
-    f = torch.nn.functional
-    return {
-        "abs_neg": lambda x: (x.abs(), -x),
-        "add_bcast": lambda x, bias: x + bias,
-        "add_one": lambda x: x + 1.0,
-        "amax_rows": lambda x: x.amax(-1),
-        "amin_cols": lambda x: x.amin(0, keepdim=True),
-        "attn": lambda q, k, v, scale: (torch.softmax((q @ k.T).float() * scale, -1).to(q.dtype) @ v),
-        "cast_f16_f32": lambda x: x.float(),
-        "cast_f32_f16": lambda x: x.half(),
-        "div_bcast": lambda x, d: x / d,
-        "erf": torch.erf,
-        "clamp": lambda x, lo=-1.0, hi=1.0: torch.clamp(x, lo, hi),
-        "exp": torch.exp,
-        "gelu": lambda x: f.gelu(x, approximate="tanh"),
-        "layernorm": lambda x, g, b, eps=1e-5: f.layer_norm(x, x.shape[-1:], g, b, eps),
-        "log": torch.log,
-        "log_softmax": lambda x: torch.log_softmax(x, -1),
-        "matmul": lambda a, b: (a @ b).float(),
-        "matmul_bias_relu": lambda a, b, bias: torch.relu((a @ b).float() + bias),
-        "mean_rows": lambda x: x.mean(-1),
-        "mul_bcast": lambda x, s: x * s,
-        "reciprocal": torch.reciprocal,
-        "relu": torch.relu,
-        "rmsnorm": lambda x, g, eps=1e-6: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g,
-        "rsqrt": torch.rsqrt,
-        # rows past each batch's length keep out's values: a mask, as eager torch code would write it
-        "seq_add": lambda inp, act_seqs, out: torch.where(
-            torch.arange(inp.shape[1])[None, :, None] < act_seqs[:, None, None], inp + 1.0, out),
-        "scalar_ops": lambda x, s=0.25: (x - 1.5) * 2.0 / 4.0 + s,
-        "scale_shift": lambda x, alpha, beta=0.5: x * alpha + beta,
-        "sigmoid": torch.sigmoid,
-        "silu": f.silu,
-        "softmax": lambda x: torch.softmax(x, -1),
-        "softmax_long": lambda x: torch.softmax(x, -1),
-        "sqrt": torch.sqrt,
-        "sub_bcast": lambda x, m: x - m,
-        "sum_cols": lambda x: x.sum(0, keepdim=True),
-        "sum_rows": lambda x: x.sum(-1, keepdim=True),
-        "swiglu": lambda a, b: f.silu(a) * b,
-        "tanh": torch.tanh,
-        "tensor_sum": lambda x: x.sum(0, keepdim=True),
-        "where_relu": lambda x: torch.where(x > 0, x, x * 0.1),
-    }
-
-
-def torch_table() -> dict[str, Callable[..., Any]] | None:
-    try:
-        return _torch_table()
-    except ImportError:
-        return None
+    return importlib.util.find_spec("torch") is not None
 
 
 @dataclass
@@ -126,7 +76,7 @@ class Row:
     error: str | None = None
 
 
-def bench_case(op: Operator, case, backend: str, torch_ops: dict | None, traffic: dict[str, float]) -> Row:
+def bench_case(op: Operator, case, backend: str, with_torch: bool, traffic: dict[str, float]) -> Row:
     row = Row(case_id(op.spec, case), traffic=traffic.get(case_id(op.spec, case)))
     inputs, scalars = make_inputs(op, case)
     index, arrays, symbols = op.resolve(dict(inputs))
@@ -146,7 +96,7 @@ def bench_case(op: Operator, case, backend: str, torch_ops: dict | None, traffic
     if reference is not None:
         ref_inputs = [_as_ref_input(inputs[p.name]) for p in op.inputs]
         row.numpy_s = measure(lambda: reference(*ref_inputs, **scalars))
-    fn = (torch_ops or {}).get(op.spec.op)
+    fn = load_torch(op.spec) if with_torch else None
     if fn is not None:
         tensors = [to_torch(np.ascontiguousarray(inputs[p.name])) for p in op.inputs]
         row.torch_s = measure(lambda: fn(*tensors, **scalars))
@@ -176,8 +126,8 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
     from .golden import spec_paths
 
     passive_openmp()
-    torch_ops = torch_table()
-    columns = Columns(backend, torch_ops is not None)
+    with_torch = torch_available()
+    columns = Columns(backend, with_torch)
     out.write(columns.header())
     failed = 0
     for path in [p for root in paths for p in spec_paths(root)]:
@@ -199,7 +149,7 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             if k and k not in case_id(op.spec, case):
                 continue
             try:
-                row = bench_case(op, case, backend, torch_ops, traffic)
+                row = bench_case(op, case, backend, with_torch, traffic)
             except (CompileError, ValueError, TypeError) as e:
                 message = e.diagnostics[0].message if isinstance(e, CompileError) else str(e)
                 row = Row(case_id(op.spec, case), error=message.splitlines()[0])
@@ -244,4 +194,4 @@ class Columns:
         return name + "".join(c.rjust(self.width) for c in cells) + "\n"
 
 
-__all__ = ["Columns", "Row", "bench", "bench_case", "measure", "passive_openmp", "torch_table", "traffic_ratios"]
+__all__ = ["Columns", "Row", "bench", "bench_case", "measure", "passive_openmp", "torch_available", "traffic_ratios"]

@@ -68,16 +68,15 @@ def test_error(spec: Spec, path: tuple, message: str, label: str, help: str, cod
                                     label, (), (), help)])
 
 
-def load_reference(spec: Spec):
-    if spec.reference is None:
-        return None
+def _reference_module(spec: Spec):
+    """The reference file of ``spec``, imported once per process."""
     # The reference is Python and runs: only a file inside the spec's root may be loaded, whoever
     # built this Spec (load_spec reports the same as E0219).
     diags = Diagnostics()
     check_spec_files(spec, diags)
     diags.raise_if_errors()
     path = spec.reference_path
-    assert path is not None
+    assert path is not None and spec.reference is not None
     where = ("reference",)
     if not os.path.isfile(path):
         raise test_error(spec, where, f"the reference file `{spec.reference.file}` does not exist",
@@ -98,12 +97,36 @@ def load_reference(spec: Spec):
                              f"{type(exc).__name__}: {exc}", "this file raised while loading",
                              "fix the reference module; it must import on its own") from None
         sys.modules[mod_name] = module
-    fn = getattr(module, spec.reference.function, None)
+    return module
+
+
+def _function(spec: Spec, module, name: str, key: str, code: str):
+    fn = getattr(module, name, None)
     if not callable(fn):
+        assert spec.reference is not None
         names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise test_error(spec, where, f"`{spec.reference.file}` has no function `{spec.reference.function}`",
-                         "named here", "functions there: " + (", ".join(names) or "none"), code="E0230")
+        raise test_error(spec, (key,), f"`{spec.reference.file}` has no function `{name}`",
+                         "named here", "functions there: " + (", ".join(names) or "none"), code=code)
     return fn
+
+
+def load_reference(spec: Spec):
+    """The spec's numpy reference function, or None when it names none."""
+    if spec.reference is None:
+        return None
+    return _function(spec, _reference_module(spec), spec.reference.function, "reference", "E0230")
+
+
+def load_torch(spec: Spec):
+    """The spec's torch equivalent (``torch:``, a function of the reference file), or None when it
+    names none. Loading it does not import torch; calling it does."""
+    if spec.torch is None:
+        return None
+    if spec.reference is None:
+        raise test_error(spec, ("torch",), f"`torch: {spec.torch}` names a function of the reference file, "
+                         "and the spec has no `reference:`", "no file to look in",
+                         "add `reference: FILE.py:FUNCTION` and define both functions in FILE", code="E0234")
+    return _function(spec, _reference_module(spec), spec.torch, "torch", "E0234")
 
 
 def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

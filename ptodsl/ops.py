@@ -1,8 +1,12 @@
 """The op table: every operator of the language described once.
 
-The checker reads arity, kind and dtype rules from here; lowering reads ``expand`` (composites
+The checker reads arity, kind and ``dtypes`` from here; lowering reads ``expand`` (composites
 become primitive ops) and ``combine``/``identity`` (reductions spanning several tiles); the emitter
-reads ``pto``/``pto_scalar``/``pipe``; the simulator reads ``sim``. A new elementwise op is one row.
+reads the instructions (``pto``, ``pto_scalar``, ``row_pto``, ``col_pto``, ``acc_pto``),
+``commutative`` (a left scalar may move right) and ``mean_of``; pipe assignment reads ``pipe``; the
+simulator reads ``sim`` and ``identity_for``; ``ptodsl explain NAME`` shows a row. A new elementwise op
+is one row here, one C++ function in the CPU header, one library spec and one line of
+docs/LANGUAGE.md; tests/test_op_table.py fails while any of them is missing.
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dtypes import DTYPE_NAMES, DTYPES, value_range
+
 # A composite's body: nested tuples over op names. "x"/"y" name the operands; floats are scalar
 # operands of the scalar forms (``("add", "x", 1.0)`` is TADDS); ``("let", "u", value, body)``
 # computes ``value`` once and names it ``u`` inside ``body``.
 Template = tuple | str | float
+
+
+# Element types an op is defined on (``OpDef.dtypes``).
+FLOATS: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if DTYPES[d].is_float)
+ANY: tuple[str, ...] = DTYPE_NAMES
+INTS_TO_32: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if not DTYPES[d].is_float and d != "bool"
+                                    and DTYPES[d].itemsize <= 4)
 
 
 @dataclass(frozen=True)
@@ -30,12 +43,14 @@ class OpDef:
     pipe: str = "V"
     sim: Callable[..., np.ndarray] | None = None
     expand: Template | None = None  # composite ops: their primitive form
-    float_only: bool = True
-    identity: float | None = None  # reductions: the value an empty partial holds
+    dtypes: tuple[str, ...] = FLOATS  # the element types it is defined on
+    commutative: bool = False  # binary ops: op(x, y) == op(y, x), so a scalar may sit on either side
+    identity: float | None = None  # reductions: the value an empty partial holds (+-inf: the dtype's extreme)
     combine: str | None = None  # reductions: the binary op that merges partial results
     row_pto: str | None = None  # reductions along the last axis (one value per row)
     col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
     acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
+    mean_of: str | None = None  # reductions: computed as that reduction, then scaled by 1 / extent
 
     def __post_init__(self) -> None:
         # a row that contradicts itself would be caught only where some stage reads the wrong field
@@ -44,12 +59,35 @@ class OpDef:
             raise ValueError(f"op {self.name}: kind {self.kind!r} takes {want.get(self.kind)} operands, not {self.arity}")
         if (self.expand is None) == (self.pto is None and self.kind in ("unary", "binary")):
             raise ValueError(f"op {self.name}: an elementwise op has an instruction or a template, exactly one")
-        if self.kind == "reduce" and None in (self.identity, self.combine, self.row_pto, self.col_pto):
+        reduce_fields = (self.identity, self.combine, self.row_pto, self.col_pto)
+        if self.kind == "reduce" and self.mean_of is None and None in reduce_fields:
             raise ValueError(f"op {self.name}: a reduction needs identity, combine, row_pto and col_pto")
-        if self.kind != "reduce" and (self.identity, self.combine, self.row_pto, self.col_pto) != (None,) * 4:
-            raise ValueError(f"op {self.name}: only reductions have identity, combine, row_pto, col_pto")
+        if self.kind == "reduce" and self.mean_of is not None and (self.row_pto, self.col_pto) != (None, None):
+            raise ValueError(f"op {self.name}: a mean runs the instructions of the reduction it is the mean of")
+        if self.kind != "reduce" and (*reduce_fields, self.mean_of) != (None,) * 5:
+            raise ValueError(f"op {self.name}: only reductions have identity, combine, row_pto, col_pto, mean_of")
         if self.pipe not in ("V", "M"):
             raise ValueError(f"op {self.name}: pipe {self.pipe!r} is not V (vector) or M (cube)")
+        if not self.dtypes or not set(self.dtypes) <= set(DTYPE_NAMES):
+            raise ValueError(f"op {self.name}: dtypes {self.dtypes!r} are not ptodsl dtypes")
+        if self.commutative and self.kind != "binary":
+            raise ValueError(f"op {self.name}: only binary ops are commutative")
+        if self.sim is None and self.kind in ("unary", "binary", "reduce"):
+            # the simulator runs a primitive's; a composite's is what its template is tested against
+            raise ValueError(f"op {self.name}: needs `sim`, its numpy meaning")
+
+    def takes(self, dtype: str) -> bool:
+        """Whether the op is defined on elements of ``dtype``."""
+        return dtype in self.dtypes
+
+    def identity_for(self, dtype: str) -> float | int:
+        """A reduction's identity in ``dtype``: an infinite identity is the dtype's extreme value
+        for integers, which have no infinity."""
+        assert self.identity is not None, f"{self.name} is not a reduction"
+        if DTYPES[dtype].is_float or math.isfinite(self.identity):
+            return self.identity if DTYPES[dtype].is_float else int(self.identity)
+        lo, hi = value_range(dtype)
+        return int(lo if self.identity < 0 else hi)
 
 
 def _sigmoid(x):
@@ -77,22 +115,23 @@ def _horner(coeffs: tuple[float, ...], var: str) -> Template:
 
 _ROWS = [
     # binary arithmetic (tile-tile and tile-scalar forms)
-    OpDef("add", "binary", 2, "x + y", "TADD", "TADDS", sim=np.add, float_only=False),
-    OpDef("sub", "binary", 2, "x - y", "TSUB", "TSUBS", sim=np.subtract, float_only=False),
-    OpDef("mul", "binary", 2, "x * y", "TMUL", "TMULS", sim=np.multiply, float_only=False),
+    OpDef("add", "binary", 2, "x + y", "TADD", "TADDS", sim=np.add, dtypes=ANY, commutative=True),
+    OpDef("sub", "binary", 2, "x - y", "TSUB", "TSUBS", sim=np.subtract, dtypes=ANY),
+    OpDef("mul", "binary", 2, "x * y", "TMUL", "TMULS", sim=np.multiply, dtypes=ANY, commutative=True),
     OpDef("div", "binary", 2, "x / y", "TDIV", "TDIVS", sim=np.divide),
-    OpDef("maximum", "binary", 2, "elementwise maximum", "TMAX", "TMAXS", sim=np.maximum, float_only=False),
-    OpDef("minimum", "binary", 2, "elementwise minimum", "TMIN", "TMINS", sim=np.minimum, float_only=False),
+    OpDef("maximum", "binary", 2, "elementwise maximum", "TMAX", "TMAXS", sim=np.maximum, dtypes=ANY, commutative=True),
+    OpDef("minimum", "binary", 2, "elementwise minimum", "TMIN", "TMINS", sim=np.minimum, dtypes=ANY, commutative=True),
     # unary primitives
     OpDef("exp", "unary", 1, "e ** x", "TEXP", sim=np.exp),
     OpDef("log", "unary", 1, "natural logarithm", "TLOG", sim=np.log),
     OpDef("sqrt", "unary", 1, "square root", "TSQRT", sim=np.sqrt),
     OpDef("rsqrt", "unary", 1, "1 / sqrt(x)", "TRSQRT", sim=lambda x: 1.0 / np.sqrt(x)),
     OpDef("reciprocal", "unary", 1, "1 / x", "TRECIP", sim=lambda x: 1.0 / x),
-    OpDef("abs", "unary", 1, "absolute value", "TABS", sim=np.abs, float_only=False),
-    OpDef("neg", "unary", 1, "-x", "TNEG", sim=np.negative, float_only=False),
-    OpDef("relu", "unary", 1, "max(x, 0)", "TRELU", sim=lambda x: np.maximum(x, 0), float_only=False),
-    # composites, expanded into primitives by lowering; sim gives the op's meaning for the checker
+    OpDef("abs", "unary", 1, "absolute value", "TABS", sim=np.abs, dtypes=ANY),
+    OpDef("neg", "unary", 1, "-x", "TNEG", sim=np.negative, dtypes=ANY),
+    OpDef("relu", "unary", 1, "max(x, 0)", "TRELU", sim=lambda x: np.maximum(x, 0), dtypes=ANY),
+    OpDef("bitwise_not", "unary", 1, "~x, every bit flipped", "TNOT", sim=np.invert, dtypes=INTS_TO_32),
+    # composites, expanded into primitives by lowering; sim is the meaning their template must have
     OpDef("sigmoid", "unary", 1, "1 / (1 + exp(-x))", sim=_sigmoid,
           expand=("reciprocal", ("add", ("exp", ("neg", "x")), 1.0))),
     OpDef("tanh", "unary", 1, "hyperbolic tangent, as 2 * sigmoid(2x) - 1", sim=np.tanh,
@@ -108,22 +147,41 @@ _ROWS = [
                             ("let", "u", ("mul", "c", "c"), ("tanh", ("mul", "c", _horner(_ERF_S, "u")))))),
     # reductions over one axis; partial results across tiles are merged with ``combine``
     OpDef("sum", "reduce", 1, "sum over one axis", sim=np.sum, identity=0.0, combine="add",
-          row_pto="TROWSUM", col_pto="TCOLSUM", float_only=False),
+          row_pto="TROWSUM", col_pto="TCOLSUM", dtypes=ANY),
     OpDef("amax", "reduce", 1, "maximum over one axis", sim=np.max, identity=float("-inf"),
-          combine="maximum", row_pto="TROWMAX", col_pto="TCOLMAX", float_only=False),
+          combine="maximum", row_pto="TROWMAX", col_pto="TCOLMAX", dtypes=ANY),
     OpDef("amin", "reduce", 1, "minimum over one axis", sim=np.min, identity=float("inf"),
-          combine="minimum", row_pto="TROWMIN", col_pto="TCOLMIN", float_only=False),
+          combine="minimum", row_pto="TROWMIN", col_pto="TCOLMIN", dtypes=ANY),
     OpDef("mean", "reduce", 1, "mean over one axis (sum, then scaled by 1/extent)", sim=np.mean,
-          identity=0.0, combine="add", row_pto="TROWSUM", col_pto="TCOLSUM"),
+          identity=0.0, combine="add", mean_of="sum"),
     # conversions, comparisons, selection
-    OpDef("cast", "cast", 1, "convert to another dtype", "TCVT", float_only=False),
-    OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", float_only=False),
-    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", float_only=False),
+    OpDef("cast", "cast", 1, "convert to another dtype", "TCVT", dtypes=ANY),
+    OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", dtypes=ANY),
+    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", dtypes=ANY),
     # cube
-    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC"),
+    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC",
+          dtypes=ANY),  # f16/bf16/f32 products into f32, i8 into i32 (the cube's static checks)
 ]
 
 OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+
+def check_table(ops: dict[str, OpDef]) -> None:
+    """What one row cannot check alone: the ops a row names exist and agree with it."""
+    for od in ops.values():
+        if od.combine is not None:
+            merge = ops.get(od.combine)
+            if merge is None or not merge.commutative:
+                raise ValueError(f"op {od.name}: combine {od.combine!r} is not a commutative binary op of the table")
+        if od.mean_of is not None:
+            base = ops.get(od.mean_of)
+            if base is None or base.kind != "reduce" or base.mean_of is not None:
+                raise ValueError(f"op {od.name}: mean_of {od.mean_of!r} is not a plain reduction of the table")
+            if (od.identity, od.combine) != (base.identity, base.combine):
+                raise ValueError(f"op {od.name}: a mean merges partials as {od.mean_of} does")
+
+
+check_table(OPS)
 
 # Comparison spellings of the language and their ``cmp`` modes.
 COMPARE_MODES = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -147,5 +205,10 @@ def describe_op(od: OpDef) -> str:
                      + f"; runs on the {od.pipe} pipe")
     if od.expand is not None:
         lines.append("a composite: lowering expands it into the primitive ops of its template")
-    lines.append("float dtypes only" if od.float_only else "float and integer dtypes")
+    if od.mean_of is not None:
+        lines.append(f"computed as `{od.mean_of}`, then scaled by 1 / the extent reduced")
+    if od.commutative:
+        lines.append("commutative: a scalar operand may stand on either side")
+    lines.append("every dtype" if od.dtypes == ANY else "float dtypes only" if od.dtypes == FLOATS
+                 else "dtypes " + ", ".join(od.dtypes))
     return "\n".join(lines)

@@ -10,14 +10,14 @@ from .. import sym
 from ..diagnostics import Label
 from ..dtypes import DTYPES
 from ..frontend import ast
-from ..ops import OPS, STRUCTURE_BUILTINS
+from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
 from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "sum": ("dim", "keepdim"), "amax": ("dim", "keepdim"), "amin": ("dim", "keepdim"),
-    "mean": ("dim", "keepdim"), "matmul": ("trans_a", "trans_b", "out_dtype"),
-    "cast": ("mode",), "view": ("valid_shape",), "loop": ("name",), "loop_unroll": ("name",),
+    **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
+    "matmul": ("trans_a", "trans_b", "out_dtype"), "cast": ("mode",), "view": ("valid_shape",),
+    "loop": ("name",), "loop_unroll": ("name",),
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
@@ -44,6 +44,18 @@ class CallTyping:
         self.err("E0302", f"`{fn}` has no keyword `{kw.name}`", kw.span,
                  help=did_you_mean(kw.name, allowed) or (f"it takes {', '.join(allowed)}" if allowed else
                                                          f"`{fn}` takes no keywords"))
+
+    def dtype_taken(self, od: OpDef, dtype: str, span) -> bool:
+        """Whether ``od`` is defined on ``dtype``; reports E0307 when it is not."""
+        if od.takes(dtype):
+            return True
+        if all(is_float(d) for d in od.dtypes):
+            self.err("E0307", f"`{od.name}` needs a float tensor, got {dtype}", span, help="cast first: `cast(x, f32)`")
+        else:
+            to = "i32" if "i32" in od.dtypes else od.dtypes[0]
+            self.err("E0307", f"`{od.name}` takes {', '.join(od.dtypes)} tensors, got {dtype}", span,
+                     help=f"cast first: `cast(x, {to})`")
+        return False
 
     def arity(self, e: ast.Call, fn: str, lo: int, hi: int | None = None) -> bool:
         hi = lo if hi is None else hi
@@ -99,7 +111,7 @@ class CallTyping:
                 self.expr(a)
             return None
         if od.kind == "unary":
-            t = self.tensor_arg(e, fn)
+            t = self.tensor_arg(e, od)
             return None if t is None else self.elementwise(e, fn, [(e.args[0], t)])
         if od.kind == "binary":
             if not self.arity(e, fn, od.arity):
@@ -125,11 +137,11 @@ class CallTyping:
             full = self.elementwise(e, "where", [(e.args[0], TensorTy(res.dtype, c.shape, c.valid)), (e, res)])
             return full
         if od.kind == "reduce":
-            return self.reduction(e, fn)
+            return self.reduction(e, od)
         if od.kind == "cast":
             return self.cast(e)
         if od.kind == "matmul":
-            return self.matmul(e)
+            return self.matmul(e, od)
         return None
 
     def cdiv_call(self, e: ast.Call) -> Ty | None:
@@ -235,9 +247,10 @@ class CallTyping:
         self.t.call[id(e)] = CallInfo(fn, {"fill": value})
         return TensorTy(dt.dtype, shape)
 
-    def tensor_arg(self, e: ast.Call, fn: str) -> TensorTy | None:
-        """The single tensor argument of a one-operand builtin, or None after reporting."""
-        if not self.arity(e, fn, 1):
+    def tensor_arg(self, e: ast.Call, od: OpDef) -> TensorTy | None:
+        """The single tensor argument of a one-operand op, or None after reporting."""
+        fn = od.name
+        if not self.arity(e, fn, od.arity):
             return None
         t = self.expr(e.args[0])
         if t is None:
@@ -247,8 +260,9 @@ class CallTyping:
             return None
         return t
 
-    def reduction(self, e: ast.Call, fn: str) -> Ty | None:
-        t = self.tensor_arg(e, fn)
+    def reduction(self, e: ast.Call, od: OpDef) -> Ty | None:
+        fn = od.name
+        t = self.tensor_arg(e, od)
         if t is None:
             return None
         dim_kw, keep_kw = e.keyword("dim"), e.keyword("keepdim")
@@ -261,8 +275,7 @@ class CallTyping:
                      help=f"use a dim in [{-t.rank}, {t.rank - 1}]")
             return None
         axis = dim % t.rank
-        if fn == "mean" and not is_float(t.dtype):
-            self.err("E0307", f"`mean` needs a float tensor, got {t.dtype}", e.span, help="cast first")
+        if not self.dtype_taken(od, t.dtype, e.span):
             return None
         self.t.call[id(e)] = CallInfo(fn, {"axis": axis, "keepdim": keep})
         shape = list(t.shape)
@@ -299,8 +312,8 @@ class CallTyping:
         self.t.call[id(e)] = CallInfo("cast", {"to": d.dtype, "mode": mode})
         return TensorTy(d.dtype, t.shape, t.valid)
 
-    def matmul(self, e: ast.Call) -> Ty | None:
-        if not self.arity(e, "matmul", 2):
+    def matmul(self, e: ast.Call, od: OpDef) -> Ty | None:
+        if not self.arity(e, "matmul", od.arity):
             return None
         a, b = self.expr(e.args[0]), self.expr(e.args[1])
         if a is None or b is None:
@@ -324,6 +337,8 @@ class CallTyping:
                 self.err("E0313", "`out_dtype` is a dtype", kw.value.span)
                 return None
             out = d.dtype
+        if not self.dtype_taken(od, a.dtype, e.span):
+            return None
         if a.dtype != b.dtype:
             self.err("E0303", f"mixed dtypes: {a.dtype} and {b.dtype}", e.span,
                      secondary=[Label(e.args[0].span, f"this is {a.dtype}"), Label(e.args[1].span, f"this is {b.dtype}")],

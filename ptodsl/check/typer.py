@@ -17,7 +17,7 @@ from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_NAMES, DTYPES, value_range
 from ..frontend import ast
 from ..frontend.parser import return_error
-from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS
+from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
 from ..yamlio.schema import identifier_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .types import (
@@ -598,7 +598,7 @@ class Typer(CallTyping):
             return_error(self.diags, n.span)
             return None
         if b is None:
-            if n.id in OPS or n.id in ("view", "tensor", "zeros", "ones", "full", "transpose", "reshape"):
+            if n.id in OPS or n.id in STRUCTURE_BUILTINS:
                 self.err("E0311", f"`{n.id}` is a function; call it", n.span, help=f"write `{n.id}(...)`")
                 return None
             candidates = list(self.scope) + list(self.symbols)
@@ -763,9 +763,7 @@ class Typer(CallTyping):
                          help="write an integer literal, or cast the tensor to a float dtype")
                 return None
         od = OPS.get(opname)
-        if od is not None and od.float_only and not is_float(dtype):
-            self.err("E0307", f"`{opname}` needs a float tensor, got {dtype}", e.span,
-                     help="cast first: `cast(x, f32)`")
+        if od is not None and not self.dtype_taken(od, dtype, e.span):
             return None
         rank = max(t.rank for _, t in tensors)
         shape: list[sym.Expr] = []

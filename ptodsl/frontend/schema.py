@@ -125,6 +125,8 @@ def spec_schema() -> Obj:
             "reference": Str(pattern=r"[^:\s][^:]*\.py:" + IDENT_PATTERN, form="`FILE.py:FUNCTION`",
                              code=E_REFERENCE, example="softmax_ref.py:softmax",
                              desc="numpy reference: file relative to this one, and function"),
+            "torch": Ident(role="function name",
+                           desc="torch equivalent for `ptodsl bench`: a function of the reference file"),
             "tests": ListOf(item=test, keep_valid=True, desc="golden test cases"),
         },
     )
@@ -133,7 +135,8 @@ def spec_schema() -> Obj:
 def json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the spec file format, for editors and external validators."""
     return to_json_schema(spec_schema(), "ptodsl operator spec",
-                          "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference and tests.")
+                          "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
+                          "torch equivalent and tests.")
 
 
 __all__ = ["DEFAULT_TARGET", "PASS_OPTIONS", "json_schema", "spec_schema"]

@@ -123,6 +123,7 @@ class Spec:
     reference: Reference | None
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
+    torch: str | None = None  # a function of the reference file: the op in eager torch, for bench
 
     @property
     def reference_path(self) -> str | None:
@@ -248,6 +249,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
         reference=reference,
         tests=tests,
         spans=spans,
+        torch=data.get("torch"),
     )
 
 

@@ -76,6 +76,7 @@ FOUND_BUG_FEATURES: dict[str, str] = {}
 SAFE_FEATURES: frozenset[str] = ALL_FEATURES - set(KNOWN_BUG_FEATURES) - set(FOUND_BUG_FEATURES)
 
 UNARY_SAFE = ("abs", "neg", "relu", "sigmoid", "tanh", "silu", "gelu")
+UNARY_GUARDED = ("exp", "log", "sqrt", "rsqrt", "reciprocal")  # their operand is kept in their domain
 REDUCERS = ("sum", "amax", "amin", "mean")
 
 
@@ -296,7 +297,7 @@ class Gen:
         kind = r.choice(choices)
         if kind == "unary":
             a = self.expr(ctx, dtype, cls, depth - 1)
-            op = r.choice(UNARY_SAFE + ("exp", "log", "sqrt", "rsqrt", "reciprocal"))
+            op = r.choice(UNARY_SAFE + UNARY_GUARDED)
             if op == "exp":
                 if a.bound > 4:
                     a = Ex("tanh({})", (a,), dtype, a.cls, 1.0)

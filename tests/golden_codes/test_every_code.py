@@ -206,6 +206,28 @@ def e0233_case_misses_a_dim(env: Env) -> list[Diagnostic]:
                       "def scale(x):\n    return x * 2\n")
 
 
+def e0234_torch_function_misspelt(env: Env) -> list[Diagnostic]:
+    """`ptodsl bench` looks up a spec's torch equivalent, misspelt in the YAML."""
+    from ptodsl.golden import load_torch
+
+    (env.tmp / "scale.pto").write_text(SCALE_PTO)
+    (env.tmp / "scale.yaml").write_text("op: scale\nschedule: {vec_tile: [1, 64]}\n"
+                                        "reference: scale_ref.py:scale\ntorch: torch_scal\n")
+    (env.tmp / "scale_ref.py").write_text("def scale(x):\n    return x * 2\n\n\n"
+                                          "def torch_scale(x):\n    return x * 2\n")
+    op = ptodsl.load(str(env.tmp / "scale.yaml"))
+    return compile_error(lambda: load_torch(op.spec) and None)
+
+
+def e0234_torch_without_reference(env: Env) -> list[Diagnostic]:
+    from ptodsl.golden import load_torch
+
+    (env.tmp / "scale.pto").write_text(SCALE_PTO)
+    (env.tmp / "scale.yaml").write_text("op: scale\nschedule: {vec_tile: [1, 64]}\ntorch: torch_scale\n")
+    op = ptodsl.load(str(env.tmp / "scale.yaml"))
+    return compile_error(lambda: load_torch(op.spec) and None)
+
+
 def e0990_pass_breaks_an_invariant(env: Env) -> list[Diagnostic]:
     """A pass that loses a loop's name: the verifier after it stops the compile."""
     from ptodsl import driver
@@ -646,6 +668,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0232_reference_takes_too_many_arguments,
     e0232_reference_returns_too_few_outputs,
     e0233_case_misses_a_dim,
+    e0234_torch_function_misspelt,
+    e0234_torch_without_reference,
     e0700_float64_input,
     e0701_row_without_batch_dim,
     e0702_weights_of_another_width,

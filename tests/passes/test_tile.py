@@ -20,7 +20,7 @@ def test_tail_tiles_carry_valid_shapes():
 
 
 @pytest.mark.parametrize("m, n", [(1, 1), (8, 256), (9, 257), (17, 1000), (3, 255)])
-def test_add_one_every_shape(m, n):
+def test_add_one_with_and_without_partial_tiles(m, n):
     op = ptodsl.load("specs/add_one.yaml")
     x = np.random.default_rng(m * n).standard_normal((m, n)).astype(np.float32)
     np.testing.assert_array_equal(op(x), x + 1)

@@ -31,7 +31,6 @@ CMP_MODES = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "
 CMP_SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 ROUND_MODES = {"none": "CAST_NONE", "rint": "CAST_RINT", "round": "CAST_ROUND", "floor": "CAST_FLOOR",
                "ceil": "CAST_CEIL", "trunc": "CAST_TRUNC", "odd": "CAST_ODD"}
-COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 # Broadcasts and fills are structure, not operators of the language, so the op table has no row
 # for them; these are their pto-isa instructions.
 ROW_EXPAND, COL_EXPAND, FILL, MOVE = "TROWEXPAND", "TCOLEXPAND", "TEXPANDS", "TMOV"
@@ -372,7 +371,7 @@ class KernelEmitter:
             self._emit(depth, od.pto, [t.var for t in tiles], op)
             return
         s = self._scalar(op.attrs["scalar"], tiles[1].dtype)
-        if op.attrs.get("side") != "left" or name in COMMUTATIVE:
+        if op.attrs.get("side") != "left" or od.commutative:
             self._emit(depth, od.pto_scalar, [dst.var, tiles[1].var, s], op)
         elif name == "div":
             self._emit(depth, od.pto_scalar, [dst.var, s, tiles[1].var], op)  # TDIVS's scalar-first form
@@ -423,8 +422,8 @@ class KernelEmitter:
     def _reduce(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
         name = op.name[len("tile."):]
         od = OPS[name]
-        if name == "mean" or od.combine is None:
-            raise unsupported(f"`{op.name}` (the tile pass lowers it to a sum and a scale)", op.span)
+        if od.mean_of is not None:
+            raise unsupported(f"`{op.name}` (the tile pass lowers it to `{od.mean_of}` and a scale)", op.span)
         dst, src = tiles
         t: TileType = src.tile_type
         axis = int(op.attrs["axis"]) % t.rank

@@ -323,14 +323,15 @@ def _tile_op(m: Machine, op: Op) -> None:
         return
     dtype = op.operands[0].type.dtype
     od = OPS.get(name)
-    if od is not None and od.kind == "reduce" or name in ("sum", "amax", "amin"):
+    if od is not None and od.kind == "reduce":
         src = srcs[0]
         axis = op.attrs["axis"]
         vals = _f32(src.data[src.region()])
         if vals.shape[axis] == 0:
-            out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], OPS[name].identity, np.float32)
+            out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], od.identity_for(dtype),
+                          vals.dtype)
         else:
-            out = OPS[name].sim(vals, axis=axis, keepdims=True)
+            out = od.sim(vals, axis=axis, keepdims=True)
         dst.data[reg] = _round_to(out[tuple(slice(0, v) for v in dst.valid)], dtype)
         return
     args = [_f32(s.data[reg]) for s in srcs]

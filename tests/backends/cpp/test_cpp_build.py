@@ -115,10 +115,14 @@ def test_key_covers_compiler_version_and_every_header(tmp_path):
     key = build.cache_key(sources, "k", ["-O3"], chain, mode)
     assert key == build.cache_key(sources, "k", ["-O3"], chain, mode)
     assert key != build.cache_key(sources, "k", ["-O3"], build.Toolchain("/usr/bin/g++", "g++ 13.1.0", True), mode)
-    nested = headers / "cpu_subset" / "tile.hpp"
-    time.sleep(0.01)  # a new mtime, so the per-file digest memo cannot hide the edit
-    nested.write_text(nested.read_text() + "\n// edited\n")
-    assert key != build.cache_key(sources, "k", ["-O3"], chain, mode)
+    time.sleep(0.01)  # a new mtime, so the per-file digest memo cannot hide the edits
+    seen = {key}
+    for header in sorted(headers.rglob("*.hpp")):  # the top header and the nested ones alike
+        header.write_text(header.read_text() + "\n// edited\n")
+        key = build.cache_key(sources, "k", ["-O3"], chain, mode)
+        assert key not in seen, f"editing {header.relative_to(headers)} left the cache key as it was"
+        seen.add(key)
+    assert len(seen) > 2
 
 
 def test_defines_and_flags_reach_the_compiler(cache):

@@ -66,9 +66,23 @@ def test_overlapping_writes_stay_sequential(write_spec):
 
 
 def test_reading_what_other_iterations_write_stays_sequential(write_spec):
+    # iteration b reads row b + 1, which iteration b + 1 overwrites: in parallel, b could see the
+    # new row. The writes alone (one row each) are disjoint, so only the read decides.
     pto = ("kernel shift(x: f32[B, N], y: inout f32[B, N]):\n"
+           "    for b in loop(B - 1, name=\"b_loop\"):\n"
+           "        y[b, :] = y[b + 1, :] + x[b, :]\n")
+    path = write_spec("shift", pto, "op: shift\nschedule:\n  vec_tile: [1, 64]\n")
+    names, program = _parallel(path)
+    assert names == [] and PRAGMA not in program
+
+
+def test_a_written_tensor_that_is_read_keeps_the_loop_sequential_even_row_by_row(write_spec):
+    # Each iteration reads and writes only its own row, which would be safe in parallel; the
+    # analysis does not compare read and written regions, so any read of a written tensor keeps the
+    # loop sequential (conservative, see ptodsl/backends/cpp/parallel.py). A finer rule changes this test.
+    pto = ("kernel accumulate(x: f32[B, N], y: inout f32[B, N]):\n"
            "    for b in loop(B, name=\"b_loop\"):\n"
            "        y[b, :] = y[b, :] + x[b, :]\n")
-    path = write_spec("shift", pto, "op: shift\nschedule:\n  vec_tile: [1, 64]\n")
+    path = write_spec("accumulate", pto, "op: accumulate\nschedule:\n  vec_tile: [1, 64]\n")
     names, program = _parallel(path)
     assert names == [] and PRAGMA not in program

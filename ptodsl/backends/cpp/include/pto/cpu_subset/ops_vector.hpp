@@ -241,6 +241,16 @@ AICORE inline RecordEvent TRELU(TileDataDst& dst, TileDataSrc& src) {
     return {};
 }
 
+// Bitwise NOT; pto-isa defines it for 8-, 16- and 32-bit integers only.
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TNOT(TileDataDst& dst, TileDataSrc& src) {
+    using T = typename TileDataDst::DType;
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) <= 4,
+                  "TNOT needs an 8-, 16- or 32-bit integer element type");
+    cpu::unary(dst, src, "TNOT", [](auto a) { return ~a; });
+    return {};
+}
+
 // ---------------------------------------------------------------------------- conversion
 
 // dst = src converted to dst's element type, rounded under `mode`.
