@@ -16,7 +16,7 @@ from ...ir import Func
 from .control import EntryParam, emit_control
 from .cxx import unsupported
 from .gm import explicit_strides, kernel_env, launches, tensor_args, trace_origins, walk_ops
-from .kernel import KernelPlan, KernelSource, emit_kernel
+from .kernel import InstructionUse, KernelPlan, KernelSource, emit_kernel
 from .parallel import parallel_loops
 
 
@@ -30,6 +30,8 @@ class EmittedVariant:
     params: list[EntryParam]
     parallel: list[str] = field(default_factory=list)  # loops run on several cores
     kernels: list[str] = field(default_factory=list)
+    uses: dict[str, list[InstructionUse]] = field(default_factory=dict)  # kernel -> its instructions
+    kinds: dict[str, str] = field(default_factory=dict)  # kernel -> vector | cube
 
     @property
     def library(self) -> str:
@@ -107,7 +109,8 @@ def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
     program = emit_control(block, control, sources, loops, origin)
     files = {s.filename: s.text for s in sources.values()}
     files[program.filename] = program.text
-    return EmittedVariant(program.name, variant, files, program.params, program.parallel, list(sources))
+    return EmittedVariant(program.name, variant, files, program.params, program.parallel, list(sources),
+                          {k: s.uses for k, s in sources.items()}, {k.name: k.kind for k in kernels})
 
 
 def emit_spec(compiled: Compiled) -> list[EmittedVariant]:

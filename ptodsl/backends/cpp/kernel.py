@@ -46,12 +46,31 @@ class KernelPlan:
     workspace_params: frozenset[str] = frozenset()  # tensor params every launch binds to a workspace
 
 
+@dataclass(frozen=True)
+class Operand:
+    """A tile an instruction reads or writes, as the target's rules see it."""
+
+    dtype: str
+    layout: str  # row | col1 (column-major, one column) | col
+    kind: str  # Vec | Mat | Left | Right | Acc
+
+
+@dataclass(frozen=True)
+class InstructionUse:
+    """One pto-isa instruction of an emitted kernel and its tile operands, in argument order."""
+
+    instruction: str
+    operands: tuple[Operand, ...]
+    span: Span | None
+
+
 @dataclass
 class KernelSource:
     name: str
     filename: str
     text: str
     declaration: str  # the prototype, for the control program
+    uses: list[InstructionUse] = field(default_factory=list)  # every instruction, for rule checks
 
 
 @dataclass
@@ -79,6 +98,8 @@ class KernelEmitter:
         self.scratch_cursor = self.scratch_base
         self.scratch_peak = self.scratch_base
         self.scratch_span: Span | None = None
+        self.operands: dict[str, Operand] = {}  # C++ tile variable -> what rules see of it
+        self.uses: list[InstructionUse] = []
         self._names_and_context()
 
     # ------------------------------------------------------------------ names and signature
@@ -122,7 +143,9 @@ class KernelEmitter:
                 base = op.result.name.lstrip("_") or op.result.name
                 var = self.names.claim(base if base not in self.names.taken else f"{base}Tile")
                 alias = self.names.claim("Tile" + camel(var))
-                self.tiles[op.result.name] = describe(op, var, alias)
+                info = describe(op, var, alias)
+                self.tiles[op.result.name] = info
+                self.operands[var] = Operand(info.dtype, _layout(info.layout, info.cols), info.kind)
         self._mark_transposed()
 
     def _mark_transposed(self) -> None:
@@ -176,7 +199,7 @@ class KernelEmitter:
         out += cxx.format_lines(self.lines)
         out.append("}")
         return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
-                            self.declaration() + ";")
+                            self.declaration() + ";", self.uses)
 
     def _line(self, depth: int, code: str, span: Span | None = None) -> None:
         self.lines.append((depth, code, cxx.location(span)))
@@ -356,6 +379,7 @@ class KernelEmitter:
     def _emit(self, depth: int, instr: str | None, args: list[str], op: Op) -> None:
         if instr is None:
             raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
+        self.uses.append(InstructionUse(instr, tuple(self.operands[a] for a in args if a in self.operands), op.span))
         self._line(depth, f"{instr}({', '.join(args)});", op.span)
 
     def _scalar(self, e: sym.Expr, dtype: str) -> str:
@@ -467,6 +491,7 @@ class KernelEmitter:
             self.aliases.append(f"using {alias} = {ctype};")
         var = self.names.claim(f"tmp{self.scratch_count}")
         self.scratch_count += 1
+        self.operands[var] = Operand(like.dtype, _layout(layout, like.cols), "Vec")
         offset = self.scratch_cursor
         size = rows * like.cols * _itemsize(like.dtype)
         self.scratch_cursor = _align(offset + size, self.target.ub_block_bytes)
@@ -476,6 +501,10 @@ class KernelEmitter:
         self._line(depth, f"{alias} {var};", op.span)
         self._line(depth, f"TASSIGN({var}, {offset});", op.span)
         return var
+
+
+def _layout(layout: str, cols: int) -> str:
+    return "row" if layout == "row" else "col1" if cols == 1 else "col"
 
 
 def _itemsize(dtype: str) -> int:
@@ -501,4 +530,4 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
     return KernelEmitter(func, target, plan, origin).emit()
 
 
-__all__ = ["KernelPlan", "KernelSource", "emit_kernel"]
+__all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
