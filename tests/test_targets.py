@@ -44,9 +44,11 @@ def test_ascend910b_numbers() -> None:
 def test_ascend950_differs_in_ub_and_l0c() -> None:
     a, b = load_target("ascend910b"), load_target("ascend950")
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
-    assert (a.npu_arch, b.npu_arch) == ("dav-2201", "")  # no NPU build recipe for the 950 yet
+    assert (a.npu_vector_arch, a.npu_cube_arch) == ("dav-c220-vec", "dav-c220-cube")
+    assert (b.npu_vector_arch, b.npu_cube_arch) == ("", "")  # no NPU build recipe for the 950 yet
     same = [f.name for f in fields(Target)
-            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_arch", "vector_instructions")]
+            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch",
+                           "vector_instructions")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
 
 

@@ -78,7 +78,8 @@ class Target:
     default_vec_tile: tuple[int, ...]
     default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
     max_tile_rank: int
-    npu_arch: str  # the bisheng --npu-arch value; empty when no NPU build is known for the target
+    npu_vector_arch: str  # bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known
+    npu_cube_arch: str  # the same for cube kernels
     vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
@@ -126,7 +127,8 @@ _TARGET_FIELDS = {
     "default_cube_tile": Obj(desc="the L0 extents of a spec that gives no cube_tile",
                              fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
     "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
-    "npu_arch": Str(desc="bisheng --npu-arch value; empty when no NPU build is known"),
+    "npu_vector_arch": Str(desc="bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known"),
+    "npu_cube_arch": Str(desc="bisheng --cce-aicore-arch of cube kernels; empty when no NPU build is known"),
     "vector_instructions": MapOf(
         key=Str(desc="a pto-isa instruction name, e.g. TADD"),
         value=Obj(desc="what the instruction accepts, from its pto-isa implementation header", fields={

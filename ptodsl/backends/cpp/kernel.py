@@ -71,6 +71,8 @@ class KernelSource:
     text: str
     declaration: str  # the prototype, for the control program
     uses: list[InstructionUse] = field(default_factory=list)  # every instruction, for rule checks
+    launcher: str = ""  # NPU host function that launches the kernel on a stream (pto-isa's Launch* form)
+    launcher_declaration: str = ""
 
 
 @dataclass
@@ -198,8 +200,27 @@ class KernelEmitter:
             out.append("")
         out += cxx.format_lines(self.lines)
         out.append("}")
+        launcher, launcher_decl = self._launcher()
         return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
-                            self.declaration() + ";", self.uses)
+                            self.declaration() + ";", self.uses, launcher, launcher_decl)
+
+    def _launcher(self) -> tuple[str, str]:
+        """``<kernel>_launch(block_dim, stream, args...)``: the host side of an NPU build starts the
+        kernel with ``<<<block_dim, nullptr, stream>>>``, as pto-isa's own tests do. Tensors cross
+        as plain device pointers and are cast to the kernel's ``__gm__`` pointers here."""
+        host, args = ["uint32_t block_dim", "void* stream"], []
+        for decl in self.params:
+            if decl.startswith("__gm__ "):
+                ctype, var = decl[len("__gm__ "):].rsplit(" ", 1)
+                host.append(f"{ctype} {var}")
+                args.append(f"({decl.rsplit(' ', 1)[0]}){var}")
+            else:
+                host.append(decl)
+                args.append(decl.rsplit(" ", 1)[1])
+        head = f'extern "C" void {self.func.name}_launch({", ".join(host)})'
+        body = [f"// Launches {self.func.name} on an NPU stream ({self.func.kind} core).", head, "{",
+                f"    {self.func.name}<<<block_dim, nullptr, stream>>>({', '.join(args)});", "}"]
+        return "\n".join(body) + "\n", head + ";"
 
     def _line(self, depth: int, code: str, span: Span | None = None) -> None:
         self.lines.append((depth, code, cxx.location(span)))
