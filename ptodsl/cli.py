@@ -67,6 +67,12 @@ def cmd_check(args, out: _Out) -> int:
         try:
             c = compile_spec(path, diags)
             variants += len(c.checked)
+            if args.target_rules:
+                from .backends.cpp.rules import spec_violations
+
+                found = spec_violations(c)
+                diags.extend(found)
+                failed += bool(found)
         except CompileError:
             failed += 1
         out.diagnostics(diags.items)
@@ -328,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("check", parents=[common], help="parse and type-check specs")
     s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--target-rules", action="store_true",
+                   help="also emit every variant's kernels and report each instruction use the target's "
+                        "rules (pto-isa's dtype and layout asserts) reject (E0810)")
     s.set_defaults(fn=cmd_check)
 
     s = sub.add_parser("test", parents=[common], help="run the golden tests of specs")

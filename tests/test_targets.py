@@ -34,7 +34,6 @@ def test_ascend910b_numbers() -> None:
     assert (t.ub_bytes, t.l1_bytes) == (192 * KIB, 512 * KIB)
     assert (t.l0a_bytes, t.l0b_bytes, t.l0c_bytes) == (64 * KIB, 64 * KIB, 128 * KIB)
     assert t.ub_block_bytes == 32
-    assert (t.cube_cores, t.vector_cores, t.vector_per_cube) == (24, 48, 2)
     assert t.max_event_ids == 8
     assert t.max_mkn == 4095
     assert t.cube_dtypes == (("f32", "f16", "f16"), ("f32", "bf16", "bf16"), ("f32", "f32", "f32"),
@@ -45,9 +44,11 @@ def test_ascend910b_numbers() -> None:
 def test_ascend950_differs_in_ub_and_l0c() -> None:
     a, b = load_target("ascend910b"), load_target("ascend950")
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
-    assert (a.npu_arch, b.npu_arch) == ("dav-2201", "")  # no NPU build recipe for the 950 yet
+    assert (a.npu_vector_arch, a.npu_cube_arch) == ("dav-c220-vec", "dav-c220-cube")
+    assert (b.npu_vector_arch, b.npu_cube_arch) == ("", "")  # no NPU build recipe for the 950 yet
     same = [f.name for f in fields(Target)
-            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_arch")]
+            if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch",
+                           "vector_instructions")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
 
 
@@ -91,8 +92,8 @@ def test_custom_target_file(tmp_path: Path) -> None:
         (lambda s: s.replace("[i32, i8, i8]", "[i32, i8]"), "E0209", "exactly 3 items"),
         (lambda s: "\n".join(ln for ln in s.splitlines() if not ln.startswith("max_mkn")), "E0208",
          "missing the required key `max_mkn`"),
-        (lambda s: s + "cube_cores: 1\n", "E0202", "duplicate key `cube_cores`"),
-        (lambda s: s.replace("cube_cores: 24", "cube_cores: [24"), "E0200", "invalid YAML"),
+        (lambda s: s + "max_mkn: 1\n", "E0202", "duplicate key `max_mkn`"),
+        (lambda s: s.replace("max_mkn: 4095", "max_mkn: [4095"), "E0200", "invalid YAML"),
     ],
 )
 def test_bad_target_file_is_reported_at_its_line(tmp_path: Path, edit, code: str, words: str) -> None:
@@ -153,3 +154,29 @@ def test_no_hardware_literal_outside_the_targets():
                 line = text.count("\n", 0, m.start()) + 1
                 found.append(f"{path.relative_to(package)}:{line}: {m.group()}")
     assert not found, "hardware facts outside ptodsl/targets:\n" + "\n".join(found)
+
+
+def test_vector_instruction_rules_come_from_the_headers() -> None:
+    a2, a5 = load_target("ascend910b"), load_target("ascend950")
+    # The A2/A3 vector unit has no bf16 arithmetic, unary, compare or reduction instruction.
+    for instr in ("TADD", "TMUL", "TEXP", "TCMP", "TROWSUM", "TCOLMAX", "TDIV"):
+        assert a2.computes(instr, "f32") and not a2.computes(instr, "bf16"), instr
+    assert not a2.computes("TABS", "i32") and a2.computes("TABS", "f16")  # TABS is float-only
+    assert a2.computes("TROWEXPAND", "bf16") and a2.computes("TSEL", "bf16")  # moves of 16-bit data
+    assert a2.converts("f32", "bf16") and a2.converts("bf16", "f32") and not a2.converts("f16", "bf16")
+    assert a5.computes("TADD", "bf16") and not a5.computes("TDIV", "bf16")
+    assert a2.vector_rule("TROWSUM").layouts_of(0) == ("row", "col1")
+    assert a2.vector_rule("TROWSUM").layouts_of(5) == ("row",)
+    assert a2.vector_rule("TADDS").layouts_of(0) is None
+    assert a2.vector_rule("TADD").header == "TAdd.hpp"
+
+
+def test_a_rule_gives_dtypes_or_casts(tmp_path: Path) -> None:
+    path = tmp_path / "chip.yaml"
+    path.write_text(_good_text().replace("TDIV:  {header: TDiv.hpp,  dtypes: [f16, f32]",
+                                         "TDIV:  {header: TDiv.hpp,  dtypes: [f16, f32], casts: [[f16, f32]]"))
+    with pytest.raises(CompileError) as err:
+        load_target_file(str(path))
+    (d,) = err.value.diagnostics
+    assert d.code == "E0209" and "exactly one of `dtypes` and `casts`" in d.message
+    assert d.span is not None and d.span.line > 20

@@ -37,6 +37,12 @@ def npu_source(op: str, slug: str) -> str:
     return f"{op}/{slug}.cpp"
 
 
+def npu_folder(op: str, slug: str) -> str:
+    """Where, under ``kernels/``, the NPU build of one variant goes: a translation unit per compute
+    kernel (compiled for its own core type), the host program and ``build.json`` describing them."""
+    return f"{op}/npu/{slug}"
+
+
 def kernel_files(compiled: Compiled, root: str | None = None) -> dict[str, str]:
     """The files of ``kernels/`` for one op, by path relative to ``kernels/``.
 
@@ -55,7 +61,26 @@ def kernel_files(compiled: Compiled, root: str | None = None) -> dict[str, str]:
                 continue
             files[f"{op}/{slug}.{level}.ir"] = _variant_ir(compiled, module, index, root)
         files[npu_source(op, slug)] = _variant_cpp(compiled, index)
+        files.update(_npu_files(compiled, index, npu_folder(op, slug)))
     return dict(sorted(files.items()))
+
+
+def _npu_files(compiled: Compiled, index: int, folder: str) -> dict[str, str]:
+    from ..backends.cpp.emit import emit_npu_variant
+
+    v = emit_npu_variant(compiled, index)
+    stamp = f"// {GENERATED}: built for the NPU by ptodsl.gen.npu (see build.json).\n"
+    files = {f"{folder}/{name}.cpp": stamp + text for name, (_kind, text) in v.kernels.items()}
+    files[f"{folder}/host.cpp"] = stamp + v.host
+    build = {
+        "_generated": GENERATED,
+        "entry": v.entry,
+        "kernels": [{"name": name, "core": kind, "source": f"{name}.cpp"} for name, (kind, _text) in v.kernels.items()],
+        "host": "host.cpp",
+        "params": [{"kind": p.kind, "name": p.name, "dtype": p.dtype} for p in v.params],
+    }
+    files[f"{folder}/build.json"] = json.dumps(build, indent=2) + "\n"
+    return files
 
 
 def _variant_cpp(compiled: Compiled, index: int) -> str:
@@ -99,4 +124,4 @@ def relocate(text: str, root: str) -> str:
     return _LOC.sub(repl, text)
 
 
-__all__ = ["GENERATED", "STAMP", "IR_LEVELS", "kernel_files", "npu_source", "relocate", "variant_funcs", "variant_slug"]
+__all__ = ["GENERATED", "STAMP", "IR_LEVELS", "kernel_files", "npu_folder", "npu_source", "relocate", "variant_funcs", "variant_slug"]

@@ -10,6 +10,7 @@ fixes them: device id, CANN toolkit, driver, compiler; then the kernel is built 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, DiagnosticError
 from ..targets import load_target, target_names
-from .kernels import npu_source, variant_slug
+from .kernels import npu_folder, variant_slug
 
 if TYPE_CHECKING:
     from .runtime import PackagedOp
@@ -227,72 +228,178 @@ def check_environment(device: Any = None, env: Mapping[str, str] | None = None) 
 
 # ------------------------------------------------------------------ build and launch
 
+PTO_ISA_ENV = "PTO_ISA_ROOT"
+# pto-isa's own NPU tests (tests/npu/a2a3/src/st) build every kernel with these bisheng options.
+CCE_OPTIONS = ("-xcce", "-O2", "-std=c++17", "-fPIC", "-DMEMORY_BASE",
+               "-mllvm", "-cce-aicore-stack-size=0x8000",
+               "-mllvm", "-cce-aicore-function-stack-size=0x8000",
+               "-mllvm", "-cce-aicore-record-overflow=true",
+               "-mllvm", "-cce-aicore-addr-transform",
+               "-mllvm", "-cce-aicore-dcci-insert-for-scalar=false")
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """The NPU build of one variant, as the package's ``kernels/<op>/npu/<variant>/build.json``
+    describes it."""
+
+    folder: Path
+    entry: str
+    kernels: tuple[tuple[str, str, str], ...]  # (name, vector | cube, source file name)
+    host: str
+    params: tuple[tuple[str, str, str], ...]  # (kind, name, dtype) of the host entry, after the stream
+
 
 def cache_dir(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ptodsl" / "npu"
 
 
-def compile_command(compiler: str, toolkit: Path, arch: str, source: Path, output: Path) -> list[str]:
-    return [compiler, "-fPIC", "-shared", "-xcce", "-O2", "-std=c++17", f"--npu-arch={arch}", "-DMEMORY_BASE",
-            f"-I{toolkit / 'include'}", str(source), "-o", str(output)]
+def pto_isa_include(env: Mapping[str, str], toolkit: Path) -> Path:
+    """The folder holding ``pto/pto-inst.hpp``: $PTO_ISA_ROOT/include, else the toolkit's include."""
+    tried = []
+    if env.get(PTO_ISA_ENV):
+        tried.append(Path(env[PTO_ISA_ENV]) / "include")
+    tried.append(toolkit / "include")
+    for folder in tried:
+        if (folder / "pto" / "pto-inst.hpp").is_file():
+            return folder
+    raise _fail("E0931", "the pto-isa headers were not found",
+                f"set {PTO_ISA_ENV} to a checkout of pto-isa (the folder holding include/pto/pto-inst.hpp)",
+                tuple(f"looked for {f / 'pto' / 'pto-inst.hpp'}" for f in tried))
 
 
-def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[str, str] | None = None) -> Path:
-    """Build (or reuse) the shared library of one op variant; its path."""
-    env = os.environ if env is None else env
-    rel = f"kernels/{npu_source(op.name, slug)}"
-    source = op.root / rel
-    if not source.is_file():
-        raise _fail("E0927", f"op `{op.name}` has no NPU kernel source for variant {slug}",
-                    "regenerate the package with a ptodsl that emits C++ kernels; use backend=\"sim\" until then",
-                    (f"{rel} is missing from the package at {op.root}",))
-    target = op.operator.spec.target
-    arch = load_target(target).npu_arch
-    if not arch:
-        known = [n for n in target_names() if load_target(n).npu_arch]
-        raise _fail("E0928", f"no NPU architecture is known for target `{target}`",
-                    f"targets the NPU build knows: {', '.join(known)}")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    output = cache_dir(env) / op.package / op.name / f"{slug}-{digest}.so"
-    if output.is_file():
-        return output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_suffix(f".{os.getpid()}.tmp")
-    command = compile_command(environment.compiler, environment.toolkit, arch, source, partial)
+def _includes(toolkit: Path, pto_include: Path) -> list[str]:
+    return [f"-I{pto_include}", f"-I{toolkit / 'include'}", f"-I{toolkit / 'pkg_inc'}",
+            f"-I{toolkit / 'pkg_inc' / 'runtime'}", f"-I{toolkit / 'pkg_inc' / 'profiling'}"]
+
+
+def kernel_command(compiler: str, toolkit: Path, pto_include: Path, arch: str, source: Path, output: Path) -> list[str]:
+    """Compile one kernel translation unit (the kernel and its launcher) for its core type."""
+    return [compiler, "-c", *CCE_OPTIONS, f"--cce-aicore-arch={arch}", *_includes(toolkit, pto_include),
+            str(source), "-o", str(output)]
+
+
+def link_command(compiler: str, toolkit: Path, objects: list[Path], output: Path) -> list[str]:
+    """Link the kernels and the host program into one library against the ACL runtime."""
+    return [compiler, "-shared", "--cce-fatobj-link", *map(str, objects), "-o", str(output),
+            f"-L{toolkit / 'lib64'}", "-lascendcl", "-lruntime", "-lstdc++"]
+
+
+def build_plan(op: PackagedOp, slug: str) -> BuildPlan:
+    """The variant's NPU sources in the package; E0927 when the package has none."""
+    rel = f"kernels/{npu_folder(op.name, slug)}"
+    folder = op.root / rel
+    try:
+        data = json.loads((folder / "build.json").read_text(encoding="utf-8"))
+        kernels = tuple((k["name"], k["core"], k["source"]) for k in data["kernels"])
+        params = tuple((p["kind"], p["name"], p["dtype"]) for p in data["params"])
+        plan = BuildPlan(folder, data["entry"], kernels, data["host"], params)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _fail("E0927", f"op `{op.name}` has no NPU kernel sources for variant {slug}",
+                    "regenerate the package with a ptodsl that emits NPU kernels; use backend=\"sim\" until then",
+                    (f"{rel}/build.json cannot be read from the package at {op.root}: {exc}",)) from None
+    for name in [k[2] for k in plan.kernels] + [plan.host]:
+        if not (folder / name).is_file():
+            raise _fail("E0927", f"op `{op.name}` has no NPU kernel sources for variant {slug}",
+                        "regenerate the package with `ptodsl gen`; use backend=\"sim\" until then",
+                        (f"{rel}/{name} is missing from the package at {op.root}",))
+    return plan
+
+
+def _run(command: list[str], what: str, op: PackagedOp, slug: str) -> None:
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed: {exc}",
                     "check that the compiler runs: `bisheng --version`") from None
-    if proc.returncode != 0 or not partial.is_file():
+    output = Path(command[command.index("-o") + 1])
+    if proc.returncode != 0 or not output.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-20:]
-        partial.unlink(missing_ok=True)
+        output.unlink(missing_ok=True)
         raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed "
-                    f"(exit {proc.returncode})", "please report this with the compiler output",
+                    f"(exit {proc.returncode}, {what})", "please report this with the compiler output",
                     (f"command: {' '.join(command)}", *tail))
-    os.replace(partial, output)
+
+
+def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[str, str] | None = None) -> Path:
+    """Build (or reuse) the shared library of one op variant: every compute kernel compiled for
+    its own core type (``--cce-aicore-arch`` from the target file), the host program, linked
+    against the ACL runtime. Returns its path."""
+    env = os.environ if env is None else env
+    plan = build_plan(op, slug)
+    target = load_target(op.operator.spec.target)
+    archs = {"vector": target.npu_vector_arch, "cube": target.npu_cube_arch}
+    if not all(archs[core] for _name, core, _src in plan.kernels) or not archs["vector"]:
+        known = [n for n in target_names() if load_target(n).npu_vector_arch]
+        raise _fail("E0928", f"no NPU architecture is known for target `{target.name}`",
+                    f"targets the NPU build knows: {', '.join(known)}")
+    pto_include = pto_isa_include(env, environment.toolkit)
+    sources = [plan.folder / src for _n, _c, src in plan.kernels] + [plan.folder / plan.host]
+    # keyed on the sources and the pto-isa version they are built against (its top header's text)
+    header = (pto_include / "pto" / "pto-inst.hpp").read_bytes()
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + header).hexdigest()[:16]
+    output = cache_dir(env) / op.package / op.name / f"{slug}-{digest}.so"
+    if output.is_file():
+        return output
+    work = output.parent / f"{slug}-{digest}-objects.{os.getpid()}.tmp"  # removed once linked
+    work.mkdir(parents=True, exist_ok=True)
+    objects = []
+    # the host program has no kernel of its own; it is compiled as the vector kernels are, so that
+    # the kernels' pointer types (half, bfloat16_t, __gm__) mean the same on both sides
+    units = [(src, archs[core], name) for name, core, src in plan.kernels] + [(plan.host, archs["vector"], "host")]
+    try:
+        for src, arch, name in units:
+            obj = work / f"{name}.o"
+            _run(kernel_command(environment.compiler, environment.toolkit, pto_include, arch, plan.folder / src, obj),
+                 f"compiling {src}", op, slug)
+            objects.append(obj)
+        partial = output.with_suffix(f".{os.getpid()}.tmp")
+        _run(link_command(environment.compiler, environment.toolkit, objects, partial), "linking", op, slug)
+        os.replace(partial, output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return output
 
 
-def launch(environment: NpuEnvironment, library: Path) -> None:
+def _torch_npu() -> Any:
+    try:
+        import torch  # noqa: F401
+        import torch_npu
+    except ImportError as exc:
+        raise _fail("E0930", "launching on the NPU needs torch and torch_npu, which cannot be imported",
+                    "install the torch_npu matching your torch and CANN, or use backend=\"sim\"",
+                    (f"import failed: {exc}",)) from None
+    return torch_npu
+
+
+def launch(environment: NpuEnvironment, library: Path, op: PackagedOp, index: int, inputs: tuple[Any, ...],
+           kwargs: Mapping[str, Any], symbols: Mapping[str, int]) -> Any:
+    """Run the variant's host program on the current torch_npu stream of the device. Inputs may be
+    numpy arrays (copied to the device and the results copied back) or torch tensors on the NPU
+    (used in place, as device pointers); returns what the sim backend would."""
     node = DEV_ROOT / f"davinci{environment.device}"
     if not node.exists():
         raise _fail("E0929", f"NPU device {environment.device} is not present: {node} does not exist",
                     "check `npu-smi info` for the devices of this machine, and the device id",
                     (f"CANN {environment.cann.version}, driver {environment.driver.version}, kernel {library}",))
-    raise _fail("E0930", "launching kernels on the NPU is not available yet in this version of ptodsl",
-                "use backend=\"sim\" for now", (f"built {library}",))
+    torch_npu = _torch_npu()
+    from .npu_launch import call_host_entry
+
+    slug = variant_slug(op.operator.compiled.checked[index].variant)
+    return call_host_entry(torch_npu, library, build_plan(op, slug), op.operator, index, inputs, kwargs, symbols,
+                           environment.device)
 
 
 def run(op: PackagedOp, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], device: Any = None,
         env: Mapping[str, str] | None = None) -> Any:
     """backend="npu": check the arguments (as on the simulator), then the environment, build, launch."""
     env = os.environ if env is None else env
-    index, _symbols = op.validate(inputs, kwargs)
+    index, symbols = op.validate(inputs, kwargs)
     environment = check_environment(device, env)
     slug = variant_slug(op.operator.compiled.checked[index].variant)
-    launch(environment, build(environment, op, slug, env))
+    library = build(environment, op, slug, env)
+    return launch(environment, library, op, index, inputs, kwargs, symbols)
 
 
 __all__ = [
@@ -300,13 +407,18 @@ __all__ = [
     "MIN_DRIVER",
     "NpuEnvironment",
     "NpuError",
+    "BuildPlan",
     "build",
+    "build_plan",
     "cann_version",
     "check_environment",
     "device_id",
     "driver_version",
     "find_compiler",
+    "kernel_command",
     "launch",
+    "link_command",
+    "pto_isa_include",
     "read_version",
     "run",
     "version_key",

@@ -57,6 +57,30 @@ def run(op: PackagedOp, inputs: Sequence[torch.Tensor], scalars: Mapping[str, An
     return _results(result if isinstance(result, tuple) else (result,))
 
 
+def npu_available() -> bool:
+    """Whether torch_npu imports; importing it renames torch's PrivateUse1 device to "npu", which is
+    what lets the generated ops register an "npu" kernel."""
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_npu(op: PackagedOp, inputs: Sequence[torch.Tensor], scalars: Mapping[str, Any]
+            ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The PrivateUse1 ("npu") kernel of a generated op: NPU tensors in, passed as device pointers
+    to the variant's host program on the current torch_npu stream of their device."""
+    operator = op.operator
+    args = list(inputs)
+    for i, p in enumerate(operator.inputs):
+        if p.mode == "inout":
+            args[i] = args[i].clone(memory_format=torch.contiguous_format)
+    device = next((t.device for t in args if t.device.type != "cpu"), None)
+    result = op(tuple(args), {}, dict(scalars), backend="npu", device=device)
+    return _results(result if isinstance(result, tuple) else (result,))
+
+
 def fake(op: PackagedOp, inputs: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """The fake (meta) implementation: empty results of the right shapes and dtypes."""
     operator = op.operator
@@ -90,4 +114,4 @@ def fake(op: PackagedOp, inputs: Sequence[torch.Tensor]) -> torch.Tensor | tuple
     return _results(results)
 
 
-__all__ = ["TORCH_DTYPES", "fake", "numpy_dtype_of", "run", "torch_dtype"]
+__all__ = ["TORCH_DTYPES", "fake", "npu_available", "numpy_dtype_of", "run", "run_npu", "torch_dtype"]

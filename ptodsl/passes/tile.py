@@ -21,6 +21,7 @@ from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.schedule import schedule_of
 from ..ops import OPS, Template
 from ..schedule import Schedule
+from . import native
 from .context import Pass, PassContext
 
 REDUCTIONS = ("sum", "amax", "amin", "mean")
@@ -223,11 +224,59 @@ class _Tiler:
         if grid is None:
             return
         rt, tshape, offs, tvalid, depth = grid
+        work = self.work_dtype(op)
+        if work is None:
+            self.close(depth)
+            return
         srcs = [self.load_operand(v, rt.shape, tshape, offs, tvalid, op.span) for v in op.operands]
         dst = self.tile(rt.dtype, tshape, tvalid, op.span)
-        self.compute(op.name, dst, srcs, dict(op.attrs), op.span)
+        if op.name == "cast":
+            self.convert(dst, srcs[0], work, op)
+        elif work in (rt.dtype, op.operands[0].type.dtype):
+            self.compute(op.name, dst, srcs, dict(op.attrs), op.span)
+        else:  # computed in a wider dtype the target's instructions take, between two casts
+            wide = [self.cast_tile(s, work, op.span) if s.type.dtype != "bool" else s for s in srcs]
+            out = dst if rt.dtype == "bool" else self.tile(work, tshape, tvalid, op.span)
+            self.compute(op.name, out, wide, dict(op.attrs), op.span)
+            if out is not dst:
+                self.emit(Op("tile.cast", [dst, out], {"to": rt.dtype, "mode": "rint"}, span=op.span))
         self.store(dest, dst, offs, op.span)
         self.close(depth)
+
+    def work_dtype(self, op: Op) -> str | tuple[str, ...] | None:
+        """The dtype the target computes ``op`` in (for a cast, the dtypes it converts through);
+        None, with E0608 reported, when the target has no instruction for it."""
+        target = self.ctx.target
+        data = op.operands[0].type.dtype if OPS[op.name].kind in ("cast", "compare") else op.result.type.dtype
+        if op.name == "cast":
+            route = native.cast_route(target, op.result.type.dtype, data)
+            if route is None:
+                self.unsupported(op, ["TCVT"], f"from {data} to {op.result.type.dtype}")
+            return route
+        work = native.compute_dtype(target, op.name, op.attrs, data)
+        if work is None:
+            self.unsupported(op, native.unsupported_instructions(target, op.name, op.attrs, data), data)
+        return work
+
+    def unsupported(self, op: Op, instrs: list[str], what: str) -> None:
+        target = self.ctx.target
+        headers = sorted({f"{i}: {target.vector_rule(i).header}" for i in instrs if target.vector_rule(i)})
+        self.ctx.diags.error(
+            "E0608", f"`{op.name}` on {what} has no instruction on target `{target.name}`", op.span,
+            f"{', '.join(instrs)} {'does' if len(instrs) == 1 else 'do'} not take {what} on {target.name}",
+            notes=[f"rule from pto-isa {h}" for h in headers],
+            help="use a dtype variant the target computes (see `vector_instructions` in its target file), or cast to one first")
+
+    def cast_tile(self, src: Value, dtype: str, span) -> Value:
+        t = self.tile(dtype, src.type.shape, src.type.valid, span)
+        self.emit(Op("tile.cast", [t, src], {"to": dtype, "mode": "rint"}, span=span))
+        return t
+
+    def convert(self, dst: Value, src: Value, route: tuple[str, ...], op: Op) -> None:
+        """A cast, through f32 when one TCVT cannot do it on the target."""
+        for dtype in route[:-1]:
+            src = self.cast_tile(src, dtype, op.span)
+        self.emit(Op("tile.cast", [dst, src], dict(op.attrs), span=op.span))
 
     def broadcast(self, op: Op, dest) -> None:
         """A value spread over a wider write region: each output tile loads the source's tile
@@ -241,13 +290,14 @@ class _Tiler:
         self.close(depth)
 
     def compute(self, name: str, dst: Value, srcs: list[Value], attrs: dict, span) -> None:
-        od = OPS[name]
-        if od.expand is None:
+        form = OPS[name].expand or native.fallback(self.ctx.target, name, attrs, dst.type.dtype)
+        if form is None:
             self.emit(Op(f"tile.{name}", [dst, *srcs], attrs, span=span))
             return
-        # a composite: evaluate its template over primitive tile ops
+        # a composite, or an op the target computes in another form: evaluate the template over
+        # primitive tile ops
         names = {"x": srcs[0]} | ({"y": srcs[1]} if len(srcs) > 1 else {})
-        result = self.template(od.expand, names, dst, span, top=True)
+        result = self.template(form, names, dst, span, top=True)
         assert result is dst
 
     def template(self, node: Template, names: dict, dst: Value, span, top: bool = False):

@@ -14,9 +14,10 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from ..diagnostics import CompileError, Diagnostics
-from ..yamlio.nodes import compose
+from ..yamlio.nodes import YMap, compose
 from ..yamlio.schema import (
     E_TARGET,
+    Enum,
     Float,
     Int,
     ListOf,
@@ -30,6 +31,33 @@ from ..yamlio.schema import (
 
 E_READ = "E0203"
 E_EMPTY = "E0204"
+E_RULE = "E0209"  # a value the schema cannot express the constraint on
+
+
+LAYOUTS = ("row", "col1")  # row-major; column-major with a single column
+
+
+@dataclass(frozen=True)
+class InstructionRule:
+    """What one pto-isa vector instruction accepts on a target, as its implementation header
+    asserts at compile time."""
+
+    header: str  # the pto-isa header the rule was read from
+    dtypes: frozenset[str] | None  # dtypes of its data tiles; None when the rule lists casts
+    casts: frozenset[tuple[str, str]] | None  # TCVT's (to, from) pairs
+    layouts: tuple[tuple[str, ...], ...]  # per tile operand (the last repeats); empty: any layout
+
+    def layouts_of(self, k: int) -> tuple[str, ...] | None:
+        """The layouts tile operand ``k`` may have, or None when the header asserts none."""
+        if not self.layouts:
+            return None
+        return self.layouts[min(k, len(self.layouts) - 1)]
+
+    def takes(self, dtype: str) -> bool:
+        return self.dtypes is not None and dtype in self.dtypes
+
+    def converts(self, to: str, src: str) -> bool:
+        return self.casts is not None and (to, src) in self.casts
 
 
 WIDTHS = {1: "b8", 2: "b16", 4: "b32"}  # element bytes -> the key the timing tables use
@@ -65,19 +93,18 @@ class Target:
     l0b_bytes: int
     l0c_bytes: int
     ub_block_bytes: int
-    cube_cores: int
-    vector_cores: int
     max_event_ids: int
     cube_dtypes: tuple[tuple[str, str, str], ...]  # (accumulator, left, right)
     max_mkn: int
     cube_fractal_rows: int
     cube_c0_bytes: int
     vector_repeat_bytes: int
-    max_vector_repeat: int
     default_vec_tile: tuple[int, ...]
     default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
     max_tile_rank: int
-    npu_arch: str  # the bisheng --npu-arch value; empty when no NPU build is known for the target
+    npu_vector_arch: str  # bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known
+    npu_cube_arch: str  # the same for cube kernels
+    vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
     timing: Timing  # the pipes' speeds, for the cost model
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
@@ -87,10 +114,18 @@ class Target:
         """The L0C dtype a matmul of ``dtype`` inputs accumulates in, if the cube takes them."""
         return next((c for c, a, b in self.cube_dtypes if a == b == dtype), None)
 
-    @property
-    def vector_per_cube(self) -> int:
-        """AIV cores that share one AIC core's work (2 on the split architectures)."""
-        return max(self.vector_cores // max(self.cube_cores, 1), 1)
+    def vector_rule(self, instruction: str) -> InstructionRule | None:
+        return self.vector_instructions.get(instruction)
+
+    def computes(self, instruction: str, dtype: str) -> bool:
+        """Whether the vector ``instruction`` takes data tiles of ``dtype`` on this target."""
+        rule = self.vector_rule(instruction)
+        return rule is not None and rule.takes(dtype)
+
+    def converts(self, to: str, src: str) -> bool:
+        """Whether one TCVT converts ``src`` to ``to`` on this target."""
+        rule = self.vector_rule("TCVT")
+        return rule is not None and rule.converts(to, src)
 
 
 TRANSFER_PATHS = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l1_to_l0a", "l1_to_l0b", "l0c_to_l1",
@@ -113,8 +148,6 @@ _TARGET_FIELDS = {
     "l0b_bytes": _bytes("L0B (right operand) bytes"),
     "l0c_bytes": _bytes("L0C (accumulator) bytes"),
     "ub_block_bytes": _bytes("alignment of UB addresses and of a row-major tile row"),
-    "cube_cores": Int(min=1, desc="AIC cores"),
-    "vector_cores": Int(min=1, desc="AIV cores"),
     "max_event_ids": Int(min=1, desc="event ids per pipe pair for set_flag/wait_flag"),
     "cube_dtypes": ListOf(item=ListOf(item=dtype_name(), min_len=3, max_len=3), min_len=1,
                           desc="(accumulator, left, right) dtype triples matmul supports"),
@@ -122,13 +155,25 @@ _TARGET_FIELDS = {
     "cube_fractal_rows": Int(min=1, desc="rows of a cube fractal"),
     "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
     "vector_repeat_bytes": Int(min=1, desc="bytes per vector instruction repeat"),
-    "max_vector_repeat": Int(min=1, desc="repeats per vector instruction"),
     "default_vec_tile": ListOf(item=Int(min=1), min_len=1, max_len=4,
                                desc="the vector tile of a spec that gives none"),
     "default_cube_tile": Obj(desc="the L0 extents of a spec that gives no cube_tile",
                              fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
     "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
-    "npu_arch": Str(desc="bisheng --npu-arch value; empty when no NPU build is known"),
+    "npu_vector_arch": Str(desc="bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known"),
+    "npu_cube_arch": Str(desc="bisheng --cce-aicore-arch of cube kernels; empty when no NPU build is known"),
+    "vector_instructions": MapOf(
+        key=Str(desc="a pto-isa instruction name, e.g. TADD"),
+        value=Obj(desc="what the instruction accepts, from its pto-isa implementation header", fields={
+            "header": Str(desc="the pto-isa header its static_asserts are in"),
+            "dtypes": ListOf(item=dtype_name(), min_len=1, desc="dtypes of its data tiles"),
+            "casts": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
+                            desc="(to, from) dtype pairs a conversion takes"),
+            "layouts": ListOf(item=ListOf(item=Enum(values=LAYOUTS, what="tile layout"), min_len=1), min_len=1,
+                              desc="per tile operand (the last repeating), the layouts it may have"),
+        }, required=("header",)),
+        placeholder="<instruction>",
+        desc="per pto-isa vector instruction, the dtypes and layouts it accepts"),
     "timing": Obj(desc="pipe speeds for the cost model", fields={
         "clock_hz": Int(min=1, desc="core clock"),
         "gib_per_s": Obj(desc="per-core bandwidth of each transfer path, GiB/s",
@@ -172,11 +217,29 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
                     "instructions the table does not list")
     if len(diags.errors) > before:
         return None
+    rules = {}
+    for instr, entry in data["vector_instructions"].items():
+        if ("dtypes" in entry) == ("casts" in entry):
+            node = _entry_node(root, instr)
+            diags.error(E_RULE, f"the rule of `{instr}` must give exactly one of `dtypes` and `casts`",
+                        node.span if node is not None else None,
+                        help="`dtypes` for an instruction whose tiles share a dtype, `casts` for a conversion")
+            continue
+        rules[instr] = InstructionRule(
+            header=entry["header"],
+            dtypes=frozenset(entry["dtypes"]) if "dtypes" in entry else None,
+            casts=frozenset(tuple(p) for p in entry["casts"]) if "casts" in entry else None,
+            layouts=tuple(tuple(ls) for ls in entry.get("layouts", ())),
+        )
+    if len(diags.errors) > before:
+        return None
     return Target(
         name=name,
-        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "timing")},
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "vector_instructions",
+                                                       "timing")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
         default_vec_tile=tuple(data["default_vec_tile"]),
+        vector_instructions=rules,
         timing=_timing(data["timing"]),
     )
 
@@ -185,6 +248,14 @@ def _timing(data: dict) -> Timing:
     vector = {ins: {w: (float(v[0]), float(v[1])) for w, v in rows.items()} for ins, rows in data["vector"].items()}
     return Timing(data["clock_hz"], dict(data["gib_per_s"]), vector, data["cube_head_cycles"],
                   dict(data["cube_fractal_cycles"]))
+
+
+def _entry_node(root, instr: str):
+    """The YAML node of one instruction's rule, for a diagnostic's span."""
+    section = next((p.value for p in getattr(root, "pairs", ()) if p.key.text == "vector_instructions"), None)
+    if isinstance(section, YMap):
+        return next((p.value for p in section.pairs if p.key.text == instr), None)
+    return None
 
 
 def load_target_file(path: str, name: str | None = None) -> Target:
@@ -226,5 +297,5 @@ def target_json_schema() -> dict:
     return to_json_schema(TARGET_SCHEMA, "ptodsl hardware target")
 
 
-__all__ = ["TARGET_SCHEMA", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
+__all__ = ["LAYOUTS", "TARGET_SCHEMA", "InstructionRule", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
            "target_names"]

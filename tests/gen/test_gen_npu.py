@@ -6,6 +6,8 @@ NpuError (a RuntimeError) whose diagnostic says what was found and what is requi
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import platform
 import shutil
@@ -22,7 +24,7 @@ from ptodsl.gen import npu
 from ptodsl.gen.npu import NpuError
 from ptodsl.gen.runtime import PackagedOp
 
-ENV_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_DRIVER_PATH", "TILE_FWK_DEVICE_ID")
+ENV_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_DRIVER_PATH", "TILE_FWK_DEVICE_ID", "PTO_ISA_ROOT")
 
 
 def cann_tree(root: Path, version: str) -> Path:
@@ -72,8 +74,12 @@ def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def ready(fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Everything in place: device id, CANN 8.5.0, driver 25.2.0 and a compiler on PATH."""
+    """Everything in place: device id, CANN 8.5.0, driver 25.2.0, pto-isa headers and a compiler on PATH."""
     monkeypatch.setenv("TILE_FWK_DEVICE_ID", "0")
+    header = fake_env / "pto-isa" / "include" / "pto" / "pto-inst.hpp"
+    header.parent.mkdir(parents=True)
+    header.write_text("// pto-isa\n")
+    monkeypatch.setenv("PTO_ISA_ROOT", str(fake_env / "pto-isa"))
     monkeypatch.setenv("ASCEND_HOME_PATH", str(cann_tree(fake_env / "cann", "8.5.0")))
     monkeypatch.setenv("ASCEND_DRIVER_PATH", str(driver_tree(fake_env / "driver", "25.2.0")))
     fake_compiler(fake_env / "bin")
@@ -175,9 +181,9 @@ def test_compiler_in_the_toolkit_folder(ready: Path):
 
 
 def test_all_ok_then_the_packaged_kernel_is_built_and_needs_a_device(pkg: ModuleType, ready: Path):
-    # the package carries the emitted pto-isa C++ of every variant, so the guard gets past the
-    # source check; with no NPU device here the run stops at the device check
-    assert (Path(pkg.__file__).parent / "kernels" / "softmax" / "f32.cpp").is_file()
+    # the package carries the NPU build of every variant, so the guard gets past the source
+    # check; with no NPU device here the run stops at the device check
+    assert (Path(pkg.__file__).parent / "kernels" / "softmax" / "npu" / "f32" / "build.json").is_file()
     err = npu_error(lambda: pkg.softmax(x(), backend="npu"))
     assert err.diagnostic.code in ("E0929", "E0930"), str(err)
 
@@ -185,17 +191,20 @@ def test_all_ok_then_the_packaged_kernel_is_built_and_needs_a_device(pkg: Module
 # ------------------------------------------------------------------ build and launch, with a kernel
 
 
-@pytest.fixture
-def with_kernel(pkg: ModuleType, tmp_path: Path) -> PackagedOp:
-    """softmax from a copy of the package that has a (fake) C++ kernel for its f32 variant."""
+def _copy_op(pkg: ModuleType, tmp_path: Path, name: str) -> PackagedOp:
     root = Path(pkg.__file__).parent
     copy = tmp_path / "pkg"
-    shutil.copytree(root / "specs", copy / "specs")
-    shutil.copytree(root / "kernels" / "softmax", copy / "kernels" / "softmax")
-    (copy / "kernels" / "softmax" / "f32.cpp").write_text("// a kernel\n")
-    op = PackagedOp("ptodsl_ops", "softmax", "specs/softmax.yaml")
+    shutil.copytree(root / "specs", copy / "specs", dirs_exist_ok=True)
+    shutil.copytree(root / "kernels" / name, copy / "kernels" / name)
+    op = PackagedOp("ptodsl_ops", name, f"specs/{name}.yaml")
     op.__dict__["root"] = copy
     return op
+
+
+@pytest.fixture
+def with_kernel(pkg: ModuleType, tmp_path: Path) -> PackagedOp:
+    """softmax from a copy of the package, whose NPU sources the tests may change."""
+    return _copy_op(pkg, tmp_path, "softmax")
 
 
 def test_build_then_no_device(with_kernel: PackagedOp, ready: Path):
@@ -203,21 +212,75 @@ def test_build_then_no_device(with_kernel: PackagedOp, ready: Path):
     assert err.diagnostic.code == "E0929"
     assert "NPU device 0 is not present" in str(err) and "davinci0 does not exist" in str(err)
     calls = (ready / "bin" / "calls.log").read_text().splitlines()
-    assert len(calls) == 1 and "--npu-arch=dav-2201" in calls[0] and "-xcce" in calls[0]
-    # the build is cached by the source's hash: a second call does not run the compiler again
+    # the one vector kernel and the host program, each compiled for the vector core, then the link
+    assert len(calls) == 3
+    kernel, host, link = calls
+    for compile_ in (kernel, host):
+        assert compile_.startswith("-c -xcce") and "--cce-aicore-arch=dav-c220-vec" in compile_
+        assert "-DMEMORY_BASE" in compile_ and f"-I{ready / 'pto-isa' / 'include'}" in compile_
+    assert kernel.split()[-3].endswith("npu/f32/softmax_f32_k0.cpp")
+    assert host.split()[-3].endswith("npu/f32/host.cpp")
+    assert link.startswith("-shared --cce-fatobj-link") and "-lascendcl" in link and "-lruntime" in link
+    # the build is cached by the sources' hash: a second call does not run the compiler again
     (ready / "dev").mkdir()
     (ready / "dev" / "davinci0").write_text("")
     err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
-    assert err.diagnostic.code == "E0930" and "not available yet" in str(err)
-    assert len((ready / "bin" / "calls.log").read_text().splitlines()) == 1
+    assert err.diagnostic.code == "E0930" and "torch_npu" in str(err)
+    assert len((ready / "bin" / "calls.log").read_text().splitlines()) == 3
+
+
+def test_cube_kernels_are_built_for_the_cube_core(pkg: ModuleType, tmp_path: Path, ready: Path):
+    op = _copy_op(pkg, tmp_path, "matmul_bias_relu")
+    a, b, bias = np.ones((64, 32), np.float32), np.ones((32, 48), np.float32), np.ones((48,), np.float32)
+    npu_error(lambda: op((a, b, bias), {}, {}, backend="npu"))
+    calls = (ready / "bin" / "calls.log").read_text().splitlines()
+    archs = {c.split()[-3].rsplit("/", 1)[1]: c.split("--cce-aicore-arch=")[1].split()[0]
+             for c in calls if c.startswith("-c ")}
+    assert archs == {"matmul_bias_relu_f32_k0.cpp": "dav-c220-cube", "matmul_bias_relu_f32_k1.cpp": "dav-c220-vec",
+                     "host.cpp": "dav-c220-vec"}
 
 
 def test_build_failure_shows_the_compiler_output(with_kernel: PackagedOp, ready: Path):
     fake_compiler(ready / "bin", exit_code=1)
     err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
     assert err.diagnostic.code == "E0928"
-    assert "(exit 1)" in str(err) and "unknown type name TADD" in str(err)
+    assert "(exit 1, compiling softmax_f32_k0.cpp)" in str(err) and "unknown type name TADD" in str(err)
     assert not list((ready / "cache").rglob("*.so"))
+
+
+def test_no_pto_isa_headers(with_kernel: PackagedOp, ready: Path, monkeypatch):
+    monkeypatch.delenv("PTO_ISA_ROOT")
+    err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
+    assert err.diagnostic.code == "E0931" and "PTO_ISA_ROOT" in err.diagnostic.help
+
+
+def test_the_packaged_npu_build(pkg: ModuleType):
+    """What the NPU build compiles: kernels with pto-isa's launcher form, a host program on ACL."""
+    folder = Path(pkg.__file__).parent / "kernels" / "softmax_long" / "npu" / "f32"
+    plan = json.loads((folder / "build.json").read_text())
+    assert plan["entry"] == "softmax_long_f32" and plan["host"] == "host.cpp"
+    assert [(k["name"], k["core"]) for k in plan["kernels"]] == [("softmax_long_f32_k0", "vector")]
+    assert [p["kind"] for p in plan["params"]] == ["tensor", "tensor", "symbol", "symbol", "poison"]
+    kernel = (folder / "softmax_long_f32_k0.cpp").read_text()
+    assert 'extern "C" __global__ AICORE void softmax_long_f32_k0(' in kernel
+    assert ('extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* row,'
+            in kernel)
+    assert "softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)row," in kernel
+    host = (folder / "host.cpp").read_text()
+    assert '#include "acl/acl.h"' in host and "#pragma omp" not in host
+    assert 'extern "C" int softmax_long_f32(void* stream, float* x, float* y, int64_t B, int64_t N, int poison)' in host
+    assert "softmax_long_f32_k0_launch(1, ptodsl_stream, row, t1, e, t3, y, N, b, B);" in host
+    assert "DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(float)), poison);" in host
+    assert "aclrtMalloc(" in host and "aclrtSynchronizeStream(stream)" in host
+    assert "__global__" not in host  # the host program launches; it defines no kernel
+
+
+def test_a_scalar_read_waits_for_the_stream(pkg: ModuleType):
+    # seq_add reads a sequence length out of a tensor in its control program
+    host = (Path(pkg.__file__).parent / "kernels" / "seq_add" / "npu" / "default" / "host.cpp").read_text()
+    body = host.split("ptodsl_stream = stream;")[1]
+    assert "= static_cast<int32_t>(read_device(act_seqs + b_u2 * 2));" in body
+    assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);" in host
 
 
 # ------------------------------------------------------------------ arguments before the environment
@@ -270,6 +333,55 @@ def test_version_file_tolerance(tmp_path: Path):
 
 def test_codes_are_registered_and_explained(capsys):
     codes = [c for c in code_registry() if "E0920" <= c <= "E0939"]
-    assert codes == [f"E09{n}" for n in range(20, 31)]
+    assert codes == [f"E09{n}" for n in range(20, 33)]
     assert main(["explain", "E0923"]) == 0
     assert "8.5.0" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the host entry's arguments
+
+
+def _marshal(pkg: ModuleType, name: str, inputs: tuple, kwargs: dict):
+    torch = pytest.importorskip("torch")
+    from ptodsl.gen.npu_launch import ctypes_of, marshal
+
+    op = importlib.import_module(f"{pkg.__name__}.ops.{name}")._PTODSL_OP
+    index, symbols = op.validate(inputs, kwargs)
+    folder = op.root / "kernels" / name / "npu" / "f32"
+    params = [(p["kind"], p["name"], p["dtype"]) for p in json.loads((folder / "build.json").read_text())["params"]]
+    moved = []
+
+    def move(t):
+        moved.append(t)
+        return t.contiguous()
+
+    args, results = marshal(op.operator, index, inputs, kwargs, symbols, params, move,
+                            lambda shape, dtype: torch.zeros(shape, dtype=getattr(torch, {"f32": "float32"}[dtype])))
+    return args, results, params, moved, ctypes_of(params)
+
+
+def test_numpy_inputs_cross_as_device_pointers_and_results_come_back(pkg: ModuleType):
+    """What the host entry of softmax gets: x and y as pointers, B, no poisoning; what the kernels
+    write through y's pointer is what the caller gets back."""
+    import ctypes
+
+    x = np.arange(3 * 1024, dtype=np.float32).reshape(3, 1024)
+    args, results, params, moved, types = _marshal(pkg, "softmax", (x,), {})
+    assert [p[:2] for p in params] == [("tensor", "x"), ("tensor", "y"), ("symbol", "B"), ("poison", "poison")]
+    assert types == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    assert args[2:] == [3, 0] and len(moved) == 1  # x moved to the device; y allocated there
+    assert ctypes.string_at(args[0], x.nbytes) == x.tobytes()  # x's data behind the pointer
+    want = np.full((3, 1024), 0.5, np.float32)
+    ctypes.memmove(args[1], want.ctypes.data, want.nbytes)  # "the kernels" write y
+    got = results()
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_a_given_numpy_output_is_written_in_place(pkg: ModuleType):
+    import ctypes
+
+    x, y = np.ones((2, 1024), np.float32), np.zeros((2, 1024), np.float32)
+    args, results, _params, _moved, _types = _marshal(pkg, "softmax", (x,), {"y": y})
+    two = np.full_like(y, 2.0)
+    ctypes.memmove(args[1], two.ctypes.data, y.nbytes)
+    assert results() is y and (y == 2.0).all()

@@ -19,11 +19,13 @@ then review the diff.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import re
 import shlex
 import shutil
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +62,8 @@ NOT_EMITTED = {
     # search over about 1000 generated kernels (up to 30 statements, reductions, broadcasts) at 5.
     # No spec has been found that reaches 9; add a fixture here when one is.
     "E0612": "no spec found needs more than 5 of the 8 event ids of a pipe pair",
+    # The ACL runtime reports an error only on a real device; nothing here can make it fail.
+    "E0932": "needs an NPU whose runtime reports an error after the kernels ran",
 }
 
 
@@ -529,16 +533,21 @@ def packaged(env: Env, kernel: str | None = KERNEL, target: str | None = None) -
     if target is not None:
         spec += f"target: {target}\n"
     (root / "specs" / "scale_rows.yaml").write_text(spec, encoding="utf-8")
-    if kernel is not None:
-        (root / "kernels" / "scale_rows").mkdir(parents=True)
-        (root / "kernels" / "scale_rows" / "f32.cpp").write_text(kernel, encoding="utf-8")
+    if kernel is not None:  # the NPU build of the f32 variant: one vector kernel and the host program
+        folder = root / "kernels" / "scale_rows" / "npu" / "f32"
+        folder.mkdir(parents=True)
+        (folder / "scale_rows_f32_k0.cpp").write_text(kernel, encoding="utf-8")
+        (folder / "host.cpp").write_text("// the host program\n", encoding="utf-8")
+        build = {"entry": "scale_rows_f32", "host": "host.cpp", "params": [],
+                 "kernels": [{"name": "scale_rows_f32_k0", "core": "vector", "source": "scale_rows_f32_k0.cpp"}]}
+        (folder / "build.json").write_text(json.dumps(build), encoding="utf-8")
     op = PackagedOp("golden_ops", "scale_rows", "specs/scale_rows.yaml")
     op.__dict__["root"] = root
     return op
 
 
 def no_npu_environment(env: Env) -> None:
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_DRIVER_PATH", "TILE_FWK_DEVICE_ID"):
+    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_DRIVER_PATH", "TILE_FWK_DEVICE_ID", "PTO_ISA_ROOT"):
         env.mp.delenv(var, raising=False)
     (env.tmp / "bin").mkdir(exist_ok=True)
     env.mp.setenv("PATH", str(env.tmp / "bin"))
@@ -572,12 +581,16 @@ WRITES_OUTPUT = 'while [ "$#" -gt 0 ]; do if [ "$1" = "-o" ]; then echo built > 
 
 
 def ready(env: Env) -> None:
-    """Everything in place up to the device: device 0, CANN 8.5.0, driver 25.2.0, bisheng."""
+    """Everything in place up to the device: device 0, CANN 8.5.0, driver 25.2.0, bisheng, pto-isa."""
     no_npu_environment(env)
     env.mp.setenv("TILE_FWK_DEVICE_ID", "0")
     cann(env, "8.5.0")
     driver(env, "25.2.0")
     bisheng(env, WRITES_OUTPUT)
+    header = env.tmp / "pto-isa" / "include" / "pto" / "pto-inst.hpp"
+    header.parent.mkdir(parents=True)
+    header.write_text("// pto-isa\n")
+    env.mp.setenv("PTO_ISA_ROOT", str(env.tmp / "pto-isa"))
 
 
 def run_on_npu(op: PackagedOp, device: object = None) -> Callable[[], object]:
@@ -632,8 +645,8 @@ def e0927_package_without_kernels(env: Env) -> Diagnostic:
 def e0928_bisheng_rejects_the_kernel(env: Env) -> Diagnostic:
     ready(env)
     op = packaged(env, kernel=ROW_TILE_KERNEL)
-    source = op.root / "kernels" / "scale_rows" / "f32.cpp"
-    header = env.tmp / "cann" / "include" / "pto" / "common" / "pto_tile.hpp"
+    source = op.root / "kernels" / "scale_rows" / "npu" / "f32" / "scale_rows_f32_k0.cpp"
+    header = env.tmp / "pto-isa" / "include" / "pto" / "common" / "pto_tile.hpp"
     bisheng(env, gcc_says(  # bisheng is clang based
         f"In file included from {source}:1:",
         f"{header}:89:5: error: static assertion failed due to requirement '(3UL * sizeof(float)) % 32 == 0': "
@@ -655,10 +668,17 @@ def e0929_device_not_in_container(env: Env) -> Diagnostic:
     return npu_error(run_on_npu(packaged(env)))
 
 
-def e0930_launch_not_available(env: Env) -> Diagnostic:
+def e0930_torch_npu_not_installed(env: Env) -> Diagnostic:
     ready(env)
     (env.tmp / "dev").mkdir()
     (env.tmp / "dev" / "davinci0").write_text("")
+    env.mp.setitem(sys.modules, "torch_npu", None)  # not importable, whatever this machine has
+    return npu_error(run_on_npu(packaged(env)))
+
+
+def e0931_pto_isa_root_not_set(env: Env) -> Diagnostic:
+    ready(env)
+    env.mp.delenv("PTO_ISA_ROOT")
     return npu_error(run_on_npu(packaged(env)))
 
 
@@ -711,7 +731,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0928_bisheng_rejects_the_kernel,
     e0928_target_without_npu_arch,
     e0929_device_not_in_container,
-    e0930_launch_not_available,
+    e0930_torch_npu_not_installed,
+    e0931_pto_isa_root_not_set,
     e0990_pass_breaks_an_invariant,
     e0801_ir_file_with_a_typo,
     e0801_ir_file_from_another_pipeline,

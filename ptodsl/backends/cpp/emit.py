@@ -16,7 +16,7 @@ from ...ir import Func
 from .control import EntryParam, emit_control
 from .cxx import unsupported
 from .gm import explicit_strides, kernel_env, launches, tensor_args, trace_origins, walk_ops
-from .kernel import KernelPlan, KernelSource, emit_kernel
+from .kernel import InstructionUse, KernelPlan, KernelSource, emit_kernel
 from .parallel import parallel_loops
 
 
@@ -30,6 +30,8 @@ class EmittedVariant:
     params: list[EntryParam]
     parallel: list[str] = field(default_factory=list)  # loops run on several cores
     kernels: list[str] = field(default_factory=list)
+    uses: dict[str, list[InstructionUse]] = field(default_factory=dict)  # kernel -> its instructions
+    kinds: dict[str, str] = field(default_factory=dict)  # kernel -> vector | cube
 
     @property
     def library(self) -> str:
@@ -107,7 +109,41 @@ def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
     program = emit_control(block, control, sources, loops, origin)
     files = {s.filename: s.text for s in sources.values()}
     files[program.filename] = program.text
-    return EmittedVariant(program.name, variant, files, program.params, program.parallel, list(sources))
+    return EmittedVariant(program.name, variant, files, program.params, program.parallel, list(sources),
+                          {k: s.uses for k, s in sources.items()}, {k.name: k.kind for k in kernels})
+
+
+@dataclass
+class NpuVariant:
+    """The NPU build of one dtype variant: a translation unit per compute kernel (its code and its
+    ``<kernel>_launch`` host function), compiled for the kernel's own core type, and the host
+    program that runs the control flow and launches them on a stream."""
+
+    entry: str  # the host program's exported function: (stream, then the CPU entry's parameters)
+    variant: str
+    kernels: dict[str, tuple[str, str]]  # kernel name -> (vector | cube, C++ text)
+    host: str  # C++ text of the host program
+    params: list[EntryParam]
+
+
+def emit_npu_variant(compiled: Compiled, index: int) -> NpuVariant:
+    """The NPU sources of one dtype variant; raises CompileError (E0800) like :func:`emit_variant`."""
+    block = compiled.stages["block"]
+    control = control_of(compiled, index)
+    spec = compiled.spec
+    variant = compiled.checked[index].variant_name or ""
+    origin = f"{spec.op} ({os.path.basename(spec.source)})" + (f", variant {variant}" if variant else "")
+    strided = explicit_strides(block, [control])
+    sources: dict[str, KernelSource] = {}
+    kinds: dict[str, str] = {}
+    for kernel in launched_kernels(compiled, control):
+        plan = KernelPlan(strided.get(kernel.name, set()), _nonneg_scalars(compiled, control, kernel),
+                          _workspace_params(control, kernel))
+        sources[kernel.name] = emit_kernel(kernel, compiled.target, plan, origin)
+        kinds[kernel.name] = kernel.kind
+    program = emit_control(block, control, sources, [], origin, host="npu")
+    units = {k: (kinds[k], f"{s.text}\n{s.launcher}") for k, s in sources.items()}
+    return NpuVariant(program.name, variant, units, program.text, program.params)
 
 
 def emit_spec(compiled: Compiled) -> list[EmittedVariant]:
@@ -115,4 +151,5 @@ def emit_spec(compiled: Compiled) -> list[EmittedVariant]:
     return [emit_variant(compiled, i) for i in range(len(compiled.checked))]
 
 
-__all__ = ["EmittedVariant", "control_of", "emit_spec", "emit_variant", "launched_kernels"]
+__all__ = ["EmittedVariant", "NpuVariant", "control_of", "emit_npu_variant", "emit_spec", "emit_variant",
+           "launched_kernels"]

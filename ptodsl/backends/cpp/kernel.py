@@ -45,12 +45,33 @@ class KernelPlan:
     workspace_params: frozenset[str] = frozenset()  # tensor params every launch binds to a workspace
 
 
+@dataclass(frozen=True)
+class Operand:
+    """A tile an instruction reads or writes, as the target's rules see it."""
+
+    dtype: str
+    layout: str  # row | col1 (column-major, one column) | col
+    kind: str  # Vec | Mat | Left | Right | Acc
+
+
+@dataclass(frozen=True)
+class InstructionUse:
+    """One pto-isa instruction of an emitted kernel and its tile operands, in argument order."""
+
+    instruction: str
+    operands: tuple[Operand, ...]
+    span: Span | None
+
+
 @dataclass
 class KernelSource:
     name: str
     filename: str
     text: str
     declaration: str  # the prototype, for the control program
+    uses: list[InstructionUse] = field(default_factory=list)  # every instruction, for rule checks
+    launcher: str = ""  # NPU host function that launches the kernel on a stream (pto-isa's Launch* form)
+    launcher_declaration: str = ""
 
 
 @dataclass
@@ -78,6 +99,8 @@ class KernelEmitter:
         self.scratch_cursor = self.scratch_base
         self.scratch_peak = self.scratch_base
         self.scratch_span: Span | None = None
+        self.operands: dict[str, Operand] = {}  # C++ tile variable -> what rules see of it
+        self.uses: list[InstructionUse] = []
         self._names_and_context()
 
     # ------------------------------------------------------------------ names and signature
@@ -121,7 +144,9 @@ class KernelEmitter:
                 base = op.result.name.lstrip("_") or op.result.name
                 var = self.names.claim(base if base not in self.names.taken else f"{base}Tile")
                 alias = self.names.claim("Tile" + camel(var))
-                self.tiles[op.result.name] = describe(op, var, alias)
+                info = describe(op, var, alias)
+                self.tiles[op.result.name] = info
+                self.operands[var] = Operand(info.dtype, _layout(info.layout, info.cols), info.kind)
         self._mark_transposed()
 
     def _mark_transposed(self) -> None:
@@ -174,8 +199,27 @@ class KernelEmitter:
             out.append("")
         out += cxx.format_lines(self.lines)
         out.append("}")
+        launcher, launcher_decl = self._launcher()
         return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
-                            self.declaration() + ";")
+                            self.declaration() + ";", self.uses, launcher, launcher_decl)
+
+    def _launcher(self) -> tuple[str, str]:
+        """``<kernel>_launch(block_dim, stream, args...)``: the host side of an NPU build starts the
+        kernel with ``<<<block_dim, nullptr, stream>>>``, as pto-isa's own tests do. Tensors cross
+        as plain device pointers and are cast to the kernel's ``__gm__`` pointers here."""
+        host, args = ["uint32_t block_dim", "void* stream"], []
+        for decl in self.params:
+            if decl.startswith("__gm__ "):
+                ctype, var = decl[len("__gm__ "):].rsplit(" ", 1)
+                host.append(f"{ctype} {var}")
+                args.append(f"({decl.rsplit(' ', 1)[0]}){var}")
+            else:
+                host.append(decl)
+                args.append(decl.rsplit(" ", 1)[1])
+        head = f'extern "C" void {self.func.name}_launch({", ".join(host)})'
+        body = [f"// Launches {self.func.name} on an NPU stream ({self.func.kind} core).", head, "{",
+                f"    {self.func.name}<<<block_dim, nullptr, stream>>>({', '.join(args)});", "}"]
+        return "\n".join(body) + "\n", head + ";"
 
     def _line(self, depth: int, code: str, span: Span | None = None) -> None:
         self.lines.append((depth, code, cxx.location(span)))
@@ -355,6 +399,7 @@ class KernelEmitter:
     def _emit(self, depth: int, instr: str | None, args: list[str], op: Op) -> None:
         if instr is None:
             raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
+        self.uses.append(InstructionUse(instr, tuple(self.operands[a] for a in args if a in self.operands), op.span))
         self._line(depth, f"{instr}({', '.join(args)});", op.span)
 
     def _scalar(self, e: sym.Expr, dtype: str) -> str:
@@ -466,6 +511,7 @@ class KernelEmitter:
             self.aliases.append(f"using {alias} = {ctype};")
         var = self.names.claim(f"tmp{self.scratch_count}")
         self.scratch_count += 1
+        self.operands[var] = Operand(like.dtype, _layout(layout, like.cols), "Vec")
         offset = self.scratch_cursor
         size = rows * like.cols * _itemsize(like.dtype)
         self.scratch_cursor = _align(offset + size, self.target.ub_block_bytes)
@@ -475,6 +521,10 @@ class KernelEmitter:
         self._line(depth, f"{alias} {var};", op.span)
         self._line(depth, f"TASSIGN({var}, {offset});", op.span)
         return var
+
+
+def _layout(layout: str, cols: int) -> str:
+    return "row" if layout == "row" else "col1" if cols == 1 else "col"
 
 
 def _itemsize(dtype: str) -> int:
@@ -500,4 +550,4 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
     return KernelEmitter(func, target, plan, origin).emit()
 
 
-__all__ = ["KernelPlan", "KernelSource", "emit_kernel"]
+__all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
