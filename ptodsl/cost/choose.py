@@ -24,7 +24,7 @@ from ..passes import PIPELINE
 from ..passes.context import PassContext
 from ..schedule import Schedule
 from ..targets import Target
-from .dryrun import estimate
+from .dryrun import MAX_OPS, TooLong, estimate
 
 # (rows, cols) of a vector tile's two trailing dims; leading dims are 1. Every row is a multiple
 # of 32 bytes for every dtype (64 one-byte elements and up).
@@ -51,6 +51,7 @@ class Candidate:
     gm_bytes: int = 0
     on_chip: int = 0  # the largest per-kernel peak of any on-chip buffer
     problem: str = ""
+    too_long: bool = False  # the dry run gave up (MAX_OPS)
 
     @property
     def key(self) -> tuple:
@@ -82,7 +83,11 @@ def evaluate(tensor_ir: Module, target: Target, schedule: Schedule, cases: Seque
             return c
     c.cycles = 0.0
     for case in cases:
-        e = estimate(ir, case.control, case.symbols, target, case.scalars, case.reads)
+        try:
+            e = estimate(ir, case.control, case.symbols, target, case.scalars, case.reads)
+        except TooLong:
+            c.cycles, c.problem, c.too_long = None, f"over {MAX_OPS} ops to model on the test shapes", True
+            return c
         c.cycles += sum(e.timeline.busy.values())
         c.gm_bytes += e.gm_bytes
     c.on_chip = max((v for f in ir.funcs for k, v in f.attrs.items() if k.endswith("_bytes")), default=0)
@@ -124,7 +129,13 @@ def choose(tensor_ir: Module, target: Target, cases: Sequence[Case], evaluate_al
     process pool, a cluster), by default one after the other here."""
     if evaluate_all is None:
         def evaluate_all(schedules: list[Schedule]) -> list[Candidate]:
-            return [evaluate(tensor_ir, target, s, cases) for s in schedules]
+            out: list[Candidate] = []
+            for s in schedules:
+                out.append(evaluate(tensor_ir, target, s, cases))
+                if out[-1].too_long:  # the test shapes are too big to model: the rest would be too
+                    out += [Candidate(r, problem=out[-1].problem, too_long=True) for r in schedules[len(out):]]
+                    break
+            return out
     given = schedule_of(tensor_ir)
     left = ("cube_tile", "vec_tile") if everything else left_out(tensor_ir)
     tried: list[Candidate] = []

@@ -17,6 +17,11 @@ from ..targets import Target
 from .timeline import Timeline
 
 READ_VALUE = 1
+MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong)
+
+
+class TooLong(Exception):
+    """The modelled run is too long to walk op by op (huge shapes over small tiles)."""
 
 
 @dataclass
@@ -26,20 +31,22 @@ class Estimate:
 
 
 def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
-             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, int] | None = None) -> Estimate:
+             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, int] | None = None,
+             max_ops: int = MAX_OPS) -> Estimate:
     """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1); ``reads``
     gives, per tensor parameter, the value element reads of it return."""
     func = block.func(control)
     env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
     env |= dict(scalars or {}) | dict(symbols)
-    run = _Run(block, Timeline(target), dict(reads or {}))
+    run = _Run(block, Timeline(target), dict(reads or {}), max_ops)
     run.block(func.body, env, {})
     return Estimate(run.timeline, run.gm_bytes)
 
 
 class _Run:
-    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, int]):
+    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, int], max_ops: int):
         self.reads = reads
+        self.budget = max_ops
         self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
         self.timeline = timeline
         self.gm_bytes = 0
@@ -49,6 +56,9 @@ class _Run:
             self.op(op, env, valid)
 
     def op(self, op: Op, env: dict, valid: dict) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise TooLong
         name = op.name
         if name == "loop":
             lo, hi, step = (int(sym.evaluate(op.attrs[k], env)) for k in ("lo", "hi", "step"))

@@ -17,7 +17,6 @@ from ..dtypes import accumulator_dtype
 from ..ops import OPS, Template
 from ..targets import Target
 
-COMMUTATIVE = ("add", "mul", "maximum", "minimum")
 FILL = "TEXPANDS"  # a select's scalar operand is spread over a tile first
 
 # Other forms of an op, used when the target has no instruction for the op's own form in the dtype
@@ -55,7 +54,7 @@ def _template(node: Template) -> set[str]:
     attrs: dict[str, Any] = {}
     if any(isinstance(a, float) for a in args):
         attrs["scalar"] = next(a for a in args if isinstance(a, float))
-        if isinstance(args[0], float) and name not in COMMUTATIVE:
+        if isinstance(args[0], float) and not OPS[name].commutative:
             attrs["side"] = "left"
     return out | instructions(name, attrs)
 

@@ -16,9 +16,8 @@ from ..check.types import CheckedKernel, ScalarTy, TensorTy
 from ..frontend import ast
 from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.schedule import schedule_attrs
+from ..ops import OPS
 from ..schedule import Schedule
-
-COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
 
 
 def tensor_type(t: TensorTy) -> TensorType:
@@ -189,12 +188,12 @@ class _Builder:
         if scalars and call.op not in ("where",):
             scalar, pos = scalars[0]
             attrs["scalar"] = scalar
-            if pos == 0 and call.op not in COMMUTATIVE:
+            if pos == 0 and not OPS[call.op].commutative:
                 attrs["side"] = "left"
         elif scalars:
             for scalar, pos in scalars:
                 attrs["scalar" if pos == 1 else "scalar2"] = scalar
-        if call.op in ("sum", "amax", "amin", "mean") and not call.attrs["keepdim"]:
+        if OPS[call.op].kind == "reduce" and not call.attrs["keepdim"]:
             # reduce with keepdim, then drop the axis: the reshape is free on a contiguous tensor
             src = self.t.ty[id(e.args[0])]
             kshape = list(src.shape)

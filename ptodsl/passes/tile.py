@@ -16,15 +16,13 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .. import sym
-from ..dtypes import DTYPES, accumulator_dtype
+from ..dtypes import accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.schedule import schedule_of
 from ..ops import OPS, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
-
-REDUCTIONS = ("sum", "amax", "amin", "mean")
 
 
 class _Tiler:
@@ -128,7 +126,7 @@ class _Tiler:
         else:
             self.emit(Op("alloc", [], {}, [r], span=op.span))
             dest = (r, tuple(0 for _ in r.type.shape))
-        if name in REDUCTIONS:
+        if name in OPS and OPS[name].kind == "reduce":
             self.reduction(op, dest)
         elif name == "matmul":
             self.matmul(op, dest)
@@ -349,8 +347,7 @@ class _Tiler:
         acc = self.tile(acc_dt, tshape, tvalid, op.span)
         one_tile = n == 1
         if not one_tile:
-            self.emit(Op("tile.fill", [acc], {"scalar": od.identity if DTYPES[acc_dt].is_float
-                                              else _int_identity(op.name, acc_dt)}, span=op.span))
+            self.emit(Op("tile.fill", [acc], {"scalar": od.identity_for(acc_dt)}, span=op.span))
             k = self.fresh("k")
             self.out.append([])
             self.emit_loop_header(k, n, op.span)
@@ -369,7 +366,7 @@ class _Tiler:
             t_c = self.tile(acc_dt, in_shape, in_valid, op.span)
             self.emit(Op("tile.cast", [t_c, t_in], {"to": acc_dt, "mode": "rint"}, span=op.span))
             t_in = t_c
-        red = "sum" if op.name == "mean" else op.name
+        red = od.mean_of or op.name
         if one_tile:
             self.emit(Op(f"tile.{red}", [acc, t_in], {"axis": axis}, span=op.span))
         else:
@@ -377,7 +374,7 @@ class _Tiler:
             self.emit(Op(f"tile.{red}", [part, t_in], {"axis": axis}, span=op.span))
             self.emit(Op(f"tile.{od.combine}", [acc, acc, part], {}, span=op.span))
             self.close(1)
-        if op.name == "mean":
+        if od.mean_of is not None:
             self.emit(Op("tile.mul", [acc, acc], {"scalar": sym.truediv(1.0, ax_valid)}, span=op.span))
         res = acc
         if acc_dt != out_dt:
@@ -476,19 +473,6 @@ class _Tiler:
         self.emit(Op("tile.fill", [t], {"scalar": scalar}, span=op.span))
         self.store((dst, offsets), t, offs, op.span)
         self.close(depth)
-
-
-def _int_identity(name: str, dtype: str) -> int:
-    import numpy as np
-
-    from ..dtypes import numpy_dtype
-
-    info = np.iinfo(numpy_dtype(dtype)) if dtype != "bool" else None
-    if name in ("sum", "mean"):
-        return 0
-    if info is None:
-        return 0 if name == "amax" else 1
-    return int(info.min) if name == "amax" else int(info.max)
 
 
 def run(module: Module, ctx: PassContext) -> Module:
