@@ -7,38 +7,85 @@ short banner (exit 2) and its traceback only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import sys
 import time
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
-from .diagnostics.render import render_all, render_json, use_color
+from .diagnostics.render import render_all, use_color
 from .ops import OPS, describe_op
+from .progress import Progress
 
 EXIT_OK, EXIT_USER, EXIT_INTERNAL = 0, 1, 2
 
 
-class _Out:
-    """Where diagnostics go, in the format the user asked for."""
+# The version of the JSON documents `--format json` writes (docs/CLI-JSON.md); raised when a field
+# changes meaning or goes away, not when one is added.
+JSON_VERSION = 1
 
-    def __init__(self, fmt: str, color: str):
+
+class _Out:
+    """Where a command's output goes, in the format the user asked for.
+
+    Text: diagnostics and errors on stderr, the report (``say``) on stdout. JSON: nothing is written
+    while the command runs; :meth:`flush` writes one document to stdout holding the diagnostics,
+    errors and the command's ``result`` fields.
+    """
+
+    def __init__(self, fmt: str, color: str, command: str = "", quiet: bool = False):
         self.fmt = fmt
+        self.command = command
+        self.quiet = quiet
         self.color = use_color(sys.stderr) if color == "auto" else color == "always"
         self.collected: list[Diagnostic] = []
+        self.errors: list[str] = []
+        self.fields: dict[str, Any] = {}
+        self.stdout = sys.stdout  # main() sends stray prints to stderr in JSON mode; the document comes here
+
+    @property
+    def json(self) -> bool:
+        return self.fmt == "json"
 
     def diagnostics(self, diags: Sequence[Diagnostic]) -> None:
-        if self.fmt == "json":
+        if self.json:
             self.collected.extend(diags)
         elif diags:
             sys.stderr.write(render_all(diags, color=self.color))
 
-    def flush(self) -> None:
-        if self.fmt == "json":
-            sys.stdout.write(render_json(self.collected))
+    def error(self, message: str) -> None:
+        """A usage error that has no source location (``error: ...`` on stderr in text mode)."""
+        if self.json:
+            self.errors.append(message)
+        else:
+            print(f"error: {message}", file=sys.stderr)
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        """A line of the human-readable report: stdout in text mode, left out of JSON."""
+        if not self.json:
+            sys.stdout.write(text + end)
+
+    def result(self, **fields: Any) -> None:
+        """Fields of the command's JSON document."""
+        self.fields.update(fields)
+
+    def progress(self, total: int, verb: str) -> Progress:
+        return Progress(total, verb, quiet=self.quiet)
+
+    def document(self, exit_code: int) -> dict[str, Any]:
+        return {"version": JSON_VERSION, "command": self.command, "ptodsl": __version__, "exit_code": exit_code,
+                "diagnostics": [d.to_json() for d in self.collected], "errors": list(self.errors), **self.fields}
+
+    def flush(self, exit_code: int) -> None:
+        if self.json:
+            self.stdout.write(json.dumps(self.document(exit_code), indent=2) + "\n")
+            self.stdout.flush()
 
 
 def _specs(paths: Sequence[str], out: _Out) -> list[str]:
@@ -60,21 +107,27 @@ def cmd_check(args, out: _Out) -> int:
     from .driver import compile_spec
 
     paths = _specs(args.paths, out)
-    failed = len(args.paths) - sum(os.path.exists(p) for p in args.paths)
+    missing = len(args.paths) - sum(os.path.exists(p) for p in args.paths)
     variants = 0
-    for path in paths:
-        diags = Diagnostics()
-        try:
-            c = compile_spec(path, diags)
-            variants += len(c.checked)
-        except CompileError:
-            failed += 1
-        out.diagnostics(diags.items)
-    if args.format != "json":
-        ok = len(paths) - (failed - (len(args.paths) - sum(os.path.exists(p) for p in args.paths)))
+    specs: list[dict[str, Any]] = []
+    with out.progress(len(paths), "check") as progress:
+        for path in paths:
+            progress.step(path)
+            diags = Diagnostics()
+            try:
+                c = compile_spec(path, diags)
+                variants += len(c.checked)
+                specs.append({"path": path, "ok": True, "variants": [ck.variant for ck in c.checked]})
+            except CompileError:
+                specs.append({"path": path, "ok": False, "variants": []})
+            out.diagnostics(diags.items)
+    ok = sum(s["ok"] for s in specs)
+    out.result(specs=specs, summary={"specs": len(paths), "ok": ok, "with_errors": len(paths) - ok,
+                                     "variants": variants})
+    if not out.json:
         print(f"checked {len(paths)} spec{'s' if len(paths) != 1 else ''} ({variants} kernel variants): "
               f"{ok} ok, {len(paths) - ok} with errors", file=sys.stderr)
-    return EXIT_USER if failed or not paths else EXIT_OK
+    return EXIT_USER if missing or ok < len(paths) or not paths else EXIT_OK
 
 
 def cmd_test(args, out: _Out) -> int:
@@ -85,9 +138,12 @@ def cmd_test(args, out: _Out) -> int:
     passed = failed = 0
     start = time.perf_counter()
     failures: list[tuple[str, str]] = []
+    cases: list[dict[str, Any]] = []  # the JSON document's per-case records
     from .frontend.spec import load_spec
 
+    progress = out.progress(len(paths), "test")
     for path in paths:
+        progress.step(path)
         try:
             # the spec alone names the cases: skip compiling specs that -k filters out entirely
             if args.k and not any(args.k in case_id(spec, c) for spec in [load_spec(path)] for c in spec.tests):
@@ -97,11 +153,14 @@ def cmd_test(args, out: _Out) -> int:
             out.diagnostics(e.diagnostics)
             failed += 1
             failures.append((path, "does not compile"))
+            cases.append({"id": None, "spec": path, "backend": args.backend, "status": "error", "seconds": 0.0,
+                          "error": "the spec does not compile (see diagnostics)"})
             continue
         for case in op.spec.tests:
             cid = case_id(op.spec, case, None)
             if args.k and args.k not in cid:
                 continue
+            progress.status(cid)  # a cold cpu build of the spec happens in its first case
             t0 = time.perf_counter()
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
@@ -115,17 +174,30 @@ def cmd_test(args, out: _Out) -> int:
                 ok, report = False, "the case or its reference is wrong (see above)"
             dt = time.perf_counter() - t0
             mark = "PASS" if ok else "FAIL"
-            print(f"{mark} {cid} ({dt * 1000:.0f} ms)")
+            progress.clear()
+            out.say(f"{mark} {cid} ({dt * 1000:.0f} ms)")
+            cases.append({"id": cid, "spec": path, "backend": args.backend, "status": "pass" if ok else "fail",
+                          "seconds": dt, "error": None if ok else report})
             if ok:
                 passed += 1
             else:
                 failed += 1
                 failures.append((cid, report))
+    progress.clear()
     for cid, report in failures:
-        print(f"\n--- {cid}\n{report}")
+        out.say(f"\n--- {cid}\n{report}")
     total = time.perf_counter() - start
-    print(f"\n{passed} passed, {failed} failed in {total:.2f}s")
+    out.say(f"\n{passed} passed, {failed} failed in {total:.2f}s")
+    out.result(cases=cases, summary={"passed": passed, "failed": failed, "seconds": total})
     return EXIT_USER if failed or not paths else EXIT_OK
+
+
+def stats_json(v: Any) -> dict[str, Any]:
+    """One variant of ``ptodsl ir --stats`` as JSON (a :class:`ptodsl.stats.VariantStats`)."""
+    return {"variant": v.variant, "paths": v.paths, "vector_kernels": v.vector_kernels,
+            "cube_kernels": v.cube_kernels, "peak_bytes": dict(v.peak),
+            "traffic": [{"case": cid, "moved": moved, "minimum": minimum,
+                         "ratio": moved / minimum if minimum else None} for cid, moved, minimum in v.traffic]}
 
 
 def cmd_ir(args, out: _Out) -> int:
@@ -133,12 +205,10 @@ def cmd_ir(args, out: _Out) -> int:
 
     diags = Diagnostics()
     if (args.spec is None) == (args.ir_file is None):
-        print("error: give either a spec (`ptodsl ir NAME.yaml`) or printed IR (`ptodsl ir --from NAME.tile.ir`)",
-              file=sys.stderr)
+        out.error("give either a spec (`ptodsl ir NAME.yaml`) or printed IR (`ptodsl ir --from NAME.tile.ir`)")
         return EXIT_USER
     if args.ir_file is not None and (args.stats or args.variant):
-        print("error: `--stats` and `--variant` read the spec: run them on the spec the IR came from",
-              file=sys.stderr)
+        out.error("`--stats` and `--variant` read the spec: run them on the spec the IR came from")
         return EXIT_USER
     try:
         if args.ir_file is not None:
@@ -154,7 +224,9 @@ def cmd_ir(args, out: _Out) -> int:
         from .stats import collect, render
 
         op = Operator(c)
-        sys.stdout.write(render(op, collect(op)))
+        stats = collect(op)
+        out.say(render(op, stats), end="")
+        out.result(op=op.spec.op, spec=op.spec.path, target=op.spec.target, stats=[stats_json(v) for v in stats])
         return EXIT_OK
     if args.after:
         if args.after not in c.after:
@@ -186,7 +258,9 @@ def cmd_ir(args, out: _Out) -> int:
         wanted = c.stages["tensor"].funcs[index].name
         funcs = [f for f in module.funcs if f.name == wanted or f.name.startswith(wanted + "_k")]
         module = Module(module.name, module.level, funcs, module.attrs)
-    sys.stdout.write(str(module))
+    text = str(module)
+    out.say(text, end="")
+    out.result(level=module.level, module=text)
     return EXIT_OK
 
 
@@ -195,23 +269,27 @@ def cmd_explain(args, out: _Out) -> int:
     code = args.code.upper()
     info = reg.get(code)
     if info is None and args.code in OPS:
-        print(describe_op(OPS[args.code]))
+        text = describe_op(OPS[args.code])
+        out.say(text)
+        out.result(kind="op", name=args.code, text=text)
         return EXIT_OK
     if info is None:
         import difflib
 
         close = difflib.get_close_matches(code, list(reg), n=3, cutoff=0.5)
-        print(f"error: no diagnostic code `{args.code}`" + (f"; did you mean {', '.join(close)}?" if close else ""),
-              file=sys.stderr)
+        out.error(f"no diagnostic code `{args.code}`" + (f"; did you mean {', '.join(close)}?" if close else ""))
         return EXIT_USER
-    print(f"{info.code}: {info.title}\n\n{info.explain}")
+    out.say(f"{info.code}: {info.title}\n\n{info.explain}")
+    out.result(kind="code", code=info.code, title=info.title, explain=info.explain)
     return EXIT_OK
 
 
 def cmd_schema(args, out: _Out) -> int:
     from .frontend.schema import json_schema
 
-    print(json.dumps(json_schema(), indent=2, sort_keys=False))
+    schema = json_schema()
+    out.say(json.dumps(schema, indent=2, sort_keys=False))  # text mode: the schema itself, for a file
+    out.result(schema=schema)
     return EXIT_OK
 
 
@@ -256,10 +334,13 @@ def cmd_run(args, out: _Out) -> int:
     results = result if isinstance(result, tuple) else (result,)
     names = [p.name for p in op.outputs]
     os.makedirs(args.output, exist_ok=True)
+    written = []
     for name, value in zip(names, results):
         path = os.path.join(args.output, f"{name}.npy")
         np.save(path, value)
-        print(f"wrote {path} {list(value.shape)} {value.dtype}")
+        out.say(f"wrote {path} {list(value.shape)} {value.dtype}")
+        written.append({"name": name, "path": path, "shape": list(value.shape), "dtype": str(value.dtype)})
+    out.result(outputs=written)
     return EXIT_OK
 
 
@@ -270,7 +351,11 @@ def cmd_bench(args, out: _Out) -> int:
     paths = _specs(args.paths, out)
     if not paths:
         return EXIT_USER
-    failed = bench(paths, backend=args.backend, k=args.k)
+    rows: list[Any] = []
+    # JSON mode: the table still prints as rows are measured, on stderr, and the rows go in the document
+    failed = bench(paths, backend=args.backend, k=args.k, out=sys.stderr if out.json else None, rows=rows)
+    out.result(backend=args.backend, rows=[dataclasses.asdict(r) for r in rows],
+               summary={"cases": len(rows), "errors": failed})
     return EXIT_USER if failed else EXIT_OK
 
 
@@ -284,14 +369,21 @@ def cmd_fuzz(args, out: _Out) -> int:
     """Differential random-program testing: interpreter vs simulator vs CPU backend."""
     from .fuzz.cli import main as fuzz_main
 
-    return fuzz_main(args)
+    report: dict[str, Any] = {}
+    code = fuzz_main(args, report=report, stream=sys.stderr if out.json else None)
+    if "error" in report:  # already on stderr: the document needs it too
+        out.errors.append(report.pop("error"))
+    out.result(**report)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptodsl", description="Compile and test ptodsl operator specs.")
     p.add_argument("--version", action="version", version=f"ptodsl {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--format", choices=("text", "json"), default="text", help="diagnostics format")
+    common.add_argument("--format", choices=("text", "json"), default="text",
+                        help="json: one JSON document on stdout (docs/CLI-JSON.md); text goes to stderr")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
     common.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     common.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -358,14 +450,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         parser.print_help()
         return EXIT_USER
-    out = _Out(args.format, args.color)
+    out = _Out(args.format, args.color, args.command, quiet=args.quiet)
     try:
-        code = args.fn(args, out)
+        # JSON mode: stdout holds the document alone, so whatever else prints goes to stderr
+        with contextlib.redirect_stdout(sys.stderr) if out.json else contextlib.nullcontext():
+            code = args.fn(args, out)
     except CompileError as e:
         out.diagnostics(e.diagnostics)
         code = EXIT_USER
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        out.error("interrupted")
+        out.flush(130)
         return 130
     except BrokenPipeError:
         # the reader went away (`ptodsl explain E0400 | head -1`): not an error of ours
@@ -379,8 +475,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print("rerun with --debug to see the traceback", file=sys.stderr)
+        out.result(internal_error={"type": e.__class__.__name__, "message": str(e)})
+        out.flush(EXIT_INTERNAL)
         return EXIT_INTERNAL
-    out.flush()
+    out.flush(code)
     return code
 
 

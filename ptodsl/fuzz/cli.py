@@ -192,9 +192,12 @@ def shrink_failure(pool: Pool, o: Outcome, features: frozenset[str], backends: t
 
 def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, ...], out: str | None,
          timeout: float = DEFAULT_TIMEOUT_S, shrink_seconds: float = 90.0, max_shrink: int = 12,
-         stream=None, max_blocks: int = 3) -> int:
+         stream=None, max_blocks: int = 3, report: dict[str, Any] | None = None) -> int:
     """Run ``count`` programs from ``seed`` on; print each distinct failure shrunk, then a summary
-    line. Returns the exit status: 1 when anything failed."""
+    line. Returns the exit status: 1 when anything failed. ``report`` receives the same as data
+    (the fields of ``ptodsl fuzz --format json``)."""
+    report = report if report is not None else {}
+    found: list[dict[str, Any]] = []
     stream = stream or sys.stdout
     folder = out or tempfile.mkdtemp(prefix="ptodsl-fuzz-")
     programs_dir = os.path.join(folder, "programs")
@@ -226,6 +229,9 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
             if n < max_shrink:
                 shrunk = shrink_failure(pool, first, features, backends, os.path.join(folder, "shrinking"),
                                         timeout, shrink_seconds, max_blocks)
+            finding: dict[str, Any] = {"kind": first.kind, "backend": first.backend,
+                                       "seeds": [o.seed for o in members], "detail": first.detail, "shrunk": None}
+            found.append(finding)
             if shrunk is not None:
                 pto, yaml, final = shrunk
                 os.makedirs(shrunk_dir, exist_ok=True)
@@ -237,11 +243,13 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
                 print(f"--- shrunk ({base}.pto / .yaml): {final.kind} ({final.backend})", file=stream)
                 print(_indent(final.detail.strip(), 6), file=stream)
                 print(pto + "--- yaml\n" + yaml, file=stream, end="")
+                finding["shrunk"] = {"pto": base + ".pto", "yaml": base + ".yaml", "kind": final.kind,
+                                     "backend": final.backend, "detail": final.detail}
             else:
                 print(f"--- as generated: {os.path.join(programs_dir, f'fz{first.seed}')}.pto", file=stream)
             blocks = f" --max-blocks {max_blocks}" if max_blocks != 3 else ""
-            print(f"repro: ptodsl fuzz --count 1 --seed {first.seed} --features {feat} --backend {be}{blocks}",
-                  file=stream)
+            finding["repro"] = f"ptodsl fuzz --count 1 --seed {first.seed} --features {feat} --backend {be}{blocks}"
+            print(f"repro: {finding['repro']}", file=stream)
     finally:
         pool.stop()
     seconds = time.perf_counter() - started
@@ -249,6 +257,7 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
     print(f"\nfuzz: {len(outcomes)} programs, {counts['mismatch']} mismatches, {counts['crash']} crashes, "
           f"{counts['hang']} hangs, {counts['rejected']} rejected, {counts['interp']} interpreter errors, "
           f"{seconds:.1f} s", file=stream)
+    report.update(programs=len(outcomes), counts=counts, failures=found, folder=folder, seconds=seconds)
     return 1 if any(counts[k] for k in FAIL_KINDS) else 0
 
 
@@ -272,9 +281,13 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
                    help="run the mutation fuzzer (ptodsl.fuzz.mutate) instead of random programs")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=None) -> int:
+    """``ptodsl fuzz``; ``report`` receives the results as data (``error`` for a usage error) and
+    ``stream`` the human report (default stdout)."""
+    report = report if report is not None else {}
     if args.count < 0:
-        print("error: --count must be >= 0", file=sys.stderr)
+        report["error"] = "--count must be >= 0"
+        print(f"error: {report['error']}", file=sys.stderr)
         return 1
     if args.mutate:
         import importlib
@@ -284,17 +297,22 @@ def main(args: argparse.Namespace) -> int:
         except ModuleNotFoundError as exc:
             if exc.name != "ptodsl.fuzz.mutate":
                 raise
-            print("error: the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl", file=sys.stderr)
+            report["error"] = "the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl"
+            print(f"error: {report['error']}", file=sys.stderr)
             return 1
-        return int(mutate.run(count=args.count, seed=args.seed))
+        code = int(mutate.run(count=args.count, seed=args.seed))
+        report.update(mode="mutate", programs=args.count)
+        return code
     try:
         features = parse_features(args.features)
     except ValueError as exc:
+        report["error"] = str(exc)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     backends = ("sim", "cpu") if args.backend == "both" else (args.backend,)
+    report["mode"] = "programs"
     return fuzz(args.count, args.seed, features, backends, args.out, args.timeout, args.shrink_seconds,
-                max_blocks=max(1, args.max_blocks))
+                stream=stream, max_blocks=max(1, args.max_blocks), report=report)
 
 
 __all__ = ["add_arguments", "fuzz", "main", "parse_features", "run_chunk"]

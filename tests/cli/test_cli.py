@@ -82,8 +82,63 @@ def test_json_format(capsys, write_spec):
     path = write_spec("bad", "kernel bad(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n", "op: bad\n")
     code, out, _ = run(capsys, "check", path, "--format", "json")
     assert code == 1
-    diags = json.loads(out)
+    doc = json.loads(out)
+    assert doc["version"] == cli.JSON_VERSION and doc["command"] == "check" and doc["exit_code"] == 1
+    diags = doc["diagnostics"]
     assert diags[0]["code"] == "E0400" and diags[0]["span"]["line"] == 2 and diags[0]["help"]
+    assert doc["specs"] == [{"path": path, "ok": False, "variants": []}]
+
+
+def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
+    """One cheap invocation of every sub-command (sim backend), with its expected exit code (None:
+    whatever the program finds)."""
+    np.save(tmp / "x.npy", np.ones((2, 3), np.float32))
+    return [
+        (["check", "specs/add_one.yaml"], 0),
+        (["check", "no/such/spec.yaml"], 1),
+        (["test", "specs/add_one.yaml", "-k", "add_one"], 0),
+        (["ir", "specs/add_one.yaml"], 0),
+        (["ir", "specs/add_one.yaml", "--stats"], 0),
+        (["ir"], 1),
+        (["explain", "E0700"], 0),
+        (["explain", "add"], 0),
+        (["explain", "E9999"], 1),
+        (["schema"], 0),
+        (["run", "specs/add_one.yaml", f"x={tmp / 'x.npy'}", "-o", str(tmp)], 0),
+        (["run", "specs/add_one.yaml", "x=1"], 1),
+        (["bench", "specs/add_one.yaml", "--backend", "sim", "-k", "add_one"], 0),
+        (["gen", "specs/add_one.yaml", "-o", str(tmp / "pkg")], 0),
+        (["fuzz", "--count", "1", "--backend", "sim", "--features", "safe", "--out", str(tmp / "fuzz")], None),
+        (["fuzz", "--features", "nope"], 1),
+    ]
+
+
+def test_every_command_writes_one_json_document(capsys, tmp_path):
+    seen = set()
+    for argv, want in _json_commands(tmp_path):
+        code, out, _ = run(capsys, *argv, "--format", "json")
+        doc = json.loads(out)  # exactly one document: trailing text would not parse
+        assert code == doc["exit_code"] and code == (code if want is None else want), (argv, doc)
+        assert doc["version"] == cli.JSON_VERSION and doc["command"] == argv[0]
+        assert isinstance(doc["diagnostics"], list) and isinstance(doc["errors"], list)
+        if code:
+            assert doc["diagnostics"] or doc["errors"], argv
+        seen.add(argv[0])
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert seen == set(sub.choices), "every sub-command is run with --format json here"
+
+
+def test_json_payloads(capsys, tmp_path):
+    code, out, _ = run(capsys, "test", "specs/add_one.yaml", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["passed"] == len(doc["cases"]) > 0
+    assert {c["status"] for c in doc["cases"]} == {"pass"}
+    assert all(c["seconds"] >= 0 and c["error"] is None and c["id"].startswith("add_one[") for c in doc["cases"])
+    code, out, _ = run(capsys, "ir", "specs/add_one.yaml", "--stats", "--format", "json")
+    stats = json.loads(out)["stats"]
+    assert stats and all(t["moved"] >= t["minimum"] > 0 for v in stats for t in v["traffic"])
+    code, out, _ = run(capsys, "explain", "E0700", "--format", "json")
+    assert json.loads(out)["title"] == code_registry()["E0700"].title
 
 
 def test_run_writes_outputs(capsys, tmp_path):
