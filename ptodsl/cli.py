@@ -156,11 +156,14 @@ def cmd_test(args, out: _Out) -> int:
             cases.append({"id": None, "spec": path, "backend": args.backend, "status": "error", "seconds": 0.0,
                           "error": "the spec does not compile (see diagnostics)"})
             continue
+        built = args.backend != "cpu"
         for case in op.spec.tests:
             cid = case_id(op.spec, case, None)
             if args.k and args.k not in cid:
                 continue
-            progress.status(cid)  # a cold cpu build of the spec happens in its first case
+            # the spec's C++ is built (g++, unless cached) inside its first case's run
+            progress.status(cid if built else f"{cid}: building the C++ kernels")
+            built = True
             t0 = time.perf_counter()
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
@@ -327,7 +330,9 @@ def cmd_run(args, out: _Out) -> int:
             except ValueError:
                 kwargs[name] = value
     try:
-        result = op(**kwargs, backend=args.backend)
+        with out.progress(1, "run") as progress:  # a first cpu run builds the C++ (seconds)
+            progress.step(args.spec + (" (building the C++ kernels unless cached)" if args.backend == "cpu" else ""))
+            result = op(**kwargs, backend=args.backend)
     except DiagnosticError as e:
         out.diagnostics([e.diagnostic])
         return EXIT_USER
