@@ -34,9 +34,9 @@ JSON_VERSION = 1
 class _Out:
     """Where a command's output goes, in the format the user asked for.
 
-    Text: diagnostics and errors on stderr, the report (``say``) on stdout. JSON: nothing is written
-    while the command runs; :meth:`flush` writes one document to stdout holding the diagnostics,
-    errors and the command's ``result`` fields.
+    Text: diagnostics on stderr, the report (``say``) on stdout. JSON: nothing is written while
+    the command runs; :meth:`flush` writes one document to stdout holding the diagnostics and the
+    command's ``result`` fields.
     """
 
     def __init__(self, fmt: str, color: str, command: str = "", quiet: bool = False):
@@ -45,7 +45,6 @@ class _Out:
         self.quiet = quiet
         self.color = use_color(sys.stderr) if color == "auto" else color == "always"
         self.collected: list[Diagnostic] = []
-        self.errors: list[str] = []
         self.fields: dict[str, Any] = {}
         self.stdout = sys.stdout  # main() sends stray prints to stderr in JSON mode; the document comes here
 
@@ -59,12 +58,11 @@ class _Out:
         elif diags:
             sys.stderr.write(render_all(diags, color=self.color))
 
-    def error(self, message: str) -> None:
-        """A usage error that has no source location (``error: ...`` on stderr in text mode)."""
-        if self.json:
-            self.errors.append(message)
-        else:
-            print(f"error: {message}", file=sys.stderr)
+    def error(self, message: str, help: str, code: str = "E0250") -> None:
+        """A mistake on the command line itself, which has no place in a spec."""
+        d = Diagnostics()
+        d.error(code, message, None, help=help)
+        self.diagnostics(d.items)
 
     def say(self, text: str = "", end: str = "\n") -> None:
         """A line of the human-readable report: stdout in text mode, left out of JSON."""
@@ -80,7 +78,7 @@ class _Out:
 
     def document(self, exit_code: int) -> dict[str, Any]:
         return {"version": JSON_VERSION, "command": self.command, "ptodsl": __version__, "exit_code": exit_code,
-                "diagnostics": [d.to_json() for d in self.collected], "errors": list(self.errors), **self.fields}
+                "diagnostics": [d.to_json() for d in self.collected], **self.fields}
 
     def flush(self, exit_code: int) -> None:
         if self.json:
@@ -208,10 +206,12 @@ def cmd_ir(args, out: _Out) -> int:
 
     diags = Diagnostics()
     if (args.spec is None) == (args.ir_file is None):
-        out.error("give either a spec (`ptodsl ir NAME.yaml`) or printed IR (`ptodsl ir --from NAME.tile.ir`)")
+        out.error("give either a spec or printed IR, not both or neither",
+                  "`ptodsl ir NAME.yaml`, or `ptodsl ir --from NAME.tile.ir` on IR it printed")
         return EXIT_USER
     if args.ir_file is not None and (args.stats or args.variant):
-        out.error("`--stats` and `--variant` read the spec: run them on the spec the IR came from")
+        out.error("`--stats` and `--variant` read the spec, which printed IR does not carry",
+                  "run them on the spec the IR came from")
         return EXIT_USER
     try:
         if args.ir_file is not None:
@@ -280,7 +280,9 @@ def cmd_explain(args, out: _Out) -> int:
         import difflib
 
         close = difflib.get_close_matches(code, list(reg), n=3, cutoff=0.5)
-        out.error(f"no diagnostic code `{args.code}`" + (f"; did you mean {', '.join(close)}?" if close else ""))
+        out.error(f"no diagnostic code or op named `{args.code}`",
+                  f"did you mean {', '.join(close)}?" if close else
+                  "`ptodsl explain` takes a code such as E0400 or an op name such as exp")
         return EXIT_USER
     out.say(f"{info.code}: {info.title}\n\n{info.explain}")
     out.result(kind="code", code=info.code, title=info.title, explain=info.explain)
@@ -376,8 +378,9 @@ def cmd_fuzz(args, out: _Out) -> int:
 
     report: dict[str, Any] = {}
     code = fuzz_main(args, report=report, stream=sys.stderr if out.json else None)
-    if "error" in report:  # already on stderr: the document needs it too
-        out.errors.append(report.pop("error"))
+    if "error" in report:
+        message, help = report.pop("error")
+        out.error(message, help)
     out.result(**report)
     return code
 
@@ -465,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_USER
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        out.error("interrupted")
+        out.result(interrupted=True)
         out.flush(130)
         return 130
     except BrokenPipeError:

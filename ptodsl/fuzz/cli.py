@@ -282,12 +282,11 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=None) -> int:
-    """``ptodsl fuzz``; ``report`` receives the results as data (``error`` for a usage error) and
-    ``stream`` the human report (default stdout)."""
+    """``ptodsl fuzz``; ``report`` receives the results as data, or ``error``, a usage error as
+    (message, help) for the caller to report, and ``stream`` the human report (default stdout)."""
     report = report if report is not None else {}
     if args.count < 0:
-        report["error"] = "--count must be >= 0"
-        print(f"error: {report['error']}", file=sys.stderr)
+        report["error"] = (f"`--count {args.count}`: the count of programs cannot be negative", "pass `--count 0` or more")
         return 1
     if args.mutate:
         import importlib
@@ -297,8 +296,8 @@ def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=
         except ModuleNotFoundError as exc:
             if exc.name != "ptodsl.fuzz.mutate":
                 raise
-            report["error"] = "the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl"
-            print(f"error: {report['error']}", file=sys.stderr)
+            report["error"] = ("the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl",
+                               "install a ptodsl that ships it, or drop `--mutate`")
             return 1
         code = int(mutate.run(count=args.count, seed=args.seed))
         report.update(mode="mutate", programs=args.count)
@@ -306,8 +305,7 @@ def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=
     try:
         features = parse_features(args.features)
     except ValueError as exc:
-        report["error"] = str(exc)
-        print(f"error: {exc}", file=sys.stderr)
+        report["error"] = (str(exc), "`--features all`, `safe`, or feature names; `-name` drops one")
         return 1
     backends = ("sim", "cpu") if args.backend == "both" else (args.backend,)
     report["mode"] = "programs"

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return EXIT_USER
     except OutputError as exc:
         out.diagnostics(diags.items)
-        out.error(str(exc))
+        out.error(str(exc), "choose a new or empty folder for `-o`, or one `ptodsl gen` wrote", code="E0251")
         return EXIT_USER
     out.diagnostics(diags.items)
     n = len(package.ops)
