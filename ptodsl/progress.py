@@ -44,6 +44,11 @@ class Progress:
         self.done += 1
         self.status(what)
 
+    def update(self, done: int, what: str) -> None:
+        """``done`` items finished so far (work that advances in batches)."""
+        self.done = done
+        self.status(what)
+
     def status(self, what: str) -> None:
         """Say what the current item is doing now (a case of a spec, a build)."""
         if not self.enabled:

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ..progress import Progress
 from .gen import ALL_FEATURES, SAFE_FEATURES, generate
 from .run import DEFAULT_TIMEOUT_S, KINDS, Outcome
 
@@ -192,10 +193,11 @@ def shrink_failure(pool: Pool, o: Outcome, features: frozenset[str], backends: t
 
 def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, ...], out: str | None,
          timeout: float = DEFAULT_TIMEOUT_S, shrink_seconds: float = 90.0, max_shrink: int = 12,
-         stream=None, max_blocks: int = 3, report: dict[str, Any] | None = None) -> int:
+         stream=None, max_blocks: int = 3, report: dict[str, Any] | None = None, quiet: bool = False) -> int:
     """Run ``count`` programs from ``seed`` on; print each distinct failure shrunk, then a summary
     line. Returns the exit status: 1 when anything failed. ``report`` receives the same as data
-    (the fields of ``ptodsl fuzz --format json``)."""
+    (the fields of ``ptodsl fuzz --format json``). A progress line is shown on a terminal's stderr
+    unless ``quiet``."""
     report = report if report is not None else {}
     found: list[dict[str, Any]] = []
     stream = stream or sys.stdout
@@ -207,12 +209,12 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
     outcomes: list[Outcome] = []
     seeds = list(range(seed, seed + count))
     try:
-        for k in range(0, len(seeds), CHUNK):
-            outcomes += run_chunk(pool, seeds[k:k + CHUNK], features, backends, programs_dir, timeout, max_blocks)
-            done = len(outcomes)
-            bad = sum(o.kind in FAIL_KINDS for o in outcomes)
-            print(f"  {done}/{count} programs, {bad} failing, {time.perf_counter() - started:.0f} s",
-                  file=sys.stderr, flush=True)
+        with Progress(count, "fuzz", quiet=quiet) as progress:
+            for k in range(0, len(seeds), CHUNK):
+                outcomes += run_chunk(pool, seeds[k:k + CHUNK], features, backends, programs_dir, timeout,
+                                      max_blocks)
+                bad = sum(o.kind in FAIL_KINDS for o in outcomes)
+                progress.update(len(outcomes), f"programs, {bad} failing, {time.perf_counter() - started:.0f} s")
         failures = [o for o in outcomes if o.kind in FAIL_KINDS]
         groups: dict[tuple[str, str], list[Outcome]] = {}
         for o in failures:
@@ -310,7 +312,8 @@ def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=
     backends = ("sim", "cpu") if args.backend == "both" else (args.backend,)
     report["mode"] = "programs"
     return fuzz(args.count, args.seed, features, backends, args.out, args.timeout, args.shrink_seconds,
-                stream=stream, max_blocks=max(1, args.max_blocks), report=report)
+                stream=stream, max_blocks=max(1, args.max_blocks), report=report,
+                quiet=getattr(args, "quiet", False))
 
 
 __all__ = ["add_arguments", "fuzz", "main", "parse_features", "run_chunk"]
