@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import __version__
@@ -84,6 +84,37 @@ class _Out:
         if self.json:
             self.stdout.write(json.dumps(self.document(exit_code), indent=2) + "\n")
             self.stdout.flush()
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Everything the command prints goes to stderr: Python's prints, and what kernels write to file
+    descriptor 1 (``print`` in a kernel is ``printf`` on the cpu backend), so that stdout holds
+    the JSON document alone."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            _flush_c_stdio()  # a kernel's buffered printf output must land before the swap back
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to flush (not a POSIX libc)
+        pass
 
 
 def _specs(paths: Sequence[str], out: _Out) -> list[str]:
@@ -461,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = _Out(args.format, args.color, args.command, quiet=args.quiet)
     try:
         # JSON mode: stdout holds the document alone, so whatever else prints goes to stderr
-        with contextlib.redirect_stdout(sys.stderr) if out.json else contextlib.nullcontext():
+        with _stdout_to_stderr() if out.json else contextlib.nullcontext():
             code = args.fn(args, out)
     except CompileError as e:
         out.diagnostics(e.diagnostics)

@@ -238,3 +238,22 @@ def test_gen_over_a_folder_it_did_not_write(capsys, tmp_path):
     code, _, err = run(capsys, "gen", "specs/add_one.yaml", "-o", str(tmp_path / "mine"), "--color", "never")
     assert code == 1 and (tmp_path / "mine" / "notes.txt").read_text() == "precious"
     golden("e0251_gen_over_a_foreign_folder", err.replace(str(tmp_path), "<tmp>"))
+
+
+def test_json_stdout_holds_the_document_alone(capfd, monkeypatch):
+    """Text written to file descriptor 1 below Python (a cpu kernel's printf) goes to stderr too."""
+    import ctypes
+
+    def noisy(args, out):
+        print("from python")
+        os.write(1, b"from fd 1\n")
+        ctypes.CDLL(None).printf(b"from buffered C stdio\n")  # flushed before stdout is restored
+        out.result(noisy=True)
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_schema", noisy)
+    assert cli.main(["schema", "--format", "json"]) == 0
+    captured = capfd.readouterr()
+    assert json.loads(captured.out)["noisy"] is True
+    for text in ("from python", "from fd 1", "from buffered C stdio"):
+        assert text in captured.err
