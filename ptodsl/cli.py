@@ -500,12 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         out.result(interrupted=True)
-        out.flush(130)
-        return 130
+        code = 130
     except BrokenPipeError:
-        # the reader went away (`ptodsl explain E0400 | head -1`): not an error of ours
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
-        return EXIT_OK
+        return _reader_gone()
     except Exception as e:  # noqa: BLE001 - the last line of defence: a banner, not a traceback
         print(f"internal compiler error: {e.__class__.__name__}: {e}", file=sys.stderr)
         print("this is a bug in ptodsl, not in your spec; please report it with the spec that caused it",
@@ -515,10 +512,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("rerun with --debug to see the traceback", file=sys.stderr)
         out.result(internal_error={"type": e.__class__.__name__, "message": str(e)})
-        out.flush(EXIT_INTERNAL)
-        return EXIT_INTERNAL
-    out.flush(code)
+        code = EXIT_INTERNAL
+    try:
+        out.flush(code)
+    except BrokenPipeError:
+        return _reader_gone()
     return code
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (`ptodsl explain E0400 | head -1`): not an error of ours."""
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+    return EXIT_OK
 
 
 if __name__ == "__main__":
