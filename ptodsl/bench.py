@@ -74,6 +74,7 @@ class Row:
     torch_s: float | None = None
     traffic: float | None = None  # GM bytes moved / compulsory minimum
     error: str | None = None
+    spec: str | None = None  # the spec file the case comes from
 
 
 def bench_case(op: Operator, case, backend: str, with_torch: bool, traffic: dict[str, float]) -> Row:
@@ -118,9 +119,12 @@ def traffic_ratios(op: Operator) -> dict[str, float]:
     return out
 
 
-def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO | None = None) -> int:
+def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO | None = None,
+          rows: list[Row] | None = None) -> int:
     """Benchmark every case of the specs under ``paths``, printing a row per case as it is done
-    (to ``out``, by default the ``sys.stdout`` of the moment); returns how many cases could not run."""
+    (to ``out``, by default the ``sys.stdout`` of the moment) and appending it to ``rows``; returns
+    how many cases could not run."""
+    rows = rows if rows is not None else []
     out = out if out is not None else sys.stdout
     from .frontend.spec import load_spec
     from .golden import spec_paths
@@ -139,7 +143,8 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             compile_s = time.perf_counter() - t0
             traffic = traffic_ratios(op)
         except CompileError as e:
-            out.write(columns.row(Row(path, error=e.diagnostics[0].message)))
+            rows.append(Row(path, error=e.diagnostics[0].message, spec=path))
+            out.write(columns.row(rows[-1]))
             failed += 1
             continue
         # the IR verifier runs after every pass of every compile: its share of compile time is shown
@@ -154,6 +159,8 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
                 message = e.diagnostics[0].message if isinstance(e, CompileError) else str(e)
                 row = Row(case_id(op.spec, case), error=message.splitlines()[0])
                 failed += 1
+            row.spec = path
+            rows.append(row)
             out.write(columns.row(row))
             out.flush()
     return failed

@@ -7,38 +7,114 @@ short banner (exit 2) and its traceback only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from . import __version__
 from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
-from .diagnostics.render import render_all, render_json, use_color
+from .diagnostics.render import render_all, use_color
 from .ops import OPS, describe_op
+from .progress import Progress
 
 EXIT_OK, EXIT_USER, EXIT_INTERNAL = 0, 1, 2
 
 
-class _Out:
-    """Where diagnostics go, in the format the user asked for."""
+# The version of the JSON documents `--format json` writes (docs/CLI-JSON.md); raised when a field
+# changes meaning or goes away, not when one is added.
+JSON_VERSION = 1
 
-    def __init__(self, fmt: str, color: str):
+
+class _Out:
+    """Where a command's output goes, in the format the user asked for.
+
+    Text: diagnostics on stderr, the report (``say``) on stdout. JSON: nothing is written while
+    the command runs; :meth:`flush` writes one document to stdout holding the diagnostics and the
+    command's ``result`` fields.
+    """
+
+    def __init__(self, fmt: str, color: str, command: str = "", quiet: bool = False):
         self.fmt = fmt
+        self.command = command
+        self.quiet = quiet
         self.color = use_color(sys.stderr) if color == "auto" else color == "always"
         self.collected: list[Diagnostic] = []
+        self.fields: dict[str, Any] = {}
+        self.stdout = sys.stdout  # main() sends stray prints to stderr in JSON mode; the document comes here
+
+    @property
+    def json(self) -> bool:
+        return self.fmt == "json"
 
     def diagnostics(self, diags: Sequence[Diagnostic]) -> None:
-        if self.fmt == "json":
+        if self.json:
             self.collected.extend(diags)
         elif diags:
             sys.stderr.write(render_all(diags, color=self.color))
 
-    def flush(self) -> None:
-        if self.fmt == "json":
-            sys.stdout.write(render_json(self.collected))
+    def error(self, message: str, help: str, code: str = "E0250") -> None:
+        """A mistake on the command line itself, which has no place in a spec."""
+        d = Diagnostics()
+        d.error(code, message, None, help=help)
+        self.diagnostics(d.items)
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        """A line of the human-readable report: stdout in text mode, left out of JSON."""
+        if not self.json:
+            sys.stdout.write(text + end)
+
+    def result(self, **fields: Any) -> None:
+        """Fields of the command's JSON document."""
+        self.fields.update(fields)
+
+    def progress(self, total: int, verb: str) -> Progress:
+        return Progress(total, verb, quiet=self.quiet)
+
+    def document(self, exit_code: int) -> dict[str, Any]:
+        return {"version": JSON_VERSION, "command": self.command, "ptodsl": __version__, "exit_code": exit_code,
+                "diagnostics": [d.to_json() for d in self.collected], **self.fields}
+
+    def flush(self, exit_code: int) -> None:
+        if self.json:
+            self.stdout.write(json.dumps(self.document(exit_code), indent=2) + "\n")
+            self.stdout.flush()
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Everything the command prints goes to stderr: Python's prints, and what kernels write to file
+    descriptor 1 (``print`` in a kernel is ``printf`` on the cpu backend), so that stdout holds
+    the JSON document alone."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to keep clean
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            _flush_c_stdio()  # a kernel's buffered printf output must land before the swap back
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to flush (not a POSIX libc)
+        pass
 
 
 def _specs(paths: Sequence[str], out: _Out) -> list[str]:
@@ -60,27 +136,33 @@ def cmd_check(args, out: _Out) -> int:
     from .driver import compile_spec
 
     paths = _specs(args.paths, out)
-    failed = len(args.paths) - sum(os.path.exists(p) for p in args.paths)
+    missing = len(args.paths) - sum(os.path.exists(p) for p in args.paths)
     variants = 0
-    for path in paths:
-        diags = Diagnostics()
-        try:
-            c = compile_spec(path, diags)
-            variants += len(c.checked)
-            if args.target_rules:
-                from .backends.cpp.rules import spec_violations
+    specs: list[dict[str, Any]] = []
+    with out.progress(len(paths), "check") as progress:
+        for path in paths:
+            progress.step(path)
+            diags = Diagnostics()
+            try:
+                c = compile_spec(path, diags)
+                variants += len(c.checked)
+                found = []
+                if args.target_rules:
+                    from .backends.cpp.rules import spec_violations
 
-                found = spec_violations(c)
-                diags.extend(found)
-                failed += bool(found)
-        except CompileError:
-            failed += 1
-        out.diagnostics(diags.items)
-    if args.format != "json":
-        ok = len(paths) - (failed - (len(args.paths) - sum(os.path.exists(p) for p in args.paths)))
+                    found = spec_violations(c)
+                    diags.extend(found)
+                specs.append({"path": path, "ok": not found, "variants": [ck.variant for ck in c.checked]})
+            except CompileError:
+                specs.append({"path": path, "ok": False, "variants": []})
+            out.diagnostics(diags.items)
+    ok = sum(s["ok"] for s in specs)
+    out.result(specs=specs, summary={"specs": len(paths), "ok": ok, "with_errors": len(paths) - ok,
+                                     "variants": variants})
+    if not out.json:
         print(f"checked {len(paths)} spec{'s' if len(paths) != 1 else ''} ({variants} kernel variants): "
               f"{ok} ok, {len(paths) - ok} with errors", file=sys.stderr)
-    return EXIT_USER if failed or not paths else EXIT_OK
+    return EXIT_USER if missing or ok < len(paths) or not paths else EXIT_OK
 
 
 def cmd_test(args, out: _Out) -> int:
@@ -90,9 +172,12 @@ def cmd_test(args, out: _Out) -> int:
     passed = failed = 0
     start = time.perf_counter()
     failures: list[tuple[str, str]] = []
+    cases: list[dict[str, Any]] = []  # the JSON document's per-case records
     from .frontend.spec import load_spec
 
+    progress = out.progress(len(paths), "test")
     for path in paths:
+        progress.step(path)
         try:
             # the spec alone names the cases: skip compiling specs that -k filters out entirely
             if args.k and not any(args.k in case_id(spec, c) for spec in [load_spec(path)] for c in spec.tests):
@@ -102,11 +187,17 @@ def cmd_test(args, out: _Out) -> int:
             out.diagnostics(e.diagnostics)
             failed += 1
             failures.append((path, "does not compile"))
+            cases.append({"id": None, "spec": path, "backend": args.backend, "status": "error", "seconds": 0.0,
+                          "error": "the spec does not compile (see diagnostics)"})
             continue
+        built = args.backend != "cpu"
         for case in op.spec.tests:
             cid = case_id(op.spec, case, None)
             if args.k and args.k not in cid:
                 continue
+            # the spec's C++ is built (g++, unless cached) inside its first case's run
+            progress.status(cid if built else f"{cid}: building the C++ kernels")
+            built = True
             t0 = time.perf_counter()
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
@@ -118,17 +209,32 @@ def cmd_test(args, out: _Out) -> int:
                 ok, report = False, "the case or its reference is wrong (see above)"
             dt = time.perf_counter() - t0
             mark = "PASS" if ok else "FAIL"
-            print(f"{mark} {cid} ({dt * 1000:.0f} ms)")
+            progress.clear()
+            out.say(f"{mark} {cid} ({dt * 1000:.0f} ms)")
+            cases.append({"id": cid, "spec": path, "backend": args.backend, "status": "pass" if ok else "fail",
+                          "seconds": dt, "error": None if ok else report})
             if ok:
                 passed += 1
             else:
                 failed += 1
                 failures.append((cid, report))
+    progress.clear()
     for cid, report in failures:
-        print(f"\n--- {cid}\n{report}")
+        out.say(f"\n--- {cid}\n{report}")
     total = time.perf_counter() - start
-    print(f"\n{passed} passed, {failed} failed in {total:.2f}s")
+    out.say(f"\n{passed} passed, {failed} failed in {total:.2f}s")
+    out.result(cases=cases, summary={"passed": passed, "failed": failed, "seconds": total})
     return EXIT_USER if failed or not paths else EXIT_OK
+
+
+def stats_json(v: Any) -> dict[str, Any]:
+    """One variant of ``ptodsl ir --stats`` as JSON (a :class:`ptodsl.stats.VariantStats`)."""
+    return {"variant": v.variant, "paths": v.paths, "vector_kernels": v.vector_kernels,
+            "cube_kernels": v.cube_kernels, "peak_bytes": dict(v.peak),
+            "traffic": [{"case": cid, "moved": moved, "minimum": minimum,
+                         "ratio": moved / minimum if minimum else None} for cid, moved, minimum in v.traffic],
+            "cycles": [{"case": cid, "estimate": est, "roofline": bound, "bound_pipe": pipe}
+                       for cid, est, bound, pipe in v.cycles]}
 
 
 def cmd_ir(args, out: _Out) -> int:
@@ -136,12 +242,12 @@ def cmd_ir(args, out: _Out) -> int:
 
     diags = Diagnostics()
     if (args.spec is None) == (args.ir_file is None):
-        print("error: give either a spec (`ptodsl ir NAME.yaml`) or printed IR (`ptodsl ir --from NAME.tile.ir`)",
-              file=sys.stderr)
+        out.error("give either a spec or printed IR, not both or neither",
+                  "`ptodsl ir NAME.yaml`, or `ptodsl ir --from NAME.tile.ir` on IR it printed")
         return EXIT_USER
     if args.ir_file is not None and (args.stats or args.variant):
-        print("error: `--stats` and `--variant` read the spec: run them on the spec the IR came from",
-              file=sys.stderr)
+        out.error("`--stats` and `--variant` read the spec, which printed IR does not carry",
+                  "run them on the spec the IR came from")
         return EXIT_USER
     try:
         if args.ir_file is not None:
@@ -157,7 +263,9 @@ def cmd_ir(args, out: _Out) -> int:
         from .stats import collect, render
 
         op = Operator(c)
-        sys.stdout.write(render(op, collect(op)))
+        stats = collect(op)
+        out.say(render(op, stats), end="")
+        out.result(op=op.spec.op, spec=op.spec.path, target=op.spec.target, stats=[stats_json(v) for v in stats])
         return EXIT_OK
     if args.after:
         if args.after not in c.after:
@@ -189,7 +297,9 @@ def cmd_ir(args, out: _Out) -> int:
         wanted = c.stages["tensor"].funcs[index].name
         funcs = [f for f in module.funcs if f.name == wanted or f.name.startswith(wanted + "_k")]
         module = Module(module.name, module.level, funcs, module.attrs)
-    sys.stdout.write(str(module))
+    text = str(module)
+    out.say(text, end="")
+    out.result(level=module.level, module=text)
     return EXIT_OK
 
 
@@ -198,23 +308,29 @@ def cmd_explain(args, out: _Out) -> int:
     code = args.code.upper()
     info = reg.get(code)
     if info is None and args.code in OPS:
-        print(describe_op(OPS[args.code]))
+        text = describe_op(OPS[args.code])
+        out.say(text)
+        out.result(kind="op", name=args.code, text=text)
         return EXIT_OK
     if info is None:
         import difflib
 
         close = difflib.get_close_matches(code, list(reg), n=3, cutoff=0.5)
-        print(f"error: no diagnostic code `{args.code}`" + (f"; did you mean {', '.join(close)}?" if close else ""),
-              file=sys.stderr)
+        out.error(f"no diagnostic code or op named `{args.code}`",
+                  f"did you mean {', '.join(close)}?" if close else
+                  "`ptodsl explain` takes a code such as E0400 or an op name such as exp")
         return EXIT_USER
-    print(f"{info.code}: {info.title}\n\n{info.explain}")
+    out.say(f"{info.code}: {info.title}\n\n{info.explain}")
+    out.result(kind="code", code=info.code, title=info.title, explain=info.explain)
     return EXIT_OK
 
 
 def cmd_schema(args, out: _Out) -> int:
     from .frontend.schema import json_schema
 
-    print(json.dumps(json_schema(), indent=2, sort_keys=False))
+    schema = json_schema()
+    out.say(json.dumps(schema, indent=2, sort_keys=False))  # text mode: the schema itself, for a file
+    out.result(schema=schema)
     return EXIT_OK
 
 
@@ -252,17 +368,22 @@ def cmd_run(args, out: _Out) -> int:
             except ValueError:
                 kwargs[name] = value
     try:
-        result = op(**kwargs, backend=args.backend)
+        with out.progress(1, "run") as progress:  # a first cpu run builds the C++ (seconds)
+            progress.step(args.spec + (" (building the C++ kernels unless cached)" if args.backend == "cpu" else ""))
+            result = op(**kwargs, backend=args.backend)
     except DiagnosticError as e:
         out.diagnostics([e.diagnostic])
         return EXIT_USER
     results = result if isinstance(result, tuple) else (result,)
     names = [p.name for p in op.outputs]
     os.makedirs(args.output, exist_ok=True)
+    written = []
     for name, value in zip(names, results):
         path = os.path.join(args.output, f"{name}.npy")
         np.save(path, value)
-        print(f"wrote {path} {list(value.shape)} {value.dtype}")
+        out.say(f"wrote {path} {list(value.shape)} {value.dtype}")
+        written.append({"name": name, "path": path, "shape": list(value.shape), "dtype": str(value.dtype)})
+    out.result(outputs=written)
     return EXIT_OK
 
 
@@ -273,41 +394,54 @@ def cmd_bench(args, out: _Out) -> int:
     paths = _specs(args.paths, out)
     if not paths:
         return EXIT_USER
-    failed = bench(paths, backend=args.backend, k=args.k)
+    rows: list[Any] = []
+    # JSON mode: the table still prints as rows are measured, on stderr, and the rows go in the document
+    failed = bench(paths, backend=args.backend, k=args.k, out=sys.stderr if out.json else None, rows=rows)
+    out.result(backend=args.backend, rows=[dataclasses.asdict(r) for r in rows],
+               summary={"cases": len(rows), "errors": failed})
     return EXIT_USER if failed else EXIT_OK
 
 
 def cmd_tune(args, out: _Out) -> int:
     """Search a spec's tiles by the cost model; show the candidates; optionally write the best."""
-    from .tune import measure, render, replace_text, tune, write_tiles
+    from .tune import describe, measure, render, replace_text, tune, write_tiles
 
-    diags = Diagnostics()
     try:
         base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray)
     except CompileError as e:
         out.diagnostics(e.diagnostics)
         return EXIT_USER
     except RuntimeError as e:  # --ray without ray
-        print(f"error: {e}", file=sys.stderr)
+        out.error(str(e), "install ray, or leave out `--ray` to use a process pool on this machine")
         return EXIT_USER
     if args.measure:
         for r in rows:
             if r.candidate.cycles is not None:
                 r.measured_s = measure(base, r.candidate.schedule)
-    sys.stdout.write(render(args.spec, rows))
+    out.say(render(args.spec, rows), end="")
+    out.result(spec=args.spec, candidates=[tune_json(r) for r in rows], chosen=describe(best))
     if args.write:
         with open(args.spec, encoding="utf-8") as f:
             text = f.read()
         try:
             new = write_tiles(text, args.spec, best)
         except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
+            out.error(str(e), "write `schedule:` as a block mapping (one key per line), or edit it by hand")
             return EXIT_USER
         if new != text:
             replace_text(args.spec, new)
         print(f"wrote the chosen tiles into {args.spec}", file=sys.stderr)
-    out.diagnostics(diags.items)
     return EXIT_OK
+
+
+def tune_json(r: Any) -> dict[str, Any]:
+    from .tune import describe
+
+    c = r.candidate
+    return {"schedule": describe(c.schedule), "pipe_work": c.cycles, "gm_bytes": c.gm_bytes,
+            "gm_ratio": c.gm_bytes / r.minimum if r.minimum and c.cycles is not None else None,
+            "on_chip_bytes": c.on_chip, "cpu_seconds": r.measured_s, "problem": c.problem or None,
+            "label": r.label or None}
 
 
 def cmd_gen(args, out: _Out) -> int:
@@ -320,14 +454,22 @@ def cmd_fuzz(args, out: _Out) -> int:
     """Differential random-program testing: interpreter vs simulator vs CPU backend."""
     from .fuzz.cli import main as fuzz_main
 
-    return fuzz_main(args)
+    report: dict[str, Any] = {}
+    code = fuzz_main(args, report=report, stream=sys.stderr if out.json else None)
+    if "error" in report:
+        message, help = report.pop("error")
+        out.error(message, help)
+    out.result(**report)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptodsl", description="Compile and test ptodsl operator specs.")
     p.add_argument("--version", action="version", version=f"ptodsl {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--format", choices=("text", "json"), default="text", help="diagnostics format")
+    common.add_argument("--format", choices=("text", "json"), default="text",
+                        help="json: one JSON document on stdout (docs/CLI-JSON.md); text goes to stderr")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
     common.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     common.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -405,19 +547,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         parser.print_help()
         return EXIT_USER
-    out = _Out(args.format, args.color)
+    out = _Out(args.format, args.color, args.command, quiet=args.quiet)
     try:
-        code = args.fn(args, out)
+        # JSON mode: stdout holds the document alone, so whatever else prints goes to stderr
+        with _stdout_to_stderr() if out.json else contextlib.nullcontext():
+            code = args.fn(args, out)
     except CompileError as e:
         out.diagnostics(e.diagnostics)
         code = EXIT_USER
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        out.result(interrupted=True)
+        code = 130
     except BrokenPipeError:
-        # the reader went away (`ptodsl explain E0400 | head -1`): not an error of ours
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
-        return EXIT_OK
+        return _reader_gone()
     except Exception as e:  # noqa: BLE001 - the last line of defence: a banner, not a traceback
         print(f"internal compiler error: {e.__class__.__name__}: {e}", file=sys.stderr)
         print("this is a bug in ptodsl, not in your spec; please report it with the spec that caused it",
@@ -426,9 +569,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print("rerun with --debug to see the traceback", file=sys.stderr)
-        return EXIT_INTERNAL
-    out.flush()
+        out.result(internal_error={"type": e.__class__.__name__, "message": str(e)})
+        code = EXIT_INTERNAL
+    try:
+        out.flush(code)
+    except BrokenPipeError:
+        return _reader_gone()
     return code
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (`ptodsl explain E0400 | head -1`): not an error of ours."""
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -4,8 +4,13 @@ Enabled through the ``pytest11`` entry point, so any project with ptodsl install
 ``NAME.yaml`` specs (a YAML beside its ``.pto``) found under its test paths. Items are named like
 ``softmax[bf16-B33]`` and run on the simulator in poison mode; ``--ptodsl-backend cpu`` switches
 backend. Each case also gives an item ``softmax[bf16-B33-cpu]``, marked ``cpu``, that runs the
-emitted C++ built with g++ (``-m "not cpu"`` deselects them). A spec that does not compile is one
-failing item showing its diagnostics.
+emitted C++ built with g++ (``-m "not cpu"`` deselects them). The plugin registers the ``cpu`` and
+``slow`` markers itself, so ``--strict-markers`` works without any configuration.
+
+Collection only reads each spec's YAML for its case ids; the spec is compiled when the first of
+its cases runs, once per process, so ``pytest -k 'softmax'`` compiles one spec. A spec whose YAML
+cannot be read is one failing item at collection; a spec that does not compile fails each of its
+cases with the diagnostics.
 """
 
 from __future__ import annotations
@@ -13,6 +18,16 @@ from __future__ import annotations
 import os
 
 import pytest
+
+MARKERS = {
+    "cpu": "runs the emitted C++ built with g++ (backend=cpu)",
+    "slow": "slower end-to-end tests",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
 
 
 def pytest_addoption(parser) -> None:
@@ -41,20 +56,35 @@ def pytest_collect_file(parent, file_path):
 class SpecFile(pytest.File):
     def collect(self):
         from .diagnostics import CompileError
-        from .golden import case_id, load
+        from .frontend.spec import load_spec
+        from .golden import case_id
 
         try:
-            op = load(str(self.path))
+            spec = load_spec(str(self.path))  # the YAML alone: the case ids, no compiling yet
         except CompileError as e:
             yield SpecError.from_parent(self, name=f"{self.path.stem}[compile]", error=e)
             return
-        for case in op.spec.tests:
-            name = case_id(op.spec, case)
-            yield SpecCase.from_parent(self, name=name, op=op, case=case)
-        for case in op.spec.tests:
-            item = SpecCase.from_parent(self, name=case_id(op.spec, case, "cpu"), op=op, case=case, backend="cpu")
+        for case in spec.tests:
+            yield SpecCase.from_parent(self, name=case_id(spec, case), index=case.index)
+        for case in spec.tests:
+            item = SpecCase.from_parent(self, name=case_id(spec, case, "cpu"), index=case.index, backend="cpu")
             item.add_marker(pytest.mark.cpu)
             yield item
+
+    def operator(self):
+        """The compiled spec, compiled at the first case that runs; its CompileError is kept and
+        raised again for the other cases, which fail with the same diagnostics."""
+        if not hasattr(self, "_compiled"):
+            from . import api
+            from .diagnostics import CompileError
+
+            try:
+                self._compiled = api.load(str(self.path))
+            except CompileError as e:
+                self._compiled = e
+        if isinstance(self._compiled, Exception):
+            raise self._compiled
+        return self._compiled
 
 
 class SpecError(pytest.Item):
@@ -88,10 +118,9 @@ def _build_cpu(op) -> None:
 
 
 class SpecCase(pytest.Item):
-    def __init__(self, *, op, case, backend=None, **kw):
+    def __init__(self, *, index: int, backend: str | None = None, **kw):
         super().__init__(**kw)
-        self.op = op
-        self.case = case
+        self.index = index  # the case's position in the spec's `tests:`
         self.backend = backend  # None: the --ptodsl-backend choice
 
     def runtest(self) -> None:
@@ -100,9 +129,10 @@ class SpecCase(pytest.Item):
 
         backend = self.backend or self.config.getoption("--ptodsl-backend", default="sim")
         try:
+            op = self.parent.operator()
             if backend == "cpu":
-                _build_cpu(self.op)
-            result = run_case(self.op, self.case, backend=backend, poison=True)
+                _build_cpu(op)
+            result = run_case(op, op.spec.tests[self.index], backend=backend, poison=True)
         except CompileError as e:
             raise SpecFailure(e.render()) from None
         except DiagnosticError as e:  # inputs refused, or a guard or kernel check stopped the call

@@ -50,3 +50,7 @@ def pytest_generate_tests(metafunc):
     """A ``spec_path`` argument runs the test once per library spec."""
     if "spec_path" in metafunc.fixturenames:
         metafunc.parametrize("spec_path", SPECS)
+
+
+# `pytester` runs pytest inside a test: the ptodsl plugin's own tests (tests/test_pytest_plugin.py).
+pytest_plugins = ["pytester"]

@@ -13,7 +13,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "ptodsl"
 
 STAGES = [
-    {"sym", "dtypes", "ops", "diagnostics", "targets", "escape", "cxx_names", "yamlio", "schedule", "__version__"},
+    {"sym", "dtypes", "ops", "diagnostics", "targets", "escape", "cxx_names", "yamlio", "schedule", "progress",
+     "__version__"},
     {"frontend"},
     {"check"},
     {"ir"},

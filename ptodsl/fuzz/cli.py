@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ..progress import Progress
 from .gen import ALL_FEATURES, SAFE_FEATURES, generate
 from .run import DEFAULT_TIMEOUT_S, KINDS, Outcome
 
@@ -192,9 +193,13 @@ def shrink_failure(pool: Pool, o: Outcome, features: frozenset[str], backends: t
 
 def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, ...], out: str | None,
          timeout: float = DEFAULT_TIMEOUT_S, shrink_seconds: float = 90.0, max_shrink: int = 12,
-         stream=None, max_blocks: int = 3) -> int:
+         stream=None, max_blocks: int = 3, report: dict[str, Any] | None = None, quiet: bool = False) -> int:
     """Run ``count`` programs from ``seed`` on; print each distinct failure shrunk, then a summary
-    line. Returns the exit status: 1 when anything failed."""
+    line. Returns the exit status: 1 when anything failed. ``report`` receives the same as data
+    (the fields of ``ptodsl fuzz --format json``). A progress line is shown on a terminal's stderr
+    unless ``quiet``."""
+    report = report if report is not None else {}
+    found: list[dict[str, Any]] = []
     stream = stream or sys.stdout
     folder = out or tempfile.mkdtemp(prefix="ptodsl-fuzz-")
     programs_dir = os.path.join(folder, "programs")
@@ -204,12 +209,12 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
     outcomes: list[Outcome] = []
     seeds = list(range(seed, seed + count))
     try:
-        for k in range(0, len(seeds), CHUNK):
-            outcomes += run_chunk(pool, seeds[k:k + CHUNK], features, backends, programs_dir, timeout, max_blocks)
-            done = len(outcomes)
-            bad = sum(o.kind in FAIL_KINDS for o in outcomes)
-            print(f"  {done}/{count} programs, {bad} failing, {time.perf_counter() - started:.0f} s",
-                  file=sys.stderr, flush=True)
+        with Progress(count, "fuzz", quiet=quiet) as progress:
+            for k in range(0, len(seeds), CHUNK):
+                outcomes += run_chunk(pool, seeds[k:k + CHUNK], features, backends, programs_dir, timeout,
+                                      max_blocks)
+                bad = sum(o.kind in FAIL_KINDS for o in outcomes)
+                progress.update(len(outcomes), f"programs, {bad} failing, {time.perf_counter() - started:.0f} s")
         failures = [o for o in outcomes if o.kind in FAIL_KINDS]
         groups: dict[tuple[str, str], list[Outcome]] = {}
         for o in failures:
@@ -226,6 +231,9 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
             if n < max_shrink:
                 shrunk = shrink_failure(pool, first, features, backends, os.path.join(folder, "shrinking"),
                                         timeout, shrink_seconds, max_blocks)
+            finding: dict[str, Any] = {"kind": first.kind, "backend": first.backend,
+                                       "seeds": [o.seed for o in members], "detail": first.detail, "shrunk": None}
+            found.append(finding)
             if shrunk is not None:
                 pto, yaml, final = shrunk
                 os.makedirs(shrunk_dir, exist_ok=True)
@@ -237,11 +245,13 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
                 print(f"--- shrunk ({base}.pto / .yaml): {final.kind} ({final.backend})", file=stream)
                 print(_indent(final.detail.strip(), 6), file=stream)
                 print(pto + "--- yaml\n" + yaml, file=stream, end="")
+                finding["shrunk"] = {"pto": base + ".pto", "yaml": base + ".yaml", "kind": final.kind,
+                                     "backend": final.backend, "detail": final.detail}
             else:
                 print(f"--- as generated: {os.path.join(programs_dir, f'fz{first.seed}')}.pto", file=stream)
             blocks = f" --max-blocks {max_blocks}" if max_blocks != 3 else ""
-            print(f"repro: ptodsl fuzz --count 1 --seed {first.seed} --features {feat} --backend {be}{blocks}",
-                  file=stream)
+            finding["repro"] = f"ptodsl fuzz --count 1 --seed {first.seed} --features {feat} --backend {be}{blocks}"
+            print(f"repro: {finding['repro']}", file=stream)
     finally:
         pool.stop()
     seconds = time.perf_counter() - started
@@ -249,6 +259,7 @@ def fuzz(count: int, seed: int, features: frozenset[str], backends: tuple[str, .
     print(f"\nfuzz: {len(outcomes)} programs, {counts['mismatch']} mismatches, {counts['crash']} crashes, "
           f"{counts['hang']} hangs, {counts['rejected']} rejected, {counts['interp']} interpreter errors, "
           f"{seconds:.1f} s", file=stream)
+    report.update(programs=len(outcomes), counts=counts, failures=found, folder=folder, seconds=seconds)
     return 1 if any(counts[k] for k in FAIL_KINDS) else 0
 
 
@@ -272,9 +283,12 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
                    help="run the mutation fuzzer (ptodsl.fuzz.mutate) instead of random programs")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, report: dict[str, Any] | None = None, stream=None) -> int:
+    """``ptodsl fuzz``; ``report`` receives the results as data, or ``error``, a usage error as
+    (message, help) for the caller to report, and ``stream`` the human report (default stdout)."""
+    report = report if report is not None else {}
     if args.count < 0:
-        print("error: --count must be >= 0", file=sys.stderr)
+        report["error"] = (f"`--count {args.count}`: the count of programs cannot be negative", "pass `--count 0` or more")
         return 1
     if args.mutate:
         import importlib
@@ -284,17 +298,22 @@ def main(args: argparse.Namespace) -> int:
         except ModuleNotFoundError as exc:
             if exc.name != "ptodsl.fuzz.mutate":
                 raise
-            print("error: the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl", file=sys.stderr)
+            report["error"] = ("the mutation fuzzer (ptodsl.fuzz.mutate) is not installed in this ptodsl",
+                               "install a ptodsl that ships it, or drop `--mutate`")
             return 1
-        return int(mutate.run(count=args.count, seed=args.seed))
+        code = int(mutate.run(count=args.count, seed=args.seed))
+        report.update(mode="mutate", programs=args.count)
+        return code
     try:
         features = parse_features(args.features)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report["error"] = (str(exc), "`--features all`, `safe`, or feature names; `-name` drops one")
         return 1
     backends = ("sim", "cpu") if args.backend == "both" else (args.backend,)
+    report["mode"] = "programs"
     return fuzz(args.count, args.seed, features, backends, args.out, args.timeout, args.shrink_seconds,
-                max_blocks=max(1, args.max_blocks))
+                stream=stream, max_blocks=max(1, args.max_blocks), report=report,
+                quiet=getattr(args, "quiet", False))
 
 
 __all__ = ["add_arguments", "fuzz", "main", "parse_features", "run_chunk"]

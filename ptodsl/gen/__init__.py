@@ -10,6 +10,7 @@ the templates.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,8 +21,9 @@ DEFAULT_PACKAGE = "ptodsl_ops"
 
 
 def generate(specs: str, out: str | os.PathLike[str], name: str = DEFAULT_PACKAGE,
-             diags: Diagnostics | None = None) -> Package:
-    """Generate package ``name`` from the specs under ``specs`` into the folder ``out``.
+             diags: Diagnostics | None = None, on_spec: Callable[[str], None] | None = None) -> Package:
+    """Generate package ``name`` from the specs under ``specs`` into the folder ``out``;
+    ``on_spec(path)`` is called as each spec starts compiling (a progress line).
 
     Raises CompileError (any spec fails; ``out`` is untouched), OutputError (``out`` cannot be
     replaced) or ValueError (``name`` is not a valid package name).
@@ -33,7 +35,7 @@ def generate(specs: str, out: str | os.PathLike[str], name: str = DEFAULT_PACKAG
     problem = package_name_problem(name)
     if problem is not None:
         raise ValueError(f"`{name}` is not a valid package name: {problem}")
-    package = build_package(specs, name, diags)
+    package = build_package(specs, name, diags, on_spec=on_spec)
     write_tree(package.files, out)
     return package
 

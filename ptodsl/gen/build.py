@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import __version__
@@ -65,8 +66,9 @@ def _spec_files(c: Compiled, root: str, diags: Diagnostics) -> dict[str, str] | 
     return out
 
 
-def compile_all(specs: str, diags: Diagnostics) -> list[Compiled]:
-    """Compile every spec under ``specs``; raises CompileError after reporting all failures."""
+def compile_all(specs: str, diags: Diagnostics, on_spec: Callable[[str], None] | None = None) -> list[Compiled]:
+    """Compile every spec under ``specs`` (calling ``on_spec(path)`` before each); raises
+    CompileError after reporting all failures."""
     compiled: list[Compiled] = []
     failed = False
     paths = spec_paths(specs)
@@ -74,6 +76,8 @@ def compile_all(specs: str, diags: Diagnostics) -> list[Compiled]:
         diags.error("E0203", f"no spec files (NAME.yaml) under `{specs}`", None,
                     help="pass a folder of specs, or a spec file")
     for path in paths:
+        if on_spec is not None:
+            on_spec(path)
         try:
             compiled.append(compile_spec(path, diags))
         except CompileError:
@@ -89,14 +93,15 @@ def compile_all(specs: str, diags: Diagnostics) -> list[Compiled]:
     return sorted(compiled, key=lambda c: c.spec.op)
 
 
-def build_package(specs: str, name: str = DEFAULT_PACKAGE, diags: Diagnostics | None = None) -> Package:
+def build_package(specs: str, name: str = DEFAULT_PACKAGE, diags: Diagnostics | None = None,
+                  on_spec: Callable[[str], None] | None = None) -> Package:
     """Every file of the package generated from the specs under ``specs``.
 
     Raises CompileError with every diagnostic when any spec fails; ``diags`` also receives the
     warnings of the specs that compile.
     """
     diags = diags if diags is not None else Diagnostics()
-    compiled = compile_all(specs, diags)
+    compiled = compile_all(specs, diags, on_spec)
     root = _root(specs)
     files: dict[str, bytes] = {}
     ops: list[OpModel] = []

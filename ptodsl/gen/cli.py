@@ -39,8 +39,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, fn: Callable[..., int]
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
-    """Generate; ``out`` is the CLI's diagnostics sink (``.diagnostics(list)``)."""
+    """Generate; ``out`` is the CLI's output (``ptodsl.cli._Out``: diagnostics, errors, result fields)."""
     from ..diagnostics import CompileError, Diagnostics
+    from ..golden import spec_paths
     from . import OutputError, generate
 
     if not os.path.exists(args.specs):
@@ -50,19 +51,23 @@ def run(args: argparse.Namespace, out: Any) -> int:
         out.diagnostics(d.items)
         return EXIT_USER
     diags = Diagnostics()
+    out.result(package=args.name, output=args.output, generated=False)
     try:
-        package = generate(args.specs, args.output, args.name, diags)
+        with out.progress(len(spec_paths(args.specs)), "gen") as progress:
+            package = generate(args.specs, args.output, args.name, diags, on_spec=progress.step)
     except CompileError:
         out.diagnostics(diags.items)
         print(f"not generated: `{args.output}` is left as it was", file=sys.stderr)
         return EXIT_USER
     except OutputError as exc:
         out.diagnostics(diags.items)
-        print(f"error: {exc}", file=sys.stderr)
+        out.error(str(exc), "choose a new or empty folder for `-o`, or one `ptodsl gen` wrote", code="E0251")
         return EXIT_USER
     out.diagnostics(diags.items)
-    if args.format != "json":
-        n = len(package.ops)
+    n = len(package.ops)
+    out.result(generated=True, ops=[op.name for op in package.ops], variants=package.variants,
+               files=len(package.files))
+    if not out.json:
         print(f"generated {package.name} in {args.output}: {n} op{'s' if n != 1 else ''}, {package.variants} "
               f"kernel variants, {len(package.files)} files", file=sys.stderr)
     return EXIT_OK

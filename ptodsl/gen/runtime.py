@@ -89,12 +89,13 @@ class PackagedOp:
 def shadow(x: Any) -> Any:
     """A memory-free numpy stand-in for a tensor on any device, for shape and dtype checks."""
     if type(x).__module__.startswith("torch"):
-        from .torch_support import numpy_dtype_of
+        from .torch_support import numpy_dtype_of, size_hints
 
         dtype = numpy_dtype_of(x.dtype)
-        if dtype is None:  # let resolve() report the unsupported dtype by name
+        shape = size_hints(x)
+        if dtype is None or shape is None:  # let resolve() report the unsupported dtype by name
             return x.detach().cpu() if x.device.type != "cpu" else x
-        return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), tuple(x.shape), (0,) * x.dim())
+        return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape))
     return x
 
 

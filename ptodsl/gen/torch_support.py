@@ -8,7 +8,9 @@ tensor is cloned and returned updated, so no result aliases an argument, as
 ``torch.library.opcheck`` and ``torch.compile`` require. The fake implementation gives every
 result its shape from the out parameter's declared dims, with symbols bound from the inputs'
 shapes (so symbolic sizes under ``torch.compile(dynamic=True)`` flow through), and its dtype from
-the dtype variant the inputs select.
+the dtype variant the inputs select. Before that it checks the arguments exactly as the real op
+does (:meth:`PackagedOp.validate`, the checks of a sim call without reading data), so a wrong
+dtype, rank or fixed dim fails while tracing with the diagnostic the real call would raise.
 """
 
 from __future__ import annotations
@@ -29,16 +31,37 @@ TORCH_DTYPES: dict[str, str] = {
 }
 
 
+# Torch dtypes numpy also has that are not ptodsl dtypes, by their common name.
+_OTHER_NUMPY_DTYPES = ("float64", "complex64", "complex128", "uint16", "uint32", "uint64")
+
+
 def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, TORCH_DTYPES[name])
 
 
 def numpy_dtype_of(dtype: torch.dtype) -> np.dtype | None:
-    """The numpy dtype of a torch dtype ptodsl knows, else None."""
+    """The numpy dtype of a torch dtype (float64 too, so that checks can name it), else None."""
     for name, attr in TORCH_DTYPES.items():
         if getattr(torch, attr) == dtype:
             return numpy_dtype(name)
-    return None
+    for attr in _OTHER_NUMPY_DTYPES:  # not an op's dtype: only to name it in the diagnostic
+        if getattr(torch, attr, None) == dtype:
+            return np.dtype(attr)
+    return None  # no numpy equivalent (float8, ...)
+
+
+def size_hints(t: torch.Tensor) -> tuple[int, ...] | None:
+    """``t``'s shape as ints: a symbolic size (``torch.compile(dynamic=True)``) gives the value it is
+    traced with, read without adding a guard, so checking it does not specialise the graph. None
+    when a size has no such value (a data-dependent size)."""
+    sizes = []
+    for n in t.shape:
+        if not isinstance(n, int):
+            n = getattr(getattr(n, "node", None), "hint", None)
+            if not isinstance(n, int):
+                return None
+        sizes.append(int(n))
+    return tuple(sizes)
 
 
 def _results(values: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
@@ -81,8 +104,12 @@ def run_npu(op: PackagedOp, inputs: Sequence[torch.Tensor], scalars: Mapping[str
     return _results(result if isinstance(result, tuple) else (result,))
 
 
-def fake(op: PackagedOp, inputs: Sequence[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
-    """The fake (meta) implementation: empty results of the right shapes and dtypes."""
+def fake(op: PackagedOp, inputs: Sequence[torch.Tensor],
+         scalars: Mapping[str, Any] | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """The fake (meta) implementation: the real op's argument checks, then empty results of the
+    right shapes and dtypes."""
+    if all(size_hints(t) is not None for t in inputs):
+        op.validate(tuple(inputs), dict(scalars or {}))
     operator = op.operator
     spec = operator.spec
     symbols: dict[str, Any] = dict(spec.symbols)
@@ -114,4 +141,4 @@ def fake(op: PackagedOp, inputs: Sequence[torch.Tensor]) -> torch.Tensor | tuple
     return _results(results)
 
 
-__all__ = ["TORCH_DTYPES", "fake", "npu_available", "numpy_dtype_of", "run", "run_npu", "torch_dtype"]
+__all__ = ["TORCH_DTYPES", "fake", "npu_available", "numpy_dtype_of", "run", "run_npu", "size_hints", "torch_dtype"]

@@ -82,8 +82,63 @@ def test_json_format(capsys, write_spec):
     path = write_spec("bad", "kernel bad(x: f32[N], y: out f32[N]):\n    y = x + 1.0\n", "op: bad\n")
     code, out, _ = run(capsys, "check", path, "--format", "json")
     assert code == 1
-    diags = json.loads(out)
+    doc = json.loads(out)
+    assert doc["version"] == cli.JSON_VERSION and doc["command"] == "check" and doc["exit_code"] == 1
+    diags = doc["diagnostics"]
     assert diags[0]["code"] == "E0400" and diags[0]["span"]["line"] == 2 and diags[0]["help"]
+    assert doc["specs"] == [{"path": path, "ok": False, "variants": []}]
+
+
+def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
+    """One cheap invocation of every sub-command (sim backend), with its expected exit code (None:
+    whatever the program finds)."""
+    np.save(tmp / "x.npy", np.ones((2, 3), np.float32))
+    return [
+        (["check", "specs/add_one.yaml"], 0),
+        (["check", "no/such/spec.yaml"], 1),
+        (["test", "specs/add_one.yaml", "-k", "add_one"], 0),
+        (["ir", "specs/add_one.yaml"], 0),
+        (["ir", "specs/add_one.yaml", "--stats"], 0),
+        (["ir"], 1),
+        (["explain", "E0700"], 0),
+        (["explain", "add"], 0),
+        (["explain", "E9999"], 1),
+        (["schema"], 0),
+        (["run", "specs/add_one.yaml", f"x={tmp / 'x.npy'}", "-o", str(tmp)], 0),
+        (["run", "specs/add_one.yaml", "x=1"], 1),
+        (["bench", "specs/add_one.yaml", "--backend", "sim", "-k", "add_one"], 0),
+        (["gen", "specs/add_one.yaml", "-o", str(tmp / "pkg")], 0),
+        (["fuzz", "--count", "1", "--backend", "sim", "--features", "safe", "--out", str(tmp / "fuzz")], None),
+        (["fuzz", "--features", "nope"], 1),
+    ]
+
+
+def test_every_command_writes_one_json_document(capsys, tmp_path):
+    seen = set()
+    for argv, want in _json_commands(tmp_path):
+        code, out, _ = run(capsys, *argv, "--format", "json")
+        doc = json.loads(out)  # exactly one document: trailing text would not parse
+        assert code == doc["exit_code"] and code == (code if want is None else want), (argv, doc)
+        assert doc["version"] == cli.JSON_VERSION and doc["command"] == argv[0]
+        assert isinstance(doc["diagnostics"], list)
+        if code:
+            assert doc["diagnostics"], argv  # a failure always says why
+        seen.add(argv[0])
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert seen == set(sub.choices), "every sub-command is run with --format json here"
+
+
+def test_json_payloads(capsys, tmp_path):
+    code, out, _ = run(capsys, "test", "specs/add_one.yaml", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["passed"] == len(doc["cases"]) > 0
+    assert {c["status"] for c in doc["cases"]} == {"pass"}
+    assert all(c["seconds"] >= 0 and c["error"] is None and c["id"].startswith("add_one[") for c in doc["cases"])
+    code, out, _ = run(capsys, "ir", "specs/add_one.yaml", "--stats", "--format", "json")
+    stats = json.loads(out)["stats"]
+    assert stats and all(t["moved"] >= t["minimum"] > 0 for v in stats for t in v["traffic"])
+    code, out, _ = run(capsys, "explain", "E0700", "--format", "json")
+    assert json.loads(out)["title"] == code_registry()["E0700"].title
 
 
 def test_run_writes_outputs(capsys, tmp_path):
@@ -164,3 +219,41 @@ def test_check_spec_errors_exit_1(capsys, yaml_file, code):
     assert f"error[{code}]" in err and "help:" in err
     if code == "E0206":
         assert "did you mean" in err
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("e0250_explain_unknown_name", ["explain", "E9999"]),
+    ("e0250_ir_without_spec", ["ir"]),
+    ("e0250_fuzz_negative_count", ["fuzz", "--count", "-1"]),
+])
+def test_command_line_mistakes_are_diagnostics(capsys, name, argv):
+    code, out, err = run(capsys, *argv, "--color", "never")
+    assert code == 1 and out == ""
+    golden(name, err)
+
+
+def test_gen_over_a_folder_it_did_not_write(capsys, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    code, _, err = run(capsys, "gen", "specs/add_one.yaml", "-o", str(tmp_path / "mine"), "--color", "never")
+    assert code == 1 and (tmp_path / "mine" / "notes.txt").read_text() == "precious"
+    golden("e0251_gen_over_a_foreign_folder", err.replace(str(tmp_path), "<tmp>"))
+
+
+def test_json_stdout_holds_the_document_alone(capfd, monkeypatch):
+    """Text written to file descriptor 1 below Python (a cpu kernel's printf) goes to stderr too."""
+    import ctypes
+
+    def noisy(args, out):
+        print("from python")
+        os.write(1, b"from fd 1\n")
+        ctypes.CDLL(None).printf(b"from buffered C stdio\n")  # flushed before stdout is restored
+        out.result(noisy=True)
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_schema", noisy)
+    assert cli.main(["schema", "--format", "json"]) == 0
+    captured = capfd.readouterr()
+    assert json.loads(captured.out)["noisy"] is True
+    for text in ("from python", "from fd 1", "from buffered C stdio"):
+        assert text in captured.err

@@ -87,3 +87,51 @@ def test_compile_inductor(pkg: ModuleType):
     if shutil.which("g++") is None and shutil.which("c++") is None:
         pytest.skip("inductor needs a C++ compiler (g++) on PATH; aot_eager is tested above")
     _compiled_runs("inductor")
+
+
+def _raised(call) -> str:
+    """The diagnostic a call stops with, rendered."""
+    from ptodsl.api import ArgumentError
+
+    with pytest.raises(ArgumentError) as info:
+        call()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("shape, dtype, code", [
+    ((6, 1000), torch.float32, "E0702"),  # softmax's N is fixed at 1024 by its YAML
+    ((6, 1024), torch.float64, "E0700"),
+    ((6, 2, 1024), torch.float32, "E0701"),
+])
+def test_fake_impl_checks_arguments_like_the_real_op(pkg: ModuleType, shape, dtype, code):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    softmax = torch.ops.ptodsl_ops.softmax
+    real = _raised(lambda: softmax(torch.zeros(shape, dtype=dtype)))
+    assert f"error[{code}]" in real
+    with FakeTensorMode():
+        fake = torch.zeros(shape, dtype=dtype)
+        assert _raised(lambda: softmax(fake)) == real
+    assert _raised(lambda: softmax(torch.empty(shape, dtype=dtype, device="meta"))) == real
+    # while tracing, too: the graph fails where eager would, not at its first run
+    torch._dynamo.reset()
+    traced = torch.compile(lambda x: softmax(x) * 2.0, backend="aot_eager", fullgraph=True, dynamic=True)
+    with pytest.raises(Exception) as info:
+        traced(torch.zeros(shape, dtype=dtype))
+    assert f"error[{code}]" in str(info.value)
+
+
+def test_fake_impl_keeps_dynamic_sizes_symbolic(pkg: ModuleType):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    env = ShapeEnv()
+    real = torch.zeros(5, 1024)
+    with FakeTensorMode(shape_env=env) as mode:
+        dynamic_b = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+        x = mode.from_tensor(real, symbolic_context=dynamic_b)
+        assert isinstance(x.shape[0], torch.SymInt)
+        y = torch.ops.ptodsl_ops.softmax(x)
+    # checked through the value it traces with, but B stays a symbol: no guard fixes it to 5
+    assert isinstance(y.shape[0], torch.SymInt) and y.dtype == torch.float32
+    assert not any("5" in str(g.expr) for g in env.guards), env.guards
