@@ -110,6 +110,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["gen", "specs/add_one.yaml", "-o", str(tmp / "pkg")], 0),
         (["fuzz", "--count", "1", "--backend", "sim", "--features", "safe", "--out", str(tmp / "fuzz")], None),
         (["fuzz", "--features", "nope"], 1),
+        (["tune", "specs/amin_cols.yaml", "--jobs", "1"], 0),
+        (["tune", "no/such/spec.yaml"], 1),
     ]
 
 
