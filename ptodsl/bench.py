@@ -1,6 +1,7 @@
 """``ptodsl bench``: per spec case, the kernel's time on a backend next to numpy's reference and
-torch's equivalent, all measured in the same run, and the GM traffic the Block IR moves against
-the compulsory minimum (from :mod:`ptodsl.stats`).
+torch's equivalent, all measured in the same run, the GM traffic the Block IR moves against the
+compulsory minimum, and the pipeline cost model's estimated cycles against its roofline (both from
+:mod:`ptodsl.stats`: a model of one NPU core, not a measurement).
 
 Times are the best of a few rounds, each long enough to be measured (see :func:`measure`); the
 first call is a warm-up, so a cpu build or cache lookup is not counted. Idle OpenMP threads sleep
@@ -73,12 +74,19 @@ class Row:
     numpy_s: float | None = None
     torch_s: float | None = None
     traffic: float | None = None  # GM bytes moved / compulsory minimum
+    cycles: float | None = None  # the pipeline cost model's estimate of the case (one core)
+    roofline: float | None = None  # the busiest pipe's work: the estimate's lower bound
     error: str | None = None
     spec: str | None = None  # the spec file the case comes from
 
 
-def bench_case(op: Operator, case, backend: str, with_torch: bool, traffic: dict[str, float]) -> Row:
-    row = Row(case_id(op.spec, case), traffic=traffic.get(case_id(op.spec, case)))
+def bench_case(op: Operator, case, backend: str, with_torch: bool,
+               model: dict[str, tuple[float | None, float, float]]) -> Row:
+    """One case measured on ``backend`` and, when torch is there, its torch equivalent; ``model``
+    gives (GM ratio, modelled cycles, roofline cycles) by case id (:func:`modelled`)."""
+    cid = case_id(op.spec, case)
+    traffic, cycles, roofline = model.get(cid, (None, None, None))
+    row = Row(cid, traffic=traffic, cycles=cycles, roofline=roofline)
     inputs, scalars = make_inputs(op, case)
     index, arrays, symbols = op.resolve(dict(inputs))
     for s, v in case.shapes.items():
@@ -108,14 +116,17 @@ def _default(p) -> Any:
     return literal_value(p.default) if p.default is not None else None
 
 
-def traffic_ratios(op: Operator) -> dict[str, float]:
+def modelled(op: Operator) -> dict[str, tuple[float | None, float, float]]:
+    """Per case id: GM bytes moved / the compulsory minimum, and the cost model's estimated and
+    roofline cycles, from one simulator run of the Block IR (``ptodsl ir --stats``)."""
     from .stats import collect
 
     out = {}
     for variant in collect(op):
+        cycles = {cid: (est, bound) for cid, est, bound, _ in variant.cycles}
         for cid, moved, minimum in variant.traffic:
-            if minimum:
-                out[cid] = moved / minimum
+            est, bound = cycles.get(cid, (None, None))
+            out[cid] = (moved / minimum if minimum else None, est, bound)
     return out
 
 
@@ -141,7 +152,7 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             t0 = time.perf_counter()
             op = load(path)
             compile_s = time.perf_counter() - t0
-            traffic = traffic_ratios(op)
+            model = modelled(op)
         except CompileError as e:
             rows.append(Row(path, error=e.diagnostics[0].message, spec=path))
             out.write(columns.row(rows[-1]))
@@ -154,7 +165,7 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             if k and k not in case_id(op.spec, case):
                 continue
             try:
-                row = bench_case(op, case, backend, with_torch, traffic)
+                row = bench_case(op, case, backend, with_torch, model)
             except (CompileError, ValueError, TypeError) as e:
                 message = e.diagnostics[0].message if isinstance(e, CompileError) else str(e)
                 row = Row(case_id(op.spec, case), error=message.splitlines()[0])
@@ -186,7 +197,7 @@ class Columns:
     def names(self) -> list[str]:
         b = self.backend
         return ([f"{b} ms", "numpy ms"] + (["torch ms"] if self.with_torch else []) + [f"{b}/numpy"]
-                + ([f"{b}/torch"] if self.with_torch else []) + ["GM traffic"])
+                + ([f"{b}/torch"] if self.with_torch else []) + ["GM traffic", "model cyc", "/roofline"])
 
     def header(self) -> str:
         return "case".ljust(self.case_width) + "".join(c.rjust(self.width) for c in self.names()) + "\n"
@@ -198,7 +209,9 @@ class Columns:
         cells = [_ms(r.seconds), _ms(r.numpy_s)] + ([_ms(r.torch_s)] if self.with_torch else [])
         cells += [_ratio(r.seconds, r.numpy_s)] + ([_ratio(r.seconds, r.torch_s)] if self.with_torch else [])
         cells.append("-" if r.traffic is None else f"{r.traffic:.2f}")
+        cells.append("-" if r.cycles is None else f"{r.cycles:.0f}")
+        cells.append(_ratio(r.cycles, r.roofline))
         return name + "".join(c.rjust(self.width) for c in cells) + "\n"
 
 
-__all__ = ["Columns", "Row", "bench", "bench_case", "measure", "passive_openmp", "torch_available", "traffic_ratios"]
+__all__ = ["Columns", "Row", "bench", "bench_case", "measure", "passive_openmp", "torch_available", "modelled"]
