@@ -271,7 +271,7 @@ class KernelEmitter:
         rank = len(tensor.shape)
         extents = gm_extents(tile.tile_type)
         strides = list(tensor.strides)
-        dn = tile.transposed or tile.layout == "col"
+        dn = tile.transposed
         if tile.transposed:
             # A [r, c] block of row-major data read as the column-major [c, r] matrix it is.
             extents = [extents[1], extents[0]]
@@ -458,8 +458,7 @@ class KernelEmitter:
     def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None) -> str:
         """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak."""
         rows = like.rows if rows is None else rows
-        layout = like.layout if rows == like.rows else "row"
-        ctype = scratch_type(like.dtype, rows, like.cols, layout)
+        ctype = scratch_type(like.dtype, rows, like.cols)
         alias = self.scratch_aliases.get(ctype)
         if alias is None:
             alias = self.names.claim(f"TileTmp{len(self.scratch_aliases)}")
