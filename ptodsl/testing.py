@@ -4,8 +4,11 @@ Enabled through the ``pytest11`` entry point, so any project with ptodsl install
 ``NAME.yaml`` specs (a YAML beside its ``.pto``) found under its test paths. Items are named like
 ``softmax[bf16-B33]`` and run on the simulator in poison mode; ``--ptodsl-backend cpu`` switches
 backend. Each case also gives an item ``softmax[bf16-B33-cpu]``, marked ``cpu``, that runs the
-emitted C++ built with g++ (``-m "not cpu"`` deselects them). A spec that does not compile is one
-failing item showing its diagnostics.
+emitted C++ built with g++ (``-m "not cpu"`` deselects them). A third item per case,
+``softmax[bf16-B33-ptoisa]`` marked ``ptoisa``, builds the same C++ against the real pto-isa checkout
+in ``PTO_ISA_ROOT``; those are long, so they are collected only when ``-m`` names ``ptoisa``, and
+skip with the reason when ``PTO_ISA_ROOT`` is unset or the compiler cannot give bf16 its real type.
+A spec that does not compile is one failing item showing its diagnostics.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ class SpecFile(pytest.File):
             item = SpecCase.from_parent(self, name=case_id(op.spec, case, "cpu"), op=op, case=case, backend="cpu")
             item.add_marker(pytest.mark.cpu)
             yield item
+        if "ptoisa" in (self.config.getoption("markexpr", default="") or ""):
+            for case in op.spec.tests:
+                item = PtoIsaCase.from_parent(self, name=case_id(op.spec, case, "ptoisa"), op=op, case=case,
+                                              backend="cpu")
+                item.add_marker(pytest.mark.ptoisa)
+                yield item
 
 
 class SpecError(pytest.Item):
@@ -88,6 +97,10 @@ def _build_cpu(op) -> None:
 
 
 class SpecCase(pytest.Item):
+    # Build every variant at the spec's first cpu item; against a pto-isa checkout each case builds
+    # its own variant instead, so one variant that does not compile fails only its own cases.
+    prebuild = True
+
     def __init__(self, *, op, case, backend=None, **kw):
         super().__init__(**kw)
         self.op = op
@@ -100,7 +113,7 @@ class SpecCase(pytest.Item):
 
         backend = self.backend or self.config.getoption("--ptodsl-backend", default="sim")
         try:
-            if backend == "cpu":
+            if backend == "cpu" and self.prebuild:
                 _build_cpu(self.op)
             result = run_case(self.op, self.case, backend=backend, poison=True)
         except CompileError as e:
@@ -117,3 +130,28 @@ class SpecCase(pytest.Item):
 
     def reportinfo(self):
         return self.path, 0, self.name
+
+
+class PtoIsaCase(SpecCase):
+    """A case on the cpu backend, built against the pto-isa checkout in PTO_ISA_ROOT."""
+
+    prebuild = False
+
+    def runtest(self) -> None:
+        import shutil
+
+        if not os.environ.get("PTO_ISA_ROOT"):
+            pytest.skip("PTO_ISA_ROOT is not set: point it at a pto-isa checkout to build against the real headers")
+        if shutil.which(os.environ.get("PTODSL_CXX") or "g++") is None:
+            pytest.skip("no C++ compiler for the cpu backend (install g++ or set PTODSL_CXX)")
+        from .backends.cpp.run import unbuildable_reason
+        from .diagnostics import CompileError, DiagnosticError
+        from .golden import case_variant
+
+        try:
+            reason = unbuildable_reason(self.op.compiled, case_variant(self.op, self.case))
+        except (CompileError, DiagnosticError):
+            reason = None  # the run below reports it
+        if reason:
+            pytest.skip(reason)
+        super().runtest()
