@@ -162,7 +162,7 @@ void cvt_case(D* d, S* s, int vr, int vc, int mode) {
     V<S> ts(R, C);
     load_full(ts, s, 0);
     load_full(td, d, 1);
-    td.SetValidShape(vr, vc);
+    ts.SetValidShape(vr, vc);  // TCVT covers the source's valid region, as pto-isa's does
     TCVT(td, ts, static_cast<RoundMode>(mode));
     store_full(td, d);
 }

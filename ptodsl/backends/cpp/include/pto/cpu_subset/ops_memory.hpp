@@ -103,7 +103,9 @@ constexpr bool vec_layouts_match() {
 }  // namespace cpu
 
 // Load exactly the destination's valid region; the rest of the tile keeps what it held (on the NPU
-// the padding after a load is not dependable, so nothing may rely on it).
+// the padding after a load is not dependable, so nothing may rely on it). pto-isa's CPU simulation
+// fills the whole tile with the pad value (0 for PadValue::Null) first; this header is stricter on
+// purpose: padding keeps its poison, so a kernel that reads it shows NaNs here instead of zeros.
 template <typename TileData, typename GlobalData>
 AICORE inline RecordEvent TLOAD(TileData& dst, GlobalData& src) {
     static_assert(is_tile_data_v<TileData>, "TLOAD: the destination must be a Tile");

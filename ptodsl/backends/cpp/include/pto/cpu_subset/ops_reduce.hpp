@@ -210,6 +210,8 @@ AICORE inline RecordEvent TCOLMIN(TileDataOut& dst, TileDataIn& src) {
 template <typename TileDataDst, typename TileDataSrc>
 AICORE inline RecordEvent TROWEXPAND(TileDataDst& dst, TileDataSrc& src) {
     using T = typename TileDataDst::DType;
+    // pto-isa's CPU simulation converts to dst's type here, but the A2/A3 NPU requires one element
+    // type; this header keeps the stricter rule.
     static_assert(std::is_same_v<T, typename TileDataSrc::DType>, "TROWEXPAND keeps the element type");
     T* out = cpu::elements(dst, "TROWEXPAND");
     const T* in = cpu::elements(src, "TROWEXPAND");

@@ -245,16 +245,17 @@ AICORE inline RecordEvent TRELU(TileDataDst& dst, TileDataSrc& src) {
 
 // ---------------------------------------------------------------------------- conversion
 
-// dst = src converted to dst's element type, rounded under `mode`.
+// dst = src converted to dst's element type, rounded under `mode`, over the source's valid region.
 template <typename TileDataD, typename TileDataS>
 AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
     using D = typename TileDataD::DType;
     using S = typename TileDataS::DType;
     D* out = cpu::elements(dst, "TCVT");
     const S* in = cpu::elements(src, "TCVT");
-    const unsigned rows = dst.GetValidRow();
-    const unsigned cols = dst.GetValidCol();
-    cpu::require_covers<TileDataS>(rows, cols, "TCVT", "src");
+    // pto-isa's CPU simulation iterates over the source's valid region.
+    const unsigned rows = src.GetValidRow();
+    const unsigned cols = src.GetValidCol();
+    cpu::require_covers<TileDataD>(rows, cols, "TCVT", "dst");
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             out[cpu::element_offset<TileDataD>(r, c)] = cpu::convert<D>(in[cpu::element_offset<TileDataS>(r, c)], mode);
