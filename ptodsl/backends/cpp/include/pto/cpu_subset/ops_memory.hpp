@@ -185,8 +185,9 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     return {};
 }
 
-// Copy the destination's valid region from the same indices of the source (L1 -> L0A/L0B, and
-// between vector tiles). Moving out of an Acc tile may narrow f32 to f16 / bf16.
+// Copy the valid region to the same indices (L1 -> L0A/L0B, and between vector tiles); as in
+// pto-isa, source and destination have the same valid shape. Moving out of an Acc tile may narrow
+// f32 to f16 / bf16.
 template <typename DstTileData, typename SrcTileData>
 AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
     static_assert(is_tile_data_v<DstTileData> && is_tile_data_v<SrcTileData>, "TMOV: both operands must be tiles");
@@ -198,7 +199,10 @@ AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
     const S* in = cpu::elements(src, "TMOV");
     const unsigned rows = dst.GetValidRow();
     const unsigned cols = dst.GetValidCol();
-    cpu::require_covers<SrcTileData>(rows, cols, "TMOV", "the source");
+    if (src.GetValidRow() != rows || src.GetValidCol() != cols) {
+        cpu::fail("TMOV: the source's valid shape is %ux%u, the destination's %ux%u; they must be equal",
+                  src.GetValidRow(), src.GetValidCol(), rows, cols);
+    }
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             out[cpu::element_offset<DstTileData>(r, c)] =
