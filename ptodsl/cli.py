@@ -169,10 +169,11 @@ def cmd_test(args, out: _Out) -> int:
     from .golden import case_id, load, run_case
 
     paths = _specs(args.paths, out)
-    passed = failed = 0
+    passed = failed = skipped = 0
     start = time.perf_counter()
     failures: list[tuple[str, str]] = []
     cases: list[dict[str, Any]] = []  # the JSON document's per-case records
+    shown: set[tuple[str, ...]] = set()  # build failures already printed (a variant's cases share one)
     from .frontend.spec import load_spec
 
     progress = out.progress(len(paths), "test")
@@ -199,14 +200,30 @@ def cmd_test(args, out: _Out) -> int:
             progress.status(cid if built else f"{cid}: building the C++ kernels")
             built = True
             t0 = time.perf_counter()
+            reason = _unbuildable(op, case) if args.backend == "cpu" else None
+            if reason:
+                progress.clear()
+                out.say(f"SKIP {cid}: {reason}")
+                cases.append({"id": cid, "spec": path, "backend": args.backend, "status": "skip", "seconds": 0.0,
+                              "error": reason})
+                skipped += 1
+                continue
             try:
                 r = run_case(op, case, backend=args.backend, poison=not args.no_poison)
                 ok, report = r.ok, r.report
             except DiagnosticError as e:  # inputs refused, a guard or a kernel check (cpu or sim) stopped it
                 ok, report = False, str(e)
-            except CompileError as e:  # a mistake in the case or its reference
-                out.diagnostics(e.diagnostics)
-                ok, report = False, "the case or its reference is wrong (see above)"
+            except CompileError as e:
+                if all(d.code.startswith(("E08", "E09")) for d in e.diagnostics):
+                    # the emitter or the C++ build refused the case's variant: say so once per variant
+                    key = tuple(d.message for d in e.diagnostics)
+                    if key not in shown:
+                        shown.add(key)
+                        out.diagnostics(e.diagnostics)
+                    ok, report = False, "the C++ of this case's variant does not build (see above)"
+                else:  # a mistake in the case or its reference
+                    out.diagnostics(e.diagnostics)
+                    ok, report = False, "the case or its reference is wrong (see above)"
             dt = time.perf_counter() - t0
             mark = "PASS" if ok else "FAIL"
             progress.clear()
@@ -222,8 +239,8 @@ def cmd_test(args, out: _Out) -> int:
     for cid, report in failures:
         out.say(f"\n--- {cid}\n{report}")
     total = time.perf_counter() - start
-    out.say(f"\n{passed} passed, {failed} failed in {total:.2f}s")
-    out.result(cases=cases, summary={"passed": passed, "failed": failed, "seconds": total})
+    out.say(f"\n{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "") + f" in {total:.2f}s")
+    out.result(cases=cases, summary={"passed": passed, "failed": failed, "skipped": skipped, "seconds": total})
     return EXIT_USER if failed or not paths else EXIT_OK
 
 
@@ -235,6 +252,17 @@ def stats_json(v: Any) -> dict[str, Any]:
                          "ratio": moved / minimum if minimum else None} for cid, moved, minimum in v.traffic],
             "cycles": [{"case": cid, "estimate": est, "roofline": bound, "bound_pipe": pipe}
                        for cid, est, bound, pipe in v.cycles]}
+
+
+def _unbuildable(op, case) -> str | None:
+    """Why the cpu backend cannot build this case's variant faithfully here, or None."""
+    from .backends.cpp.run import unbuildable_reason
+    from .golden import case_variant
+
+    try:
+        return unbuildable_reason(op.compiled, case_variant(op, case))
+    except (CompileError, DiagnosticError):
+        return None  # running the case reports it
 
 
 def cmd_ir(args, out: _Out) -> int:

@@ -160,6 +160,12 @@ def _as_ref_input(a: np.ndarray) -> np.ndarray:
     return a.copy()
 
 
+def case_variant(op: Operator, case: TestCase) -> int:
+    """The index of the dtype variant a case runs (raises what ``run_case`` would for a bad case)."""
+    inputs, _ = make_inputs(op, case)
+    return op.resolve(dict(inputs))[0]
+
+
 def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = True,
              level: str = "block") -> CaseResult:
     """Run one case; the simulator executes the Block IR, or the Tile IR with ``level="tile"``."""

@@ -4,8 +4,12 @@ Enabled through the ``pytest11`` entry point, so any project with ptodsl install
 ``NAME.yaml`` specs (a YAML beside its ``.pto``) found under its test paths. Items are named like
 ``softmax[bf16-B33]`` and run on the simulator in poison mode; ``--ptodsl-backend cpu`` switches
 backend. Each case also gives an item ``softmax[bf16-B33-cpu]``, marked ``cpu``, that runs the
-emitted C++ built with g++ (``-m "not cpu"`` deselects them). The plugin registers the ``cpu`` and
-``slow`` markers itself, so ``--strict-markers`` works without any configuration.
+emitted C++ built with g++ (``-m "not cpu"`` deselects them). A third item per case,
+``softmax[bf16-B33-ptoisa]`` marked ``ptoisa``, builds the same C++ against the real pto-isa checkout
+in ``PTO_ISA_ROOT``; those are long, so they are collected only when ``-m`` names ``ptoisa``, and
+skip with the reason when ``PTO_ISA_ROOT`` is unset or the compiler cannot give bf16 its real type.
+The plugin registers the ``cpu``, ``slow`` and ``ptoisa`` markers itself, so ``--strict-markers``
+works without any configuration.
 
 Collection only reads each spec's YAML for its case ids; the spec is compiled when the first of
 its cases runs, once per process, so ``pytest -k 'softmax'`` compiles one spec. A spec whose YAML
@@ -22,6 +26,7 @@ import pytest
 MARKERS = {
     "cpu": "runs the emitted C++ built with g++ (backend=cpu)",
     "slow": "slower end-to-end tests",
+    "ptoisa": "builds the emitted C++ against the real pto-isa headers in PTO_ISA_ROOT (collected with -m ptoisa)",
 }
 
 
@@ -70,6 +75,12 @@ class SpecFile(pytest.File):
             item = SpecCase.from_parent(self, name=case_id(spec, case, "cpu"), index=case.index, backend="cpu")
             item.add_marker(pytest.mark.cpu)
             yield item
+        if "ptoisa" in (self.config.getoption("markexpr", default="") or ""):
+            for case in spec.tests:
+                item = PtoIsaCase.from_parent(self, name=case_id(spec, case, "ptoisa"), index=case.index,
+                                              backend="cpu")
+                item.add_marker(pytest.mark.ptoisa)
+                yield item
 
     def operator(self):
         """The compiled spec, compiled at the first case that runs; its CompileError is kept and
@@ -118,6 +129,10 @@ def _build_cpu(op) -> None:
 
 
 class SpecCase(pytest.Item):
+    # Build every variant at the spec's first cpu item; against a pto-isa checkout each case builds
+    # its own variant instead, so one variant that does not compile fails only its own cases.
+    prebuild = True
+
     def __init__(self, *, index: int, backend: str | None = None, **kw):
         super().__init__(**kw)
         self.index = index  # the case's position in the spec's `tests:`
@@ -130,7 +145,7 @@ class SpecCase(pytest.Item):
         backend = self.backend or self.config.getoption("--ptodsl-backend", default="sim")
         try:
             op = self.parent.operator()
-            if backend == "cpu":
+            if backend == "cpu" and self.prebuild:
                 _build_cpu(op)
             result = run_case(op, op.spec.tests[self.index], backend=backend, poison=True)
         except CompileError as e:
@@ -147,3 +162,29 @@ class SpecCase(pytest.Item):
 
     def reportinfo(self):
         return self.path, 0, self.name
+
+
+class PtoIsaCase(SpecCase):
+    """A case on the cpu backend, built against the pto-isa checkout in PTO_ISA_ROOT."""
+
+    prebuild = False
+
+    def runtest(self) -> None:
+        import shutil
+
+        if not os.environ.get("PTO_ISA_ROOT"):
+            pytest.skip("PTO_ISA_ROOT is not set: point it at a pto-isa checkout to build against the real headers")
+        if shutil.which(os.environ.get("PTODSL_CXX") or "g++") is None:
+            pytest.skip("no C++ compiler for the cpu backend (install g++ or set PTODSL_CXX)")
+        from .backends.cpp.run import unbuildable_reason
+        from .diagnostics import CompileError, DiagnosticError
+        from .golden import case_variant
+
+        try:
+            op = self.parent.operator()
+            reason = unbuildable_reason(op.compiled, case_variant(op, op.spec.tests[self.index]))
+        except (CompileError, DiagnosticError):
+            reason = None  # the run below reports it
+        if reason:
+            pytest.skip(reason)
+        super().runtest()

@@ -5,8 +5,12 @@ Produces: every ``tile.alloc`` carries ``offset`` (bytes into its space: UB, L1,
 and ``bytes`` (its physical size). A tile is live from its allocation to its last use; a use
 inside a loop that does not contain the allocation keeps the tile live to the end of that loop
 (the next iteration reads it again). Tiles whose lives do not overlap share memory; offsets are
-aligned to the target's block size. Physical rows are padded as pto-isa requires: a row-major
-tile's row to a whole block, and a column vector (``[R, 1]``) is column-major with R padded.
+aligned to the target's block size. Physical rows are padded as pto-isa requires: every Vec tile is
+row-major with each row a whole block, so a column of per-row values (``[R, 1]``, a row sum or
+max) is R rows of one block each, valid in column 0. That is the layout pto-isa's row reductions
+write with equal source and destination rows, and the one its elementwise, tile-scalar and
+broadcast instructions read on every target (a column-major ``R x 1`` tile needs R padded to a
+block, which a reduction of fewer rows cannot write).
 Over capacity is an error that lists the largest tiles, never a silent overlap.
 """
 
@@ -27,8 +31,6 @@ def physical(t: TileType, block: int) -> tuple[str, tuple[int, int]]:
     rows = prod(t.shape[:-1]) if len(t.shape) > 1 else 1
     cols = t.shape[-1]
     per_block = max(1, block // itemsize(t.dtype))
-    if cols == 1 and rows > 1 or (cols == 1 and rows == 1 and len(t.shape) > 1):
-        return "col", (-(-rows // per_block) * per_block, 1)
     return "row", (rows, -(-cols // per_block) * per_block)
 
 

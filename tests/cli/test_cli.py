@@ -259,3 +259,21 @@ def test_json_stdout_holds_the_document_alone(capfd, monkeypatch):
     assert json.loads(captured.out)["noisy"] is True
     for text in ("from python", "from fd 1", "from buffered C stdio"):
         assert text in captured.err
+
+
+def test_test_command_reports_every_case_when_builds_fail(capsys, monkeypatch, tmp_path):
+    # A checkout that every kernel fails against: each case is reported, each variant's build
+    # error is shown once, and the next spec still runs.
+    header = tmp_path / "pto-isa" / "include" / "pto" / "pto-inst.hpp"
+    header.parent.mkdir(parents=True)
+    header.write_text('#error "a stand-in checkout"\n')
+    monkeypatch.setenv("PTO_ISA_ROOT", str(tmp_path / "pto-isa"))
+    monkeypatch.setenv("PTODSL_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = run(capsys, "test", "specs/add_one.yaml", "specs/sqrt.yaml", "--backend", "cpu")
+    assert code == 1
+    cases = [line for line in out.splitlines() if line.startswith(("PASS ", "FAIL ", "SKIP "))]
+    assert {c.split()[1].split("[")[0] for c in cases} == {"add_one", "sqrt"}
+    assert not any(c.startswith("PASS ") for c in cases)
+    assert "the C++ of this case's variant does not build" in out
+    shown = [line for line in err.splitlines() if line.startswith("error[E0902]")]
+    assert shown and len(shown) == len(set(shown))  # one diagnostic per variant, not per case

@@ -72,7 +72,8 @@ def test_memory_plan_reuses_dead_tiles_and_pads_rows():
     offsets = [o.attrs["offset"] for o in allocs]
     assert len(set(offsets)) < len(offsets), "dead tiles share memory"
     column = next(o for o in allocs if o.result.type.shape == (1, 1))
-    assert column.attrs["layout"] == "col" and column.attrs["rows"] == 8  # 32-byte f32 column
+    # a per-row value is a row-major row of one 32-byte block (8 f32), as many rows as its source
+    assert (column.attrs["layout"], column.attrs["rows"], column.attrs["cols"]) == ("row", 1, 8)
     assert all(o.attrs["offset"] % 32 == 0 for o in allocs)
 
 

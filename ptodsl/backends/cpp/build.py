@@ -53,6 +53,11 @@ OWN_HEADER_STD = "-std=c++17"
 # The real library's CPU simulation documents GCC 13 or newer and includes C++20 headers (<bit>),
 # so that path builds in C++20 mode.
 PTO_ISA_STD = "-std=c++20"
+# Under __CPU_SIM the real library's bfloat16_t is C++23's std::bfloat16_t when the compiler has it
+# (g++ 13 or newer) and otherwise a placeholder _Float16, which has half's precision, not bf16's.
+# With it, builds use C++23 and ask the library to insist on the real type.
+PTO_ISA_BF16_STD = "-std=c++23"
+PTO_ISA_BF16_DEFINE = "-DPTO_CPU_SIM_ENABLE_BF16"
 PTO_ISA_EXTRA = ("-D__CPU_SIM", "-pthread")
 TRANSLATION_UNITS = (".cpp", ".cc", ".cxx")
 DEFAULT_TIMEOUT_S = 600.0
@@ -229,6 +234,35 @@ def _probe_openmp(compiler: str) -> bool:
     return result.returncode == 0
 
 
+@cache
+def _probe_native_bf16(compiler: str) -> bool:
+    source = "#include <stdfloat>\n#ifndef __STDCPP_BFLOAT16_T__\n#error no std::bfloat16_t\n#endif\n"
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp"))
+    except OSError as exc:
+        raise _cache_error(_cpp_dir("tmp"), exc) from exc
+    with folder as tmp:
+        Path(tmp, "probe.cpp").write_text(source, encoding="utf-8")
+        result = _run_probe([compiler, PTO_ISA_BF16_STD, "-fsyntax-only", "probe.cpp"], cwd=tmp)
+    return result.returncode == 0
+
+
+def native_bf16() -> bool:
+    """Whether the compiler has C++23's std::bfloat16_t, which pto-isa's CPU simulation needs for bf16."""
+    found = shutil.which(compiler_name())
+    return found is not None and _probe_native_bf16(found)
+
+
+def pto_isa_bf16_gap() -> str | None:
+    """Why bf16 kernels cannot run against the PTO_ISA_ROOT checkout, or None when they can (or
+    when no checkout is in use: ptodsl's own header has its own bfloat16_t)."""
+    if not os.environ.get("PTO_ISA_ROOT") or native_bf16():
+        return None
+    return (f"pto-isa's CPU simulation has a real bf16 type only as C++23 std::bfloat16_t, which "
+            f"`{compiler_name()}` lacks (g++ 13 or newer has it); without it bfloat16_t is _Float16, "
+            "so bf16 results would have half precision")
+
+
 # ------------------------------------------------------------------------------------ the command
 
 
@@ -243,7 +277,8 @@ def include_mode() -> IncludeMode:
             help="point PTO_ISA_ROOT at a pto-isa checkout, or unset it to use ptodsl's own CPU header",
         )])
     # The real headers use fixed-width integer types before including <cstdint> themselves.
-    return IncludeMode(f"pto-isa:{include.parent}", include, (PTO_ISA_STD, *PTO_ISA_EXTRA), "#include <cstdint>\n")
+    flags = (PTO_ISA_BF16_STD, PTO_ISA_BF16_DEFINE) if native_bf16() else (PTO_ISA_STD,)
+    return IncludeMode(f"pto-isa:{include.parent}", include, (*flags, *PTO_ISA_EXTRA), "#include <cstdint>\n")
 
 
 def _define_flags(defines: Mapping[str, object]) -> list[str]:

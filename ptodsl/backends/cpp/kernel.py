@@ -94,6 +94,7 @@ class KernelEmitter:
         self.tensors: dict[str, _Tensor] = {}
         self.views = 0
         self.scratch_aliases: dict[str, str] = {}
+        self.scratch_offsets: dict[str, int] = {}
         self.scratch_count = 0
         self.scratch_base = _align(int(func.attrs.get("ub_bytes", 0)), target.ub_block_bytes)
         self.scratch_cursor = self.scratch_base
@@ -146,7 +147,8 @@ class KernelEmitter:
                 alias = self.names.claim("Tile" + camel(var))
                 info = describe(op, var, alias)
                 self.tiles[op.result.name] = info
-                self.operands[var] = Operand(info.dtype, _layout(info.layout, info.cols), info.kind)
+                # every Vec tile is row-major (per-row values too: M x block, valid in column 0)
+                self.operands[var] = Operand(info.dtype, _layout("row", info.cols), info.kind)
         self._mark_transposed()
 
     def _mark_transposed(self) -> None:
@@ -314,7 +316,7 @@ class KernelEmitter:
         rank = len(tensor.shape)
         extents = gm_extents(tile.tile_type)
         strides = list(tensor.strides)
-        dn = tile.transposed or tile.layout == "col"
+        dn = tile.transposed
         if tile.transposed:
             # A [r, c] block of row-major data read as the column-major [c, r] matrix it is.
             extents = [extents[1], extents[0]]
@@ -436,33 +438,73 @@ class KernelEmitter:
             raise unsupported(f"the rounding mode `{op.attrs.get('mode')}`", op.span)
         self._emit(depth, OPS["cast"].pto, [tiles[0].var, tiles[1].var, f"RoundMode::{mode}"], op)
 
+    # Masks. pto-isa's TCMPS packs each source row as Cols / 8 bytes (its static width) and lays the
+    # bytes out in mask rows of the mask's valid column count; TSEL reads the destination's valid
+    # region as one bit stream, moving to the next mask row after that many bytes. Rows line up
+    # only over whole rows, so both instructions work on views of the same memory (a second tile
+    # TASSIGNed at the same offset) whose valid columns are whole rows: the compare's mask view
+    # has the source's Cols / 8 bytes, and the select covers the tile's logical width rounded up
+    # to a byte of mask, which every operand's row holds. The columns past the valid region it
+    # computes land in padding, which nothing reads.
+
+    def _view(self, dtype: str, rows: int, cols: int, offset: int, valid_rows: sym.Expr, valid_cols: int,
+              op: Op, depth: int) -> str:
+        """A tile over ``rows`` x ``cols`` memory at ``offset`` with the given valid extents."""
+        vr = valid_rows if isinstance(valid_rows, int) else "DYNAMIC"
+        ctype = f"Tile<TileType::Vec, {cxx_type(dtype)}, {rows}, {cols}, BLayout::RowMajor, {vr}, {valid_cols}>"
+        alias = self.scratch_aliases.get(ctype)
+        if alias is None:
+            alias = self.names.claim(f"TileView{len(self.scratch_aliases)}")
+            self.scratch_aliases[ctype] = alias
+            self.aliases.append(f"using {alias} = {ctype};")
+        var = self.names.claim(f"view{self.scratch_count}")
+        self.scratch_count += 1
+        args = "" if isinstance(valid_rows, int) else f"({self._e(valid_rows)})"
+        self._line(depth, f"{alias} {var}{args};", op.span)
+        self._line(depth, f"TASSIGN({var}, {offset});", op.span)
+        return var
+
+    def _mask_view(self, mask: TileInfo, row_bytes: int, op: Op, depth: int) -> str:
+        if mask.dtype != "bool" or row_bytes > mask.cols:
+            raise unsupported(f"a {mask.rows}x{mask.cols} {mask.dtype} mask for rows of {row_bytes} bytes", op.span)
+        return self._view("bool", mask.rows, mask.cols, mask.offset, mask.valid()[0], row_bytes, op, depth)
+
     def _compare(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
         od = OPS["cmp"]
         mode = op.attrs["mode"]
+        mask = self._mask_view(tiles[0], tiles[1].cols // 8, op, depth)
         if "scalar" in op.attrs:
             if op.attrs.get("side") == "left":
                 mode = CMP_SWAPPED[mode]  # s < x is x > s
             s = self._scalar(op.attrs["scalar"], tiles[1].dtype)
-            args, instr = [tiles[0].var, tiles[1].var, s], od.pto_scalar
+            args, instr = [mask, tiles[1].var, s], od.pto_scalar
         else:
-            args, instr = [t.var for t in tiles], od.pto
+            args, instr = [mask, *(t.var for t in tiles[1:])], od.pto
         self._emit(depth, instr, [*args, f"CmpMode::{CMP_MODES[mode]}"], op)
 
     def _select(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
         dst, mask = tiles[0], tiles[1]
-        rest = [t.var for t in tiles[2:]]
-        sources = []
+        width = -(-logical_2d(dst.tile_type.shape)[1] // 8) * 8
+        rows = dst.valid()[0]
+        rest = list(tiles[2:])
+        offsets = []
         for key in ("scalar", "scalar2"):
             if key in op.attrs:
                 filled = self._scratch(dst, op, depth)
                 self._emit(depth, FILL, [filled, self._scalar(op.attrs[key], dst.dtype)], op)
-                sources.append(filled)
+                offsets.append(self.scratch_offsets[filled])
             else:
-                sources.append(rest.pop(0))
-        if len(sources) == 2 and any(k in op.attrs for k in ("scalar", "scalar2")):
+                src = rest.pop(0)
+                if (src.rows, src.cols) != (dst.rows, dst.cols):
+                    raise unsupported(f"a select from a {src.rows}x{src.cols} tile into a {dst.rows}x{dst.cols} "
+                                      "one (TSEL takes operands of one tile type)", op.span)
+                offsets.append(src.offset)
+        if len(offsets) == 2 and any(k in op.attrs for k in ("scalar", "scalar2")):
             self._line(depth, "pipe_barrier(PIPE_V);", op.span)
+        views = [self._view(dst.dtype, dst.rows, dst.cols, o, rows, width, op, depth) for o in (dst.offset, *offsets)]
+        mask_view = self._mask_view(mask, width // 8, op, depth)
         tmp = self._scratch(dst, op, depth)
-        self._emit(depth, OPS["where"].pto, [dst.var, mask.var, *sources, tmp], op)
+        self._emit(depth, OPS["where"].pto, [views[0], mask_view, *views[1:], tmp], op)
 
     def _reduce(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
         name = op.name[len("tile."):]
@@ -502,8 +544,7 @@ class KernelEmitter:
     def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None) -> str:
         """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak."""
         rows = like.rows if rows is None else rows
-        layout = like.layout if rows == like.rows else "row"
-        ctype = scratch_type(like.dtype, rows, like.cols, layout)
+        ctype = scratch_type(like.dtype, rows, like.cols)
         alias = self.scratch_aliases.get(ctype)
         if alias is None:
             alias = self.names.claim(f"TileTmp{len(self.scratch_aliases)}")
@@ -511,7 +552,7 @@ class KernelEmitter:
             self.aliases.append(f"using {alias} = {ctype};")
         var = self.names.claim(f"tmp{self.scratch_count}")
         self.scratch_count += 1
-        self.operands[var] = Operand(like.dtype, _layout(layout, like.cols), "Vec")
+        self.operands[var] = Operand(like.dtype, _layout("row", like.cols), "Vec")
         offset = self.scratch_cursor
         size = rows * like.cols * _itemsize(like.dtype)
         self.scratch_cursor = _align(offset + size, self.target.ub_block_bytes)
@@ -520,6 +561,7 @@ class KernelEmitter:
             self.scratch_span = op.span
         self._line(depth, f"{alias} {var};", op.span)
         self._line(depth, f"TASSIGN({var}, {offset});", op.span)
+        self.scratch_offsets[var] = offset
         return var
 
 

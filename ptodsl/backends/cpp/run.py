@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ...diagnostics import Diagnostic, DiagnosticError
+from ...diagnostics import CompileError, Diagnostic, DiagnosticError
 from ...driver import Compiled
 from ...dtypes import numpy_dtype
 from ..guards import guard_failure
-from .build import build_shared, compiler_name, library_function, load_library
+from .build import build_shared, compiler_name, library_function, load_library, pto_isa_bf16_gap
 from .emit import EmittedVariant, control_of, emit_variant
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
@@ -54,6 +54,11 @@ class KernelFailure(DiagnosticError):
 _lock = threading.Lock()
 _emitted: dict[int, tuple[weakref.ref, dict[int, EmittedVariant]]] = {}
 _built: dict[str, Path] = {}  # sources digest -> library built by this process
+# sources digest -> why the compiler rejected it in this process: the other cases of a variant
+# that does not compile fail at once with the same diagnostic instead of compiling it again.
+# Only the compiler's verdict on the text is remembered; a timeout or a cache fault may pass.
+_failed: dict[str, CompileError] = {}
+_REJECTED = ("E0901", "E0902")
 _loaded: dict[str, Loaded] = {}  # sources digest -> its loaded entry
 
 
@@ -80,6 +85,15 @@ def emitted(compiled: Compiled, index: int) -> EmittedVariant:
     return cache[index]
 
 
+def unbuildable_reason(compiled: Compiled, index: int) -> str | None:
+    """Why this toolchain cannot build the variant faithfully against the PTO_ISA_ROOT checkout
+    (its C++ uses bfloat16_t and the compiler lacks std::bfloat16_t), or None."""
+    gap = pto_isa_bf16_gap()
+    if gap is None or not any("bfloat16_t" in text for text in emitted(compiled, index).sources.values()):
+        return None
+    return gap
+
+
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
     """Build (or find in the cache) the library of one variant; returns its path.
 
@@ -91,11 +105,21 @@ def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path
     if reuse:
         with _lock:
             path = _built.get(key)
+            failed = _failed.get(key)
         if path is not None and path.exists():
             return path
-    path = build_shared(v.sources, v.library, defines=build_defines(compiled))
+        if failed is not None:
+            raise CompileError(failed.diagnostics)
+    try:
+        path = build_shared(v.sources, v.library, defines=build_defines(compiled))
+    except CompileError as exc:
+        if exc.diagnostics and all(d.code in _REJECTED for d in exc.diagnostics):
+            with _lock:
+                _failed[key] = exc
+        raise
     with _lock:
         _built[key] = path
+        _failed.pop(key, None)
     return path
 
 

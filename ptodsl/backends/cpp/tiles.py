@@ -1,7 +1,7 @@
 """pto-isa tile types for the Block IR's ``tile.alloc`` results.
 
 A tile has a logical shape of rank 1 to 4 and a physical 2-D storage shape chosen by the memory
-plan (``rows`` x ``cols``, row or column major). pto-isa tiles are 2-D: rows are the product of
+plan (``rows`` x ``cols``, row-major; a column of per-row values is ``R`` rows of one block). pto-isa tiles are 2-D: rows are the product of
 every logical dim but the last, columns the last dim. That mapping keeps a valid region
 rectangular only while the valid region is whole rows of the inner dims, which
 :func:`valid_2d` checks.
@@ -34,7 +34,6 @@ class TileInfo:
     tile_type: TileType
     rows: int  # physical storage shape
     cols: int
-    layout: str  # row | col
     offset: int
     span: Span | None
     transposed: bool = False  # a Mat tile holding its IR shape transposed (for a transposed TMOV)
@@ -100,13 +99,14 @@ def describe(op: Op, var: str, alias: str) -> TileInfo:
     if not 1 <= t.rank <= 4:
         raise unsupported(f"a rank-{t.rank} tile", op.span)
     rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
-    layout = op.attrs.get("layout", "row")
+    if op.attrs.get("layout", "row") != "row":
+        raise unsupported(f"a {op.attrs['layout']}-major tile (the memory plan lays tiles out row-major)", op.span)
     lr, lc = logical_2d(t.shape)
     if rows < lr or cols < lc:
         raise unsupported(f"a tile stored as {rows}x{cols} for the logical shape {list(t.shape)}", op.span)
     if rows * cols * itemsize(t.dtype) != int(op.attrs.get("bytes", rows * cols * itemsize(t.dtype))):
         raise unsupported(f"a tile whose planned bytes differ from {rows}x{cols} {t.dtype}", op.span)
-    return TileInfo(op.result.name, var, alias, t, rows, cols, layout, int(op.attrs.get("offset", 0)), op.span)
+    return TileInfo(op.result.name, var, alias, t, rows, cols, int(op.attrs.get("offset", 0)), op.span)
 
 
 def _extent(e: sym.Expr) -> str:
@@ -125,11 +125,8 @@ def cxx_tile_type(info: TileInfo, target: Target) -> str:
     size = itemsize(info.dtype)
     kind = info.kind
     if kind == "Vec":
-        if info.layout == "row":
-            _require((cols * size) % align == 0, info, f"a row-major tile row of {cols * size} bytes")
-            return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::RowMajor, {vr}, {vc}>"
-        _require((rows * size) % align == 0, info, f"a column-major tile column of {rows * size} bytes")
-        return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::ColMajor, {vr}, {vc}>"
+        _require((cols * size) % align == 0, info, f"a row-major tile row of {cols * size} bytes")
+        return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::RowMajor, {vr}, {vc}>"
     # Boxed cube layouts: 16-row fractals of 32 bytes (or the transpose for ZN / TileRight).
     c0 = target.cube_c0_bytes // size
     if kind == "Mat":
@@ -149,10 +146,9 @@ def cxx_tile_type(info: TileInfo, target: Target) -> str:
     return f"TileAcc<{ctype}, {rows}, {cols}, {vr}, {vc}>"
 
 
-def scratch_type(dtype: str, rows: int, cols: int, layout: str = "row") -> str:
-    """A Vec scratch tile with a static, whole valid region."""
-    blayout = "RowMajor" if layout == "row" else "ColMajor"
-    return f"Tile<TileType::Vec, {cxx_type(dtype)}, {rows}, {cols}, BLayout::{blayout}>"
+def scratch_type(dtype: str, rows: int, cols: int) -> str:
+    """A row-major Vec scratch tile with a static, whole valid region."""
+    return f"Tile<TileType::Vec, {cxx_type(dtype)}, {rows}, {cols}, BLayout::RowMajor>"
 
 
 def _require(ok: bool, info: TileInfo, what: str) -> None:

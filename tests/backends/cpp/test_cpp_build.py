@@ -332,3 +332,30 @@ def test_pto_isa_root_without_the_header(cache, monkeypatch, tmp_path):
     monkeypatch.setenv("PTO_ISA_ROOT", str(tmp_path))
     diag = compile_error({"k.cpp": ANSWER}).diagnostics[0]
     assert diag.code == "E0903" and "include/pto/pto-inst.hpp" in diag.message
+
+
+def stand_in_compiler(folder: Path, bf16: bool) -> Path:
+    """A g++ stand-in whose only answer is to the std::bfloat16_t probe (`-fsyntax-only`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "g++"
+    script.write_text('#!/bin/sh\ncase " $* " in\n'
+                      f'  *" -fsyntax-only "*) exit {0 if bf16 else 1} ;;\n'
+                      '  *" --version "*) echo "g++ (stand-in) 1.0"; exit 0 ;;\n'
+                      "esac\nexit 1\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_pto_isa_bf16_needs_std_bfloat16(cache, monkeypatch, tmp_path, bf16):
+    # pto-isa's CPU simulation has a real bf16 only as C++23 std::bfloat16_t; without it ptodsl says why.
+    monkeypatch.setenv("PTODSL_CXX", str(stand_in_compiler(tmp_path / f"bin{bf16}", bf16)))
+    monkeypatch.delenv("PTO_ISA_ROOT", raising=False)
+    assert build.pto_isa_bf16_gap() is None  # ptodsl's own header has its own bfloat16_t
+    monkeypatch.setenv("PTO_ISA_ROOT", str(fake_pto_isa(tmp_path / "pto-isa", "#pragma once\n")))
+    gap = build.pto_isa_bf16_gap()
+    flags = build.include_mode().flags
+    if bf16:
+        assert gap is None and "-std=c++23" in flags and "-DPTO_CPU_SIM_ENABLE_BF16" in flags
+    else:
+        assert gap is not None and "std::bfloat16_t" in gap and "-std=c++20" in flags

@@ -124,12 +124,29 @@ extern "C" void extract_out_of_range() {
     TASSIGN(small, 0);
     TEXTRACT(small, big, 0, 17);
 }
-extern "C" void mask_too_small() {
+extern "C" void mask_too_few_rows() {
     T16x32 s;
-    Tile<TileType::Vec, uint8_t, 8, 32> m;
+    Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, 8, 4> m;
     TASSIGN(s, 0);
     TASSIGN(m, 2048);
     TCMPS(m, s, 0.0f, CmpMode::GT);
+}
+// pto-isa would lay the 4-byte rows of the packed source out as 32-byte mask rows.
+extern "C" void mask_rows_misaligned() {
+    T16x32 s;
+    Tile<TileType::Vec, uint8_t, 16, 32> m;
+    TASSIGN(s, 0);
+    TASSIGN(m, 2048);
+    TCMPS(m, s, 0.0f, CmpMode::GT);
+}
+// pto-isa's TSEL would read row 1's bits from the end of mask row 0.
+extern "C" void select_rows_drift() {
+    Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 27> d;
+    Tile<TileType::Vec, uint8_t, 16, 32, BLayout::RowMajor, 16, 4> m;
+    TASSIGN(d, 0);
+    TASSIGN(m, 2048);
+    TEXPANDS(m, uint8_t(0));
+    TSEL(d, m, d, d, d);
 }
 extern "C" void flags_balanced() {
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -269,7 +286,9 @@ ABORTS = {
     "load_shape_mismatch": "TLOAD: the GM view is 8x32",
     "operand_too_small": "TADD: src0 is a 8x32 tile, too small for the 16x32 region",
     "extract_out_of_range": "TEXTRACT: a 32x16 region at (0, 17) does not fit in the 32x32 source tile",
-    "mask_too_small": "TCMPS: a 16x32 predicate needs 16 rows of 4 bytes",
+    "mask_too_few_rows": "TCMPS: the mask has 8 valid rows, the source 16",
+    "mask_rows_misaligned": "TCMPS: the mask needs 4 valid columns (Cols / 8 of the 32-column source)",
+    "select_rows_drift": "TSEL: a destination row of 27 valid columns reads 27 mask bits",
     "wait_without_set": "wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2) has no matching set_flag",
     "flag_within_one_pipe": "set_flag(PIPE_V, PIPE_V, ...): a flag orders two different pipes",
 }

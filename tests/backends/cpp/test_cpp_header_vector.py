@@ -53,6 +53,8 @@ template <typename T> using GCol = GlobalTensor<T, Shape<1, 1, 1, R, 1>, Stride<
 template <typename T> using Row = Tile<TileType::Vec, T, 1, C, RM, 1, DYNAMIC>;
 template <typename T> using GRow = GlobalTensor<T, Shape<1, 1, 1, 1, C>, Stride<1, 1, 1, C, 1>>;
 using Mask = Tile<TileType::Vec, uint8_t, R, 32>;
+// The mask as compare and select see it: each row's C / 8 bytes (pto-isa's row-aligned packing).
+using MaskRows = Tile<TileType::Vec, uint8_t, R, 32, RM, DYNAMIC, C / 8>;
 using GMask = GlobalTensor<uint8_t, Shape<1, 1, 1, R, 32>, Stride<1, 1, 1, 32, 1>>;
 
 template <typename T, BLayout L>
@@ -160,7 +162,7 @@ void cvt_case(D* d, S* s, int vr, int vc, int mode) {
     V<S> ts(R, C);
     load_full(ts, s, 0);
     load_full(td, d, 1);
-    td.SetValidShape(vr, vc);
+    ts.SetValidShape(vr, vc);  // TCVT covers the source's valid region, as pto-isa's does
     TCVT(td, ts, static_cast<RoundMode>(mode));
     store_full(td, d);
 }
@@ -183,20 +185,27 @@ extern "C" void TCVT_tmp_f32_f16(half* d, float* s, int mode) {
 }
 
 // ------------------------------------------------------------------------------ compare, select
+// Compare over a partial region, select over its whole rows (as emitted kernels do).
 template <typename T, typename Cmp>
 void select_case(uint8_t* mask, T* d, T* a, T* b, int vr, int vc, Cmp cmp) {
-    V<T> ta(R, C), tb(R, C), td(R, C);
+    V<T> ta(R, C), tb(R, C), td(R, C), tmp(R, C);
     Mask m;
+    MaskRows rows(vr);
     load_full(ta, a, 0);
     load_full(tb, b, 1);
     load_full(td, d, 2);
+    TASSIGN(tmp, 4 * SLOT);
     TASSIGN(m, 3 * SLOT);
+    TASSIGN(rows, 3 * SLOT);
     GMask gm(mask);
     TLOAD(m, gm);
     ta.SetValidShape(vr, vc);
-    cmp(m, ta, tb);
-    td.SetValidShape(vr, vc);
-    TSEL(td, m, ta, tb);
+    tb.SetValidShape(vr, vc);
+    cmp(rows, ta, tb);
+    ta.SetValidShape(vr, C);
+    tb.SetValidShape(vr, C);
+    td.SetValidShape(vr, C);
+    TSEL(td, rows, ta, tb, tmp);
     TSTORE(gm, m);
     store_full(td, d);
 }
@@ -218,15 +227,17 @@ SELECT(float) SELECT(half) SELECT(int32_t)
 extern "C" void TSEL_tmp(float* d, uint8_t* mask, float* a, float* b, int vr, int vc) {
     V<float> ta(R, C), tb(R, C), td(R, C), tmp(R, C);
     Mask m;
+    MaskRows rows(vr);
     load_full(ta, a, 0);
     load_full(tb, b, 1);
     load_full(td, d, 2);
     TASSIGN(tmp, 3 * SLOT);
     TASSIGN(m, 4 * SLOT);
+    TASSIGN(rows, 4 * SLOT);
     GMask gm(mask);
     TLOAD(m, gm);
     td.SetValidShape(vr, vc);
-    TSEL(td, m, ta, tb, tmp);
+    TSEL(td, rows, ta, tb, tmp);
     store_full(td, d);
 }
 
@@ -746,13 +757,17 @@ CMP = {"EQ": (0, np.equal), "NE": (1, np.not_equal), "LT": (2, np.less), "LE": (
        "GT": (4, np.greater), "GE": (5, np.greater_equal)}
 
 
-def mask_expect(pred: np.ndarray, before: np.ndarray, vr: int, vc: int) -> np.ndarray:
-    """Packed bits, lsb first: bytes of the valid rows up to ceil(vc / 8) hold the predicate."""
-    want = before.copy()
-    nbytes = (vc + 7) // 8
-    bits = np.zeros((vr, nbytes * 8), bool)
-    bits[:, :vc] = pred[:vr, :vc]
-    want[:vr, :nbytes] = np.packbits(bits, axis=1, bitorder="little")
+def mask_bits(pred: np.ndarray, vr: int, vc: int) -> np.ndarray:
+    """The predicate of the compared region, False elsewhere (the bits a compare leaves zero)."""
+    bits = np.zeros((R, C), bool)
+    bits[:vr, :vc] = pred[:vr, :vc]
+    return bits
+
+
+def mask_expect(pred: np.ndarray, vr: int, vc: int) -> np.ndarray:
+    """Packed bits, lsb first, C / 8 bytes per row; the rest of the mask tile is cleared."""
+    want = np.zeros((R, 32), np.uint8)
+    want[:, :C // 8] = np.packbits(mask_bits(pred, vr, vc), axis=1, bitorder="little")
     return want
 
 
@@ -764,12 +779,12 @@ def test_tcmps_and_tsel(lib, cmp, tname, vr, vc):
     a, b, d = rand(dt), rand(dt), rand(dt)
     a.flat[::5] = 1  # some exact ties with the scalar
     mask = np.full((R, 32), 0xA5, np.uint8)
-    mask_before, before = mask.copy(), d.copy()
+    before = d.copy()
     code, fn = CMP[cmp]
     call(lib, f"TCMPS_{tname}", mask, d, a, b, 1.0, code, vr, vc)
     pred = fn(f32(a), np.float32(1.0))
-    np.testing.assert_array_equal(mask, mask_expect(pred, mask_before, vr, vc))
-    check_region(d, before, np.where(pred, a, b), vr, vc)
+    np.testing.assert_array_equal(mask, mask_expect(pred, vr, vc))
+    check_region(d, before, np.where(mask_bits(pred, vr, vc), a, b), vr, C)
 
 
 @pytest.mark.parametrize("cmp", sorted(CMP))
@@ -777,12 +792,12 @@ def test_tcmp_tiles(lib, cmp):
     a, b, d = rand(DTYPES["half"]), rand(DTYPES["half"]), rand(DTYPES["half"])
     b.flat[::3] = a.flat[::3]
     mask = np.full((R, 32), 0x5A, np.uint8)
-    mask_before, before = mask.copy(), d.copy()
+    before = d.copy()
     code, fn = CMP[cmp]
     call(lib, "TCMP_half", mask, d, a, b, code, 13, 29)
     pred = fn(a, b)
-    np.testing.assert_array_equal(mask, mask_expect(pred, mask_before, 13, 29))
-    check_region(d, before, np.where(pred, a, b), 13, 29)
+    np.testing.assert_array_equal(mask, mask_expect(pred, 13, 29))
+    check_region(d, before, np.where(mask_bits(pred, 13, 29), a, b), 13, C)
 
 
 def test_tsel_with_scratch_reads_mask_bits(lib):
@@ -791,8 +806,8 @@ def test_tsel_with_scratch_reads_mask_bits(lib):
     mask = np.zeros((R, 32), np.uint8)
     mask[:, :4] = np.packbits(pred, axis=1, bitorder="little")
     before = d.copy()
-    call(lib, "TSEL_tmp", d, mask, a, b, 14, 27)
-    check_region(d, before, np.where(pred, a, b), 14, 27)
+    call(lib, "TSEL_tmp", d, mask, a, b, 14, C)
+    check_region(d, before, np.where(pred, a, b), 14, C)
 
 
 # ------------------------------------------------------------------------------ reductions

@@ -46,6 +46,7 @@
 // different PTO_CPU_*_BYTES would share one allocation. half and bfloat16_t stay visible, since a
 // kernel's exported functions take pointers to them (a function over a hidden type is hidden
 // too). The standard headers come first so that none of their declarations fall in the region.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdarg>

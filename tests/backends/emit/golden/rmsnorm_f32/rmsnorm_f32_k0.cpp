@@ -9,13 +9,13 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* v0, __gm__ float*
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -112,7 +112,7 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* v0, __gm__ float*
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> invGm4(inv);  // rmsnorm.pto:5:15
+    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> invGm4(inv);  // rmsnorm.pto:5:15
     TSTORE(invGm4, t14);  // rmsnorm.pto:5:15
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -132,7 +132,7 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* v0, __gm__ float*
         TLOAD(t16, xfGm5);  // rmsnorm.pto:6:24
         TileT17 t17;  // rmsnorm.pto:6:24
         TASSIGN(t17, 4096);  // rmsnorm.pto:6:24
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> invGm6(inv);  // rmsnorm.pto:6:24
+        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> invGm6(inv);  // rmsnorm.pto:6:24
         TLOAD(t17, invGm6);  // rmsnorm.pto:6:24
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT18 t18(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24

@@ -5,6 +5,7 @@
 #ifndef PTODSL_CPU_SUBSET_OPS_CUBE_HPP
 #define PTODSL_CPU_SUBSET_OPS_CUBE_HPP
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -38,7 +39,8 @@ constexpr void check_matmul_types() {
                   "TMATMUL: operands need the cube fractal layouts (use TileLeft, TileRight and TileAcc)");
 }
 
-// C[i][j] = (acc ? acc[i][j] : 0) + sum over kk of A[i][kk] * B[kk][j], summed in order of kk.
+// C[i][j] = (acc ? acc[i][j] : 0) + sum over kk of A[i][kk] * B[kk][j], summed from 0 in order of kk
+// (fused multiply-adds for f32), then added to acc: pto-isa's CPU order.
 template <typename TileAcc, typename TileA, typename TileB, typename AccIn>
 inline void matmul(TileAcc& c_out, const AccIn* acc_in, TileA& a, TileB& b, const char* op) {
     check_matmul_types<TileAcc, TileA, TileB>();
@@ -74,7 +76,12 @@ inline void matmul(TileAcc& c_out, const AccIn* acc_in, TileA& a, TileB& b, cons
             const C scale = dense_a[static_cast<std::size_t>(i) * k + kk];
             const C* b_row = &dense_b[static_cast<std::size_t>(kk) * n];
             for (unsigned j = 0; j < n; ++j) {
-                row[j] += scale * b_row[j];
+                // fused for float accumulators, as pto-isa's CPU simulation does, so both round alike
+                if constexpr (std::is_same_v<C, float>) {
+                    row[j] = std::fma(scale, b_row[j], row[j]);
+                } else {
+                    row[j] += scale * b_row[j];
+                }
             }
         }
     }

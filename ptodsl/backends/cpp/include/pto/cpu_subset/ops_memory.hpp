@@ -103,7 +103,9 @@ constexpr bool vec_layouts_match() {
 }  // namespace cpu
 
 // Load exactly the destination's valid region; the rest of the tile keeps what it held (on the NPU
-// the padding after a load is not dependable, so nothing may rely on it).
+// the padding after a load is not dependable, so nothing may rely on it). pto-isa's CPU simulation
+// fills the whole tile with the pad value (0 for PadValue::Null) first; this header is stricter on
+// purpose: padding keeps its poison, so a kernel that reads it shows NaNs here instead of zeros.
 template <typename TileData, typename GlobalData>
 AICORE inline RecordEvent TLOAD(TileData& dst, GlobalData& src) {
     static_assert(is_tile_data_v<TileData>, "TLOAD: the destination must be a Tile");
@@ -183,8 +185,9 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     return {};
 }
 
-// Copy the destination's valid region from the same indices of the source (L1 -> L0A/L0B, and
-// between vector tiles). Moving out of an Acc tile may narrow f32 to f16 / bf16.
+// Copy the valid region to the same indices (L1 -> L0A/L0B, and between vector tiles); as in
+// pto-isa, source and destination have the same valid shape. Moving out of an Acc tile may narrow
+// f32 to f16 / bf16.
 template <typename DstTileData, typename SrcTileData>
 AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
     static_assert(is_tile_data_v<DstTileData> && is_tile_data_v<SrcTileData>, "TMOV: both operands must be tiles");
@@ -196,7 +199,10 @@ AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
     const S* in = cpu::elements(src, "TMOV");
     const unsigned rows = dst.GetValidRow();
     const unsigned cols = dst.GetValidCol();
-    cpu::require_covers<SrcTileData>(rows, cols, "TMOV", "the source");
+    if (src.GetValidRow() != rows || src.GetValidCol() != cols) {
+        cpu::fail("TMOV: the source's valid shape is %ux%u, the destination's %ux%u; they must be equal",
+                  src.GetValidRow(), src.GetValidCol(), rows, cols);
+    }
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             out[cpu::element_offset<DstTileData>(r, c)] =

@@ -60,11 +60,25 @@ inline V pairwise_sum(Get get, unsigned lo, unsigned n) {
     return pairwise_sum<V>(get, lo, half) + pairwise_sum<V>(get, lo + half, n - half);
 }
 
+// The operand rules pto-isa's row reductions share: its CPU simulation needs equal static rows
+// (so a column of per-row values has as many rows as its source, not a padded count), and the
+// A2/A3 NPU takes an unboxed row-major source and a row-major or single-column DN destination.
+template <typename Dst, typename Src>
+constexpr void check_row_reduce() {
+    static_assert(Dst::Loc == TileType::Vec && Src::Loc == TileType::Vec, "row reductions take Vec tiles");
+    static_assert(Src::Rows == Dst::Rows,
+                  "row reductions need the destination's static Rows to equal the source's");
+    static_assert(Src::isRowMajor && !Src::isBoxedLayout, "row reductions need an unboxed row-major source");
+    static_assert(!Dst::isBoxedLayout && (Dst::isRowMajor || Dst::Cols == 1),
+                  "row reductions need a row-major destination (or a single-column ColMajor one)");
+}
+
 // dst(r, 0) = reduce over c of src(r, c), for the source's valid rows and columns.
 template <typename Dst, typename Src>
 inline void reduce_rows(Dst& dst, Src& src, Reduce kind, const char* op) {
     using T = typename Dst::DType;
     static_assert(std::is_same_v<T, typename Src::DType>, "row reductions keep the element type");
+    check_row_reduce<Dst, Src>();
     T* out = elements(dst, op);
     const T* in = elements(src, op);
     const unsigned rows = src.GetValidRow();
@@ -117,6 +131,16 @@ inline void expand_binary(Dst& dst, Src0& src0, Vec& vec, const char* op, F f) {
     const unsigned cols = dst.GetValidCol();
     require_covers<Src0>(rows, cols, op, "src0");
     require_covers<Vec>(PerRow ? rows : 1, PerRow ? 1 : cols, op, "the broadcast operand");
+    if constexpr (PerRow) {
+        // pto-isa reads a row-major per-row operand at column c % validCol, so it must hold its value
+        // in a whole 32-byte block per row; a ColMajor one must be a single valid column.
+        static_assert(Dst::isRowMajor, "TROWEXPAND<op> needs a row-major destination");
+        const unsigned vc = vec.GetValidCol();
+        if (Vec::isRowMajor ? vc != 32 / sizeof(T) : vc != 1) {
+            fail("%s: a %s per-row operand must have %u valid columns, got %u", op,
+                 Vec::isRowMajor ? "row-major" : "ColMajor", Vec::isRowMajor ? unsigned(32 / sizeof(T)) : 1u, vc);
+        }
+    }
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             const auto s = widen(v[PerRow ? element_offset<Vec>(r, 0) : element_offset<Vec>(0, c)]);
@@ -186,6 +210,8 @@ AICORE inline RecordEvent TCOLMIN(TileDataOut& dst, TileDataIn& src) {
 template <typename TileDataDst, typename TileDataSrc>
 AICORE inline RecordEvent TROWEXPAND(TileDataDst& dst, TileDataSrc& src) {
     using T = typename TileDataDst::DType;
+    // pto-isa's CPU simulation converts to dst's type here, but the A2/A3 NPU requires one element
+    // type; this header keeps the stricter rule.
     static_assert(std::is_same_v<T, typename TileDataSrc::DType>, "TROWEXPAND keeps the element type");
     T* out = cpu::elements(dst, "TROWEXPAND");
     const T* in = cpu::elements(src, "TROWEXPAND");

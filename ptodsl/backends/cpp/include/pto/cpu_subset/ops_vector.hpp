@@ -5,8 +5,10 @@
 #ifndef PTODSL_CPU_SUBSET_OPS_VECTOR_HPP
 #define PTODSL_CPU_SUBSET_OPS_VECTOR_HPP
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "common.hpp"
@@ -253,16 +255,17 @@ AICORE inline RecordEvent TNOT(TileDataDst& dst, TileDataSrc& src) {
 
 // ---------------------------------------------------------------------------- conversion
 
-// dst = src converted to dst's element type, rounded under `mode`.
+// dst = src converted to dst's element type, rounded under `mode`, over the source's valid region.
 template <typename TileDataD, typename TileDataS>
 AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
     using D = typename TileDataD::DType;
     using S = typename TileDataS::DType;
     D* out = cpu::elements(dst, "TCVT");
     const S* in = cpu::elements(src, "TCVT");
-    const unsigned rows = dst.GetValidRow();
-    const unsigned cols = dst.GetValidCol();
-    cpu::require_covers<TileDataS>(rows, cols, "TCVT", "src");
+    // pto-isa's CPU simulation iterates over the source's valid region.
+    const unsigned rows = src.GetValidRow();
+    const unsigned cols = src.GetValidCol();
+    cpu::require_covers<TileDataD>(rows, cols, "TCVT", "dst");
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             out[cpu::element_offset<TileDataD>(r, c)] = cpu::convert<D>(in[cpu::element_offset<TileDataS>(r, c)], mode);
@@ -280,29 +283,26 @@ AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, TmpTileData& tmp,
 
 // ---------------------------------------------------------------------------- compare and select
 //
-// A mask is a packed predicate: the bit for element (r, c) is bit (c % 8), least significant
-// first, of byte (c / 8) of row r of the mask tile (an unboxed RowMajor tile, normally uint8_t,
-// read as bytes). TCMP / TCMPS write the bits of the source's valid region, zero the unused bits
-// of each row's last byte, and leave other bytes alone; TSEL reads the bits of the destination's
-// valid region. (The NPU's encoding is target-defined; this one is what kernels on the CPU see.)
+// A mask is a packed predicate in a uint8_t RowMajor tile: bit b (least significant first) of byte
+// w holds the predicate of one element. As in pto-isa's CPU simulation:
+//   TCMP writes, for each valid source row r, the bits of the source's valid columns into bytes
+//     (r, 0..) of the mask, at most the mask's valid column count of them;
+//   TCMPS packs every source row as Src::Cols / 8 bytes (the static width, padding bits zero) and
+//     lays that byte stream out in mask rows of the mask's valid column count;
+//   TSEL walks the destination's valid region row by row as ONE bit stream, moving to the next mask
+//     row after the mask's valid column count of bytes.
+// All three zero the whole mask tile first (TCMP and TCMPS) or read it as is (TSEL). So rows line up
+// only when TCMPS's mask has Src::Cols / 8 valid bytes and TSEL's destination has 8 x (mask valid
+// bytes) valid columns: a partial tile must compare and select over whole rows. pto-isa does not
+// check either; this header does (stricter, to catch a kernel whose mask rows would drift apart).
 
 namespace cpu {
 
 template <typename MaskTile>
-inline unsigned char* mask_row(MaskTile& mask, unsigned row, const char* op) {
-    static_assert(MaskTile::isRowMajor && !MaskTile::isBoxedLayout,
-                  "a mask tile must be an unboxed RowMajor tile");
-    auto* base = reinterpret_cast<unsigned char*>(elements(mask, op));
-    return base + element_offset<MaskTile>(row, 0) * sizeof(typename MaskTile::DType);
-}
-
-template <typename MaskTile>
-inline void require_mask_capacity(unsigned rows, unsigned cols, const char* op) {
-    constexpr unsigned row_bytes = static_cast<unsigned>(MaskTile::Cols * sizeof(typename MaskTile::DType));
-    if (rows > static_cast<unsigned>(MaskTile::Rows) || (cols + 7) / 8 > row_bytes) {
-        fail("%s: a %ux%u predicate needs %u rows of %u bytes, more than the %dx%d mask tile holds", op, rows, cols,
-             rows, (cols + 7) / 8, MaskTile::Rows, MaskTile::Cols);
-    }
+inline unsigned char* mask_bytes(MaskTile& mask, const char* op) {
+    static_assert(std::is_same_v<typename MaskTile::DType, uint8_t>, "a mask tile holds uint8_t");
+    static_assert(MaskTile::isRowMajor && !MaskTile::isBoxedLayout, "a mask tile must be an unboxed RowMajor tile");
+    return reinterpret_cast<unsigned char*>(elements(mask, op));
 }
 
 template <typename V>
@@ -318,20 +318,9 @@ inline bool compare(V a, V b, CmpMode mode) {
     return false;
 }
 
-// Pack pred(r, c) over a rows x cols region into the mask tile.
-template <typename MaskTile, typename Pred>
-inline void write_mask(MaskTile& mask, unsigned rows, unsigned cols, const char* op, Pred pred) {
-    require_mask_capacity<MaskTile>(rows, cols, op);
-    for (unsigned r = 0; r < rows; ++r) {
-        unsigned char* bytes = mask_row(mask, r, op);
-        for (unsigned byte = 0; byte < (cols + 7) / 8; ++byte) {
-            unsigned char packed = 0;
-            for (unsigned bit = 0; bit < 8 && byte * 8 + bit < cols; ++bit) {
-                packed = static_cast<unsigned char>(packed | (pred(r, byte * 8 + bit) ? 1u << bit : 0u));
-            }
-            bytes[byte] = packed;
-        }
-    }
+template <typename MaskTile>
+inline void clear_mask(MaskTile& mask, const char* op) {
+    std::memset(mask_bytes(mask, op), 0, static_cast<std::size_t>(MaskTile::Numel));
 }
 
 }  // namespace cpu
@@ -342,24 +331,58 @@ AICORE inline RecordEvent TCMP(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc
                   "TCMP: both sources need one element type");
     const auto* a = cpu::elements(src0, "TCMP");
     const auto* b = cpu::elements(src1, "TCMP");
+    unsigned char* out = cpu::mask_bytes(dst, "TCMP");
     const unsigned rows = src0.GetValidRow();
     const unsigned cols = src0.GetValidCol();
-    cpu::require_covers<TileDataSrc1>(rows, cols, "TCMP", "src1");
-    cpu::write_mask(dst, rows, cols, "TCMP", [&](unsigned r, unsigned c) {
-        return cpu::compare(cpu::widen(a[cpu::element_offset<TileDataSrc0>(r, c)]),
-                            cpu::widen(b[cpu::element_offset<TileDataSrc1>(r, c)]), cmpMode);
-    });
+    if (src1.GetValidRow() != rows || src1.GetValidCol() != cols || dst.GetValidRow() != rows) {
+        cpu::fail("TCMP: src0, src1 and the mask need the same valid rows (and the sources the same columns)");
+    }
+    const unsigned words = std::min<unsigned>((cols + 7) / 8, dst.GetValidCol());
+    cpu::clear_mask(dst, "TCMP");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned w = 0; w < words; ++w) {
+            unsigned char packed = 0;
+            for (unsigned bit = 0; bit < 8 && w * 8 + bit < cols; ++bit) {
+                const unsigned c = w * 8 + bit;
+                const bool p = cpu::compare(cpu::widen(a[cpu::element_offset<TileDataSrc0>(r, c)]),
+                                            cpu::widen(b[cpu::element_offset<TileDataSrc1>(r, c)]), cmpMode);
+                packed = static_cast<unsigned char>(packed | (p ? 1u << bit : 0u));
+            }
+            out[cpu::element_offset<TileDataDst>(r, w)] = packed;
+        }
+    }
     return {};
 }
 
 template <typename TileDataDst, typename TileDataSrc, std::enable_if_t<is_tile_data_v<TileDataSrc>, int> = 0>
 AICORE inline RecordEvent TCMPS(TileDataDst& dst, TileDataSrc& src0, typename TileDataSrc::DType src1,
                                 CmpMode cmpMode) {
+    constexpr unsigned row_bytes = TileDataSrc::Cols / 8;
+    static_assert(TileDataSrc::Cols % 8 == 0, "TCMPS: the source's static Cols must be a whole number of bytes");
     const auto* in = cpu::elements(src0, "TCMPS");
+    unsigned char* out = cpu::mask_bytes(dst, "TCMPS");
     const auto s = cpu::widen(src1);
-    cpu::write_mask(dst, src0.GetValidRow(), src0.GetValidCol(), "TCMPS", [&](unsigned r, unsigned c) {
-        return cpu::compare(cpu::widen(in[cpu::element_offset<TileDataSrc>(r, c)]), s, cmpMode);
-    });
+    const unsigned rows = src0.GetValidRow();
+    const unsigned cols = src0.GetValidCol();
+    if (dst.GetValidCol() != row_bytes) {  // stricter than pto-isa, see above
+        cpu::fail("TCMPS: the mask needs %u valid columns (Cols / 8 of the %d-column source) so that its rows "
+                  "line up with the source's, got %u", row_bytes, TileDataSrc::Cols, dst.GetValidCol());
+    }
+    if (dst.GetValidRow() < rows) {
+        cpu::fail("TCMPS: the mask has %u valid rows, the source %u", dst.GetValidRow(), rows);
+    }
+    cpu::clear_mask(dst, "TCMPS");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned w = 0; w < row_bytes; ++w) {
+            unsigned char packed = 0;
+            for (unsigned bit = 0; bit < 8 && w * 8 + bit < cols; ++bit) {
+                const unsigned c = w * 8 + bit;
+                const bool p = cpu::compare(cpu::widen(in[cpu::element_offset<TileDataSrc>(r, c)]), s, cmpMode);
+                packed = static_cast<unsigned char>(packed | (p ? 1u << bit : 0u));
+            }
+            out[cpu::element_offset<TileDataDst>(r, w)] = packed;
+        }
+    }
     return {};
 }
 
@@ -369,36 +392,44 @@ AICORE inline RecordEvent TCMPS(TileDataDst& dst, TileDataSrc0& src0, TileDataSr
     return TCMP(dst, src0, src1, cmpMode);
 }
 
-// dst = mask ? src0 : src1 over dst's valid region.
-template <typename TileData, typename MaskTile, typename TileDataSrc0, typename TileDataSrc1>
-AICORE inline RecordEvent TSEL(TileData& dst, MaskTile& selMask, TileDataSrc0& src0, TileDataSrc1& src1) {
+// dst = mask ? src0 : src1 over dst's valid region; dst and both sources are one tile type, as in
+// pto-isa, which also needs the trailing scratch tile.
+template <typename TileData, typename MaskTile, typename TmpTile>
+AICORE inline RecordEvent TSEL(TileData& dst, MaskTile& selMask, TileData& src0, TileData& src1, TmpTile& tmp) {
+    (void)tmp;  // scratch on the NPU
     using T = typename TileData::DType;
-    static_assert(std::is_same_v<T, typename TileDataSrc0::DType> && std::is_same_v<T, typename TileDataSrc1::DType>,
-                  "TSEL: destination and sources need one element type");
     T* out = cpu::elements(dst, "TSEL");
     const T* a = cpu::elements(src0, "TSEL");
     const T* b = cpu::elements(src1, "TSEL");
+    const unsigned char* bits = cpu::mask_bytes(selMask, "TSEL");
     const unsigned rows = dst.GetValidRow();
     const unsigned cols = dst.GetValidCol();
-    cpu::require_covers<TileDataSrc0>(rows, cols, "TSEL", "src0");
-    cpu::require_covers<TileDataSrc1>(rows, cols, "TSEL", "src1");
-    cpu::require_mask_capacity<MaskTile>(rows, cols, "TSEL");
+    const unsigned mask_cols = selMask.GetValidCol();
+    cpu::require_covers<TileData>(rows, cols, "TSEL", "src0");  // one type: the sources cover what dst does
+    if (cols != 8 * mask_cols) {  // stricter than pto-isa, see above
+        cpu::fail("TSEL: a destination row of %u valid columns reads %u mask bits, but the mask's rows hold %u "
+                  "bytes (%u bits): its rows would drift from the destination's", cols, cols, mask_cols,
+                  8 * mask_cols);
+    }
+    if (selMask.GetValidRow() < rows) {
+        cpu::fail("TSEL: the mask has %u valid rows, the destination %u", selMask.GetValidRow(), rows);
+    }
+    unsigned mask_row = 0, mask_col = 0, bit = 0;
     for (unsigned r = 0; r < rows; ++r) {
-        const unsigned char* bits = cpu::mask_row(selMask, r, "TSEL");
         for (unsigned c = 0; c < cols; ++c) {
-            const bool take_first = (bits[c / 8] >> (c % 8)) & 1u;
-            out[cpu::element_offset<TileData>(r, c)] = take_first ? a[cpu::element_offset<TileDataSrc0>(r, c)]
-                                                                  : b[cpu::element_offset<TileDataSrc1>(r, c)];
+            const bool take_first = (bits[cpu::element_offset<MaskTile>(mask_row, mask_col)] >> bit) & 1u;
+            if (++bit == 8) {
+                bit = 0;
+                if (++mask_col == mask_cols) {
+                    mask_col = 0;
+                    ++mask_row;
+                }
+            }
+            const std::size_t at = cpu::element_offset<TileData>(r, c);
+            out[at] = take_first ? a[at] : b[at];
         }
     }
     return {};
-}
-
-template <typename TileData, typename MaskTile, typename TileDataSrc0, typename TileDataSrc1, typename TmpTile>
-AICORE inline RecordEvent TSEL(TileData& dst, MaskTile& selMask, TileDataSrc0& src0, TileDataSrc1& src1,
-                               TmpTile& tmp) {
-    (void)tmp;  // scratch on the NPU
-    return TSEL(dst, selMask, src0, src1);
 }
 
 }  // namespace pto

@@ -22,7 +22,7 @@ constexpr unsigned kUnsetExtent = ~0u;
 template <TileType Loc_, typename Element_, const int Rows_, const int Cols_,
           const BLayout BFractal_ = BLayout::RowMajor, const int RowValid_ = Rows_, const int ColValid_ = Cols_,
           const SLayout SFractal_ = SLayout::NoneBox, const int SFractalSize_ = TileConfig::fractalABSize,
-          const PadValue PadVal_ = PadValue::Null, const CompactMode Compact_ = CompactMode::Null>
+          auto PadVal_ = PadValue::Null, const CompactMode Compact_ = CompactMode::Null>
 struct Tile {
 public:
     using DType = Element_;
@@ -39,7 +39,9 @@ public:
     static constexpr int Numel = Rows * Cols;
     static constexpr bool isRowMajor = BFractal_ == BLayout::RowMajor;
     static constexpr int SFractalSize = SFractalSize_;
-    static constexpr PadValue PadVal = PadVal_;
+    // pto-isa takes `auto` here; this header accepts only the PadValue enumerators it implements.
+    static_assert(std::is_same_v<std::remove_cv_t<decltype(PadVal_)>, PadValue>, "Tile: PadVal must be a PadValue");
+    static constexpr auto PadVal = PadVal_;
     static constexpr CompactMode Compact = Compact_;
     static constexpr bool isBoxedLayout = SFractal_ != SLayout::NoneBox;
     static constexpr bool isInnerRowMajor = SFractal_ == SLayout::RowMajor;
@@ -185,9 +187,10 @@ using TileAcc = Tile<TileType::Acc, Element_, Rows_, Cols_, BLayout::ColMajor, R
 // ------------------------------------------------------------------------------------------------
 // GM views
 
-template <int N1 = DYNAMIC, int N2 = DYNAMIC, int N3 = DYNAMIC, int N4 = DYNAMIC, int N5 = DYNAMIC>
+template <std::int64_t N1 = DYNAMIC, std::int64_t N2 = DYNAMIC, std::int64_t N3 = DYNAMIC, std::int64_t N4 = DYNAMIC,
+          std::int64_t N5 = DYNAMIC>
 struct Shape {
-    static constexpr int staticShape[5] = {N1, N2, N3, N4, N5};
+    static constexpr std::int64_t staticShape[5] = {N1, N2, N3, N4, N5};
     static constexpr int dynamicCount = (N1 == DYNAMIC) + (N2 == DYNAMIC) + (N3 == DYNAMIC) + (N4 == DYNAMIC) +
                                         (N5 == DYNAMIC);
 
@@ -232,9 +235,10 @@ private:
     }
 };
 
-template <int SN1 = DYNAMIC, int SN2 = DYNAMIC, int SN3 = DYNAMIC, int SN4 = DYNAMIC, int SN5 = DYNAMIC>
+template <std::int64_t SN1 = DYNAMIC, std::int64_t SN2 = DYNAMIC, std::int64_t SN3 = DYNAMIC,
+          std::int64_t SN4 = DYNAMIC, std::int64_t SN5 = DYNAMIC>
 struct Stride {
-    static constexpr int staticStride[5] = {SN1, SN2, SN3, SN4, SN5};
+    static constexpr std::int64_t staticStride[5] = {SN1, SN2, SN3, SN4, SN5};
     static constexpr int dynamicCount = (SN1 == DYNAMIC) + (SN2 == DYNAMIC) + (SN3 == DYNAMIC) +
                                         (SN4 == DYNAMIC) + (SN5 == DYNAMIC);
 
@@ -284,9 +288,9 @@ struct GlobalTensor {
     using Stride = Stride_;
     using DType = Element_;
     static constexpr Layout layout = Layout_;
-    static constexpr int staticShape[5] = {Shape_::staticShape[0], Shape_::staticShape[1], Shape_::staticShape[2],
+    static constexpr std::int64_t staticShape[5] = {Shape_::staticShape[0], Shape_::staticShape[1], Shape_::staticShape[2],
                                            Shape_::staticShape[3], Shape_::staticShape[4]};
-    static constexpr int staticStride[5] = {Stride_::staticStride[0], Stride_::staticStride[1],
+    static constexpr std::int64_t staticStride[5] = {Stride_::staticStride[0], Stride_::staticStride[1],
                                             Stride_::staticStride[2], Stride_::staticStride[3],
                                             Stride_::staticStride[4]};
 
@@ -301,13 +305,13 @@ struct GlobalTensor {
         return dim >= 0 && dim < GlobalTensorDim::TOTAL_DIM ? stride_.stride[dim] : -1;
     }
     template <int dim>
-    AICORE static constexpr int GetShape() {
+    AICORE static constexpr std::int64_t GetShape() {
         static_assert(dim >= 0 && dim < GlobalTensorDim::TOTAL_DIM, "GetShape: dim must be in [0, 4]");
         static_assert(staticShape[dim] != DYNAMIC, "GetShape<dim>: the dimension is DYNAMIC");
         return staticShape[dim];
     }
     template <int dim>
-    AICORE static constexpr int GetStride() {
+    AICORE static constexpr std::int64_t GetStride() {
         static_assert(dim >= 0 && dim < GlobalTensorDim::TOTAL_DIM, "GetStride: dim must be in [0, 4]");
         static_assert(staticStride[dim] != DYNAMIC, "GetStride<dim>: the dimension is DYNAMIC");
         return staticStride[dim];

@@ -1,0 +1,32 @@
+"""The `ptoisa` golden items: collected only when `-m` names them, skipped with the reason when
+PTO_ISA_ROOT is unset."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_run(*args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PTO_ISA_ROOT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-rs",
+                             "specs/add_one.yaml", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    return result.stdout + result.stderr
+
+
+def test_ptoisa_items_only_with_their_marker():
+    plain = pytest_run("--co")
+    assert "-cpu]" in plain and "-ptoisa]" not in plain
+    selected = pytest_run("--co", "-m", "ptoisa")
+    assert selected.count("-ptoisa]") == 3 and "-cpu]" not in selected
+
+
+def test_ptoisa_items_skip_without_a_checkout():
+    out = pytest_run("-m", "ptoisa")
+    assert "3 skipped" in out and "PTO_ISA_ROOT is not set" in out
