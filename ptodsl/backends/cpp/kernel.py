@@ -147,8 +147,9 @@ class KernelEmitter:
                 alias = self.names.claim("Tile" + camel(var))
                 info = describe(op, var, alias)
                 self.tiles[op.result.name] = info
-                # every Vec tile is row-major (per-row values too: M x block, valid in column 0)
-                self.operands[var] = Operand(info.dtype, _layout("row", info.cols), info.kind)
+                # the layout the emitted type has (Vec tiles, per-row values too, are row-major)
+                blayout = "col" if "BLayout::ColMajor" in cxx_tile_type(info, self.target) else "row"
+                self.operands[var] = Operand(info.dtype, _layout(blayout, info.cols), info.kind)
         self._mark_transposed()
 
     def _mark_transposed(self) -> None:
