@@ -255,30 +255,6 @@ def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | Non
 
 # ----------------------------------------------------------------------------------- cpu batches
 
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.M)
-
-
-def merge_sources(parts: Sequence[tuple[str, dict[str, str]]]) -> str:
-    """One translation unit holding many programs' sources, each file in a namespace of its own.
-
-    Entry points and kernels are ``extern "C"`` with names that start with the program's unique op
-    name, so they keep their C names inside the namespaces; file-local helpers (``static``) of
-    different programs no longer clash.
-    """
-    includes: list[str] = []
-    bodies: list[str] = []
-    for tag, sources in parts:
-        for fname in sorted(sources, key=lambda n: (not n.count("_k"), n)):
-            text = sources[fname]
-            for inc in _INCLUDE.findall(text):
-                if inc.strip() not in includes:
-                    includes.append(inc.strip())
-            body = _INCLUDE.sub("", text)
-            ns = re.sub(r"\W", "_", f"{tag}_{fname}")
-            bodies.append(f"namespace {ns} {{\n{body}\n}}  // namespace {ns}\n")
-    return "\n".join(includes) + "\n\n" + "\n".join(bodies)
-
-
 def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[int], None] | None = None,
                   opt: str = "-O0") -> list[Outcome | None]:
     """Run many programs on the CPU backend, building them as ``jobs`` shared libraries.
@@ -305,10 +281,12 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
     groups = [todo[g::jobs] for g in range(min(jobs, len(todo)))]
 
     def build(group: list[int]):
-        text = merge_sources([(preps[i].program.op, variants[i].sources) for i in group])
-        name = "fzbatch_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        # file names start with each program's unique op name; the build puts every file in a
+        # namespace of its own inside one translation unit (build.unity_source)
+        sources = {f: t for i in group for f, t in variants[i].sources.items()}
+        digest = hashlib.sha256("".join(f + t for f, t in sorted(sources.items())).encode()).hexdigest()
         defines = build_defines(preps[group[0]].op.compiled)
-        path = build_shared({"batch.cpp": text}, name, flags=(opt,), defines=defines)
+        path = build_shared(sources, "fzbatch_" + digest[:12], flags=(opt,), defines=defines)
         return load_library(path), path
 
     libs: dict[int, Any] = {}
@@ -392,5 +370,5 @@ def run_programs(programs: Sequence[Program], backends: Iterable[str] = ("sim", 
     return out
 
 
-__all__ = ["KINDS", "TOLERANCES", "Outcome", "Prepared", "compare", "merge_sources", "prepare", "run_cpu_batch",
+__all__ = ["KINDS", "TOLERANCES", "Outcome", "Prepared", "compare", "prepare", "run_cpu_batch",
            "run_programs", "run_sim", "write_program"]

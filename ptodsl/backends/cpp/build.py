@@ -465,13 +465,17 @@ def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolc
     except OSError as exc:
         raise _cache_error(tmp, exc) from exc
     try:
+        units = sorted(n for n in sources if Path(n).suffix in TRANSLATION_UNITS)
+        unity = unity_source(sources, units, mode.prelude) if len(units) > 1 else None
         try:
             for filename, text in sources.items():
-                prelude = mode.prelude if Path(filename).suffix in TRANSLATION_UNITS else ""
+                prelude = mode.prelude if unity is None and Path(filename).suffix in TRANSLATION_UNITS else ""
                 (work / filename).write_text(prelude + text, encoding="utf-8")
+            if unity is not None:
+                (work / UNITY).write_text(unity, encoding="utf-8")
+                units = [UNITY]
         except OSError as exc:
             raise _cache_error(work, exc) from exc
-        units = sorted(n for n in sources if Path(n).suffix in TRANSLATION_UNITS)
         library_name = f"lib{name}.so"
         command = [toolchain.path, *options, *units, "-o", library_name]
         STATS.compiles += 1
@@ -486,8 +490,9 @@ def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolc
                      f"with: cd {shlex.quote(str(failed))} && {shlex.join(command)}") for d in exc.diagnostics]) from exc
         if result.returncode != 0:
             failed = _keep_failure(work, key, command, result.stdout + result.stderr)
+            prelude_lines = len(mode.prelude.splitlines()) if unity is None else 0
             raise CompileError([_failure_diagnostic(name, failed, command, result.stdout + result.stderr,
-                                                    sources, mode, len(mode.prelude.splitlines()))])
+                                                    sources, mode, prelude_lines)])
         library = work / library_name
         if not library.is_file():
             failed = _keep_failure(work, key, command, result.stdout + result.stderr)
@@ -513,6 +518,29 @@ def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolc
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+UNITY = "ptodsl_unity.cpp"
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"][^\n]*$", re.M)
+
+
+def unity_source(sources: Mapping[str, str], units: Sequence[str], prelude: str) -> str:
+    """One translation unit that includes every unit, each inside a namespace of its own.
+
+    Each unit would otherwise parse the pto-isa header again, which is most of a build (a variant
+    has a unit per compute kernel). Every header the units include comes first, so their own
+    includes inside the namespaces are no-ops; file-local names (tile aliases, ``static`` helpers)
+    stay apart in their namespaces, and ``extern "C"`` kernels and entries keep their C names, so a
+    kernel declared in the control program is the one defined in its own unit. Compiler messages
+    still name the unit files and their lines."""
+    if UNITY in sources:
+        raise ValueError(f"a source may not be called {UNITY}")
+    headers = list(dict.fromkeys(m.group().strip() for u in units for m in _INCLUDE.finditer(sources[u])))
+    lines = [prelude.rstrip("\n")] if prelude else []
+    lines += headers + [""]
+    for i, unit in enumerate(units):
+        lines += [f"namespace ptodsl_unit_{i} {{", f'#include "{unit}"', f"}}  // namespace ptodsl_unit_{i}"]
+    return "\n".join(lines) + "\n"
 
 
 def _run_compiler(command: list[str], cwd: Path, name: str) -> subprocess.CompletedProcess[str]:
@@ -630,7 +658,7 @@ def _failure_diagnostic(name: str, failed: Path, command: list[str], output: str
     if located is not None:
         file, col = located.file, located.col
         row = located.line - prelude_lines  # lines of the file as generated, without the prelude
-        if mode.prelude:
+        if prelude_lines:
             # The kept copy includes the prelude; point at the generated text itself.
             (failed / f"{file}.generated").write_text(sources[file], encoding="utf-8")
             file = f"{file}.generated"
