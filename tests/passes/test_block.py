@@ -81,7 +81,7 @@ def test_over_capacity_is_a_diagnostic(write_spec):
     path = write_spec("big", pto, "op: big\nschedule:\n  vec_tile: [64, 1024]\n")
     with pytest.raises(ptodsl.CompileError) as info:
         ptodsl.load(path)
-    assert {d.code for d in info.value.diagnostics} & {"E0606", "E0611"}
+    assert "E0611" in {d.code for d in info.value.diagnostics}
 
 
 def test_stats_for_softmax_reach_the_minimum_traffic():
@@ -101,3 +101,11 @@ def test_attention_paths_are_specialised_not_multiplied():
     # without the paths pass the unrolled body would hold ((begin | else) x (end | not)) ** 2 = 16
     # paths; peeled, the KV loop's body has none and only the peeled copies branch on the trip count
     assert all(s.paths == 4 for s in stats)
+
+
+def test_flash_attention_block_fits_by_its_plan():
+    # a 64x64 f32 score block per KV step: the retired all-tiles-live estimate refused it at
+    # 210 KiB; the memory plan, which reuses the tiles of dead values, needs under half the UB
+    c = compile_spec("specs/flash_attn.yaml")
+    peaks = [f.attrs["ub_bytes"] for f in c.stages["block"].funcs if f.kind == "vector"]
+    assert peaks and max(peaks) < c.target.ub_bytes // 2
