@@ -109,3 +109,22 @@ def test_flash_attention_block_fits_by_its_plan():
     c = compile_spec("specs/flash_attn.yaml")
     peaks = [f.attrs["ub_bytes"] for f in c.stages["block"].funcs if f.kind == "vector"]
     assert peaks and max(peaks) < c.target.ub_bytes // 2
+
+
+def test_library_summary_explains_what_is_over_the_minimum(tmp_path, capsys):
+    import shutil
+
+    from ptodsl import cli
+
+    for name in ("rmsnorm", "relu"):
+        for ext in ("pto", "yaml"):
+            shutil.copy(f"specs/{name}.{ext}", tmp_path / f"{name}.{ext}")
+    shutil.copy("specs/refs.py", tmp_path / "refs.py")
+    assert cli.main(["ir", str(tmp_path), "--stats"]) == 0
+    out = capsys.readouterr().out
+    assert "2 specs, 1 at <= 1.05x the minimum" in out
+    assert "relu[f32" in out and " 1.00 " in out
+    # rmsnorm reads x twice (the sum of squares must finish first) and gamma once per row
+    line = next(x for x in out.splitlines() if x.startswith("  rmsnorm ("))
+    assert "`x` read 2.00x (2 passes, each after a reduction it needs)" in line
+    assert "`gamma` read" in line and "repeated per iteration of loop `rows`" in line
