@@ -36,6 +36,8 @@ from .unroll import _subst_attr, _subst_type
 # The longest elementwise chain recomputed in place of a workspace load: recomputing costs vector
 # work per tile, a workspace costs a store and a load per tile; a short chain is the cheaper.
 MAX_REMAT_OPS = 4
+# the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
+LOWEST = {"f32": -3.4028234663852886e38, "bf16": -3.3895313892515355e38, "f16": -65504.0}
 
 
 def _reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
@@ -119,7 +121,7 @@ def _same_grid(a: Op, b: Op) -> bool:
     return _is_grid(a) and _is_grid(b) and _same_bounds(a, b, {})
 
 
-def _can_merge(a: Op, b: Op) -> bool:
+def _can_merge(a: Op, b: Op, carried_ok: frozenset[str] = frozenset()) -> bool:
     a_loads, a_stores = _loads_and_stores(a.regions[0])
     b_loads, b_stores = _loads_and_stores(b.regions[0])
     written = {t for t, _ in a_stores}
@@ -136,7 +138,7 @@ def _can_merge(a: Op, b: Op) -> bool:
     # whole loop: b may neither read nor change it
     a_read, a_written, a_defined = _tile_access(a.regions[0])
     b_read, b_written, _ = _tile_access(b.regions[0])
-    carried = a_written - a_defined
+    carried = a_written - a_defined - carried_ok
     if carried & (b_read | b_written) or (a_read - a_defined) & b_written:
         return False
     return True
@@ -425,6 +427,217 @@ def rematerialise(func: Func) -> bool:
     return r.changed
 
 
+# ------------------------------------------------------------------ common subexpressions
+
+
+def cse(func: Func) -> None:
+    """Within one straight-line region, a tile op computing what an earlier one computed (same op,
+    attributes and operands) reuses the earlier tile. Only tiles written once take part, so both
+    hold the same value wherever the later one is read."""
+    writes = _write_counts(func)
+    rename: dict[str, Value] = {}
+
+    def region(ops: list[Op]) -> list[Op]:
+        seen: dict[tuple, Value] = {}
+        out = []
+        for op in ops:
+            op.operands = [rename.get(v.name, v) for v in op.operands]
+            op.regions = [region(r) for r in op.regions]
+            reads, dests = _reads_writes(op) if op.name.startswith("tile.") else ([], [])
+            if (op.name.startswith("tile.") and op.name not in ("tile.load", "tile.store", "tile.alloc")
+                    and len(dests) == 1 and writes.get(dests[0].name) == 1
+                    and all(writes.get(v.name) == 1 for v in reads)):
+                key = (op.name, repr(sorted(op.attrs.items())), tuple(v.name for v in reads), dests[0].type)
+                if key in seen:
+                    rename[dests[0].name] = seen[key]
+                    continue
+                seen[key] = dests[0]
+            out.append(op)
+        return out
+
+    func.body = region(func.body)
+
+
+# ------------------------------------------------------------------ online max and sum
+
+
+class _Online:
+    """Softmax's two reductions over one row in one pass (the online form).
+
+    Where a grid loop A keeps a running max ``M = maximum(M, amax(t))`` and the next grid loop B,
+    with the same bounds, uses M only as ``sum(exp(t - M))`` accumulated into L, the two merge: in
+    each iteration the new max is taken first, L is rescaled by ``exp(M_old - M_new)``, and B's
+    body then adds ``sum(exp(t - M_new))``. After the loop, M and L hold what the two loops gave
+    (``sum_i exp(t_i - M)`` regroups exactly), so the row is read once for both, not twice. The
+    merge happens only when B subtracts M from the very tile A took the max of (so no exp overflows).
+    """
+
+    def __init__(self, func: Func, base: dict[str, str]):
+        self.func = func
+        self.base = base
+        self.count = 0
+        self.changed = False
+
+    def region(self, ops: list[Op]) -> list[Op]:
+        for op in ops:
+            op.regions = [self.region(r) for r in op.regions]
+        i = 0
+        while i < len(ops):
+            a = ops[i]
+            j = i + 1
+            before, after = [], []  # ops between A and B: hoisted above A, or casts of A's max kept below
+            while _is_grid(a) and j < len(ops) and not _is_grid(ops[j]):
+                if _hoistable(ops[j], a, self.base):
+                    before.append(ops[j])
+                elif ops[j].name == "tile.cast" and not ops[j].regions:
+                    after.append(ops[j])
+                else:
+                    break
+                j += 1
+            if _is_grid(a) and j < len(ops) and _same_grid(a, ops[j]):
+                merged = self.pair(a, ops[j], after)
+                if merged is not None:
+                    ops[i:j + 1] = before + [merged] + after
+                    self.changed = True
+                    continue
+            i += 1
+        return ops
+
+    def pair(self, a: Op, b: Op, casts: list[Op]) -> Op | None:
+        body_a = a.regions[0]
+        upd = [o for o in body_a if o.name == "tile.maximum" and o.operands[0] is o.operands[1]]
+        if len(upd) != 1:
+            return None
+        m, r = upd[0].operands[0], upd[0].operands[2]
+        _, a_written, a_defined = _tile_access(body_a)
+        if m.name in a_defined or m.type.dtype not in LOWEST:
+            return None
+        amax = [o for o in body_a if o.name == "tile.amax" and o.operands[0] is r]
+        if len(amax) != 1 or sum(1 for o in body_a for w in _reads_writes(o)[1] if w is m) != 1:
+            return None
+        # the casts between A and B must all be of the max: B may read them in its place
+        views = {m.name: None}
+        for c in casts:
+            if c.operands[1] is not m or c.operands[0].type.dtype not in LOWEST:
+                return None
+            views[c.operands[0].name] = c
+        if not _can_merge(a, b, frozenset({m.name})):
+            return None
+        # B may use the max only as sum([cast](exp(t - expand(max)))) accumulated into one tile L
+        body_b = b.regions[0]
+        readers = self._readers(body_b)
+        for v in views:
+            if any(o is None or o.name != "tile.expand" for o in readers.get(v, [])) or \
+                    any(w.name == v for o in body_b for w in _reads_writes(o)[1]):
+                return None
+        expands = [o for v in views for o in readers.get(v, [])]
+        if len(expands) != 1:
+            return None
+        e = expands[0].operands[0]
+        sub = self._only(readers, e, "tile.sub", 2)
+        p = sub and self._only(readers, sub.operands[0], "tile.exp", 1)
+        if p:
+            cast = self._only(readers, p.operands[0], "tile.cast", 1)
+            q = self._only(readers, (cast.operands[0] if cast else p.operands[0]), "tile.sum", 1)
+        acc = p and q and self._only(readers, q.operands[0], "tile.add", None)
+        if not acc or acc.operands[1] is not acc.operands[0] or q.attrs.get("axis") != amax[0].attrs.get("axis"):
+            return None
+        acc = acc.operands[0]
+        if acc.name in a_written or sum(1 for o in body_b for w in _reads_writes(o)[1] if w is acc) != 1 or \
+                any(o is None or o.name != "tile.add" for o in readers.get(acc.name, [])):
+            return None
+        # B must subtract the max from the values A took it of, or from what A widened exactly
+        # (f16/bf16 -> f32), so that no exp overflows
+        t_b = self._expr(body_b, sub.operands[1], b.attrs["index"])
+        t_a = self._expr(body_a, amax[0].operands[1], a.attrs["index"])
+        widened = t_a[0] == "tile.cast" and t_a[2].dtype == "f32" and t_a[3] == (t_b,)
+        if t_b != t_a and not widened:
+            return None
+        _rename_index(body_b, b.attrs["index"], a.attrs["index"])
+        a.regions[0] = body_a + body_b
+        return self.rescale(a, upd[0], m, r, acc, expands[0], views[expands[0].operands[1].name])
+
+    def _expr(self, body: list[Op], v: Value, index: str) -> Any:
+        """What ``v`` holds in one iteration of a loop with body ``body``, as a tree of the ops and
+        loads that compute it (the loop index made anonymous), for comparing two loops' values."""
+        defs = {}
+        for op in body:
+            if op.name.startswith("tile.") and op.name not in ("tile.alloc", "tile.store") and not op.regions:
+                for w in _reads_writes(op)[1]:
+                    defs.setdefault(w.name, []).append(op)
+        env = {index: sym.Sym("#")}
+
+        def expr(x: Value, depth: int) -> Any:
+            ops = defs.get(x.name, [])
+            if depth > 16 or len(ops) > 1:
+                return ("opaque", x.name, id(body))
+            if not ops:
+                return ("outer", x.name)
+            op = ops[0]
+            attrs = repr(sorted((k, _subst_attr(val, env)) for k, val in op.attrs.items()))
+            if op.name == "tile.load":
+                return ("load", self.base.get(op.operands[1].name, op.operands[1].name), attrs)
+            return (op.name, attrs, _subst_type(x.type, env),
+                    tuple(expr(r, depth + 1) for r in _reads_writes(op)[0]))
+
+        return expr(v, 0)
+
+    def rescale(self, loop: Op, upd: Op, m: Value, r: Value, acc: Value, expand: Op, cast: Op | None) -> Op:
+        """Before A's max update: L *= exp(M - max(M_new, lowest)); B subtracts max(M_new, lowest).
+        Clamping the max to the lowest finite float keeps a tile of -inf (a masked block) from
+        giving -inf - -inf = NaN: its exp is then 0, as in the two-pass form."""
+        self.count += 1
+        ty = m.type
+        new, safe, diff, alpha = (Value(f"_online{self.count}_{n}", ty) for n in ("max", "safe", "diff", "alpha"))
+        ops = [Op("tile.alloc", [], {}, [v], [], upd.span) for v in (new, safe, diff, alpha)]
+        lowest = LOWEST[(cast.operands[0] if cast else m).type.dtype]  # of the dtype B subtracts in
+        ops += [Op("tile.maximum", [new, m, r], {}, [], [], upd.span),
+                Op("tile.maximum", [safe, new], {"scalar": lowest}, [], [], upd.span),
+                Op("tile.sub", [diff, m, safe], {}, [], [], upd.span),
+                Op("tile.exp", [alpha, diff], {}, [], [], upd.span),
+                Op("tile.mul", [acc, acc, alpha], {}, [], [], upd.span)]
+        if cast is not None:
+            narrow = Value(f"_online{self.count}_safe_{cast.operands[0].type.dtype}", cast.operands[0].type)
+            ops += [Op("tile.alloc", [], {}, [narrow], [], cast.span),
+                    Op("tile.cast", [narrow, safe], dict(cast.attrs), [], [], cast.span)]
+            safe = narrow
+        body = loop.regions[0]
+        at = next(k for k, o in enumerate(body) if o is upd)
+        body[at:at] = ops
+        expand.operands = [expand.operands[0], safe]
+        return loop
+
+    @staticmethod
+    def _readers(ops: list[Op]) -> dict[str, list[Op | None]]:
+        out: dict[str, list[Op | None]] = {}
+        for op in ops:
+            for o in op.walk():
+                if o.name.startswith("tile."):
+                    for v in _reads_writes(o)[0]:
+                        out.setdefault(v.name, []).append(o if o is op else None)
+                else:
+                    for v in o.operands:
+                        out.setdefault(v.name, []).append(None)
+        return out
+
+    @staticmethod
+    def _only(readers: dict[str, list[Op | None]], v: Value, name: str, index: int | None) -> Op | None:
+        """The one op of the body that reads ``v``, if it is a ``name`` reading it at ``index``."""
+        rs = readers.get(v.name, [])
+        if len(rs) != 1 or rs[0] is None or rs[0].name != name:
+            return None
+        op = rs[0]
+        if index is not None and (len(op.operands) <= index or op.operands[index] is not v):
+            return None
+        return op if index is not None or v in op.operands[1:] else None
+
+
+def online_max_sum(func: Func, base: dict[str, str]) -> bool:
+    o = _Online(func, base)
+    func.body = o.region(func.body)
+    return o.changed
+
+
 # ------------------------------------------------------------------ clean-up
 
 
@@ -505,6 +718,12 @@ def run(module: Module, ctx: PassContext) -> Module:
             f.body = merge_loops(f.body, base)
             f.body = forward(f.body, {}, base)
             sweep(f)
+        cse(f)
+        if online_max_sum(f, base):
+            f.body = merge_loops(f.body, base)
+            f.body = forward(f.body, {}, base)
+            cse(f)
+        sweep(f)
     return fresh
 
 
