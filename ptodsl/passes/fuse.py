@@ -638,6 +638,70 @@ def online_max_sum(func: Func, base: dict[str, str]) -> bool:
     return o.changed
 
 
+# ------------------------------------------------------------------ broadcast operands
+
+
+def _mentions(v: Any, index: str) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(_mentions(x, index) for x in v)
+    if isinstance(v, str) or v is None or isinstance(v, bool):
+        return False
+    try:
+        return index in sym.free_symbols(v)
+    except (TypeError, AttributeError):
+        return False
+
+
+def _invariant_loads(outer: Op, inner: Op, base: dict[str, str]) -> list[Op]:
+    """Loads of ``inner``'s body that every iteration of ``outer`` repeats: their offsets and
+    tile do not depend on the outer index, and nothing in the nest stores to their tensor."""
+    stored = {base.get(o.operands[0].name, o.operands[0].name) for o in outer.walk() if o.name == "tile.store"}
+    idx = outer.attrs["index"]
+    return [o for o in inner.regions[0] if o.name == "tile.load"
+            and not _mentions(o.attrs["offsets"], idx) and not _mentions(o.operands[0].type.valid, idx)
+            and base.get(o.operands[1].name, o.operands[1].name) not in stored]
+
+
+def _interchangeable(outer: Op, inner: Op) -> bool:
+    """Whether the two loops of a perfect grid nest may swap: the inner bounds do not depend on
+    the outer index, no tile carries a value from one iteration to the next, and every store
+    writes a place only its own iteration writes (its offsets use both indices), and a tensor
+    stored in the nest is read only where its iteration stored it."""
+    idx, jdx = outer.attrs["index"], inner.attrs["index"]
+    if any(_mentions(inner.attrs[k], idx) for k in ("lo", "hi", "step")):
+        return False
+    _, written, defined = _tile_access(inner.regions[0])
+    if written - defined:
+        return False
+    loads, stores = _loads_and_stores(inner.regions[0])
+    if any(not (_mentions(o, idx) and _mentions(o, jdx)) for _, o in stores):
+        return False
+    stored = set(stores)
+    return all((t, o) in stored for t, o in loads if o is None or t in {t2 for t2, _ in stores})
+
+
+def hoist_broadcast_loads(ops: list[Op], base: dict[str, str]) -> list[Op]:
+    """A grid nest over (rows, columns) that loads a row-broadcast operand (a [1, C] tensor, the
+    same tile for every row block) in every iteration swaps its loops, so the operand is loaded
+    once per column block, above the loop over rows: it is then read from GM once."""
+    for op in ops:
+        op.regions = [hoist_broadcast_loads(r, base) for r in op.regions]
+    out = []
+    for op in ops:
+        body = op.regions[0] if _is_grid(op) else None
+        if body is not None and len(body) == 1 and _is_grid(body[0]) and _interchangeable(op, body[0]):
+            inner = body[0]
+            hoisted = _invariant_loads(op, inner, base)
+            if hoisted:
+                names = {o.operands[0].name for o in hoisted}
+                allocs = [o for o in inner.regions[0] if o.name == "tile.alloc" and o.result.name in names]
+                rest = [o for o in inner.regions[0] if o not in hoisted and o not in allocs]
+                new_inner = Op("loop", [], dict(op.attrs), [], [rest], op.span)
+                op = Op("loop", [], dict(inner.attrs), [], [allocs + hoisted + [new_inner]], inner.span)
+        out.append(op)
+    return out
+
+
 # ------------------------------------------------------------------ clean-up
 
 
@@ -718,6 +782,7 @@ def run(module: Module, ctx: PassContext) -> Module:
             f.body = merge_loops(f.body, base)
             f.body = forward(f.body, {}, base)
             sweep(f)
+        f.body = hoist_broadcast_loads(f.body, base)
         cse(f)
         if online_max_sum(f, base):
             f.body = merge_loops(f.body, base)
