@@ -17,9 +17,18 @@ Produces: the same computation in which
      later grid nest with the same bounds at the same offsets, is recomputed there from the
      inputs (rematerialisation): reading an input again costs what reading the workspace did, and
      the workspace's store disappears;
-  5. workspaces nobody loads any more lose their stores and their allocation, tile ops whose
+  5. a rows x columns grid nest that loads a row-broadcast operand in every iteration swaps its
+     loops (when no iteration depends on another), so the operand is loaded once per column block;
+  6. a region computes each tile op once (common subexpressions);
+  7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
+     (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
+     row that does not fit on chip twice rather than three times;
+  8. workspaces nobody loads any more lose their stores and their allocation, tile ops whose
      result nobody reads go, and unused tiles and empty grid loops disappear, so each output tile
      is stored once and intermediates stay in UB.
+
+Where a whole extent is static and fits one tile, tiling emits no grid loop at all, and the whole
+body stays in UB.
 """
 
 from __future__ import annotations

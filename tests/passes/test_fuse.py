@@ -146,3 +146,12 @@ def test_online_softmax_survives_a_masked_first_tile():
     x[:, :1500] = -np.inf
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(op(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_a_row_broadcast_operand_is_read_once():
+    # x / d with d of shape [1, C]: the grid over (row blocks, column blocks) swaps, so each
+    # column block of d is loaded once above the loop over row blocks
+    op = ptodsl.load("specs/div_bcast.yaml")
+    for case in op.spec.tests:
+        moved, minimum = _traffic(op, case)
+        assert moved == minimum, case
