@@ -52,8 +52,9 @@ def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
     def region(ops: list[Op], around: str | None) -> None:
         count: dict[str, int] = {}
         for op in ops:
+            # vector passes only: a cube operand (loaded to L1) is re-read per output block by design
             read = {base[o.operands[1].name] for o in op.walk()
-                    if o.name == "tile.load" and o.operands[1].name in base}
+                    if o.name == "tile.load" and o.operands[1].name in base and o.operands[0].type.space == "ub"}
             if op.name == "loop" and op.attrs.get("kind") == "grid" or op.name == "tile.load":
                 for b in read:
                     count[b] = count.get(b, 0) + 1
@@ -136,10 +137,10 @@ def excess(by_tensor: dict[str, tuple[int, int, int]], passes: dict[str, tuple[i
             n, around = passes.get(name, (1, None))
             why = [f"{n} pass{'es' if n != 1 else ''}, each after a reduction it needs" if n > 1 else "1 pass"]
             if loaded > AT_MINIMUM * n * size:
-                # "_" names are the compiler's loops around a grid: the input is broadcast, and each
-                # tile of the grid loads its part again
+                # "_" names are the compiler's loops around a grid: each output block of the grid
+                # loads its part of the input again (a broadcast operand, a matmul panel)
                 why.append(f"repeated per iteration of loop `{around}`" if around and not around.startswith("_")
-                           else "re-read per tile of the grid it is broadcast over")
+                           else "re-read by each output block of the grid")
             out.append(f"`{name}` read {loaded / size:.2f}x ({', '.join(why)})")
         if stored > AT_MINIMUM * size:
             out.append(f"`{name}` written {stored / size:.2f}x")
