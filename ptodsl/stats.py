@@ -53,11 +53,13 @@ def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
         count: dict[str, int] = {}
         for op in ops:
             # vector passes only: a cube operand (loaded to L1) is re-read per output block by design
-            read = {base[o.operands[1].name] for o in op.walk()
-                    if o.name == "tile.load" and o.operands[1].name in base and o.operands[0].type.space == "ub"}
+            loads = [o for o in op.walk() if o.name == "tile.load" and o.operands[1].name in base]
+            read = {base[o.operands[1].name] for o in loads if o.operands[0].type.space == "ub"}
             if op.name == "loop" and op.attrs.get("kind") == "grid" or op.name == "tile.load":
                 for b in read:
                     count[b] = count.get(b, 0) + 1
+                for b in {base[o.operands[1].name] for o in loads} - read:
+                    count.setdefault(b, 1)
             elif op.regions:
                 name = op.attrs.get("name") if op.name == "loop" else around
                 for r in op.regions:
