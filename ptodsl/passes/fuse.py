@@ -518,7 +518,7 @@ class _Online:
         if len(upd) != 1:
             return None
         m, r = upd[0].operands[0], upd[0].operands[2]
-        _, a_written, a_defined = _tile_access(body_a)
+        a_read, a_written, a_defined = _tile_access(body_a)
         if m.name in a_defined or m.type.dtype not in LOWEST:
             return None
         amax = [o for o in body_a if o.name == "tile.amax" and o.operands[0] is r]
@@ -552,7 +552,7 @@ class _Online:
         if not acc or acc.operands[1] is not acc.operands[0] or q.attrs.get("axis") != amax[0].attrs.get("axis"):
             return None
         acc = acc.operands[0]
-        if acc.name in a_written or sum(1 for o in body_b for w in _reads_writes(o)[1] if w is acc) != 1 or \
+        if acc.name in a_written | a_read or sum(1 for o in body_b for w in _reads_writes(o)[1] if w is acc) != 1 or \
                 any(o is None or o.name != "tile.add" for o in readers.get(acc.name, [])):
             return None
         # B must subtract the max from the values A took it of, or from what A widened exactly
