@@ -71,6 +71,7 @@ def _torch_table() -> dict[str, Callable[..., Any]]:
         "amax_rows": lambda x: x.amax(-1),
         "amin_cols": lambda x: x.amin(0, keepdim=True),
         "attn": lambda q, k, v, scale: (torch.softmax((q @ k.T).float() * scale, -1).to(q.dtype) @ v),
+        "flash_attn": lambda q, k, v, scale: (torch.softmax((q @ k.T).float() * scale, -1).to(q.dtype) @ v),
         "cast_f16_f32": lambda x: x.float(),
         "cast_f32_f16": lambda x: x.half(),
         "div_bcast": lambda x, d: x / d,
