@@ -277,6 +277,12 @@ def cmd_ir(args, out: _Out) -> int:
         out.error("`--stats` and `--variant` read the spec, which printed IR does not carry",
                   "run them on the spec the IR came from")
         return EXIT_USER
+    if args.spec is not None and os.path.isdir(args.spec):
+        if not args.stats:
+            print("error: a folder of specs takes `--stats` (a summary of the library); print the IR of one spec",
+                  file=sys.stderr)
+            return EXIT_USER
+        return _library_stats(args.spec, out)
     try:
         if args.ir_file is not None:
             c = lower_ir(args.ir_file, diags, verify_ir=not args.no_verify)
@@ -329,6 +335,25 @@ def cmd_ir(args, out: _Out) -> int:
     out.say(text, end="")
     out.result(level=module.level, module=text)
     return EXIT_OK
+
+
+def _library_stats(folder: str, out: _Out) -> int:
+    from .api import Operator
+    from .driver import compile_spec
+    from .stats import collect, render_summary
+
+    rows, failed = [], []
+    for path in _specs([folder], out):
+        diags = Diagnostics()
+        try:
+            op = Operator(compile_spec(path, diags))
+        except CompileError:
+            out.diagnostics(diags.items)
+            failed.append(path)
+            continue
+        rows.append((op, collect(op)))
+    sys.stdout.write(render_summary(rows, failed))
+    return EXIT_USER if failed else EXIT_OK
 
 
 def cmd_explain(args, out: _Out) -> int:
@@ -526,7 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the IR verifier (to look at the IR of a pass that breaks an invariant)")
     s.add_argument("--variant", default=None, metavar="T=f32", help="only this dtype variant")
     s.add_argument("--stats", action="store_true",
-                   help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant")
+                   help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant; "
+                   "of a folder, one summary of every spec in it")
     s.set_defaults(fn=cmd_ir)
 
     s = sub.add_parser("tune", parents=[common], help="search a spec's tiles by the cost model")

@@ -33,6 +33,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 DEFAULT_RANGE = (-1.0, 1.0)
 DEFAULT_INT_RANGE = (0, 10)
+WORKSPACES = "(workspaces)"  # traffic_by_tensor key of GM memory no parameter owns
 
 
 @dataclass
@@ -43,6 +44,8 @@ class CaseResult:
     report: str = ""
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=dict)  # GM bytes loaded and stored
+    # the same by parameter name, and WORKSPACES for the compiler's GM workspaces and locals
+    traffic_by_tensor: dict[str, dict[str, int]] = field(default_factory=dict)
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     timeline: Timeline | None = None  # the cost model's account of the run (sim, Block IR)
 
@@ -218,6 +221,15 @@ def run_case(op: Operator, case: TestCase, backend: str = "sim", poison: bool = 
     result = CaseResult(spec.op, case, True, outputs={n: arrays[n] for n in outs})
     result.traffic = dict(machine.traffic) if machine is not None else {}
     result.timeline = machine.timeline if machine is not None else None
+    if machine is not None and hasattr(machine, "traffic_by_buffer"):
+        from .backends.sim import gm_root
+
+        by_id = {id(gm_root(a)): name for name, a in arrays.items()}
+        for key, moved in machine.traffic_by_buffer.items():
+            name = by_id.get(key, WORKSPACES)
+            have = result.traffic_by_tensor.setdefault(name, {"load": 0, "store": 0})
+            for kind, n in moved.items():
+                have[kind] += n
     result.inputs = inputs
     reports = []
     for name, want in zip(outs, expected):

@@ -35,6 +35,45 @@ class VariantStats:
     traffic: list[tuple[str, int, int]] = field(default_factory=list)  # (case, moved, minimum)
     # (case, estimated cycles, roofline cycles, the bound pipe) from the cost model
     cycles: list[tuple[str, float, float, str | None]] = field(default_factory=list)
+    # case -> tensor -> (bytes loaded, bytes stored, bytes of the tensor; 0 for workspaces)
+    by_tensor: dict[str, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
+    # input -> (grid nests that read it one after another, the loop around them or None): its passes
+    passes: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+
+
+def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
+    """Per tensor parameter, the most grid nests of one region that read it, and the user loop
+    whose body that region is. After fusion, grid nests of one region stay apart only where the
+    later one needs a result the earlier one completes (a reduction over the whole extent), so
+    this is the fewest passes the kernel as written allows; reads beyond it repeat per iteration
+    of the loop around them."""
+    base: dict[str, str] = {p.name: p.name for p in func.params if p.is_tensor}
+    for o in func.walk():
+        if o.name in ("view", "reshape") and o.operands[0].name in base:
+            base[o.result.name] = base[o.operands[0].name]
+    out: dict[str, tuple[int, str | None]] = {}
+
+    def region(ops: list[Op], around: str | None) -> None:
+        count: dict[str, int] = {}
+        for op in ops:
+            # vector passes only: a cube operand (loaded to L1) is re-read per output block by design
+            loads = [o for o in op.walk() if o.name == "tile.load" and o.operands[1].name in base]
+            read = {base[o.operands[1].name] for o in loads if o.operands[0].type.space == "ub"}
+            if op.name == "loop" and op.attrs.get("kind") == "grid" or op.name == "tile.load":
+                for b in read:
+                    count[b] = count.get(b, 0) + 1
+                for b in {base[o.operands[1].name] for o in loads} - read:
+                    count.setdefault(b, 1)
+            elif op.regions:
+                name = op.attrs.get("name") if op.name == "loop" else around
+                for r in op.regions:
+                    region(r, name)
+        for b, n in count.items():
+            if n > out.get(b, (0, None))[0]:
+                out[b] = (n, around)
+
+    region(func.body, None)
+    return out
 
 
 def _kernels_of(block: Module, control: Func) -> list[Func]:
@@ -56,6 +95,7 @@ def collect(op: Operator) -> list[VariantStats]:
                     peak[space] = max(peak.get(space, 0), value)
         vs = VariantStats(ck.variant_name or "-", max_body_paths(control.body),
                           sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak)
+        vs.passes = input_passes(op.compiled.stages["tile"].funcs[index])
         for case in op.spec.tests:
             variant = {k: case.dtypes.get(k, v[0]) for k, v in op.spec.dtypes.items()}
             if variant != ck.variant:
@@ -68,6 +108,9 @@ def collect(op: Operator) -> list[VariantStats]:
             t = r.timeline
             if t is not None:
                 vs.cycles.append((case_id(op.spec, case), t.estimate, t.bound, t.bound_pipe))
+            sizes = {name: a.nbytes for name, a in [*r.inputs.items(), *r.outputs.items()]}
+            vs.by_tensor[case_id(op.spec, case)] = {
+                name: (t["load"], t["store"], sizes.get(name, 0)) for name, t in r.traffic_by_tensor.items()}
         out.append(vs)
     return out
 
@@ -90,4 +133,69 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["VariantStats", "collect", "render"]
+# A case within this factor of the compulsory minimum needs no explanation in the library summary.
+AT_MINIMUM = 1.05
+
+
+def excess(by_tensor: dict[str, tuple[int, int, int]], passes: dict[str, tuple[int, str | None]]) -> list[str]:
+    """Where one case moves more than the minimum, tensor by tensor, from the simulator's counts: an
+    input read more than once, with its passes (``input_passes``: the minimum the kernel as written
+    allows) and the loop whose iterations repeat them; an output written or read back more than
+    once; and the bytes that go through GM workspaces (locals, and values handed between kernels)."""
+    out = []
+    for name, (loaded, stored, size) in sorted(by_tensor.items()):
+        if size == 0:
+            if loaded or stored:
+                out.append(f"{loaded + stored} B through GM workspaces (locals, values handed between kernels)")
+            continue
+        if loaded > AT_MINIMUM * size and not stored:
+            n, around = passes.get(name, (1, None))
+            why = [f"{n} pass{'es' if n != 1 else ''}, each after a reduction it needs" if n > 1 else "1 pass"]
+            if loaded > AT_MINIMUM * n * size:
+                # "_" names are the compiler's loops around a grid: each output block of the grid
+                # loads its part of the input again (a broadcast operand, a matmul panel)
+                why.append(f"repeated per iteration of loop `{around}`" if around and not around.startswith("_")
+                           else "re-read by each output block of the grid")
+            out.append(f"`{name}` read {loaded / size:.2f}x ({', '.join(why)})")
+        if stored > AT_MINIMUM * size:
+            out.append(f"`{name}` written {stored / size:.2f}x")
+        if stored and loaded:
+            out.append(f"`{name}` read back {loaded / size:.2f}x")
+    return out
+
+
+def render_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list[str]) -> str:
+    """The library at a glance: per case the GM ratio and the UB peak of its variant, then, for
+    each op with a case over ``AT_MINIMUM`` x the minimum, where the extra bytes go."""
+    lines = [f"{'case':44} {'GM moved':>10} {'minimum':>10} {'ratio':>6} {'UB peak':>9} {'est. cyc':>9} "
+             f"{'roofline':>9} {'x':>5} bound"]
+    reasons: list[str] = []
+    for op, stats in rows:
+        worst: tuple[float, str, list[str]] | None = None
+        for s in stats:
+            ub = s.peak.get("ub")
+            cycles = {c[0]: c[1:] for c in s.cycles}
+            for cid, moved, minimum in s.traffic:
+                ratio = moved / minimum if minimum else float("nan")
+                est, bound, pipe = cycles.get(cid, (None, None, None))
+                model = (f"{est:>9.0f} {bound:>9.0f} {est / bound:>5.2f} {pipe}" if est is not None and bound
+                         else f"{'-':>9} {'-':>9} {'-':>5}")
+                lines.append(f"{cid:44} {moved:>10} {minimum:>10} {ratio:>6.2f} "
+                             f"{'-' if ub is None else f'{ub} B':>9} {model}")
+                if ratio > AT_MINIMUM and (worst is None or ratio > worst[0]):
+                    worst = (ratio, cid, excess(s.by_tensor.get(cid, {}), s.passes))
+        if worst is not None:
+            ratio, cid, why = worst
+            reasons.append(f"  {op.spec.op} ({ratio:.2f}x at {cid}): " + ("; ".join(why) or "small tails"))
+    ops = len(rows)
+    over = len(reasons)
+    lines.append(f"\n{ops} specs, {ops - over} at <= {AT_MINIMUM:.2f}x the minimum GM traffic in every case")
+    if reasons:
+        lines.append("over the minimum (worst case of each op; a pass reads a whole input, and the passes named are the fewest the op as written allows):")
+        lines += reasons
+    if failed:
+        lines.append("not compiled: " + ", ".join(failed))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["AT_MINIMUM", "VariantStats", "collect", "excess", "render", "render_summary"]

@@ -11,26 +11,15 @@ Every limit comes from the spec's target (``ptodsl/targets/*.yaml``); nothing he
   ``max_mkn``, and the k and n L0 extents ``cube_c0_bytes``-aligned for the matmul's input dtype.
 * E0605 — a cube tile over the L0A (m×k×in), L0B (k×n×in), L0C (m×n×4) or L1 ((m×k + k×n)×in at
   the L1 extents) capacity of the target. Checked only when the kernel has a matmul.
-* E0606 — the UB a loop body needs, estimated.
+The UB a kernel needs is not estimated here: memory planning, which sees the tiles the passes
+really keep and how long each lives, checks it per compute kernel (E0611). ``ptodsl check`` runs
+the passes, so it reports that too. (E0606, an all-tiles-live estimate made here, is retired.)
 
-The UB model (E0606), deliberately simple and stated here so that its numbers can be checked by
-hand: every tile the body allocates is taken as live for the whole body, because the tile
-lowering does not reuse buffers. A body allocates, at the vec tile shape in effect for it (the
-innermost enclosing loop's ``vec_tile``, else the kernel's, else the lowering's default; each
-tile dim clipped to a static tensor dim):
-
-* one tile per vector op, for its result, in the result's dtype;
-* one tile per distinct tensor region an op reads from memory (a parameter, a local or a view),
-  in that tensor's dtype, and one per region copied or filled without an op;
-* one scratch tile per reduction, of the input's tile shape in the accumulation dtype (f32 for
-  floats).
-
-A tile row is rounded up to ``ub_block_bytes``. Both branches of an ``if`` are separate compiled
-paths, so a branch counts with the larger of its two sides. Nested loops are bodies of their own.
-Matmul operands and results live in L1/L0 and are not counted (a vector op that reads a matmul's
-result loads it into UB, and that load is). No double buffering is assumed, so the estimate is a
-floor on what double-buffered code would need and a ceiling on what a buffer-reusing lowering
-would need.
+E0603 walks the tensors each loop body tiles, at the vec tile in effect for it (the innermost
+enclosing loop's ``vec_tile``, else the kernel's, else the lowering's default; each tile dim
+clipped to a static tensor dim): every vector op's result, every distinct tensor region an op
+reads from memory, each region copied or filled without an op, and each reduction's scratch (in
+the accumulation dtype). Both branches of an ``if`` count; nested loops are bodies of their own.
 """
 
 from __future__ import annotations
@@ -53,9 +42,6 @@ E_TILE_SHAPE = "E0602"
 E_TILE_ALIGN = "E0603"
 E_CUBE_TILE = "E0604"
 E_CUBE_CAPACITY = "E0605"
-E_UB = "E0606"
-
-SHOWN_BUFFERS = 3
 
 Path = tuple[str, ...]
 
@@ -73,7 +59,6 @@ def run(checked: Sequence[CheckedKernel], spec: Spec, target: Target, diags: Dia
     if checked:
         sites = loop_sites(checked[0].kernel)
         _check_alignment(checked, sites, tiles, spec, target, diags)
-        _check_ub(checked, sites, tiles, spec, target, diags)
     if kernel is not None:
         _check_cube(kernel, checked, spec, target, diags)
 
@@ -129,7 +114,6 @@ def _tile_in_effect(site: LoopSite | None, spec: Spec,
 
 @dataclass
 class _Buffer:
-    bytes: int
     what: str
     span: Span
     dtype: str
@@ -140,13 +124,9 @@ class _Buffer:
 class _BodyTiles:
     buffers: list[_Buffer] = field(default_factory=list)
 
-    @property
-    def total(self) -> int:
-        return sum(b.bytes for b in self.buffers)
-
 
 class _Ops:
-    """The UB tiles of one body of one variant, following the model in the module docstring."""
+    """The tensors one body of one variant tiles, as the module docstring lists them."""
 
     def __init__(self, ck: CheckedKernel, tile: tuple[int, ...], target: Target):
         self.ck = ck
@@ -156,16 +136,12 @@ class _Ops:
         self.loaded: set[tuple] = set()
         self.computed: set[str] = set()  # values whose tile an op of this body already holds
 
-    def body(self, stmts: Sequence[ast.Stmt], both: bool = False) -> _BodyTiles:
-        """The body's tiles; of an `if`, the larger side, or with ``both`` every side."""
+    def body(self, stmts: Sequence[ast.Stmt]) -> _BodyTiles:
+        """The body's tiles, of both sides of every `if`."""
         out = _BodyTiles()
         for s in stmts:
             if isinstance(s, ast.If):
-                then, other = self.body(s.body, both), self.body(s.orelse, both)
-                if both:
-                    out.buffers += then.buffers + other.buffers
-                else:
-                    out.buffers += (then if then.total >= other.total else other).buffers
+                out.buffers += self.body(s.body).buffers + self.body(s.orelse).buffers
             elif not isinstance(s, ast.For):
                 self.stmt(s, out.buffers)
         return out
@@ -266,10 +242,7 @@ class _Ops:
 
     def buffer(self, dtype: str, shape: Sequence[sym.Expr], what: str, span: Span) -> _Buffer:
         dims = tile_dims(shape, self.tile)
-        block = self.target.ub_block_bytes
-        row = -(-dims[-1] * itemsize(dtype) // block) * block
-        n = row * math.prod(dims[:-1])
-        return _Buffer(n, f"{what}, tile {list(dims)} {dtype}", span, dtype, tuple(shape))
+        return _Buffer(f"{what}, tile {list(dims)} {dtype}", span, dtype, tuple(shape))
 
 
 def tile_dims(shape: Sequence[sym.Expr], tile: Sequence[int]) -> list[int]:
@@ -316,7 +289,7 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
             if path is None or path not in tiles:
                 continue
             last = tiles[path][-1]
-            for buf in _Ops(ck, tiles[path], target).body(stmts, both=True).buffers:
+            for buf in _Ops(ck, tiles[path], target).body(stmts).buffers:
                 if buf.dtype == "bool":
                     # a comparison's mask: the compiler's own buffer, whose row memory planning pads
                     # to whole blocks; the user chose the tile for the data, which is checked
@@ -352,54 +325,6 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
 
 def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-# ------------------------------------------------------------------ UB estimate (E0606)
-
-
-def _check_ub(checked: Sequence[CheckedKernel], sites: list[LoopSite], tiles: dict[Path, tuple[int, ...]],
-              spec: Spec, target: Target, diags: Diagnostics) -> None:
-    for site, stmts in _bodies(sites, checked[0].kernel):
-        path, tile = _tile_in_effect(site, spec, target)
-        if path is not None and path not in tiles:
-            continue  # an ill-formed tile is reported already
-        worst: tuple[int, CheckedKernel, _BodyTiles] | None = None
-        over: list[str] = []
-        for ck in checked:
-            est = _Ops(ck, tile, target).body(stmts)
-            if est.total > target.ub_bytes:
-                over.append(ck.variant_name)
-            if worst is None or est.total > worst[0]:
-                worst = (est.total, ck, est)
-        if worst is None or worst[0] <= target.ub_bytes:
-            continue
-        total, ck, est = worst
-        where = f"loop `{site.name}`" if site is not None else f"the top level of kernel `{ck.kernel.name}`"
-        span = site.header if site is not None else (ck.kernel.name_span or ck.kernel.span)
-        largest: list[_Buffer] = []
-        for b in sorted(est.buffers, key=lambda b: -b.bytes):  # one label per place in the source
-            if len(largest) < SHOWN_BUFFERS and all(b.span != x.span for x in largest):
-                largest.append(b)
-        secondary = [Label(b.span, f"{_kib(b.bytes)}: {b.what}") for b in largest]
-        if path is not None:
-            secondary.append(Label(spec.spans.at(path), f"vec tile {list(tile)} in effect"))
-        notes = [f"{len(est.buffers)} tiles of {where}, all taken as live at once; "
-                 "see `ptodsl explain E0606` for the model"]
-        if ck.variant:
-            others = [v for v in over if v != ck.variant_name]
-            notes.append(f"estimated for the dtype variant {ck.variant_name}"
-                         + (f"; also over the budget: {', '.join(others)}" if others else ""))
-        tile_key = ".".join(path) if path is not None else "schedule.vec_tile"
-        diags.error(E_UB, f"{where} needs about {total} bytes of UB, more than the {target.ub_bytes} of "
-                    f"{target.name}", span, f"estimated {_kib(total)} of {_kib(target.ub_bytes)}",
-                    secondary=secondary, notes=notes,
-                    help=f"shrink the vec tile (`{tile_key}`), or split the body into several loops")
-
-
-def _kib(n: int) -> str:
-    if n >= 1 << 60:  # absurd sizes (dims of 64-bit literals) overflow a float; say it in powers of two
-        return f"about 2**{n.bit_length() - 1} bytes"
-    return f"{n / 1024:g} KiB" if n % 1024 == 0 or n >= 10240 else f"{n} bytes"
 
 
 # ------------------------------------------------------------------ cube tiles (E0604, E0605)

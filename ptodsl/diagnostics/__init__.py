@@ -178,6 +178,9 @@ class CodeInfo:
     code: str
     title: str
     explain: str
+    # a code no stage reports any more; kept registered so its number is never given to another
+    # meaning and `ptodsl explain` still says what replaced it
+    retired: bool = False
 
 
 @cache
@@ -191,7 +194,7 @@ def code_registry() -> dict[str, CodeInfo]:
         for code, info in (yaml.safe_load(entry.read_text(encoding="utf-8")) or {}).items():
             if code in registry:
                 raise ValueError(f"diagnostic code {code} is registered twice")
-            registry[code] = CodeInfo(code, info["title"], info["explain"].strip())
+            registry[code] = CodeInfo(code, info["title"], info["explain"].strip(), bool(info.get("retired")))
     return dict(sorted(registry.items()))
 
 

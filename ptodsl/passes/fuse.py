@@ -3,13 +3,32 @@
 Requires: a verified ``level tile`` module from tiling, where every op is its own grid nest that
 stores its result to a GM workspace and the next op loads it back.
 Produces: the same computation in which
-  1. adjacent grid loops with equal bounds merge, when each iteration of the second reads only
-     what the same iteration of the first wrote (so no iteration sees another's data);
-  2. inside one straight-line region, a load of exactly the tile a store just wrote, or an earlier
-     load just read, reuses that tile (forwarding), so an elementwise chain loads each input tile
-     once;
-  3. workspaces nobody loads any more lose their stores and their allocation, and unused tiles
-     disappear, so each output tile is stored once and intermediates stay in UB.
+  1. identity casts (``tile.cast`` to the dtype the tile already has) are gone;
+  2. adjacent grid loops with equal bounds merge, nests of them level by level, when each
+     iteration of the second reads only what the same iteration of the first wrote (so no
+     iteration sees another's data) and no tile carried across the first (an accumulator) is
+     touched by the second. Ops between the two that touch nothing the first loop touches (the
+     accumulator set-up of a reduction) move above it, so a reduction's grid fuses into the grid
+     of the elementwise chain that produces its operand;
+  3. inside one straight-line region, and from a region into the grid loops it holds, a load of
+     exactly the tile a store just wrote, or an earlier load just read, reuses that tile
+     (forwarding), so an elementwise chain loads each input tile once;
+  4. a workspace written by a short elementwise chain from read-only inputs, and read back by a
+     later grid nest with the same bounds at the same offsets, is recomputed there from the
+     inputs (rematerialisation): reading an input again costs what reading the workspace did, and
+     the workspace's store disappears;
+  5. a rows x columns grid nest that loads a row-broadcast operand in every iteration swaps its
+     loops (when no iteration depends on another), so the operand is loaded once per column block;
+  6. a region computes each tile op once (common subexpressions);
+  7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
+     (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
+     row that does not fit on chip twice rather than three times;
+  8. workspaces nobody loads any more lose their stores and their allocation, tile ops whose
+     result nobody reads go, and unused tiles and empty grid loops disappear, so each output tile
+     is stored once and intermediates stay in UB.
+
+Where a whole extent is static and fits one tile, tiling emits no grid loop at all, and the whole
+body stays in UB.
 """
 
 from __future__ import annotations
@@ -18,8 +37,34 @@ from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, Value
+from ..ir.opdefs import IR_OPS
+from ..ops import OPS
 from .context import Pass, PassContext
 from .unroll import _subst_attr, _subst_type
+
+# The longest elementwise chain recomputed in place of a workspace load: recomputing costs vector
+# work per tile, a workspace costs a store and a load per tile; a short chain is the cheaper.
+MAX_REMAT_OPS = 4
+# the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
+LOWEST = {"f32": -3.4028234663852886e38, "bf16": -3.3895313892515355e38, "f16": -65504.0}
+
+
+def _reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
+    d = IR_OPS.get(op.name)
+    if d is None:
+        return list(op.operands), []
+    r, w = d.reads_writes(len(op.operands))
+    return [op.operands[i] for i in r], [op.operands[i] for i in w]
+
+
+def _bases(func: Func) -> dict[str, str]:
+    """GM value name -> the name of the tensor it views (itself for parameters and workspaces)."""
+    base: dict[str, str] = {}
+    for op in func.walk():
+        if op.name in ("view", "reshape"):
+            src = op.operands[0].name
+            base[op.result.name] = base.get(src, src)
+    return base
 
 
 def _loads_and_stores(ops: list[Op]):
@@ -35,6 +80,22 @@ def _loads_and_stores(ops: list[Op]):
     return loads, stores
 
 
+def _tile_access(ops: list[Op]) -> tuple[set[str], set[str], set[str]]:
+    """(tiles read, tiles written, tiles defined) anywhere in ``ops``."""
+    read: set[str] = set()
+    written: set[str] = set()
+    defined: set[str] = set()
+    for op in ops:
+        for o in op.walk():
+            if o.name == "tile.alloc":
+                defined.add(o.result.name)
+            elif o.name.startswith("tile."):
+                r, w = _reads_writes(o)
+                read.update(v.name for v in r if o.name != "tile.store" or v is o.operands[1])
+                written.update(v.name for v in w if o.name != "tile.store")
+    return read, written, defined
+
+
 def _rename_index(ops: list[Op], old: str, new: str) -> None:
     env = {old: sym.Sym(new)}
     for op in ops:
@@ -45,17 +106,36 @@ def _rename_index(ops: list[Op], old: str, new: str) -> None:
                 r.type = _subst_type(r.type, env)
 
 
+def _is_grid(op: Op) -> bool:
+    return op.name == "loop" and op.attrs.get("kind") == "grid"
+
+
+def _same_bounds(a: Op, b: Op, env: dict[str, sym.Expr]) -> bool:
+    return all(a.attrs[k] == _subst_attr(b.attrs[k], env) for k in ("lo", "hi", "step"))
+
+
+def _nest_env(a: Op, b: Op) -> dict[str, sym.Expr]:
+    """Index renaming of b's grid nest onto a's: the outer indices, and inner ones while both
+    bodies are one grid loop with the same bounds (such nests cover the same index sets)."""
+    env: dict[str, sym.Expr] = {b.attrs["index"]: sym.Sym(a.attrs["index"])}
+    ra, rb = a.regions[0], b.regions[0]
+    while (len(ra) == 1 and len(rb) == 1 and _is_grid(ra[0]) and _is_grid(rb[0])
+           and _same_bounds(ra[0], rb[0], env)):
+        env[rb[0].attrs["index"]] = sym.Sym(ra[0].attrs["index"])
+        ra, rb = ra[0].regions[0], rb[0].regions[0]
+    return env
+
+
 def _same_grid(a: Op, b: Op) -> bool:
-    return (a.name == b.name == "loop" and a.attrs.get("kind") == b.attrs.get("kind") == "grid"
-            and all(a.attrs[k] == b.attrs[k] for k in ("lo", "hi", "step")))
+    return _is_grid(a) and _is_grid(b) and _same_bounds(a, b, {})
 
 
-def _can_merge(a: Op, b: Op) -> bool:
+def _can_merge(a: Op, b: Op, carried_ok: frozenset[str] = frozenset()) -> bool:
     a_loads, a_stores = _loads_and_stores(a.regions[0])
     b_loads, b_stores = _loads_and_stores(b.regions[0])
     written = {t for t, _ in a_stores}
-    renamed = {(t, tuple(sym.substitute(x, {b.attrs["index"]: sym.Sym(a.attrs["index"])}) for x in o))
-               for t, o in b_loads if o is not None}
+    env = _nest_env(a, b)
+    renamed = {(t, tuple(sym.substitute(x, env) for x in o)) for t, o in b_loads if o is not None}
     for t, o in renamed:
         if t in written and (t, o) not in set(a_stores):
             return False
@@ -63,29 +143,61 @@ def _can_merge(a: Op, b: Op) -> bool:
         return False
     if {t for t, _ in b_stores} & ({t for t, _ in a_loads} | written):
         return False
+    # a tile that outlives an iteration of a (an accumulator) holds a's final value only after the
+    # whole loop: b may neither read nor change it
+    a_read, a_written, a_defined = _tile_access(a.regions[0])
+    b_read, b_written, _ = _tile_access(b.regions[0])
+    carried = a_written - a_defined - carried_ok
+    if carried & (b_read | b_written) or (a_read - a_defined) & b_written:
+        return False
     return True
 
 
-def merge_loops(ops: list[Op]) -> list[Op]:
+def _touches(loop: Op) -> tuple[set[str], set[str]]:
+    """(every value named in ``loop``, the GM values it stores to)."""
+    names: set[str] = set()
+    stored: set[str] = set()
+    for o in loop.walk():
+        names.update(v.name for v in o.operands)
+        names.update(v.name for v in o.results)
+        if o.name == "tile.store":
+            stored.add(o.operands[0].name)
+    return names, stored
+
+
+def _hoistable(op: Op, loop: Op, base: dict[str, str]) -> bool:
+    """Whether ``op`` may run before ``loop`` instead of after it: it touches no value the loop
+    touches, and a load of it reads no tensor the loop stores to."""
+    if op.name in ("alloc", "guard"):
+        return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
+    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store":
+        return False
+    names, stored = _touches(loop)
+    stored_bases = {base.get(s, s) for s in stored}
+    if op.name == "tile.load":
+        dst, gm = op.operands
+        return dst.name not in names and base.get(gm.name, gm.name) not in stored_bases
+    return not any(v.name in names for v in op.operands + op.results)
+
+
+def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
     out: list[Op] = []
-    pending_allocs: list[Op] = []
+    pending: list[Op] = []
     for op in ops:
-        op.regions = [merge_loops(r) for r in op.regions]
-        if op.name in ("alloc", "guard") and out and out[-1].name == "loop":
-            # GM workspaces, and bounds guards (which only read scalars), may move above the
-            # previous loop: the guard then stops the call earlier, never later
-            pending_allocs.append(op)
-            continue
+        op.regions = [merge_loops(r, base) for r in op.regions]
         prev = out[-1] if out else None
+        if prev is not None and prev.name == "loop" and _hoistable(op, prev, base):
+            pending.append(op)
+            continue
         if prev is not None and _same_grid(prev, op) and _can_merge(prev, op):
             _rename_index(op.regions[0], op.attrs["index"], prev.attrs["index"])
-            prev.regions[0] = merge_loops(prev.regions[0] + op.regions[0])
-            out[-1:-1] = pending_allocs
+            prev.regions[0] = merge_loops(prev.regions[0] + op.regions[0], base)
+            out[-1:-1] = pending
         else:
-            out.extend(pending_allocs)
+            out.extend(pending)
             out.append(op)
-        pending_allocs = []
-    out.extend(pending_allocs)
+        pending = []
+    out.extend(pending)
     return out
 
 
@@ -97,21 +209,31 @@ def _kernel_boundary(op: Op) -> bool:
     return op.name in ("if", "read", "print")
 
 
-def forward(ops: list[Op], rename: dict[str, Value]) -> list[Op]:
-    """Store-to-load forwarding in one region; ``rename`` maps dropped tiles to their stand-ins."""
-    stored: dict[tuple[str, Any], Value] = {}
+def forward(ops: list[Op], rename: dict[str, Value], base: dict[str, str],
+            stored: dict[tuple[str, Any], Value] | None = None) -> list[Op]:
+    """Store-to-load forwarding in one region; ``rename`` maps dropped tiles to their stand-ins and
+    ``stored`` holds what the enclosing region knows on entry (GM region -> tile holding it)."""
+    stored = dict(stored or {})
     out: list[Op] = []
+
+    def forget_gm(name: str) -> None:
+        nonlocal stored
+        b = base.get(name, name)
+        stored = {k: v for k, v in stored.items() if base.get(k[0], k[0]) != b}
+
     for op in ops:
         op.operands = [rename.get(v.name, v) for v in op.operands]
         if op.regions:
-            op.regions = [forward(r, dict(rename)) for r in op.regions]
             inner = [x for r in op.regions for x in r]
             _, inner_stores = _loads_and_stores(inner)
-            written_tiles = {o.operands[0].name for x in inner for o in x.walk()
-                             if o.name.startswith("tile.") and o.name != "tile.store" and o.operands}
+            _, written_tiles, _ = _tile_access(inner)
             for t, _ in inner_stores:
-                stored = {k: v for k, v in stored.items() if k[0] != t}
+                forget_gm(t)
             stored = {k: v for k, v in stored.items() if v.name not in written_tiles}
+            # a grid loop runs in the same compute kernel as the ops around it: what is known
+            # before it and that no iteration changes is known in every iteration
+            seed = stored if _is_grid(op) else {}
+            op.regions = [forward(r, dict(rename), base, seed) for r in op.regions]
             if _kernel_boundary(op):
                 stored = {}
             out.append(op)
@@ -120,7 +242,7 @@ def forward(ops: list[Op], rename: dict[str, Value]) -> list[Op]:
             stored = {}
         if op.name == "tile.store":
             gm, tile = op.operands
-            stored = {k: v for k, v in stored.items() if k[0] != gm.name}
+            forget_gm(gm.name)
             stored[(gm.name, op.attrs["offsets"])] = tile
         elif op.name == "tile.load":
             dst, gm = op.operands
@@ -130,13 +252,466 @@ def forward(ops: list[Op], rename: dict[str, Value]) -> list[Op]:
                 rename[dst.name] = src
                 continue
             # a second load of the same region reuses the first tile while neither changed
+            stored = {k: v for k, v in stored.items() if v is not dst}
             stored[key] = dst
         elif op.name.startswith("tile.") and op.operands:
-            # a tile op writes its first operand: a forwarded tile must not be overwritten later
-            dst = op.operands[0]
-            stored = {k: v for k, v in stored.items() if v is not dst}
+            # a tile op writes its destination: a forwarded tile must not be overwritten later
+            _, writes = _reads_writes(op)
+            stored = {k: v for k, v in stored.items() if all(v is not w for w in writes)}
         out.append(op)
     return out
+
+
+# ------------------------------------------------------------------ identity casts
+
+
+def _rename_values(ops: list[Op], rename: dict[str, Value]) -> None:
+    for op in ops:
+        for o in op.walk():
+            o.operands = [rename.get(v.name, v) for v in o.operands]
+
+
+def _write_counts(func: Func) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for op in func.walk():
+        if op.name.startswith("tile.") and op.name != "tile.store":
+            for w in _reads_writes(op)[1]:
+                counts[w.name] = counts.get(w.name, 0) + 1
+    return counts
+
+
+def drop_identity_casts(func: Func) -> None:
+    """``tile.cast(dst, src)`` to src's own dtype copies src; when each tile is written once (so
+    both hold the same value wherever dst is read), dst's readers read src instead."""
+    writes = _write_counts(func)
+    rename: dict[str, Value] = {}
+
+    def keep(op: Op) -> bool:
+        if op.name != "tile.cast":
+            return True
+        dst, src = op.operands
+        if dst.type != src.type or writes.get(dst.name) != 1 or writes.get(src.name) != 1:
+            return True
+        rename[dst.name] = rename.get(src.name, src)
+        return False
+
+    func.body = _filter(func.body, keep)
+    _rename_values(func.body, rename)
+
+
+# ------------------------------------------------------------------ rematerialisation
+
+
+def _elementwise(op: Op) -> bool:
+    if op.name in ("tile.expand", "tile.fill"):
+        return True
+    od = OPS.get(op.name[len("tile."):]) if op.name.startswith("tile.") else None
+    return od is not None and od.kind in ("unary", "binary", "cast", "compare", "select")
+
+
+def _grid_nest(op: Op) -> list[Op]:
+    """The grid loops of a perfect nest rooted at ``op``, outermost first."""
+    nest = [op]
+    while len(nest[-1].regions[0]) == 1 and _is_grid(nest[-1].regions[0][0]):
+        nest.append(nest[-1].regions[0][0])
+    return nest
+
+
+def _chain(body: list[Op], upto: int, tile: Value, read_only: set[str], base: dict[str, str],
+           outside_ok) -> list[Op] | None:
+    """The ops of ``body[:upto]`` that compute ``tile`` (with their tile.allocs), if that is a short
+    elementwise chain whose leaves are loads of read-only tensors or tiles ``outside_ok`` accepts."""
+    defs: dict[str, Op] = {}
+    allocs: dict[str, Op] = {}
+    for op in body[:upto]:
+        if op.regions:
+            continue
+        if op.name == "tile.alloc":
+            allocs[op.result.name] = op
+        elif op.name.startswith("tile.") and op.name != "tile.store":
+            for w in _reads_writes(op)[1]:
+                if w.name in defs:
+                    defs[w.name] = None  # written twice in the body: not a plain value
+                else:
+                    defs[w.name] = op
+    need = [tile]
+    seen: set[str] = set()
+    chain: list[Op] = []
+    while need:
+        v = need.pop()
+        if v.name in seen:
+            continue
+        seen.add(v.name)
+        op = defs.get(v.name)
+        if op is None:
+            if v.name in defs or v.name in allocs or not outside_ok(v):
+                return None  # written twice, never written here, or a tile that may change
+            continue
+        if v.name not in allocs:
+            return None
+        if op.name == "tile.load":
+            if base.get(op.operands[1].name, op.operands[1].name) not in read_only:
+                return None
+        elif not _elementwise(op) or _reads_writes(op)[1] != [v] or v in _reads_writes(op)[0]:
+            return None
+        else:
+            need.extend(_reads_writes(op)[0])
+        chain += [allocs[v.name], op]
+    if sum(1 for o in chain if o.name != "tile.alloc" and o.name != "tile.load") > MAX_REMAT_OPS:
+        return None
+    order = {id(o): i for i, o in enumerate(body)}
+    return sorted(chain, key=lambda o: order[id(o)])
+
+
+class _Remat:
+    def __init__(self, func: Func):
+        self.func = func
+        self.base = _bases(func)
+        stored = {self.base.get(o.operands[0].name, o.operands[0].name) for o in func.walk() if o.name == "tile.store"}
+        self.read_only = {p.name for p in func.params if p.is_tensor} - stored
+        self.count = 0
+        self.changed = False
+
+    def region(self, ops: list[Op]) -> None:
+        for op in ops:
+            for r in op.regions:
+                self.region(r)
+        for j, consumer in enumerate(ops):
+            if not _is_grid(consumer):
+                continue
+            for i in range(j):
+                if _is_grid(ops[i]):
+                    self.pair(ops, i, j)
+
+    def pair(self, ops: list[Op], i: int, j: int) -> None:
+        pnest, cnest = _grid_nest(ops[i]), _grid_nest(ops[j])
+        depth = min(len(pnest), len(cnest))
+        env: dict[str, sym.Expr] = {}
+        for p, c in zip(pnest[:depth], cnest[:depth]):
+            if not _same_bounds(c, p, env):
+                return
+            env[p.attrs["index"]] = sym.Sym(c.attrs["index"])
+        pbody, cbody = pnest[depth - 1].regions[0], cnest[depth - 1].regions[0]
+        _, between_written, between_defined = _tile_access(ops[i:j + 1])
+        workspaces = {o.result.name for o in self.func.walk() if o.name == "alloc"}
+
+        def outside_ok(v: Value) -> bool:
+            return v.name not in between_written and v.name not in between_defined
+
+        for k, store in enumerate(pbody):
+            if store.name != "tile.store" or store.operands[0].name not in workspaces:
+                continue
+            ws = store.operands[0]
+            offsets = _subst_attr(store.attrs["offsets"], env)
+            chain = _chain(pbody, k, store.operands[1], self.read_only, self.base, outside_ok)
+            if chain is None:
+                continue
+            for load in list(cbody):
+                if (load.name == "tile.load" and load.operands[1] is ws and load.attrs["offsets"] == offsets
+                        and _subst_type(store.operands[1].type, env) == load.operands[0].type):
+                    at = cbody.index(load)
+                    cbody[at:at + 1] = self.clone(chain, env, store.operands[1], load.operands[0])
+                    self.changed = True
+
+    def clone(self, chain: list[Op], env: dict[str, sym.Expr], result: Value, into: Value) -> list[Op]:
+        self.count += 1
+        values: dict[str, Value] = {result.name: into}
+        out = []
+        for op in chain:
+            if op.name == "tile.alloc" and op.result.name == result.name:
+                continue  # the consumer's tile takes the result
+            results = []
+            for r in op.results:
+                values[r.name] = Value(f"{r.name}_re{self.count}", _subst_type(r.type, env))
+                results.append(values[r.name])
+            attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
+                     for k, v in op.attrs.items()}
+            out.append(Op(op.name, [values.get(v.name, v) for v in op.operands], attrs, results, [], op.span))
+        return out
+
+
+def rematerialise(func: Func) -> bool:
+    r = _Remat(func)
+    r.region(func.body)
+    return r.changed
+
+
+# ------------------------------------------------------------------ common subexpressions
+
+
+def cse(func: Func) -> None:
+    """Within one straight-line region, a tile op computing what an earlier one computed (same op,
+    attributes and operands) reuses the earlier tile. Only tiles written once take part, so both
+    hold the same value wherever the later one is read."""
+    writes = _write_counts(func)
+    rename: dict[str, Value] = {}
+
+    def region(ops: list[Op]) -> list[Op]:
+        seen: dict[tuple, Value] = {}
+        out = []
+        for op in ops:
+            op.operands = [rename.get(v.name, v) for v in op.operands]
+            op.regions = [region(r) for r in op.regions]
+            reads, dests = _reads_writes(op) if op.name.startswith("tile.") else ([], [])
+            if (op.name.startswith("tile.") and op.name not in ("tile.load", "tile.store", "tile.alloc")
+                    and len(dests) == 1 and writes.get(dests[0].name) == 1
+                    and all(writes.get(v.name) == 1 for v in reads)):
+                key = (op.name, repr(sorted(op.attrs.items())), tuple(v.name for v in reads), dests[0].type)
+                if key in seen:
+                    rename[dests[0].name] = seen[key]
+                    continue
+                seen[key] = dests[0]
+            out.append(op)
+        return out
+
+    func.body = region(func.body)
+
+
+# ------------------------------------------------------------------ online max and sum
+
+
+class _Online:
+    """Softmax's two reductions over one row in one pass (the online form).
+
+    Where a grid loop A keeps a running max ``M = maximum(M, amax(t))`` and the next grid loop B,
+    with the same bounds, uses M only as ``sum(exp(t - M))`` accumulated into L, the two merge: in
+    each iteration the new max is taken first, L is rescaled by ``exp(M_old - M_new)``, and B's
+    body then adds ``sum(exp(t - M_new))``. After the loop, M and L hold what the two loops gave
+    (``sum_i exp(t_i - M)`` regroups exactly), so the row is read once for both, not twice. The
+    merge happens only when B subtracts M from the very tile A took the max of (so no exp overflows).
+    """
+
+    def __init__(self, func: Func, base: dict[str, str]):
+        self.func = func
+        self.base = base
+        self.count = 0
+        self.changed = False
+
+    def region(self, ops: list[Op]) -> list[Op]:
+        for op in ops:
+            op.regions = [self.region(r) for r in op.regions]
+        i = 0
+        while i < len(ops):
+            a = ops[i]
+            j = i + 1
+            before, after = [], []  # ops between A and B: hoisted above A, or casts of A's max kept below
+            while _is_grid(a) and j < len(ops) and not _is_grid(ops[j]):
+                if _hoistable(ops[j], a, self.base):
+                    before.append(ops[j])
+                elif ops[j].name == "tile.cast" and not ops[j].regions:
+                    after.append(ops[j])
+                else:
+                    break
+                j += 1
+            if _is_grid(a) and j < len(ops) and _same_grid(a, ops[j]):
+                merged = self.pair(a, ops[j], after)
+                if merged is not None:
+                    ops[i:j + 1] = before + [merged] + after
+                    self.changed = True
+                    continue
+            i += 1
+        return ops
+
+    def pair(self, a: Op, b: Op, casts: list[Op]) -> Op | None:
+        body_a = a.regions[0]
+        upd = [o for o in body_a if o.name == "tile.maximum" and o.operands[0] is o.operands[1]]
+        if len(upd) != 1:
+            return None
+        m, r = upd[0].operands[0], upd[0].operands[2]
+        a_read, a_written, a_defined = _tile_access(body_a)
+        if m.name in a_defined or m.type.dtype not in LOWEST:
+            return None
+        amax = [o for o in body_a if o.name == "tile.amax" and o.operands[0] is r]
+        if len(amax) != 1 or sum(1 for o in body_a for w in _reads_writes(o)[1] if w is m) != 1:
+            return None
+        # the casts between A and B must all be of the max: B may read them in its place
+        views = {m.name: None}
+        for c in casts:
+            if c.operands[1] is not m or c.operands[0].type.dtype not in LOWEST:
+                return None
+            views[c.operands[0].name] = c
+        if not _can_merge(a, b, frozenset({m.name})):
+            return None
+        # B may use the max only as sum([cast](exp(t - expand(max)))) accumulated into one tile L
+        body_b = b.regions[0]
+        readers = self._readers(body_b)
+        for v in views:
+            if any(o is None or o.name != "tile.expand" for o in readers.get(v, [])) or \
+                    any(w.name == v for o in body_b for w in _reads_writes(o)[1]):
+                return None
+        expands = [o for v in views for o in readers.get(v, [])]
+        if len(expands) != 1:
+            return None
+        e = expands[0].operands[0]
+        sub = self._only(readers, e, "tile.sub", 2)
+        p = sub and self._only(readers, sub.operands[0], "tile.exp", 1)
+        if p:
+            cast = self._only(readers, p.operands[0], "tile.cast", 1)
+            q = self._only(readers, (cast.operands[0] if cast else p.operands[0]), "tile.sum", 1)
+        acc = p and q and self._only(readers, q.operands[0], "tile.add", None)
+        if not acc or acc.operands[1] is not acc.operands[0] or q.attrs.get("axis") != amax[0].attrs.get("axis"):
+            return None
+        acc = acc.operands[0]
+        if acc.name in a_written | a_read or sum(1 for o in body_b for w in _reads_writes(o)[1] if w is acc) != 1 or \
+                any(o is None or o.name != "tile.add" for o in readers.get(acc.name, [])):
+            return None
+        # B must subtract the max from the values A took it of, or from what A widened exactly
+        # (f16/bf16 -> f32), so that no exp overflows
+        t_b = self._expr(body_b, sub.operands[1], b.attrs["index"])
+        t_a = self._expr(body_a, amax[0].operands[1], a.attrs["index"])
+        widened = t_a[0] == "tile.cast" and t_a[2].dtype == "f32" and t_a[3] == (t_b,)
+        if t_b != t_a and not widened:
+            return None
+        _rename_index(body_b, b.attrs["index"], a.attrs["index"])
+        a.regions[0] = body_a + body_b
+        return self.rescale(a, upd[0], m, r, acc, expands[0], views[expands[0].operands[1].name])
+
+    def _expr(self, body: list[Op], v: Value, index: str) -> Any:
+        """What ``v`` holds in one iteration of a loop with body ``body``, as a tree of the ops and
+        loads that compute it (the loop index made anonymous), for comparing two loops' values."""
+        defs = {}
+        for op in body:
+            if op.name.startswith("tile.") and op.name not in ("tile.alloc", "tile.store") and not op.regions:
+                for w in _reads_writes(op)[1]:
+                    defs.setdefault(w.name, []).append(op)
+        env = {index: sym.Sym("#")}
+
+        def expr(x: Value, depth: int) -> Any:
+            ops = defs.get(x.name, [])
+            if depth > 16 or len(ops) > 1:
+                return ("opaque", x.name, id(body))
+            if not ops:
+                return ("outer", x.name)
+            op = ops[0]
+            attrs = repr(sorted((k, _subst_attr(val, env)) for k, val in op.attrs.items()))
+            if op.name == "tile.load":
+                return ("load", self.base.get(op.operands[1].name, op.operands[1].name), attrs)
+            return (op.name, attrs, _subst_type(x.type, env),
+                    tuple(expr(r, depth + 1) for r in _reads_writes(op)[0]))
+
+        return expr(v, 0)
+
+    def rescale(self, loop: Op, upd: Op, m: Value, r: Value, acc: Value, expand: Op, cast: Op | None) -> Op:
+        """Before A's max update: L *= exp(M - max(M_new, lowest)); B subtracts max(M_new, lowest).
+        Clamping the max to the lowest finite float keeps a tile of -inf (a masked block) from
+        giving -inf - -inf = NaN: its exp is then 0, as in the two-pass form."""
+        self.count += 1
+        ty = m.type
+        new, safe, diff, alpha = (Value(f"_online{self.count}_{n}", ty) for n in ("max", "safe", "diff", "alpha"))
+        ops = [Op("tile.alloc", [], {}, [v], [], upd.span) for v in (new, safe, diff, alpha)]
+        lowest = LOWEST[(cast.operands[0] if cast else m).type.dtype]  # of the dtype B subtracts in
+        ops += [Op("tile.maximum", [new, m, r], {}, [], [], upd.span),
+                Op("tile.maximum", [safe, new], {"scalar": lowest}, [], [], upd.span),
+                Op("tile.sub", [diff, m, safe], {}, [], [], upd.span),
+                Op("tile.exp", [alpha, diff], {}, [], [], upd.span),
+                Op("tile.mul", [acc, acc, alpha], {}, [], [], upd.span)]
+        if cast is not None:
+            narrow = Value(f"_online{self.count}_safe_{cast.operands[0].type.dtype}", cast.operands[0].type)
+            ops += [Op("tile.alloc", [], {}, [narrow], [], cast.span),
+                    Op("tile.cast", [narrow, safe], dict(cast.attrs), [], [], cast.span)]
+            safe = narrow
+        body = loop.regions[0]
+        at = next(k for k, o in enumerate(body) if o is upd)
+        body[at:at] = ops
+        expand.operands = [expand.operands[0], safe]
+        return loop
+
+    @staticmethod
+    def _readers(ops: list[Op]) -> dict[str, list[Op | None]]:
+        out: dict[str, list[Op | None]] = {}
+        for op in ops:
+            for o in op.walk():
+                if o.name.startswith("tile."):
+                    for v in _reads_writes(o)[0]:
+                        out.setdefault(v.name, []).append(o if o is op else None)
+                else:
+                    for v in o.operands:
+                        out.setdefault(v.name, []).append(None)
+        return out
+
+    @staticmethod
+    def _only(readers: dict[str, list[Op | None]], v: Value, name: str, index: int | None) -> Op | None:
+        """The one op of the body that reads ``v``, if it is a ``name`` reading it at ``index``."""
+        rs = readers.get(v.name, [])
+        if len(rs) != 1 or rs[0] is None or rs[0].name != name:
+            return None
+        op = rs[0]
+        if index is not None and (len(op.operands) <= index or op.operands[index] is not v):
+            return None
+        return op if index is not None or v in op.operands[1:] else None
+
+
+def online_max_sum(func: Func, base: dict[str, str]) -> bool:
+    o = _Online(func, base)
+    func.body = o.region(func.body)
+    return o.changed
+
+
+# ------------------------------------------------------------------ broadcast operands
+
+
+def _mentions(v: Any, index: str) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(_mentions(x, index) for x in v)
+    if isinstance(v, str) or v is None or isinstance(v, bool):
+        return False
+    try:
+        return index in sym.free_symbols(v)
+    except (TypeError, AttributeError):
+        return False
+
+
+def _invariant_loads(outer: Op, inner: Op, base: dict[str, str]) -> list[Op]:
+    """Loads of ``inner``'s body that every iteration of ``outer`` repeats: their offsets and
+    tile do not depend on the outer index, and nothing in the nest stores to their tensor."""
+    stored = {base.get(o.operands[0].name, o.operands[0].name) for o in outer.walk() if o.name == "tile.store"}
+    idx = outer.attrs["index"]
+    return [o for o in inner.regions[0] if o.name == "tile.load"
+            and not _mentions(o.attrs["offsets"], idx) and not _mentions(o.operands[0].type.valid, idx)
+            and base.get(o.operands[1].name, o.operands[1].name) not in stored]
+
+
+def _interchangeable(outer: Op, inner: Op) -> bool:
+    """Whether the two loops of a perfect grid nest may swap: the inner bounds do not depend on
+    the outer index, no tile carries a value from one iteration to the next, and every store
+    writes a place only its own iteration writes (its offsets use both indices), and a tensor
+    stored in the nest is read only where its iteration stored it."""
+    idx, jdx = outer.attrs["index"], inner.attrs["index"]
+    if any(_mentions(inner.attrs[k], idx) for k in ("lo", "hi", "step")):
+        return False
+    _, written, defined = _tile_access(inner.regions[0])
+    if written - defined:
+        return False
+    loads, stores = _loads_and_stores(inner.regions[0])
+    if any(not (_mentions(o, idx) and _mentions(o, jdx)) for _, o in stores):
+        return False
+    stored = set(stores)
+    return all((t, o) in stored for t, o in loads if o is None or t in {t2 for t2, _ in stores})
+
+
+def hoist_broadcast_loads(ops: list[Op], base: dict[str, str]) -> list[Op]:
+    """A grid nest over (rows, columns) that loads a row-broadcast operand (a [1, C] tensor, the
+    same tile for every row block) in every iteration swaps its loops, so the operand is loaded
+    once per column block, above the loop over rows: it is then read from GM once."""
+    for op in ops:
+        op.regions = [hoist_broadcast_loads(r, base) for r in op.regions]
+    out = []
+    for op in ops:
+        body = op.regions[0] if _is_grid(op) else None
+        if body is not None and len(body) == 1 and _is_grid(body[0]) and _interchangeable(op, body[0]):
+            inner = body[0]
+            hoisted = _invariant_loads(op, inner, base)
+            if hoisted:
+                names = {o.operands[0].name for o in hoisted}
+                allocs = [o for o in inner.regions[0] if o.name == "tile.alloc" and o.result.name in names]
+                rest = [o for o in inner.regions[0] if o not in hoisted and o not in allocs]
+                new_inner = Op("loop", [], dict(op.attrs), [], [rest], op.span)
+                op = Op("loop", [], dict(inner.attrs), [], [allocs + hoisted + [new_inner]], inner.span)
+        out.append(op)
+    return out
+
+
+# ------------------------------------------------------------------ clean-up
 
 
 def _uses(func: Func) -> dict[str, int]:
@@ -148,26 +723,38 @@ def _uses(func: Func) -> dict[str, int]:
 
 
 def sweep(func: Func) -> None:
-    """Drop stores into workspaces nobody reads, then unused workspaces and tiles."""
+    """Drop stores into workspaces nobody reads, tile ops whose result nobody reads, then unused
+    workspaces and tiles, and grid loops left empty."""
     workspaces = {op.result.name for op in func.walk() if op.name == "alloc"}
     while True:
         readers: set[str] = set()
+        tile_readers: set[str] = set()
         for op in func.walk():
             if op.name == "tile.store":
+                tile_readers.add(op.operands[1].name)
                 continue
             if op.name == "tile.load":
                 readers.add(op.operands[1].name)
+            elif op.name.startswith("tile."):
+                tile_readers.update(v.name for v in _reads_writes(op)[0])
             else:
                 readers.update(v.name for v in op.operands)
+                tile_readers.update(v.name for v in op.operands)
         dead = workspaces - readers
         uses = _uses(func)
 
-        def keep(op: Op, dead=dead, uses=uses) -> bool:
+        def keep(op: Op, dead=dead, uses=uses, tile_readers=tile_readers) -> bool:
             if op.name == "tile.store" and op.operands[0].name in dead:
                 return False
             if op.name == "alloc" and op.result.name in dead:
                 return False
             if op.name == "tile.alloc" and uses.get(op.result.name, 0) == 0:
+                return False
+            if (op.name.startswith("tile.") and op.name not in ("tile.store", "tile.alloc") and op.operands
+                    and all(w.name not in tile_readers for w in _reads_writes(op)[1])
+                    and _reads_writes(op)[1]):
+                return False  # computes a tile nobody reads
+            if _is_grid(op) and not op.regions[0]:
                 return False
             return True
 
@@ -192,8 +779,24 @@ def run(module: Module, ctx: PassContext) -> Module:
 
     fresh = module.clone()  # passes never mutate their input
     for f in fresh.funcs:
-        f.body = merge_loops(f.body)
-        f.body = forward(f.body, {})
+        base = _bases(f)
+        drop_identity_casts(f)
+        f.body = merge_loops(f.body, base)
+        f.body = forward(f.body, {}, base)
+        sweep(f)
+        for _ in range(4):  # each round may expose another (a recomputed chain frees the next)
+            if not rematerialise(f):
+                break
+            sweep(f)
+            f.body = merge_loops(f.body, base)
+            f.body = forward(f.body, {}, base)
+            sweep(f)
+        f.body = hoist_broadcast_loads(f.body, base)
+        cse(f)
+        if online_max_sum(f, base):
+            f.body = merge_loops(f.body, base)
+            f.body = forward(f.body, {}, base)
+            cse(f)
         sweep(f)
     return fresh
 

@@ -11,7 +11,8 @@ max) is R rows of one block each, valid in column 0. That is the layout pto-isa'
 write with equal source and destination rows, and the one its elementwise, tile-scalar and
 broadcast instructions read on every target (a column-major ``R x 1`` tile needs R padded to a
 block, which a reduction of fewer rows cannot write).
-Over capacity is an error that lists the largest tiles, never a silent overlap.
+Over capacity is an error (E0611) that names the tiles live at the peak, never a silent
+overlap; it is the one check of on-chip memory (the checker estimates none).
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from math import prod
 from ..diagnostics import Label
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
+from ..ir.schedule import schedule_of
+from ..schedule import Schedule
 from .context import Pass, PassContext, on_compute_kernels
 
+SHOWN_PLACES = 4  # source places labelled in an over-capacity error; the rest are counted in a note
 SPACE_FIELD = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
 
 
@@ -76,48 +80,86 @@ def _intervals(func: Func) -> dict[str, tuple[int, int, Op]]:
     return out
 
 
-def plan(func: Func, ctx: PassContext) -> dict[str, int]:
+def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict[str, int]:
     """Assign offsets; returns the peak bytes per space."""
     block = ctx.target.ub_block_bytes
     intervals = _intervals(func)
-    placed: dict[str, list[tuple[int, int, int, int]]] = {}  # space -> (start, end, offset, size)
+    placed: dict[str, list[tuple[int, int, int, int, Op]]] = {}  # space -> (start, end, offset, size, alloc)
     peak: dict[str, int] = {}
     for _name, (s, e, op) in sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0])):
         t: TileType = op.result.type
         size = -(-tile_bytes(t, block) // block) * block
-        busy = sorted((off, off + sz) for (s2, e2, off, sz) in placed.get(t.space, []) if not (e2 < s or s2 > e))
+        busy = sorted((off, off + sz) for (s2, e2, off, sz, _) in placed.get(t.space, []) if not (e2 < s or s2 > e))
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
                 break
             offset = max(offset, hi)
-        placed.setdefault(t.space, []).append((s, e, offset, size))
+        placed.setdefault(t.space, []).append((s, e, offset, size, op))
         layout, (rows, cols) = physical(t, block)
         op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols}
         peak[t.space] = max(peak.get(t.space, 0), offset + size)
     for space, used in peak.items():
         cap = getattr(ctx.target, SPACE_FIELD[space])
         if used > cap:
-            ops = {s: op for (s, _, op) in intervals.values()}
-            by_span: dict = {}
-            for s, _, _, sz in placed[space]:
-                span = ops[s].span
-                if span is not None and sz > by_span.get(span, 0):
-                    by_span[span] = sz  # one label per source line: its largest tile
-            secondary = [Label(span, f"needs a {sz}-byte tile")
-                         for span, sz in sorted(by_span.items(), key=lambda kv: -kv[1])[:3]]
-            key = ("schedule", "cube_tile") if space != "ub" else ("schedule", "vec_tile")
-            secondary += ctx.labels(key, "the tile shape is set here")
-            ctx.diags.error(
-                "E0611", f"the tiles of one compute kernel need {used} bytes of {space.upper()}, the target "
-                f"has {cap}", func.span, f"{space.upper()} over capacity", secondary=secondary,
-                help="use smaller tiles (`vec_tile:`/`cube_tile:`) or split the loop body")
+            _over_capacity(func, ctx, space, used, cap, placed[space], schedule)
     func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(peak.items())}
     return peak
 
 
+def _tile_key(shapes: list[tuple[int, ...]], schedule: Schedule | None) -> tuple:
+    """The YAML key of the vec tile the tiles at the peak were cut by: the schedule entry whose
+    shape ends like the largest of them (tiles are clipped to static tensor dims, so this is the
+    entry that shaped them), else the kernel's ``vec_tile``."""
+    entries = []
+    if schedule is not None:
+        entries += [(("schedule", "loops", n, "vec_tile"), ls.vec_tile) for n, ls in schedule.loops.items()
+                    if ls.vec_tile is not None]
+        if schedule.vec_tile is not None:
+            entries.append((("schedule", "vec_tile"), schedule.vec_tile))
+    for shape in shapes:
+        for key, tile in entries:
+            tile = tuple(tile)
+            if len(shape) <= len(tile) and tile[len(tile) - len(shape):] == tuple(shape):
+                return key
+    return ("schedule", "vec_tile")
+
+
+def _over_capacity(func: Func, ctx: PassContext, space: str, used: int, cap: int,
+                   placed: list[tuple[int, int, int, int, Op]], schedule: Schedule | None) -> None:
+    """E0611, naming the tiles live where the plan peaks: the tile placed highest, and every tile
+    whose life overlaps its start (one label per source place, with their bytes)."""
+    top = max(placed, key=lambda p: (p[2] + p[3], -p[0]))
+    at = top[0]
+    live = [p for p in placed if p[0] <= at <= p[1]]
+    by_span: dict = {}
+    for _, _, _, size, op in live:
+        if op.span is not None:
+            n, total, shapes = by_span.get(op.span, (0, 0, []))
+            by_span[op.span] = (n + 1, total + size, shapes + [op.result.type.shape])
+    shown = sorted(by_span.items(), key=lambda kv: -kv[1][1])
+    secondary = [Label(span, f"{n} tile{'s' if n != 1 else ''}, {total} bytes, live at the peak")
+                 for span, (n, total, _) in shown[:SHOWN_PLACES]]
+    if space == "ub":
+        shapes = [op.result.type.shape for *_, op in sorted(live, key=lambda p: -p[3])]
+        key = _tile_key(shapes, schedule)
+    else:
+        key = ("schedule", "cube_tile")
+    secondary += ctx.labels(key, "the tile shape in effect is set here")
+    live_bytes = sum(p[3] for p in live)
+    notes = [f"in compute kernel `{func.name}`: {len(live)} tiles ({live_bytes} bytes) are live at the peak of the plan; tiles whose lives do "
+             "not overlap already share memory"]
+    if len(shown) > SHOWN_PLACES:
+        notes.append(f"{len(shown) - SHOWN_PLACES} more source places hold tiles live at the peak")
+    ctx.diags.error(
+        "E0611", f"the tiles of one compute kernel need {used} bytes of {space.upper()}, the target "
+        f"has {cap}", func.span, f"{space.upper()} over capacity", secondary=secondary, notes=notes,
+        help=f"use smaller tiles (`{'.'.join(key)}`) or split the loop body")
+
+
 def run(module: Module, ctx: PassContext) -> Module:
-    return on_compute_kernels(module, lambda f: plan(f, ctx))
+    schedule = schedule_of(module)
+    return on_compute_kernels(module, lambda f: plan(f, ctx, schedule))
 
 
 PASS = Pass("memplan", "block", "block", run, frozenset({"partitioned"}), frozenset({"planned"}))

@@ -75,6 +75,14 @@ class Machine:
     kernels: dict[str, Func] = field(default_factory=dict)
     traffic: dict[str, int] = field(default_factory=lambda: {"load": 0, "store": 0})
     timeline: Timeline | None = None  # the cost model, when the caller asks for one
+    # the same bytes by the GM buffer they move (id of the array that owns the memory): which
+    # tensor is read more than once, and how much goes through workspaces
+    traffic_by_buffer: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, kind: str, gm: np.ndarray, nbytes: int) -> None:
+        self.traffic[kind] += nbytes
+        per = self.traffic_by_buffer.setdefault(id(gm_root(gm)), {"load": 0, "store": 0})
+        per[kind] += nbytes
 
     def ev(self, e: sym.Expr) -> sym.Number:
         try:
@@ -94,6 +102,13 @@ class Machine:
         if dtype == "bool":
             return np.ones(shape, npd)
         return np.full(shape, INT_POISON, npd) if np.dtype(npd).itemsize >= 4 else np.full(shape, -1, npd)
+
+
+def gm_root(a: np.ndarray) -> np.ndarray:
+    """The array that owns the memory of a view (a view of a view of a parameter: the parameter)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
@@ -163,7 +178,8 @@ def _launch(m: Machine, op: Op) -> None:
     tensor_params = [p for p in kernel.params if p.is_tensor]
     scalar_params = [p for p in kernel.params if not p.is_tensor]
     env = {p.name: m.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
-    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic, timeline=m.timeline)
+    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic,
+                traffic_by_buffer=m.traffic_by_buffer, timeline=m.timeline)
     for p, v in zip(tensor_params, op.operands):
         k.tensors[p.name] = m.tensors[v.name]
     if k.timeline is not None:
@@ -277,7 +293,7 @@ def _tile_op(m: Machine, op: Op) -> None:
         offs = [m.evi(o) for o in op.attrs["offsets"]]
         sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
         dst.data[dst.region()] = gm[sl]
-        m.traffic["load"] += int(np.prod(dst.valid)) * gm.dtype.itemsize
+        m.count("load", gm, int(np.prod(dst.valid)) * gm.dtype.itemsize)
         return
     if name == "store":
         gm = m.tensors[op.operands[0].name]
@@ -285,7 +301,7 @@ def _tile_op(m: Machine, op: Op) -> None:
         offs = [m.evi(o) for o in op.attrs["offsets"]]
         sl = _slices(offs, src.valid, gm.shape, op, "tile store")
         gm[sl] = src.data[src.region()]
-        m.traffic["store"] += int(np.prod(src.valid)) * gm.dtype.itemsize
+        m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
         return
     dst = m.tiles[op.operands[0].name]
     srcs = [m.tiles[v.name] for v in op.operands[1:]]

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* a, __gm__ float* b, __gm__ float* c, int64_t M, int64_t N, int64_t K);
+extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -48,7 +48,7 @@ extern "C" int matmul_f32(float* a, float* b, float* c, int64_t K, int64_t M, in
 #endif
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
-        matmul_f32_k0(a, b, c, M, N, K);  // matmul.pto:3:12
+        matmul_f32_k0(b, a, c, N, K, M);  // matmul.pto:3:12
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* v0, __gm__ float* xf, __gm__ float* t3, __gm__ float* inv, __gm__ float* gamma, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R);
+extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* v0, __gm__ float* gamma, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -52,14 +52,8 @@ extern "C" int rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t 
         try {
 #endif
         float* v0 = x + r * H;  // rmsnorm.pto:4:19
-        std::vector<unsigned char> xf_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm.pto:4:14
-        float* xf = reinterpret_cast<float*>(xf_bytes.data());  // rmsnorm.pto:4:14
-        std::vector<unsigned char> t3_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm.pto:5:26
-        float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rmsnorm.pto:5:26
-        std::vector<unsigned char> inv_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm.pto:5:15
-        float* inv = reinterpret_cast<float*>(inv_bytes.data());  // rmsnorm.pto:5:15
-        start_launch(poison);  // rmsnorm.pto:4:14
-        rmsnorm_f32_k0(v0, xf, t3, inv, gamma, y, H, eps, r, R);  // rmsnorm.pto:4:14
+        start_launch(poison);  // rmsnorm.pto:5:21
+        rmsnorm_f32_k0(v0, gamma, y, H, eps, r, R);  // rmsnorm.pto:5:21
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
         }
