@@ -4,8 +4,9 @@
 The package imports this module when torch is installed. The ops are functional
 (``mutates_args=()``): outputs are allocated and returned, and an in-out tensor is returned
 updated rather than written in place, so they work under ``torch.compile`` and pass
-``torch.library.opcheck``. Their fake implementations take the output shapes from the spec's
-declared dims, with symbols bound from the inputs' shapes, and the dtypes from the dtype variant.
+``torch.library.opcheck``. Their fake implementations check the arguments as the real ops do
+(same diagnostics), then take the output shapes from the spec's declared dims, with symbols bound
+from the inputs' shapes, and the dtypes from the dtype variant.
 """
 
 # No `from __future__ import annotations`: torch infers each op's schema from its annotations.
@@ -19,12 +20,14 @@ from .ops import add_one as _PTODSL_M_add_one
 from .ops import amax_rows as _PTODSL_M_amax_rows
 from .ops import amin_cols as _PTODSL_M_amin_cols
 from .ops import attn as _PTODSL_M_attn
+from .ops import bitwise_not as _PTODSL_M_bitwise_not
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
 from .ops import clamp as _PTODSL_M_clamp
 from .ops import div_bcast as _PTODSL_M_div_bcast
 from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
+from .ops import flash_attn as _PTODSL_M_flash_attn
 from .ops import gelu as _PTODSL_M_gelu
 from .ops import layernorm as _PTODSL_M_layernorm
 from .ops import log as _PTODSL_M_log
@@ -52,6 +55,8 @@ from .ops import swiglu as _PTODSL_M_swiglu
 from .ops import tanh as _PTODSL_M_tanh
 from .ops import tensor_sum as _PTODSL_M_tensor_sum
 from .ops import where_relu as _PTODSL_M_where_relu
+
+_PTODSL_NPU = _PTODSL_TORCH.npu_available()  # torch_npu installed: each op also gets an "npu" kernel
 
 
 @torch.library.custom_op("ptodsl_ops::abs_neg", mutates_args=())
@@ -81,7 +86,24 @@ def _PTODSL_fake_abs_neg(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_abs_neg._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @abs_neg.register_kernel("npu")
+    def _PTODSL_npu_abs_neg(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_abs_neg._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::add_bcast", mutates_args=())
@@ -113,7 +135,25 @@ def _PTODSL_fake_add_bcast(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_add_bcast._PTODSL_OP,
         (x, bias),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @add_bcast.register_kernel("npu")
+    def _PTODSL_npu_add_bcast(
+        x: torch.Tensor,
+        bias: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_add_bcast._PTODSL_OP,
+            (x, bias),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::add_one", mutates_args=())
@@ -143,7 +183,24 @@ def _PTODSL_fake_add_one(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_add_one._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @add_one.register_kernel("npu")
+    def _PTODSL_npu_add_one(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_add_one._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::amax_rows", mutates_args=())
@@ -173,7 +230,24 @@ def _PTODSL_fake_amax_rows(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_amax_rows._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @amax_rows.register_kernel("npu")
+    def _PTODSL_npu_amax_rows(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_amax_rows._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::amin_cols", mutates_args=())
@@ -203,7 +277,24 @@ def _PTODSL_fake_amin_cols(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_amin_cols._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @amin_cols.register_kernel("npu")
+    def _PTODSL_npu_amin_cols(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_amin_cols._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::attn", mutates_args=())
@@ -239,7 +330,74 @@ def _PTODSL_fake_attn(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_attn._PTODSL_OP,
         (q, k, v),
+        {"scale": scale},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @attn.register_kernel("npu")
+    def _PTODSL_npu_attn(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        scale: float,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_attn._PTODSL_OP,
+            (q, k, v),
+            {"scale": scale},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::bitwise_not", mutates_args=())
+def bitwise_not(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Flips every bit of an integer tensor.
+
+    Torch custom op ``ptodsl_ops::bitwise_not``; see ``ptodsl_ops.bitwise_not`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_bitwise_not._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@bitwise_not.register_fake
+def _PTODSL_fake_bitwise_not(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_bitwise_not._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @bitwise_not.register_kernel("npu")
+    def _PTODSL_npu_bitwise_not(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_bitwise_not._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::cast_f16_f32", mutates_args=())
@@ -269,7 +427,24 @@ def _PTODSL_fake_cast_f16_f32(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_cast_f16_f32._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @cast_f16_f32.register_kernel("npu")
+    def _PTODSL_npu_cast_f16_f32(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_cast_f16_f32._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::cast_f32_f16", mutates_args=())
@@ -299,7 +474,24 @@ def _PTODSL_fake_cast_f32_f16(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_cast_f32_f16._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @cast_f32_f16.register_kernel("npu")
+    def _PTODSL_npu_cast_f32_f16(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_cast_f32_f16._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::clamp", mutates_args=())
@@ -333,7 +525,26 @@ def _PTODSL_fake_clamp(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_clamp._PTODSL_OP,
         (x,),
+        {"lo": lo, "hi": hi},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @clamp.register_kernel("npu")
+    def _PTODSL_npu_clamp(
+        x: torch.Tensor,
+        *,
+        lo: float = -1.0,
+        hi: float = 1.0,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_clamp._PTODSL_OP,
+            (x,),
+            {"lo": lo, "hi": hi},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::div_bcast", mutates_args=())
@@ -365,7 +576,25 @@ def _PTODSL_fake_div_bcast(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_div_bcast._PTODSL_OP,
         (x, d),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @div_bcast.register_kernel("npu")
+    def _PTODSL_npu_div_bcast(
+        x: torch.Tensor,
+        d: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_div_bcast._PTODSL_OP,
+            (x, d),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::erf", mutates_args=())
@@ -395,7 +624,24 @@ def _PTODSL_fake_erf(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_erf._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @erf.register_kernel("npu")
+    def _PTODSL_npu_erf(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_erf._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::exp", mutates_args=())
@@ -425,7 +671,80 @@ def _PTODSL_fake_exp(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_exp._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @exp.register_kernel("npu")
+    def _PTODSL_npu_exp(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_exp._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::flash_attn", mutates_args=())
+def flash_attn(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Single-head flash attention softmax(q k^T * scale) v over KV blocks of BL rows, one 64x64 vector tile per block, f32 accumulators.
+
+    Torch custom op ``ptodsl_ops::flash_attn``; see ``ptodsl_ops.flash_attn`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_flash_attn._PTODSL_OP,
+        (q, k, v),
+        {"scale": scale},
+        backend,
+    )
+
+
+@flash_attn.register_fake
+def _PTODSL_fake_flash_attn(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_flash_attn._PTODSL_OP,
+        (q, k, v),
+        {"scale": scale},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @flash_attn.register_kernel("npu")
+    def _PTODSL_npu_flash_attn(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        scale: float,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_flash_attn._PTODSL_OP,
+            (q, k, v),
+            {"scale": scale},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::gelu", mutates_args=())
@@ -455,7 +774,24 @@ def _PTODSL_fake_gelu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_gelu._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @gelu.register_kernel("npu")
+    def _PTODSL_npu_gelu(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_gelu._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::layernorm", mutates_args=())
@@ -491,7 +827,27 @@ def _PTODSL_fake_layernorm(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_layernorm._PTODSL_OP,
         (x, gamma, beta),
+        {"eps": eps},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @layernorm.register_kernel("npu")
+    def _PTODSL_npu_layernorm(
+        x: torch.Tensor,
+        gamma: torch.Tensor,
+        beta: torch.Tensor,
+        *,
+        eps: float = 1e-05,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_layernorm._PTODSL_OP,
+            (x, gamma, beta),
+            {"eps": eps},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::log", mutates_args=())
@@ -521,7 +877,24 @@ def _PTODSL_fake_log(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_log._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @log.register_kernel("npu")
+    def _PTODSL_npu_log(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_log._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::log_softmax", mutates_args=())
@@ -551,7 +924,24 @@ def _PTODSL_fake_log_softmax(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_log_softmax._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @log_softmax.register_kernel("npu")
+    def _PTODSL_npu_log_softmax(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_log_softmax._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::matmul", mutates_args=())
@@ -583,7 +973,25 @@ def _PTODSL_fake_matmul(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_matmul._PTODSL_OP,
         (a, b),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul.register_kernel("npu")
+    def _PTODSL_npu_matmul(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul._PTODSL_OP,
+            (a, b),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::matmul_bias_relu", mutates_args=())
@@ -617,7 +1025,26 @@ def _PTODSL_fake_matmul_bias_relu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_matmul_bias_relu._PTODSL_OP,
         (a, b, bias),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul_bias_relu.register_kernel("npu")
+    def _PTODSL_npu_matmul_bias_relu(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        bias: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul_bias_relu._PTODSL_OP,
+            (a, b, bias),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::mean_rows", mutates_args=())
@@ -647,7 +1074,24 @@ def _PTODSL_fake_mean_rows(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_mean_rows._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @mean_rows.register_kernel("npu")
+    def _PTODSL_npu_mean_rows(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_mean_rows._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::mul_bcast", mutates_args=())
@@ -679,7 +1123,25 @@ def _PTODSL_fake_mul_bcast(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_mul_bcast._PTODSL_OP,
         (x, s),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @mul_bcast.register_kernel("npu")
+    def _PTODSL_npu_mul_bcast(
+        x: torch.Tensor,
+        s: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_mul_bcast._PTODSL_OP,
+            (x, s),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::reciprocal", mutates_args=())
@@ -709,7 +1171,24 @@ def _PTODSL_fake_reciprocal(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_reciprocal._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @reciprocal.register_kernel("npu")
+    def _PTODSL_npu_reciprocal(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_reciprocal._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::relu", mutates_args=())
@@ -739,7 +1218,24 @@ def _PTODSL_fake_relu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_relu._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @relu.register_kernel("npu")
+    def _PTODSL_npu_relu(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_relu._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::rmsnorm", mutates_args=())
@@ -773,7 +1269,26 @@ def _PTODSL_fake_rmsnorm(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_rmsnorm._PTODSL_OP,
         (x, gamma),
+        {"eps": eps},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rmsnorm.register_kernel("npu")
+    def _PTODSL_npu_rmsnorm(
+        x: torch.Tensor,
+        gamma: torch.Tensor,
+        *,
+        eps: float = 1e-06,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rmsnorm._PTODSL_OP,
+            (x, gamma),
+            {"eps": eps},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::rsqrt", mutates_args=())
@@ -803,7 +1318,24 @@ def _PTODSL_fake_rsqrt(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_rsqrt._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rsqrt.register_kernel("npu")
+    def _PTODSL_npu_rsqrt(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rsqrt._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::scalar_ops", mutates_args=())
@@ -835,7 +1367,25 @@ def _PTODSL_fake_scalar_ops(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_scalar_ops._PTODSL_OP,
         (x,),
+        {"s": s},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @scalar_ops.register_kernel("npu")
+    def _PTODSL_npu_scalar_ops(
+        x: torch.Tensor,
+        *,
+        s: float = 0.25,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_scalar_ops._PTODSL_OP,
+            (x,),
+            {"s": s},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::scale_shift", mutates_args=())
@@ -869,7 +1419,26 @@ def _PTODSL_fake_scale_shift(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_scale_shift._PTODSL_OP,
         (x,),
+        {"alpha": alpha, "beta": beta},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @scale_shift.register_kernel("npu")
+    def _PTODSL_npu_scale_shift(
+        x: torch.Tensor,
+        *,
+        alpha: float,
+        beta: float = 0.5,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_scale_shift._PTODSL_OP,
+            (x,),
+            {"alpha": alpha, "beta": beta},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::seq_add", mutates_args=())
@@ -903,7 +1472,26 @@ def _PTODSL_fake_seq_add(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_seq_add._PTODSL_OP,
         (inp, act_seqs, out),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @seq_add.register_kernel("npu")
+    def _PTODSL_npu_seq_add(
+        inp: torch.Tensor,
+        act_seqs: torch.Tensor,
+        out: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_seq_add._PTODSL_OP,
+            (inp, act_seqs, out),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::sigmoid", mutates_args=())
@@ -933,7 +1521,24 @@ def _PTODSL_fake_sigmoid(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_sigmoid._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @sigmoid.register_kernel("npu")
+    def _PTODSL_npu_sigmoid(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_sigmoid._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::silu", mutates_args=())
@@ -963,7 +1568,24 @@ def _PTODSL_fake_silu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_silu._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @silu.register_kernel("npu")
+    def _PTODSL_npu_silu(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_silu._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::softmax", mutates_args=())
@@ -993,7 +1615,24 @@ def _PTODSL_fake_softmax(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_softmax._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @softmax.register_kernel("npu")
+    def _PTODSL_npu_softmax(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_softmax._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::softmax_long", mutates_args=())
@@ -1023,7 +1662,24 @@ def _PTODSL_fake_softmax_long(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_softmax_long._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @softmax_long.register_kernel("npu")
+    def _PTODSL_npu_softmax_long(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_softmax_long._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::sqrt", mutates_args=())
@@ -1053,7 +1709,24 @@ def _PTODSL_fake_sqrt(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_sqrt._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @sqrt.register_kernel("npu")
+    def _PTODSL_npu_sqrt(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_sqrt._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::sub_bcast", mutates_args=())
@@ -1085,7 +1758,25 @@ def _PTODSL_fake_sub_bcast(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_sub_bcast._PTODSL_OP,
         (x, m),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @sub_bcast.register_kernel("npu")
+    def _PTODSL_npu_sub_bcast(
+        x: torch.Tensor,
+        m: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_sub_bcast._PTODSL_OP,
+            (x, m),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::sum_cols", mutates_args=())
@@ -1115,7 +1806,24 @@ def _PTODSL_fake_sum_cols(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_sum_cols._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @sum_cols.register_kernel("npu")
+    def _PTODSL_npu_sum_cols(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_sum_cols._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::sum_rows", mutates_args=())
@@ -1145,7 +1853,24 @@ def _PTODSL_fake_sum_rows(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_sum_rows._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @sum_rows.register_kernel("npu")
+    def _PTODSL_npu_sum_rows(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_sum_rows._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::swiglu", mutates_args=())
@@ -1177,7 +1902,25 @@ def _PTODSL_fake_swiglu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_swiglu._PTODSL_OP,
         (a, b),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @swiglu.register_kernel("npu")
+    def _PTODSL_npu_swiglu(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_swiglu._PTODSL_OP,
+            (a, b),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::tanh", mutates_args=())
@@ -1207,7 +1950,24 @@ def _PTODSL_fake_tanh(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_tanh._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @tanh.register_kernel("npu")
+    def _PTODSL_npu_tanh(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_tanh._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::tensor_sum", mutates_args=())
@@ -1237,7 +1997,24 @@ def _PTODSL_fake_tensor_sum(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_tensor_sum._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @tensor_sum.register_kernel("npu")
+    def _PTODSL_npu_tensor_sum(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_tensor_sum._PTODSL_OP,
+            (x,),
+            {},
+        )
 
 
 @torch.library.custom_op("ptodsl_ops::where_relu", mutates_args=())
@@ -1267,4 +2044,21 @@ def _PTODSL_fake_where_relu(
     return _PTODSL_TORCH.fake(
         _PTODSL_M_where_relu._PTODSL_OP,
         (x,),
+        {},
     )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @where_relu.register_kernel("npu")
+    def _PTODSL_npu_where_relu(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_where_relu._PTODSL_OP,
+            (x,),
+            {},
+        )

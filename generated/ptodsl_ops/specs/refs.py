@@ -9,6 +9,11 @@ import math
 import numpy as np
 
 
+def bitwise_not(x):
+    # two's complement: ~x == -x - 1, wrapping in x's own dtype
+    return -x - 1
+
+
 def add_one(x):
     return x + 1.0
 
@@ -174,3 +179,208 @@ def log_softmax(x):
 
 def matmul_bias_relu(a, b, bias):
     return np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0.0)
+
+
+# ---------------------------------------------------------------------------- torch equivalents
+# What `ptodsl bench` times next to each kernel (`torch:` in a spec names one): eager torch code
+# computing the same outputs from torch tensors, inputs positionally and scalars by keyword. Each
+# imports torch itself, so the references above work without it.
+
+
+def torch_bitwise_not(x):
+    import torch
+
+    return torch.bitwise_not(x)
+
+
+def torch_abs_neg(x):
+    return x.abs(), -x
+
+
+def torch_add(x, y):
+    return x + y
+
+
+def torch_add_one(x):
+    return x + 1.0
+
+
+def torch_amax_rows(x):
+    return x.amax(-1)
+
+
+def torch_amin_cols(x):
+    return x.amin(0, keepdim=True)
+
+
+def torch_attention(q, k, v, scale):
+    import torch
+
+    return torch.softmax((q @ k.T).float() * scale, -1).to(q.dtype) @ v
+
+
+def torch_to_f32(x):
+    return x.float()
+
+
+def torch_to_f16(x):
+    return x.half()
+
+
+def torch_div(x, d):
+    return x / d
+
+
+def torch_erf(x):
+    import torch
+
+    return torch.erf(x)
+
+
+def torch_clamp(x, lo=-1.0, hi=1.0):
+    import torch
+
+    return torch.clamp(x, lo, hi)
+
+
+def torch_exp(x):
+    import torch
+
+    return torch.exp(x)
+
+
+def torch_gelu(x):
+    import torch
+
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def torch_layernorm(x, gamma, beta, eps=1e-5):
+    import torch
+
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def torch_log(x):
+    import torch
+
+    return torch.log(x)
+
+
+def torch_log_softmax(x):
+    import torch
+
+    return torch.log_softmax(x, -1)
+
+
+def torch_matmul(a, b):
+    # the cube accumulates half-float products in f32; `(a @ b).float()` would round to f16 first
+    return a.float() @ b.float()
+
+
+def torch_matmul_bias_relu(a, b, bias):
+    import torch
+
+    return torch.relu(a.float() @ b.float() + bias)
+
+
+def torch_mean_rows(x):
+    return x.mean(-1)
+
+
+def torch_mul(x, s):
+    return x * s
+
+
+def torch_reciprocal(x):
+    import torch
+
+    return torch.reciprocal(x)
+
+
+def torch_relu(x):
+    import torch
+
+    return torch.relu(x)
+
+
+def torch_rmsnorm(x, gamma, eps=1e-6):
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def torch_rsqrt(x):
+    import torch
+
+    return torch.rsqrt(x)
+
+
+def torch_seq_add(inp, act_seqs, out):
+    import torch
+
+    # rows past each batch's length keep out's values: a mask, as eager torch code would write it
+    rows = torch.arange(inp.shape[1])[None, :, None]
+    return torch.where(rows < act_seqs[:, None, None], inp + 1.0, out)
+
+
+def torch_scalar_ops(x, s=0.25):
+    return (x - 1.5) * 2.0 / 4.0 + s
+
+
+def torch_scale_shift(x, alpha, beta=0.5):
+    return x * alpha + beta
+
+
+def torch_sigmoid(x):
+    import torch
+
+    return torch.sigmoid(x)
+
+
+def torch_silu(x):
+    import torch
+
+    return torch.nn.functional.silu(x)
+
+
+def torch_softmax(x):
+    import torch
+
+    return torch.softmax(x, -1)
+
+
+def torch_sqrt(x):
+    import torch
+
+    return torch.sqrt(x)
+
+
+def torch_sub(x, m):
+    return x - m
+
+
+def torch_sum_cols(x):
+    return x.sum(0, keepdim=True)
+
+
+def torch_sum_rows(x):
+    return x.sum(-1, keepdim=True)
+
+
+def torch_swiglu(a, b):
+    import torch
+
+    return torch.nn.functional.silu(a) * b
+
+
+def torch_tanh(x):
+    import torch
+
+    return torch.tanh(x)
+
+
+def torch_leaky_relu(x, slope=0.1):
+    import torch
+
+    return torch.where(x > 0, x, x * slope)

@@ -7,50 +7,70 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* v1, __gm__ bfloat16_t* bias, __gm__ bfloat16_t* y, int64_t S, int64_t H, int64_t b, int64_t B)
+extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* y, int64_t H, int64_t S, int64_t b, int64_t B)
 {
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT3 t3(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+        TASSIGN(t3, 0);  // add_bcast.pto:4:22
+        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+        GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(std::min<int64_t>(H - _g1 * 128, 128)), GmView0::Stride(H, H));  // add_bcast.pto:4:22
+        TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT2 t2(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t2, 0);  // add_bcast.pto:4:22
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView0 v1Gm0(v1 + _g0 * 16 * H + _g1 * 128, GmView0::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView0::Stride(H * S, H));  // add_bcast.pto:4:22
-            TLOAD(t2, v1Gm0);  // add_bcast.pto:4:22
-            TileT3 t3(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t3, 4096);  // add_bcast.pto:4:22
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView1 biasGm1(bias + _g1 * 128, GmView1::Shape(std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H, H));  // add_bcast.pto:4:22
-            TLOAD(t3, biasGm1);  // add_bcast.pto:4:22
+            TASSIGN(t2, 256);  // add_bcast.pto:4:22
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+            GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+            TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t4, 4352);  // add_bcast.pto:4:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCOLEXPAND(t4, t3);  // add_bcast.pto:4:22
             TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t5, 8448);  // add_bcast.pto:4:22
+            TileT6 t6(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t6, 12544);  // add_bcast.pto:4:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t6, t2, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+            TileT7 t7(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t7, 20736);  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
-            TADD(t5, t2, t4);  // add_bcast.pto:4:22
+            TCVT(t7, t4, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+            TileT8 t8(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t8, 256);  // add_bcast.pto:4:22
+            pipe_barrier(PIPE_V);
+            TADD(t8, t6, t7);  // add_bcast.pto:4:22
+            pipe_barrier(PIPE_V);
+            TCVT(t5, t8, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
             GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
             TSTORE(yGm2, t5);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- add_bcast_bf16.cpp
@@ -66,7 +86,7 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* v1, __gm_
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* v1, __gm__ bfloat16_t* bias, __gm__ bfloat16_t* y, int64_t S, int64_t H, int64_t b, int64_t B);
+extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* y, int64_t H, int64_t S, int64_t b, int64_t B);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -109,7 +129,7 @@ extern "C" int add_bcast_bf16(bfloat16_t* x, bfloat16_t* bias, bfloat16_t* y, in
 #endif
         bfloat16_t* v1 = x + b * (H * S);  // add_bcast.pto:4:22
         start_launch(poison);  // add_bcast.pto:4:22
-        add_bcast_bf16_k0(v1, bias, y, S, H, b, B);  // add_bcast.pto:4:22
+        add_bcast_bf16_k0(bias, v1, y, H, S, b, B);  // add_bcast.pto:4:22
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
         }

@@ -7,64 +7,64 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* q, __gm__ half* kj_first, __gm__ float* t0_first, int64_t S, int64_t L, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S)
 {
+    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT6 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT9 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+        GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+        TLOAD(t5, kj_firstGm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
             TileT3 t3(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t3, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g0 * 64 * D, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t3, qGm0);  // online_softmax_attn.pto:10:13
+            TASSIGN(t3, 8192);  // online_softmax_attn.pto:10:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _g0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t3, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t4, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_firstGm1(kj_first + _g1 * 64 * D, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t5, kj_firstGm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6, t5);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT8 t8(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t8, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t8, 8192);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
@@ -73,10 +73,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* q, __gm__ half* kj_fi
                 TASSIGN(t9, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t10, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t10, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
@@ -89,10 +89,10 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* q, __gm__ half* kj_fi
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -100,12 +100,14 @@ extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* q, __gm__ half* kj_fi
             TSTORE(t0_firstGm4, t2);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k1.cpp
@@ -119,18 +121,17 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
 {
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT19 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT25 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT29 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT34 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
@@ -174,14 +175,12 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         TileT17 t17(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
         TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
         TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
@@ -191,33 +190,29 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT19 t19(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
-            TASSIGN(t19, 64);  // online_softmax_attn.pto:12:20
+            TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
             GmView2 s_firstGm2(s_first + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
             TLOAD(t19, s_firstGm2);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT20 t20(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20, 4160);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:12:20
+            TASSIGN(tmp0, 12800);  // online_softmax_attn.pto:12:20
             TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
             pipe_barrier(PIPE_V);
             TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:12:20
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
         GmView3 mGm3(m + _g16 * 16, GmView3::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
         TSTORE(mGm3, t17);  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -226,41 +221,34 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT23 t23(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23, 0);  // online_softmax_attn.pto:13:21
+            TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
             GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
             TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
-            TileT24 t24(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
-            TASSIGN(t24, 4096);  // online_softmax_attn.pto:13:21
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:13:21
-            GmView5 mGm5(m + _g16 * 16, GmView5::Shape(t24.GetValidRow()));  // online_softmax_attn.pto:13:21
-            TLOAD(t24, mGm5);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT25 t25(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t25, 4160);  // online_softmax_attn.pto:13:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t25, t24);  // online_softmax_attn.pto:13:21
+            TASSIGN(t25, 4608);  // online_softmax_attn.pto:13:21
+            TROWEXPAND(t25, t17);  // online_softmax_attn.pto:13:21
             TileT26 t26(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t26, 8256);  // online_softmax_attn.pto:13:21
+            TASSIGN(t26, 8704);  // online_softmax_attn.pto:13:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t26, t23, t25);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView6 t2_firstGm6(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView6::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_firstGm6, t26);  // online_softmax_attn.pto:13:21
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+            GmView5 t2_firstGm5(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView5::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TSTORE(t2_firstGm5, t26);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -281,9 +269,9 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT29 t29(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView7 t2_firstGm7(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t29, t2_firstGm7);  // online_softmax_attn.pto:13:17
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+            GmView6 t2_firstGm6(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TLOAD(t29, t2_firstGm6);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT30 t30(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
@@ -291,9 +279,9 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             TEXP(t30, t29);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView8 p_firstGm8(p_first + _g27 * 16 * 64 + _g28 * 64, GmView8::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_firstGm8, t30);  // online_softmax_attn.pto:13:17
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+            GmView7 p_firstGm7(p_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TSTORE(p_firstGm7, t30);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -334,16 +322,16 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT34 t34(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
-            TASSIGN(t34, 64);  // online_softmax_attn.pto:14:20
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView9 p_firstGm9(p_first + _g31 * 16 * 64 + _k33 * 64, GmView9::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t34, p_firstGm9);  // online_softmax_attn.pto:14:20
+            TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
+            GmView8 p_firstGm8(p_first + _g31 * 16 * 64 + _k33 * 64, GmView8::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
+            TLOAD(t34, p_firstGm8);  // online_softmax_attn.pto:14:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT35 t35(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35, 4160);  // online_softmax_attn.pto:14:20
+            TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp1;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp1, 12800);  // online_softmax_attn.pto:14:20
             TROWSUM(t35, t34, tmp1);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
@@ -355,9 +343,9 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:14:20
-        GmView10 lGm10(l + _g31 * 16, GmView10::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm10, t32);  // online_softmax_attn.pto:14:20
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+        GmView9 lGm9(l + _g31 * 16, GmView9::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
+        TSTORE(lGm9, t32);  // online_softmax_attn.pto:14:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -372,9 +360,9 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT38 t38(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView11 p_firstGm11(p_first + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38, p_firstGm11);  // online_softmax_attn.pto:15:29
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView10 p_firstGm10(p_first + _g31 * 16 * 64 + _g37 * 64, GmView10::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TLOAD(t38, p_firstGm10);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT39 t39(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
@@ -382,9 +370,9 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
             TCVT(t39, t38, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView12 t5_firstGm12(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView12::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_firstGm12, t39);  // online_softmax_attn.pto:15:29
+            using GmView11 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView11 t5_firstGm11(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TSTORE(t5_firstGm11, t39);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -410,64 +398,64 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half* vj_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L)
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* vj_first, __gm__ half* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S)
 {
+    using TileT45 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT44 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT45 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT46 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT48 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT49 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT50 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT51 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g40 = 0; _g40 < (S + 63) / 64; ++_g40) {  // online_softmax_attn.pto:15:22
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT45 t45(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+        TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
+        GmView0 vj_firstGm0(vj_first + _g41 * 64, GmView0::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:15:22
+        TLOAD(t45, vj_firstGm0);  // online_softmax_attn.pto:15:22
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g40 = 0; _g40 < (S + 63) / 64; ++_g40) {  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT42 t42(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
             TileT43 t43(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
-            GmView0 t5_firstGm0(t5_first + _g40 * 64 * 64, GmView0::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
-            TLOAD(t43, t5_firstGm0);  // online_softmax_attn.pto:15:22
+            TASSIGN(t43, 8192);  // online_softmax_attn.pto:15:22
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
+            GmView1 t5_firstGm1(t5_first + _g40 * 64 * 64, GmView1::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
+            TLOAD(t43, t5_firstGm1);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT45 t45(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
-            GmView1 vj_firstGm1(vj_first + _g41 * 64, GmView1::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:15:22
-            TLOAD(t45, vj_firstGm1);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT46 t46(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t46, t45);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k47 = 1; _k47 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT48 t48(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
+                TASSIGN(t48, 8192);  // online_softmax_attn.pto:15:22
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
                 GmView2 t5_firstGm2(t5_first + _g40 * 64 * 64 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
                 TLOAD(t48, t5_firstGm2);  // online_softmax_attn.pto:15:22
@@ -476,10 +464,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT50 t50(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t50, 8192);  // online_softmax_attn.pto:15:22
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
                 GmView3 vj_firstGm3(vj_first + _k47 * 64 * D + _g41 * 64, GmView3::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm3);  // online_softmax_attn.pto:15:22
@@ -492,10 +480,10 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
@@ -503,12 +491,14 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half
             TSTORE(accGm4, t42);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k3.cpp
@@ -518,87 +508,55 @@ extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first, __gm__ half* o, int64_t S, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
     using TileT54 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT55 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT56 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT57 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT61 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g52 = 0; _g52 < (S + 15) / 16; ++_g52) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT54 t54(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t54, 0);  // online_softmax_attn.pto:24:25
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
             GmView0 accGm0(acc + _g52 * 16 * D + _g53 * 64, GmView0::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
             TLOAD(t54, accGm0);  // online_softmax_attn.pto:24:25
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             TileT55 t55(std::min<int64_t>(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(t55, 4096);  // online_softmax_attn.pto:24:25
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
             GmView1 lGm1(l + _g52 * 16, GmView1::Shape(t55.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t55, lGm1);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT56 t56(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t56, 4160);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t56, 4608);  // online_softmax_attn.pto:24:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TROWEXPAND(t56, t55);  // online_softmax_attn.pto:24:25
             TileT57 t57(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t57, 8256);  // online_softmax_attn.pto:24:25
+            TASSIGN(t57, 8704);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
             TDIV(t57, t54, t56);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView2 t17_firstGm2(t17_first + _g52 * 16 * D + _g53 * 64, GmView2::Shape(t57.GetValidRow(), t57.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_firstGm2, t57);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g58 = 0; _g58 < (S + 15) / 16; ++_g58) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g59 = 0; _g59 < (D + 63) / 64; ++_g59) {  // online_softmax_attn.pto:24:20
+            TileT61 t61(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:20
+            TASSIGN(t61, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT60 t60(std::min<int64_t>(S - _g58 * 16, 16), std::min<int64_t>(D - _g59 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t60, 0);  // online_softmax_attn.pto:24:20
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView3 t17_firstGm3(t17_first + _g58 * 16 * D + _g59 * 64, GmView3::Shape(t60.GetValidRow(), t60.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t60, t17_firstGm3);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT61 t61(std::min<int64_t>(S - _g58 * 16, 16), std::min<int64_t>(D - _g59 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t61, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t61, t60, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+            TCVT(t61, t57, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView4 oGm4(o + _g58 * 16 * D + _g59 * 64, GmView4::Shape(t61.GetValidRow(), t61.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm4, t61);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+            GmView2 oGm2(o + _g52 * 16 * D + _g53 * 64, GmView2::Shape(t61.GetValidRow(), t61.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:24:20
+            TSTORE(oGm2, t61);  // online_softmax_attn.pto:24:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }
@@ -610,64 +568,64 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* q, __gm__ half* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* kj_u2c0, __gm__ half* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S)
 {
+    using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT64 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT65 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT67 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT68 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT70 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT71 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT72 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g62 = 0; _g62 < (S + 63) / 64; ++_g62) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g63 = 0; _g63 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g63) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+        GmView0 kj_u2c0Gm0(kj_u2c0 + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+        TLOAD(t67, kj_u2c0Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g63 = 0; _g63 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g63) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g62 = 0; _g62 < (S + 63) / 64; ++_g62) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
             TileT65 t65(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t65, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g62 * 64 * D, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t65, qGm0);  // online_softmax_attn.pto:10:13
+            TASSIGN(t65, 8192);  // online_softmax_attn.pto:10:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _g62 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t65, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT66 t66(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u2c0Gm1(kj_u2c0 + _g63 * 64 * D, GmView1::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t67, kj_u2c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t68, t67);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t64, t66, t68);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT70 t70(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t70, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t70, 8192);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g62 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
@@ -676,10 +634,10 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* q, __gm__ half* kj_u2
                 TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t71, t70);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t72, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t72, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
@@ -692,10 +650,10 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* q, __gm__ half* kj_u2
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t64, t64, t71, t73);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -703,12 +661,14 @@ extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* q, __gm__ half* kj_u2
             TSTORE(t0_u2c0Gm4, t64);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k5.cpp
@@ -722,29 +682,28 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
 {
     using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT79 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT81 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT82 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT84 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT86 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT90 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT93 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT82 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT84 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT86 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT90 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT97 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT98 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT99 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT105 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT106 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT107 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT109 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT105 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT106 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT107 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT109 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT111 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT112 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT114 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT116 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT112 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT114 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT116 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT120 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT120 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT121 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -790,14 +749,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g78 = 0; _g78 < (S + 15) / 16; ++_g78) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TileT79 t79(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
@@ -807,16 +766,16 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t81, 64);  // online_softmax_attn.pto:17:32
+            TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c0Gm2(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t81, s_u2c0Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT82 t82(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t82, 4160);  // online_softmax_attn.pto:17:32
+            TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
             TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
@@ -826,21 +785,21 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT84 t84(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t84, 64);  // online_softmax_attn.pto:17:21
+        TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g78 * 16, GmView3::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t84, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT86 t86(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t86, 128);  // online_softmax_attn.pto:17:21
+        TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g78 * 16, GmView4::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u2c0Gm4, t86);  // online_softmax_attn.pto:17:21
         TileT90 t90(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
@@ -848,61 +807,52 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
         TileT93 t93(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t93, 64);  // online_softmax_attn.pto:18:21
+        TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t93, t90);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u2c0Gm5(alpha_u2c0 + _g78 * 16, GmView5::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u2c0Gm5, t93);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g95 = 0; _g95 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g95) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT96 t96(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t96, 0);  // online_softmax_attn.pto:19:21
+            TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT97 t97(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t97, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u2c0Gm7(m_new_u2c0 + _g78 * 16, GmView7::Shape(t97.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t97, m_new_u2c0Gm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT98 t98(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t98, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t98, t97);  // online_softmax_attn.pto:19:21
+            TASSIGN(t98, 5632);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t98, t86);  // online_softmax_attn.pto:19:21
             TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t99, 8256);  // online_softmax_attn.pto:19:21
+            TASSIGN(t99, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t99, t96, t98);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u2c0Gm8(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView8::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c0Gm8, t99);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView7 t8_u2c0Gm7(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView7::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c0Gm7, t99);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -914,22 +864,22 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g100 = 0; _g100 < (S + 15) / 16; ++_g100) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g101 = 0; _g101 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g101) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT102 t102(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u2c0Gm9(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView9::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t102, t8_u2c0Gm9);  // online_softmax_attn.pto:19:17
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView8 t8_u2c0Gm8(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t102, t8_u2c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT103 t103(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
@@ -937,119 +887,119 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TEXP(t103, t102);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u2c0Gm10(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView10::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c0Gm10, t103);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 p_1_u2c0Gm9(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView9::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c0Gm9, t103);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT105 t105(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g100 * 16, GmView11::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t105, lGm11);  // online_softmax_attn.pto:20:20
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView10 lGm10(l + _g100 * 16, GmView10::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t105, lGm10);  // online_softmax_attn.pto:20:20
         TileT106 t106(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t106, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u2c0Gm12(alpha_u2c0 + _g100 * 16, GmView12::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t106, alpha_u2c0Gm12);  // online_softmax_attn.pto:20:20
+        TASSIGN(t106, 512);  // online_softmax_attn.pto:20:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView11 alpha_u2c0Gm11(alpha_u2c0 + _g100 * 16, GmView11::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t106, alpha_u2c0Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT107 t107(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t107, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t107, t105, t106);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u2c0Gm13(t10_u2c0 + _g100 * 16, GmView13::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c0Gm13, t107);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 t10_u2c0Gm12(t10_u2c0 + _g100 * 16, GmView12::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c0Gm12, t107);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g108 = 0; _g108 < (S + 15) / 16; ++_g108) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT109 t109(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
         TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k110 = 0; _k110 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k110) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT111 t111(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t111, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u2c0Gm14(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView14::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t111, p_1_u2c0Gm14);  // online_softmax_attn.pto:20:32
+            TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView13 p_1_u2c0Gm13(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView13::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t111, p_1_u2c0Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT112 t112(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t112, 4160);  // online_softmax_attn.pto:20:32
+            TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
             TROWSUM(t112, t111, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT114 t114(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t114, 64);  // online_softmax_attn.pto:20:20
+        TASSIGN(t114, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u2c0Gm15(t10_u2c0 + _g108 * 16, GmView15::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t114, t10_u2c0Gm15);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u2c0Gm14(t10_u2c0 + _g108 * 16, GmView14::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t114, t10_u2c0Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT116 t116(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t116, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t116, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t116, t114, t109);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g108 * 16, GmView16::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t116);  // online_softmax_attn.pto:20:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView15 lGm15(l + _g108 * 16, GmView15::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm15, t116);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
@@ -1058,28 +1008,28 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT119 t119(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g108 * 16 * D + _g118 * 64, GmView17::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t119, accGm17);  // online_softmax_attn.pto:21:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView16 accGm16(acc + _g108 * 16 * D + _g118 * 64, GmView16::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t119, accGm16);  // online_softmax_attn.pto:21:22
             TileT120 t120(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u2c0Gm18(alpha_u2c0 + _g108 * 16, GmView18::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t120, alpha_u2c0Gm18);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 alpha_u2c0Gm17(alpha_u2c0 + _g108 * 16, GmView17::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t120, alpha_u2c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT121 t121(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t121, 4160);  // online_softmax_attn.pto:21:22
+            TASSIGN(t121, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TROWEXPAND(t121, t120);  // online_softmax_attn.pto:21:22
             TileT122 t122(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t122, 8256);  // online_softmax_attn.pto:21:22
+            TASSIGN(t122, 8704);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             TMUL(t122, t119, t121);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u2c0Gm19(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView19::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c0Gm19, t122);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 t13_u2c0Gm18(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView18::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c0Gm18, t122);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -1093,16 +1043,16 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g124 = 0; _g124 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g124) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT125 t125(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u2c0Gm20(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView20::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t125, p_1_u2c0Gm20);  // online_softmax_attn.pto:21:43
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView19::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t125, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT126 t126(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
@@ -1110,24 +1060,24 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u2c0Gm21(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView21::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c0Gm21, t126);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 t15_u2c0Gm20(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView20::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c0Gm20, t126);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }
 
@@ -1138,64 +1088,64 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* t15_u2c0, __gm__ half* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* vj_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S)
 {
+    using TileT132 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT130 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT131 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT132 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT133 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT135 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT136 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT137 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT138 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g127 = 0; _g127 < (S + 63) / 64; ++_g127) {  // online_softmax_attn.pto:21:36
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT132 t132(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+        GmView0 vj_u2c0Gm0(vj_u2c0 + _g128 * 64, GmView0::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
+        TLOAD(t132, vj_u2c0Gm0);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g127 = 0; _g127 < (S + 63) / 64; ++_g127) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT129 t129(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
             TileT130 t130(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u2c0Gm0(t15_u2c0 + _g127 * 64 * 64, GmView0::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t130, t15_u2c0Gm0);  // online_softmax_attn.pto:21:36
+            TASSIGN(t130, 8192);  // online_softmax_attn.pto:21:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 t15_u2c0Gm1(t15_u2c0 + _g127 * 64 * 64, GmView1::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t130, t15_u2c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT131 t131(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t131, t130);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT132 t132(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u2c0Gm1(vj_u2c0 + _g128 * 64, GmView1::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t132, vj_u2c0Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT133 t133(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t133, t132);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k134 = 1; _k134 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k134) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT135 t135(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t135, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u2c0Gm2(t15_u2c0 + _g127 * 64 * 64 + _k134 * 64, GmView2::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t135, t15_u2c0Gm2);  // online_softmax_attn.pto:21:36
@@ -1204,10 +1154,10 @@ extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* t15_u2c0, __gm__ half
                 TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t136, t135);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT137 t137(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t137, 8192);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u2c0Gm3(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView3::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t137, vj_u2c0Gm3);  // online_softmax_attn.pto:21:36
@@ -1220,10 +1170,10 @@ extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* t15_u2c0, __gm__ half
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -1231,12 +1181,14 @@ extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* t15_u2c0, __gm__ half
             TSTORE(t14_u2c0Gm4, t129);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k7.cpp
@@ -1251,7 +1203,7 @@ extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ flo
     using TileT141 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT142 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT143 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT145 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT145 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g139 = 0; _g139 < (S + 15) / 16; ++_g139) {  // online_softmax_attn.pto:21:22
@@ -1291,12 +1243,12 @@ extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ flo
         TileT145 t145(std::min<int64_t>(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_u2c0Gm3(m_new_u2c0 + _g139 * 16, GmView3::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t145, m_new_u2c0Gm3);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g139 * 16, GmView4::Shape(t145.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t145);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -1311,64 +1263,64 @@ extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* q, __gm__ half* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half* q, __gm__ float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S)
 {
+    using TileT151 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT151 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT152 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT154 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT155 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT156 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g147 = 0; _g147 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g147) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+        GmView0 kj_u2c1Gm0(kj_u2c1 + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+        TLOAD(t151, kj_u2c1Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g147 = 0; _g147 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g147) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT148 t148(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
             TileT149 t149(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t149, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g146 * 64 * D, GmView0::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t149, qGm0);  // online_softmax_attn.pto:10:13
+            TASSIGN(t149, 8192);  // online_softmax_attn.pto:10:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _g146 * 64 * D, GmView1::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t149, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT150 t150(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t150, t149);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u2c1Gm1(kj_u2c1 + _g147 * 64 * D, GmView1::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t151, kj_u2c1Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT152 t152(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t152, t151);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t148, t150, t152);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT154 t154(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t154, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t154, 8192);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t154, qGm2);  // online_softmax_attn.pto:10:13
@@ -1377,10 +1329,10 @@ extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* q, __gm__ half* kj_u2
                 TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t155, t154);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT156 t156(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t156, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t156, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t156, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
@@ -1393,10 +1345,10 @@ extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* q, __gm__ half* kj_u2
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t148, t148, t155, t157);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -1404,12 +1356,14 @@ extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* q, __gm__ half* kj_u2
             TSTORE(t0_u2c1Gm4, t148);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k9.cpp
@@ -1423,29 +1377,28 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
 {
     using TileT160 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT163 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT163 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT165 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT166 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT168 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT170 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT174 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT177 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT166 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT174 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT177 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT181 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT182 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT183 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT186 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT189 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT191 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT193 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT189 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT190 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT191 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT193 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT195 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT198 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT200 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT196 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT198 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT204 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT205 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -1491,14 +1444,14 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g162 = 0; _g162 < (S + 15) / 16; ++_g162) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TileT163 t163(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
@@ -1508,16 +1461,16 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT165 t165(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t165, 64);  // online_softmax_attn.pto:17:32
+            TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c1Gm2(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView2::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t165, s_u2c1Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT166 t166(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t166, 4160);  // online_softmax_attn.pto:17:32
+            TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
             TROWMAX(t166, t165, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
@@ -1527,21 +1480,21 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT168 t168(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t168, 64);  // online_softmax_attn.pto:17:21
+        TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g162 * 16, GmView3::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t168, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT170 t170(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t170, 128);  // online_softmax_attn.pto:17:21
+        TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g162 * 16, GmView4::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u2c1Gm4, t170);  // online_softmax_attn.pto:17:21
         TileT174 t174(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
@@ -1549,61 +1502,52 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         pipe_barrier(PIPE_V);
         TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
         TileT177 t177(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t177, 64);  // online_softmax_attn.pto:18:21
+        TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t177, t174);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u2c1Gm5(alpha_u2c1 + _g162 * 16, GmView5::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u2c1Gm5, t177);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g179 = 0; _g179 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g179) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT180 t180(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t180, 0);  // online_softmax_attn.pto:19:21
+            TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
-            TileT181 t181(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t181, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u2c1Gm7(m_new_u2c1 + _g162 * 16, GmView7::Shape(t181.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t181, m_new_u2c1Gm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT182 t182(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t182, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t182, t181);  // online_softmax_attn.pto:19:21
+            TASSIGN(t182, 5632);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t182, t170);  // online_softmax_attn.pto:19:21
             TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t183, 8256);  // online_softmax_attn.pto:19:21
+            TASSIGN(t183, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t183, t180, t182);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u2c1Gm8(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView8::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u2c1Gm8, t183);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView7 t8_u2c1Gm7(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView7::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u2c1Gm7, t183);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -1615,22 +1559,22 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g184 = 0; _g184 < (S + 15) / 16; ++_g184) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g185 = 0; _g185 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g185) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT186 t186(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u2c1Gm9(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView9::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t186, t8_u2c1Gm9);  // online_softmax_attn.pto:19:17
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView8 t8_u2c1Gm8(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView8::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t186, t8_u2c1Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT187 t187(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
@@ -1638,119 +1582,119 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             TEXP(t187, t186);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u2c1Gm10(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView10::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u2c1Gm10, t187);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 p_1_u2c1Gm9(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u2c1Gm9, t187);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT189 t189(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g184 * 16, GmView11::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t189, lGm11);  // online_softmax_attn.pto:20:20
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView10 lGm10(l + _g184 * 16, GmView10::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t189, lGm10);  // online_softmax_attn.pto:20:20
         TileT190 t190(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t190, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u2c1Gm12(alpha_u2c1 + _g184 * 16, GmView12::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t190, alpha_u2c1Gm12);  // online_softmax_attn.pto:20:20
+        TASSIGN(t190, 512);  // online_softmax_attn.pto:20:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView11 alpha_u2c1Gm11(alpha_u2c1 + _g184 * 16, GmView11::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t190, alpha_u2c1Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT191 t191(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t191, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t191, t189, t190);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u2c1Gm13(t10_u2c1 + _g184 * 16, GmView13::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u2c1Gm13, t191);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 t10_u2c1Gm12(t10_u2c1 + _g184 * 16, GmView12::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u2c1Gm12, t191);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g192 = 0; _g192 < (S + 15) / 16; ++_g192) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT193 t193(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
         TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k194 = 0; _k194 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k194) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT195 t195(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t195, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u2c1Gm14(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView14::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t195, p_1_u2c1Gm14);  // online_softmax_attn.pto:20:32
+            TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView13 p_1_u2c1Gm13(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView13::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t195, p_1_u2c1Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT196 t196(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t196, 4160);  // online_softmax_attn.pto:20:32
+            TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
             TROWSUM(t196, t195, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT198 t198(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t198, 64);  // online_softmax_attn.pto:20:20
+        TASSIGN(t198, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u2c1Gm15(t10_u2c1 + _g192 * 16, GmView15::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t198, t10_u2c1Gm15);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u2c1Gm14(t10_u2c1 + _g192 * 16, GmView14::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t198, t10_u2c1Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT200 t200(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t200, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t200, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t200, t198, t193);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g192 * 16, GmView16::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t200);  // online_softmax_attn.pto:20:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView15 lGm15(l + _g192 * 16, GmView15::Shape(t200.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm15, t200);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
@@ -1759,28 +1703,28 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT203 t203(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g192 * 16 * D + _g202 * 64, GmView17::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t203, accGm17);  // online_softmax_attn.pto:21:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView16 accGm16(acc + _g192 * 16 * D + _g202 * 64, GmView16::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t203, accGm16);  // online_softmax_attn.pto:21:22
             TileT204 t204(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u2c1Gm18(alpha_u2c1 + _g192 * 16, GmView18::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t204, alpha_u2c1Gm18);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 alpha_u2c1Gm17(alpha_u2c1 + _g192 * 16, GmView17::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t204, alpha_u2c1Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT205 t205(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t205, 4160);  // online_softmax_attn.pto:21:22
+            TASSIGN(t205, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TROWEXPAND(t205, t204);  // online_softmax_attn.pto:21:22
             TileT206 t206(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t206, 8256);  // online_softmax_attn.pto:21:22
+            TASSIGN(t206, 8704);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             TMUL(t206, t203, t205);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u2c1Gm19(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView19::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u2c1Gm19, t206);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 t13_u2c1Gm18(t13_u2c1 + _g192 * 16 * D + _g202 * 64, GmView18::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u2c1Gm18, t206);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -1794,16 +1738,16 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g208 = 0; _g208 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_g208) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT209 t209(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u2c1Gm20(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView20::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t209, p_1_u2c1Gm20);  // online_softmax_attn.pto:21:43
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView19 p_1_u2c1Gm19(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView19::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t209, p_1_u2c1Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT210 t210(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
@@ -1811,24 +1755,24 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
             TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u2c1Gm21(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView21::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u2c1Gm21, t210);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 t15_u2c1Gm20(t15_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView20::Shape(t210.GetValidRow(), t210.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u2c1Gm20, t210);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }
 
@@ -1839,64 +1783,64 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* t15_u2c1, __gm__ half* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2)
+extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S)
 {
+    using TileT216 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT214 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT216 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT219 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT220 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT221 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT222 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT216 t216(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+        GmView0 vj_u2c1Gm0(vj_u2c1 + _g212 * 64, GmView0::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
+        TLOAD(t216, vj_u2c1Gm0);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
             TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u2c1Gm0(t15_u2c1 + _g211 * 64 * 64, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t214, t15_u2c1Gm0);  // online_softmax_attn.pto:21:36
+            TASSIGN(t214, 8192);  // online_softmax_attn.pto:21:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 t15_u2c1Gm1(t15_u2c1 + _g211 * 64 * 64, GmView1::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t214, t15_u2c1Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT216 t216(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u2c1Gm1(vj_u2c1 + _g212 * 64, GmView1::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t216, vj_u2c1Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT217 t217(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t217, t216);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k218 = 1; _k218 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k218) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t219, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u2c1Gm2(t15_u2c1 + _g211 * 64 * 64 + _k218 * 64, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t219, t15_u2c1Gm2);  // online_softmax_attn.pto:21:36
@@ -1905,10 +1849,10 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* t15_u2c1, __gm__ hal
                 TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t220, t219);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT221 t221(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t221, 8192);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView3::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t221, vj_u2c1Gm3);  // online_softmax_attn.pto:21:36
@@ -1921,10 +1865,10 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* t15_u2c1, __gm__ hal
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -1932,12 +1876,14 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* t15_u2c1, __gm__ hal
             TSTORE(t14_u2c1Gm4, t213);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k11.cpp
@@ -1952,7 +1898,7 @@ extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ fl
     using TileT225 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT226 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT227 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT229 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT229 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g223 = 0; _g223 < (S + 15) / 16; ++_g223) {  // online_softmax_attn.pto:21:22
@@ -1992,12 +1938,12 @@ extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ fl
         TileT229 t229(std::min<int64_t>(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_u2c1Gm3(m_new_u2c1 + _g223 * 16, GmView3::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t229, m_new_u2c1Gm3);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g223 * 16, GmView4::Shape(t229.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t229);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -2012,64 +1958,64 @@ extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ fl
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* q, __gm__ half* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* kj_u1c0, __gm__ half* q, __gm__ float* t0_u1c0, int64_t L, int64_t j_u1, int64_t D, int64_t S)
 {
+    using TileT235 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT232 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT233 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT234 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT235 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT236 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT238 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT239 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT240 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g231 = 0; _g231 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g231) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT235 t235(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+        GmView0 kj_u1c0Gm0(kj_u1c0 + _g231 * 64 * D, GmView0::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+        TLOAD(t235, kj_u1c0Gm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g231 = 0; _g231 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g231) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT232 t232(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t232, 0);  // online_softmax_attn.pto:10:13
             TileT233 t233(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t233, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g230 * 64 * D, GmView0::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t233, qGm0);  // online_softmax_attn.pto:10:13
+            TASSIGN(t233, 8192);  // online_softmax_attn.pto:10:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _g230 * 64 * D, GmView1::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t233, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT234 t234(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t234, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t234, t233);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT235 t235(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_u1c0Gm1(kj_u1c0 + _g231 * 64 * D, GmView1::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t235, kj_u1c0Gm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT236 t236(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t236, t235);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t232, t234, t236);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT238 t238(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t238, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t238, 8192);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g230 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
@@ -2078,10 +2024,10 @@ extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* q, __gm__ half* kj_u
                 TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t239, t238);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT240 t240(std::min<int64_t>(D - _k237 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t240, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t240, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
@@ -2094,10 +2040,10 @@ extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* q, __gm__ half* kj_u
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t232, t232, t239, t241);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -2105,12 +2051,14 @@ extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* q, __gm__ half* kj_u
             TSTORE(t0_u1c0Gm4, t232);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k13.cpp
@@ -2124,29 +2072,28 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
 {
     using TileT244 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT245 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT247 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT247 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT249 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT250 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT252 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT254 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT258 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT261 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT250 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT252 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT254 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT258 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT261 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT264 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT265 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT266 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT271 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT273 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT274 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT275 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT277 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT273 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT274 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT275 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT277 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT279 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT280 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT282 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT284 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT280 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT282 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT284 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT287 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT288 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT288 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT289 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT290 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT293 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -2192,14 +2139,14 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g246 = 0; _g246 < (S + 15) / 16; ++_g246) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TileT247 t247(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t247, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
@@ -2209,16 +2156,16 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT249 t249(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t249, 64);  // online_softmax_attn.pto:17:32
+            TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u1c0Gm2(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView2::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t249, s_u1c0Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT250 t250(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t250, 4160);  // online_softmax_attn.pto:17:32
+            TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
             TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
@@ -2228,21 +2175,21 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT252 t252(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t252, 64);  // online_softmax_attn.pto:17:21
+        TASSIGN(t252, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g246 * 16, GmView3::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t252, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT254 t254(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t254, 128);  // online_softmax_attn.pto:17:21
+        TASSIGN(t254, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t254, t252, t247);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g246 * 16, GmView4::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u1c0Gm4, t254);  // online_softmax_attn.pto:17:21
         TileT258 t258(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
@@ -2250,61 +2197,52 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
         pipe_barrier(PIPE_V);
         TSUB(t258, t252, t254);  // online_softmax_attn.pto:18:25
         TileT261 t261(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t261, 64);  // online_softmax_attn.pto:18:21
+        TASSIGN(t261, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t261, t258);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u1c0Gm5(alpha_u1c0 + _g246 * 16, GmView5::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u1c0Gm5, t261);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g263 = 0; _g263 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g263) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT264 t264(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t264, 0);  // online_softmax_attn.pto:19:21
+            TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
-            TileT265 t265(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t265, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_u1c0Gm7(m_new_u1c0 + _g246 * 16, GmView7::Shape(t265.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t265, m_new_u1c0Gm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT266 t266(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t266, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t266, t265);  // online_softmax_attn.pto:19:21
+            TASSIGN(t266, 5632);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t266, t254);  // online_softmax_attn.pto:19:21
             TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t267, 8256);  // online_softmax_attn.pto:19:21
+            TASSIGN(t267, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t267, t264, t266);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_u1c0Gm8(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView8::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_u1c0Gm8, t267);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView7 t8_u1c0Gm7(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView7::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_u1c0Gm7, t267);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -2316,22 +2254,22 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g268 = 0; _g268 < (S + 15) / 16; ++_g268) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g269 = 0; _g269 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g269) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT270 t270(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_u1c0Gm9(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView9::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t270, t8_u1c0Gm9);  // online_softmax_attn.pto:19:17
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView8 t8_u1c0Gm8(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView8::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t270, t8_u1c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT271 t271(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
@@ -2339,119 +2277,119 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
             TEXP(t271, t270);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_u1c0Gm10(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView10::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_u1c0Gm10, t271);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 p_1_u1c0Gm9(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView9::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_u1c0Gm9, t271);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT273 t273(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g268 * 16, GmView11::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t273, lGm11);  // online_softmax_attn.pto:20:20
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView10 lGm10(l + _g268 * 16, GmView10::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t273, lGm10);  // online_softmax_attn.pto:20:20
         TileT274 t274(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t274, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_u1c0Gm12(alpha_u1c0 + _g268 * 16, GmView12::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t274, alpha_u1c0Gm12);  // online_softmax_attn.pto:20:20
+        TASSIGN(t274, 512);  // online_softmax_attn.pto:20:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView11 alpha_u1c0Gm11(alpha_u1c0 + _g268 * 16, GmView11::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t274, alpha_u1c0Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT275 t275(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t275, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t275, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t275, t273, t274);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_u1c0Gm13(t10_u1c0 + _g268 * 16, GmView13::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_u1c0Gm13, t275);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 t10_u1c0Gm12(t10_u1c0 + _g268 * 16, GmView12::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_u1c0Gm12, t275);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g276 = 0; _g276 < (S + 15) / 16; ++_g276) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT277 t277(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
         TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k278 = 0; _k278 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k278) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT279 t279(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t279, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_u1c0Gm14(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView14::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t279, p_1_u1c0Gm14);  // online_softmax_attn.pto:20:32
+            TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView13 p_1_u1c0Gm13(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView13::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t279, p_1_u1c0Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT280 t280(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t280, 4160);  // online_softmax_attn.pto:20:32
+            TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
             TROWSUM(t280, t279, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT282 t282(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t282, 64);  // online_softmax_attn.pto:20:20
+        TASSIGN(t282, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_u1c0Gm15(t10_u1c0 + _g276 * 16, GmView15::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t282, t10_u1c0Gm15);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_u1c0Gm14(t10_u1c0 + _g276 * 16, GmView14::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t282, t10_u1c0Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT284 t284(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t284, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t284, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t284, t282, t277);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g276 * 16, GmView16::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t284);  // online_softmax_attn.pto:20:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView15 lGm15(l + _g276 * 16, GmView15::Shape(t284.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm15, t284);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
@@ -2460,28 +2398,28 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT287 t287(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g276 * 16 * D + _g286 * 64, GmView17::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t287, accGm17);  // online_softmax_attn.pto:21:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView16 accGm16(acc + _g276 * 16 * D + _g286 * 64, GmView16::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t287, accGm16);  // online_softmax_attn.pto:21:22
             TileT288 t288(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_u1c0Gm18(alpha_u1c0 + _g276 * 16, GmView18::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t288, alpha_u1c0Gm18);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 alpha_u1c0Gm17(alpha_u1c0 + _g276 * 16, GmView17::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t288, alpha_u1c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT289 t289(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t289, 4160);  // online_softmax_attn.pto:21:22
+            TASSIGN(t289, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TROWEXPAND(t289, t288);  // online_softmax_attn.pto:21:22
             TileT290 t290(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t290, 8256);  // online_softmax_attn.pto:21:22
+            TASSIGN(t290, 8704);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             TMUL(t290, t287, t289);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_u1c0Gm19(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView19::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_u1c0Gm19, t290);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 t13_u1c0Gm18(t13_u1c0 + _g276 * 16 * D + _g286 * 64, GmView18::Shape(t290.GetValidRow(), t290.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_u1c0Gm18, t290);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -2495,16 +2433,16 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g292 = 0; _g292 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g292) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT293 t293(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_u1c0Gm20(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView20::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t293, p_1_u1c0Gm20);  // online_softmax_attn.pto:21:43
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView19::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t293, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT294 t294(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
@@ -2512,24 +2450,24 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
             TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_u1c0Gm21(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView21::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_u1c0Gm21, t294);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 t15_u1c0Gm20(t15_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView20::Shape(t294.GetValidRow(), t294.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_u1c0Gm20, t294);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }
 
@@ -2540,64 +2478,64 @@ extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* t15_u1c0, __gm__ half* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1)
+extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t D, int64_t L, int64_t j_u1, int64_t S)
 {
+    using TileT300 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT297 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT298 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT299 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT300 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT301 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT303 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT304 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT305 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT306 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g295 = 0; _g295 < (S + 63) / 64; ++_g295) {  // online_softmax_attn.pto:21:36
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT300 t300(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+        GmView0 vj_u1c0Gm0(vj_u1c0 + _g296 * 64, GmView0::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
+        TLOAD(t300, vj_u1c0Gm0);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g295 = 0; _g295 < (S + 63) / 64; ++_g295) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT297 t297(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
             TileT298 t298(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_u1c0Gm0(t15_u1c0 + _g295 * 64 * 64, GmView0::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t298, t15_u1c0Gm0);  // online_softmax_attn.pto:21:36
+            TASSIGN(t298, 8192);  // online_softmax_attn.pto:21:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 t15_u1c0Gm1(t15_u1c0 + _g295 * 64 * 64, GmView1::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t298, t15_u1c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT299 t299(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t299, t298);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT300 t300(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_u1c0Gm1(vj_u1c0 + _g296 * 64, GmView1::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t300, vj_u1c0Gm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT301 t301(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t301, t300);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k302 = 1; _k302 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k302) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT303 t303(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t303, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u1c0Gm2(t15_u1c0 + _g295 * 64 * 64 + _k302 * 64, GmView2::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t303, t15_u1c0Gm2);  // online_softmax_attn.pto:21:36
@@ -2606,10 +2544,10 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* t15_u1c0, __gm__ hal
                 TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t304, t303);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT305 t305(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t305, 8192);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u1c0Gm3(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView3::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t305, vj_u1c0Gm3);  // online_softmax_attn.pto:21:36
@@ -2622,10 +2560,10 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* t15_u1c0, __gm__ hal
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -2633,12 +2571,14 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* t15_u1c0, __gm__ hal
             TSTORE(t14_u1c0Gm4, t297);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k15.cpp
@@ -2653,7 +2593,7 @@ extern "C" __global__ AICORE void attn_f16_k15(__gm__ float* t13_u1c0, __gm__ fl
     using TileT309 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT310 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT311 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT313 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT313 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g307 = 0; _g307 < (S + 15) / 16; ++_g307) {  // online_softmax_attn.pto:21:22
@@ -2693,12 +2633,12 @@ extern "C" __global__ AICORE void attn_f16_k15(__gm__ float* t13_u1c0, __gm__ fl
         TileT313 t313(std::min<int64_t>(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_u1c0Gm3(m_new_u1c0 + _g307 * 16, GmView3::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t313, m_new_u1c0Gm3);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g307 * 16, GmView4::Shape(t313.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t313);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -2713,64 +2653,64 @@ extern "C" __global__ AICORE void attn_f16_k15(__gm__ float* t13_u1c0, __gm__ fl
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* q, __gm__ half* kj_last, __gm__ float* t0_last, int64_t S, int64_t L, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S)
 {
+    using TileT319 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT318 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT319 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT320 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT322 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT323 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT324 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g315 = 0; _g315 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+        GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
+        TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g315 = 0; _g315 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT316 t316(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
             TileT317 t317(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-            GmView0 qGm0(q + _g314 * 64 * D, GmView0::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t317, qGm0);  // online_softmax_attn.pto:10:13
+            TASSIGN(t317, 8192);  // online_softmax_attn.pto:10:13
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 qGm1(q + _g314 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
+            TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT318 t318(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t318, t317);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-            GmView1 kj_lastGm1(kj_last + _g315 * 64 * D, GmView1::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
-            TLOAD(t319, kj_lastGm1);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT320 t320(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t320, t319);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT322 t322(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t322, 0);  // online_softmax_attn.pto:10:13
+                TASSIGN(t322, 8192);  // online_softmax_attn.pto:10:13
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
@@ -2779,10 +2719,10 @@ extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* q, __gm__ half* kj_l
                 TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT324 t324(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t324, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t324, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
@@ -2795,10 +2735,10 @@ extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* q, __gm__ half* kj_l
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
@@ -2806,12 +2746,14 @@ extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* q, __gm__ half* kj_l
             TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k17.cpp
@@ -2825,29 +2767,28 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
 {
     using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT331 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT333 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT334 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT336 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT338 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT342 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT345 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT338 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT342 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT345 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT349 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
     using TileT350 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT354 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT357 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT358 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT359 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT361 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT357 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT359 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT361 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT363 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT364 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT366 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT368 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT373 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -2893,14 +2834,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g330 = 0; _g330 < (S + 15) / 16; ++_g330) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TileT331 t331(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t331, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
@@ -2910,16 +2851,16 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t333, 64);  // online_softmax_attn.pto:17:32
+            TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t333, s_lastGm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT334 t334(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t334, 4160);  // online_softmax_attn.pto:17:32
+            TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 12352);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
             TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
@@ -2929,21 +2870,21 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT336 t336(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t336, 64);  // online_softmax_attn.pto:17:21
+        TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g330 * 16, GmView3::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t336, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT338 t338(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t338, 128);  // online_softmax_attn.pto:17:21
+        TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:17:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_lastGm4, t338);  // online_softmax_attn.pto:17:21
         TileT342 t342(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
@@ -2951,61 +2892,52 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
         TileT345 t345(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t345, 64);  // online_softmax_attn.pto:18:21
+        TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t345, t342);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:18:21
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_lastGm5(alpha_last + _g330 * 16, GmView5::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_lastGm5, t345);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g347 = 0; _g347 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t348, 0);  // online_softmax_attn.pto:19:21
+            TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
-            TileT349 t349(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(t349, 4096);  // online_softmax_attn.pto:19:21
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:19:21
-            GmView7 m_new_lastGm7(m_new_last + _g330 * 16, GmView7::Shape(t349.GetValidRow()));  // online_softmax_attn.pto:19:21
-            TLOAD(t349, m_new_lastGm7);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t350, 4160);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t350, t349);  // online_softmax_attn.pto:19:21
+            TASSIGN(t350, 5632);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(t350, t338);  // online_softmax_attn.pto:19:21
             TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t351, 8256);  // online_softmax_attn.pto:19:21
+            TASSIGN(t351, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t351, t348, t350);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 t8_lastGm8(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView8::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_lastGm8, t351);  // online_softmax_attn.pto:19:21
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView7 t8_lastGm7(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView7::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_lastGm7, t351);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -3017,22 +2949,22 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     for (int64_t _g352 = 0; _g352 < (S + 15) / 16; ++_g352) {  // online_softmax_attn.pto:19:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g353 = 0; _g353 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 t8_lastGm9(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t354, t8_lastGm9);  // online_softmax_attn.pto:19:17
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView8 t8_lastGm8(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView8::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t354, t8_lastGm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
@@ -3040,119 +2972,119 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
             TEXP(t355, t354);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 p_1_lastGm10(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView10::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_lastGm10, t355);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 p_1_lastGm9(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_lastGm9, t355);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT357 t357(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView11 lGm11(l + _g352 * 16, GmView11::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t357, lGm11);  // online_softmax_attn.pto:20:20
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView10 lGm10(l + _g352 * 16, GmView10::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t357, lGm10);  // online_softmax_attn.pto:20:20
         TileT358 t358(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t358, 64);  // online_softmax_attn.pto:20:20
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView12 alpha_lastGm12(alpha_last + _g352 * 16, GmView12::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t358, alpha_lastGm12);  // online_softmax_attn.pto:20:20
+        TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView11 alpha_lastGm11(alpha_last + _g352 * 16, GmView11::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t358, alpha_lastGm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT359 t359(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t359, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView13 t10_lastGm13(t10_last + _g352 * 16, GmView13::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_lastGm13, t359);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 t10_lastGm12(t10_last + _g352 * 16, GmView12::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_lastGm12, t359);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g360 = 0; _g360 < (S + 15) / 16; ++_g360) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT361 t361(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
         TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k362 = 0; _k362 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t363, 64);  // online_softmax_attn.pto:20:32
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView14 p_1_lastGm14(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView14::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t363, p_1_lastGm14);  // online_softmax_attn.pto:20:32
+            TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView13 p_1_lastGm13(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView13::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t363, p_1_lastGm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT364 t364(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t364, 4160);  // online_softmax_attn.pto:20:32
+            TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 12352);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
             TROWSUM(t364, t363, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT366 t366(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t366, 64);  // online_softmax_attn.pto:20:20
+        TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView15 t10_lastGm15(t10_last + _g360 * 16, GmView15::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t366, t10_lastGm15);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_lastGm14(t10_last + _g360 * 16, GmView14::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t366, t10_lastGm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT368 t368(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t368, 128);  // online_softmax_attn.pto:20:20
+        TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:20:20
-        GmView16 lGm16(l + _g360 * 16, GmView16::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm16, t368);  // online_softmax_attn.pto:20:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView15 lGm15(l + _g360 * 16, GmView15::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm15, t368);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
@@ -3161,28 +3093,28 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT371 t371(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 accGm17(acc + _g360 * 16 * D + _g370 * 64, GmView17::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView17::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t371, accGm17);  // online_softmax_attn.pto:21:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView16 accGm16(acc + _g360 * 16 * D + _g370 * 64, GmView16::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t371, accGm16);  // online_softmax_attn.pto:21:22
             TileT372 t372(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:21:22
-            GmView18 alpha_lastGm18(alpha_last + _g360 * 16, GmView18::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t372, alpha_lastGm18);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 alpha_lastGm17(alpha_last + _g360 * 16, GmView17::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t372, alpha_lastGm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT373 t373(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t373, 4160);  // online_softmax_attn.pto:21:22
+            TASSIGN(t373, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TROWEXPAND(t373, t372);  // online_softmax_attn.pto:21:22
             TileT374 t374(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t374, 8256);  // online_softmax_attn.pto:21:22
+            TASSIGN(t374, 8704);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             TMUL(t374, t371, t373);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 t13_lastGm19(t13_last + _g360 * 16 * D + _g370 * 64, GmView19::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView19::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_lastGm19, t374);  // online_softmax_attn.pto:21:22
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 t13_lastGm18(t13_last + _g360 * 16 * D + _g370 * 64, GmView18::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_lastGm18, t374);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         }
@@ -3196,16 +3128,16 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g376 = 0; _g376 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 p_1_lastGm20(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView20::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t377, p_1_lastGm20);  // online_softmax_attn.pto:21:43
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView19 p_1_lastGm19(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView19::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t377, p_1_lastGm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT378 t378(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
@@ -3213,24 +3145,24 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
             TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView21 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView21 t15_lastGm21(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView21::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_lastGm21, t378);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 t15_lastGm20(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView20::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_lastGm20, t378);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }
 
@@ -3241,64 +3173,64 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ half* vj_last, __gm__ float* t14_last, int64_t S, int64_t D, int64_t L)
+extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S)
 {
+    using TileT384 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT382 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT383 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT384 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT385 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT387 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT388 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT389 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT390 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT384 t384(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
+        GmView0 vj_lastGm0(vj_last + _g380 * 64, GmView0::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
+        TLOAD(t384, vj_lastGm0);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT381 t381(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
             TileT382 t382(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
-            GmView0 t15_lastGm0(t15_last + _g379 * 64 * 64, GmView0::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
-            TLOAD(t382, t15_lastGm0);  // online_softmax_attn.pto:21:36
+            TASSIGN(t382, 8192);  // online_softmax_attn.pto:21:36
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
+            GmView1 t15_lastGm1(t15_last + _g379 * 64 * 64, GmView1::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
+            TLOAD(t382, t15_lastGm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT383 t383(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t383, t382);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT384 t384(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
-            GmView1 vj_lastGm1(vj_last + _g380 * 64, GmView1::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:36
-            TLOAD(t384, vj_lastGm1);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT385 t385(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t385, t384);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k386 = 1; _k386 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT387 t387(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t387, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_lastGm2(t15_last + _g379 * 64 * 64 + _k386 * 64, GmView2::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t387, t15_lastGm2);  // online_softmax_attn.pto:21:36
@@ -3307,10 +3239,10 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ hal
                 TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t388, t387);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT389 t389(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t389, 8192);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_lastGm3(vj_last + _k386 * 64 * D + _g380 * 64, GmView3::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t389, vj_lastGm3);  // online_softmax_attn.pto:21:36
@@ -3323,10 +3255,10 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ hal
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -3334,12 +3266,14 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ hal
             TSTORE(t14_lastGm4, t381);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- attn_f16_k19.cpp
@@ -3349,17 +3283,16 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ hal
 
 using namespace pto;
 
-extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last, __gm__ half* o, int64_t S, int64_t D)
+extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
     using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT397 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401 = Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT402 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT406 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT407 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -3386,8 +3319,8 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
             TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView2 accGm2(acc + _g391 * 16 * D + _g392 * 64, GmView2::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
             TSTORE(accGm2, t395);  // online_softmax_attn.pto:21:22
@@ -3400,102 +3333,67 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
         TileT397 t397(std::min<int64_t>(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g398 = 0; _g398 < (S + 15) / 16; ++_g398) {  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT400 t400(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
             GmView5 accGm5(acc + _g398 * 16 * D + _g399 * 64, GmView5::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
             TLOAD(t400, accGm5);  // online_softmax_attn.pto:24:25
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             TileT401 t401(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // online_softmax_attn.pto:24:25
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
             GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT402 t402(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t402, 4160);  // online_softmax_attn.pto:24:25
+            TASSIGN(t402, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TROWEXPAND(t402, t401);  // online_softmax_attn.pto:24:25
             TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t403, 8256);  // online_softmax_attn.pto:24:25
+            TASSIGN(t403, 8704);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
             TDIV(t403, t400, t402);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView7 t17_lastGm7(t17_last + _g398 * 16 * D + _g399 * 64, GmView7::Shape(t403.GetValidRow(), t403.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:25
-            TSTORE(t17_lastGm7, t403);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g404 = 0; _g404 < (S + 15) / 16; ++_g404) {  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g405 = 0; _g405 < (D + 63) / 64; ++_g405) {  // online_softmax_attn.pto:24:20
+            TileT407 t407(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+            TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT406 t406(std::min<int64_t>(S - _g404 * 16, 16), std::min<int64_t>(D - _g405 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t406, 0);  // online_softmax_attn.pto:24:20
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView8 t17_lastGm8(t17_last + _g404 * 16 * D + _g405 * 64, GmView8::Shape(t406.GetValidRow(), t406.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:20
-            TLOAD(t406, t17_lastGm8);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT407 t407(std::min<int64_t>(S - _g404 * 16, 16), std::min<int64_t>(D - _g405 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t407, 4096);  // online_softmax_attn.pto:24:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t407, t406, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+            TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView9 oGm9(o + _g404 * 16 * D + _g405 * 64, GmView9::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView9::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm9, t407);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+            GmView7 oGm7(o + _g398 * 16 * D + _g399 * 64, GmView7::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:20
+            TSTORE(oGm7, t407);  // online_softmax_attn.pto:24:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }
@@ -3513,26 +3411,26 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* q, __gm__ half* kj_first, __gm__ float* t0_first, int64_t S, int64_t L, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale);
-extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* t5_first, __gm__ half* vj_first, __gm__ float* acc, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* t17_first, __gm__ half* o, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* q, __gm__ half* kj_u2c0, __gm__ float* t0_u2c0, int64_t S, int64_t L, int64_t j_u2, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* vj_first, __gm__ half* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S);
+extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* kj_u2c0, __gm__ half* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* t15_u2c0, __gm__ half* vj_u2c0, __gm__ float* t14_u2c0, int64_t S, int64_t D, int64_t L, int64_t j_u2);
+extern "C" __global__ AICORE void attn_f16_k6(__gm__ half* vj_u2c0, __gm__ half* t15_u2c0, __gm__ float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* q, __gm__ half* kj_u2c1, __gm__ float* t0_u2c1, int64_t S, int64_t L, int64_t j_u2, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k8(__gm__ half* kj_u2c1, __gm__ half* q, __gm__ float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ half* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* t15_u2c1, __gm__ half* vj_u2c1, __gm__ float* t14_u2c1, int64_t S, int64_t D, int64_t L, int64_t j_u2);
+extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* q, __gm__ half* kj_u1c0, __gm__ float* t0_u1c0, int64_t S, int64_t L, int64_t j_u1, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k12(__gm__ half* kj_u1c0, __gm__ half* q, __gm__ float* t0_u1c0, int64_t L, int64_t j_u1, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ half* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* t15_u1c0, __gm__ half* vj_u1c0, __gm__ float* t14_u1c0, int64_t S, int64_t D, int64_t L, int64_t j_u1);
+extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half* t15_u1c0, __gm__ float* t14_u1c0, int64_t D, int64_t L, int64_t j_u1, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* q, __gm__ half* kj_last, __gm__ float* t0_last, int64_t S, int64_t L, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k16(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
-extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* t15_last, __gm__ half* vj_last, __gm__ float* t14_last, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ float* t17_last, __gm__ half* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S);
+extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -3583,7 +3481,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
             float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f16_k0(q, kj_first, t0_first, S, L, D);  // online_softmax_attn.pto:10:13
+            attn_f16_k0(kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
             std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
             float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
             std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
@@ -3593,12 +3491,10 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             start_launch(poison);  // online_softmax_attn.pto:10:13
             attn_f16_k1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:15:22
-            attn_f16_k2(t5_first, vj_first, acc, S, D, L);  // online_softmax_attn.pto:15:22
+            attn_f16_k2(vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
-                std::vector<unsigned char> t17_first_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-                float* t17_first = reinterpret_cast<float*>(t17_first_bytes.data());  // online_softmax_attn.pto:24:25
                 start_launch(poison);  // online_softmax_attn.pto:24:25
-                attn_f16_k3(acc, l, t17_first, o, S, D);  // online_softmax_attn.pto:24:25
+                attn_f16_k3(acc, l, o, S, D);  // online_softmax_attn.pto:24:25
             }
         }
     }
@@ -3610,7 +3506,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         std::vector<unsigned char> s_u2c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k4(q, kj_u2c0, t0_u2c0, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
+        attn_f16_k4(kj_u2c0, q, t0_u2c0, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u2c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -3630,7 +3526,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         start_launch(poison);  // online_softmax_attn.pto:10:13
         attn_f16_k5(t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k6(t15_u2c0, vj_u2c0, t14_u2c0, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
+        attn_f16_k6(vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
         half* kj_u2c1 = k + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:8:14
         half* vj_u2c1 = v + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
         std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
@@ -3640,7 +3536,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         std::vector<unsigned char> s_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k8(q, kj_u2c1, t0_u2c1, S, L, j_u2, D);  // online_softmax_attn.pto:10:13
+        attn_f16_k8(kj_u2c1, q, t0_u2c1, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u2c1_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -3660,7 +3556,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         start_launch(poison);  // online_softmax_attn.pto:10:13
         attn_f16_k9(t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k10(t15_u2c1, vj_u2c1, t14_u2c1, S, D, L, j_u2);  // online_softmax_attn.pto:21:36
+        attn_f16_k10(vj_u2c1, t15_u2c1, t14_u2c1, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:21:22
         attn_f16_k11(t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
     }
@@ -3672,7 +3568,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         std::vector<unsigned char> s_u1c0_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:10:13
-        attn_f16_k12(q, kj_u1c0, t0_u1c0, S, L, j_u1, D);  // online_softmax_attn.pto:10:13
+        attn_f16_k12(kj_u1c0, q, t0_u1c0, L, j_u1, D, S);  // online_softmax_attn.pto:10:13
         std::vector<unsigned char> m_new_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
         float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
         std::vector<unsigned char> alpha_u1c0_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -3692,7 +3588,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         start_launch(poison);  // online_softmax_attn.pto:10:13
         attn_f16_k13(t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
-        attn_f16_k14(t15_u1c0, vj_u1c0, t14_u1c0, S, D, L, j_u1);  // online_softmax_attn.pto:21:36
+        attn_f16_k14(vj_u1c0, t15_u1c0, t14_u1c0, D, L, j_u1, S);  // online_softmax_attn.pto:21:36
         start_launch(poison);  // online_softmax_attn.pto:21:22
         attn_f16_k15(t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
     }
@@ -3705,7 +3601,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
             float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:10:13
-            attn_f16_k16(q, kj_last, t0_last, S, L, D);  // online_softmax_attn.pto:10:13
+            attn_f16_k16(kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
             std::vector<unsigned char> m_new_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
             float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
             std::vector<unsigned char> alpha_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
@@ -3725,11 +3621,9 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             start_launch(poison);  // online_softmax_attn.pto:10:13
             attn_f16_k17(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
             start_launch(poison);  // online_softmax_attn.pto:21:36
-            attn_f16_k18(t15_last, vj_last, t14_last, S, D, L);  // online_softmax_attn.pto:21:36
-            std::vector<unsigned char> t17_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:24:25
-            float* t17_last = reinterpret_cast<float*>(t17_last_bytes.data());  // online_softmax_attn.pto:24:25
+            attn_f16_k18(vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
             start_launch(poison);  // online_softmax_attn.pto:21:22
-            attn_f16_k19(t13_last, t14_last, acc, m_new_last, m, l, t17_last, o, S, D);  // online_softmax_attn.pto:21:22
+            attn_f16_k19(t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
         }
     }
 #ifdef PTO_CPU_SUBSET

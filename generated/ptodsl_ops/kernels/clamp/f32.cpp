@@ -7,20 +7,19 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* y, int64_t M, int64_t N, float lo, float hi)
+extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, float lo, float hi)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clamp.pto:3:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clamp.pto:3:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t2, 0);  // clamp.pto:3:20
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:20
@@ -31,50 +30,19 @@ extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* t1
             TASSIGN(t3, 8192);  // clamp.pto:3:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMAXS(t3, t2, lo);  // clamp.pto:3:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:20
-            GmView1 t1Gm1(t1 + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // clamp.pto:3:20
-            TSTORE(t1Gm1, t3);  // clamp.pto:3:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g4 = 0; _g4 < (M + 7) / 8; ++_g4) {  // clamp.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < (N + 255) / 256; ++_g5) {  // clamp.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TASSIGN(t7, 0);  // clamp.pto:3:12
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(M - _g4 * 8, 8), std::min<int64_t>(N - _g5 * 256, 256));  // clamp.pto:3:12
-            TASSIGN(t6, 0);  // clamp.pto:3:12
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
-            GmView2 t1Gm2(t1 + _g4 * 8 * N + _g5 * 256, GmView2::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView2::Stride(N));  // clamp.pto:3:12
-            TLOAD(t6, t1Gm2);  // clamp.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(M - _g4 * 8, 8), std::min<int64_t>(N - _g5 * 256, 256));  // clamp.pto:3:12
-            TASSIGN(t7, 8192);  // clamp.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMINS(t7, t6, hi);  // clamp.pto:3:12
+            TMINS(t7, t3, hi);  // clamp.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
-            GmView3 yGm3(y + _g4 * 8 * N + _g5 * 256, GmView3::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView3::Stride(N));  // clamp.pto:3:12
-            TSTORE(yGm3, t7);  // clamp.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // clamp.pto:3:12
+            TSTORE(yGm1, t7);  // clamp.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }
@@ -92,7 +60,7 @@ extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* t1
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* y, int64_t M, int64_t N, float lo, float hi);
+extern "C" __global__ AICORE void clamp_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, float lo, float hi);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -129,10 +97,8 @@ extern "C" int clamp_f32(float* x, float* y, float lo, float hi, int64_t M, int6
     try {
 #endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // clamp.pto:3:20
-        std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // clamp.pto:3:20
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // clamp.pto:3:20
         start_launch(poison);  // clamp.pto:3:20
-        clamp_f32_k0(x, t1, y, M, N, lo, hi);  // clamp.pto:3:20
+        clamp_f32_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

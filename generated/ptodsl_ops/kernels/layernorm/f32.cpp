@@ -7,297 +7,186 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ float* xf, __gm__ float* t1, __gm__ float* d, __gm__ float* t2, __gm__ float* t7, __gm__ float* gamma, __gm__ float* beta, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R)
+extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ float* gamma, __gm__ float* beta, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R)
 {
-    using TileT1Tile = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2Tile = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT28 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT3 t3;  // layernorm.pto:5:18
+    TASSIGN(t3, 0);  // layernorm.pto:5:18
+    TEXPANDS(t3, 0.0f);  // layernorm.pto:5:18
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm.pto:4:14
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT1Tile t1Tile(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
-        TASSIGN(t1Tile, 0);  // layernorm.pto:4:14
+        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
+        TASSIGN(t1, 32);  // layernorm.pto:4:14
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1Tile.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
-        TLOAD(t1Tile, v0Gm0);  // layernorm.pto:4:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT2Tile t2Tile(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
-        TASSIGN(t2Tile, 4096);  // layernorm.pto:4:14
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t2Tile, t1Tile, RoundMode::CAST_RINT);  // layernorm.pto:4:14
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-        GmView1 xfGm1(xf + _g0 * 1024, GmView1::Shape(t2Tile.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
-        TSTORE(xfGm1, t2Tile);  // layernorm.pto:4:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT3 t3;  // layernorm.pto:5:18
-    TASSIGN(t3, 0);  // layernorm.pto:5:18
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TEXPANDS(t3, 0.0f);  // layernorm.pto:5:18
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k4 = 0; _k4 < (H + 1023) / 1024; ++_k4) {  // layernorm.pto:5:18
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT5 t5(std::min<int64_t>(H - _k4 * 1024, 1024));  // layernorm.pto:5:18
-        TASSIGN(t5, 32);  // layernorm.pto:5:18
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:5:18
-        GmView2 xfGm2(xf + _k4 * 1024, GmView2::Shape(t5.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:5:18
-        TLOAD(t5, xfGm2);  // layernorm.pto:5:18
+        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t1, v0Gm0);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT6 t6;  // layernorm.pto:5:18
         TASSIGN(t6, 4128);  // layernorm.pto:5:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileTmp0 tmp0;  // layernorm.pto:5:18
-        TASSIGN(tmp0, 12320);  // layernorm.pto:5:18
-        TROWSUM(t6, t5, tmp0);  // layernorm.pto:5:18
+        TASSIGN(tmp0, 12352);  // layernorm.pto:5:18
+        TROWSUM(t6, t1, tmp0);  // layernorm.pto:5:18
         pipe_barrier(PIPE_V);
         TADD(t3, t3, t6);  // layernorm.pto:5:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TMULS(t3, t3, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm3(t1);  // layernorm.pto:5:18
-    TSTORE(t1Gm3, t3);  // layernorm.pto:5:18
+    TileT16 t16;  // layernorm.pto:6:15
+    TASSIGN(t16, 32);  // layernorm.pto:6:15
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    TEXPANDS(t16, 0.0f);  // layernorm.pto:6:15
+    pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT8 t8(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t8, 0);  // layernorm.pto:5:13
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:5:13
-        GmView4 xfGm4(xf + _g7 * 1024, GmView4::Shape(t8.GetValidCol()), GmView4::Stride(H));  // layernorm.pto:5:13
-        TLOAD(t8, xfGm4);  // layernorm.pto:5:13
-        TileT9 t9;  // layernorm.pto:5:13
-        TASSIGN(t9, 4096);  // layernorm.pto:5:13
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm5(t1);  // layernorm.pto:5:13
-        TLOAD(t9, t1Gm5);  // layernorm.pto:5:13
+        TASSIGN(t8, 64);  // layernorm.pto:5:13
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
+        GmView1 v0Gm1(v0 + _g7 * 1024, GmView1::Shape(t8.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t8, v0Gm1);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT10 t10(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t10, 4128);  // layernorm.pto:5:13
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t10, t9);  // layernorm.pto:5:13
+        TASSIGN(t10, 4160);  // layernorm.pto:5:13
+        TROWEXPAND(t10, t3);  // layernorm.pto:5:13
         TileT11 t11(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t11, 8224);  // layernorm.pto:5:13
+        TASSIGN(t11, 8256);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t11, t8, t10);  // layernorm.pto:5:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:5:13
-        GmView6 dGm6(d + _g7 * 1024, GmView6::Shape(t11.GetValidCol()), GmView6::Stride(H));  // layernorm.pto:5:13
-        TSTORE(dGm6, t11);  // layernorm.pto:5:13
         TileT15 t15(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
-        TASSIGN(t15, 0);  // layernorm.pto:6:20
+        TASSIGN(t15, 64);  // layernorm.pto:6:20
         pipe_barrier(PIPE_V);
         TMUL(t15, t11, t11);  // layernorm.pto:6:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:6:20
-        GmView7 t2Gm7(t2 + _g7 * 1024, GmView7::Shape(t15.GetValidCol()), GmView7::Stride(H));  // layernorm.pto:6:20
-        TSTORE(t2Gm7, t15);  // layernorm.pto:6:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    TileT16 t16;  // layernorm.pto:6:15
-    TASSIGN(t16, 0);  // layernorm.pto:6:15
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    TEXPANDS(t16, 0.0f);  // layernorm.pto:6:15
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k17 = 0; _k17 < (H + 1023) / 1024; ++_k17) {  // layernorm.pto:6:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT18 t18(std::min<int64_t>(H - _k17 * 1024, 1024));  // layernorm.pto:6:15
-        TASSIGN(t18, 32);  // layernorm.pto:6:15
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:6:15
-        GmView8 t2Gm8(t2 + _k17 * 1024, GmView8::Shape(t18.GetValidCol()), GmView8::Stride(H));  // layernorm.pto:6:15
-        TLOAD(t18, t2Gm8);  // layernorm.pto:6:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT19 t19;  // layernorm.pto:6:15
-        TASSIGN(t19, 4128);  // layernorm.pto:6:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TASSIGN(t19, 4160);  // layernorm.pto:6:15
+        pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // layernorm.pto:6:15
-        TASSIGN(tmp1, 12320);  // layernorm.pto:6:15
-        TROWSUM(t19, t18, tmp1);  // layernorm.pto:6:15
+        TASSIGN(tmp1, 12352);  // layernorm.pto:6:15
+        TROWSUM(t19, t15, tmp1);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         TADD(t16, t16, t19);  // layernorm.pto:6:15
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t16, t16, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
     TileT21 t21;  // layernorm.pto:7:34
-    TASSIGN(t21, 32);  // layernorm.pto:7:34
+    TASSIGN(t21, 64);  // layernorm.pto:7:34
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TADDS(t21, t16, eps);  // layernorm.pto:7:34
     TileT23 t23;  // layernorm.pto:7:28
-    TASSIGN(t23, 0);  // layernorm.pto:7:28
+    TASSIGN(t23, 32);  // layernorm.pto:7:28
     pipe_barrier(PIPE_V);
     TRSQRT(t23, t21);  // layernorm.pto:7:28
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t7Gm9(t7);  // layernorm.pto:7:28
-    TSTORE(t7Gm9, t23);  // layernorm.pto:7:28
     pipe_barrier(PIPE_V);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT25 t25(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t25, 0);  // layernorm.pto:7:24
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:24
-        GmView10 dGm10(d + _g24 * 1024, GmView10::Shape(t25.GetValidCol()), GmView10::Stride(H));  // layernorm.pto:7:24
-        TLOAD(t25, dGm10);  // layernorm.pto:7:24
-        TileT26 t26;  // layernorm.pto:7:24
-        TASSIGN(t26, 4096);  // layernorm.pto:7:24
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t7Gm11(t7);  // layernorm.pto:7:24
-        TLOAD(t26, t7Gm11);  // layernorm.pto:7:24
+        TASSIGN(t25, 64);  // layernorm.pto:7:24
+        TileT8Re2 t8_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t8_re2, 4160);  // layernorm.pto:5:13
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
+        GmView2 v0Gm2(v0 + _g24 * 1024, GmView2::Shape(t8_re2.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t8_re2, v0Gm2);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT27 t27(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t27, 4128);  // layernorm.pto:7:24
+        TileT10Re2 t10_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t10_re2, 8256);  // layernorm.pto:5:13
+        TROWEXPAND(t10_re2, t3);  // layernorm.pto:5:13
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t27, t26);  // layernorm.pto:7:24
+        TSUB(t25, t8_re2, t10_re2);  // layernorm.pto:5:13
+        TileT27 t27(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t27, 4160);  // layernorm.pto:7:24
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t27, t23);  // layernorm.pto:7:24
         TileT28 t28(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t28, 8224);  // layernorm.pto:7:24
+        TASSIGN(t28, 8256);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TMUL(t28, t25, t27);  // layernorm.pto:7:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT30 t30(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
-        TASSIGN(t30, 0);  // layernorm.pto:7:47
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-        GmView12 gammaGm12(gamma + _g24 * 1024, GmView12::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
-        TLOAD(t30, gammaGm12);  // layernorm.pto:7:47
+        TASSIGN(t30, 64);  // layernorm.pto:7:47
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
+        GmView3 gammaGm3(gamma + _g24 * 1024, GmView3::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
+        TLOAD(t30, gammaGm3);  // layernorm.pto:7:47
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT31 t31(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
-        TASSIGN(t31, 4096);  // layernorm.pto:7:47
+        TileT35 t35(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t35, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t31, t30, RoundMode::CAST_RINT);  // layernorm.pto:7:47
-        TileT35 t35(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t35, 0);  // layernorm.pto:7:24
-        pipe_barrier(PIPE_V);
-        TCOLEXPAND(t35, t31);  // layernorm.pto:7:24
+        TCOLEXPAND(t35, t30);  // layernorm.pto:7:24
         TileT36 t36(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t36, 4096);  // layernorm.pto:7:24
+        TASSIGN(t36, 64);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TMUL(t36, t28, t35);  // layernorm.pto:7:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT38 t38(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
-        TASSIGN(t38, 0);  // layernorm.pto:7:66
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-        GmView13 betaGm13(beta + _g24 * 1024, GmView13::Shape(t38.GetValidCol()));  // layernorm.pto:7:66
-        TLOAD(t38, betaGm13);  // layernorm.pto:7:66
+        TASSIGN(t38, 4160);  // layernorm.pto:7:66
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
+        GmView4 betaGm4(beta + _g24 * 1024, GmView4::Shape(t38.GetValidCol()));  // layernorm.pto:7:66
+        TLOAD(t38, betaGm4);  // layernorm.pto:7:66
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT39 t39(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
-        TASSIGN(t39, 8192);  // layernorm.pto:7:66
+        TileT43 t43(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t43, 8256);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t39, t38, RoundMode::CAST_RINT);  // layernorm.pto:7:66
-        TileT43 t43(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t43, 0);  // layernorm.pto:7:24
-        pipe_barrier(PIPE_V);
-        TCOLEXPAND(t43, t39);  // layernorm.pto:7:24
+        TCOLEXPAND(t43, t38);  // layernorm.pto:7:24
         TileT44 t44(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t44, 8192);  // layernorm.pto:7:24
+        TASSIGN(t44, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TADD(t44, t36, t43);  // layernorm.pto:7:24
-        TileT47 t47(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:19
-        TASSIGN(t47, 0);  // layernorm.pto:7:19
-        pipe_barrier(PIPE_V);
-        TCVT(t47, t44, RoundMode::CAST_RINT);  // layernorm.pto:7:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-        GmView14 yGm14(y + r * H + _g24 * 1024, GmView14::Shape(t47.GetValidCol()), GmView14::Stride(H));  // layernorm.pto:7:19
-        TSTORE(yGm14, t47);  // layernorm.pto:7:19
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
+        GmView5 yGm5(y + r * H + _g24 * 1024, GmView5::Shape(t44.GetValidCol()), GmView5::Stride(H));  // layernorm.pto:7:19
+        TSTORE(yGm5, t44);  // layernorm.pto:7:19
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- layernorm_f32.cpp
@@ -313,7 +202,7 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ floa
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ float* xf, __gm__ float* t1, __gm__ float* d, __gm__ float* t2, __gm__ float* t7, __gm__ float* gamma, __gm__ float* beta, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R);
+extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ float* gamma, __gm__ float* beta, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -355,18 +244,8 @@ extern "C" int layernorm_f32(float* x, float* gamma, float* beta, float* y, floa
         try {
 #endif
         float* v0 = x + r * H;  // layernorm.pto:4:19
-        std::vector<unsigned char> xf_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:4:14
-        float* xf = reinterpret_cast<float*>(xf_bytes.data());  // layernorm.pto:4:14
-        std::vector<unsigned char> t1_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:5:18
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // layernorm.pto:5:18
-        std::vector<unsigned char> d_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:5:13
-        float* d = reinterpret_cast<float*>(d_bytes.data());  // layernorm.pto:5:13
-        std::vector<unsigned char> t2_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:6:20
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // layernorm.pto:6:20
-        std::vector<unsigned char> t7_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // layernorm.pto:7:28
-        float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // layernorm.pto:7:28
-        start_launch(poison);  // layernorm.pto:4:14
-        layernorm_f32_k0(v0, xf, t1, d, t2, t7, gamma, beta, y, H, eps, r, R);  // layernorm.pto:4:14
+        start_launch(poison);  // layernorm.pto:5:18
+        layernorm_f32_k0(v0, gamma, beta, y, H, eps, r, R);  // layernorm.pto:5:18
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
         }

@@ -7,240 +7,156 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* v0, __gm__ float* row, __gm__ float* t1, __gm__ float* s, __gm__ float* t6, __gm__ float* t4, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B)
+extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B)
 {
-    using TileT1Tile = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Tile = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1Re1Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT28 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT3 t3;  // log_softmax.pto:5:19
+    TASSIGN(t3, 0);  // log_softmax.pto:5:19
+    TEXPANDS(t3, -std::numeric_limits<float>::infinity());  // log_softmax.pto:5:19
+    TileT15 t15;  // log_softmax.pto:6:32
+    TASSIGN(t15, 32);  // log_softmax.pto:6:32
+    TEXPANDS(t15, 0.0f);  // log_softmax.pto:6:32
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT1Tile t1Tile(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
-        TASSIGN(t1Tile, 0);  // log_softmax.pto:4:15
+        TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t1, 64);  // log_softmax.pto:4:15
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1Tile.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
-        TLOAD(t1Tile, v0Gm0);  // log_softmax.pto:4:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
-        TASSIGN(t2, 2048);  // log_softmax.pto:4:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t2, t1Tile, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-        GmView1 rowGm1(row + _g0 * 1024, GmView1::Shape(t2.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
-        TSTORE(rowGm1, t2);  // log_softmax.pto:4:15
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT3 t3;  // log_softmax.pto:5:19
-    TASSIGN(t3, 0);  // log_softmax.pto:5:19
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TEXPANDS(t3, -std::numeric_limits<float>::infinity());  // log_softmax.pto:5:19
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k4 = 0; _k4 < (N + 1023) / 1024; ++_k4) {  // log_softmax.pto:5:19
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT5 t5(std::min<int64_t>(N - _k4 * 1024, 1024));  // log_softmax.pto:5:19
-        TASSIGN(t5, 32);  // log_softmax.pto:5:19
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:5:19
-        GmView2 rowGm2(row + _k4 * 1024, GmView2::Shape(t5.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:5:19
-        TLOAD(t5, rowGm2);  // log_softmax.pto:5:19
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT6Tile t6Tile;  // log_softmax.pto:5:19
-        TASSIGN(t6Tile, 4128);  // log_softmax.pto:5:19
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileTmp0 tmp0;  // log_softmax.pto:5:19
-        TASSIGN(tmp0, 12320);  // log_softmax.pto:5:19
-        TROWMAX(t6Tile, t5, tmp0);  // log_softmax.pto:5:19
-        pipe_barrier(PIPE_V);
-        TMAX(t3, t3, t6Tile);  // log_softmax.pto:5:19
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm3(t1);  // log_softmax.pto:5:19
-    TSTORE(t1Gm3, t3);  // log_softmax.pto:5:19
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = 0; _g7 < (N + 1023) / 1024; ++_g7) {  // log_softmax.pto:5:13
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT8 t8(std::min<int64_t>(N - _g7 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t8, 0);  // log_softmax.pto:5:13
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:5:13
-        GmView4 rowGm4(row + _g7 * 1024, GmView4::Shape(t8.GetValidCol()), GmView4::Stride(N));  // log_softmax.pto:5:13
-        TLOAD(t8, rowGm4);  // log_softmax.pto:5:13
-        TileT9 t9;  // log_softmax.pto:5:13
-        TASSIGN(t9, 4096);  // log_softmax.pto:5:13
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm5(t1);  // log_softmax.pto:5:13
-        TLOAD(t9, t1Gm5);  // log_softmax.pto:5:13
+        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
+        TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT10 t10(std::min<int64_t>(N - _g7 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t10, 4128);  // log_softmax.pto:5:13
+        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t2, 2112);  // log_softmax.pto:4:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t10, t9);  // log_softmax.pto:5:13
-        TileT11 t11(std::min<int64_t>(N - _g7 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t11, 8224);  // log_softmax.pto:5:13
+        TCVT(t2, t1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+        TileT6 t6;  // log_softmax.pto:5:19
+        TASSIGN(t6, 64);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TSUB(t11, t8, t10);  // log_softmax.pto:5:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:5:13
-        GmView6 sGm6(s + _g7 * 1024, GmView6::Shape(t11.GetValidCol()), GmView6::Stride(N));  // log_softmax.pto:5:13
-        TSTORE(sGm6, t11);  // log_softmax.pto:5:13
-        TileT14 t14(std::min<int64_t>(N - _g7 * 1024, 1024));  // log_softmax.pto:6:36
-        TASSIGN(t14, 0);  // log_softmax.pto:6:36
+        TileTmp0 tmp0;  // log_softmax.pto:5:19
+        TASSIGN(tmp0, 14400);  // log_softmax.pto:5:19
+        TROWMAX(t6, t2, tmp0);  // log_softmax.pto:5:19
+        TileOnline1Max online1_max;  // log_softmax.pto:5:19
+        TASSIGN(online1_max, 96);  // log_softmax.pto:5:19
+        TileOnline1Safe online1_safe;  // log_softmax.pto:5:19
+        TASSIGN(online1_safe, 128);  // log_softmax.pto:5:19
+        TileOnline1Diff online1_diff;  // log_softmax.pto:5:19
+        TASSIGN(online1_diff, 160);  // log_softmax.pto:5:19
+        TileOnline1Alpha online1_alpha;  // log_softmax.pto:5:19
+        TASSIGN(online1_alpha, 192);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TMAX(online1_max, t3, t6);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TSUB(online1_diff, t3, online1_safe);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TEXP(online1_alpha, online1_diff);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
+        pipe_barrier(PIPE_V);
+        TMAX(t3, t3, t6);  // log_softmax.pto:5:19
+        TileT10 t10(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t10, 6208);  // log_softmax.pto:5:13
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t10, online1_safe);  // log_softmax.pto:5:13
+        TileT11 t11(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t11, 10304);  // log_softmax.pto:5:13
+        pipe_barrier(PIPE_V);
+        TSUB(t11, t2, t10);  // log_softmax.pto:5:13
+        TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
+        TASSIGN(t14, 64);  // log_softmax.pto:6:36
         pipe_barrier(PIPE_V);
         TEXP(t14, t11);  // log_softmax.pto:6:36
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:36
-        GmView7 t6Gm7(t6 + _g7 * 1024, GmView7::Shape(t14.GetValidCol()), GmView7::Stride(N));  // log_softmax.pto:6:36
-        TSTORE(t6Gm7, t14);  // log_softmax.pto:6:36
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    TileT15 t15;  // log_softmax.pto:6:32
-    TASSIGN(t15, 0);  // log_softmax.pto:6:32
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    TEXPANDS(t15, 0.0f);  // log_softmax.pto:6:32
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k16 = 0; _k16 < (N + 1023) / 1024; ++_k16) {  // log_softmax.pto:6:32
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT17 t17(std::min<int64_t>(N - _k16 * 1024, 1024));  // log_softmax.pto:6:32
-        TASSIGN(t17, 32);  // log_softmax.pto:6:32
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:32
-        GmView8 t6Gm8(t6 + _k16 * 1024, GmView8::Shape(t17.GetValidCol()), GmView8::Stride(N));  // log_softmax.pto:6:32
-        TLOAD(t17, t6Gm8);  // log_softmax.pto:6:32
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT18 t18;  // log_softmax.pto:6:32
-        TASSIGN(t18, 4128);  // log_softmax.pto:6:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TASSIGN(t18, 4160);  // log_softmax.pto:6:32
+        pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // log_softmax.pto:6:32
-        TASSIGN(tmp1, 12320);  // log_softmax.pto:6:32
-        TROWSUM(t18, t17, tmp1);  // log_softmax.pto:6:32
+        TASSIGN(tmp1, 14400);  // log_softmax.pto:6:32
+        TROWSUM(t18, t14, tmp1);  // log_softmax.pto:6:32
         pipe_barrier(PIPE_V);
         TADD(t15, t15, t18);  // log_softmax.pto:6:32
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT20 t20;  // log_softmax.pto:6:28
-    TASSIGN(t20, 32);  // log_softmax.pto:6:28
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TLOG(t20, t15);  // log_softmax.pto:6:28
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t4Gm9(t4);  // log_softmax.pto:6:28
-    TSTORE(t4Gm9, t20);  // log_softmax.pto:6:28
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    TileT20 t20;  // log_softmax.pto:6:28
+    TASSIGN(t20, 64);  // log_softmax.pto:6:28
+    pipe_barrier(PIPE_V);
+    TLOG(t20, t15);  // log_softmax.pto:6:28
+    pipe_barrier(PIPE_V);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT22 t22(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t22, 0);  // log_softmax.pto:6:24
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:24
-        GmView10 sGm10(s + _g21 * 1024, GmView10::Shape(t22.GetValidCol()), GmView10::Stride(N));  // log_softmax.pto:6:24
-        TLOAD(t22, sGm10);  // log_softmax.pto:6:24
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT23 t23;  // log_softmax.pto:6:24
-        TASSIGN(t23, 4096);  // log_softmax.pto:6:24
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t4Gm11(t4);  // log_softmax.pto:6:24
-        TLOAD(t23, t4Gm11);  // log_softmax.pto:6:24
+        TASSIGN(t22, 96);  // log_softmax.pto:6:24
+        TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
+        TileT1Re1Re2 t1_re1_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t1_re1_re2, 8288);  // log_softmax.pto:4:15
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
+        GmView1 v0Gm1(v0 + _g21 * 1024, GmView1::Shape(t1_re1_re2.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
+        TLOAD(t1_re1_re2, v0Gm1);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT24 t24(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t24, 4128);  // log_softmax.pto:6:24
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t24, t23);  // log_softmax.pto:6:24
+        TCVT(t8_re2, t1_re1_re2, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+        TileT10Re2 t10_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t10_re2, 8288);  // log_softmax.pto:5:13
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t10_re2, t3);  // log_softmax.pto:5:13
+        pipe_barrier(PIPE_V);
+        TSUB(t22, t8_re2, t10_re2);  // log_softmax.pto:5:13
+        TileT24 t24(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TASSIGN(t24, 4192);  // log_softmax.pto:6:24
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t24, t20);  // log_softmax.pto:6:24
         TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t25, 8224);  // log_softmax.pto:6:24
+        TASSIGN(t25, 8288);  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
         TSUB(t25, t22, t24);  // log_softmax.pto:6:24
         TileT28 t28(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
-        TASSIGN(t28, 0);  // log_softmax.pto:6:19
+        TASSIGN(t28, 96);  // log_softmax.pto:6:19
         pipe_barrier(PIPE_V);
         TCVT(t28, t25, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-        GmView12 yGm12(y + b * N + _g21 * 1024, GmView12::Shape(t28.GetValidCol()), GmView12::Stride(N));  // log_softmax.pto:6:19
-        TSTORE(yGm12, t28);  // log_softmax.pto:6:19
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
+        GmView2 yGm2(y + b * N + _g21 * 1024, GmView2::Shape(t28.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:6:19
+        TSTORE(yGm2, t28);  // log_softmax.pto:6:19
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- log_softmax_bf16.cpp
@@ -256,7 +172,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* v0, __g
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* v0, __gm__ float* row, __gm__ float* t1, __gm__ float* s, __gm__ float* t6, __gm__ float* t4, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B);
+extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -298,18 +214,8 @@ extern "C" int log_softmax_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t
         try {
 #endif
         bfloat16_t* v0 = x + b * N;  // log_softmax.pto:4:20
-        std::vector<unsigned char> row_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:4:15
-        float* row = reinterpret_cast<float*>(row_bytes.data());  // log_softmax.pto:4:15
-        std::vector<unsigned char> t1_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:5:19
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // log_softmax.pto:5:19
-        std::vector<unsigned char> s_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:5:13
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // log_softmax.pto:5:13
-        std::vector<unsigned char> t6_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:6:36
-        float* t6 = reinterpret_cast<float*>(t6_bytes.data());  // log_softmax.pto:6:36
-        std::vector<unsigned char> t4_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // log_softmax.pto:6:28
-        float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // log_softmax.pto:6:28
-        start_launch(poison);  // log_softmax.pto:4:15
-        log_softmax_bf16_k0(v0, row, t1, s, t6, t4, y, N, b, B);  // log_softmax.pto:4:15
+        start_launch(poison);  // log_softmax.pto:5:19
+        log_softmax_bf16_k0(v0, y, N, b, B);  // log_softmax.pto:5:19
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
         }

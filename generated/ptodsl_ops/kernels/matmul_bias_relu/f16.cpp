@@ -7,64 +7,64 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__ half* b, __gm__ float* t2, int64_t M, int64_t N, int64_t K)
+extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M)
 {
+    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT2Tile = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT6 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT9 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT11 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 63) / 64; ++_g0) {  // matmul_bias_relu.pto:4:17
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bias_relu.pto:4:17
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        TileT5 t5(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bias_relu.pto:4:17
+        TASSIGN(t5, 0);  // matmul_bias_relu.pto:4:17
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+        GmView0 bGm0(b + _g1 * 64, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(N));  // matmul_bias_relu.pto:4:17
+        TLOAD(t5, bGm0);  // matmul_bias_relu.pto:4:17
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bias_relu.pto:4:17
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g0 = 0; _g0 < (M + 63) / 64; ++_g0) {  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT2Tile t2Tile(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t2Tile, 0);  // matmul_bias_relu.pto:4:17
             TileT3 t3(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t3, 0);  // matmul_bias_relu.pto:4:17
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView0 aGm0(a + _g0 * 64 * K, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(K));  // matmul_bias_relu.pto:4:17
-            TLOAD(t3, aGm0);  // matmul_bias_relu.pto:4:17
+            TASSIGN(t3, 8192);  // matmul_bias_relu.pto:4:17
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+            GmView1 aGm1(a + _g0 * 64 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul_bias_relu.pto:4:17
+            TLOAD(t3, aGm1);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t4, 0);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t5, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView1 bGm1(b + _g1 * 64, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
-            TLOAD(t5, bGm1);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT6 t6(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t6, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6, t5);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2Tile, t4, t6);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k7 = 1; _k7 < (K + 63) / 64; ++_k7) {  // matmul_bias_relu.pto:4:17
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT8 t8(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K - _k7 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t8, 0);  // matmul_bias_relu.pto:4:17
+                TASSIGN(t8, 8192);  // matmul_bias_relu.pto:4:17
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
                 GmView2 aGm2(a + _g0 * 64 * K + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:4:17
                 TLOAD(t8, aGm2);  // matmul_bias_relu.pto:4:17
@@ -73,10 +73,10 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__
                 TASSIGN(t9, 0);  // matmul_bias_relu.pto:4:17
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT10 t10(std::min<int64_t>(K - _k7 * 64, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t10, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t10, 8192);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
                 GmView3 bGm3(b + _k7 * 64 * N + _g1 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
                 TLOAD(t10, bGm3);  // matmul_bias_relu.pto:4:17
@@ -89,10 +89,10 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2Tile, t2Tile, t9, t11);  // matmul_bias_relu.pto:4:17
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
@@ -100,12 +100,14 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__
             TSTORE(t2Gm4, t2Tile);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- matmul_bias_relu_f16_k1.cpp
@@ -115,89 +117,61 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* t2, __gm__ float* bias, __gm__ float* t1, __gm__ float* c, int64_t M, int64_t N)
+extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M)
 {
-    using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT16 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g12 = 0; _g12 < (M + 15) / 16; ++_g12) {  // matmul_bias_relu.pto:4:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g13 = 0; _g13 < (N + 63) / 64; ++_g13) {  // matmul_bias_relu.pto:4:17
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT15 t15(std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+        TASSIGN(t15, 0);  // matmul_bias_relu.pto:4:17
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:4:17
+        GmView0 biasGm0(bias + _g13 * 64, GmView0::Shape(t15.GetValidCol()));  // matmul_bias_relu.pto:4:17
+        TLOAD(t15, biasGm0);  // matmul_bias_relu.pto:4:17
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g13 = 0; _g13 < (N + 63) / 64; ++_g13) {  // matmul_bias_relu.pto:4:17
+        for (int64_t _g12 = 0; _g12 < (M + 15) / 16; ++_g12) {  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT14 t14(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t14, 0);  // matmul_bias_relu.pto:4:17
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView0 t2Gm0(t2 + _g12 * 16 * N + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView0::Stride(N));  // matmul_bias_relu.pto:4:17
-            TLOAD(t14, t2Gm0);  // matmul_bias_relu.pto:4:17
-            TileT15 t15(std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t15, 4096);  // matmul_bias_relu.pto:4:17
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView1 biasGm1(bias + _g13 * 64, GmView1::Shape(t15.GetValidCol()));  // matmul_bias_relu.pto:4:17
-            TLOAD(t15, biasGm1);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TASSIGN(t14, 256);  // matmul_bias_relu.pto:4:17
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+            GmView1 t2Gm1(t2 + _g12 * 16 * N + _g13 * 64, GmView1::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
+            TLOAD(t14, t2Gm1);  // matmul_bias_relu.pto:4:17
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT16 t16(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t16, 4352);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCOLEXPAND(t16, t15);  // matmul_bias_relu.pto:4:17
             TileT17 t17(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t17, 8448);  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
-            TADD(t17, t14, t16);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView2 t1Gm2(t1 + _g12 * 16 * N + _g13 * 64, GmView2::Shape(t17.GetValidRow(), t17.GetValidCol()), GmView2::Stride(N));  // matmul_bias_relu.pto:4:17
-            TSTORE(t1Gm2, t17);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g18 = 0; _g18 < (M + 15) / 16; ++_g18) {  // matmul_bias_relu.pto:4:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g19 = 0; _g19 < (N + 63) / 64; ++_g19) {  // matmul_bias_relu.pto:4:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT20 t20(std::min<int64_t>(M - _g18 * 16, 16), std::min<int64_t>(N - _g19 * 64, 64));  // matmul_bias_relu.pto:4:12
-            TASSIGN(t20, 0);  // matmul_bias_relu.pto:4:12
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:12
-            GmView3 t1Gm3(t1 + _g18 * 16 * N + _g19 * 64, GmView3::Shape(t20.GetValidRow(), t20.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:12
-            TLOAD(t20, t1Gm3);  // matmul_bias_relu.pto:4:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT21 t21(std::min<int64_t>(M - _g18 * 16, 16), std::min<int64_t>(N - _g19 * 64, 64));  // matmul_bias_relu.pto:4:12
-            TASSIGN(t21, 4096);  // matmul_bias_relu.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TRELU(t21, t20);  // matmul_bias_relu.pto:4:12
+            TADD(t17, t14, t16);  // matmul_bias_relu.pto:4:17
+            TileT21 t21(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
+            TASSIGN(t21, 256);  // matmul_bias_relu.pto:4:12
+            pipe_barrier(PIPE_V);
+            TRELU(t21, t17);  // matmul_bias_relu.pto:4:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:12
-            GmView4 cGm4(c + _g18 * 16 * N + _g19 * 64, GmView4::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:4:12
-            TSTORE(cGm4, t21);  // matmul_bias_relu.pto:4:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:12
+            GmView2 cGm2(c + _g12 * 16 * N + _g13 * 64, GmView2::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView2::Stride(N));  // matmul_bias_relu.pto:4:12
+            TSTORE(cGm2, t21);  // matmul_bias_relu.pto:4:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- matmul_bias_relu_f16.cpp
@@ -213,8 +187,8 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* t2, __gm
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* a, __gm__ half* b, __gm__ float* t2, int64_t M, int64_t N, int64_t K);
-extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* t2, __gm__ float* bias, __gm__ float* t1, __gm__ float* c, int64_t M, int64_t N);
+extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M);
+extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -253,12 +227,10 @@ extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias_relu.pto:4:17
         std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
-        std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // matmul_bias_relu.pto:4:17
         start_launch(poison);  // matmul_bias_relu.pto:4:17
-        matmul_bias_relu_f16_k0(a, b, t2, M, N, K);  // matmul_bias_relu.pto:4:17
+        matmul_bias_relu_f16_k0(b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
         start_launch(poison);  // matmul_bias_relu.pto:4:17
-        matmul_bias_relu_f16_k1(t2, bias, t1, c, M, N);  // matmul_bias_relu.pto:4:17
+        matmul_bias_relu_f16_k1(bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -9,9 +9,9 @@ using namespace pto;
 
 extern "C" __global__ AICORE void mean_rows_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* t0, __gm__ float* y, int64_t R, int64_t C)
 {
-    using TileT1Tile = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT1Tile = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT4 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT6 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor>;
 
@@ -28,16 +28,16 @@ extern "C" __global__ AICORE void mean_rows_f32_k0(__gm__ float* x, __gm__ float
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT3 t3(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _k2 * 512, 512));  // mean_rows.pto:3:12
-            TASSIGN(t3, 32);  // mean_rows.pto:3:12
+            TASSIGN(t3, 128);  // mean_rows.pto:3:12
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mean_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 4 * C + _k2 * 512, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // mean_rows.pto:3:12
             TLOAD(t3, xGm0);  // mean_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(R - _g0 * 4, 4));  // mean_rows.pto:3:12
-            TASSIGN(t4, 8224);  // mean_rows.pto:3:12
+            TASSIGN(t4, 8320);  // mean_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // mean_rows.pto:3:12
-            TASSIGN(tmp0, 8256);  // mean_rows.pto:3:12
+            TASSIGN(tmp0, 8448);  // mean_rows.pto:3:12
             TROWSUM(t4, t3, tmp0);  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TADD(t1Tile, t1Tile, t4);  // mean_rows.pto:3:12
@@ -48,7 +48,7 @@ extern "C" __global__ AICORE void mean_rows_f32_k0(__gm__ float* x, __gm__ float
         TMULS(t1Tile, t1Tile, static_cast<float>(1.0 / C));  // mean_rows.pto:3:12
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // mean_rows.pto:3:12
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:12
         GmView1 t1Gm1(t1 + _g0 * 4, GmView1::Shape(t1Tile.GetValidRow()));  // mean_rows.pto:3:12
         TSTORE(t1Gm1, t1Tile);  // mean_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -10,7 +10,7 @@ using namespace pto;
 extern "C" __global__ AICORE void mul_bcast_f16_k0(__gm__ half* x, __gm__ half* s, __gm__ half* y, int64_t R, int64_t C)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT3 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT4 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
@@ -28,16 +28,16 @@ extern "C" __global__ AICORE void mul_bcast_f16_k0(__gm__ half* x, __gm__ half* 
             TLOAD(t2, xGm0);  // mul_bcast.pto:3:12
             TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(t3, 4096);  // mul_bcast.pto:3:12
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // mul_bcast.pto:3:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
             GmView1 sGm1(s + _g0 * 8, GmView1::Shape(t3.GetValidRow()));  // mul_bcast.pto:3:12
             TLOAD(t3, sGm1);  // mul_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t4, 4128);  // mul_bcast.pto:3:12
+            TASSIGN(t4, 4352);  // mul_bcast.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TROWEXPAND(t4, t3);  // mul_bcast.pto:3:12
             TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t5, 8224);  // mul_bcast.pto:3:12
+            TASSIGN(t5, 8448);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t5, t2, t4);  // mul_bcast.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

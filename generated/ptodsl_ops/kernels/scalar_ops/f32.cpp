@@ -7,148 +7,52 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void scalar_ops_f32_k0(__gm__ float* x, __gm__ float* t3, __gm__ float* t2, __gm__ float* t1, __gm__ float* y, int64_t M, int64_t N, float s)
+extern "C" __global__ AICORE void scalar_ops_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, float s)
 {
-    using TileT2Tile = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3Tile = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // scalar_ops.pto:3:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT2Tile t2Tile(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t2Tile, 0);  // scalar_ops.pto:3:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t2, 0);  // scalar_ops.pto:3:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
-            TLOAD(t2Tile, xGm0);  // scalar_ops.pto:3:13
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
+            TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3Tile t3Tile(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t3Tile, 4096);  // scalar_ops.pto:3:13
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t3, 4096);  // scalar_ops.pto:3:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUBS(t3Tile, t2Tile, 1.5f);  // scalar_ops.pto:3:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-            GmView1 t3Gm1(t3 + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t3Tile.GetValidRow(), t3Tile.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:13
-            TSTORE(t3Gm1, t3Tile);  // scalar_ops.pto:3:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g4 = 0; _g4 < (M + 7) / 8; ++_g4) {  // scalar_ops.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < (N + 127) / 128; ++_g5) {  // scalar_ops.pto:3:12
+            TSUBS(t3, t2, 1.5f);  // scalar_ops.pto:3:13
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t7, 0);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(M - _g4 * 8, 8), std::min<int64_t>(N - _g5 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t6, 0);  // scalar_ops.pto:3:12
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView2 t3Gm2(t3 + _g4 * 8 * N + _g5 * 128, GmView2::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView2::Stride(N));  // scalar_ops.pto:3:12
-            TLOAD(t6, t3Gm2);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(M - _g4 * 8, 8), std::min<int64_t>(N - _g5 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t7, 4096);  // scalar_ops.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMULS(t7, t6, 2.0f);  // scalar_ops.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView3 t2Gm3(t2 + _g4 * 8 * N + _g5 * 128, GmView3::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView3::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(t2Gm3, t7);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g8 = 0; _g8 < (M + 7) / 8; ++_g8) {  // scalar_ops.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g9 = 0; _g9 < (N + 127) / 128; ++_g9) {  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t10, 0);  // scalar_ops.pto:3:12
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView4 t2Gm4(t2 + _g8 * 8 * N + _g9 * 128, GmView4::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView4::Stride(N));  // scalar_ops.pto:3:12
-            TLOAD(t10, t2Gm4);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 128, 128));  // scalar_ops.pto:3:12
+            TMULS(t7, t3, 2.0f);  // scalar_ops.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t11, 4096);  // scalar_ops.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TDIVS(t11, t10, 4.0f);  // scalar_ops.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView5 t1Gm5(t1 + _g8 * 8 * N + _g9 * 128, GmView5::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView5::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(t1Gm5, t11);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g12 = 0; _g12 < (M + 7) / 8; ++_g12) {  // scalar_ops.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g13 = 0; _g13 < (N + 127) / 128; ++_g13) {  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT14 t14(std::min<int64_t>(M - _g12 * 8, 8), std::min<int64_t>(N - _g13 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t14, 0);  // scalar_ops.pto:3:12
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView6 t1Gm6(t1 + _g12 * 8 * N + _g13 * 128, GmView6::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView6::Stride(N));  // scalar_ops.pto:3:12
-            TLOAD(t14, t1Gm6);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(M - _g12 * 8, 8), std::min<int64_t>(N - _g13 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t15, 4096);  // scalar_ops.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADDS(t15, t14, s);  // scalar_ops.pto:3:12
+            TDIVS(t11, t7, 4.0f);  // scalar_ops.pto:3:12
+            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t15, 0);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TADDS(t15, t11, s);  // scalar_ops.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView7 yGm7(y + _g12 * 8 * N + _g13 * 128, GmView7::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView7::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(yGm7, t15);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
+            TSTORE(yGm1, t15);  // scalar_ops.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }
@@ -166,7 +70,7 @@ extern "C" __global__ AICORE void scalar_ops_f32_k0(__gm__ float* x, __gm__ floa
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void scalar_ops_f32_k0(__gm__ float* x, __gm__ float* t3, __gm__ float* t2, __gm__ float* t1, __gm__ float* y, int64_t M, int64_t N, float s);
+extern "C" __global__ AICORE void scalar_ops_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, float s);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -203,14 +107,8 @@ extern "C" int scalar_ops_f32(float* x, float* y, float s, int64_t M, int64_t N,
     try {
 #endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // scalar_ops.pto:3:13
-        std::vector<unsigned char> t3_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // scalar_ops.pto:3:13
-        float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // scalar_ops.pto:3:13
-        std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // scalar_ops.pto:3:12
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // scalar_ops.pto:3:12
-        std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // scalar_ops.pto:3:12
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // scalar_ops.pto:3:12
         start_launch(poison);  // scalar_ops.pto:3:13
-        scalar_ops_f32_k0(x, t3, t2, t1, y, M, N, s);  // scalar_ops.pto:3:13
+        scalar_ops_f32_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -11,9 +11,11 @@ extern "C" __global__ AICORE void sigmoid_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // sigmoid.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -33,17 +35,25 @@ extern "C" __global__ AICORE void sigmoid_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
             TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // sigmoid.pto:3:12
             TASSIGN(t4, 8192);  // sigmoid.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t4, t2);  // sigmoid.pto:3:12
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // sigmoid.pto:3:12
             TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // sigmoid.pto:3:12
-            TASSIGN(t5, 0);  // sigmoid.pto:3:12
-            pipe_barrier(PIPE_V);
-            TEXP(t5, t4);  // sigmoid.pto:3:12
+            TASSIGN(t5, 16384);  // sigmoid.pto:3:12
             TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // sigmoid.pto:3:12
-            TASSIGN(t6, 8192);  // sigmoid.pto:3:12
+            TASSIGN(t6, 24576);  // sigmoid.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t6, t5, 1.0f);  // sigmoid.pto:3:12
+            TNEG(t6, t4);  // sigmoid.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // sigmoid.pto:3:12
+            TASSIGN(t7, 8192);  // sigmoid.pto:3:12
             pipe_barrier(PIPE_V);
-            TRECIP(t3, t6);  // sigmoid.pto:3:12
+            TEXP(t7, t6);  // sigmoid.pto:3:12
+            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // sigmoid.pto:3:12
+            TASSIGN(t8, 24576);  // sigmoid.pto:3:12
+            pipe_barrier(PIPE_V);
+            TADDS(t8, t7, 1.0f);  // sigmoid.pto:3:12
+            pipe_barrier(PIPE_V);
+            TRECIP(t5, t8);  // sigmoid.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // sigmoid.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sigmoid.pto:3:12

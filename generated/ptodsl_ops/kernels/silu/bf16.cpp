@@ -11,10 +11,12 @@ extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // silu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -33,22 +35,30 @@ extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             TASSIGN(t3, 2048);  // silu.pto:3:12
             TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
             TASSIGN(t4, 4096);  // silu.pto:3:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t5, 6144);  // silu.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t5, t2);  // silu.pto:3:12
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // silu.pto:3:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t5, 8192);  // silu.pto:3:12
             TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t6, 8192);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TEXP(t6, t5);  // silu.pto:3:12
+            TASSIGN(t6, 12288);  // silu.pto:3:12
             TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t7, 6144);  // silu.pto:3:12
+            TASSIGN(t7, 16384);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t7, t6, 1.0f);  // silu.pto:3:12
+            TNEG(t7, t4);  // silu.pto:3:12
+            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t8, 20480);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TRECIP(t4, t7);  // silu.pto:3:12
+            TEXP(t8, t7);  // silu.pto:3:12
+            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t9, 16384);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t3, t2, t4);  // silu.pto:3:12
+            TADDS(t9, t8, 1.0f);  // silu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TRECIP(t6, t9);  // silu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TMUL(t5, t4, t6);  // silu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // silu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12

@@ -9,16 +9,16 @@ using namespace pto;
 
 extern "C" __global__ AICORE void softmax_f16_k0(__gm__ half* row, __gm__ half* y, int64_t b, int64_t B)
 {
-    using TileT0 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT3 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
+    using TileT3 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT6 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT7 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT9 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT13 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
+    using TileT13 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT17 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;

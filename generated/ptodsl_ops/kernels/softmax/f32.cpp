@@ -9,12 +9,12 @@ using namespace pto;
 
 extern "C" __global__ AICORE void softmax_f32_k0(__gm__ float* row, __gm__ float* y, int64_t b, int64_t B)
 {
-    using TileT0 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT8 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;

@@ -7,21 +7,24 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ float* t1, __gm__ float* e, __gm__ float* t3, __gm__ float* y, int64_t N, int64_t b, int64_t B)
+extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ float* y, int64_t N, int64_t b, int64_t B)
 {
-    using TileT0 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Tile = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileT5Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
@@ -29,156 +32,116 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
     TileT0 t0;  // softmax_long.pto:5:23
     TASSIGN(t0, 0);  // softmax_long.pto:5:23
     TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
+    TileT12 t12;  // softmax_long.pto:6:23
+    TASSIGN(t12, 32);  // softmax_long.pto:6:23
+    TEXPANDS(t12, 0.0f);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t2, 32);  // softmax_long.pto:5:23
+        TASSIGN(t2, 64);  // softmax_long.pto:5:23
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
         GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
         TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT3Tile t3Tile;  // softmax_long.pto:5:23
-        TASSIGN(t3Tile, 4128);  // softmax_long.pto:5:23
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 12320);  // softmax_long.pto:5:23
-        TROWMAX(t3Tile, t2, tmp0);  // softmax_long.pto:5:23
-        pipe_barrier(PIPE_V);
-        TMAX(t0, t0, t3Tile);  // softmax_long.pto:5:23
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm1(t1);  // softmax_long.pto:5:23
-    TSTORE(t1Gm1, t0);  // softmax_long.pto:5:23
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g4 = 0; _g4 < (N + 1023) / 1024; ++_g4) {  // softmax_long.pto:5:17
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT5 t5(std::min<int64_t>(N - _g4 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t5, 0);  // softmax_long.pto:5:17
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-        GmView2 rowGm2(row + _g4 * 1024, GmView2::Shape(t5.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-        TLOAD(t5, rowGm2);  // softmax_long.pto:5:17
-        TileT6 t6;  // softmax_long.pto:5:17
-        TASSIGN(t6, 4096);  // softmax_long.pto:5:17
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t1Gm3(t1);  // softmax_long.pto:5:17
-        TLOAD(t6, t1Gm3);  // softmax_long.pto:5:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT7 t7(std::min<int64_t>(N - _g4 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t7, 4128);  // softmax_long.pto:5:17
+        TileT3 t3;  // softmax_long.pto:5:23
+        TASSIGN(t3, 4160);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t7, t6);  // softmax_long.pto:5:17
-        TileT8 t8(std::min<int64_t>(N - _g4 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t8, 8224);  // softmax_long.pto:5:17
+        TileTmp0 tmp0;  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 16448);  // softmax_long.pto:5:23
+        TROWMAX(t3, t2, tmp0);  // softmax_long.pto:5:23
+        TileOnline1Max online1_max;  // softmax_long.pto:5:23
+        TASSIGN(online1_max, 4192);  // softmax_long.pto:5:23
+        TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
+        TASSIGN(online1_safe, 4224);  // softmax_long.pto:5:23
+        TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
+        TASSIGN(online1_diff, 4256);  // softmax_long.pto:5:23
+        TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
+        TASSIGN(online1_alpha, 4288);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TSUB(t8, t5, t7);  // softmax_long.pto:5:17
-        TileT11 t11(std::min<int64_t>(N - _g4 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t11, 0);  // softmax_long.pto:5:13
+        TMAX(online1_max, t0, t3);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TSUB(online1_diff, t0, online1_safe);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TMUL(t12, t12, online1_alpha);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TMAX(t0, t0, t3);  // softmax_long.pto:5:23
+        TileT7 t7(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7, 4256);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t7, online1_safe);  // softmax_long.pto:5:17
+        TileT8 t8(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t8, 8352);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
+        TSUB(t8, t2, t7);  // softmax_long.pto:5:17
+        TileT11 t11(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t11, 64);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TEXP(t11, t8);  // softmax_long.pto:5:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-        GmView4 eGm4(e + _g4 * 1024, GmView4::Shape(t11.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:13
-        TSTORE(eGm4, t11);  // softmax_long.pto:5:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    TileT12 t12;  // softmax_long.pto:6:23
-    TASSIGN(t12, 0);  // softmax_long.pto:6:23
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    TEXPANDS(t12, 0.0f);  // softmax_long.pto:6:23
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k13 = 0; _k13 < (N + 1023) / 1024; ++_k13) {  // softmax_long.pto:6:23
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT14 t14(std::min<int64_t>(N - _k13 * 1024, 1024));  // softmax_long.pto:6:23
-        TASSIGN(t14, 32);  // softmax_long.pto:6:23
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:23
-        GmView5 eGm5(e + _k13 * 1024, GmView5::Shape(t14.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:23
-        TLOAD(t14, eGm5);  // softmax_long.pto:6:23
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT15 t15;  // softmax_long.pto:6:23
-        TASSIGN(t15, 4128);  // softmax_long.pto:6:23
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TASSIGN(t15, 4160);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // softmax_long.pto:6:23
-        TASSIGN(tmp1, 12320);  // softmax_long.pto:6:23
-        TROWSUM(t15, t14, tmp1);  // softmax_long.pto:6:23
+        TASSIGN(tmp1, 16448);  // softmax_long.pto:6:23
+        TROWSUM(t15, t11, tmp1);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TADD(t12, t12, t15);  // softmax_long.pto:6:23
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t3Gm6(t3);  // softmax_long.pto:6:23
-    TSTORE(t3Gm6, t12);  // softmax_long.pto:6:23
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g16 = 0; _g16 < (N + 1023) / 1024; ++_g16) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT17 t17(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t17, 0);  // softmax_long.pto:6:19
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView7 eGm7(e + _g16 * 1024, GmView7::Shape(t17.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
-        TLOAD(t17, eGm7);  // softmax_long.pto:6:19
-        TileT18 t18;  // softmax_long.pto:6:19
-        TASSIGN(t18, 4096);  // softmax_long.pto:6:19
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN> t3Gm8(t3);  // softmax_long.pto:6:19
-        TLOAD(t18, t3Gm8);  // softmax_long.pto:6:19
+        TASSIGN(t17, 64);  // softmax_long.pto:6:19
+        TileT5Re1 t5_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t5_re1, 4160);  // softmax_long.pto:5:17
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+        GmView1 rowGm1(row + _g16 * 1024, GmView1::Shape(t5_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
+        TLOAD(t5_re1, rowGm1);  // softmax_long.pto:5:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19 t19(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t19, 4128);  // softmax_long.pto:6:19
+        TileT7Re1 t7_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7_re1, 8256);  // softmax_long.pto:5:17
+        TROWEXPAND(t7_re1, t0);  // softmax_long.pto:5:17
+        TileT8Re1 t8_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t8_re1, 12352);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t19, t18);  // softmax_long.pto:6:19
+        TSUB(t8_re1, t5_re1, t7_re1);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
+        TEXP(t17, t8_re1);  // softmax_long.pto:5:13
+        TileT19 t19(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t19, 4160);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t19, t12);  // softmax_long.pto:6:19
         TileT20 t20(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t20, 8224);  // softmax_long.pto:6:19
+        TASSIGN(t20, 8256);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TDIV(t20, t17, t19);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView9 yGm9(y + b * N + _g16 * 1024, GmView9::Shape(t20.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
-        TSTORE(yGm9, t20);  // softmax_long.pto:6:19
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView2 yGm2(y + b * N + _g16 * 1024, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm2, t20);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
 }
 
 // ---- softmax_long_f32.cpp
@@ -194,7 +157,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ float* t1, __gm__ float* e, __gm__ float* t3, __gm__ float* y, int64_t N, int64_t b, int64_t B);
+extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ float* y, int64_t N, int64_t b, int64_t B);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -236,14 +199,8 @@ extern "C" int softmax_long_f32(float* x, float* y, int64_t B, int64_t N, int po
         try {
 #endif
         float* row = x + b * N;  // softmax_long.pto:4:15
-        std::vector<unsigned char> t1_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // softmax_long.pto:5:23
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // softmax_long.pto:5:23
-        std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // softmax_long.pto:5:13
-        float* e = reinterpret_cast<float*>(e_bytes.data());  // softmax_long.pto:5:13
-        std::vector<unsigned char> t3_bytes = workspace(1 * static_cast<int64_t>(sizeof(float)), poison);  // softmax_long.pto:6:23
-        float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // softmax_long.pto:6:23
         start_launch(poison);  // softmax_long.pto:5:23
-        softmax_long_f32_k0(row, t1, e, t3, y, N, b, B);  // softmax_long.pto:5:23
+        softmax_long_f32_k0(row, y, N, b, B);  // softmax_long.pto:5:23
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
         }

@@ -11,6 +11,8 @@ extern "C" __global__ AICORE void sqrt_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 15) / 16; ++_g0) {  // sqrt.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -27,8 +29,16 @@ extern "C" __global__ AICORE void sqrt_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT3 t3(std::min<int64_t>(M - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // sqrt.pto:3:12
             TASSIGN(t3, 2048);  // sqrt.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // sqrt.pto:3:12
+            TASSIGN(t4, 4096);  // sqrt.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSQRT(t3, t2);  // sqrt.pto:3:12
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // sqrt.pto:3:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // sqrt.pto:3:12
+            TASSIGN(t5, 8192);  // sqrt.pto:3:12
+            pipe_barrier(PIPE_V);
+            TSQRT(t5, t4);  // sqrt.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // sqrt.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12

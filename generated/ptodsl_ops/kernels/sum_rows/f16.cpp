@@ -9,11 +9,11 @@ using namespace pto;
 
 extern "C" __global__ AICORE void sum_rows_f16_k0(__gm__ half* x, __gm__ half* y, int64_t R, int64_t C)
 {
-    using TileT1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
-    using TileT6 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT6 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -31,20 +31,20 @@ extern "C" __global__ AICORE void sum_rows_f16_k0(__gm__ half* x, __gm__ half* y
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-            TASSIGN(t3, 32);  // sum_rows.pto:3:12
+            TASSIGN(t3, 256);  // sum_rows.pto:3:12
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
             TLOAD(t3, xGm0);  // sum_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-            TASSIGN(t4, 4128);  // sum_rows.pto:3:12
+            TASSIGN(t4, 4352);  // sum_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t4, t3, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
             TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-            TASSIGN(t5, 32);  // sum_rows.pto:3:12
+            TASSIGN(t5, 256);  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // sum_rows.pto:3:12
-            TASSIGN(tmp0, 12320);  // sum_rows.pto:3:12
+            TASSIGN(tmp0, 12544);  // sum_rows.pto:3:12
             TROWSUM(t5, t4, tmp0);  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TADD(t1, t1, t5);  // sum_rows.pto:3:12
@@ -54,14 +54,14 @@ extern "C" __global__ AICORE void sum_rows_f16_k0(__gm__ half* x, __gm__ half* y
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-        TASSIGN(t6, 32);  // sum_rows.pto:3:12
+        TASSIGN(t6, 256);  // sum_rows.pto:3:12
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t6, t1, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // sum_rows.pto:3:12
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
         GmView1 yGm1(y + _g0 * 8, GmView1::Shape(t6.GetValidRow()));  // sum_rows.pto:3:12
         TSTORE(yGm1, t6);  // sum_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -9,9 +9,9 @@ using namespace pto;
 
 extern "C" __global__ AICORE void sum_rows_f32_k0(__gm__ float* x, __gm__ float* y, int64_t R, int64_t C)
 {
-    using TileT1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, DYNAMIC, 1>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -27,16 +27,16 @@ extern "C" __global__ AICORE void sum_rows_f32_k0(__gm__ float* x, __gm__ float*
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-            TASSIGN(t3, 32);  // sum_rows.pto:3:12
+            TASSIGN(t3, 256);  // sum_rows.pto:3:12
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
             TLOAD(t3, xGm0);  // sum_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-            TASSIGN(t4, 8224);  // sum_rows.pto:3:12
+            TASSIGN(t4, 8448);  // sum_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // sum_rows.pto:3:12
-            TASSIGN(tmp0, 8256);  // sum_rows.pto:3:12
+            TASSIGN(tmp0, 8704);  // sum_rows.pto:3:12
             TROWSUM(t4, t3, tmp0);  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TADD(t1, t1, t4);  // sum_rows.pto:3:12
@@ -45,7 +45,7 @@ extern "C" __global__ AICORE void sum_rows_f32_k0(__gm__ float* x, __gm__ float*
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>, Layout::DN>;  // sum_rows.pto:3:12
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
         GmView1 yGm1(y + _g0 * 8, GmView1::Shape(t1.GetValidRow()));  // sum_rows.pto:3:12
         TSTORE(yGm1, t1);  // sum_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -7,7 +7,7 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* t1, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N)
+extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -15,17 +15,16 @@ extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* t
     using TileT5 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // swiglu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t2, 0);  // swiglu.pto:3:12
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
@@ -52,49 +51,24 @@ extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* t
             TRECIP(t4, t7);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t3, t2, t4);  // swiglu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView1 t1Gm1(t1 + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
-            TSTORE(t1Gm1, t3);  // swiglu.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g8 = 0; _g8 < (M + 3) / 4; ++_g8) {  // swiglu.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g9 = 0; _g9 < (N + 511) / 512; ++_g9) {  // swiglu.pto:3:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(M - _g8 * 4, 4), std::min<int64_t>(N - _g9 * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t10, 0);  // swiglu.pto:3:12
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView2 t1Gm2(t1 + _g8 * 4 * N + _g9 * 512, GmView2::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t10, t1Gm2);  // swiglu.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g8 * 4, 4), std::min<int64_t>(N - _g9 * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t11, 8192);  // swiglu.pto:3:12
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView3 bGm3(b + _g8 * 4 * N + _g9 * 512, GmView3::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView3::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t11, bGm3);  // swiglu.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t11, 0);  // swiglu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView1 bGm1(b + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
+            TLOAD(t11, bGm1);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12 t12(std::min<int64_t>(M - _g8 * 4, 4), std::min<int64_t>(N - _g9 * 512, 512));  // swiglu.pto:3:12
+            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t12, 16384);  // swiglu.pto:3:12
+            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t12, t10, t11);  // swiglu.pto:3:12
+            TMUL(t12, t3, t11);  // swiglu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView4 yGm4(y + _g8 * 4 * N + _g9 * 512, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // swiglu.pto:3:12
-            TSTORE(yGm4, t12);  // swiglu.pto:3:12
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView2 yGm2(y + _g0 * 4 * N + _g1 * 512, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
+            TSTORE(yGm2, t12);  // swiglu.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -116,7 +90,7 @@ extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* t
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* t1, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N);
+extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -153,10 +127,8 @@ extern "C" int swiglu_f32(float* a, float* b, float* y, int64_t M, int64_t N, in
     try {
 #endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swiglu.pto:3:12
-        std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // swiglu.pto:3:12
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // swiglu.pto:3:12
         start_launch(poison);  // swiglu.pto:3:12
-        swiglu_f32_k0(a, t1, b, y, M, N);  // swiglu.pto:3:12
+        swiglu_f32_k0(a, b, y, M, N);  // swiglu.pto:3:12
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -10,34 +10,23 @@ using namespace pto;
 extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N)
 {
     using TileT1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:6:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT1 t1(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t1, 0);  // tensor_sum.pto:6:15
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
         GmView0 v0_firstGm0(v0_first + _g0 * 512, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t1, v0_firstGm0);  // tensor_sum.pto:6:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t2, 2048);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t2, t1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView1 accGm1(acc + _g0 * 512, GmView1::Shape(t2.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
-        TSTORE(accGm1, t2);  // tensor_sum.pto:6:15
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        GmView1 accGm1(acc + _g0 * 512, GmView1::Shape(t1.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
+        TSTORE(accGm1, t1);  // tensor_sum.pto:6:15
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- tensor_sum_f32_k1.cpp
@@ -50,34 +39,23 @@ using namespace pto;
 extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N)
 {
     using TileT4 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g3 = 0; _g3 < (N + 511) / 512; ++_g3) {  // tensor_sum.pto:12:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT4 t4(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
         TASSIGN(t4, 0);  // tensor_sum.pto:12:20
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
         GmView0 accGm0(acc + _g3 * 512, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
         TLOAD(t4, accGm0);  // tensor_sum.pto:12:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT5 t5(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
-        TASSIGN(t5, 2048);  // tensor_sum.pto:12:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t5, t4, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView1 yGm1(y + _g3 * 512, GmView1::Shape(t5.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm1, t5);  // tensor_sum.pto:12:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        GmView1 yGm1(y + _g3 * 512, GmView1::Shape(t4.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
+        TSTORE(yGm1, t4);  // tensor_sum.pto:12:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }
 
 // ---- tensor_sum_f32_k2.cpp
@@ -90,7 +68,6 @@ using namespace pto;
 extern "C" __global__ AICORE void tensor_sum_f32_k2(__gm__ float* v0, __gm__ float* acc, int64_t N)
 {
     using TileT7 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
@@ -107,15 +84,8 @@ extern "C" __global__ AICORE void tensor_sum_f32_k2(__gm__ float* v0, __gm__ flo
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
         GmView0 v0Gm0(v0 + _g6 * 512, GmView0::Shape(t7.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t7, v0Gm0);  // tensor_sum.pto:6:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT8 t8(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t8, 2048);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t8, t7, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT10 t10(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t10, 0);  // tensor_sum.pto:10:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TASSIGN(t10, 2048);  // tensor_sum.pto:10:22
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
         GmView1 accGm1(acc + _g6 * 512, GmView1::Shape(t10.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
         TLOAD(t10, accGm1);  // tensor_sum.pto:10:22
@@ -123,9 +93,8 @@ extern "C" __global__ AICORE void tensor_sum_f32_k2(__gm__ float* v0, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT12 t12(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t12, 4096);  // tensor_sum.pto:10:22
-        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t12, t10, t8);  // tensor_sum.pto:10:22
+        TADD(t12, t10, t7);  // tensor_sum.pto:10:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
@@ -151,10 +120,8 @@ using namespace pto;
 extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* v0_last, __gm__ float* acc, __gm__ float* y, int64_t N)
 {
     using TileT14 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -169,15 +136,8 @@ extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* v0_last, __gm_
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
         GmView0 v0_lastGm0(v0_last + _g13 * 512, GmView0::Shape(t14.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t14, v0_lastGm0);  // tensor_sum.pto:6:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT15 t15(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t15, 2048);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t15, t14, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT17 t17(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t17, 0);  // tensor_sum.pto:10:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TASSIGN(t17, 2048);  // tensor_sum.pto:10:22
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
         GmView1 accGm1(acc + _g13 * 512, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
         TLOAD(t17, accGm1);  // tensor_sum.pto:10:22
@@ -185,24 +145,17 @@ extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* v0_last, __gm_
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT19 t19(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t19, 4096);  // tensor_sum.pto:10:22
-        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t19, t17, t15);  // tensor_sum.pto:10:22
+        TADD(t19, t17, t14);  // tensor_sum.pto:10:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
         GmView2 accGm2(acc + _g13 * 512, GmView2::Shape(t19.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
         TSTORE(accGm2, t19);  // tensor_sum.pto:10:22
-        TileT22 t22(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:12:20
-        TASSIGN(t22, 0);  // tensor_sum.pto:12:20
-        pipe_barrier(PIPE_V);
-        TCVT(t22, t19, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView3 yGm3(y + _g13 * 512, GmView3::Shape(t22.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm3, t22);  // tensor_sum.pto:12:20
+        GmView3 yGm3(y + _g13 * 512, GmView3::Shape(t19.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
+        TSTORE(yGm3, t19);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -7,101 +7,57 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ uint8_t* t1, __gm__ float* t2, __gm__ float* y, int64_t M, int64_t N)
+extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N)
 {
-    using TileT2Tile = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT13 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
+    using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
+    using TileTmp2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // where_relu.pto:3:18
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT2Tile t2Tile(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t2Tile, 0);  // where_relu.pto:3:18
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
-            TLOAD(t2Tile, xGm0);  // where_relu.pto:3:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t3, 8192);  // where_relu.pto:3:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCMPS(t3, t2Tile, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView1 = GlobalTensor<uint8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-            GmView1 t1Gm1(t1 + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:18
-            TSTORE(t1Gm1, t3);  // where_relu.pto:3:18
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
-            TASSIGN(t7, 8192);  // where_relu.pto:3:30
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TMULS(t7, t2Tile, 0.1f);  // where_relu.pto:3:30
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:30
-            GmView2 t2Gm2(t2 + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView2::Stride(N));  // where_relu.pto:3:30
-            TSTORE(t2Gm2, t7);  // where_relu.pto:3:30
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g8 = 0; _g8 < (M + 7) / 8; ++_g8) {  // where_relu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g9 = 0; _g9 < (N + 255) / 256; ++_g9) {  // where_relu.pto:3:12
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t10, 0);  // where_relu.pto:3:12
-            using GmView3 = GlobalTensor<uint8_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView3 t1Gm3(t1 + _g8 * 8 * N + _g9 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // where_relu.pto:3:12
-            TLOAD(t10, t1Gm3);  // where_relu.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t11, 2048);  // where_relu.pto:3:12
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView4 xGm4(x + _g8 * 8 * N + _g9 * 256, GmView4::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView4::Stride(N));  // where_relu.pto:3:12
-            TLOAD(t11, xGm4);  // where_relu.pto:3:12
-            TileT12 t12(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t12, 10240);  // where_relu.pto:3:12
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView5 t2Gm5(t2 + _g8 * 8 * N + _g9 * 256, GmView5::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView5::Stride(N));  // where_relu.pto:3:12
-            TLOAD(t12, t2Gm5);  // where_relu.pto:3:12
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t2, 0);  // where_relu.pto:3:18
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
+            TLOAD(t2, xGm0);  // where_relu.pto:3:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT13 t13(std::min<int64_t>(M - _g8 * 8, 8), std::min<int64_t>(N - _g9 * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t13, 18432);  // where_relu.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t3, 8192);  // where_relu.pto:3:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // where_relu.pto:3:12
-            TASSIGN(tmp0, 26624);  // where_relu.pto:3:12
-            TSEL(t13, t10, t11, t12, tmp0);  // where_relu.pto:3:12
+            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
+            TASSIGN(view0, 8192);  // where_relu.pto:3:18
+            TCMPS(view0, t2, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+            TASSIGN(t7, 10240);  // where_relu.pto:3:30
+            TMULS(t7, t2, 0.1f);  // where_relu.pto:3:30
+            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
+            TASSIGN(t13, 18432);  // where_relu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view1, 18432);  // where_relu.pto:3:12
+            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view2, 0);  // where_relu.pto:3:12
+            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view3, 10240);  // where_relu.pto:3:12
+            TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view4, 8192);  // where_relu.pto:3:12
+            TileTmp2 tmp5;  // where_relu.pto:3:12
+            TASSIGN(tmp5, 26624);  // where_relu.pto:3:12
+            TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView6 yGm6(y + _g8 * 8 * N + _g9 * 256, GmView6::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView6::Stride(N));  // where_relu.pto:3:12
-            TSTORE(yGm6, t13);  // where_relu.pto:3:12
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
+            TSTORE(yGm1, t13);  // where_relu.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
@@ -123,7 +79,7 @@ extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ uint
 #include <limits>
 #include <vector>
 
-extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ uint8_t* t1, __gm__ float* t2, __gm__ float* y, int64_t M, int64_t N);
+extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -160,12 +116,8 @@ extern "C" int where_relu_f32(float* x, float* y, int64_t M, int64_t N, int pois
     try {
 #endif
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // where_relu.pto:3:18
-        std::vector<unsigned char> t1_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(uint8_t)), poison);  // where_relu.pto:3:18
-        uint8_t* t1 = reinterpret_cast<uint8_t*>(t1_bytes.data());  // where_relu.pto:3:18
-        std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // where_relu.pto:3:30
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // where_relu.pto:3:30
         start_launch(poison);  // where_relu.pto:3:18
-        where_relu_f32_k0(x, t1, t2, y, M, N);  // where_relu.pto:3:18
+        where_relu_f32_k0(x, y, M, N);  // where_relu.pto:3:18
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
