@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ptodsl.backends.cpp.build import STATS, build_shared
@@ -50,5 +52,9 @@ def test_a_broken_kernel_reports_its_file_and_a_repro_command(gxx):
     assert diag.span is not None and diag.span.file.endswith("softmax_f32_k0.cpp")
     broken = next(n for n, line in enumerate(sources["softmax_f32_k0.cpp"].splitlines(), 1) if "TROWMAXX" in line)
     assert diag.span.line == broken
-    assert diag.help.startswith("repeat the build with: cd ") and "softmax_f32_k0.cpp" in diag.help
+    # the variant's units build as one translation unit that includes each of them (build.unity_source)
+    assert diag.help.startswith("repeat the build with: cd ") and "ptodsl_unity.cpp" in diag.help
+    kept = Path(diag.help.split("cd ", 1)[1].split(" && ", 1)[0])
+    assert (kept / "softmax_f32_k0.cpp").read_text() == sources["softmax_f32_k0.cpp"]
+    assert '#include "softmax_f32_k0.cpp"' in (kept / "ptodsl_unity.cpp").read_text()
     assert any("TROWMAXX" in note for note in diag.notes)
