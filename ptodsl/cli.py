@@ -422,6 +422,13 @@ def cmd_fmt(args, out: _Out) -> int:
     return EXIT_USER if failed or (args.check and changed) else EXIT_OK
 
 
+def cmd_lsp(args, out: _Out) -> int:
+    """Serve the Language Server Protocol on stdin/stdout until the client goes away."""
+    from .lsp import serve
+
+    return serve(out)
+
+
 def cmd_run(args, out: _Out) -> int:
     """Run an op on .npy inputs; outputs go to .npy files."""
     import numpy as np
@@ -609,6 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="+", metavar="FILE")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     s.set_defaults(fn=cmd_fmt)
+
+    s = sub.add_parser("lsp", parents=[common], help="a language server for editors, over stdin/stdout")
+    s.set_defaults(fn=cmd_lsp)
 
     s = sub.add_parser("run", parents=[common], help="run an op on .npy inputs")
     s.add_argument("spec")

@@ -119,6 +119,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
 
 # Sub-commands that cannot write one JSON document, each with the reason.
 NO_JSON = {
+    # stdout is the Language Server Protocol stream for as long as the editor runs
+    "lsp": "speaks LSP over stdin/stdout until the client exits (tested in tests/lsp)",
 }
 
 
