@@ -67,10 +67,18 @@ def spec_of(path: str, sources: Mapping[str, str]) -> str | None:
             continue
         yaml_path = os.path.join(folder, name)
         text = _text(yaml_path, sources)
-        m = re.search(r"^source:\s*['\"]?([^'\"#\s]+)", text or "", re.M)
-        if m and norm(os.path.join(folder, m.group(1))) == path:
+        if _source_of(yaml_path, text or "") == path:
             return yaml_path
     return None
+
+
+def _source_of(yaml_path: str, text: str) -> str:
+    """The .pto a spec names, read from its text without validating it (it may be half typed)."""
+    m = re.search(r"^source:\s*['\"]?([^'\"#\s]+)", text, re.M)
+    rel = m.group(1) if m else os.path.splitext(os.path.basename(yaml_path))[0] + ".pto"
+    if not m and (op := re.search(r"^op:\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)", text, re.M)):
+        rel = op.group(1) + ".pto"
+    return norm(os.path.join(os.path.dirname(yaml_path), rel))
 
 
 def _text(path: str, sources: Mapping[str, str]) -> str | None:
@@ -98,6 +106,7 @@ def diagnose(path: str, sources: Mapping[str, str]) -> dict[str, list[Diagnostic
             parse_module(text, path, diags)
     else:
         files.add(spec)
+        files.add(_source_of(spec, _text(spec, sources) or ""))  # cleared too when the YAML alone fails
         try:
             compiled = compile_spec(spec, diags, sources=sources)
             files.add(compiled.spec.source)
