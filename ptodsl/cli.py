@@ -387,6 +387,48 @@ def cmd_schema(args, out: _Out) -> int:
     return EXIT_OK
 
 
+def cmd_fmt(args, out: _Out) -> int:
+    """Format .pto files in place, or with ``--check`` only say which would change (exit 1)."""
+    from .fmt import format_source, report_unformatted
+
+    changed: list[str] = []
+    failed = 0
+    for path in args.paths:
+        diags = Diagnostics()
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            diags.error("E0203", f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc.__class__.__name__}",
+                        None, help="pass the path of a .pto file saved as UTF-8")
+            out.diagnostics(diags.items)
+            failed += 1
+            continue
+        new = format_source(text, path, diags)
+        out.diagnostics(diags.items)
+        if new is None:
+            failed += 1
+            continue
+        if new != text:
+            changed.append(path)
+            if args.check:
+                report_unformatted(text, new, path, diags)
+                out.diagnostics(diags.items[-1:])
+            else:
+                with open(path, "w", encoding="utf-8", newline="") as f:
+                    f.write(new)
+                out.say(f"reformatted {path}")
+    out.result(changed=changed, checked=len(args.paths) - failed, failed=failed, written=not args.check)
+    return EXIT_USER if failed or (args.check and changed) else EXIT_OK
+
+
+def cmd_lsp(args, out: _Out) -> int:
+    """Serve the Language Server Protocol on stdin/stdout until the client goes away."""
+    from .lsp import serve
+
+    return serve(out)
+
+
 def cmd_run(args, out: _Out) -> int:
     """Run an op on .npy inputs; outputs go to .npy files."""
     import numpy as np
@@ -569,6 +611,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schema", parents=[common], help="print the JSON Schema of spec files")
     s.set_defaults(fn=cmd_schema)
+
+    s = sub.add_parser("fmt", parents=[common], help="lay out .pto files (indentation, spacing); meaning kept")
+    s.add_argument("paths", nargs="+", metavar="FILE")
+    s.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
+    s.set_defaults(fn=cmd_fmt)
+
+    s = sub.add_parser("lsp", parents=[common], help="a language server for editors, over stdin/stdout")
+    s.set_defaults(fn=cmd_lsp)
 
     s = sub.add_parser("run", parents=[common], help="run an op on .npy inputs")
     s.add_argument("spec")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
 
@@ -67,16 +67,18 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
 
 
 def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
-                 choose: bool = True) -> Compiled:
+                 choose: bool = True, sources: Mapping[str, str] | None = None) -> Compiled:
     """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
 
     ``verify_ir=False`` skips the invariant checks after each pass; only for looking at the IR of
     a pass that breaks one (``ptodsl ir --after PASS --no-verify``). ``choose=False`` compiles the
     tiles a spec leaves out with the target's defaults instead of searching (``ptodsl tune`` does
-    its own search)."""
+    its own search). ``sources`` maps normalised paths to texts read instead of those files (the
+    language server compiles an editor's unsaved buffers)."""
     diags = diags if diags is not None else Diagnostics()
-    spec = load_spec(yaml_path, diags)
-    text = read_text(spec.source, diags)
+    sources = sources or {}
+    spec = load_spec(yaml_path, diags, sources)
+    text = sources[spec.source] if spec.source in sources else read_text(spec.source, diags)
     module = parse_module(text, spec.source, diags) if text is not None else None
     if module is None:
         raise CompileError(diags.items)

@@ -24,7 +24,7 @@ STAGES = [
     {"backends"},
     {"api", "golden", "inputs"},
     {"gen"},
-    {"cli", "testing", "bench", "stats", "fuzz", "tune", "__main__", ""},
+    {"cli", "testing", "bench", "stats", "fuzz", "tune", "fmt", "lsp", "__main__", ""},
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 

@@ -82,5 +82,5 @@ def test_built_distributions(tmp_path: Path):
     sdist = Path(next(iter(hatch_sdist.SdistBuilder(str(ROOT)).build(directory=str(tmp_path), versions=["standard"]))))
     with tarfile.open(sdist) as t:
         tops = {m.name.split("/", 2)[1] for m in t.getmembers() if m.name.count("/") >= 1}
-    assert tops <= {"ptodsl", "grammar", "docs", "README.md", "SECURITY.md", "LICENSE", "pyproject.toml", "PKG-INFO",
+    assert tops <= {"ptodsl", "grammar", "editors", "docs", "README.md", "SECURITY.md", "LICENSE", "pyproject.toml", "PKG-INFO",
                     ".gitignore"}, tops

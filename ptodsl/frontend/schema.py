@@ -132,11 +132,17 @@ def spec_schema() -> Obj:
     )
 
 
+# The schema's identity, for editors that cache schemas by `$id`; a URN because the schema ships with
+# ptodsl (`ptodsl schema`) rather than being served from a web address. Raised with the format.
+SPEC_SCHEMA_ID = "urn:ptodsl:schema:spec:1"
+
+
 def json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the spec file format, for editors and external validators."""
-    return to_json_schema(spec_schema(), "ptodsl operator spec",
-                          "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
-                          "torch equivalent and tests.")
+    schema = to_json_schema(spec_schema(), "ptodsl operator spec",
+                            "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
+                            "torch equivalent and tests.")
+    return {"$schema": schema.pop("$schema"), "$id": SPEC_SCHEMA_ID, **schema}
 
 
-__all__ = ["DEFAULT_TARGET", "PASS_OPTIONS", "json_schema", "spec_schema"]
+__all__ = ["DEFAULT_TARGET", "PASS_OPTIONS", "SPEC_SCHEMA_ID", "json_schema", "spec_schema"]

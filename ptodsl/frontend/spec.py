@@ -367,19 +367,22 @@ def _read(path: str, diags: Diagnostics) -> str | None:
         return None
 
 
-def load_spec(path: str, diags: Diagnostics | None = None) -> Spec:
+def load_spec(path: str, diags: Diagnostics | None = None, sources: Mapping[str, str] | None = None) -> Spec:
     """Read and parse a spec file and check that its ``.pto`` exists.
 
     Raises :class:`CompileError` with every diagnostic when there is an error; warnings and notes go
-    to ``diags`` when given.
+    to ``diags`` when given. ``sources`` maps normalised paths to texts that stand in for the files
+    (an editor's unsaved buffers).
     """
     diags = diags if diags is not None else Diagnostics()
+    sources = sources or {}
     before = len(diags.errors)
-    text = _read(path, diags)
+    text = sources[path] if path in sources else _read(path, diags)
     spec = parse_spec(text, path, diags) if text is not None else None
     if spec is not None:
         check_spec_files(spec, diags)
-    if spec is not None and not diags.errors[before:] and not os.path.isfile(spec.source):
+    if (spec is not None and not diags.errors[before:] and not os.path.isfile(spec.source)
+            and spec.source not in sources):
         if spec.source_given:
             span = spec.spans.at(("source",))
             label = "no such file"

@@ -585,6 +585,7 @@ def test_json_schema_is_json_and_closed() -> None:
     again = json.loads(json.dumps(schema))
     assert again == schema
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == "urn:ptodsl:schema:spec:1" and list(schema)[:2] == ["$schema", "$id"]
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == set(spec_schema().fields)
     sched = schema["properties"]["schedule"]
