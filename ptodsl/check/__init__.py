@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
-from ..diagnostics import CompileError, Diagnostics, Label
+from ..diagnostics import CompileError, Diagnostic, Diagnostics, Label
 from ..frontend import ast
 from ..frontend.spec import Spec
 from ..targets import load_target
@@ -36,6 +37,7 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKer
                     for name, dims in spec.schedule.valid_shapes.items()}
     out: list[CheckedKernel] = []
     clean: list[CheckedKernel] = []  # variants that typed without errors
+    first = len(diags.items)
     for variant in variants(spec):
         before = len(diags.errors)
         typer = Typer(kernel, variant, dict(spec.symbols), valid_shapes, diags)
@@ -43,10 +45,38 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKer
         out.append(ck)
         if len(diags.errors) == before:
             clean.append(ck)
+    _merge_variant_copies(diags, first)
     if out:
         _check_valid_shape_names(out[0], spec, diags)
     _check_rules(out, clean, spec, diags)
     return out
+
+
+VARIANT_NOTE = "in the dtype variant "
+
+
+def _merge_variant_copies(diags: Diagnostics, first: int) -> None:
+    """A mistake that does not depend on the dtype is found once per variant; report it once,
+    naming every variant it was found in (``in the dtype variants T=f32; T=f16``)."""
+    merged: dict[tuple, Diagnostic] = {}
+    kept: list[Diagnostic] = []
+    for d in diags.items[first:]:
+        note = next((n for n in d.notes if n.startswith(VARIANT_NOTE)), None)
+        if note is None:
+            kept.append(d)
+            continue
+        key = (d.code, d.message, d.span, d.label, tuple(n for n in d.notes if n is not note))
+        if key in merged:
+            have = merged[key]
+            variants = next(n for n in have.notes if n.startswith(VARIANT_NOTE.rstrip()))
+            merged[key] = dataclasses.replace(have, notes=tuple(
+                f"{variants.replace('variant ', 'variants ', 1)}; {note.removeprefix(VARIANT_NOTE)}"
+                if n is variants else n for n in have.notes))
+            kept[kept.index(have)] = merged[key]
+        else:
+            merged[key] = d
+            kept.append(d)
+    diags.items[first:] = kept
 
 
 def _check_rules(checked: list[CheckedKernel], clean: list[CheckedKernel], spec: Spec, diags: Diagnostics) -> None:

@@ -111,3 +111,17 @@ def test_exact_division_over_an_output_only_dim_is_checked_in_golden_cases(write
     with pytest.raises(ArgumentValueError) as info:
         run_case(op, op.spec.tests[0])
     assert info.value.diagnostic.code == "E0715" and "K = 10" in info.value.diagnostic.message
+
+
+def test_a_mistake_in_every_variant_is_reported_once(write_spec):
+    """The typer runs once per dtype variant; a mistake that does not depend on the dtype is one
+    diagnostic naming the variants, not one per variant."""
+    from ptodsl.diagnostics import CompileError
+    from ptodsl.driver import compile_spec
+
+    pto = "kernel k(x: T[N], y: out T[N]):\n    y[:] = cast(x, f3)\n"
+    yaml = "op: k\ndtypes: {T: [f32, f16, bf16]}\nschedule: {vec_tile: [256]}\n"
+    with pytest.raises(CompileError) as info:
+        compile_spec(write_spec("k", pto, yaml))
+    errors = [d for d in info.value.diagnostics if d.code == "E0300"]
+    assert len(errors) == 1 and "in the dtype variants T=f32; T=f16; T=bf16" in errors[0].notes
