@@ -220,15 +220,20 @@ def _run_probe(command: list[str], cwd: str | None = None) -> subprocess.Complet
     return run_tool(command, cwd, f"probing the compiler (`{shlex.join(command)}`)")
 
 
-def _probe_openmp(compiler: str) -> bool:
-    source = "#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+def _probe_source(source: str, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` (naming ``probe.cpp``) on ``source`` in a scratch folder of the cache."""
     try:
         folder = tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp"))
     except OSError as exc:
         raise _cache_error(_cpp_dir("tmp"), exc) from exc
     with folder as tmp:
         Path(tmp, "probe.cpp").write_text(source, encoding="utf-8")
-        result = _run_probe([compiler, "-fopenmp", "probe.cpp", "-o", "probe"], cwd=tmp)
+        return _run_probe(command, cwd=tmp)
+
+
+def _probe_openmp(compiler: str) -> bool:
+    source = "#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+    result = _probe_source(source, [compiler, "-fopenmp", "probe.cpp", "-o", "probe"])
     if result.returncode != 0:
         log.info("%s cannot build OpenMP code; kernels build single-threaded", compiler)
     return result.returncode == 0
@@ -237,14 +242,7 @@ def _probe_openmp(compiler: str) -> bool:
 @cache
 def _probe_native_bf16(compiler: str) -> bool:
     source = "#include <stdfloat>\n#ifndef __STDCPP_BFLOAT16_T__\n#error no std::bfloat16_t\n#endif\n"
-    try:
-        folder = tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp"))
-    except OSError as exc:
-        raise _cache_error(_cpp_dir("tmp"), exc) from exc
-    with folder as tmp:
-        Path(tmp, "probe.cpp").write_text(source, encoding="utf-8")
-        result = _run_probe([compiler, PTO_ISA_BF16_STD, "-fsyntax-only", "probe.cpp"], cwd=tmp)
-    return result.returncode == 0
+    return _probe_source(source, [compiler, PTO_ISA_BF16_STD, "-fsyntax-only", "probe.cpp"]).returncode == 0
 
 
 def native_bf16() -> bool:

@@ -453,13 +453,7 @@ class KernelEmitter:
         """A tile over ``rows`` x ``cols`` memory at ``offset`` with the given valid extents."""
         vr = valid_rows if isinstance(valid_rows, int) else "DYNAMIC"
         ctype = f"Tile<TileType::Vec, {cxx_type(dtype)}, {rows}, {cols}, BLayout::RowMajor, {vr}, {valid_cols}>"
-        alias = self.scratch_aliases.get(ctype)
-        if alias is None:
-            alias = self.names.claim(f"TileView{len(self.scratch_aliases)}")
-            self.scratch_aliases[ctype] = alias
-            self.aliases.append(f"using {alias} = {ctype};")
-        var = self.names.claim(f"view{self.scratch_count}")
-        self.scratch_count += 1
+        alias, var = self._scratch_names(ctype, "TileView", "view")
         args = "" if isinstance(valid_rows, int) else f"({self._e(valid_rows)})"
         self._line(depth, f"{alias} {var}{args};", op.span)
         self._line(depth, f"TASSIGN({var}, {offset});", op.span)
@@ -542,17 +536,22 @@ class KernelEmitter:
             raise unsupported(f"a broadcast from {list(src.tile_type.shape)} to {list(dst.tile_type.shape)} "
                               "that is neither per row nor per column", op.span)
 
+    def _scratch_names(self, ctype: str, alias_stem: str, var_stem: str) -> tuple[str, str]:
+        """The type alias of ``ctype`` (one per distinct type) and a fresh variable name."""
+        alias = self.scratch_aliases.get(ctype)
+        if alias is None:
+            alias = self.names.claim(f"{alias_stem}{len(self.scratch_aliases)}")
+            self.scratch_aliases[ctype] = alias
+            self.aliases.append(f"using {alias} = {ctype};")
+        var = self.names.claim(f"{var_stem}{self.scratch_count}")
+        self.scratch_count += 1
+        return alias, var
+
     def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None) -> str:
         """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak."""
         rows = like.rows if rows is None else rows
         ctype = scratch_type(like.dtype, rows, like.cols)
-        alias = self.scratch_aliases.get(ctype)
-        if alias is None:
-            alias = self.names.claim(f"TileTmp{len(self.scratch_aliases)}")
-            self.scratch_aliases[ctype] = alias
-            self.aliases.append(f"using {alias} = {ctype};")
-        var = self.names.claim(f"tmp{self.scratch_count}")
-        self.scratch_count += 1
+        alias, var = self._scratch_names(ctype, "TileTmp", "tmp")
         self.operands[var] = Operand(like.dtype, _layout("row", like.cols), "Vec")
         offset = self.scratch_cursor
         size = rows * like.cols * _itemsize(like.dtype)

@@ -325,6 +325,23 @@ inline void clear_mask(MaskTile& mask, const char* op) {
 
 }  // namespace cpu
 
+namespace cpu {
+// The mask rows TCMP and TCMPS write: bit `c % 8` of byte `c / 8` of row r holds pred(r, c), for
+// the first `words` bytes of each row (pto-isa's packing, which TSEL reads back row by row).
+template <typename TileDataDst, typename Pred>
+inline void pack_mask(unsigned char* out, unsigned rows, unsigned cols, unsigned words, Pred pred) {
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned w = 0; w < words; ++w) {
+            unsigned char packed = 0;
+            for (unsigned bit = 0; bit < 8 && w * 8 + bit < cols; ++bit) {
+                packed = static_cast<unsigned char>(packed | (pred(r, w * 8 + bit) ? 1u << bit : 0u));
+            }
+            out[element_offset<TileDataDst>(r, w)] = packed;
+        }
+    }
+}
+}  // namespace cpu
+
 template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
 AICORE inline RecordEvent TCMP(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1, CmpMode cmpMode) {
     static_assert(std::is_same_v<typename TileDataSrc0::DType, typename TileDataSrc1::DType>,
@@ -339,18 +356,10 @@ AICORE inline RecordEvent TCMP(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc
     }
     const unsigned words = std::min<unsigned>((cols + 7) / 8, dst.GetValidCol());
     cpu::clear_mask(dst, "TCMP");
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned w = 0; w < words; ++w) {
-            unsigned char packed = 0;
-            for (unsigned bit = 0; bit < 8 && w * 8 + bit < cols; ++bit) {
-                const unsigned c = w * 8 + bit;
-                const bool p = cpu::compare(cpu::widen(a[cpu::element_offset<TileDataSrc0>(r, c)]),
-                                            cpu::widen(b[cpu::element_offset<TileDataSrc1>(r, c)]), cmpMode);
-                packed = static_cast<unsigned char>(packed | (p ? 1u << bit : 0u));
-            }
-            out[cpu::element_offset<TileDataDst>(r, w)] = packed;
-        }
-    }
+    cpu::pack_mask<TileDataDst>(out, rows, cols, words, [&](unsigned r, unsigned c) {
+        return cpu::compare(cpu::widen(a[cpu::element_offset<TileDataSrc0>(r, c)]),
+                            cpu::widen(b[cpu::element_offset<TileDataSrc1>(r, c)]), cmpMode);
+    });
     return {};
 }
 
@@ -372,17 +381,9 @@ AICORE inline RecordEvent TCMPS(TileDataDst& dst, TileDataSrc& src0, typename Ti
         cpu::fail("TCMPS: the mask has %u valid rows, the source %u", dst.GetValidRow(), rows);
     }
     cpu::clear_mask(dst, "TCMPS");
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned w = 0; w < row_bytes; ++w) {
-            unsigned char packed = 0;
-            for (unsigned bit = 0; bit < 8 && w * 8 + bit < cols; ++bit) {
-                const unsigned c = w * 8 + bit;
-                const bool p = cpu::compare(cpu::widen(in[cpu::element_offset<TileDataSrc>(r, c)]), s, cmpMode);
-                packed = static_cast<unsigned char>(packed | (p ? 1u << bit : 0u));
-            }
-            out[cpu::element_offset<TileDataDst>(r, w)] = packed;
-        }
-    }
+    cpu::pack_mask<TileDataDst>(out, rows, cols, row_bytes, [&](unsigned r, unsigned c) {
+        return cpu::compare(cpu::widen(in[cpu::element_offset<TileDataSrc>(r, c)]), s, cmpMode);
+    });
     return {};
 }
 
