@@ -6,7 +6,7 @@
 - peak bytes of UB, L1, L0A/L0B/L0C over the kernels, from the memory plan;
 - GM bytes moved by the Block IR for each test case, counted while the simulator runs it, next to
   the compulsory minimum (every input read once, every output written once);
-- estimated cycles from the pipeline cost model (``backends/sim/timing.py``, target ``timing:``
+- estimated cycles from the pipeline cost model (``cost/timeline.py``, target ``timing:``
   data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio.
 """
 
