@@ -20,9 +20,9 @@ from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
 from .frontend import ast
 from .frontend.parser import parse_module
-from .frontend.spec import Spec, load_spec
+from .frontend.spec import Spec, load_spec, variant_name
 from .ir import IRSyntaxError, Module, parse
-from .ir.schedule import passes_applied, schedule_attrs, with_pass
+from .ir.schedule import passes_applied, reschedule, with_pass
 from .ir.verify import VerifyError, verify
 from .passes import PIPELINE, check_pipeline, tensorize
 from .passes.context import Pass, PassContext
@@ -103,7 +103,7 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
 def with_schedule(compiled: Compiled, schedule: Schedule) -> Compiled:
     """``compiled`` lowered again from its Tensor IR with another schedule (``ptodsl tune``)."""
     ir = compiled.stages["tensor"].clone()
-    ir.attrs = {"target": ir.attrs["target"], **schedule_attrs(schedule), "passes": ir.attrs["passes"]}
+    reschedule(ir, schedule)
     diags = Diagnostics()
     again = Compiled(compiled.spec, compiled.target, compiled.module, compiled.checked, diagnostics=diags)
     again.stages["tensor"] = again.after["tensorize"] = ir
@@ -227,8 +227,7 @@ def _chosen_schedule(ir: Module, target: Target, spec: Spec) -> tuple[Module, li
     if key not in _CHOSEN:
         _CHOSEN[key] = choose(ir, target, cases)
     chosen, tried = _CHOSEN[key]
-    ir.attrs = {"target": ir.attrs["target"], **schedule_attrs(chosen), "passes": ir.attrs["passes"],
-                "chosen": left_out(ir)}
+    reschedule(ir, chosen, chosen=left_out(ir))
     return ir, tried
 
 
@@ -238,9 +237,8 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
     cases = []
     for f in ir.funcs:
         dims = {str(s) for p in f.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
-        variant = f.attrs.get("variant", "")
-        mine = [c for c in spec.tests if dims <= set(c.shapes) and variant == ",".join(
-            f"{k}={c.dtypes.get(k, v[0])}" for k, v in sorted(spec.dtypes.items()))]
+        mine = [c for c in spec.tests
+                if dims <= set(c.shapes) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
         case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
         if case is None:
             cases.append(Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))

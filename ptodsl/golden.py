@@ -136,7 +136,7 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
     spec = op.spec
     seed = case.seed if case.seed is not None else zlib.crc32(f"{spec.op}:{case.index}".encode())
     rng = np.random.default_rng(seed)
-    variant = {k: case.dtypes.get(k, v[0]) for k, v in spec.dtypes.items()}
+    variant = spec.variant_of(case)
     env = dict(spec.symbols) | dict(case.shapes)
     arrays: dict[str, np.ndarray] = {}
     for p in op.inputs:

@@ -97,8 +97,7 @@ def collect(op: Operator) -> list[VariantStats]:
                           sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak)
         vs.passes = input_passes(op.compiled.stages["tile"].funcs[index])
         for case in op.spec.tests:
-            variant = {k: case.dtypes.get(k, v[0]) for k, v in op.spec.dtypes.items()}
-            if variant != ck.variant:
+            if op.spec.variant_of(case) != ck.variant:
                 continue
             r = run_case(op, case)
             moved = r.traffic.get("load", 0) + r.traffic.get("store", 0)

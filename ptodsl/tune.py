@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from math import prod
 
 from .api import Operator
 from .cost.choose import Candidate, choose, evaluate
@@ -86,8 +87,6 @@ def tune(path: str, jobs: int = 0, ray_address: str | None = None) -> tuple[Comp
 
 def _minimum(base: Compiled, cases) -> int:
     """Compulsory GM bytes: every tensor parameter of each case's variant moved once."""
-    from math import prod
-
     from . import sym
     from .dtypes import itemsize
 
@@ -107,7 +106,7 @@ def measure(base: Compiled, schedule: Schedule) -> float | None:
     if not base.spec.tests:
         return None
     op = Operator(with_schedule(base, schedule))
-    case = max(base.spec.tests, key=lambda c: sum(c.shapes.values()))
+    case = max(base.spec.tests, key=lambda c: prod(c.shapes.values()))
     return bench_case(op, case, "cpu", None, {}).seconds
 
 

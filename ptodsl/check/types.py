@@ -8,6 +8,7 @@ from typing import Any
 from .. import sym
 from ..diagnostics import Span
 from ..frontend import ast
+from ..frontend.spec import variant_name
 
 
 @dataclass(frozen=True)
@@ -154,4 +155,4 @@ class CheckedKernel:
 
     @property
     def variant_name(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in sorted(self.variant.items()))
+        return variant_name(self.variant)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Diagnostics
 from ..ir import Module, TensorType
-from ..ir.schedule import schedule_attrs, schedule_of
+from ..ir.schedule import reschedule, schedule_of
 from ..ops import OPS
 from ..passes import PIPELINE
 from ..passes.context import PassContext
@@ -71,7 +71,7 @@ def evaluate(tensor_ir: Module, target: Target, schedule: Schedule, cases: Seque
     """Compile ``tensor_ir`` with ``schedule`` and estimate it on ``cases``."""
     c = Candidate(schedule)
     ir = tensor_ir.clone()
-    ir.attrs = {k: v for k, v in ir.attrs.items() if k in ("target", "passes")} | schedule_attrs(schedule)
+    reschedule(ir, schedule)
     diags = Diagnostics()
     ctx = PassContext(target, diags)
     for p in PIPELINE:

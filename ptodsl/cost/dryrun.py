@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .. import sym
 from ..ir import Func, Module, Op, TileType
 from ..targets import Target
-from .timeline import Timeline
+from .timeline import Timeline, nbytes
 
 READ_VALUE = 1
 MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong)
@@ -80,7 +80,7 @@ class _Run:
             extents = [valid.get(v.name, ()) for v in op.operands]
             if name in ("tile.load", "tile.store"):
                 tile = op.operands[0] if name == "tile.load" else op.operands[1]
-                self.gm_bytes += _nbytes(tile.type.dtype, valid[tile.name])
+                self.gm_bytes += nbytes(tile.type.dtype, valid[tile.name])
             self.timeline.run(op, extents)
 
     def launch(self, kernel: Func, op: Op, env: dict) -> None:
@@ -89,11 +89,3 @@ class _Run:
         self.timeline.begin_kernel()
         self.block(kernel.body, inner, {})
         self.timeline.end_kernel()
-
-
-def _nbytes(dtype: str, extents: tuple[int, ...]) -> int:
-    from math import prod
-
-    from ..dtypes import itemsize
-
-    return prod(extents) * itemsize(dtype)

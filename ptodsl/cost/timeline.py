@@ -85,11 +85,11 @@ class Timeline:
         t = self.target.timing
         name = op.name.removeprefix("tile.")
         if name == "load":
-            return t.transfer_cycles(LOADS.get(types[0].space, "gm_to_ub"), _bytes(types[0].dtype, valid[0]))
+            return t.transfer_cycles(LOADS.get(types[0].space, "gm_to_ub"), nbytes(types[0].dtype, valid[0]))
         if name == "store":
-            return t.transfer_cycles(STORES.get(types[1].space, "ub_to_gm"), _bytes(types[1].dtype, valid[1]))
+            return t.transfer_cycles(STORES.get(types[1].space, "ub_to_gm"), nbytes(types[1].dtype, valid[1]))
         if name == "mov":
-            return t.transfer_cycles(MOVES.get(types[0].space, "ub_to_ub"), _bytes(types[1].dtype, valid[1]))
+            return t.transfer_cycles(MOVES.get(types[0].space, "ub_to_ub"), nbytes(types[1].dtype, valid[1]))
         if name in ("matmul", "matmul_acc"):
             (m, k), (_, n) = valid[-2], valid[-1]
             width = DTYPES[types[-2].dtype].itemsize
@@ -109,5 +109,6 @@ class Timeline:
         return t.vector_cycles(ins or name.upper(), DTYPES[types[0].dtype].itemsize, prod(valid[0]))
 
 
-def _bytes(dtype: str, valid: tuple[int, ...]) -> int:
+def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
+    """Bytes of ``valid`` elements of ``dtype``."""
     return prod(valid) * DTYPES[dtype].itemsize

@@ -130,6 +130,10 @@ class Spec:
         """The reference file's path (relative paths are relative to the spec's folder)."""
         return None if self.reference is None else os.path.normpath(os.path.join(self.folder, self.reference.file))
 
+    def variant_of(self, case: TestCase) -> dict[str, str]:
+        """The dtype variant a test case runs: its own dtypes, the first of each list otherwise."""
+        return {k: case.dtypes.get(k, v[0]) for k, v in self.dtypes.items()}
+
     @property
     def source_given(self) -> bool:
         """Whether ``source:`` is written in the file (rather than defaulted)."""
@@ -137,6 +141,11 @@ class Spec:
 
 
 # ------------------------------------------------------------------ cross-field checks
+
+
+def variant_name(variant: Mapping[str, str]) -> str:
+    """``T=f16,U=f32``: how a dtype variant is written in IR attributes and messages."""
+    return ",".join(f"{k}={v}" for k, v in sorted(variant.items()))
 
 
 def _check_loops(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
@@ -411,4 +420,5 @@ __all__ = [
     "outside_root",
     "parse_spec",
     "spec_root",
+    "variant_name",
 ]

@@ -35,6 +35,13 @@ def schedule_attrs(s: Schedule) -> dict[str, Any]:
     return out
 
 
+def reschedule(module: Module, s: Schedule, **extra: Any) -> None:
+    """Replace the schedule ``module`` carries by ``s`` (in place), keeping its target and the
+    passes applied; ``extra`` attributes (``chosen``) follow."""
+    module.attrs = {"target": module.attrs["target"], **schedule_attrs(s), "passes": passes_applied(module),
+                    **extra}
+
+
 def schedule_of(module: Module) -> Schedule:
     """The schedule a module carries; what it leaves out takes the defaults."""
     vec_tile = None
