@@ -1,249 +1,34 @@
 """The Python API: ``ptodsl.load(yaml)`` gives a callable operator.
 
-Arguments are validated by parameter name before anything runs: dtype (which also picks the dtype
-variant), rank, symbol consistency, contiguity and device. A wrong argument raises
-:class:`ArgumentError` (a ``TypeError`` or ``ValueError``) carrying a diagnostic that names the
-parameter, what was expected and what was given, and points at the parameter in the ``.pto``.
+The compiler's side of a call is only :func:`program_of`: it turns a compiled spec into the
+:class:`~ptodsl.runtime.program.Program` that the runtime calls (:mod:`ptodsl.runtime.operator`),
+the same code a generated package runs from its shipped files.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from . import inputs, sym
-from .check.types import TensorTy
-from .diagnostics import Diagnostic, DiagnosticError
 from .driver import Compiled, compile_spec
-from .dtypes import from_numpy, numpy_dtype
 from .ir import Func, Module
-
-BACKENDS = ("sim", "cpu", "npu")
-
-
-class ArgumentError(DiagnosticError):
-    """A call-time argument error; ``.diagnostic`` holds the structured form."""
-
-
-class ArgumentTypeError(ArgumentError, TypeError):
-    pass
-
-
-class ArgumentValueError(ArgumentError, ValueError):
-    pass
+from .runtime import operator as _rt
+from .runtime.operator import (
+    BACKENDS,
+    ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    dim_spans,
+    to_numpy,
+    to_torch,
+)
+from .runtime.program import Division, ParamInfo, Program, Variant
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def to_numpy(x: Any) -> np.ndarray:
-    """A numpy view of a CPU torch tensor (bf16 through its bit pattern), or the array itself."""
-    if _is_torch(x):
-        import torch
-
-        t = x.detach()
-        if t.dtype == torch.bfloat16:
-            return t.contiguous().view(torch.int16).numpy().view(numpy_dtype("bf16"))
-        return t.numpy()
-    return x
-
-
-def to_torch(a: np.ndarray):
-    import torch
-
-    if a.dtype == numpy_dtype("bf16"):
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-class Operator:
-    """A compiled operator; call it like a function."""
-
-    def __init__(self, compiled: Compiled):
-        self.compiled = compiled
-        self.spec = compiled.spec
-        self.kernel = compiled.module.kernel(self.spec.op)
-        self.__doc__ = self.spec.doc or f"ptodsl operator {self.spec.op}"
-        self.name = self.spec.op
-        params = self.kernel.params
-        self.inputs = [p for p in params if p.is_tensor and p.mode != "out"]
-        self.outputs = [p for p in params if p.is_tensor and p.mode != "in"]
-        self.scalars = [p for p in params if not p.is_tensor]
-
-    def __repr__(self) -> str:
-        sig = ", ".join(f"{p.name}" for p in self.kernel.params)
-        return f"<ptodsl operator {self.name}({sig})>"
-
-    def ir(self, stage: str = "tile") -> str:
-        return str(self.compiled.stages[stage])
-
-    # ------------------------------------------------------------------ calling
-    def _error(self, cls, code: str, param, message: str, label: str, help: str) -> ArgumentError:
-        span = param.span if param is not None else self.kernel.span
-        notes = ()
-        return cls(Diagnostic(code, message, span, label, (), notes, help))
-
-    def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any], str]:
-        """Map positional/keyword arguments to parameters; returns (tensors, scalars, backend)."""
-        kwargs = dict(kwargs)
-        backend = kwargs.pop("backend", "sim")
-        if backend not in BACKENDS:
-            raise self._error(ArgumentValueError, "E0707", None, f"unknown backend {backend!r}",
-                              "", f"use one of {', '.join(BACKENDS)}")
-        tensors: dict[str, Any] = {}
-        if len(args) > len(self.inputs):
-            raise self._error(ArgumentTypeError, "E0704", None,
-                              f"{self.name}() takes {len(self.inputs)} positional tensor argument"
-                              f"{'s' if len(self.inputs) != 1 else ''} but {len(args)} were given",
-                              "", "pass outputs and scalars by name, e.g. "
-                              + ", ".join(f"{p.name}=..." for p in self.outputs + self.scalars))
-        for p, a in zip(self.inputs, args):
-            tensors[p.name] = a
-        scalars: dict[str, Any] = {}
-        names = {p.name: p for p in self.kernel.params}
-        for k, v in kwargs.items():
-            p = names.get(k)
-            if p is None:
-                from .check.typer import did_you_mean
-
-                raise self._error(ArgumentTypeError, "E0704", None, f"{self.name}() got an unknown argument `{k}`",
-                                  "", did_you_mean(k, list(names)) or f"parameters: {', '.join(names)}")
-            if k in tensors:
-                raise self._error(ArgumentTypeError, "E0704", p, f"argument `{k}` given twice", "",
-                                  "pass it either by position or by name")
-            (tensors if p.is_tensor else scalars)[k] = v
-        for p in self.inputs:
-            if p.name not in tensors:
-                raise self._error(ArgumentTypeError, "E0703", p, f"missing tensor argument `{p.name}`",
-                                  "declared here", f"pass `{p.name}` positionally or as `{p.name}=...`")
-        for p in self.scalars:
-            if p.name not in scalars:
-                if p.default is None:
-                    raise self._error(ArgumentTypeError, "E0703", p, f"missing scalar argument `{p.name}`",
-                                      "declared here without a default", f"pass it by name: `{p.name}=...`")
-                scalars[p.name] = literal_value(p.default)
-        return tensors, scalars, backend
-
-    def resolve(self, tensors: Mapping[str, Any]) -> tuple[int, dict[str, np.ndarray], dict[str, int]]:
-        """Check every tensor argument; pick the variant and bind the symbols."""
-        spec = self.spec
-        variant: dict[str, str] = {}
-        arrays: dict[str, np.ndarray] = {}
-        for p in self.kernel.params:
-            if not p.is_tensor or p.name not in tensors:
-                continue
-            x = tensors[p.name]
-            if _is_torch(x):
-                if x.device.type != "cpu":
-                    raise self._error(ArgumentValueError, "E0708", p, f"`{p.name}` is on device {x.device}",
-                                      "", "the sim and cpu backends take CPU tensors; call `.cpu()` first")
-            elif not isinstance(x, np.ndarray):
-                raise self._error(ArgumentTypeError, "E0705", p,
-                                  f"`{p.name}` must be a numpy array or torch tensor, got {type(x).__name__}",
-                                  "declared as a tensor here", f"pass e.g. `np.asarray({p.name})`")
-            a = to_numpy(x)
-            got = from_numpy(a.dtype)
-            want = p.dtype
-            if want in spec.dtypes:
-                if want in variant and variant[want] != got:
-                    raise self._error(ArgumentTypeError, "E0700", p,
-                                      f"`{p.name}` has dtype {got}, but `{want}` is {variant[want]} from an earlier "
-                                      "argument", f"dtype `{want}`", f"pass `{p.name}` as {variant[want]}")
-                if got not in spec.dtypes[want]:
-                    raise self._error(ArgumentTypeError, "E0700", p,
-                                      f"`{p.name}` has dtype {got or a.dtype}, expected one of "
-                                      + ", ".join(spec.dtypes[want]), f"dtype `{want}`",
-                                      f"convert it, e.g. to {spec.dtypes[want][0]}")
-                variant[want] = got
-            elif got != want:
-                raise self._error(ArgumentTypeError, "E0700", p,
-                                  f"`{p.name}` has dtype {got or a.dtype}, expected {want}",
-                                  f"declared {want} here", f"convert it to {want} first")
-            if a.ndim != len(p.dims):
-                raise self._error(ArgumentValueError, "E0701", p,
-                                  f"`{p.name}` has rank {a.ndim} (shape {list(a.shape)}), expected rank {len(p.dims)}",
-                                  f"declared with {len(p.dims)} dims here", "reshape it to match the declaration")
-            arrays[p.name] = a
-        for var, dts in spec.dtypes.items():
-            variant.setdefault(var, dts[0])
-        index = self.compiled.kernel_for(variant)
-        symbols: dict[str, int] = dict(spec.symbols)
-        origin: dict[str, str] = {}
-        for p in self.kernel.params:
-            if p.name not in arrays:
-                continue
-            a = arrays[p.name]
-            for axis, d in enumerate(p.dims):
-                n = int(a.shape[axis])
-                if isinstance(d.value, int):
-                    if n != d.value:
-                        raise self._error(ArgumentValueError, "E0702", p,
-                                          f"`{p.name}` has {n} on dim {axis}, expected {d.value}",
-                                          "shape declared here", f"pass a tensor with dim {axis} = {d.value}")
-                    continue
-                if d.value in symbols and (d.value in origin or d.value in spec.symbols):
-                    if symbols[d.value] != n:
-                        src = f"`{origin[d.value]}`" if d.value in origin else "the YAML's `symbols:`"
-                        raise self._error(ArgumentValueError, "E0702", p,
-                                          f"symbol `{d.value}` is {n} in `{p.name}` (dim {axis}) but "
-                                          f"{symbols[d.value]} in {src}", f"`{d.value}` used here",
-                                          "every use of one symbol must have the same size")
-                else:
-                    symbols[d.value] = n
-                    origin[d.value] = p.name
-        return index, arrays, symbols
-
-    def __call__(self, *args: Any, **kwargs: Any):
-        tensors, scalars, backend = self.bind(args, kwargs)
-        torch_in = any(_is_torch(x) for x in tensors.values())
-        index, arrays, symbols = self.resolve(tensors)
-        problem = inputs.check_dims(symbols, dim_spans(self.kernel))
-        if problem is not None:  # before outputs of those dims are allocated
-            raise ArgumentValueError(problem)
-        ck = self.compiled.checked[index]
-        results = []
-        for p in self.outputs:
-            if p.name in arrays:
-                a = arrays[p.name]
-                if not a.flags.c_contiguous or not a.flags.writeable:
-                    raise self._error(ArgumentValueError, "E0709", p,
-                                      f"output `{p.name}` must be a contiguous, writable array", "",
-                                      "pass a fresh contiguous buffer (np.empty / torch.empty)")
-                results.append((p.name, tensors[p.name]))
-                continue
-            t = ck.params[p.name].ty
-            assert isinstance(t, TensorTy)
-            unbound = sorted(set().union(*(sym.free_symbols(s) for s in t.shape)) - set(symbols))
-            if unbound:
-                dims = ", ".join(f"`{u}`" for u in unbound)
-                raise self._error(ArgumentTypeError, "E0703", p,
-                                  f"output `{p.name}` must be passed: no input binds its dim {dims}",
-                                  "its size is known only from a buffer passed here",
-                                  f"pass a preallocated array by name, `{p.name}=np.empty(...)`, or fix "
-                                  f"{dims} in the YAML's `symbols:`")
-            shape = tuple(int(sym.evaluate(s, symbols)) for s in t.shape)
-            a = np.zeros(shape, numpy_dtype(t.dtype))
-            arrays[p.name] = a
-            results.append((p.name, None))
-        for name, a in list(arrays.items()):
-            if not a.flags.c_contiguous:
-                arrays[name] = np.ascontiguousarray(a)
-        run_kernel(self.compiled, index, arrays, scalars, symbols, backend)
-        outs = []
-        for name, given in results:
-            if given is not None:
-                outs.append(given)
-            else:
-                outs.append(to_torch(arrays[name]) if torch_in else arrays[name])
-        if not outs:
-            return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def literal_value(e) -> Any:
+def literal_value(e: Any) -> Any:
     """The Python value of a scalar default written in the .pto (a number, a bool, or minus one)."""
     from .frontend import ast
 
@@ -252,98 +37,64 @@ def literal_value(e) -> Any:
     return e.value
 
 
+def program_of(compiled: Compiled) -> Program:
+    """The runtime's view of a compiled spec, built once per compiled spec."""
+    found = compiled.__dict__.get("_program")
+    if found is not None:
+        return found
+    from .backends.cpp.run import emitted
+
+    spec = compiled.spec
+    kernel = compiled.module.kernel(spec.op)
+    params = tuple(ParamInfo(p.name, p.dtype, tuple(d.value for d in p.dims) if p.dims is not None else None,
+                             p.mode, literal_value(p.default) if p.default is not None else None, p.span,
+                             tuple(d.span for d in p.dims or ())) for p in kernel.params)
+    variants = tuple(Variant(dict(ck.variant), ck.variant_name or "",
+                             tuple(Division(r.kind, r.num, r.den, r.span, r.what) for r in ck.typing.requires))
+                     for ck in compiled.checked)
+    sched = spec.schedule
+    tiles = [ls.vec_tile for ls in sched.loops.values() if ls.vec_tile] + ([sched.vec_tile] if sched.vec_tile else [])
+    reference = None
+    if spec.reference is not None:
+        reference = (os.path.normpath(os.path.join(spec.folder, spec.reference.file)), spec.reference.function)
+    program = Program(
+        op=spec.op, doc=spec.doc, dtypes=dict(spec.dtypes), symbols=dict(spec.symbols), params=params,
+        span=kernel.span, variants=variants, tensor=compiled.stages["tensor"], block=compiled.stages["block"],
+        target=compiled.target, cpu_source=lambda index: emitted(compiled, index), tile=compiled.stages.get("tile"),
+        cases=tuple(spec.tests), reference=reference, torch_equivalent=spec.torch,
+        tile_hint=tuple(tiles[0]) if tiles else None)
+    compiled.__dict__["_program"] = program
+    return program
+
+
+class Operator(_rt.Operator):
+    """A compiled operator; call it like a function. ``.compiled`` and ``.spec`` are the compiler's."""
+
+    def __init__(self, compiled: Compiled):
+        super().__init__(program_of(compiled))
+        self.compiled = compiled
+        self.spec = compiled.spec
+        self.kernel = compiled.module.kernel(self.spec.op)
+
+    def ir(self, stage: str = "tile") -> str:
+        return str(self.compiled.stages[stage])
+
+
 def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
     module: Module = compiled.stages[level]
     return module.funcs[index]
 
 
-def check_divisions(compiled: Compiled, index: int, symbols: Mapping[str, int]) -> None:
-    """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
-    for req in compiled.checked[index].typing.requires:
-        try:
-            num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
-        except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
-            continue  # not decidable from the dims alone: the checker only admits dims here
-        if den != 0 and (req.kind != "exact" or num % den == 0):
-            continue
-        names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
-        values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
-        a, b = sym.to_text(req.num), sym.to_text(req.den)
-        why = (f"divides by `{b}`, which is 0" if den == 0 else
-               f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
-        raise ArgumentValueError(Diagnostic(
-            "E0715", f"{req.what} {why}: {values}", req.span,
-            "needs an exact division", (), (),
-            "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
-            "(drop the remainder) in the spec"))
-
-
-def dim_spans(kernel) -> dict[str, Any]:
-    """Where each parameter and each dim symbol is declared, for call-time diagnostics."""
-    spans: dict[str, Any] = {}
-    for p in kernel.params:
-        spans[p.name] = p.span
-        for d in p.dims or ():
-            if isinstance(d.value, str):
-                spans.setdefault(d.value, d.span or p.span)
-    return spans
-
-
 def check_run(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: dict[str, Any],
               symbols: Mapping[str, int], lengths: bool = True) -> bool:
-    """Validate every runtime value of a call (see :mod:`ptodsl.inputs`); raises ArgumentError.
-
-    Scalars in ``scalars`` are replaced by the Python numbers the kernel takes. Returns True when
-    there is nothing to compute (every output is empty). ``lengths=False`` skips the values read
-    from tensors, for arrays that are shape-only stand-ins of device memory.
-    """
-    kernel = compiled.module.kernel(compiled.spec.op)
-    ck = compiled.checked[index]
-    spans = dim_spans(kernel)
-    for p in kernel.params:
-        if p.is_tensor:
-            continue
-        value, problem = inputs.scalar_value(p.name, ck.params[p.name].ty.dtype, scalars.get(p.name), p.span)
-        if problem is not None:
-            raise (ArgumentTypeError if "real number" in problem.message else ArgumentValueError)(problem)
-        scalars[p.name] = value
-    problem = inputs.check_dims(symbols, spans)
-    if problem is None:
-        check_divisions(compiled, index, symbols)
-    outputs = {p.name: arrays[p.name] for p in kernel.params if p.is_tensor and p.mode != "in" and p.name in arrays}
-    empty, zero_problem = inputs.check_empty(symbols, outputs, spans)
-    problem = problem or zero_problem
-    if problem is None and not empty and lengths:
-        problem = inputs.check_lengths(compiled.stages["tensor"].funcs[index], arrays, symbols, spans)
-    if problem is not None:
-        raise ArgumentValueError(problem)
-    return empty
+    """:func:`ptodsl.runtime.operator.check_run` for a compiled spec."""
+    return _rt.check_run(program_of(compiled), index, arrays, scalars, symbols, lengths)
 
 
-def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any],
-               symbols: dict[str, int], backend: str, poison: bool = False, level: str = "block"):
-    """Run one dtype variant; the simulator runs the Block IR by default (or ``level="tile"``).
-
-    Every runtime value is validated first (:func:`check_run`); nothing runs for empty outputs.
-    """
-    scalars = dict(scalars)
-    if check_run(compiled, index, arrays, scalars, symbols):
-        return None
-    if backend == "sim":
-        from .backends import sim
-
-        if level == "tile":
-            return sim.run(kernel_func(compiled, index), arrays, scalars, symbols, poison=poison)
-        control = compiled.stages["tensor"].funcs[index].name
-        return sim.run_block(compiled.stages["block"], control, arrays, scalars, symbols, compiled.target,
-                             poison=poison)
-    if backend == "cpu":
-        from .backends.cpp.run import run_variant
-
-        run_variant(compiled, index, arrays, scalars, symbols, poison=poison)
-        return None
-    raise ArgumentValueError(Diagnostic("E0707", f"backend {backend!r} is not available yet", None, "", (), (),
-                                        "use backend=\"sim\""))
+def run_kernel(compiled: Compiled, index: int, arrays: dict[str, np.ndarray], scalars: Mapping[str, Any],
+               symbols: dict[str, int], backend: str, poison: bool = False, level: str = "block") -> Any:
+    """:func:`ptodsl.runtime.operator.run_kernel` for a compiled spec."""
+    return _rt.run_kernel(program_of(compiled), index, arrays, scalars, symbols, backend, poison, level)
 
 
 def load(yaml_path: str) -> Operator:
@@ -351,4 +102,5 @@ def load(yaml_path: str) -> Operator:
     return Operator(compile_spec(str(yaml_path)))
 
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "literal_value", "load"]
+__all__ = ["BACKENDS", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "check_run",
+           "dim_spans", "kernel_func", "literal_value", "load", "program_of", "run_kernel", "to_numpy", "to_torch"]

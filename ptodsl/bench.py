@@ -24,7 +24,7 @@ import numpy as np
 
 from .api import Operator, literal_value, load, run_kernel, to_torch
 from .diagnostics import CompileError
-from .golden import _as_ref_input, case_id, load_reference, load_torch, make_inputs
+from .golden import as_ref_input, case_id, load_reference, load_torch, make_inputs
 
 MIN_ROUND_S = 0.02
 ROUNDS = 3
@@ -103,7 +103,7 @@ def bench_case(op: Operator, case, backend: str, with_torch: bool,
     row.seconds = measure(lambda: run_kernel(op.compiled, index, arrays, full, symbols, backend))
     reference = load_reference(op.spec)
     if reference is not None:
-        ref_inputs = [_as_ref_input(inputs[p.name]) for p in op.inputs]
+        ref_inputs = [as_ref_input(inputs[p.name]) for p in op.inputs]
         row.numpy_s = measure(lambda: reference(*ref_inputs, **scalars))
     fn = load_torch(op.spec) if with_torch else None
     if fn is not None:

@@ -2,7 +2,8 @@
 
 The stages, in order: the shared leaves (symbolic expressions, dtypes, the op table, diagnostics,
 targets), ``frontend``, ``check``, ``ir``, ``passes``, ``driver`` (which runs them), ``backends``,
-``api``/``golden`` (calling kernels), ``gen``, and the tools on top (cli, the pytest plugin, bench,
+``runtime`` (calling a compiled program: what generated packages carry), ``api``/``golden`` (the
+compiler's side of a call), ``gen``, and the tools on top (cli, the pytest plugin, bench,
 stats, fuzz). The test reads every ``from .x import`` of the package, lazy ones included."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ptodsl"
 
 STAGES = [
     {"sym", "dtypes", "ops", "diagnostics", "targets", "escape", "cxx_names", "yamlio", "schedule", "progress",
-     "__version__"},
+     "cases", "__version__"},
     {"frontend"},
     {"check"},
     {"ir"},
@@ -22,7 +23,8 @@ STAGES = [
     {"cost"},
     {"driver"},
     {"backends"},
-    {"api", "golden", "inputs"},
+    {"runtime", "inputs"},
+    {"api", "golden"},
     {"gen"},
     {"cli", "testing", "bench", "stats", "fuzz", "tune", "fmt", "lsp", "__main__", ""},
 ]
@@ -73,3 +75,14 @@ def test_passes_take_the_schedule_from_the_ir_not_the_spec():
     bad = [f"{m} (line {line})" for m, t, line in imports()
            if m.startswith("ptodsl.passes") and t.startswith("ptodsl.frontend.spec")]
     assert not bad, "passes that read the spec: " + ", ".join(bad)
+
+
+def test_the_runtime_reaches_no_compiler_stage():
+    """What a generated package carries (gen/vendor.py) is found from the runtime's imports; it
+    must stop short of the front end, the checker, the passes and the emitters."""
+    from ptodsl.gen.vendor import FORBIDDEN, closure
+
+    files = closure()
+    assert "runtime/package.py" in files and "backends/sim/__init__.py" in files and "ir/parser.py" in files
+    assert not [f for f in files if f.split("/")[0] in FORBIDDEN]
+    assert not [f for f in files if f.startswith(("backends/cpp/emit", "backends/cpp/kernel", "cost/dryrun"))]

@@ -21,7 +21,7 @@ from ptodsl.backends.cpp.build import HEADER_DIR
 from ptodsl.diagnostics import CompileError
 from ptodsl.driver import compile_spec
 from ptodsl.frontend.spec import load_spec
-from ptodsl.golden import _as_ref_input, compare, load_reference, load_torch, make_inputs, tolerance
+from ptodsl.golden import as_ref_input, compare, load_reference, load_torch, make_inputs, tolerance
 from ptodsl.ops import ANY, BINARY_SPELLING, OPS, OpDef, check_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def test_every_torch_equivalent_computes_what_the_reference_does(path):
     op = ptodsl.load(str(path))
     case = op.spec.tests[0]
     inputs, scalars = make_inputs(op, case)
-    want = load_reference(op.spec)(*[_as_ref_input(inputs[p.name]) for p in op.inputs], **scalars)
+    want = load_reference(op.spec)(*[as_ref_input(inputs[p.name]) for p in op.inputs], **scalars)
     got = load_torch(op.spec)(*[to_torch(np.ascontiguousarray(inputs[p.name])) for p in op.inputs], **scalars)
     want = list(want) if isinstance(want, (tuple, list)) else [want]
     got = list(got) if isinstance(got, (tuple, list)) else [got]

@@ -8,6 +8,8 @@ With torch installed, every op is also a torch custom op, ``torch.ops.ptodsl_ops
 use under ``torch.compile``. The golden tests run with ``pytest --pyargs ptodsl_ops``.
 """
 
+from ._ptodsl.backends.guards import GuardError
+from ._ptodsl.runtime.operator import ArgumentError, ArgumentTypeError, ArgumentValueError
 from .ops.abs_neg import abs_neg
 from .ops.add_bcast import add_bcast
 from .ops.add_one import add_one
@@ -51,6 +53,10 @@ from .ops.tensor_sum import tensor_sum
 from .ops.where_relu import where_relu
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "GuardError",
     "abs_neg",
     "add_bcast",
     "add_one",

@@ -12,7 +12,7 @@ from the inputs' shapes, and the dtypes from the dtype variant.
 # No `from __future__ import annotations`: torch infers each op's schema from its annotations.
 import torch
 
-from ptodsl.gen import torch_support as _PTODSL_TORCH
+from ._ptodsl.runtime import torch_support as _PTODSL_TORCH
 
 from .ops import abs_neg as _PTODSL_M_abs_neg
 from .ops import add_bcast as _PTODSL_M_add_bcast

@@ -3,11 +3,10 @@ matmul, views, local tensors and the loop predicates. Mixed into the checker's T
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 from .. import sym
-from ..diagnostics import Label
+from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
@@ -20,11 +19,6 @@ CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     "loop": ("name",), "loop_unroll": ("name",),
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
-
-
-def did_you_mean(name: str, candidates: Sequence[str]) -> str | None:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
 
 
 def is_float(dtype: str) -> bool:

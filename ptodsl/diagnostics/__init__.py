@@ -7,6 +7,7 @@ in a :class:`Diagnostics` list so that one run reports every error it finds.
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -198,6 +199,12 @@ def code_registry() -> dict[str, CodeInfo]:
     return dict(sorted(registry.items()))
 
 
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """A ``help:`` suggesting the closest of ``candidates`` to a misspelt ``name``, if any is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
 # Source texts by file name, so the renderer can show the line a span points at even when the
 # text never touched the disk (tests, generated fragments).
 _SOURCES: dict[str, str] = {}
@@ -233,6 +240,7 @@ __all__ = [
     "Severity",
     "Span",
     "code_registry",
+    "did_you_mean",
     "register_source",
     "source_line",
 ]

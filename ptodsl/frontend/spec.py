@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases import TestCase
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
 from ..escape import unprintable
 from ..schedule import PASS_OPTION_DEFAULTS, LoopSchedule, Schedule
@@ -91,22 +92,6 @@ class SpanMap:
 class Reference:
     file: str  # relative to the spec's folder, as written
     function: str
-
-
-@dataclass(frozen=True)
-class TestCase:
-    __test__ = False  # keeps pytest from collecting this class when a test module imports it
-
-    index: int
-    shapes: dict[str, int] = field(default_factory=dict)
-    dtypes: dict[str, str] = field(default_factory=dict)
-    scalars: dict[str, float | int | bool] = field(default_factory=dict)
-    rtol: float | None = None
-    atol: float | None = None
-    seed: int | None = None
-    data_range: tuple[float, float] | None = None
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    name: str | None = None
 
 
 @dataclass(frozen=True)

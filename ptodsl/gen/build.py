@@ -21,6 +21,7 @@ from ..golden import spec_paths
 from . import DEFAULT_PACKAGE, render
 from .kernels import GENERATED, kernel_files
 from .model import OpModel, duplicate_op, name_problems, op_model
+from .vendor import vendored_files
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def build_package(specs: str, name: str = DEFAULT_PACKAGE, diags: Diagnostics | 
         raise CompileError(diags.items)
     for rel, text in render.package_files(name, ops).items():
         files[rel] = text.encode()
+    files.update(vendored_files(name))
     files[f"{name}/manifest.json"] = manifest(name, ops).encode()
     return Package(name, tuple(ops), dict(sorted(files.items())))
 

@@ -16,12 +16,12 @@ from ..driver import Compiled
 from ..frontend import ast
 from ..golden import case_id
 from ..yamlio.schema import E_NAME, identifier_problem
-from .kernels import variant_slug
+from ..runtime.layout import VENDOR, cpu_folder, npu_folder, variant_slug
 
 # Keyword arguments every wrapper takes besides the kernel's parameters.
 WRAPPER_KEYWORDS = ("backend", "device")
 # Names of the package's own modules and folders; an op named so would shadow them.
-PACKAGE_NAMES = frozenset({"ops", "tests", "specs", "kernels", "torch_ops", "conftest", "manifest"})
+PACKAGE_NAMES = frozenset({"ops", "tests", "specs", "kernels", "torch_ops", "conftest", "manifest", VENDOR})
 # Package names that would shadow what the package imports, or that torch keeps for itself.
 RESERVED_PACKAGES = frozenset({"ptodsl", "torch", "numpy", "pytest", "ml_dtypes", "jinja2", "yaml",
                                "aten", "at", "prim", "prims", "pytorch"})
@@ -206,7 +206,8 @@ def op_model(compiled: Compiled, spec_rel: str, files: dict[str, str], kernels: 
     variants = []
     for ck in compiled.checked:
         slug = variant_slug(ck.variant)
-        paths = tuple(f"kernels/{k}" for k in kernels if k.startswith(f"{spec.op}/{slug}."))
+        mine = (f"{spec.op}/{slug}.", f"{cpu_folder(spec.op, slug)}/", f"{npu_folder(spec.op, slug)}/")
+        paths = tuple(f"kernels/{k}" for k in kernels if k.startswith(mine))
         variants.append(VariantModel(slug, dict(sorted(ck.variant.items())), paths))
     return OpModel(
         name=spec.op,

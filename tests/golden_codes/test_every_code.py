@@ -41,9 +41,9 @@ from ptodsl.backends.cpp import build
 from ptodsl.diagnostics import CompileError, Diagnostic, Diagnostics, code_registry
 from ptodsl.diagnostics.render import render_all
 from ptodsl.driver import compile_spec
-from ptodsl.gen import npu
-from ptodsl.gen.npu import NpuError
-from ptodsl.gen.runtime import PackagedOp
+from ptodsl.runtime import npu
+from ptodsl.runtime.npu import NpuError
+from ptodsl.runtime.package import PackagedOp
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -526,13 +526,21 @@ def e0901_compiler_output_not_utf8(env: Env) -> list[Diagnostic]:
 
 def packaged(env: Env, kernel: str | None = KERNEL, target: str | None = None) -> PackagedOp:
     """scale_rows as a generated package holds it, with (or without) a C++ kernel for f32."""
-    root = env.tmp / "pkg"
-    (root / "specs").mkdir(parents=True)
-    shutil.copy(REPO / "tests/golden_codes/ops/scale_rows.pto", root / "specs")
+    from ptodsl.gen.kernels import kernel_files
+
+    specs = env.tmp / "specs"
+    specs.mkdir(parents=True)
+    shutil.copy(REPO / "tests/golden_codes/ops/scale_rows.pto", specs)
     spec = (REPO / OP_SPEC).read_text(encoding="utf-8")
     if target is not None:
         spec += f"target: {target}\n"
-    (root / "specs" / "scale_rows.yaml").write_text(spec, encoding="utf-8")
+    (specs / "scale_rows.yaml").write_text(spec, encoding="utf-8")
+    root = env.tmp / "pkg"
+    shutil.copytree(specs, root / "specs")
+    for rel, text in kernel_files(compile_spec(str(specs / "scale_rows.yaml")), str(specs)).items():
+        (root / "kernels" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "kernels" / rel).write_text(text, encoding="utf-8")
+    shutil.rmtree(root / "kernels" / "scale_rows" / "npu")
     if kernel is not None:  # the NPU build of the f32 variant: one vector kernel and the host program
         folder = root / "kernels" / "scale_rows" / "npu" / "f32"
         folder.mkdir(parents=True)
@@ -541,7 +549,7 @@ def packaged(env: Env, kernel: str | None = KERNEL, target: str | None = None) -
         build = {"entry": "scale_rows_f32", "host": "host.cpp", "params": [],
                  "kernels": [{"name": "scale_rows_f32_k0", "core": "vector", "source": "scale_rows_f32_k0.cpp"}]}
         (folder / "build.json").write_text(json.dumps(build), encoding="utf-8")
-    op = PackagedOp("golden_ops", "scale_rows", "specs/scale_rows.yaml")
+    op = PackagedOp("golden_ops", "scale_rows")
     op.__dict__["root"] = root
     return op
 

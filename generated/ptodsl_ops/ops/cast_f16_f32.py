@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptodsl.gen.runtime import PackagedOp, TensorLike
+from .._ptodsl.runtime.package import PackagedOp, TensorLike
 
-_PTODSL_OP = PackagedOp("ptodsl_ops", "cast_f16_f32", "specs/cast_f16_f32.yaml")
+_PTODSL_OP = PackagedOp("ptodsl_ops", "cast_f16_f32")
 
 
 def cast_f16_f32(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptodsl.gen.runtime import PackagedOp, TensorLike
+from .._ptodsl.runtime.package import PackagedOp, TensorLike
 
-_PTODSL_OP = PackagedOp("ptodsl_ops", "tanh", "specs/tanh.yaml")
+_PTODSL_OP = PackagedOp("ptodsl_ops", "tanh")
 
 
 def tanh(

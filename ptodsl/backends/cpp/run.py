@@ -1,74 +1,35 @@
-"""The CPU backend: build a variant's emitted C++ (through the cached ``build_shared``) and call its
-entry with ctypes.
+"""The CPU backend, compiler side: emit a compiled spec's variants once and build, load and call
+them through :mod:`.load` (which a generated package's runtime uses with the C++ it ships).
 
 One shared library per dtype variant, named after it (``libsoftmax_f32.so``), holds the
-variant's kernels and its control program. A process loads each library once: libraries are
-remembered by the digest of their sources and build settings, so two compilations of the same
-spec (the golden items and a test of this package, say) share one build. Building a whole spec,
-or the whole library, builds its variants in parallel, one compiler per core.
+variant's kernels and its control program. Building a whole spec, or the whole library, builds
+its variants in parallel, one compiler per core.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...diagnostics import CompileError, Diagnostic, DiagnosticError
 from ...driver import Compiled
-from ...dtypes import numpy_dtype
-from ..guards import guard_failure
-from .build import build_shared, compiler_name, library_function, load_library, pto_isa_bf16_gap
+from . import load
 from .emit import EmittedVariant, control_of, emit_variant
-
-# ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
-_SCALAR_CTYPES: dict[str, Any] = {
-    "f32": ctypes.c_float, "f16": ctypes.c_float, "bf16": ctypes.c_float, "i8": ctypes.c_int8,
-    "i16": ctypes.c_int16, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
-    "bool": ctypes.c_uint8,
-}
-
-
-@dataclass
-class Loaded:
-    variant: EmittedVariant
-    path: Path
-    function: Any  # the ctypes function of the entry
-    library: Any = None  # the ctypes library, for the guard report the entry leaves in it
-    failure: Any = None  # the entry's `<entry>_failure()`: what a failed check said
-
-
-class KernelFailure(DiagnosticError):
-    """A check of the CPU header failed inside a kernel; ``.diagnostic`` says which (E0712)."""
-
+from .load import KernelFailure, Loaded, bind_entry
 
 _lock = threading.Lock()
 _emitted: dict[int, tuple[weakref.ref, dict[int, EmittedVariant]]] = {}
-_built: dict[str, Path] = {}  # sources digest -> library built by this process
-# sources digest -> why the compiler rejected it in this process: the other cases of a variant
-# that does not compile fail at once with the same diagnostic instead of compiling it again.
-# Only the compiler's verdict on the text is remembered; a timeout or a cache fault may pass.
-_failed: dict[str, CompileError] = {}
-_REJECTED = ("E0901", "E0902")
-_loaded: dict[str, Loaded] = {}  # sources digest -> its loaded entry
 
 
 def build_defines(compiled: Compiled) -> dict[str, object]:
-    """The CPU header's buffer sizes, from the spec's target rather than the header's defaults, and
-    its check that every wait_flag has a set_flag before it (a wait that would hang the NPU)."""
-    t = compiled.target
-    return {"PTO_CPU_CHECK_FLAGS": None, "PTO_CPU_UB_BYTES": t.ub_bytes, "PTO_CPU_L1_BYTES": t.l1_bytes, "PTO_CPU_L0A_BYTES": t.l0a_bytes,
-            "PTO_CPU_L0B_BYTES": t.l0b_bytes, "PTO_CPU_L0C_BYTES": t.l0c_bytes,
-            "PTO_CPU_ADDRESS_ALIGN": t.ub_block_bytes}
+    """The CPU header's defines for a spec's target (see :func:`.load.target_defines`)."""
+    return load.target_defines(compiled.target)
 
 
 def emitted(compiled: Compiled, index: int) -> EmittedVariant:
@@ -86,41 +47,13 @@ def emitted(compiled: Compiled, index: int) -> EmittedVariant:
 
 
 def unbuildable_reason(compiled: Compiled, index: int) -> str | None:
-    """Why this toolchain cannot build the variant faithfully against the PTO_ISA_ROOT checkout
-    (its C++ uses bfloat16_t and the compiler lacks std::bfloat16_t), or None."""
-    gap = pto_isa_bf16_gap()
-    if gap is None or not any("bfloat16_t" in text for text in emitted(compiled, index).sources.values()):
-        return None
-    return gap
+    """Why this toolchain cannot build the variant faithfully against PTO_ISA_ROOT, or None."""
+    return load.unbuildable_reason(emitted(compiled, index))
 
 
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
-    """Build (or find in the cache) the library of one variant; returns its path.
-
-    With ``reuse`` a library this process already built is returned without asking the cache,
-    whatever cache directory is current; ``reuse=False`` always goes through ``build_shared``.
-    """
-    v = emitted(compiled, index)
-    key = _digest(compiled, v)
-    if reuse:
-        with _lock:
-            path = _built.get(key)
-            failed = _failed.get(key)
-        if path is not None and path.exists():
-            return path
-        if failed is not None:
-            raise CompileError(failed.diagnostics)
-    try:
-        path = build_shared(v.sources, v.library, defines=build_defines(compiled))
-    except CompileError as exc:
-        if exc.diagnostics and all(d.code in _REJECTED for d in exc.diagnostics):
-            with _lock:
-                _failed[key] = exc
-        raise
-    with _lock:
-        _built[key] = path
-        _failed.pop(key, None)
-    return path
+    """Build (or find in the cache) the library of one variant; returns its path."""
+    return load.build(emitted(compiled, index), build_defines(compiled), reuse=reuse)
 
 
 def build_spec(compiled: Compiled, jobs: int | None = None, *, reuse: bool = True) -> list[Path]:
@@ -149,66 +82,9 @@ def build_many(variants: Sequence[tuple[Compiled, int]], jobs: int | None = None
     return [p for p in paths if p is not None]
 
 
-def _digest(compiled: Compiled, v: EmittedVariant) -> str:
-    """What decides a library's bytes: its sources, defines, compiler and header choice."""
-    h = hashlib.sha256()
-    for name in sorted(v.sources):
-        h.update(name.encode() + b"\0" + v.sources[name].encode() + b"\0")
-    h.update(repr(sorted(build_defines(compiled).items())).encode())
-    h.update(f"{compiler_name()}\0{os.environ.get('PTO_ISA_ROOT', '')}".encode())
-    return h.hexdigest()
-
-
 def load_variant(compiled: Compiled, index: int) -> Loaded:
     """The loaded library of a variant, built first when needed; loaded once per process."""
-    v = emitted(compiled, index)
-    key = _digest(compiled, v)
-    with _lock:
-        found = _loaded.get(key)
-    if found is not None:
-        return found
-    path = build_variant(compiled, index)
-    loaded = bind_entry(_load(path), path, v)
-    with _lock:
-        return _loaded.setdefault(key, loaded)
-
-
-def bind_entry(library: ctypes.CDLL, path: Path, v: EmittedVariant) -> Loaded:
-    """The entry of variant ``v`` and its failure report, in a loaded library (which may hold
-    other programs too)."""
-    function = library_function(library, path, v.entry)
-    # 0; the number of the bounds guard that stopped the call; or -1 when a header check failed
-    function.restype = ctypes.c_int
-    function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
-    failure = library_function(library, path, f"{v.entry}_failure")
-    failure.restype = ctypes.c_char_p
-    failure.argtypes = []
-    return Loaded(v, path, function, library, failure)
-
-
-def _load(path: Path) -> ctypes.CDLL:
-    """Load a kernel library so that its OpenMP threads sleep when idle.
-
-    OpenMP reads its settings once, when the runtime loads with the first kernel library. By
-    default idle threads spin, which steals the cores from the Python thread between calls and
-    from other thread pools (torch's); passive waiting costs a few microseconds per parallel loop
-    instead. The variable is set only while the library loads, and never over the user's choice.
-    """
-    if "OMP_WAIT_POLICY" in os.environ:
-        return load_library(path)
-    os.environ["OMP_WAIT_POLICY"] = "passive"
-    try:
-        return load_library(path)
-    finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-
-
-def _ctype(kind: str, dtype: str) -> Any:
-    if kind == "tensor":
-        return ctypes.c_void_p
-    if kind == "poison":
-        return ctypes.c_int
-    return _SCALAR_CTYPES[dtype]
+    return load.load(emitted(compiled, index), build_defines(compiled))
 
 
 def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
@@ -219,50 +95,12 @@ def run_variant(compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray]
 
 def call_loaded(loaded: Loaded, compiled: Compiled, index: int, arrays: Mapping[str, np.ndarray],
                 scalars: Mapping[str, Any], symbols: Mapping[str, int], poison: bool = False) -> None:
-    """Call a bound entry; a stopping guard or a failed header check raises its diagnostic."""
-    args: list[Any] = []
-    keep: list[np.ndarray] = []
-    for p in loaded.variant.params:
-        if p.kind == "tensor":
-            args.append(_pointer(arrays, p.name, p.dtype, keep))
-        elif p.kind == "scalar":
-            if scalars.get(p.name) is None:
-                raise ValueError(f"scalar argument `{p.name}` has no value")
-            args.append(scalars[p.name])
-        elif p.kind == "symbol":
-            if p.name not in symbols:
-                raise ValueError(f"symbol `{p.name}` has no value: pass a tensor whose shape binds it")
-            args.append(int(symbols[p.name]))
-        else:
-            args.append(1 if poison else 0)
-    stopped = loaded.function(*args)
-    if stopped > 0:
-        # the guards are numbered in program order, as the control program emits them
-        guards = [op for op in control_of(compiled, index).walk() if op.name == "guard"]
-        op = guards[stopped - 1]
-        offset, extent, dim = (ctypes.c_int64 * 3).in_dll(loaded.library, f"{loaded.variant.entry}_guard")
-        raise guard_failure(op.attrs, op.span, offset, extent, dim)
-    if stopped < 0:
-        message = (loaded.failure() or b"").decode("utf-8", errors="replace")
-        kernel = compiled.module.kernel(compiled.spec.op)
-        raise KernelFailure(Diagnostic(
-            "E0712", f"a check failed inside the kernels of `{compiled.spec.op}`: {message}", kernel.span,
-            "in this kernel", (), (f"library: {loaded.path}",),
-            "the outputs are incomplete; the inputs or the compiled kernel break a pto-isa rule "
-            "that the NPU would not report (see `ptodsl explain E0712`)"))
+    """Call a bound entry of a compiled spec; a stopping guard or a failed check raises its diagnostic."""
+    kernel = compiled.module.kernel(compiled.spec.op)
+    load.call_loaded(loaded, arrays, scalars, symbols, poison,
+                     lambda: [op for op in control_of(compiled, index).walk() if op.name == "guard"],
+                     compiled.spec.op, kernel.span)
 
 
-def _pointer(arrays: Mapping[str, np.ndarray], name: str, dtype: str, keep: list[np.ndarray]) -> int | None:
-    if name not in arrays:
-        raise ValueError(f"tensor argument `{name}` is missing")
-    a = arrays[name]
-    if a.dtype != numpy_dtype(dtype):
-        raise TypeError(f"tensor `{name}` has dtype {a.dtype}, the kernel takes {dtype}")
-    if not a.flags.c_contiguous:
-        raise ValueError(f"tensor `{name}` must be C-contiguous for the cpu backend")
-    keep.append(a)
-    return a.ctypes.data or None
-
-
-__all__ = ["KernelFailure", "Loaded", "build_defines", "build_many", "build_spec", "build_variant", "emitted", "load_variant",
-           "run_variant"]
+__all__ = ["KernelFailure", "Loaded", "bind_entry", "build_defines", "build_many", "build_spec", "build_variant",
+           "call_loaded", "emitted", "load_variant", "run_variant", "unbuildable_reason"]

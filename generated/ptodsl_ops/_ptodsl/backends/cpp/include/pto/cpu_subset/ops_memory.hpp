@@ -1,0 +1,296 @@
+// Part of ptodsl's CPU implementation of the pto-isa subset it emits (see ../pto-inst.hpp).
+// Data movement: TLOAD / TSTORE between GM and tiles, TMOV / TEXTRACT between tiles, TFILLPAD.
+#ifndef PTODSL_CPU_SUBSET_OPS_MEMORY_HPP
+#define PTODSL_CPU_SUBSET_OPS_MEMORY_HPP
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "common.hpp"
+#include "convert.hpp"
+#include "tile.hpp"
+
+namespace pto {
+namespace cpu {
+
+// The 2-D view TLOAD and TSTORE move: rows run over the first four dimensions (the last of them
+// fastest) and columns over the fifth, as in the real library.
+template <typename GlobalT>
+struct GmView {
+    const std::int64_t* shape;
+    const std::int64_t* stride;
+    std::int64_t rows;
+    std::int64_t cols;
+
+    explicit GmView(const GlobalT& tensor)
+        : shape(Access::shape(tensor)), stride(Access::stride(tensor)),
+          rows(shape[0] * shape[1] * shape[2] * shape[3]), cols(shape[4]) {}
+
+    std::int64_t row_offset(std::int64_t r) const {
+        const std::int64_t i3 = r % shape[3];
+        std::int64_t rest = r / shape[3];
+        const std::int64_t i2 = rest % shape[2];
+        rest /= shape[2];
+        const std::int64_t i1 = rest % shape[1];
+        const std::int64_t i0 = rest / shape[1];
+        return i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
+    }
+};
+
+template <typename TileT, typename GlobalT>
+inline void check_transfer(const TileT& tile, const GmView<GlobalT>& view, const char* op) {
+    for (int d = 0; d < 5; ++d) {
+        if (view.shape[d] <= 0) {
+            fail("%s: GM dimension %d has extent %lld; every extent must be positive", op, d,
+                 static_cast<long long>(view.shape[d]));
+        }
+    }
+    const unsigned vr = tile.GetValidRow();
+    const unsigned vc = tile.GetValidCol();
+    if (view.rows != static_cast<std::int64_t>(vr) || view.cols != static_cast<std::int64_t>(vc)) {
+        fail("%s: the GM view is %lldx%lld (shape [%lld, %lld, %lld, %lld, %lld]) but the tile's valid region is "
+             "%ux%u; they must match",
+             op, static_cast<long long>(view.rows), static_cast<long long>(view.cols),
+             static_cast<long long>(view.shape[0]), static_cast<long long>(view.shape[1]),
+             static_cast<long long>(view.shape[2]), static_cast<long long>(view.shape[3]),
+             static_cast<long long>(view.shape[4]), vr, vc);
+    }
+}
+
+template <typename To, typename From>
+inline To move_element(From value) {
+    if constexpr (std::is_same_v<To, From>) {
+        return value;
+    } else {
+        static_assert(sizeof(To) == sizeof(From), "moved elements must keep their size");
+        To out;
+        std::memcpy(&out, &value, sizeof out);
+        return out;
+    }
+}
+
+template <typename T>
+using same_size_bits_t = std::conditional_t<
+    sizeof(T) == 1, std::uint8_t,
+    std::conditional_t<sizeof(T) == 2, std::uint16_t, std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+
+// GM += value, atomically: blocks running on other threads may add to the same element.
+template <typename T>
+inline void atomic_add(T* target, T value) {
+    using Bits = same_size_bits_t<T>;
+    static_assert(sizeof(Bits) == sizeof(T), "no integer type of this element's size");
+    Bits* raw = reinterpret_cast<Bits*>(target);
+    Bits expected = __atomic_load_n(raw, __ATOMIC_RELAXED);
+    for (;;) {
+        T current;
+        std::memcpy(&current, &expected, sizeof current);
+        const T next = T(widen(current) + widen(value));
+        Bits desired;
+        std::memcpy(&desired, &next, sizeof desired);
+        if (__atomic_compare_exchange_n(raw, &expected, desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            return;
+        }
+    }
+}
+
+template <typename TileT, typename GlobalT>
+constexpr bool vec_layouts_match() {
+    return !TileT::isBoxedLayout &&
+           (TileT::isRowMajor ? GlobalT::layout == Layout::ND : GlobalT::layout == Layout::DN);
+}
+
+}  // namespace cpu
+
+// Load exactly the destination's valid region; the rest of the tile keeps what it held (on the NPU
+// the padding after a load is not dependable, so nothing may rely on it). pto-isa's CPU simulation
+// fills the whole tile with the pad value (0 for PadValue::Null) first; this header is stricter on
+// purpose: padding keeps its poison, so a kernel that reads it shows NaNs here instead of zeros.
+template <typename TileData, typename GlobalData>
+AICORE inline RecordEvent TLOAD(TileData& dst, GlobalData& src) {
+    static_assert(is_tile_data_v<TileData>, "TLOAD: the destination must be a Tile");
+    static_assert(is_global_data_v<GlobalData>, "TLOAD: the source must be a GlobalTensor");
+    static_assert(TileData::Loc == TileType::Vec || TileData::Loc == TileType::Mat,
+                  "TLOAD: the destination must be a Vec or Mat tile");
+    static_assert(sizeof(typename TileData::DType) == sizeof(typename GlobalData::DType),
+                  "TLOAD: GM and tile elements must have the same size");
+    static_assert(GlobalData::layout == Layout::ND || GlobalData::layout == Layout::DN,
+                  "TLOAD: this CPU header moves ND and DN GM data only");
+    static_assert(TileData::Loc != TileType::Vec || cpu::vec_layouts_match<TileData, GlobalData>(),
+                  "TLOAD: a Vec tile takes ND data into an unboxed RowMajor tile, DN data into an unboxed "
+                  "ColMajor tile");
+    using T = typename TileData::DType;
+    T* out = cpu::elements(dst, "TLOAD");
+    const typename GlobalData::DType* in = src.data();
+    if (in == nullptr) {
+        cpu::fail("TLOAD: the GlobalTensor points at no data");
+    }
+    const cpu::GmView<GlobalData> view(src);
+    cpu::check_transfer(dst, view, "TLOAD");
+    const std::int64_t col_stride = view.stride[4];
+    for (std::int64_t r = 0; r < view.rows; ++r) {
+        const typename GlobalData::DType* row = in + view.row_offset(r);
+        for (std::int64_t c = 0; c < view.cols; ++c) {
+            out[cpu::element_offset<TileData>(r, c)] = cpu::move_element<T>(row[c * col_stride]);
+        }
+    }
+    return {};
+}
+
+// Store exactly the source's valid region. An Acc tile stores through the fixpipe, which may narrow
+// an f32 accumulator to f16 / bf16 on the way (rounding to nearest even).
+template <typename TileData, typename GlobalData, AtomicType atomicType = AtomicType::AtomicNone>
+AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
+    static_assert(is_tile_data_v<TileData>, "TSTORE: the source must be a Tile");
+    static_assert(is_global_data_v<GlobalData>, "TSTORE: the destination must be a GlobalTensor");
+    static_assert(TileData::Loc == TileType::Vec || TileData::Loc == TileType::Mat ||
+                      TileData::Loc == TileType::Acc,
+                  "TSTORE: the source must be a Vec, Mat or Acc tile");
+    static_assert(GlobalData::layout == Layout::ND || GlobalData::layout == Layout::DN,
+                  "TSTORE: this CPU header moves ND and DN GM data only");
+    static_assert(TileData::Loc != TileType::Vec || cpu::vec_layouts_match<TileData, GlobalData>(),
+                  "TSTORE: a Vec tile stores an unboxed RowMajor tile to ND data, an unboxed ColMajor tile "
+                  "to DN data");
+    using T = typename TileData::DType;
+    using G = typename GlobalData::DType;
+    constexpr bool narrows = TileData::Loc == TileType::Acc && !std::is_same_v<T, G>;
+    static_assert(!narrows || (std::is_same_v<T, float> && (std::is_same_v<G, half> || std::is_same_v<G, bfloat16_t>)),
+                  "TSTORE: an Acc tile stores as its own type, or f32 as f16 / bf16");
+    static_assert(narrows || sizeof(T) == sizeof(G), "TSTORE: GM and tile elements must have the same size");
+    const T* in = cpu::elements(src, "TSTORE");
+    G* out = dst.data();
+    if (out == nullptr) {
+        cpu::fail("TSTORE: the GlobalTensor points at no data");
+    }
+    const cpu::GmView<GlobalData> view(dst);
+    cpu::check_transfer(src, view, "TSTORE");
+    const std::int64_t col_stride = view.stride[4];
+    for (std::int64_t r = 0; r < view.rows; ++r) {
+        G* row = out + view.row_offset(r);
+        for (std::int64_t c = 0; c < view.cols; ++c) {
+            const T value = in[cpu::element_offset<TileData>(r, c)];
+            G converted;
+            if constexpr (narrows) {
+                converted = cpu::convert_default<G>(value);
+            } else {
+                converted = cpu::move_element<G>(value);
+            }
+            if constexpr (atomicType == AtomicType::AtomicAdd) {
+                cpu::atomic_add(&row[c * col_stride], converted);
+            } else {
+                row[c * col_stride] = converted;
+            }
+        }
+    }
+    return {};
+}
+
+// Copy the valid region to the same indices (L1 -> L0A/L0B, and between vector tiles); as in
+// pto-isa, source and destination have the same valid shape. Moving out of an Acc tile may narrow
+// f32 to f16 / bf16.
+template <typename DstTileData, typename SrcTileData>
+AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
+    static_assert(is_tile_data_v<DstTileData> && is_tile_data_v<SrcTileData>, "TMOV: both operands must be tiles");
+    using D = typename DstTileData::DType;
+    using S = typename SrcTileData::DType;
+    static_assert(std::is_same_v<D, S> || (SrcTileData::Loc == TileType::Acc && std::is_same_v<S, float>),
+                  "TMOV: the element types must match (only an f32 Acc tile may narrow on the way out)");
+    D* out = cpu::elements(dst, "TMOV");
+    const S* in = cpu::elements(src, "TMOV");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    if (src.GetValidRow() != rows || src.GetValidCol() != cols) {
+        cpu::fail("TMOV: the source's valid shape is %ux%u, the destination's %ux%u; they must be equal",
+                  src.GetValidRow(), src.GetValidCol(), rows, cols);
+    }
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<DstTileData>(r, c)] =
+                cpu::convert_default<D>(in[cpu::element_offset<SrcTileData>(r, c)]);
+        }
+    }
+    return {};
+}
+
+// Copy the destination's valid region from the source, starting at (indexRow, indexCol).
+template <typename DstTileData, typename SrcTileData>
+AICORE inline RecordEvent TEXTRACT(DstTileData& dst, SrcTileData& src, std::uint16_t indexRow = 0,
+                                   std::uint16_t indexCol = 0) {
+    static_assert(is_tile_data_v<DstTileData> && is_tile_data_v<SrcTileData>,
+                  "TEXTRACT: both operands must be tiles");
+    using D = typename DstTileData::DType;
+    using S = typename SrcTileData::DType;
+    static_assert(std::is_same_v<D, S> || (SrcTileData::Loc == TileType::Acc && std::is_same_v<S, float>),
+                  "TEXTRACT: the element types must match (only an f32 Acc tile may narrow on the way out)");
+    D* out = cpu::elements(dst, "TEXTRACT");
+    const S* in = cpu::elements(src, "TEXTRACT");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    if (indexRow + rows > static_cast<unsigned>(SrcTileData::Rows) ||
+        indexCol + cols > static_cast<unsigned>(SrcTileData::Cols)) {
+        cpu::fail("TEXTRACT: a %ux%u region at (%u, %u) does not fit in the %dx%d source tile", rows, cols,
+                  static_cast<unsigned>(indexRow), static_cast<unsigned>(indexCol), SrcTileData::Rows,
+                  SrcTileData::Cols);
+    }
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<DstTileData>(r, c)] =
+                cpu::convert_default<D>(in[cpu::element_offset<SrcTileData>(indexRow + r, indexCol + c)]);
+        }
+    }
+    return {};
+}
+
+namespace cpu {
+
+// dst = src inside the source's valid region, the pad value everywhere else in dst's full shape.
+template <typename DstTileData, typename SrcTileData>
+inline void fill_pad(DstTileData& dst, SrcTileData& src, PadValue pad, const char* op) {
+    static_assert(DstTileData::Rows == SrcTileData::Rows && DstTileData::Cols == SrcTileData::Cols,
+                  "TFILLPAD: source and destination must have the same static shape");
+    static_assert(sizeof(typename DstTileData::DType) == sizeof(typename SrcTileData::DType),
+                  "TFILLPAD: source and destination elements must have the same size");
+    using D = typename DstTileData::DType;
+    D* out = elements(dst, op);
+    const typename SrcTileData::DType* in = elements(src, op);
+    const unsigned valid_rows = src.GetValidRow();
+    const unsigned valid_cols = src.GetValidCol();
+    const D fill = pad_value<D>(pad);
+    for (unsigned r = 0; r < static_cast<unsigned>(DstTileData::Rows); ++r) {
+        for (unsigned c = 0; c < static_cast<unsigned>(DstTileData::Cols); ++c) {
+            out[element_offset<DstTileData>(r, c)] =
+                r < valid_rows && c < valid_cols ? move_element<D>(in[element_offset<SrcTileData>(r, c)]) : fill;
+        }
+    }
+}
+
+}  // namespace cpu
+
+// Vector form: the pad value is the destination's PadVal.
+template <typename DstTileData, typename SrcTileData,
+          std::enable_if_t<(DstTileData::Loc == TileType::Vec) && (SrcTileData::Loc == TileType::Vec), int> = 0>
+AICORE inline RecordEvent TFILLPAD(DstTileData& dst, SrcTileData& src) {
+    static_assert(DstTileData::PadVal != PadValue::Null, "TFILLPAD: the destination's PadVal must not be Null");
+    cpu::fill_pad(dst, src, DstTileData::PadVal, "TFILLPAD");
+    return {};
+}
+
+// L1 form: the pad value is a template argument, zero by default.
+template <typename TileData, PadValue PadVal = PadValue::Zero,
+          std::enable_if_t<(TileData::Loc == TileType::Mat), int> = 0>
+AICORE inline RecordEvent TFILLPAD(TileData& dst, TileData& src) {
+    cpu::fill_pad(dst, src, PadVal, "TFILLPAD");
+    return {};
+}
+
+template <typename DstTileData, typename SrcTileData>
+AICORE inline RecordEvent TFILLPAD_INPLACE(DstTileData& dst, SrcTileData& src) {
+    static_assert(DstTileData::PadVal != PadValue::Null,
+                  "TFILLPAD_INPLACE: the destination's PadVal must not be Null");
+    cpu::fill_pad(dst, src, DstTileData::PadVal, "TFILLPAD_INPLACE");
+    return {};
+}
+
+}  // namespace pto
+
+#endif

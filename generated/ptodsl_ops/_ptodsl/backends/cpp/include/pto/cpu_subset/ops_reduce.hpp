@@ -1,0 +1,279 @@
+// Part of ptodsl's CPU implementation of the pto-isa subset it emits (see ../pto-inst.hpp).
+// Reductions (which iterate over the SOURCE's valid region) and broadcasts (which iterate over the
+// destination's). Reductions of 16-bit floats accumulate in float and round once.
+#ifndef PTODSL_CPU_SUBSET_OPS_REDUCE_HPP
+#define PTODSL_CPU_SUBSET_OPS_REDUCE_HPP
+
+#include <type_traits>
+
+#include "common.hpp"
+#include "convert.hpp"
+#include "ops_vector.hpp"
+#include "tile.hpp"
+
+namespace pto {
+namespace cpu {
+
+enum class Reduce { Sum, Max, Min };
+
+template <typename V>
+inline V combine(Reduce kind, V acc, V x) {
+    switch (kind) {
+        case Reduce::Sum: return acc + x;
+        case Reduce::Max: return x > acc ? x : acc;
+        case Reduce::Min: return x < acc ? x : acc;
+    }
+    return acc;
+}
+
+// A row sum in numpy's pairwise order (blocks of 8 partial sums, halved above 128 elements), so
+// reductions on the CPU round exactly as the simulator's do, and like the hardware's tree rather
+// than a long left-to-right chain.
+template <typename V, typename Get>
+inline V pairwise_sum(Get get, unsigned lo, unsigned n) {
+    if (n < 8) {
+        V acc = get(lo);
+        for (unsigned i = 1; i < n; ++i) {
+            acc = acc + get(lo + i);
+        }
+        return acc;
+    }
+    if (n <= 128) {
+        V r[8];
+        for (unsigned j = 0; j < 8; ++j) {
+            r[j] = get(lo + j);
+        }
+        unsigned i = 8;
+        for (; i + 8 <= n; i += 8) {
+            for (unsigned j = 0; j < 8; ++j) {
+                r[j] = r[j] + get(lo + i + j);
+            }
+        }
+        V acc = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; ++i) {
+            acc = acc + get(lo + i);
+        }
+        return acc;
+    }
+    unsigned half = n / 2;
+    half -= half % 8;
+    return pairwise_sum<V>(get, lo, half) + pairwise_sum<V>(get, lo + half, n - half);
+}
+
+// The operand rules pto-isa's row reductions share: its CPU simulation needs equal static rows
+// (so a column of per-row values has as many rows as its source, not a padded count), and the
+// A2/A3 NPU takes an unboxed row-major source and a row-major or single-column DN destination.
+template <typename Dst, typename Src>
+constexpr void check_row_reduce() {
+    static_assert(Dst::Loc == TileType::Vec && Src::Loc == TileType::Vec, "row reductions take Vec tiles");
+    static_assert(Src::Rows == Dst::Rows,
+                  "row reductions need the destination's static Rows to equal the source's");
+    static_assert(Src::isRowMajor && !Src::isBoxedLayout, "row reductions need an unboxed row-major source");
+    static_assert(!Dst::isBoxedLayout && (Dst::isRowMajor || Dst::Cols == 1),
+                  "row reductions need a row-major destination (or a single-column ColMajor one)");
+}
+
+// dst(r, 0) = reduce over c of src(r, c), for the source's valid rows and columns.
+template <typename Dst, typename Src>
+inline void reduce_rows(Dst& dst, Src& src, Reduce kind, const char* op) {
+    using T = typename Dst::DType;
+    static_assert(std::is_same_v<T, typename Src::DType>, "row reductions keep the element type");
+    check_row_reduce<Dst, Src>();
+    T* out = elements(dst, op);
+    const T* in = elements(src, op);
+    const unsigned rows = src.GetValidRow();
+    const unsigned cols = src.GetValidCol();
+    require_covers<Dst>(rows, 1, op, "the destination");
+    for (unsigned r = 0; r < rows; ++r) {
+        auto acc = widen(in[element_offset<Src>(r, 0)]);
+        if (kind == Reduce::Sum) {
+            acc = pairwise_sum<decltype(acc)>([&](unsigned c) { return widen(in[element_offset<Src>(r, c)]); },
+                                              0, cols);
+        } else {
+            for (unsigned c = 1; c < cols; ++c) {
+                acc = combine(kind, acc, widen(in[element_offset<Src>(r, c)]));
+            }
+        }
+        out[element_offset<Dst>(r, 0)] = T(acc);
+    }
+}
+
+// dst(0, c) = reduce over r of src(r, c), for the source's valid rows and columns.
+template <typename Dst, typename Src>
+inline void reduce_cols(Dst& dst, Src& src, Reduce kind, const char* op) {
+    using T = typename Dst::DType;
+    static_assert(std::is_same_v<T, typename Src::DType>, "column reductions keep the element type");
+    T* out = elements(dst, op);
+    const T* in = elements(src, op);
+    const unsigned rows = src.GetValidRow();
+    const unsigned cols = src.GetValidCol();
+    require_covers<Dst>(1, cols, op, "the destination");
+    for (unsigned c = 0; c < cols; ++c) {
+        auto acc = widen(in[element_offset<Src>(0, c)]);
+        for (unsigned r = 1; r < rows; ++r) {
+            acc = combine(kind, acc, widen(in[element_offset<Src>(r, c)]));
+        }
+        out[element_offset<Dst>(0, c)] = T(acc);
+    }
+}
+
+// dst(r, c) = f(src0(r, c), s) with s = vec(r, 0) (per row) or vec(0, c) (per column), over dst's
+// valid region.
+template <bool PerRow, typename Dst, typename Src0, typename Vec, typename F>
+inline void expand_binary(Dst& dst, Src0& src0, Vec& vec, const char* op, F f) {
+    using T = typename Dst::DType;
+    static_assert(std::is_same_v<T, typename Src0::DType> && std::is_same_v<T, typename Vec::DType>,
+                  "broadcast instructions need one element type for all operands");
+    T* out = elements(dst, op);
+    const T* a = elements(src0, op);
+    const T* v = elements(vec, op);
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    require_covers<Src0>(rows, cols, op, "src0");
+    require_covers<Vec>(PerRow ? rows : 1, PerRow ? 1 : cols, op, "the broadcast operand");
+    if constexpr (PerRow) {
+        // pto-isa reads a row-major per-row operand at column c % validCol, so it must hold its value
+        // in a whole 32-byte block per row; a ColMajor one must be a single valid column.
+        static_assert(Dst::isRowMajor, "TROWEXPAND<op> needs a row-major destination");
+        const unsigned vc = vec.GetValidCol();
+        if (Vec::isRowMajor ? vc != 32 / sizeof(T) : vc != 1) {
+            fail("%s: a %s per-row operand must have %u valid columns, got %u", op,
+                 Vec::isRowMajor ? "row-major" : "ColMajor", Vec::isRowMajor ? unsigned(32 / sizeof(T)) : 1u, vc);
+        }
+    }
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            const auto s = widen(v[PerRow ? element_offset<Vec>(r, 0) : element_offset<Vec>(0, c)]);
+            out[element_offset<Dst>(r, c)] = T(f(widen(a[element_offset<Src0>(r, c)]), s));
+        }
+    }
+}
+
+}  // namespace cpu
+
+// ---------------------------------------------------------------------------- row reductions
+// The tmp tile is the NPU's scratch; the CPU does not need it.
+
+template <typename TileDataOut, typename TileDataIn, typename TileDataTmp>
+AICORE inline RecordEvent TROWSUM(TileDataOut& dst, TileDataIn& src, TileDataTmp& tmp) {
+    (void)tmp;
+    cpu::reduce_rows(dst, src, cpu::Reduce::Sum, "TROWSUM");
+    return {};
+}
+
+template <typename TileDataOut, typename TileDataIn, typename TileDataTmp>
+AICORE inline RecordEvent TROWMAX(TileDataOut& dst, TileDataIn& src, TileDataTmp& tmp) {
+    (void)tmp;
+    cpu::reduce_rows(dst, src, cpu::Reduce::Max, "TROWMAX");
+    return {};
+}
+
+template <typename TileDataOut, typename TileDataIn, typename TileDataTmp>
+AICORE inline RecordEvent TROWMIN(TileDataOut& dst, TileDataIn& src, TileDataTmp& tmp) {
+    (void)tmp;
+    cpu::reduce_rows(dst, src, cpu::Reduce::Min, "TROWMIN");
+    return {};
+}
+
+// ---------------------------------------------------------------------------- column reductions
+
+template <typename TileDataOut, typename TileDataIn>
+AICORE inline RecordEvent TCOLSUM(TileDataOut& dst, TileDataIn& src) {
+    cpu::reduce_cols(dst, src, cpu::Reduce::Sum, "TCOLSUM");
+    return {};
+}
+
+// The older form with a scratch tile and a binary-tree flag; the sum is the same on the CPU.
+template <typename TileDataOut, typename TileDataIn, typename TileDataTmp>
+AICORE inline RecordEvent TCOLSUM(TileDataOut& dst, TileDataIn& src, TileDataTmp& tmp, bool isBinary) {
+    (void)tmp;
+    (void)isBinary;
+    cpu::reduce_cols(dst, src, cpu::Reduce::Sum, "TCOLSUM");
+    return {};
+}
+
+template <typename TileDataOut, typename TileDataIn>
+AICORE inline RecordEvent TCOLMAX(TileDataOut& dst, TileDataIn& src) {
+    cpu::reduce_cols(dst, src, cpu::Reduce::Max, "TCOLMAX");
+    return {};
+}
+
+template <typename TileDataOut, typename TileDataIn>
+AICORE inline RecordEvent TCOLMIN(TileDataOut& dst, TileDataIn& src) {
+    cpu::reduce_cols(dst, src, cpu::Reduce::Min, "TCOLMIN");
+    return {};
+}
+
+// ---------------------------------------------------------------------------- broadcasts
+
+// dst(r, c) = src(r, 0): one value per row.
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TROWEXPAND(TileDataDst& dst, TileDataSrc& src) {
+    using T = typename TileDataDst::DType;
+    // pto-isa's CPU simulation converts to dst's type here, but the A2/A3 NPU requires one element
+    // type; this header keeps the stricter rule.
+    static_assert(std::is_same_v<T, typename TileDataSrc::DType>, "TROWEXPAND keeps the element type");
+    T* out = cpu::elements(dst, "TROWEXPAND");
+    const T* in = cpu::elements(src, "TROWEXPAND");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    cpu::require_covers<TileDataSrc>(rows, 1, "TROWEXPAND", "the source");
+    for (unsigned r = 0; r < rows; ++r) {
+        const T value = in[cpu::element_offset<TileDataSrc>(r, 0)];
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<TileDataDst>(r, c)] = value;
+        }
+    }
+    return {};
+}
+
+// dst(r, c) = src(0, c): one value per column.
+template <typename TileDataDst, typename TileDataSrc>
+AICORE inline RecordEvent TCOLEXPAND(TileDataDst& dst, TileDataSrc& src) {
+    using T = typename TileDataDst::DType;
+    static_assert(std::is_same_v<T, typename TileDataSrc::DType>, "TCOLEXPAND keeps the element type");
+    T* out = cpu::elements(dst, "TCOLEXPAND");
+    const T* in = cpu::elements(src, "TCOLEXPAND");
+    const unsigned rows = dst.GetValidRow();
+    const unsigned cols = dst.GetValidCol();
+    cpu::require_covers<TileDataSrc>(1, cols, "TCOLEXPAND", "the source");
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; ++c) {
+            out[cpu::element_offset<TileDataDst>(r, c)] = in[cpu::element_offset<TileDataSrc>(0, c)];
+        }
+    }
+    return {};
+}
+
+// TROWEXPAND<op>(dst, src0, src1) = src0 <op> (one value of src1 per row); the forms with a trailing
+// tmp tile are the NPU's scratch variants. TCOLEXPAND<op> takes one value of src1 per column.
+#define PTO_CPU_EXPAND_BINARY(NAME, PER_ROW, EXPR)                                                             \
+    template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>                              \
+    AICORE inline RecordEvent NAME(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {                 \
+        cpu::expand_binary<PER_ROW>(dst, src0, src1, #NAME, [](auto a, auto b) { return EXPR; });              \
+        return {};                                                                                             \
+    }                                                                                                          \
+    template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1, typename TileDataTmp>        \
+    AICORE inline RecordEvent NAME(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1, TileDataTmp& tmp) { \
+        (void)tmp;                                                                                             \
+        return NAME(dst, src0, src1);                                                                          \
+    }
+
+PTO_CPU_EXPAND_BINARY(TROWEXPANDADD, true, a + b)
+PTO_CPU_EXPAND_BINARY(TROWEXPANDSUB, true, a - b)
+PTO_CPU_EXPAND_BINARY(TROWEXPANDMUL, true, a * b)
+PTO_CPU_EXPAND_BINARY(TROWEXPANDDIV, true, a / b)
+PTO_CPU_EXPAND_BINARY(TROWEXPANDMAX, true, cpu::max_of(a, b))
+PTO_CPU_EXPAND_BINARY(TROWEXPANDMIN, true, cpu::min_of(a, b))
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDADD, false, a + b)
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDSUB, false, a - b)
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDMUL, false, a * b)
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDDIV, false, a / b)
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDMAX, false, cpu::max_of(a, b))
+PTO_CPU_EXPAND_BINARY(TCOLEXPANDMIN, false, cpu::min_of(a, b))
+
+#undef PTO_CPU_EXPAND_BINARY
+
+}  // namespace pto
+
+#endif

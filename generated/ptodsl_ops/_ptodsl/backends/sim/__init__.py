@@ -1,0 +1,379 @@
+"""A numpy interpreter of the Tile IR: how ptodsl knows a kernel is right without an NPU.
+
+Tiles are numpy arrays of their static shape; every op touches only the destination's valid region
+(reductions: the source's), exactly as pto-isa's instructions do. Arithmetic runs in f32 and is
+rounded to each destination's dtype (ml_dtypes for bf16), and reductions accumulate in f32. With
+``poison=True`` every fresh tile and workspace holds NaN (integers: a sentinel), so a kernel that
+reads padding or an unwritten region shows it in the golden test instead of passing by luck.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ... import sym
+from ...cost.timeline import Timeline
+from ...diagnostics import Diagnostic, DiagnosticError
+from ...dtypes import DTYPES, numpy_dtype
+from ...ir import Func, Module, Op, TensorType, TileType
+from ...ops import COMPARE_SIM, OPS
+from ..guards import guard_failure
+
+INT_POISON = -0x5A5A5A5A
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{\}")
+
+
+def _print_text(fmt: str, args: list) -> str:
+    """``fmt`` with each ``{}`` replaced by the next value, as the C++ backend prints it.
+
+    Not ``str.format``, whose fields reach into Python objects (``{0.__class__}``); the checker
+    (E0343) leaves exactly one ``{}`` per value and no other field.
+    """
+    rest = iter(args)
+    return _FIELD.sub(lambda m: m.group()[0] if m.group() in ("{{", "}}") else str(next(rest)), fmt)
+
+
+class SimError(DiagnosticError):
+    """The kernel did something the hardware would not survive (an out-of-bounds access): the
+    simulator's counterpart of a failed CPU-header check, reported as the same diagnostic (E0712)
+    at the source line the operation was compiled from."""
+
+    def __init__(self, message: str, op: Op | None = None):
+        what = f" (`{op.name}`)" if op is not None else ""
+        super().__init__(Diagnostic(
+            "E0712", f"a check failed inside the simulated kernel: {message}{what}",
+            op.span if op is not None else None, "the operation was compiled from here", (), (),
+            "if the inputs are valid this is a compiler bug: please report it with the spec and the call "
+            "(see `ptodsl explain E0712`)"))
+        self.op = op
+
+
+@dataclass
+class _Tile:
+    data: np.ndarray
+    valid: tuple[int, ...]
+
+    def region(self) -> tuple[slice, ...]:
+        return tuple(slice(0, v) for v in self.valid)
+
+
+@dataclass
+class Machine:
+    env: dict[str, sym.Number]
+    poison: bool = False
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    tiles: dict[str, _Tile] = field(default_factory=dict)
+    printed: list[str] = field(default_factory=list)
+    # Block IR: on-chip buffers by space, the compute kernels by name, GM traffic in bytes
+    arenas: dict[str, np.ndarray] | None = None
+    kernels: dict[str, Func] = field(default_factory=dict)
+    traffic: dict[str, int] = field(default_factory=lambda: {"load": 0, "store": 0})
+    timeline: Timeline | None = None  # the cost model, when the caller asks for one
+    # the same bytes by the GM buffer they move (id of the array that owns the memory): which
+    # tensor is read more than once, and how much goes through workspaces
+    traffic_by_buffer: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, kind: str, gm: np.ndarray, nbytes: int) -> None:
+        self.traffic[kind] += nbytes
+        per = self.traffic_by_buffer.setdefault(id(gm_root(gm)), {"load": 0, "store": 0})
+        per[kind] += nbytes
+
+    def ev(self, e: sym.Expr) -> sym.Number:
+        try:
+            return sym.evaluate(e, self.env)
+        except KeyError as k:
+            raise SimError(f"symbol {k} has no value") from None
+
+    def evi(self, e: sym.Expr) -> int:
+        return int(self.ev(e))
+
+    def fresh(self, dtype: str, shape) -> np.ndarray:
+        npd = numpy_dtype(dtype)
+        if not self.poison:
+            return np.zeros(shape, npd)
+        if DTYPES[dtype].is_float:
+            return np.full(shape, np.nan, npd)
+        if dtype == "bool":
+            return np.ones(shape, npd)
+        return np.full(shape, INT_POISON, npd) if np.dtype(npd).itemsize >= 4 else np.full(shape, -1, npd)
+
+
+def gm_root(a: np.ndarray) -> np.ndarray:
+    """The array that owns the memory of a view (a view of a view of a parameter: the parameter)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        return a.astype(np.float32)
+    return a
+
+
+def _round_to(values: np.ndarray, dtype: str, mode: str = "rint") -> np.ndarray:
+    npd = numpy_dtype(dtype)
+    if DTYPES[dtype].is_float or dtype == "bool":
+        return values.astype(npd)
+    f = {"rint": np.rint, "round": lambda x: np.floor(x + 0.5), "floor": np.floor, "ceil": np.ceil,
+         "trunc": np.trunc}[mode]
+    if values.dtype.kind == "f":
+        values = f(values)
+    info = np.iinfo(npd)
+    return np.clip(values, info.min, info.max).astype(npd)
+
+
+def _slices(offsets, extents, shape, op: Op, what: str) -> tuple[slice, ...]:
+    out = []
+    for o, n, s in zip(offsets, extents, shape):
+        if n > 0 and (o < 0 or o + n > s):
+            raise SimError(f"{what} [{o}, {o + n}) is outside a dim of {s}", op)
+        out.append(slice(o, o + max(n, 0)))
+    return tuple(out)
+
+
+def run(func: Func, tensors: Mapping[str, np.ndarray], scalars: Mapping[str, sym.Number],
+        symbols: Mapping[str, int], poison: bool = False) -> Machine:
+    """Execute a Tile IR kernel; out/inout arrays in ``tensors`` are written in place."""
+    m = Machine(dict(symbols) | dict(scalars), poison)
+    for p in func.params:
+        if p.is_tensor:
+            m.tensors[p.name] = tensors[p.name]
+    _block(m, func.body)
+    return m
+
+
+SPACE_BYTES = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
+
+
+def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
+              scalars: Mapping[str, sym.Number], symbols: Mapping[str, int], target,
+              poison: bool = False) -> Machine:
+    """Execute a Block IR control program and the compute kernels it launches.
+
+    Every tile lives at its planned offset inside one buffer per memory space, sized from the
+    target, so tiles that share memory really alias: a memory plan that overlaps live tiles gives
+    wrong answers here instead of on the device.
+    """
+    func = module.func(control)
+    arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
+    m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
+                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
+                timeline=Timeline(target))
+    for p in func.params:
+        if p.is_tensor:
+            m.tensors[p.name] = tensors[p.name]
+    _block(m, func.body)
+    return m
+
+
+def _launch(m: Machine, op: Op) -> None:
+    kernel = m.kernels[op.attrs["kernel"]]
+    tensor_params = [p for p in kernel.params if p.is_tensor]
+    scalar_params = [p for p in kernel.params if not p.is_tensor]
+    env = {p.name: m.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
+    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic,
+                traffic_by_buffer=m.traffic_by_buffer, timeline=m.timeline)
+    for p, v in zip(tensor_params, op.operands):
+        k.tensors[p.name] = m.tensors[v.name]
+    if k.timeline is not None:
+        k.timeline.begin_kernel()
+    _block(k, kernel.body)
+    if k.timeline is not None:
+        k.timeline.end_kernel()
+
+
+def _block(m: Machine, ops: list[Op]) -> None:
+    for op in ops:
+        _op(m, op)
+
+
+def _op(m: Machine, op: Op) -> None:
+    name = op.name
+    if name == "loop":
+        lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
+        idx = op.attrs["index"]
+        for i in range(lo, hi, step):
+            m.env[idx] = i
+            for region in op.regions[:1]:
+                _block(m, region)
+        return
+    if name == "if":
+        branch = op.regions[0] if m.ev(op.attrs["cond"]) else op.regions[1]
+        _block(m, branch)
+        return
+    if name == "alloc":
+        r = op.result
+        t: TensorType = r.type
+        m.tensors[r.name] = m.fresh(t.dtype, tuple(m.evi(s) for s in t.shape))
+        return
+    if name == "view":
+        base = m.tensors[op.operands[0].name]
+        t = op.result.type
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        # A view may reach past its parent (its valid shape is clipped there); only the part inside
+        # the parent exists, and loads/stores are checked against it.
+        shape = [max(0, min(m.evi(s), b - o)) for s, o, b in zip(t.shape, offs, base.shape)]
+        if any(o < 0 or o > b for o, b in zip(offs, base.shape)):
+            raise SimError(f"view offset {offs} is outside a tensor of shape {list(base.shape)}", op)
+        m.tensors[op.result.name] = base[tuple(slice(o, o + n) for o, n in zip(offs, shape))]
+        return
+    if name == "reshape":
+        base = m.tensors[op.operands[0].name]
+        m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
+        return
+    if name == "read":
+        base = m.tensors[op.operands[0].name]
+        idx = tuple(m.evi(i) for i in op.attrs["index"])
+        if any(not 0 <= i < s for i, s in zip(idx, base.shape)):
+            raise SimError(f"element read {list(idx)} is outside a tensor of shape {list(base.shape)}", op)
+        v = base[idx]
+        m.env[op.attrs["sym"]] = v.item() if hasattr(v, "item") else v
+        return
+    if name == "print":
+        args = [m.ev(a) for a in op.attrs["args"]]
+        text = _print_text(op.attrs["format"], args)
+        m.printed.append(text)
+        print(text)
+        return
+    if name == "launch":
+        _launch(m, op)
+        return
+    if name == "guard":
+        if not m.ev(op.attrs["cond"]):
+            a = op.attrs
+            raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
+        return
+    if name.startswith("sync."):
+        if m.timeline is not None:  # the simulator runs one op at a time; only the cost model waits
+            m.timeline.sync(op)
+        return
+    if name == "tile.alloc":
+        r = op.result
+        t: TileType = r.type
+        valid = tuple(max(0, min(m.evi(v), s)) for v, s in zip(t.valid, t.shape))
+        for v, s in zip(t.valid, t.shape):
+            if m.evi(v) > s:
+                raise SimError(f"valid extent {m.evi(v)} exceeds the tile dim {s}", op)
+        if m.arenas is not None and "offset" in op.attrs:
+            data = _placed(m, op, t)
+        else:
+            data = m.fresh(t.dtype, t.shape)
+        m.tiles[r.name] = _Tile(data, valid)
+        return
+    _tile_op(m, op)
+    if m.timeline is not None:
+        m.timeline.run(op, [m.tiles[v.name].valid if v.name in m.tiles else m.tensors[v.name].shape
+                            for v in op.operands])
+
+
+def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
+    """The tile as a view of its bytes in the buffer of its space, freshly filled."""
+    npd = numpy_dtype(t.dtype)
+    arena = m.arenas[t.space]
+    offset, size = op.attrs["offset"], int(np.prod(t.shape)) * np.dtype(npd).itemsize
+    if offset + size > arena.size:
+        raise SimError(f"tile at {offset}+{size} bytes is outside {t.space.upper()} ({arena.size} bytes)", op)
+    data = np.ndarray(t.shape, npd, buffer=arena.data, offset=offset)
+    data[...] = m.fresh(t.dtype, t.shape)
+    return data
+
+
+def _tile_op(m: Machine, op: Op) -> None:
+    name = op.name[len("tile."):]
+    if name == "load":
+        dst = m.tiles[op.operands[0].name]
+        gm = m.tensors[op.operands[1].name]
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
+        dst.data[dst.region()] = gm[sl]
+        m.count("load", gm, int(np.prod(dst.valid)) * gm.dtype.itemsize)
+        return
+    if name == "store":
+        gm = m.tensors[op.operands[0].name]
+        src = m.tiles[op.operands[1].name]
+        offs = [m.evi(o) for o in op.attrs["offsets"]]
+        sl = _slices(offs, src.valid, gm.shape, op, "tile store")
+        gm[sl] = src.data[src.region()]
+        m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
+        return
+    dst = m.tiles[op.operands[0].name]
+    srcs = [m.tiles[v.name] for v in op.operands[1:]]
+    reg = dst.region()
+    if name == "fill":
+        value = m.ev(op.attrs["scalar"])
+        dtype = op.operands[0].type.dtype
+        dst.data[reg] = _round_to(np.asarray(value, np.float64 if DTYPES[dtype].is_float else np.int64), dtype)
+        return
+    if name == "expand":
+        src = srcs[0]
+        piece = src.data[src.region()]
+        piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
+        # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
+        # data-dependent valid shape can make smaller than the source's.
+        piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
+        dst.data[reg] = np.broadcast_to(piece, dst.valid)
+        return
+    if name == "mov":
+        src = srcs[0]
+        piece = src.data[src.region()]
+        if op.attrs.get("transpose"):
+            piece = piece.T
+        dst.data[reg] = piece[reg]
+        return
+    if name in ("matmul", "matmul_acc"):
+        a, b = srcs[-2], srcs[-1]
+        k = a.valid[1]
+        if b.valid[0] != k:
+            raise SimError(f"matmul k extents differ: left {k}, right {b.valid[0]}", op)
+        prod = _f32(a.data[: dst.valid[0], :k]) @ _f32(b.data[:k, : dst.valid[1]])
+        if name == "matmul_acc":
+            prod = _f32(srcs[0].data[reg]) + prod
+        dst.data[reg] = prod.astype(dst.data.dtype)
+        return
+    dtype = op.operands[0].type.dtype
+    od = OPS.get(name)
+    if od is not None and od.kind == "reduce":
+        src = srcs[0]
+        axis = op.attrs["axis"]
+        vals = _f32(src.data[src.region()])
+        if vals.shape[axis] == 0:
+            out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], od.identity_for(dtype),
+                          vals.dtype)
+        else:
+            out = od.sim(vals, axis=axis, keepdims=True)
+        dst.data[reg] = _round_to(out[tuple(slice(0, v) for v in dst.valid)], dtype)
+        return
+    args = [_f32(s.data[reg]) for s in srcs]
+    if name == "cast":
+        src = srcs[0].data[reg]
+        dst.data[reg] = _round_to(_f32(src), op.attrs["to"], op.attrs.get("mode", "rint"))
+        return
+    if name == "cmp":
+        f = COMPARE_SIM[op.attrs["mode"]]
+        if "scalar" in op.attrs:
+            s = m.ev(op.attrs["scalar"])
+            out = f(s, args[0]) if op.attrs.get("side") == "left" else f(args[0], s)
+        else:
+            out = f(args[0], args[1])
+        dst.data[reg] = out
+        return
+    if name == "where":
+        cond = srcs[0].data[reg].astype(bool)
+        rest = args[1:]
+        a = m.ev(op.attrs["scalar"]) if "scalar" in op.attrs else rest.pop(0)
+        b = m.ev(op.attrs["scalar2"]) if "scalar2" in op.attrs else rest.pop(0)
+        dst.data[reg] = _round_to(np.asarray(np.where(cond, a, b), np.float32), dtype)
+        return
+    if "scalar" in op.attrs:
+        s = np.float32(m.ev(op.attrs["scalar"])) if DTYPES[dtype].is_float else m.ev(op.attrs["scalar"])
+        args = [s, args[0]] if op.attrs.get("side") == "left" else [args[0], s]
+    with np.errstate(all="ignore"):
+        out = od.sim(*args)
+    dst.data[reg] = _round_to(np.asarray(out), dtype)

@@ -1,0 +1,175 @@
+"""Runtime values checked before a kernel runs: scalars, dims and lengths read from tensors.
+
+Tensors come from real workloads and scalars from callers: a value the kernel cannot hold must be
+a diagnostic before anything runs, not an infinity, a wrapped integer, a loop that never ends or a
+write past the end of a tensor. Each check returns the :class:`Diagnostic` of the first problem,
+or None; :mod:`ptodsl.api` raises it as an ``ArgumentError``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import sym
+from .diagnostics import Diagnostic, Span
+from .dtypes import DIM_MAX, DTYPES, value_range
+from .ir import Func, Op, TensorType
+
+E_SCALAR = "E0706"
+E_DIM = "E0710"
+E_LENGTH = "E0711"
+MAX_DISTINCT_LENGTHS = 1 << 16  # distinct values a length tensor is checked for, one by one
+
+
+def _diag(code: str, message: str, span: Span | None, label: str, help: str) -> Diagnostic:
+    return Diagnostic(code, message, span, label, (), (), help)
+
+
+def scalar_value(name: str, dtype: str, value: Any, span: Span | None) -> tuple[Any, Diagnostic | None]:
+    """``value`` as the Python number a scalar of ``dtype`` takes, or the diagnostic why it cannot."""
+    if hasattr(value, "shape") and hasattr(value, "item") and tuple(value.shape) == ():
+        value = value.item()  # a 0-d numpy array or torch tensor
+    bad_kind = None
+    if value is None or isinstance(value, str | bytes) or not isinstance(value, numbers.Number):
+        bad_kind = type(value).__name__
+    elif isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        bad_kind = "complex"
+    if bad_kind is not None:
+        return None, _diag(E_SCALAR, f"scalar `{name}` must be a real number, got {bad_kind}", span,
+                           f"declared {dtype} here", f"pass a Python or numpy number, e.g. `{name}=1`")
+    info = DTYPES[dtype]
+    lo, hi = value_range(dtype)
+    if info.is_float:
+        v = float(value) if not isinstance(value, int) or abs(value) <= 2**1023 else (math.inf if value > 0 else -math.inf)
+        if math.isfinite(v) and not lo <= v <= hi or not math.isfinite(v) and isinstance(value, numbers.Rational):
+            return None, _diag(E_SCALAR, f"scalar `{name}` = {_short(value)} is out of the range of {dtype}", span,
+                               f"declared {dtype} here", f"{dtype} holds finite values up to {hi:.7g} in magnitude; "
+                               "pass float('inf') if infinity is meant")
+        return v, None
+    if isinstance(value, bool | np.bool_):
+        value = int(value)
+    if not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+            value = int(value)
+        else:
+            return None, _diag(E_SCALAR, f"scalar `{name}` = {_short(value)} is not an integer", span,
+                               f"declared {dtype} here", f"pass an integer, e.g. `{name}=round(value)`")
+    v = int(value)
+    if not lo <= v <= hi:
+        return None, _diag(E_SCALAR, f"scalar `{name}` = {_short(v)} does not fit {dtype}", span,
+                           f"declared {dtype} here", f"{dtype} holds values from {lo} to {hi}")
+    return (bool(v) if dtype == "bool" else v), None
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"  # repr() refuses past 4300 digits
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def check_dims(symbols: Mapping[str, int], spans: Mapping[str, Span | None]) -> Diagnostic | None:
+    """Every bound symbol is a dim the kernels can index with (0 .. 2**31-1)."""
+    for name, value in symbols.items():
+        if not 0 <= int(value) <= DIM_MAX:
+            return _diag(E_DIM, f"dim `{name}` = {value} is larger than the kernels support", spans.get(name),
+                         f"`{name}` bound here", f"dims are at most {DIM_MAX}; split the tensor")
+    return None
+
+
+def check_empty(symbols: Mapping[str, int], outputs: Mapping[str, np.ndarray],
+                spans: Mapping[str, Span | None]) -> tuple[bool, Diagnostic | None]:
+    """(nothing to compute, problem) for calls with a zero-size dim.
+
+    When every output is empty there is nothing to compute and the right answer is to return
+    them as they are. A zero dim with non-empty outputs means a reduction (or a matmul's K) over
+    an empty axis, whose value depends on the operation (0, -inf, NaN); it is refused rather than
+    guessed.
+    """
+    zeros = [name for name, value in symbols.items() if int(value) == 0]
+    if not zeros:
+        return False, None
+    if all(a.size == 0 for a in outputs.values()):
+        return True, None
+    name = zeros[0]
+    return False, _diag(E_DIM, f"dim `{name}` is 0, but the outputs are not empty", spans.get(name),
+                        f"`{name}` bound here",
+                        "the kernel would reduce over an empty axis; handle the empty case before calling")
+
+
+def check_lengths(func: Func, arrays: Mapping[str, np.ndarray], symbols: Mapping[str, int],
+                  spans: Mapping[str, Span | None]) -> Diagnostic | None:
+    """Values read from a tensor and used as a valid extent stay within the dim they bound.
+
+    ``cur = act_seqs[b]; view(x, [1, S, H], valid_shape=[1, cur, H])`` needs ``0 <= cur <= S``
+    for every value of ``act_seqs``; a larger one would make the kernel write into the next batch.
+    """
+    reads: dict[str, tuple[str, Op]] = {}  # symbol -> (tensor parameter, read op)
+    for op in func.walk():
+        if op.name == "read" and op.operands and op.operands[0].name in arrays:
+            reads[op.attrs["sym"]] = (op.operands[0].name, op)
+    if not reads:
+        return None
+    for op in func.walk():
+        for result in op.results:
+            t = result.type
+            if not isinstance(t, TensorType) or t.valid is None:
+                continue
+            for extent, dim in zip(t.valid, t.shape):
+                # The checker clamps a given valid extent into its view, so nothing is written
+                # outside it whatever the data; a length outside the dim is still a wrong input,
+                # so the check looks at the extent as the spec gave it.
+                extent = _unclamped(extent)
+                used = sym.free_symbols(extent) & set(reads) if not isinstance(extent, int) else set()
+                for s in sorted(used):
+                    problem = _length_problem(s, extent, dim, reads[s][0], arrays, symbols)
+                    if problem is not None:
+                        tensor = reads[s][0]
+                        return _diag(E_LENGTH, f"`{tensor}` holds {problem}", spans.get(tensor) or op.span,
+                                     f"`{tensor}` declared here",
+                                     f"every value read from `{tensor}` must give a valid extent "
+                                     f"`{_as_written(extent)}` between 0 and `{sym.to_text(dim)}`")
+    return None
+
+
+def _as_written(e: sym.Expr) -> str:
+    """``e`` with the names the spec gave: unrolled and peeled copies suffix their scalars."""
+    names = {n: sym.Sym(re.sub(r"(_u\d+c\d+|_first|_last)+$", "", n)) for n in sym.free_symbols(e)}
+    return sym.to_text(sym.substitute(e, names))
+
+
+def _unclamped(e: sym.Expr) -> sym.Expr:
+    """``v`` of ``min(max(v, 0), bound)``, the form of a clamped valid extent; else ``e``."""
+    if isinstance(e, sym.CallExpr) and e.fn == "min":
+        inner = e.args[0]
+        if isinstance(inner, sym.CallExpr) and inner.fn == "max" and inner.args[1] == 0:
+            return inner.args[0]
+    return e
+
+
+def _length_problem(s: str, extent: sym.Expr, dim: sym.Expr, tensor: str, arrays: Mapping[str, np.ndarray],
+                    symbols: Mapping[str, int]) -> str | None:
+    values = np.unique(arrays[tensor])
+    if values.size > MAX_DISTINCT_LENGTHS:
+        values = np.array([values.min(), values.max()])
+    try:
+        bound = sym.evaluate(dim, symbols)
+    except (KeyError, ZeroDivisionError):
+        return None
+    for v in values.tolist():
+        try:
+            got = sym.evaluate(extent, {**symbols, s: v})
+        except (KeyError, ZeroDivisionError, OverflowError):
+            continue
+        if not 0 <= got <= bound:
+            return f"{v}, which makes the valid extent {got} where the dim is {bound}"
+    return None
+
+
+__all__ = ["DIM_MAX", "check_dims", "check_empty", "check_lengths", "scalar_value"]

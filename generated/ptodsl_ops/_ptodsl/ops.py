@@ -1,0 +1,214 @@
+"""The op table: every operator of the language described once.
+
+The checker reads arity, kind and ``dtypes`` from here; lowering reads ``expand`` (composites
+become primitive ops) and ``combine``/``identity`` (reductions spanning several tiles); the emitter
+reads the instructions (``pto``, ``pto_scalar``, ``row_pto``, ``col_pto``, ``acc_pto``),
+``commutative`` (a left scalar may move right) and ``mean_of``; pipe assignment reads ``pipe``; the
+simulator reads ``sim`` and ``identity_for``; ``ptodsl explain NAME`` shows a row. A new elementwise op
+is one row here, one C++ function in the CPU header, one library spec and one line of
+docs/LANGUAGE.md; tests/test_op_table.py fails while any of them is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import DTYPE_NAMES, DTYPES, value_range
+
+# A composite's body: nested tuples over op names. "x"/"y" name the operands; floats are scalar
+# operands of the scalar forms (``("add", "x", 1.0)`` is TADDS); ``("let", "u", value, body)``
+# computes ``value`` once and names it ``u`` inside ``body``.
+Template = tuple | str | float
+
+
+# Element types an op is defined on (``OpDef.dtypes``).
+FLOATS: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if DTYPES[d].is_float)
+ANY: tuple[str, ...] = DTYPE_NAMES
+INTS_TO_32: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if not DTYPES[d].is_float and d != "bool"
+                                    and DTYPES[d].itemsize <= 4)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: str  # unary | binary | reduce | cast | compare | select | matmul
+    arity: int
+    doc: str
+    pto: str | None = None  # tile-tile instruction
+    pto_scalar: str | None = None  # tile-scalar instruction (binary ops)
+    pipe: str = "V"
+    sim: Callable[..., np.ndarray] | None = None
+    expand: Template | None = None  # composite ops: their primitive form
+    dtypes: tuple[str, ...] = FLOATS  # the element types it is defined on
+    commutative: bool = False  # binary ops: op(x, y) == op(y, x), so a scalar may sit on either side
+    identity: float | None = None  # reductions: the value an empty partial holds (+-inf: the dtype's extreme)
+    combine: str | None = None  # reductions: the binary op that merges partial results
+    row_pto: str | None = None  # reductions along the last axis (one value per row)
+    col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
+    acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
+    mean_of: str | None = None  # reductions: computed as that reduction, then scaled by 1 / extent
+
+    def __post_init__(self) -> None:
+        # a row that contradicts itself would be caught only where some stage reads the wrong field
+        want = {"unary": 1, "binary": 2, "reduce": 1, "cast": 1, "compare": 2, "select": 3, "matmul": 2}
+        if self.kind not in want or self.arity != want[self.kind]:
+            raise ValueError(f"op {self.name}: kind {self.kind!r} takes {want.get(self.kind)} operands, not {self.arity}")
+        if (self.expand is None) == (self.pto is None and self.kind in ("unary", "binary")):
+            raise ValueError(f"op {self.name}: an elementwise op has an instruction or a template, exactly one")
+        reduce_fields = (self.identity, self.combine, self.row_pto, self.col_pto)
+        if self.kind == "reduce" and self.mean_of is None and None in reduce_fields:
+            raise ValueError(f"op {self.name}: a reduction needs identity, combine, row_pto and col_pto")
+        if self.kind == "reduce" and self.mean_of is not None and (self.row_pto, self.col_pto) != (None, None):
+            raise ValueError(f"op {self.name}: a mean runs the instructions of the reduction it is the mean of")
+        if self.kind != "reduce" and (*reduce_fields, self.mean_of) != (None,) * 5:
+            raise ValueError(f"op {self.name}: only reductions have identity, combine, row_pto, col_pto, mean_of")
+        if self.pipe not in ("V", "M"):
+            raise ValueError(f"op {self.name}: pipe {self.pipe!r} is not V (vector) or M (cube)")
+        if not self.dtypes or not set(self.dtypes) <= set(DTYPE_NAMES):
+            raise ValueError(f"op {self.name}: dtypes {self.dtypes!r} are not ptodsl dtypes")
+        if self.commutative and self.kind != "binary":
+            raise ValueError(f"op {self.name}: only binary ops are commutative")
+        if self.sim is None and self.kind in ("unary", "binary", "reduce"):
+            # the simulator runs a primitive's; a composite's is what its template is tested against
+            raise ValueError(f"op {self.name}: needs `sim`, its numpy meaning")
+
+    def takes(self, dtype: str) -> bool:
+        """Whether the op is defined on elements of ``dtype``."""
+        return dtype in self.dtypes
+
+    def identity_for(self, dtype: str) -> float | int:
+        """A reduction's identity in ``dtype``: an infinite identity is the dtype's extreme value
+        for integers, which have no infinity."""
+        assert self.identity is not None, f"{self.name} is not a reduction"
+        if DTYPES[dtype].is_float or math.isfinite(self.identity):
+            return self.identity if DTYPES[dtype].is_float else int(self.identity)
+        lo, hi = value_range(dtype)
+        return int(lo if self.identity < 0 else hi)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.result_type(x, np.float32))
+
+
+# erf(x) = tanh(x * S(x^2)) with x clamped to [-4, 4] (erf(4) rounds to 1 in f32) and S a degree-6
+# polynomial fitted to atanh(erf(x)) / x, weighted by 1 - erf^2 so the error is even in erf's own
+# terms: at most 2.5e-7 from math.erf over the reals when evaluated in f32. The tanh form keeps erf
+# odd and saturating without a sign function, which pto-isa's vector unit does not have.
+_ERF_S = (1.1283798, 0.102764531, -0.000182089676, -0.000627806131, 9.05351557e-05, -6.12606035e-06,
+          1.67348068e-07)
+
+
+def _horner(coeffs: tuple[float, ...], var: str) -> Template:
+    node: Template = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        node = ("add", ("mul", var, node), c)
+    return node
+
+
+_ROWS = [
+    # binary arithmetic (tile-tile and tile-scalar forms)
+    OpDef("add", "binary", 2, "x + y", "TADD", "TADDS", sim=np.add, dtypes=ANY, commutative=True),
+    OpDef("sub", "binary", 2, "x - y", "TSUB", "TSUBS", sim=np.subtract, dtypes=ANY),
+    OpDef("mul", "binary", 2, "x * y", "TMUL", "TMULS", sim=np.multiply, dtypes=ANY, commutative=True),
+    OpDef("div", "binary", 2, "x / y", "TDIV", "TDIVS", sim=np.divide),
+    OpDef("maximum", "binary", 2, "elementwise maximum", "TMAX", "TMAXS", sim=np.maximum, dtypes=ANY, commutative=True),
+    OpDef("minimum", "binary", 2, "elementwise minimum", "TMIN", "TMINS", sim=np.minimum, dtypes=ANY, commutative=True),
+    # unary primitives
+    OpDef("exp", "unary", 1, "e ** x", "TEXP", sim=np.exp),
+    OpDef("log", "unary", 1, "natural logarithm", "TLOG", sim=np.log),
+    OpDef("sqrt", "unary", 1, "square root", "TSQRT", sim=np.sqrt),
+    OpDef("rsqrt", "unary", 1, "1 / sqrt(x)", "TRSQRT", sim=lambda x: 1.0 / np.sqrt(x)),
+    OpDef("reciprocal", "unary", 1, "1 / x", "TRECIP", sim=lambda x: 1.0 / x),
+    OpDef("abs", "unary", 1, "absolute value", "TABS", sim=np.abs, dtypes=ANY),
+    OpDef("neg", "unary", 1, "-x", "TNEG", sim=np.negative, dtypes=ANY),
+    OpDef("relu", "unary", 1, "max(x, 0)", "TRELU", sim=lambda x: np.maximum(x, 0), dtypes=ANY),
+    OpDef("bitwise_not", "unary", 1, "~x, every bit flipped", "TNOT", sim=np.invert, dtypes=INTS_TO_32),
+    # composites, expanded into primitives by lowering; sim is the meaning their template must have
+    OpDef("sigmoid", "unary", 1, "1 / (1 + exp(-x))", sim=_sigmoid,
+          expand=("reciprocal", ("add", ("exp", ("neg", "x")), 1.0))),
+    OpDef("tanh", "unary", 1, "hyperbolic tangent, as 2 * sigmoid(2x) - 1", sim=np.tanh,
+          expand=("sub", ("mul", ("sigmoid", ("mul", "x", 2.0)), 2.0), 1.0)),
+    OpDef("silu", "unary", 1, "x * sigmoid(x)", sim=lambda x: x * _sigmoid(x),
+          expand=("mul", "x", ("sigmoid", "x"))),
+    OpDef("gelu", "unary", 1, "tanh-approximated GELU: x * sigmoid(1.5957691 * (x + 0.044715 x^3))",
+          sim=lambda x: x * _sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x)),
+          expand=("mul", "x", ("sigmoid", ("mul", ("add", "x", ("mul", ("mul", ("mul", "x", "x"), "x"),
+                                                                     0.044715)), 1.5957691216057308)))),
+    OpDef("erf", "unary", 1, "the error function, as tanh(x * S(x^2)) with a fitted S (|error| < 3e-7)",
+          sim=_erf, expand=("let", "c", ("minimum", ("maximum", "x", -4.0), 4.0),
+                            ("let", "u", ("mul", "c", "c"), ("tanh", ("mul", "c", _horner(_ERF_S, "u")))))),
+    # reductions over one axis; partial results across tiles are merged with ``combine``
+    OpDef("sum", "reduce", 1, "sum over one axis", sim=np.sum, identity=0.0, combine="add",
+          row_pto="TROWSUM", col_pto="TCOLSUM", dtypes=ANY),
+    OpDef("amax", "reduce", 1, "maximum over one axis", sim=np.max, identity=float("-inf"),
+          combine="maximum", row_pto="TROWMAX", col_pto="TCOLMAX", dtypes=ANY),
+    OpDef("amin", "reduce", 1, "minimum over one axis", sim=np.min, identity=float("inf"),
+          combine="minimum", row_pto="TROWMIN", col_pto="TCOLMIN", dtypes=ANY),
+    OpDef("mean", "reduce", 1, "mean over one axis (sum, then scaled by 1/extent)", sim=np.mean,
+          identity=0.0, combine="add", mean_of="sum"),
+    # conversions, comparisons, selection
+    OpDef("cast", "cast", 1, "convert to another dtype", "TCVT", dtypes=ANY),
+    OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", dtypes=ANY),
+    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", dtypes=ANY),
+    # cube
+    OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC",
+          dtypes=ANY),  # f16/bf16/f32 products into f32, i8 into i32 (the cube's static checks)
+]
+
+OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+
+def check_table(ops: dict[str, OpDef]) -> None:
+    """What one row cannot check alone: the ops a row names exist and agree with it."""
+    for od in ops.values():
+        if od.combine is not None:
+            merge = ops.get(od.combine)
+            if merge is None or not merge.commutative:
+                raise ValueError(f"op {od.name}: combine {od.combine!r} is not a commutative binary op of the table")
+        if od.mean_of is not None:
+            base = ops.get(od.mean_of)
+            if base is None or base.kind != "reduce" or base.mean_of is not None:
+                raise ValueError(f"op {od.name}: mean_of {od.mean_of!r} is not a plain reduction of the table")
+            if (od.identity, od.combine) != (base.identity, base.combine):
+                raise ValueError(f"op {od.name}: a mean merges partials as {od.mean_of} does")
+
+
+check_table(OPS)
+
+# Comparison spellings of the language and their ``cmp`` modes.
+COMPARE_MODES = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+COMPARE_SIM = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+               "eq": np.equal, "ne": np.not_equal}
+BINARY_SPELLING = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
+
+# Builtins that are structure, not arithmetic; the checker knows their signatures.
+STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "tensor", "zeros", "ones", "full", "loop",
+                      "loop_unroll", "is_loop_begin", "is_loop_end", "print")
+
+
+def describe_op(od: OpDef) -> str:
+    """An op's row, for ``ptodsl explain NAME``."""
+    lines = [f"{od.name}: {od.kind} op taking {od.arity} operand{'s' if od.arity != 1 else ''}: {od.doc}"]
+    forms = [f"{what} {ins}" for what, ins in (("tile-tile", od.pto), ("tile-scalar", od.pto_scalar),
+                                                ("per row", od.row_pto), ("per column", od.col_pto),
+                                                ("accumulating", od.acc_pto)) if ins]
+    if forms:
+        lines.append(f"pto-isa instruction{'s' if len(forms) > 1 else ''}: " + ", ".join(forms)
+                     + f"; runs on the {od.pipe} pipe")
+    if od.expand is not None:
+        lines.append("a composite: lowering expands it into the primitive ops of its template")
+    if od.mean_of is not None:
+        lines.append(f"computed as `{od.mean_of}`, then scaled by 1 / the extent reduced")
+    if od.commutative:
+        lines.append("commutative: a scalar operand may stand on either side")
+    lines.append("every dtype" if od.dtypes == ANY else "float dtypes only" if od.dtypes == FLOATS
+                 else "dtypes " + ", ".join(od.dtypes))
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""The cpu backend of a :class:`~ptodsl.runtime.program.Program`: build the variant's C++ (the
+program's own, emitted or shipped) with the host compiler, load it once and call its entry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..backends.cpp import load
+from .program import Program
+
+
+def defines(program: Program) -> dict[str, object]:
+    return load.target_defines(program.target)
+
+
+def load_variant(program: Program, index: int) -> load.Loaded:
+    return load.load(program.cpu_source(index), defines(program))
+
+
+def run_variant(program: Program, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
+                symbols: Mapping[str, int], poison: bool = False) -> None:
+    """Run one variant on the CPU; out/inout arrays are written in place."""
+    control = program.block.func(program.control(index))
+    load.call_loaded(load_variant(program, index), arrays, scalars, symbols, poison,
+                     lambda: [op for op in control.walk() if op.name == "guard"], program.op, program.span)
+
+
+__all__ = ["defines", "load_variant", "run_variant"]

@@ -1,0 +1,331 @@
+"""Calling a compiled operator: argument binding, validation, and the backends.
+
+Arguments are validated by parameter name before anything runs: dtype (which also picks the dtype
+variant), rank, symbol consistency, contiguity and device. A wrong argument raises
+:class:`ArgumentError` (a ``TypeError`` or ``ValueError``) carrying a diagnostic that names the
+parameter, what was expected and what was given, and points at the parameter in the ``.pto``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import inputs, sym
+from ..diagnostics import Diagnostic, DiagnosticError, did_you_mean
+from ..dtypes import from_numpy, numpy_dtype
+from .program import ParamInfo, Program
+
+BACKENDS = ("sim", "cpu", "npu")
+
+
+class ArgumentError(DiagnosticError):
+    """A call-time argument error; ``.diagnostic`` holds the structured form."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    pass
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    pass
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy view of a CPU torch tensor (bf16 through its bit pattern), or the array itself."""
+    if is_torch(x):
+        import torch
+
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            return t.contiguous().view(torch.int16).numpy().view(numpy_dtype("bf16"))
+        return t.numpy()
+    return x
+
+
+def to_torch(a: np.ndarray) -> Any:
+    import torch
+
+    if a.dtype == numpy_dtype("bf16"):
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class Operator:
+    """A compiled operator; call it like a function."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.name = program.op
+        self.__doc__ = program.doc or f"ptodsl operator {program.op}"
+        params = program.params
+        self.inputs = [p for p in params if p.is_tensor and p.mode != "out"]
+        self.outputs = [p for p in params if p.is_tensor and p.mode != "in"]
+        self.scalars = [p for p in params if not p.is_tensor]
+
+    def __repr__(self) -> str:
+        sig = ", ".join(p.name for p in self.program.params)
+        return f"<ptodsl operator {self.name}({sig})>"
+
+    # ------------------------------------------------------------------ calling
+    def _error(self, cls: type[ArgumentError], code: str, param: ParamInfo | None, message: str, label: str,
+               help: str) -> ArgumentError:
+        span = param.span if param is not None else self.program.span
+        return cls(Diagnostic(code, message, span, label, (), (), help))
+
+    def bind(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """Map positional/keyword arguments to parameters; returns (tensors, scalars, backend)."""
+        kwargs = dict(kwargs)
+        backend = kwargs.pop("backend", "sim")
+        if backend not in BACKENDS:
+            raise self._error(ArgumentValueError, "E0707", None, f"unknown backend {backend!r}",
+                              "", f"use one of {', '.join(BACKENDS)}")
+        tensors: dict[str, Any] = {}
+        if len(args) > len(self.inputs):
+            raise self._error(ArgumentTypeError, "E0704", None,
+                              f"{self.name}() takes {len(self.inputs)} positional tensor argument"
+                              f"{'s' if len(self.inputs) != 1 else ''} but {len(args)} were given",
+                              "", "pass outputs and scalars by name, e.g. "
+                              + ", ".join(f"{p.name}=..." for p in self.outputs + self.scalars))
+        for p, a in zip(self.inputs, args):
+            tensors[p.name] = a
+        scalars: dict[str, Any] = {}
+        names = {p.name: p for p in self.program.params}
+        for k, v in kwargs.items():
+            p = names.get(k)
+            if p is None:
+                raise self._error(ArgumentTypeError, "E0704", None, f"{self.name}() got an unknown argument `{k}`",
+                                  "", did_you_mean(k, list(names)) or f"parameters: {', '.join(names)}")
+            if k in tensors:
+                raise self._error(ArgumentTypeError, "E0704", p, f"argument `{k}` given twice", "",
+                                  "pass it either by position or by name")
+            (tensors if p.is_tensor else scalars)[k] = v
+        for p in self.inputs:
+            if p.name not in tensors:
+                raise self._error(ArgumentTypeError, "E0703", p, f"missing tensor argument `{p.name}`",
+                                  "declared here", f"pass `{p.name}` positionally or as `{p.name}=...`")
+        for p in self.scalars:
+            if p.name not in scalars:
+                if p.default is None:
+                    raise self._error(ArgumentTypeError, "E0703", p, f"missing scalar argument `{p.name}`",
+                                      "declared here without a default", f"pass it by name: `{p.name}=...`")
+                scalars[p.name] = p.default
+        return tensors, scalars, backend
+
+    def resolve(self, tensors: Mapping[str, Any]) -> tuple[int, dict[str, np.ndarray], dict[str, int]]:
+        """Check every tensor argument; pick the variant and bind the symbols."""
+        prog = self.program
+        variant: dict[str, str] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for p in prog.params:
+            if not p.is_tensor or p.name not in tensors:
+                continue
+            assert p.dims is not None
+            x = tensors[p.name]
+            if is_torch(x):
+                if x.device.type != "cpu":
+                    raise self._error(ArgumentValueError, "E0708", p, f"`{p.name}` is on device {x.device}",
+                                      "", "the sim and cpu backends take CPU tensors; call `.cpu()` first")
+            elif not isinstance(x, np.ndarray):
+                raise self._error(ArgumentTypeError, "E0705", p,
+                                  f"`{p.name}` must be a numpy array or torch tensor, got {type(x).__name__}",
+                                  "declared as a tensor here", f"pass e.g. `np.asarray({p.name})`")
+            a = to_numpy(x)
+            got = from_numpy(a.dtype)
+            want = p.dtype
+            if want in prog.dtypes:
+                if want in variant and variant[want] != got:
+                    raise self._error(ArgumentTypeError, "E0700", p,
+                                      f"`{p.name}` has dtype {got}, but `{want}` is {variant[want]} from an earlier "
+                                      "argument", f"dtype `{want}`", f"pass `{p.name}` as {variant[want]}")
+                if got not in prog.dtypes[want]:
+                    raise self._error(ArgumentTypeError, "E0700", p,
+                                      f"`{p.name}` has dtype {got or a.dtype}, expected one of "
+                                      + ", ".join(prog.dtypes[want]), f"dtype `{want}`",
+                                      f"convert it, e.g. to {prog.dtypes[want][0]}")
+                variant[want] = got  # type: ignore[assignment]
+            elif got != want:
+                raise self._error(ArgumentTypeError, "E0700", p,
+                                  f"`{p.name}` has dtype {got or a.dtype}, expected {want}",
+                                  f"declared {want} here", f"convert it to {want} first")
+            if a.ndim != len(p.dims):
+                raise self._error(ArgumentValueError, "E0701", p,
+                                  f"`{p.name}` has rank {a.ndim} (shape {list(a.shape)}), expected rank {len(p.dims)}",
+                                  f"declared with {len(p.dims)} dims here", "reshape it to match the declaration")
+            arrays[p.name] = a
+        for var, dts in prog.dtypes.items():
+            variant.setdefault(var, dts[0])
+        index = prog.kernel_for(variant)
+        symbols: dict[str, int] = dict(prog.symbols)
+        origin: dict[str, str] = {}
+        for p in prog.params:
+            if p.name not in arrays:
+                continue
+            a = arrays[p.name]
+            for axis, d in enumerate(p.dims or ()):
+                n = int(a.shape[axis])
+                if isinstance(d, int):
+                    if n != d:
+                        raise self._error(ArgumentValueError, "E0702", p,
+                                          f"`{p.name}` has {n} on dim {axis}, expected {d}",
+                                          "shape declared here", f"pass a tensor with dim {axis} = {d}")
+                    continue
+                if d in symbols and (d in origin or d in prog.symbols):
+                    if symbols[d] != n:
+                        src = f"`{origin[d]}`" if d in origin else "the YAML's `symbols:`"
+                        raise self._error(ArgumentValueError, "E0702", p,
+                                          f"symbol `{d}` is {n} in `{p.name}` (dim {axis}) but "
+                                          f"{symbols[d]} in {src}", f"`{d}` used here",
+                                          "every use of one symbol must have the same size")
+                else:
+                    symbols[d] = n
+                    origin[d] = p.name
+        return index, arrays, symbols
+
+    def output_shape(self, index: int, p: ParamInfo, symbols: Mapping[str, int]) -> tuple[str, tuple[int, ...]]:
+        """The dtype and shape of an output no buffer was given for; E0703 when no input binds a dim."""
+        dtype, shape = self.program.param_type(index, p.name)
+        assert shape is not None
+        unbound = sorted(set().union(*(sym.free_symbols(s) for s in shape)) - set(symbols))
+        if unbound:
+            dims = ", ".join(f"`{u}`" for u in unbound)
+            raise self._error(ArgumentTypeError, "E0703", p,
+                              f"output `{p.name}` must be passed: no input binds its dim {dims}",
+                              "its size is known only from a buffer passed here",
+                              f"pass a preallocated array by name, `{p.name}=np.empty(...)`, or fix "
+                              f"{dims} in the YAML's `symbols:`")
+        return dtype, tuple(int(sym.evaluate(s, symbols)) for s in shape)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        tensors, scalars, backend = self.bind(args, kwargs)
+        torch_in = any(is_torch(x) for x in tensors.values())
+        index, arrays, symbols = self.resolve(tensors)
+        problem = inputs.check_dims(symbols, dim_spans(self.program))
+        if problem is not None:  # before outputs of those dims are allocated
+            raise ArgumentValueError(problem)
+        results = []
+        for p in self.outputs:
+            if p.name in arrays:
+                a = arrays[p.name]
+                if not a.flags.c_contiguous or not a.flags.writeable:
+                    raise self._error(ArgumentValueError, "E0709", p,
+                                      f"output `{p.name}` must be a contiguous, writable array", "",
+                                      "pass a fresh contiguous buffer (np.empty / torch.empty)")
+                results.append((p.name, tensors[p.name]))
+                continue
+            dtype, shape = self.output_shape(index, p, symbols)
+            arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
+            results.append((p.name, None))
+        for name, a in list(arrays.items()):
+            if not a.flags.c_contiguous:
+                arrays[name] = np.ascontiguousarray(a)
+        run_kernel(self.program, index, arrays, scalars, symbols, backend)
+        outs = []
+        for name, given in results:
+            if given is not None:
+                outs.append(given)
+            else:
+                outs.append(to_torch(arrays[name]) if torch_in else arrays[name])
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def check_divisions(program: Program, index: int, symbols: Mapping[str, int]) -> None:
+    """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
+    for req in program.variants[index].requires:
+        try:
+            num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
+        except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+            continue  # not decidable from the dims alone: the checker only admits dims here
+        if den != 0 and (req.kind != "exact" or num % den == 0):
+            continue
+        names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
+        values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
+        a, b = sym.to_text(req.num), sym.to_text(req.den)
+        why = (f"divides by `{b}`, which is 0" if den == 0 else
+               f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
+        raise ArgumentValueError(Diagnostic(
+            "E0715", f"{req.what} {why}: {values}", req.span,
+            "needs an exact division", (), (),
+            "pass dims that divide exactly, or write `cdiv(a, b)` (partial last block) or `a // b` "
+            "(drop the remainder) in the spec"))
+
+
+def dim_spans(program: Program) -> dict[str, Any]:
+    """Where each parameter and each dim symbol is declared, for call-time diagnostics."""
+    spans: dict[str, Any] = {}
+    for p in program.params:
+        spans[p.name] = p.span
+        for d, s in zip(p.dims or (), p.dim_spans):
+            if isinstance(d, str):
+                spans.setdefault(d, s or p.span)
+    return spans
+
+
+def check_run(program: Program, index: int, arrays: Mapping[str, np.ndarray], scalars: dict[str, Any],
+              symbols: Mapping[str, int], lengths: bool = True) -> bool:
+    """Validate every runtime value of a call (see :mod:`ptodsl.inputs`); raises ArgumentError.
+
+    Scalars in ``scalars`` are replaced by the Python numbers the kernel takes. Returns True when
+    there is nothing to compute (every output is empty). ``lengths=False`` skips the values read
+    from tensors, for arrays that are shape-only stand-ins of device memory.
+    """
+    spans = dim_spans(program)
+    for p in program.params:
+        if p.is_tensor:
+            continue
+        dtype, _ = program.param_type(index, p.name)
+        value, problem = inputs.scalar_value(p.name, dtype, scalars.get(p.name), p.span)
+        if problem is not None:
+            raise (ArgumentTypeError if "real number" in problem.message else ArgumentValueError)(problem)
+        scalars[p.name] = value
+    problem = inputs.check_dims(symbols, spans)
+    if problem is None:
+        check_divisions(program, index, symbols)
+    outputs = {p.name: arrays[p.name] for p in program.params
+               if p.is_tensor and p.mode != "in" and p.name in arrays}
+    empty, zero_problem = inputs.check_empty(symbols, outputs, spans)
+    problem = problem or zero_problem
+    if problem is None and not empty and lengths:
+        problem = inputs.check_lengths(program.tensor_func(index), arrays, symbols, spans)
+    if problem is not None:
+        raise ArgumentValueError(problem)
+    return empty
+
+
+def run_kernel(program: Program, index: int, arrays: dict[str, np.ndarray], scalars: Mapping[str, Any],
+               symbols: dict[str, int], backend: str, poison: bool = False, level: str = "block") -> Any:
+    """Run one dtype variant; the simulator runs the Block IR by default (or ``level="tile"``).
+
+    Every runtime value is validated first (:func:`check_run`); nothing runs for empty outputs.
+    Returns the simulator's machine (with its traffic and timeline) for ``sim``, else None.
+    """
+    scalars = dict(scalars)
+    if check_run(program, index, arrays, scalars, symbols):
+        return None
+    if backend == "sim":
+        from ..backends import sim
+
+        if level == "tile":
+            assert program.tile is not None, "the Tile IR is kept by the compiler only"
+            return sim.run(program.tile.funcs[index], arrays, scalars, symbols, poison=poison)
+        return sim.run_block(program.block, program.control(index), arrays, scalars, symbols, program.target,
+                             poison=poison)
+    if backend == "cpu":
+        from .cpu import run_variant
+
+        run_variant(program, index, arrays, scalars, symbols, poison=poison)
+        return None
+    raise ArgumentValueError(Diagnostic("E0707", f"backend {backend!r} is not available yet", None, "", (), (),
+                                        "use backend=\"sim\""))
+
+
+__all__ = ["BACKENDS", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "check_run",
+           "dim_spans", "is_torch", "run_kernel", "to_numpy", "to_torch"]

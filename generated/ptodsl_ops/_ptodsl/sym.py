@@ -1,0 +1,661 @@
+"""Symbolic scalar expressions: shapes, offsets, valid shapes, loop bounds and scalar operands.
+
+Constants are plain Python ``int``/``float`` values, so a constant expression and a number compare
+equal and print the same. Every compound node is built by a smart constructor that folds constants
+and a few identities; the printer parenthesises so that ``parse(str(e))`` rebuilds the same tree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class BinExpr:
+    op: str  # + - * / // cdiv %
+    left: Expr
+    right: Expr
+
+    def __str__(self) -> str:
+        return to_text(self)
+
+
+@dataclass(frozen=True)
+class CallExpr:
+    fn: str  # min max cdiv
+    args: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        return to_text(self)
+
+
+@dataclass(frozen=True)
+class NegExpr:
+    operand: Expr
+
+    def __str__(self) -> str:
+        return to_text(self)
+
+
+Expr = int | float | Sym | BinExpr | CallExpr | NegExpr
+
+# A symbol's known range, inclusive; None means unbounded on that side.
+Bounds = tuple[Number | None, Number | None]
+
+
+def is_const(e: Expr) -> bool:
+    return isinstance(e, (int, float)) and not isinstance(e, bool)
+
+
+def _norm(v: Number) -> Number:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        return v  # keep floats float: 1.0 and 1 differ in dtype promotion
+    return v
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b):
+        return _norm(a + b)
+    if is_const(a) and a == 0 and not isinstance(a, float):
+        return b
+    if is_const(b) and b == 0 and not isinstance(b, float):
+        return a
+    if is_const(b) and b < 0:
+        return sub(a, -b)
+    # (x + c1) + c2 -> x + (c1 + c2), keeps tile offsets short
+    if is_const(b) and isinstance(a, BinExpr) and a.op in "+-" and is_const(a.right):
+        c = a.right if a.op == "+" else -a.right
+        return add(a.left, c + b)
+    return BinExpr("+", a, b)
+
+
+def sub(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b):
+        return _norm(a - b)
+    if is_const(b) and b == 0 and not isinstance(b, float):
+        return a
+    if a == b:
+        return 0
+    if is_const(b) and b < 0:
+        return add(a, -b)
+    if is_const(b) and isinstance(a, BinExpr) and a.op in "+-" and is_const(a.right):
+        c = a.right if a.op == "+" else -a.right
+        return add(a.left, c - b)
+    # (x + y) - y -> x and (x + y) - x -> y
+    if isinstance(a, BinExpr) and a.op == "+" and a.right == b:
+        return a.left
+    if isinstance(a, BinExpr) and a.op == "+" and a.left == b:
+        return a.right
+    return BinExpr("-", a, b)
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b):
+        return _norm(a * b)
+    for x, y in ((a, b), (b, a)):
+        if is_const(x) and not isinstance(x, float):
+            if x == 0:
+                return 0
+            if x == 1:
+                return y
+    if is_const(a) and not is_const(b):
+        a, b = b, a  # constants on the right: `j * 1024`
+    return BinExpr("*", a, b)
+
+
+def truediv(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b) and b != 0:
+        return float(a) / float(b)
+    if is_const(b) and b == 1 and not isinstance(b, float):
+        return a
+    return BinExpr("/", a, b)
+
+
+def floordiv(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b) and b != 0:
+        return _norm(a // b)
+    if is_const(b) and b == 1:
+        return a
+    return BinExpr("//", a, b)
+
+
+def mod(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b) and b != 0:
+        return _norm(a % b)
+    if is_const(b) and b == 1:
+        return 0
+    return BinExpr("%", a, b)
+
+
+def ceildiv(a: Expr, b: Expr) -> Expr:
+    if is_const(a) and is_const(b) and b != 0:
+        return -(-a // b)
+    if is_const(b) and b == 1:
+        return a
+    return CallExpr("cdiv", (a, b))
+
+
+def neg(a: Expr) -> Expr:
+    if is_const(a):
+        return -a
+    if isinstance(a, NegExpr):
+        return a.operand
+    return NegExpr(a)
+
+
+def min_(a: Expr, b: Expr, ranges: Mapping[str, Bounds] | None = None) -> Expr:
+    if a == b:
+        return a
+    if is_const(a) and is_const(b):
+        return min(a, b)
+    if ranges is not None:
+        if prove_le(a, b, ranges):
+            return a
+        if prove_le(b, a, ranges):
+            return b
+    return CallExpr("min", (a, b))
+
+
+def max_(a: Expr, b: Expr, ranges: Mapping[str, Bounds] | None = None) -> Expr:
+    if a == b:
+        return a
+    if is_const(a) and is_const(b):
+        return max(a, b)
+    if ranges is not None:
+        if prove_le(a, b, ranges):
+            return b
+        if prove_le(b, a, ranges):
+            return a
+    return CallExpr("max", (a, b))
+
+
+_CMP = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+def compare(op: str, a: Expr, b: Expr) -> Expr:
+    """A comparison; folds to a bool when both sides are constant."""
+    if is_const(a) and is_const(b):
+        return _CMP[op](a, b)
+    if a == b and op in ("==", "<=", ">="):
+        return True
+    return BinExpr(op, a, b)
+
+
+def logical(op: str, a: Expr, b: Expr) -> Expr:
+    if isinstance(a, bool) and isinstance(b, bool):
+        return (a and b) if op == "and" else (a or b)
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, bool):
+            if op == "and":
+                return y if x else False
+            return True if x else y
+    return BinExpr(op, a, b)
+
+
+def logical_not(a: Expr) -> Expr:
+    if isinstance(a, bool):
+        return not a
+    return CallExpr("not", (a,))
+
+
+_BIN = {"+": add, "-": sub, "*": mul, "/": truediv, "//": floordiv, "%": mod,
+        **{op: (lambda o: lambda a, b: compare(o, a, b))(op) for op in _CMP},
+        "and": lambda a, b: logical("and", a, b), "or": lambda a, b: logical("or", a, b)}
+_CALL: dict[str, Callable[..., Expr]] = {"min": min_, "max": max_, "cdiv": ceildiv, "not": logical_not}
+
+
+def binary(op: str, a: Expr, b: Expr) -> Expr:
+    return _BIN[op](a, b)
+
+
+def call(fn: str, *args: Expr) -> Expr:
+    return _CALL[fn](*args)
+
+
+# ---------------------------------------------------------------- evaluation and analysis
+
+
+def evaluate(e: Expr, env: Mapping[str, Number]) -> Number:
+    """Evaluate with concrete symbol values; a missing symbol raises KeyError."""
+    if is_const(e) or isinstance(e, bool):
+        return e
+    if isinstance(e, Sym):
+        return env[e.name]
+    if isinstance(e, NegExpr):
+        return -evaluate(e.operand, env)
+    if isinstance(e, BinExpr):
+        a, b = evaluate(e.left, env), evaluate(e.right, env)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if e.op == "/":
+            return a / b
+        if e.op == "//":
+            return a // b
+        if e.op == "%":
+            return a % b
+        if e.op in _CMP:
+            return _CMP[e.op](a, b)
+        if e.op == "and":
+            return bool(a) and bool(b)
+        if e.op == "or":
+            return bool(a) or bool(b)
+    if isinstance(e, CallExpr):
+        args = [evaluate(x, env) for x in e.args]
+        if e.fn == "min":
+            return min(args)
+        if e.fn == "max":
+            return max(args)
+        if e.fn == "cdiv":
+            return -(-args[0] // args[1])
+        if e.fn == "not":
+            return not args[0]
+    raise TypeError(f"not a symbolic expression: {e!r}")
+
+
+def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
+    """Replace symbols by expressions, re-simplifying on the way up."""
+    if isinstance(e, Sym):
+        return env.get(e.name, e)
+    if isinstance(e, NegExpr):
+        return neg(substitute(e.operand, env))
+    if isinstance(e, BinExpr):
+        return binary(e.op, substitute(e.left, env), substitute(e.right, env))
+    if isinstance(e, CallExpr):
+        return call(e.fn, *(substitute(x, env) for x in e.args))
+    return e
+
+
+def free_symbols(e: Expr) -> set[str]:
+    if isinstance(e, Sym):
+        return {e.name}
+    if isinstance(e, NegExpr):
+        return free_symbols(e.operand)
+    if isinstance(e, BinExpr):
+        return free_symbols(e.left) | free_symbols(e.right)
+    if isinstance(e, CallExpr):
+        out: set[str] = set()
+        for x in e.args:
+            out |= free_symbols(x)
+        return out
+    return set()
+
+
+def bounds(e: Expr, ranges: Mapping[str, Bounds]) -> Bounds:
+    """Interval bounds of e, given symbol ranges (interval arithmetic, conservative)."""
+    if is_const(e):
+        return (e, e)
+    if isinstance(e, Sym):
+        return ranges.get(e.name, (None, None))
+    if isinstance(e, NegExpr):
+        lo, hi = bounds(e.operand, ranges)
+        return (None if hi is None else -hi, None if lo is None else -lo)
+    if isinstance(e, CallExpr) and e.fn in ("min", "max"):
+        bs = [bounds(x, ranges) for x in e.args]
+        f = min if e.fn == "min" else max
+        los = [b[0] for b in bs]
+        his = [b[1] for b in bs]
+        if e.fn == "min":
+            lo = None if any(v is None for v in los) else f(los)
+            hi = f([v for v in his if v is not None]) if any(v is not None for v in his) else None
+        else:
+            lo = f([v for v in los if v is not None]) if any(v is not None for v in los) else None
+            hi = None if any(v is None for v in his) else f(his)
+        return (lo, hi)
+    division = ((e.args[0], e.args[1], ceildiv) if isinstance(e, CallExpr) and e.fn == "cdiv" else
+                (e.left, e.right, floordiv) if isinstance(e, BinExpr) and e.op == "//" else None)
+    if division is not None and is_const(division[1]) and division[1] > 0:
+        # monotonic in the numerator for a positive constant divisor
+        num, den, f = division
+        lo, hi = bounds(num, ranges)
+        return (None if lo is None else f(lo, den), None if hi is None else f(hi, den))
+    if isinstance(e, BinExpr):
+        (alo, ahi), (blo, bhi) = bounds(e.left, ranges), bounds(e.right, ranges)
+        if e.op == "+":
+            return (_opt(alo, blo, float.__add__), _opt(ahi, bhi, float.__add__))
+        if e.op == "-":
+            return (_opt(alo, bhi, float.__sub__), _opt(ahi, blo, float.__sub__))
+        if e.op == "*" and None not in (alo, ahi, blo, bhi):
+            prods = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+            return (min(prods), max(prods))
+        if e.op == "*" and alo is not None and blo is not None and alo >= 0 and blo >= 0:
+            return (alo * blo, None)
+    return (None, None)
+
+
+def _opt(a: Number | None, b: Number | None, f) -> Number | None:
+    if a is None or b is None:
+        return None
+    r = f(float(a), float(b))
+    return int(r) if isinstance(a, int) and isinstance(b, int) else r
+
+
+def prove_le(a: Expr, b: Expr, ranges: Mapping[str, Bounds]) -> bool:
+    """True only when a <= b holds for every symbol value in range.
+
+    Ranges may be symbolic (a loop index ``i`` of ``loop(B)`` lies in ``[0, B - 1]``), so besides
+    interval arithmetic this substitutes each symbol of the linear form of ``b - a`` by the bound
+    that minimises it, which proves facts like ``B - i >= 1`` inside that loop.
+    """
+    if a == b:
+        return True
+    return prove_nonneg(sub(b, a), ranges)
+
+
+def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds]) -> bool:
+    if isinstance(e, CallExpr) and e.fn == "min":
+        return all(prove_nonneg(x, ranges) for x in e.args)
+    if isinstance(e, CallExpr) and e.fn == "max":
+        return any(prove_nonneg(x, ranges) for x in e.args)
+    lo, _ = bounds(e, {k: v for k, v in ranges.items() if all(x is None or is_const(x) for x in v)})
+    if lo is not None and lo >= 0:
+        return True
+    form = linear(e)
+    if form is None:
+        return False
+    coeffs, const = form
+    for _ in range(8):  # bounds may mention other symbols; a few rounds reach the dims
+        changed = False
+        for name in sorted(coeffs):
+            c = coeffs[name]
+            if name not in ranges or c == 0:
+                continue
+            lo_b, hi_b = ranges[name]
+            bound = lo_b if c > 0 else hi_b
+            if bound is None or (is_const(bound) and c > 0 and bound >= 0 and _nonneg_symbol(name, ranges)):
+                continue
+            sub_form = linear(bound)
+            if sub_form is None or name in sub_form[0]:
+                continue
+            del coeffs[name]
+            for k, v in sub_form[0].items():
+                coeffs[k] = coeffs.get(k, 0) + c * v
+            const += c * sub_form[1]
+            coeffs = {k: v for k, v in coeffs.items() if v != 0}
+            changed = True
+            break
+        if not changed:
+            break
+    if const < 0:
+        return False
+    return all(c > 0 and _nonneg_symbol(k, ranges) for k, c in coeffs.items())
+
+
+def _nonneg_symbol(name: str, ranges: Mapping[str, Bounds]) -> bool:
+    lo = ranges.get(name, (None, None))[0]
+    if lo is None:
+        return False
+    if is_const(lo):
+        return lo >= 0
+    return prove_nonneg(lo, {k: v for k, v in ranges.items() if k != name})
+
+
+def linear(e: Expr) -> tuple[dict[str, Number], Number] | None:
+    """``e`` as ({symbol: coefficient}, constant), or None when it is not linear."""
+    if is_const(e):
+        return {}, e
+    if isinstance(e, Sym):
+        return {e.name: 1}, 0
+    if isinstance(e, NegExpr):
+        f = linear(e.operand)
+        return None if f is None else ({k: -v for k, v in f[0].items()}, -f[1])
+    if isinstance(e, BinExpr) and e.op in ("+", "-"):
+        fa, fb = linear(e.left), linear(e.right)
+        if fa is None or fb is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        out = dict(fa[0])
+        for k, v in fb[0].items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v != 0}, fa[1] + sign * fb[1]
+    if isinstance(e, BinExpr) and e.op == "*":
+        for x, y in ((e.left, e.right), (e.right, e.left)):
+            if is_const(y):
+                f = linear(x)
+                return None if f is None else ({k: v * y for k, v in f[0].items()}, f[1] * y)
+    return None
+
+
+class NotInteger(ValueError):
+    """An expression used as an integer folds to a constant that is not one."""
+
+    def __init__(self, value: float):
+        super().__init__(f"{value!r} is not an integer")
+        self.value = value
+
+
+def as_integer(e: Expr) -> tuple[Expr, list[tuple[str, Expr, Expr]]]:
+    """``e`` rewritten for a place that needs an integer (a loop bound, a shape, an offset).
+
+    Python's ``/`` is true division; where an integer is needed, ``a / b`` stands for the integer
+    it equals, so it becomes ``a // b`` under the condition that ``b`` divides ``a``. Returns the
+    rewritten expression and the divisions it relies on, as ``(kind, num, den)`` with kind
+    ``exact`` (``b`` must divide ``a``) or ``nonzero`` (``//``, ``%`` and ``cdiv`` need ``b != 0``).
+    Raises :class:`NotInteger` for a constant that is not integral (``100 / 64``).
+    """
+    conds: list[tuple[str, Expr, Expr]] = []
+
+    def go(x: Expr) -> Expr:
+        if isinstance(x, bool):
+            return x
+        if isinstance(x, float):
+            if not x.is_integer():
+                raise NotInteger(x)
+            return int(x)
+        if isinstance(x, NegExpr):
+            return neg(go(x.operand))
+        if isinstance(x, BinExpr):
+            a, b = go(x.left), go(x.right)
+            if x.op == "/":
+                if is_const(a) and is_const(b) and b != 0 and a % b:
+                    raise NotInteger(a / b)
+                conds.append(("exact", a, b))
+                return floordiv(a, b)
+            if x.op in ("//", "%"):
+                conds.append(("nonzero", a, b))
+            return binary(x.op, a, b)
+        if isinstance(x, CallExpr):
+            args = tuple(go(a) for a in x.args)
+            if x.fn == "cdiv":
+                conds.append(("nonzero", args[0], args[1]))
+            return call(x.fn, *args)
+        return x
+
+    out = go(e)
+    return out, [c for c in conds if not (is_const(c[2]) and c[2] != 0 and (c[0] != "exact" or is_const(c[1])))]
+
+
+# ---------------------------------------------------------------- text
+
+_PREC = {"or": -2, "and": -1, "<": 0, "<=": 0, ">": 0, ">=": 0, "==": 0, "!=": 0,
+         "+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2}
+
+
+def to_text(e: Expr) -> str:
+    if isinstance(e, bool):
+        return "true" if e else "false"
+    if isinstance(e, int):
+        return str(e)
+    if isinstance(e, float):
+        return _float_text(e)
+    if isinstance(e, Sym):
+        return e.name
+    if isinstance(e, NegExpr):
+        inner = to_text(e.operand)
+        return f"-({inner})" if isinstance(e.operand, BinExpr) else f"-{inner}"
+    if isinstance(e, CallExpr):
+        return f"{e.fn}({', '.join(to_text(a) for a in e.args)})"
+    if isinstance(e, BinExpr):
+        p = _PREC[e.op]
+        left = to_text(e.left)
+        right = to_text(e.right)
+        if isinstance(e.left, BinExpr) and _PREC[e.left.op] < p:
+            left = f"({left})"
+        if (isinstance(e.right, BinExpr) and _PREC[e.right.op] <= p) or _negative_const(e.right):
+            right = f"({right})"
+        if _negative_const(e.left):
+            left = f"({left})"
+        return f"{left} {e.op} {right}"
+    raise TypeError(f"not a symbolic expression: {e!r}")
+
+
+def _negative_const(e: Expr) -> bool:
+    return is_const(e) and e < 0
+
+
+def _float_text(v: float) -> str:
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if math.isnan(v):
+        return "nan"
+    text = repr(v)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+class ExprSyntaxError(ValueError):
+    pass
+
+
+def parse(text: str) -> Expr:
+    """Parse the printer's infix form (also accepts ordinary user expressions like ``S - 1``)."""
+    p = ExprParser(tokenize(text), text)
+    e = p.cond()
+    p.expect_end()
+    return e
+
+
+class ExprParser:
+    """Recursive descent over a token list; the IR parser shares it for attribute values."""
+
+    def __init__(self, toks: list[str], text: str = "", pos: int = 0):
+        self.toks = toks
+        self.i = pos
+        self.text = text
+
+    def peek(self) -> str | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, want: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (want is not None and tok != want):
+            raise ExprSyntaxError(f"expected {want or 'a token'} in {self.text!r}")
+        self.i += 1
+        return tok
+
+    def expect_end(self) -> None:
+        if self.peek() is not None:
+            raise ExprSyntaxError(f"unexpected {self.peek()!r} in {self.text!r}")
+
+    def cond(self) -> Expr:
+        e = self.conj()
+        while self.peek() == "or":
+            self.take()
+            e = logical("or", e, self.conj())
+        return e
+
+    def conj(self) -> Expr:
+        e = self.comparison()
+        while self.peek() == "and":
+            self.take()
+            e = logical("and", e, self.comparison())
+        return e
+
+    def comparison(self) -> Expr:
+        e = self.expr()
+        while self.peek() in _CMP:
+            op = self.take()
+            e = compare(op, e, self.expr())
+        return e
+
+    def expr(self) -> Expr:
+        e = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            e = binary(op, e, self.term())
+        return e
+
+    def term(self) -> Expr:
+        e = self.unary()
+        while self.peek() in ("*", "/", "//", "%"):
+            op = self.take()
+            e = binary(op, e, self.unary())
+        return e
+
+    def unary(self) -> Expr:
+        if self.peek() == "-":
+            self.take()
+            return neg(self.unary())
+        return self.atom()
+
+    def atom(self) -> Expr:
+        tok = self.take()
+        if tok == "(":
+            e = self.cond()
+            self.take(")")
+            return e
+        if tok[0].isdigit() or tok[0] == ".":
+            return float(tok) if any(c in tok for c in ".eE") else int(tok)
+        if tok in ("inf", "nan"):
+            return float(tok)
+        if tok in ("true", "false"):
+            return tok == "true"
+        if tok[0].isalpha() or tok[0] == "_":
+            if self.peek() == "(" and tok in _CALL:
+                self.take("(")
+                args = [self.cond()]
+                while self.peek() == ",":
+                    self.take(",")
+                    args.append(self.cond())
+                self.take(")")
+                return call(tok, *args)
+            return Sym(tok)
+        raise ExprSyntaxError(f"unexpected {tok!r} in {self.text!r}")
+
+
+_NUMBER = re.compile(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def tokenize(text: str) -> list[str]:
+    toks: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif m := _NUMBER.match(text, i):
+            toks.append(m.group())
+            i = m.end()
+        elif c.isalpha() or c == "_":
+            j = i
+            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            toks.append(text[i:j])
+            i = j
+        elif text[i:i + 2] in ("//", "<=", ">=", "==", "!="):
+            toks.append(text[i:i + 2])
+            i += 2
+        elif c in "+-*/%(),<>":
+            toks.append(c)
+            i += 1
+        else:
+            raise ExprSyntaxError(f"unexpected character {c!r} in {text!r}")
+    return toks

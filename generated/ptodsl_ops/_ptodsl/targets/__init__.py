@@ -1,0 +1,301 @@
+"""Hardware models as data: one ``NAME.yaml`` per target in this folder, loaded into :class:`Target`.
+
+Code never writes a buffer size or core count as a literal; it asks the spec's target. The files are
+validated with the same schema machinery as spec files, so a broken target file is reported at its
+line and column rather than failing somewhere in a pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+from ..diagnostics import CompileError, Diagnostics
+from ..yamlio.nodes import YMap, compose
+from ..yamlio.schema import (
+    E_TARGET,
+    Enum,
+    Float,
+    Int,
+    ListOf,
+    MapOf,
+    Obj,
+    Str,
+    dtype_name,
+    to_json_schema,
+    validate,
+)
+
+E_READ = "E0203"
+E_EMPTY = "E0204"
+E_RULE = "E0209"  # a value the schema cannot express the constraint on
+
+
+LAYOUTS = ("row", "col1")  # row-major; column-major with a single column
+
+
+@dataclass(frozen=True)
+class InstructionRule:
+    """What one pto-isa vector instruction accepts on a target, as its implementation header
+    asserts at compile time."""
+
+    header: str  # the pto-isa header the rule was read from
+    dtypes: frozenset[str] | None  # dtypes of its data tiles; None when the rule lists casts
+    casts: frozenset[tuple[str, str]] | None  # TCVT's (to, from) pairs
+    layouts: tuple[tuple[str, ...], ...]  # per tile operand (the last repeats); empty: any layout
+
+    def layouts_of(self, k: int) -> tuple[str, ...] | None:
+        """The layouts tile operand ``k`` may have, or None when the header asserts none."""
+        if not self.layouts:
+            return None
+        return self.layouts[min(k, len(self.layouts) - 1)]
+
+    def takes(self, dtype: str) -> bool:
+        return self.dtypes is not None and dtype in self.dtypes
+
+    def converts(self, to: str, src: str) -> bool:
+        return self.casts is not None and (to, src) in self.casts
+
+
+WIDTHS = {1: "b8", 2: "b16", 4: "b32"}  # element bytes -> the key the timing tables use
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How fast each pipe works, for the cost model of ``ptodsl ir --stats`` (sources in the file)."""
+
+    clock_hz: int
+    gib_per_s: dict[str, float]  # transfer path (gm_to_ub, ub_to_gm, ...) -> GiB/s of one core
+    vector: dict[str, dict[str, tuple[float, float]]]  # instruction -> width -> (cycles/element, fixed)
+    cube_head_cycles: int
+    cube_fractal_cycles: dict[str, int]  # input width -> cycles per fractal product
+
+    def transfer_cycles(self, path: str, nbytes: int) -> float:
+        return nbytes / (self.gib_per_s[path] * 2**30 / self.clock_hz)
+
+    def vector_cycles(self, instruction: str, itemsize: int, elements: int) -> float:
+        width = WIDTHS.get(itemsize, "b32")
+        default = self.vector["default"]
+        slope, fixed = self.vector.get(instruction, {}).get(width) or default.get(width) or default["b32"]
+        return slope * elements + fixed
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the file stem
+    description: str
+    ub_bytes: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    ub_block_bytes: int
+    max_event_ids: int
+    cube_dtypes: tuple[tuple[str, str, str], ...]  # (accumulator, left, right)
+    max_mkn: int
+    cube_fractal_rows: int
+    cube_c0_bytes: int
+    vector_repeat_bytes: int
+    default_vec_tile: tuple[int, ...]
+    default_cube_tile: dict[str, int]  # "m"/"k"/"n" -> L0 extent
+    max_tile_rank: int
+    npu_vector_arch: str  # bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known
+    npu_cube_arch: str  # the same for cube kernels
+    vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
+    timing: Timing  # the pipes' speeds, for the cost model
+
+    def supports_matmul(self, c: str, a: str, b: str) -> bool:
+        return (c, a, b) in self.cube_dtypes
+
+    def accumulator_of(self, dtype: str) -> str | None:
+        """The L0C dtype a matmul of ``dtype`` inputs accumulates in, if the cube takes them."""
+        return next((c for c, a, b in self.cube_dtypes if a == b == dtype), None)
+
+    def vector_rule(self, instruction: str) -> InstructionRule | None:
+        return self.vector_instructions.get(instruction)
+
+    def computes(self, instruction: str, dtype: str) -> bool:
+        """Whether the vector ``instruction`` takes data tiles of ``dtype`` on this target."""
+        rule = self.vector_rule(instruction)
+        return rule is not None and rule.takes(dtype)
+
+    def converts(self, to: str, src: str) -> bool:
+        """Whether one TCVT converts ``src`` to ``to`` on this target."""
+        rule = self.vector_rule("TCVT")
+        return rule is not None and rule.converts(to, src)
+
+
+TRANSFER_PATHS = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l1_to_l0a", "l1_to_l0b", "l0c_to_l1",
+                  "ub_to_ub")
+
+
+def _WIDTH_TABLE(value) -> Obj:  # noqa: N802 - a schema constructor, named like the others
+    return Obj(desc="by element width", fields={w: value for w in WIDTHS.values()})
+
+
+def _bytes(desc: str) -> Int:
+    return Int(min=1, desc=desc)
+
+
+_TARGET_FIELDS = {
+    "description": Str(desc="one line about the hardware"),
+    "ub_bytes": _bytes("unified buffer bytes per vector core"),
+    "l1_bytes": _bytes("L1 bytes per cube core"),
+    "l0a_bytes": _bytes("L0A (left operand) bytes"),
+    "l0b_bytes": _bytes("L0B (right operand) bytes"),
+    "l0c_bytes": _bytes("L0C (accumulator) bytes"),
+    "ub_block_bytes": _bytes("alignment of UB addresses and of a row-major tile row"),
+    "max_event_ids": Int(min=1, desc="event ids per pipe pair for set_flag/wait_flag"),
+    "cube_dtypes": ListOf(item=ListOf(item=dtype_name(), min_len=3, max_len=3), min_len=1,
+                          desc="(accumulator, left, right) dtype triples matmul supports"),
+    "max_mkn": Int(min=1, desc="largest m, k, n of one matmul instruction"),
+    "cube_fractal_rows": Int(min=1, desc="rows of a cube fractal"),
+    "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
+    "vector_repeat_bytes": Int(min=1, desc="bytes per vector instruction repeat"),
+    "default_vec_tile": ListOf(item=Int(min=1), min_len=1, max_len=4,
+                               desc="the vector tile of a spec that gives none"),
+    "default_cube_tile": Obj(desc="the L0 extents of a spec that gives no cube_tile",
+                             fields={"m": Int(min=1), "k": Int(min=1), "n": Int(min=1)}, required=("m", "k", "n")),
+    "max_tile_rank": Int(min=1, desc="dims of a vector tile"),
+    "npu_vector_arch": Str(desc="bisheng --cce-aicore-arch of vector kernels; empty when no NPU build is known"),
+    "npu_cube_arch": Str(desc="bisheng --cce-aicore-arch of cube kernels; empty when no NPU build is known"),
+    "vector_instructions": MapOf(
+        key=Str(desc="a pto-isa instruction name, e.g. TADD"),
+        value=Obj(desc="what the instruction accepts, from its pto-isa implementation header", fields={
+            "header": Str(desc="the pto-isa header its static_asserts are in"),
+            "dtypes": ListOf(item=dtype_name(), min_len=1, desc="dtypes of its data tiles"),
+            "casts": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
+                            desc="(to, from) dtype pairs a conversion takes"),
+            "layouts": ListOf(item=ListOf(item=Enum(values=LAYOUTS, what="tile layout"), min_len=1), min_len=1,
+                              desc="per tile operand (the last repeating), the layouts it may have"),
+        }, required=("header",)),
+        placeholder="<instruction>",
+        desc="per pto-isa vector instruction, the dtypes and layouts it accepts"),
+    "timing": Obj(desc="pipe speeds for the cost model", fields={
+        "clock_hz": Int(min=1, desc="core clock"),
+        "gib_per_s": Obj(desc="per-core bandwidth of each transfer path, GiB/s",
+                         fields={k: Float(min=0) for k in TRANSFER_PATHS}, required=TRANSFER_PATHS),
+        "vector": MapOf(key=Str(), value=_WIDTH_TABLE(ListOf(item=Float(min=0), min_len=2, max_len=2)),
+                        desc="vector instruction -> element width -> [cycles per element, fixed cycles]; "
+                        "`default` for the rest"),
+        "cube_head_cycles": Int(min=0, desc="fixed cycles of one matmul instruction"),
+        "cube_fractal_cycles": _WIDTH_TABLE(Int(min=1)),
+    }, required=("clock_hz", "gib_per_s", "vector", "cube_head_cycles", "cube_fractal_cycles")),
+}
+# Every field of the file is required: a missing number would otherwise become a silent default.
+TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
+
+assert [f.name for f in fields(Target)] == ["name", *TARGET_SCHEMA.fields], "Target and its schema disagree"
+
+
+def _folder() -> Traversable:
+    return resources.files(__package__)
+
+
+def target_names() -> list[str]:
+    """Names of the targets shipped in this folder, sorted."""
+    return sorted(e.name[: -len(".yaml")] for e in _folder().iterdir() if e.name.endswith(".yaml"))
+
+
+def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target | None:
+    """A target from the text of its file; problems go to ``diags`` and give None."""
+    before = len(diags.errors)
+    root = compose(text, file, diags)
+    if root is None:
+        if len(diags.errors) == before:
+            diags.error(E_EMPTY, f"target file for `{name}` is empty", None,
+                        help="a target file lists every field of ptodsl.targets.Target")
+        return None
+    data = validate(TARGET_SCHEMA, root, diags)
+    if len(diags.errors) == before and "default" not in data["timing"]["vector"]:
+        vector = root.get("timing").value.get("vector")
+        diags.error("E0208", "`timing.vector` is missing the required key `default`", vector.key.span,
+                    "`default` is missing", help="add `default: {b16: [...], b32: [...]}`: the cost of "
+                    "instructions the table does not list")
+    if len(diags.errors) > before:
+        return None
+    rules = {}
+    for instr, entry in data["vector_instructions"].items():
+        if ("dtypes" in entry) == ("casts" in entry):
+            node = _entry_node(root, instr)
+            diags.error(E_RULE, f"the rule of `{instr}` must give exactly one of `dtypes` and `casts`",
+                        node.span if node is not None else None,
+                        help="`dtypes` for an instruction whose tiles share a dtype, `casts` for a conversion")
+            continue
+        rules[instr] = InstructionRule(
+            header=entry["header"],
+            dtypes=frozenset(entry["dtypes"]) if "dtypes" in entry else None,
+            casts=frozenset(tuple(p) for p in entry["casts"]) if "casts" in entry else None,
+            layouts=tuple(tuple(ls) for ls in entry.get("layouts", ())),
+        )
+    if len(diags.errors) > before:
+        return None
+    return Target(
+        name=name,
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "vector_instructions",
+                                                       "timing")},
+        cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
+        default_vec_tile=tuple(data["default_vec_tile"]),
+        vector_instructions=rules,
+        timing=_timing(data["timing"]),
+    )
+
+
+def _timing(data: dict) -> Timing:
+    vector = {ins: {w: (float(v[0]), float(v[1])) for w, v in rows.items()} for ins, rows in data["vector"].items()}
+    return Timing(data["clock_hz"], dict(data["gib_per_s"]), vector, data["cube_head_cycles"],
+                  dict(data["cube_fractal_cycles"]))
+
+
+def _entry_node(root, instr: str):
+    """The YAML node of one instruction's rule, for a diagnostic's span."""
+    section = next((p.value for p in getattr(root, "pairs", ()) if p.key.text == "vector_instructions"), None)
+    if isinstance(section, YMap):
+        return next((p.value for p in section.pairs if p.key.text == instr), None)
+    return None
+
+
+def load_target_file(path: str, name: str | None = None) -> Target:
+    """Load a target from any file; raises :class:`CompileError` with every problem found."""
+    import os
+
+    diags = Diagnostics()
+    name = name or os.path.splitext(os.path.basename(path))[0]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        diags.error(E_READ, f"cannot read target file `{path}`: {exc}")
+        raise CompileError(diags.items) from None
+    target = parse_target(text, name, path, diags)
+    if target is None:
+        raise CompileError(diags.items)
+    return target
+
+
+@cache
+def load_target(name: str) -> Target:
+    """The shipped target called ``name``; raises :class:`CompileError` for an unknown name."""
+    names = target_names()
+    if name not in names:
+        diags = Diagnostics()
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        diags.error(E_TARGET, f"unknown target `{name}`", None,
+                    help=f"did you mean `{close[0]}`?" if close else None,
+                    notes=[f"known targets: {', '.join(names)}"])
+        raise CompileError(diags.items)
+    entry = _folder().joinpath(f"{name}.yaml")
+    with resources.as_file(entry) as real:
+        return load_target_file(str(real), name)
+
+
+def target_json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of a target file."""
+    return to_json_schema(TARGET_SCHEMA, "ptodsl hardware target")
+
+
+__all__ = ["LAYOUTS", "TARGET_SCHEMA", "InstructionRule", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
+           "target_names"]
