@@ -15,8 +15,8 @@ from ..diagnostics import Diagnostic, Label, Span
 from ..driver import Compiled
 from ..frontend import ast
 from ..golden import case_id
-from ..yamlio.schema import E_NAME, identifier_problem
 from ..runtime.layout import VENDOR, cpu_folder, npu_folder, variant_slug
+from ..yamlio.schema import E_NAME, identifier_problem
 
 # Keyword arguments every wrapper takes besides the kernel's parameters.
 WRAPPER_KEYWORDS = ("backend", "device")
