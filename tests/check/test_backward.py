@@ -116,3 +116,11 @@ def test_a_missing_backward_spec(write_spec):
     with pytest.raises(CompileError) as info:
         compile_spec(path)
     assert [d.code for d in info.value.diagnostics] == ["E0236"]
+
+
+def test_editors_complete_the_key_from_the_schema():
+    from ptodsl.lsp import analysis
+
+    text = "op: x\nbackward:\n  \n"
+    assert "backward" in {k.name for k in analysis.yaml_completions(text, 1, 0)}
+    assert [k.name for k in analysis.yaml_completions(text, 2, 2)] == ["spec", "saves"]
