@@ -82,7 +82,7 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     module = parse_module(text, spec.source, diags) if text is not None else None
     if module is None:
         raise CompileError(diags.items)
-    checked = check(module, spec, diags)
+    checked = check(module, spec, diags, sources)
     if diags.has_errors or not checked:
         raise CompileError(diags.items)
     target = load_target(spec.target)

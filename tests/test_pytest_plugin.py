@@ -17,8 +17,9 @@ BROKEN_YAML = "op: broken\nreference: refs.py:add_one\ntests:\n  - {shapes: {N: 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A project folder holding two library specs and one spec that does not compile."""
-    for name in ("add_one", "softmax"):
+    """A project folder holding two library specs (and softmax's backward spec, which softmax names)
+    and one spec that does not compile."""
+    for name in ("add_one", "softmax", "softmax_bwd"):
         for suffix in (".pto", ".yaml"):
             shutil.copy(ROOT / "specs" / f"{name}{suffix}", pytester.path)
     shutil.copy(ROOT / "specs" / "refs.py", pytester.path)
@@ -44,14 +45,14 @@ def compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_collecting_compiles_nothing(project: pytest.Pytester, compiled: list[str]):
     result = project.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*add_one.yaml::add_one[[]tails[]]", "*add_one.yaml::add_one[[]tails-cpu[]]",
-                                 "*broken.yaml::broken[[]N8[]]", "*softmax.yaml::softmax[[]*", "16 tests collected*"])
+                                 "*broken.yaml::broken[[]N8[]]", "*softmax.yaml::softmax[[]*", "22 tests collected*"])
     assert compiled == []
 
 
 def test_k_compiles_only_the_spec_it_selects(project: pytest.Pytester, compiled: list[str]):
     result = project.runpytest_inprocess("-k", "add_one and not cpu", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
-    assert compiled == ["add_one.yaml"]  # once for its three cases; softmax and broken never compile
+    assert compiled == ["add_one.yaml"]  # once for its three cases; the others never compile
 
 
 def test_a_spec_that_does_not_compile_fails_each_case(project: pytest.Pytester, compiled: list[str]):

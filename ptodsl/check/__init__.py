@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 
 from ..diagnostics import CompileError, Diagnostic, Diagnostics, Label
 from ..frontend import ast
 from ..frontend.spec import Spec
 from ..targets import load_target
 from . import dataflow, loops, schedule
+from .backward import check_backward
 from .typer import Typer, did_you_mean
 from .types import CheckedKernel
 
@@ -22,8 +24,10 @@ def variants(spec: Spec) -> list[dict[str, str]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(spec.dtypes[n] for n in names))] or [{}]
 
 
-def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKernel]:
-    """Type-check the spec's kernel under every dtype variant; errors go to diags."""
+def check(module: ast.Module, spec: Spec, diags: Diagnostics,
+          sources: Mapping[str, str] | None = None) -> list[CheckedKernel]:
+    """Type-check the spec's kernel under every dtype variant, and its `backward:` against its
+    signature; errors go to diags. ``sources`` stand in for files (an editor's unsaved buffers)."""
     kernel = module.kernel(spec.op)
     if kernel is None:
         names = [k.name for k in module.kernels]
@@ -33,6 +37,7 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics) -> list[CheckedKer
                     secondary=[Label(k.name_span or k.span, "a kernel is defined here") for k in module.kernels[:1]])
         return []
     _check_dtype_vars(kernel, spec, diags)
+    check_backward(spec, kernel, diags, sources)
     valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
                     for name, dims in spec.schedule.valid_shapes.items()}
     out: list[CheckedKernel] = []

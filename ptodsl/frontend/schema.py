@@ -128,6 +128,16 @@ def spec_schema() -> Obj:
             "torch": Ident(role="function name",
                            desc="torch equivalent for `ptodsl bench`: a function of the reference file"),
             "tests": ListOf(item=test, keep_valid=True, desc="golden test cases"),
+            "backward": Obj(
+                desc="the spec computing this op's gradients (docs/LANGUAGE.md §2.1)",
+                fields={
+                    "spec": Str(pattern=r".+\.yaml", form="a path ending in `.yaml`", example="softmax_bwd.yaml",
+                                desc="the backward spec's YAML, relative to this file"),
+                    "saves": ListOf(item=Ident(role="parameter name"), unique=True,
+                                    desc="forward tensors (inputs or outputs) the backward kernel reads"),
+                },
+                required=("spec",),
+            ),
         },
     )
 
@@ -141,7 +151,7 @@ def json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the spec file format, for editors and external validators."""
     schema = to_json_schema(spec_schema(), "ptodsl operator spec",
                             "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
-                            "torch equivalent and tests.")
+                            "torch equivalent, tests and backward spec.")
     return {"$schema": schema.pop("$schema"), "$id": SPEC_SCHEMA_ID, **schema}
 
 

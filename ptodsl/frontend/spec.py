@@ -95,6 +95,14 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Backward:
+    """``backward:``: the spec computing the op's gradients and the forward tensors it reads."""
+
+    spec: str  # the backward YAML, relative to the forward spec's folder, as written
+    saves: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Spec:
     path: str  # the YAML file, as given
     folder: str  # its folder ("." for a bare file name)
@@ -109,11 +117,17 @@ class Spec:
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
     torch: str | None = None  # a function of the reference file: the op in eager torch, for bench
+    backward: Backward | None = None  # the spec of the op's gradients (docs/LANGUAGE.md §2.1)
 
     @property
     def reference_path(self) -> str | None:
         """The reference file's path (relative paths are relative to the spec's folder)."""
         return None if self.reference is None else os.path.normpath(os.path.join(self.folder, self.reference.file))
+
+    @property
+    def backward_path(self) -> str | None:
+        """The backward spec's YAML path (relative paths are relative to the spec's folder)."""
+        return None if self.backward is None else os.path.normpath(os.path.join(self.folder, self.backward.spec))
 
     def variant_of(self, case: TestCase) -> dict[str, str]:
         """The dtype variant a test case runs: its own dtypes, the first of each list otherwise."""
@@ -230,6 +244,9 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
         )
         for i, t in enumerate(data.get("tests", []))
     )
+    backward = None
+    if "backward" in data:
+        backward = Backward(data["backward"]["spec"], tuple(data["backward"].get("saves", ())))
     return Spec(
         path=path,
         folder=folder,
@@ -244,6 +261,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
         tests=tests,
         spans=spans,
         torch=data.get("torch"),
+        backward=backward,
     )
 
 
@@ -319,6 +337,8 @@ def check_spec_files(spec: Spec, diags: Diagnostics) -> None:
     named = [(spec.source, ("source",), "`source:`")]
     if spec.reference_path is not None:
         named.append((spec.reference_path, ("reference",), "`reference:`"))
+    if spec.backward_path is not None:
+        named.append((spec.backward_path, ("backward", "spec"), "`backward.spec:`"))
     for path, key, what in named:
         problem = path_problem(path)
         if problem is None and outside_root(path, root):
@@ -394,6 +414,7 @@ def load_spec(path: str, diags: Diagnostics | None = None, sources: Mapping[str,
 
 __all__ = [
     "PASS_OPTION_DEFAULTS",
+    "Backward",
     "LoopSchedule",
     "Reference",
     "Schedule",

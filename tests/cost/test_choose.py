@@ -19,9 +19,13 @@ SPECS = ROOT / "specs"
 
 
 def unscheduled(name: str, tmp: Path) -> Path:
-    """A copy of library spec ``name`` (and the references) with its ``schedule:`` removed."""
+    """A copy of library spec ``name`` (and the references, and the backward spec it names, as it
+    is) with its ``schedule:`` removed."""
     shutil.copy(SPECS / f"{name}.pto", tmp / f"{name}.pto")
     shutil.copy(SPECS / "refs.py", tmp / "refs.py")
+    for suffix in (".pto", ".yaml"):
+        if (SPECS / f"{name}_bwd{suffix}").exists():
+            shutil.copy(SPECS / f"{name}_bwd{suffix}", tmp / f"{name}_bwd{suffix}")
     text = (SPECS / f"{name}.yaml").read_text()
     (tmp / f"{name}.yaml").write_text(without_schedule(text, name))
     return tmp / f"{name}.yaml"

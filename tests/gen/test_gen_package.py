@@ -40,11 +40,14 @@ def read_tree(folder: Path) -> dict[str, bytes]:
 
 
 def small_specs(folder: Path, *names: str) -> Path:
-    """A copy of a few library specs (and their shared reference file) in ``folder``."""
+    """A copy of a few library specs (with the backward specs they name, and their shared
+    reference file) in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
-        for suffix in (".pto", ".yaml"):
-            shutil.copy(ROOT / "specs" / f"{name}{suffix}", folder)
+        for stem in (name, f"{name}_bwd"):
+            for suffix in (".pto", ".yaml"):
+                if (ROOT / "specs" / f"{stem}{suffix}").exists():
+                    shutil.copy(ROOT / "specs" / f"{stem}{suffix}", folder)
     shutil.copy(ROOT / "specs" / "refs.py", folder)
     return folder
 
@@ -175,7 +178,7 @@ def test_a_broken_spec_leaves_the_previous_output_untouched(tmp_path: Path, caps
     out = tmp_path / "out"
     assert main(["gen", str(specs), "-o", str(out), "--name", "small_ops"]) == 0
     before = read_tree(out)
-    assert set(json.loads(before["small_ops/manifest.json"])["ops"]) == {"relu", "softmax"}
+    assert set(json.loads(before["small_ops/manifest.json"])["ops"]) == {"relu", "softmax", "softmax_bwd"}
     (specs / "broken.pto").write_text(BROKEN_PTO)
     (specs / "broken.yaml").write_text(BROKEN_YAML)
     capsys.readouterr()
