@@ -25,7 +25,7 @@ from .runtime.operator import (
     to_numpy,
     to_torch,
 )
-from .runtime.program import Division, ParamInfo, Program, Variant
+from .runtime.program import Backward, Division, ParamInfo, Program, Variant
 
 
 def literal_value(e: Any) -> Any:
@@ -35,6 +35,30 @@ def literal_value(e: Any) -> Any:
     if isinstance(e, ast.UnaryOp):
         return -literal_value(e.operand)
     return e.value
+
+
+def _backward_of(compiled: Compiled) -> Backward | None:
+    """How the spec's ``backward:`` op takes the forward's values (the check has accepted it)."""
+    spec = compiled.spec
+    if spec.backward is None:
+        return None
+    from .check.backward import load_backward, match_backward
+    from .diagnostics import Diagnostics
+
+    kernel = compiled.module.kernel(spec.op)
+    loaded = load_backward(spec, Diagnostics())
+    if loaded is None:
+        return None
+    bwd, bwd_kernel = loaded
+    mapping, problems = match_backward(spec, kernel, bwd, bwd_kernel)
+    if problems:
+        return None
+    params = bwd_kernel.params
+    return Backward(
+        bwd.op,
+        tuple((p.name, *mapping.inputs[p.name]) for p in params if p.is_tensor and p.mode == "in"),
+        tuple((p.name, mapping.outputs[p.name]) for p in params if p.is_tensor and p.mode != "in"),
+        tuple(mapping.scalars[p.name] for p in params if not p.is_tensor))
 
 
 def program_of(compiled: Compiled) -> Program:
@@ -58,6 +82,7 @@ def program_of(compiled: Compiled) -> Program:
     if spec.reference is not None:
         reference = (os.path.normpath(os.path.join(spec.folder, spec.reference.file)), spec.reference.function)
     program = Program(
+        backward=_backward_of(compiled),
         op=spec.op, doc=spec.doc, dtypes=dict(spec.dtypes), symbols=dict(spec.symbols), params=params,
         span=kernel.span, variants=variants, tensor=compiled.stages["tensor"], block=compiled.stages["block"],
         target=compiled.target, cpu_source=lambda index: emitted(compiled, index), tile=compiled.stages.get("tile"),

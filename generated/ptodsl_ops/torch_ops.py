@@ -29,23 +29,29 @@ from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
 from .ops import flash_attn as _PTODSL_M_flash_attn
 from .ops import gelu as _PTODSL_M_gelu
+from .ops import gelu_bwd as _PTODSL_M_gelu_bwd
 from .ops import layernorm as _PTODSL_M_layernorm
+from .ops import layernorm_bwd as _PTODSL_M_layernorm_bwd
 from .ops import log as _PTODSL_M_log
 from .ops import log_softmax as _PTODSL_M_log_softmax
 from .ops import matmul as _PTODSL_M_matmul
 from .ops import matmul_bias_relu as _PTODSL_M_matmul_bias_relu
+from .ops import matmul_bwd as _PTODSL_M_matmul_bwd
 from .ops import mean_rows as _PTODSL_M_mean_rows
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
 from .ops import reciprocal as _PTODSL_M_reciprocal
 from .ops import relu as _PTODSL_M_relu
 from .ops import rmsnorm as _PTODSL_M_rmsnorm
+from .ops import rmsnorm_bwd as _PTODSL_M_rmsnorm_bwd
 from .ops import rsqrt as _PTODSL_M_rsqrt
 from .ops import scalar_ops as _PTODSL_M_scalar_ops
 from .ops import scale_shift as _PTODSL_M_scale_shift
 from .ops import seq_add as _PTODSL_M_seq_add
 from .ops import sigmoid as _PTODSL_M_sigmoid
 from .ops import silu as _PTODSL_M_silu
+from .ops import silu_bwd as _PTODSL_M_silu_bwd
 from .ops import softmax as _PTODSL_M_softmax
+from .ops import softmax_bwd as _PTODSL_M_softmax_bwd
 from .ops import softmax_long as _PTODSL_M_softmax_long
 from .ops import sqrt as _PTODSL_M_sqrt
 from .ops import sub_bcast as _PTODSL_M_sub_bcast
@@ -794,6 +800,56 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::gelu_bwd", mutates_args=())
+def gelu_bwd(
+    x: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Gradient of gelu (tanh approximation) from the saved x, computed in f32.
+
+    Torch custom op ``ptodsl_ops::gelu_bwd``; see ``ptodsl_ops.gelu_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_gelu_bwd._PTODSL_OP,
+        (x, dy),
+        {},
+        backend,
+    )
+
+
+@gelu_bwd.register_fake
+def _PTODSL_fake_gelu_bwd(
+    x: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_gelu_bwd._PTODSL_OP,
+        (x, dy),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @gelu_bwd.register_kernel("npu")
+    def _PTODSL_npu_gelu_bwd(
+        x: torch.Tensor,
+        dy: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_gelu_bwd._PTODSL_OP,
+            (x, dy),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::layernorm", mutates_args=())
 def layernorm(
     x: torch.Tensor,
@@ -846,6 +902,62 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_layernorm._PTODSL_OP,
             (x, gamma, beta),
+            {"eps": eps},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::layernorm_bwd", mutates_args=())
+def layernorm_bwd(
+    x: torch.Tensor,
+    gamma: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    eps: float = 1e-05,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradient of layernorm, dx, dgamma and dbeta from dy and the saved x and gamma, computed in f32.
+
+    Torch custom op ``ptodsl_ops::layernorm_bwd``; see ``ptodsl_ops.layernorm_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_layernorm_bwd._PTODSL_OP,
+        (x, gamma, dy),
+        {"eps": eps},
+        backend,
+    )
+
+
+@layernorm_bwd.register_fake
+def _PTODSL_fake_layernorm_bwd(
+    x: torch.Tensor,
+    gamma: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    eps: float = 1e-05,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_layernorm_bwd._PTODSL_OP,
+        (x, gamma, dy),
+        {"eps": eps},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @layernorm_bwd.register_kernel("npu")
+    def _PTODSL_npu_layernorm_bwd(
+        x: torch.Tensor,
+        gamma: torch.Tensor,
+        dy: torch.Tensor,
+        *,
+        eps: float = 1e-05,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_layernorm_bwd._PTODSL_OP,
+            (x, gamma, dy),
             {"eps": eps},
         )
 
@@ -1043,6 +1155,59 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_matmul_bias_relu._PTODSL_OP,
             (a, b, bias),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::matmul_bwd", mutates_args=())
+def matmul_bwd(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    dc: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of matmul, da = dc @ b^T and db = a^T @ dc from the f32 dc and the saved a and b, accumulated in f32.
+
+    Torch custom op ``ptodsl_ops::matmul_bwd``; see ``ptodsl_ops.matmul_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_matmul_bwd._PTODSL_OP,
+        (a, b, dc),
+        {},
+        backend,
+    )
+
+
+@matmul_bwd.register_fake
+def _PTODSL_fake_matmul_bwd(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    dc: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_matmul_bwd._PTODSL_OP,
+        (a, b, dc),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul_bwd.register_kernel("npu")
+    def _PTODSL_npu_matmul_bwd(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        dc: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul_bwd._PTODSL_OP,
+            (a, b, dc),
             {},
         )
 
@@ -1287,6 +1452,62 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_rmsnorm._PTODSL_OP,
             (x, gamma),
+            {"eps": eps},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::rmsnorm_bwd", mutates_args=())
+def rmsnorm_bwd(
+    x: torch.Tensor,
+    gamma: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    eps: float = 1e-06,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of rmsnorm, dx and dgamma from dy and the saved x and gamma, computed in f32.
+
+    Torch custom op ``ptodsl_ops::rmsnorm_bwd``; see ``ptodsl_ops.rmsnorm_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_rmsnorm_bwd._PTODSL_OP,
+        (x, gamma, dy),
+        {"eps": eps},
+        backend,
+    )
+
+
+@rmsnorm_bwd.register_fake
+def _PTODSL_fake_rmsnorm_bwd(
+    x: torch.Tensor,
+    gamma: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    eps: float = 1e-06,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_rmsnorm_bwd._PTODSL_OP,
+        (x, gamma, dy),
+        {"eps": eps},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rmsnorm_bwd.register_kernel("npu")
+    def _PTODSL_npu_rmsnorm_bwd(
+        x: torch.Tensor,
+        gamma: torch.Tensor,
+        dy: torch.Tensor,
+        *,
+        eps: float = 1e-06,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rmsnorm_bwd._PTODSL_OP,
+            (x, gamma, dy),
             {"eps": eps},
         )
 
@@ -1588,6 +1809,56 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::silu_bwd", mutates_args=())
+def silu_bwd(
+    x: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Gradient of silu, dx = dy * s * (1 + x * (1 - s)) with s = sigmoid(x), from the saved x; computed in f32.
+
+    Torch custom op ``ptodsl_ops::silu_bwd``; see ``ptodsl_ops.silu_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_silu_bwd._PTODSL_OP,
+        (x, dy),
+        {},
+        backend,
+    )
+
+
+@silu_bwd.register_fake
+def _PTODSL_fake_silu_bwd(
+    x: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_silu_bwd._PTODSL_OP,
+        (x, dy),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @silu_bwd.register_kernel("npu")
+    def _PTODSL_npu_silu_bwd(
+        x: torch.Tensor,
+        dy: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_silu_bwd._PTODSL_OP,
+            (x, dy),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::softmax", mutates_args=())
 def softmax(
     x: torch.Tensor,
@@ -1631,6 +1902,56 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_softmax._PTODSL_OP,
             (x,),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::softmax_bwd", mutates_args=())
+def softmax_bwd(
+    y: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Gradient of softmax over the last axis, dx = y * (dy - sum(dy * y)), from the saved output y; computed in f32.
+
+    Torch custom op ``ptodsl_ops::softmax_bwd``; see ``ptodsl_ops.softmax_bwd`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_softmax_bwd._PTODSL_OP,
+        (y, dy),
+        {},
+        backend,
+    )
+
+
+@softmax_bwd.register_fake
+def _PTODSL_fake_softmax_bwd(
+    y: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_softmax_bwd._PTODSL_OP,
+        (y, dy),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @softmax_bwd.register_kernel("npu")
+    def _PTODSL_npu_softmax_bwd(
+        y: torch.Tensor,
+        dy: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_softmax_bwd._PTODSL_OP,
+            (y, dy),
             {},
         )
 
@@ -2062,3 +2383,54 @@ if _PTODSL_NPU:
             (x,),
             {},
         )
+
+
+# Autograd: an op whose spec names a `backward:` differentiates through that op's custom op;
+# the others raise E0716 naming themselves when .backward() reaches them.
+_PTODSL_TORCH.register_autograd(abs_neg, _PTODSL_M_abs_neg._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(add_bcast, _PTODSL_M_add_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(add_one, _PTODSL_M_add_one._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(amax_rows, _PTODSL_M_amax_rows._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(amin_cols, _PTODSL_M_amin_cols._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(attn, _PTODSL_M_attn._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(bitwise_not, _PTODSL_M_bitwise_not._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(cast_f16_f32, _PTODSL_M_cast_f16_f32._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(cast_f32_f16, _PTODSL_M_cast_f32_f16._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(clamp, _PTODSL_M_clamp._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(div_bcast, _PTODSL_M_div_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(erf, _PTODSL_M_erf._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(exp, _PTODSL_M_exp._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(flash_attn, _PTODSL_M_flash_attn._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(gelu, _PTODSL_M_gelu._PTODSL_OP, gelu_bwd)
+_PTODSL_TORCH.register_autograd(gelu_bwd, _PTODSL_M_gelu_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(layernorm, _PTODSL_M_layernorm._PTODSL_OP, layernorm_bwd)
+_PTODSL_TORCH.register_autograd(layernorm_bwd, _PTODSL_M_layernorm_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(log, _PTODSL_M_log._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(log_softmax, _PTODSL_M_log_softmax._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(matmul, _PTODSL_M_matmul._PTODSL_OP, matmul_bwd)
+_PTODSL_TORCH.register_autograd(matmul_bias_relu, _PTODSL_M_matmul_bias_relu._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(matmul_bwd, _PTODSL_M_matmul_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(reciprocal, _PTODSL_M_reciprocal._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(relu, _PTODSL_M_relu._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(rmsnorm, _PTODSL_M_rmsnorm._PTODSL_OP, rmsnorm_bwd)
+_PTODSL_TORCH.register_autograd(rmsnorm_bwd, _PTODSL_M_rmsnorm_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(rsqrt, _PTODSL_M_rsqrt._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(scalar_ops, _PTODSL_M_scalar_ops._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(scale_shift, _PTODSL_M_scale_shift._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(seq_add, _PTODSL_M_seq_add._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(sigmoid, _PTODSL_M_sigmoid._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(silu, _PTODSL_M_silu._PTODSL_OP, silu_bwd)
+_PTODSL_TORCH.register_autograd(silu_bwd, _PTODSL_M_silu_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(softmax, _PTODSL_M_softmax._PTODSL_OP, softmax_bwd)
+_PTODSL_TORCH.register_autograd(softmax_bwd, _PTODSL_M_softmax_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(softmax_long, _PTODSL_M_softmax_long._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(sqrt, _PTODSL_M_sqrt._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(sub_bcast, _PTODSL_M_sub_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(sum_cols, _PTODSL_M_sum_cols._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(sum_rows, _PTODSL_M_sum_rows._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(swiglu, _PTODSL_M_swiglu._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(tanh, _PTODSL_M_tanh._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(tensor_sum, _PTODSL_M_tensor_sum._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(where_relu, _PTODSL_M_where_relu._PTODSL_OP, None)

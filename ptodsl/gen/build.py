@@ -76,13 +76,23 @@ def compile_all(specs: str, diags: Diagnostics, on_spec: Callable[[str], None] |
     if not paths:
         diags.error("E0203", f"no spec files (NAME.yaml) under `{specs}`", None,
                     help="pass a folder of specs, or a spec file")
-    for path in paths:
+    todo = list(paths)
+    seen = {os.path.abspath(p) for p in todo}
+    while todo:
+        path = todo.pop(0)
         if on_spec is not None:
             on_spec(path)
         try:
-            compiled.append(compile_spec(path, diags))
+            c = compile_spec(path, diags)
         except CompileError:
             failed = True
+            continue
+        compiled.append(c)
+        # an op's backward ships with it, so that torch can differentiate it in the package
+        back = c.spec.backward_path
+        if back is not None and os.path.abspath(back) not in seen:
+            seen.add(os.path.abspath(back))
+            todo.append(back)
     by_name: dict[str, Compiled] = {}
     for c in compiled:
         diags.extend(name_problems(c))

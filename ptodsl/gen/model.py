@@ -12,6 +12,7 @@ import keyword
 from dataclasses import dataclass
 
 from ..diagnostics import Diagnostic, Label, Span
+from ..api import program_of
 from ..driver import Compiled
 from ..frontend import ast
 from ..golden import case_id
@@ -86,6 +87,7 @@ class OpModel:
     dtype_vars: dict[str, tuple[str, ...]]
     variants: tuple[VariantModel, ...]
     cases: tuple[CaseModel, ...]
+    backward: str | None = None  # the op of its spec's `backward:`, an op of the same package
 
     @property
     def inputs(self) -> tuple[ParamModel, ...]:
@@ -220,6 +222,7 @@ def op_model(compiled: Compiled, spec_rel: str, files: dict[str, str], kernels: 
         dtype_vars={k: tuple(v) for k, v in sorted(spec.dtypes.items())},
         variants=tuple(variants),
         cases=tuple(CaseModel(c.index, case_id(spec, c)) for c in spec.tests),
+        backward=back.op if (back := program_of(compiled).backward) is not None else None,
     )
 
 

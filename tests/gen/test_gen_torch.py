@@ -30,16 +30,94 @@ def _op_of(pkg: ModuleType, spec_path: str):
 
 
 def test_opcheck(pkg: ModuleType, spec_path: str):
+    """Every opcheck test; for an op with a backward, with inputs that require grad, so that the
+    autograd registration and the gradients under AOT dispatch are checked too."""
     packaged = _op_of(pkg, spec_path)
     if packaged.name in OPCHECK_SKIP:
         pytest.skip(OPCHECK_SKIP[packaged.name])
     operator = packaged.operator
     case = operator.program.cases[0]  # the spec's first golden case: small shapes by convention
     arrays, scalars = make_inputs(operator, case)
-    args = tuple(to_torch(arrays[p.name]) for p in operator.inputs)
+    differentiable = operator.program.backward is not None
+    args = tuple(to_torch(arrays[p.name]).requires_grad_(differentiable and arrays[p.name].dtype.kind == "f")
+                 for p in operator.inputs)
     custom = getattr(torch.ops.ptodsl_ops, packaged.name)
     result = torch.library.opcheck(custom.default, args, scalars)
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_ops_without_a_backward_say_so(pkg: ModuleType):
+    x = torch.rand(4, 64, requires_grad=True)
+    y = torch.ops.ptodsl_ops.exp(x)
+    with pytest.raises(RuntimeError, match=r"E0716.*cannot differentiate through `ptodsl_ops.exp`"):
+        y.sum().backward()
+
+
+# (op, its torch reference, input shapes, scalars); the references are the specs' `torch:` functions
+GRADIENTS = [
+    ("softmax", lambda x: torch.softmax(x, -1), [(5, 1024)], {}),
+    ("rmsnorm", lambda x, g, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g, [(3, 300), (300,)],
+     {"eps": 1e-5}),
+    ("layernorm", lambda x, g, b, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], g, b, eps),
+     [(4, 200), (200,), (200,)], {"eps": 1e-5}),
+    ("silu", torch.nn.functional.silu, [(6, 64)], {}),
+    ("gelu", lambda x: torch.nn.functional.gelu(x, approximate="tanh"), [(6, 64)], {}),
+    ("matmul", lambda a, b: a.float() @ b.float(), [(33, 40), (40, 70)], {}),
+]
+# per dtype (rtol, atol) of gradients against torch's own backward
+GRAD_TOLERANCE = {torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize(("name", "reference", "shapes", "scalars"), GRADIENTS, ids=[g[0] for g in GRADIENTS])
+def test_gradients_match_torch(pkg: ModuleType, name, reference, shapes, scalars, dtype):
+    gen = torch.Generator().manual_seed(1)
+    inputs = [(torch.rand(s, generator=gen) * 2 - 1).to(dtype).requires_grad_() for s in shapes]
+    ours = getattr(torch.ops.ptodsl_ops, name)(*inputs, **scalars)
+    weight = torch.rand(ours.shape, generator=gen).to(ours.dtype)
+    got = torch.autograd.grad((ours.float() * weight.float()).sum(), inputs)
+    # torch's backward of the same function, in f32 from the same (rounded) inputs
+    ref_in = [t.detach().float().requires_grad_() for t in inputs]
+    want = torch.autograd.grad((reference(*ref_in, **scalars).float() * weight.float()).sum(), ref_in)
+    rtol, atol = GRAD_TOLERANCE[dtype]
+    for g, w, t in zip(got, want, inputs):
+        assert g.dtype == t.dtype and g.shape == t.shape
+        torch.testing.assert_close(g.float(), w, rtol=rtol, atol=atol)
+
+
+def _layer(x: torch.Tensor, w: torch.Tensor, gamma: torch.Tensor, ops) -> torch.Tensor:
+    """Three ops: a matmul, an RMSNorm of its rows, a SiLU; a scalar loss."""
+    h = ops.matmul(x, w)
+    return ops.silu(ops.rmsnorm(h, gamma, eps=1e-5)).square().mean()
+
+
+class _TorchOps:
+    matmul = staticmethod(lambda a, b: a @ b)
+    rmsnorm = staticmethod(lambda x, g, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g)
+    silu = staticmethod(torch.nn.functional.silu)
+
+
+def test_a_compiled_training_step_matches_torch(pkg: ModuleType):
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(2)
+    x = torch.rand(16, 64, generator=gen) - 0.5
+    w0 = (torch.rand(64, 256, generator=gen) - 0.5) * 0.2
+    g0 = torch.rand(256, generator=gen) + 0.5
+    step = torch.compile(lambda x, w, g: _layer(x, w, g, torch.ops.ptodsl_ops), backend="aot_eager", fullgraph=True)
+    params = {}
+    for which, fn in (("ours", step), ("torch", lambda x, w, g: _layer(x, w, g, _TorchOps))):
+        w, g = w0.clone().requires_grad_(), g0.clone().requires_grad_()
+        opt = torch.optim.SGD([w, g], lr=0.5)
+        loss = fn(x, w, g)
+        loss.backward()
+        grads = (w.grad.clone(), g.grad.clone())
+        opt.step()
+        params[which] = (loss.detach(), grads, (w.detach(), g.detach()))
+    (l1, grads1, p1), (l2, grads2, p2) = params["ours"], params["torch"]
+    torch.testing.assert_close(l1, l2, rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads1 + p1, grads2 + p2):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert grads1[0].abs().sum() > 0 and grads1[1].abs().sum() > 0
 
 
 def test_custom_op_results(pkg: ModuleType):

@@ -307,6 +307,30 @@ def e0708_tensor_not_on_the_cpu(env: Env) -> Diagnostic:
     return argument_error(lambda: scale_rows()(on_device, torch.ones((1, 256)), alpha=2.0))
 
 
+def e0716_backward_through_an_op_without_one(env: Env) -> Diagnostic:
+    torch = pytest.importorskip("torch")
+    from ptodsl.runtime.torch_support import NoBackwardError, register_autograd
+
+    # scale_rows as a torch custom op of its own, registered as a generated package registers it
+    op = scale_rows()
+    packaged = type("Packaged", (), {"package": "golden_ops", "name": "scale_rows", "operator": op})()
+
+    @torch.library.custom_op("ptodsl_golden::scale_rows", mutates_args=(),
+                             schema="(Tensor x, Tensor w, *, float alpha) -> Tensor")
+    def custom(x: torch.Tensor, w: torch.Tensor, *, alpha: float) -> torch.Tensor:
+        return op(x, w, alpha=alpha)
+
+    @custom.register_fake
+    def _(x: torch.Tensor, w: torch.Tensor, *, alpha: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    register_autograd(custom, packaged, None)
+    y = custom(torch.ones((4, 256), requires_grad=True), torch.ones((1, 256)), alpha=2.0)
+    with pytest.raises(NoBackwardError) as info:
+        y.sum().backward()
+    return info.value.diagnostic
+
+
 def e0709_transposed_output_buffer(env: Env) -> Diagnostic:
     y = np.empty((256, 4), np.float32).T  # the right shape, but a strided view
     return argument_error(lambda: scale_rows()(x32(), w32(), y=y, alpha=2.0))
@@ -715,6 +739,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0711_length_beyond_its_dim,
     e0712_check_fails_inside_a_kernel,
     e0715_rows_not_a_multiple_of_the_block,
+    e0716_backward_through_an_op_without_one,
     e0730_row_index_past_the_end,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,

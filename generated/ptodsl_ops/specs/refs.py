@@ -181,6 +181,54 @@ def matmul_bias_relu(a, b, bias):
     return np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0.0)
 
 
+# ---------------------------------------------------------------------------- backward references
+# The gradients of the forward references above, written out by hand in f64: each takes the
+# backward kernel's inputs (saved forward tensors and output gradients) and returns the input
+# gradients, in the backward kernel's parameter order.
+
+
+def softmax_bwd(y, dy):
+    y, dy = y.astype(np.float64), dy.astype(np.float64)
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+def rmsnorm_bwd(x, gamma, dy, eps=1e-6):
+    x, gamma, dy = x.astype(np.float64), gamma.astype(np.float64), dy.astype(np.float64)
+    inv = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    g = dy * gamma
+    dx = inv * g - x * inv**3 * (g * x).mean(axis=-1, keepdims=True)
+    return dx, (dy * x * inv).sum(axis=0)
+
+
+def layernorm_bwd(x, gamma, dy, eps=1e-5):
+    x, gamma, dy = x.astype(np.float64), gamma.astype(np.float64), dy.astype(np.float64)
+    d = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps)
+    xhat = d * rstd
+    g = dy * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
+
+
+def silu_bwd(x, dy):
+    x = x.astype(np.float64)
+    s = 1.0 / (1.0 + np.exp(-x))
+    return dy.astype(np.float64) * s * (1.0 + x * (1.0 - s))
+
+
+def gelu_bwd(x, dy):
+    # d/dx of refs.gelu, 0.5 x (1 + tanh(u)) with u = c (x + 0.044715 x^3)
+    x = x.astype(np.float64)
+    c = np.sqrt(2.0 / np.pi)
+    t = np.tanh(c * (x + 0.044715 * x**3))
+    return dy.astype(np.float64) * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))
+
+
+def matmul_bwd(a, b, dc):
+    a, b, dc = a.astype(np.float64), b.astype(np.float64), dc.astype(np.float64)
+    return dc @ b.T, a.T @ dc
+
+
 # ---------------------------------------------------------------------------- torch equivalents
 # What `ptodsl bench` times next to each kernel (`torch:` in a spec names one): eager torch code
 # computing the same outputs from torch tensors, inputs positionally and scalars by keyword. Each
@@ -384,3 +432,45 @@ def torch_leaky_relu(x, slope=0.1):
     import torch
 
     return torch.where(x > 0, x, x * slope)
+
+
+# The backward ops' eager equivalents: torch's own autograd of the forward torch functions above
+# (softmax's backward reads only its output, so it calls the kernel eager autograd runs for it).
+
+
+def _grads(forward, inputs, grads_out, wanted, **scalars):
+    import torch
+
+    leaves = [t.detach().requires_grad_(i in wanted) for i, t in enumerate(inputs)]
+    outs = forward(*leaves, **scalars)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return torch.autograd.grad(outs, [leaves[i] for i in wanted], grads_out)
+
+
+def torch_softmax_bwd(y, dy):
+    import torch
+
+    return torch.ops.aten._softmax_backward_data(dy, y, -1, y.dtype)
+
+
+def torch_rmsnorm_bwd(x, gamma, dy, eps=1e-6):
+    return _grads(torch_rmsnorm, [x, gamma], [dy], [0, 1], eps=eps)
+
+
+def torch_layernorm_bwd(x, gamma, dy, eps=1e-5):
+    import torch
+
+    beta = torch.zeros_like(gamma)  # y is affine in beta: its gradient does not depend on beta's value
+    return _grads(torch_layernorm, [x, gamma, beta], [dy], [0, 1, 2], eps=eps)
+
+
+def torch_silu_bwd(x, dy):
+    return _grads(torch_silu, [x], [dy], [0])
+
+
+def torch_gelu_bwd(x, dy):
+    return _grads(torch_gelu, [x], [dy], [0])
+
+
+def torch_matmul_bwd(a, b, dc):
+    return _grads(torch_matmul, [a, b], [dc], [0, 1])

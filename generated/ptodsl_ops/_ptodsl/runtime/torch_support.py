@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..diagnostics import Diagnostic, DiagnosticError
 from ..dtypes import numpy_dtype
 from .package import PackagedOp
 
@@ -142,4 +143,58 @@ def fake(op: PackagedOp, inputs: Sequence[torch.Tensor],
     return _results(results)
 
 
-__all__ = ["TORCH_DTYPES", "fake", "npu_available", "numpy_dtype_of", "run", "run_npu", "size_hints", "torch_dtype"]
+class NoBackwardError(DiagnosticError, RuntimeError):
+    """``.backward()`` reached an op whose spec names no backward (E0716)."""
+
+
+def register_autograd(custom_op: Any, op: PackagedOp, backward_op: Any | None) -> None:
+    """Make ``custom_op`` differentiable through the custom op of its spec's ``backward:``.
+
+    The forward keeps what the backward spec reads (``saves``: forward inputs or outputs) and
+    its scalars; the backward op gets, by its own parameter names, those tensors and the
+    incoming gradients ``d<output>``, on the backend the forward ran on, and its outputs
+    ``d<input>`` become the gradients of those inputs (None for the others). Without a backward
+    (``backward_op`` None) the gradient step raises E0716 naming the op, instead of torch's
+    generic message.
+    """
+    operator = op.operator
+    input_names = [p.name for p in operator.inputs]
+    output_names = [p.name for p in operator.outputs]
+    back = operator.program.backward
+    if back is None or backward_op is None:
+        def refuse(ctx: Any, *grads: Any) -> Any:
+            raise NoBackwardError(Diagnostic(
+                "E0716", f"cannot differentiate through `{op.package}.{op.name}`: its spec names no backward",
+                operator.program.span, "this op has no gradient", (),
+                ("torch reached it in .backward() because an input requires grad",),
+                "write a spec computing the gradients and name it in the op's YAML, "
+                "`backward: {spec: NAME_bwd.yaml, saves: [...]}` (see `ptodsl explain E0716`); or call the op "
+                "on detached tensors or under torch.no_grad()"))
+
+        custom_op.register_autograd(refuse)
+        return
+    saved = [name for _param, kind, name in back.inputs if kind == "saved"]
+    gives = {fwd: param for param, fwd in back.outputs}
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: Mapping[str, Any],
+                      output: Any) -> None:
+        outs = output if isinstance(output, tuple) else (output,)
+        values = dict(zip(input_names, inputs)) | dict(zip(output_names, outs))
+        ctx.save_for_backward(*(values[name] for name in saved))
+        ctx.ptodsl_keywords = {k: keyword_only_inputs[k] for k in back.scalars if k in keyword_only_inputs}
+        ctx.ptodsl_keywords["backend"] = keyword_only_inputs.get("backend", "sim")
+
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        kept = dict(zip(saved, ctx.saved_tensors))
+        incoming = dict(zip(output_names, grads))
+        # the backward op's tensor inputs, in its parameter order
+        args = [kept[name] if kind == "saved" else incoming[name].contiguous() for _param, kind, name in back.inputs]
+        result = backward_op(*args, **ctx.ptodsl_keywords)
+        by_param = dict(zip([param for param, _fwd in back.outputs], result if isinstance(result, tuple) else (result,)))
+        return tuple(by_param[gives[name]] if name in gives and ctx.needs_input_grad[i] else None
+                     for i, name in enumerate(input_names))
+
+    custom_op.register_autograd(backward, setup_context=setup_context)
+
+
+__all__ = ["TORCH_DTYPES", "NoBackwardError", "fake", "register_autograd", "npu_available", "numpy_dtype_of", "run", "run_npu", "size_hints", "torch_dtype"]
