@@ -52,5 +52,16 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("spec_path", SPECS)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``wheel`` install packages from an index into a fresh venv (about a minute,
+    and the network): they run only when ``-m`` names them, as CI does after the suite."""
+    if "wheel" in (config.getoption("markexpr", default="") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("wheel") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
 # `pytester` runs pytest inside a test: the ptodsl plugin's own tests (tests/test_pytest_plugin.py).
 pytest_plugins = ["pytester"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass
 
-from ..diagnostics import Diagnostic, Label, Span
 from ..api import program_of
+from ..diagnostics import Diagnostic, Label, Span
 from ..driver import Compiled
 from ..frontend import ast
 from ..golden import case_id

@@ -1,9 +1,9 @@
 """The generated package ships on its own: a wheel of it, installed into a fresh virtual environment
 with neither ptodsl nor its sources, runs its ops on sim and cpu and passes its own tests.
 
-``pytest -m slow tests/gen/test_gen_install.py`` (CI runs it after the README suite): building the
-wheel and a venv with numpy, ml_dtypes, PyYAML, pytest (and torch, when this environment has it)
-takes a minute or two.
+``pytest -m wheel -n 0 tests/gen/test_gen_install.py`` (CI runs it after the README suite): building
+the wheel and a venv with numpy, ml_dtypes, PyYAML, pytest (and torch, when this environment has
+it) from the index takes about a minute.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def torch_requirement() -> str | None:
     return f"torch=={torch.__version__.split('+')[0]}"
 
 
-@pytest.mark.slow
+@pytest.mark.wheel
 def test_the_wheel_alone_in_a_fresh_venv(built: Package, tree: Path, tmp_path: Path):
     wheels = tmp_path / "wheels"
     # the wheel is built here, where the build backend (hatchling) is installed with the dev extra
