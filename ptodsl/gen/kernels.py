@@ -59,7 +59,7 @@ def kernel_files(compiled: Compiled, root: str | None = None) -> dict[str, str]:
             path = f"{cpu_folder(op, slug)}/{name}"
             files[path] = text
             cpu_names[index][name] = f"kernels/{path}"
-        files.update(_npu_files(compiled, index, npu_folder(op, slug)))
+        files.update(_npu_files(compiled, index, npu_folder(op, slug), cpu_folder(op, slug)))
     data = {"_generated": GENERATED, **program_json(program_of(compiled), lambda path: _package_path(path, root),
                                                     ir_names, cpu_names)}
     files[program_file(op)] = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
@@ -78,12 +78,22 @@ def _cpu_sources(compiled: Compiled, index: int) -> dict[str, str]:
     return dict(emitted(compiled, index).sources)
 
 
-def _npu_files(compiled: Compiled, index: int, folder: str) -> dict[str, str]:
+def _npu_files(compiled: Compiled, index: int, folder: str, cpu: str) -> dict[str, str]:
+    """The NPU build of a variant. A compute kernel's code is the CPU build's, so its unit includes
+    that file (``cpu``, beside ``folder``) and adds only the launcher, rather than shipping it twice."""
     from ..backends.cpp.emit import emit_npu_variant
 
     v = emit_npu_variant(compiled, index)
     stamp = f"// {GENERATED}: built for the NPU by the package's runtime (see build.json).\n"
-    files = {f"{folder}/{name}.cpp": stamp + text for name, (_kind, text) in v.kernels.items()}
+    shared = _cpu_sources(compiled, index)
+    up = "/".join([".."] * len(folder.split("/")[1:]))  # from the NPU folder up to the op's
+    files: dict[str, str] = {}
+    for name, (_kind, text) in v.kernels.items():
+        body = shared.get(f"{name}.cpp")
+        if body is not None and text.startswith(body):
+            rel = f"{up}/{cpu.split('/', 1)[1]}/{name}.cpp"
+            text = f'#include "{rel}"  // the kernel, as the CPU build compiles it\n' + text[len(body):]
+        files[f"{folder}/{name}.cpp"] = stamp + text
     files[f"{folder}/host.cpp"] = stamp + v.host
     build = {
         "_generated": GENERATED,

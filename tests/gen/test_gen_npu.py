@@ -269,6 +269,9 @@ def test_the_packaged_npu_build(pkg: ModuleType):
     assert [(k["name"], k["core"]) for k in plan["kernels"]] == [("softmax_long_f32_k0", "vector")]
     assert [p["kind"] for p in plan["params"]] == ["tensor", "tensor", "symbol", "symbol", "poison"]
     kernel = (folder / "softmax_long_f32_k0.cpp").read_text()
+    # the kernel's code is the CPU build's file, included; the unit adds the launcher
+    assert '#include "../../cpu/f32/softmax_long_f32_k0.cpp"' in kernel
+    kernel += (folder.parents[1] / "cpu" / "f32" / "softmax_long_f32_k0.cpp").read_text()
     assert 'extern "C" __global__ AICORE void softmax_long_f32_k0(' in kernel
     assert ('extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* row,'
             in kernel)
