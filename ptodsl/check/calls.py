@@ -92,9 +92,11 @@ class CallTyping:
             return self.local_tensor(e, fn)
         if fn in ("transpose", "reshape"):
             self.err("E0800", f"`{fn}` is not supported by the compiler yet", e.span,
-                     help="write the algorithm without it for now")
+                     help="write the algorithm without it for now: `matmul(..., trans_a=, trans_b=)` "
+                          "transposes an operand, and a reduction with `keepdim=False` drops its axis")
             for a in e.args:
-                self.expr(a)
+                if not isinstance(a, ast.ListExpr):  # a shape: checking it as a value says nothing more
+                    self.expr(a)
             return None
         od = OPS.get(fn)
         if od is None or fn == "cmp":
