@@ -1,9 +1,9 @@
 """The generated package ships on its own: a wheel of it, installed into a fresh virtual environment
 with neither ptodsl nor its sources, runs its ops on sim and cpu and passes its own tests.
 
-``pytest -m wheel -n 0 tests/gen/test_gen_install.py`` (CI runs it after the README suite): building
-the wheel and a venv with numpy, ml_dtypes, PyYAML, pytest (and torch, when this environment has
-it) from the index takes about a minute.
+``pytest -m wheel -n 0 tests/gen/test_gen_install.py`` (CI runs it after the README suite): the wheel,
+a venv with numpy, ml_dtypes, PyYAML, pytest (and torch, when this environment has it) from the
+index, and the package's golden cases on sim and cpu (a g++ build per variant) take a few minutes.
 """
 
 from __future__ import annotations
@@ -115,8 +115,9 @@ def test_the_wheel_alone_in_a_fresh_venv(built: Package, tree: Path, tmp_path: P
     if extra:
         (tmp_path / "use" / "test_use_torch.py").write_text(USE_TORCH)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PTO_ISA_ROOT")}
+    env["PTODSL_TEST_BACKENDS"] = "sim,cpu"  # every golden case on both, from the shipped IR and C++
     proc = run([str(python), "-m", "pytest", "--pyargs", "ptodsl_ops", "use", "-q", "-p", "no:cacheprovider"],
                tmp_path, env=env)
     cases = sum(len(op.cases) for op in built.ops)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"{cases + 3 + 2 * len(extra)} passed" in proc.stdout, proc.stdout[-2000:]
+    assert f"{2 * cases + 3 + 2 * len(extra)} passed" in proc.stdout, proc.stdout[-2000:]
