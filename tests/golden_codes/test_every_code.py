@@ -704,7 +704,9 @@ def e0930_torch_npu_not_installed(env: Env) -> Diagnostic:
     ready(env)
     (env.tmp / "dev").mkdir()
     (env.tmp / "dev" / "davinci0").write_text("")
-    env.mp.setitem(sys.modules, "torch_npu", None)  # not importable, whatever this machine has
+    # neither is importable, whatever this machine has (with or without torch: the same report)
+    env.mp.setitem(sys.modules, "torch", None)
+    env.mp.setitem(sys.modules, "torch_npu", None)
     return npu_error(run_on_npu(packaged(env)))
 
 
