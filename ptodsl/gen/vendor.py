@@ -5,7 +5,7 @@ Why a copy rather than a ``ptodsl-runtime`` distribution: the runtime reads exac
 this compiler wrote (the op.json format, the IR's text, the C++ header subset the kernels were
 emitted against), so the package pins it by carrying it; a package then installs from its own
 wheel with numpy, ml_dtypes and PyYAML, from any index, and two packages made by different
-ptodsl versions cannot disturb each other. The cost is about 300 KB per package.
+ptodsl versions cannot disturb each other. The cost is about 0.5 MB per package.
 
 The closure is found, not listed: the runtime's modules and, transitively, every module of
 ``ptodsl`` they import (relative imports, also those inside functions). Package ``__init__``
