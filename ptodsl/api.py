@@ -84,7 +84,8 @@ def program_of(compiled: Compiled) -> Program:
     program = Program(
         backward=_backward_of(compiled),
         op=spec.op, doc=spec.doc, dtypes=dict(spec.dtypes), symbols=dict(spec.symbols), params=params,
-        span=kernel.span, variants=variants, tensor=compiled.stages["tensor"], block=compiled.stages["block"],
+        span=kernel.span, variants=variants,
+        ir_source=lambda index: (compiled.stages["tensor"].funcs[index], compiled.stages["block"]),
         target=compiled.target, cpu_source=lambda index: emitted(compiled, index), tile=compiled.stages.get("tile"),
         cases=tuple(spec.tests), reference=reference, torch_equivalent=spec.torch,
         tile_hint=tuple(tiles[0]) if tiles else None)

@@ -135,7 +135,7 @@ def call_host_entry(torch_npu: Any, library: Path, plan: Any, operator: Operator
     stream = torch_npu.npu.current_stream(target).npu_stream
     code = entry(ctypes.c_void_p(stream), *args)
     if code > 0:  # a bounds guard stopped the call before a write outside a tensor
-        control = operator.program.block.func(plan.entry)
+        control = operator.program.block_module(index).func(plan.entry)
         guards = [op for op in control.walk() if op.name == "guard"]
         op = guards[code - 1]
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(lib, f"{plan.entry}_guard")

@@ -23,7 +23,7 @@ def load_variant(program: Program, index: int) -> load.Loaded:
 def run_variant(program: Program, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
                 symbols: Mapping[str, int], poison: bool = False) -> None:
     """Run one variant on the CPU; out/inout arrays are written in place."""
-    control = program.block.func(program.control(index))
+    control = program.block_module(index).func(program.control(index))
     load.call_loaded(load_variant(program, index), arrays, scalars, symbols, poison,
                      lambda: [op for op in control.walk() if op.name == "guard"], program.op, program.span)
 

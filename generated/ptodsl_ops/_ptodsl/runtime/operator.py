@@ -316,7 +316,7 @@ def run_kernel(program: Program, index: int, arrays: dict[str, np.ndarray], scal
         if level == "tile":
             assert program.tile is not None, "the Tile IR is kept by the compiler only"
             return sim.run(program.tile.funcs[index], arrays, scalars, symbols, poison=poison)
-        return sim.run_block(program.block, program.control(index), arrays, scalars, symbols, program.target,
+        return sim.run_block(program.block_module(index), program.control(index), arrays, scalars, symbols, program.target,
                              poison=poison)
     if backend == "cpu":
         from .cpu import run_variant

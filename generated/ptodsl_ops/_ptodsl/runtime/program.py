@@ -9,11 +9,12 @@ without parsing or checking anything, so both run every call through the same co
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,9 @@ class Program:
     params: tuple[ParamInfo, ...]
     span: Span | None  # the kernel's declaration
     variants: tuple[Variant, ...]
-    tensor: Module
-    block: Module
+    # variant index -> its Tensor IR kernel and a Block IR module holding its functions; a package
+    # parses a variant's files when a call first needs them
+    ir_source: Callable[[int], tuple[Func, Module]]
     target: Target
     cpu_source: Callable[[int], CpuVariant]
     tile: Module | None = None  # the compiler keeps it, for the simulator's level="tile"
@@ -110,7 +112,6 @@ class Program:
     torch_equivalent: str | None = None  # a function of the reference file
     tile_hint: tuple[int, ...] | None = None  # the first vec_tile, to place mismatches in tails
     backward: Backward | None = None
-    defines: dict[str, object] = field(default_factory=dict)
 
     def kernel_for(self, variant: Mapping[str, str]) -> int:
         for i, v in enumerate(self.variants):
@@ -119,11 +120,14 @@ class Program:
         raise KeyError(dict(variant))
 
     def tensor_func(self, index: int) -> Func:
-        return self.tensor.funcs[index]
+        return self.ir_source(index)[0]
+
+    def block_module(self, index: int) -> Module:
+        return self.ir_source(index)[1]
 
     def control(self, index: int) -> str:
         """The Block IR control program of a variant (named as its Tensor IR kernel)."""
-        return self.tensor.funcs[index].name
+        return self.tensor_func(index).name
 
     def param(self, name: str) -> ParamInfo | None:
         return next((p for p in self.params if p.name == name), None)
@@ -204,7 +208,6 @@ def program_json(p: Program, rel: Callable[[str], str], ir_files: Mapping[int, M
         "backward": None if back is None else {"op": back.op, "inputs": [list(x) for x in back.inputs],
                                                "outputs": [list(x) for x in back.outputs],
                                                "scalars": list(back.scalars)},
-        "defines": p.defines,
     }
 
 
@@ -214,7 +217,7 @@ class ProgramError(ValueError):
 
 def load_program(path: str | os.PathLike[str]) -> Program:
     """Read a program written by ``ptodsl gen`` (``kernels/<op>/op.json``); file names inside it
-    are relative to the package folder, two levels up."""
+    are relative to the package folder (the one holding ``kernels/``)."""
     path = Path(path)
     root = str(path.parent.parent.parent)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -225,23 +228,25 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     def read(rel: str) -> str:
         return (Path(root) / rel).read_text(encoding="utf-8")
 
-    tensor_funcs: list[Func] = []
-    block_funcs: list[Func] = []
-    variants: list[Variant] = []
-    cpu: list[CpuVariant] = []
-    attrs: dict[str, Any] = {}
-    for v in data["variants"]:
-        tensor = parse(reroot(read(v["ir"]["tensor"]), root))
-        block = parse(reroot(read(v["ir"]["block"]), root))
-        tensor_funcs.extend(tensor.funcs)
-        block_funcs.extend(block.funcs)
-        attrs = block.attrs
-        requires = tuple(Division(d["kind"], sym.parse(d["num"]), sym.parse(d["den"]), span_of(d["span"], root),
-                                  d["what"]) for d in v["requires"])
-        variants.append(Variant(dict(v["dtypes"]), v["name"], requires))
-        c = v["cpu"]
-        cpu.append(CpuVariant(c["entry"], {name: read(f) for name, f in c["sources"].items()},
-                              tuple(EntryParam(*e) for e in c["params"])))
+    files = data["variants"]
+
+    @functools.cache
+    def ir_source(index: int) -> tuple[Func, Module]:
+        tensor = parse(reroot(read(files[index]["ir"]["tensor"]), root))
+        block = parse(reroot(read(files[index]["ir"]["block"]), root))
+        return tensor.funcs[0], block
+
+    @functools.cache
+    def cpu_source(index: int) -> CpuVariant:
+        c = files[index]["cpu"]
+        return CpuVariant(c["entry"], {name: read(f) for name, f in c["sources"].items()},
+                          tuple(EntryParam(*e) for e in c["params"]))
+
+    variants = tuple(
+        Variant(dict(v["dtypes"]), v["name"],
+                tuple(Division(d["kind"], sym.parse(d["num"]), sym.parse(d["den"]), span_of(d["span"], root),
+                               d["what"]) for d in v["requires"]))
+        for v in files)
     params = tuple(ParamInfo(q["name"], q["dtype"], tuple(q["dims"]) if q["dims"] is not None else None, q["mode"],
                              q["default"], span_of(q["span"], root),
                              tuple(span_of(s, root) for s in q["dim_spans"])) for q in data["params"])
@@ -249,16 +254,14 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     ref = data.get("reference")
     return Program(
         op=data["op"], doc=data["doc"], dtypes={k: tuple(v) for k, v in data["dtypes"].items()},
-        symbols=dict(data["symbols"]), params=params, span=span_of(data["span"], root), variants=tuple(variants),
-        tensor=Module(data["op"], "tensor", tensor_funcs, {}), block=Module(data["op"], "block", block_funcs, attrs),
-        target=load_target(data["target"]), cpu_source=cpu.__getitem__,
+        symbols=dict(data["symbols"]), params=params, span=span_of(data["span"], root), variants=variants,
+        ir_source=ir_source, target=load_target(data["target"]), cpu_source=cpu_source,
         cases=tuple(TestCase.from_json(c) for c in data["cases"]),
         reference=(os.path.join(root, ref[0]), ref[1]) if ref else None, torch_equivalent=data.get("torch"),
         tile_hint=tuple(data["tile_hint"]) if data.get("tile_hint") else None,
         backward=None if back is None else Backward(back["op"], tuple(tuple(x) for x in back["inputs"]),
                                                     tuple(tuple(x) for x in back["outputs"]),
                                                     tuple(back["scalars"])),
-        defines=dict(data.get("defines", {})),
     )
 
 
