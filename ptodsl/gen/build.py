@@ -135,17 +135,21 @@ def build_package(specs: str, name: str = DEFAULT_PACKAGE, diags: Diagnostics | 
         raise CompileError(diags.items)
     for rel, text in render.package_files(name, ops).items():
         files[rel] = text.encode()
-    files.update(vendored_files(name))
-    files[f"{name}/manifest.json"] = manifest(name, ops).encode()
+    runtime = vendored_files(name)
+    files.update(runtime)
+    files[f"{name}/manifest.json"] = manifest(name, ops, runtime).encode()
     return Package(name, tuple(ops), dict(sorted(files.items())))
 
 
-def manifest(name: str, ops: list[OpModel]) -> str:
-    """``manifest.json``: the ops, their variants and kernel files, and the sha256 of each spec file."""
+def manifest(name: str, ops: list[OpModel], runtime: dict[str, bytes] | None = None) -> str:
+    """``manifest.json``: the ops, their variants and kernel files, the sha256 of each spec file,
+    and the sha256 of each file of the runtime copy (so a package can be audited against ptodsl)."""
     data = {
         "_generated": f"{GENERATED}: do not edit; regenerate with `ptodsl gen`",
         "package": name,
         "compiler": {"name": "ptodsl", "version": __version__},
+        "runtime": {path.removeprefix(f"{name}/"): hashlib.sha256(data).hexdigest()
+                    for path, data in sorted((runtime or {}).items())},
         "ops": {
             op.name: {
                 "doc": op.doc,

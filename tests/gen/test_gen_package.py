@@ -102,6 +102,11 @@ def test_no_machine_paths(built: Package, tmp_path: Path):
 def test_spec_copies_and_manifest(built: Package):
     manifest = json.loads(built.files[f"{PACKAGE}/manifest.json"])
     assert manifest["package"] == PACKAGE and manifest["compiler"]["name"] == "ptodsl"
+    runtime = manifest["runtime"]
+    assert "_ptodsl/runtime/package.py" in runtime and "_ptodsl/backends/cpp/include/pto/pto-inst.hpp" in runtime
+    for rel, digest in runtime.items():
+        assert hashlib.sha256(built.files[f"{PACKAGE}/{rel}"]).hexdigest() == digest
+    assert {p for p in built.files if p.startswith(f"{PACKAGE}/_ptodsl/")} == {f"{PACKAGE}/{r}" for r in runtime}
     assert list(manifest["ops"]) == sorted(manifest["ops"])
     softmax = manifest["ops"]["softmax"]
     assert softmax["spec"] == "specs/softmax.yaml"
