@@ -127,20 +127,14 @@ def _insert(func: Func, ctx: PassContext) -> None:
         inserts.append((region, region.index(x) + 1, 0, set_op))
         inserts.append((region, region.index(y), 1, wait_op))
         pairs.append((deps.pos[id(x)], deps.pos[id(y)], src, dst, [set_op, wait_op]))
-    done_carried: set[tuple[int, str, str]] = set()
-    for loop, a, b in deps.carried.values():
-        src, dst = pipe_of(a), pipe_of(b)
-        key = (id(loop), src, dst)
-        if key in done_carried:
-            continue
-        done_carried.add(key)
+    for loop, src, dst, x, y in _carried_flags(deps):
         body = loop.regions[0]
         outer = deps.parent[id(loop)][1]
         ops = [Op("sync.set", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
         waits = [Op("sync.wait", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
         inserts.append((outer, outer.index(loop), 2, ops[0]))  # prime
-        inserts.append((body, 0, -1, waits[0]))
-        inserts.append((body, len(body), 3, ops[1]))
+        inserts.append((body, body.index(y), -1, waits[0]))
+        inserts.append((body, body.index(x) + 1, 0.5, ops[1]))  # before the next op's waits
         inserts.append((outer, outer.index(loop) + 1, -1, waits[1]))  # drain
         start, end = deps.pos[id(loop)], deps.end[id(loop)] + 1
         pairs.append((start, end, src, dst, ops + waits))
@@ -158,6 +152,35 @@ def _insert(func: Func, ctx: PassContext) -> None:
     _colour(pairs, func, ctx)
     for region, index, _order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
         region.insert(index, op)
+
+
+def _carried_flags(deps: _Deps) -> list[tuple[Op, str, str, Op, Op]]:
+    """(loop, src, dst, producer anchor, consumer anchor) of each flag carried to the next iteration.
+
+    The wait goes right before the consumer and the set right after the producer (both taken at
+    the level of the loop body), not at the body's ends: in a double-buffered body, copy 0's next
+    load then waits only for copy 0's compute, not copy 1's. One flag before consumer y and after
+    producer x also covers every carried dependency with a consumer at or after y and a producer
+    at or before x, so the common case stays one flag per pipe pair."""
+    def anchor(op: Op, loop: Op) -> Op:
+        while deps.parent[id(op)][0] is not loop:
+            op = deps.parent[id(op)][0]
+        return op
+
+    latest: dict[tuple[int, str, str, int], tuple[Op, Op, Op]] = {}  # (loop, src, dst, y) -> (loop, x, y)
+    for loop, a, b in deps.carried.values():
+        x, y = anchor(a, loop), anchor(b, loop)
+        key = (id(loop), pipe_of(a), pipe_of(b), id(y))
+        if key not in latest or deps.pos[id(x)] > deps.pos[id(latest[key][1])]:
+            latest[key] = (loop, x, y)
+    flags = []
+    reach: dict[tuple[int, str, str], int] = {}  # latest producer a kept flag of this loop and pipes sets after
+    for (lid, src, dst, _), (loop, x, y) in sorted(latest.items(), key=lambda kv: deps.pos[id(kv[1][2])]):
+        if reach.get((lid, src, dst), -1) >= deps.pos[id(x)]:
+            continue  # an earlier wait already waits for a later producer
+        reach[(lid, src, dst)] = deps.pos[id(x)]
+        flags.append((loop, src, dst, x, y))
+    return flags
 
 
 def _colour(pairs, func: Func, ctx: PassContext) -> None:
