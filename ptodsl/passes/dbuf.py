@@ -3,11 +3,10 @@
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
 Produces: in each vector compute kernel, every innermost grid loop whose body loads from GM and
 does other work runs its iterations in pairs (a perfect nest of grid loops, each body just the
-next loop, is first flattened into one loop over all its tiles, innermost index fastest): a loop of ``trips // 2`` iterations holding two
-copies of the body (indices ``2u`` and ``2u + 1``), then a loop of ``trips % 2`` iterations holding
-a third copy for the odd one out. The copies define fresh tiles; every ``tile.alloc`` of copy c
-carries ``buffer = c`` and ``buffer_of = INDEX`` (the paired loop's index), which tells the memory
-planner to keep the two copies' tiles apart even where their lives do not overlap. With no buffer
+next loop, is first flattened into one loop over all its tiles, innermost index fastest): a loop of
+``cdiv(trips, 2)`` iterations holding two copies of the body, copy 0 for iteration ``2u`` and copy 1
+for ``2u + 1`` inside a loop of ``min(trips - 2u - 1, 1)`` trips (no trip for the odd one out).
+The copies define fresh tiles; every ``tile.alloc`` of copy c ``buffer = c`` and ``buffer_of = INDEX`` (the paired loop's index), which tells the memory planner to keep the two copies' tiles apart even where their lives do not overlap. With no buffer
 shared, the sync pass sees no dependency between the copies, so loading one copy's tiles overlaps
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
@@ -114,23 +113,22 @@ def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: st
     return body
 
 
-def doubled(loop: Op, ranges: Ranges) -> list[Op]:
-    """``loop`` as a loop over pairs of iterations plus one for the odd iteration out."""
+def doubled(loop: Op, ranges: Ranges) -> Op:
+    """``loop`` as a loop over pairs of iterations: copy 0 runs iteration 2u, copy 1 iteration
+    2u + 1 inside a loop of at most one trip (none when the trip count is odd and this is the last
+    pair). That inner loop costs no second body for the odd iteration, and the sync pass gives a
+    loop that provably runs at most once no dependency carried to a next trip."""
     a = loop.attrs
     idx = a["index"]
     trips = _trips(loop, ranges)
-    pairs = sym.floordiv(trips, 2)
     u, r = f"{idx}_db", f"{idx}_dr"
-    body = (_copy(loop, sym.mul(sym.Sym(u), 2), "_b0", 0, u)
-            + _copy(loop, sym.add(sym.mul(sym.Sym(u), 2), 1), "_b1", 1, u))
+    second = sym.add(sym.mul(sym.Sym(u), 2), 1)
     keep = {k: v for k, v in a.items() if k not in ("index", "lo", "hi", "step")}
-    out = [Op("loop", [], {"index": u, "lo": 0, "hi": pairs, "step": 1, **keep, "double_buffered": 1}, [], [body],
-              loop.span)]
-    rest = sym.mod(trips, 2)
-    if not (sym.is_const(rest) and int(rest) == 0):
-        odd = _copy(loop, sym.add(sym.mul(pairs, 2), sym.Sym(r)), "_br", None, u)
-        out.append(Op("loop", [], {"index": r, "lo": 0, "hi": rest, "step": 1, **keep}, [], [odd], loop.span))
-    return out
+    guard = Op("loop", [], {"index": r, "lo": 0, "hi": sym.min_(sym.sub(trips, second), 1, ranges), "step": 1,
+                            **keep}, [], [_copy(loop, sym.add(second, sym.Sym(r)), "_b1", 1, u)], loop.span)
+    body = _copy(loop, sym.mul(sym.Sym(u), 2), "_b0", 0, u) + [guard]
+    return Op("loop", [], {"index": u, "lo": 0, "hi": sym.ceildiv(trips, 2), "step": 1, **keep,
+                           "double_buffered": 1}, [], [body], loop.span)
 
 
 def _fits(func: Func, ctx: PassContext) -> bool:
@@ -154,17 +152,16 @@ def double(func: Func, ctx: PassContext) -> None:
     _nests(func.body, found)
     for region, chain in found:
         if len(chain) > 1 and _flattenable(chain):
-            old, loop = [chain[0]], flattened(chain, ranges)
+            old, loop = chain[0], flattened(chain, ranges)
         else:
             region = chain[-2].regions[0] if len(chain) > 1 else region
-            old, loop = [chain[-1]], chain[-1]
+            old, loop = chain[-1], chain[-1]
         if not worth_doubling(loop, ranges):
             continue
-        at = region.index(old[0])
-        new = doubled(loop, ranges)
-        region[at:at + 1] = new
+        at = region.index(old)
+        region[at] = doubled(loop, ranges)
         if not _fits(func, ctx):
-            region[at:at + len(new)] = old
+            region[at] = old
 
 
 def run(module: Module, ctx: PassContext) -> Module:

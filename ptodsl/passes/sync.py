@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..ir import Func, Module, Op
 from . import syncheck
 from .context import Pass, PassContext, on_compute_kernels
-from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
 
 
 class _Deps:
@@ -61,7 +61,8 @@ class _Deps:
         for op in ops:
             if op.name == "loop":
                 self.region(op.regions[0])
-                self.region(op.regions[0])  # a second iteration exposes carried dependencies
+                if not at_most_once(op):
+                    self.region(op.regions[0])  # a second iteration exposes carried dependencies
                 continue
             pipe = pipe_of(op)
             if pipe is None:
@@ -83,16 +84,20 @@ class _Deps:
             if pa == "V" and self.pos[id(a)] < self.pos[id(b)]:
                 self.barriers[(id(a), id(b))] = (a, b)
             elif pa == "V":
-                loop = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]][0]
+                loop = self.carrier(a, b)
                 self.carried_barriers[id(loop)] = loop
             return
         if self.pos[id(a)] < self.pos[id(b)]:
             self.direct[(id(a), id(b))] = (a, b)
             return
-        # a later op of the previous iteration: carried by the innermost loop holding both
-        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
-        loop = common[0]
+        loop = self.carrier(a, b)
         self.carried[(id(loop), id(a), id(b))] = (loop, a, b)
+
+    def carrier(self, a: Op, b: Op) -> Op:
+        """The loop that carries a dependency of b on a later op a of its previous iteration: the
+        innermost loop holding both that can run again (a loop of at most one trip cannot)."""
+        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
+        return next(x for x in common if not at_most_once(x))
 
 
 def _insert(func: Func, ctx: PassContext) -> None:

@@ -1,7 +1,7 @@
 """A static checker, separate from the sync pass, that every cross-pipe dependency is ordered.
 
 It linearises a compute kernel, running each grid loop body twice (so a dependency carried to the
-next iteration shows), and for every pair of ops on different pipes that touch overlapping buffers
+next iteration shows; once for a loop that provably runs at most once), and for every pair of ops on different pipes that touch overlapping buffers
 (at least one writing), it requires a ``sync.set(src, dst, e)`` issued after the producer and a
 ``sync.wait(src, dst, e)`` that consumes that set before the consumer. Dependent vector ops need a
 ``sync.barrier`` between them. It also checks that event ids stay below the target's limit, that
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Func, Module, Op
-from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ def _trace(ops: list[Op]) -> list[Op]:
         if op.name == "loop":
             body = op.regions[0]
             out.extend(_trace(body))
-            out.extend(_trace(body))
+            if not at_most_once(op):
+                out.extend(_trace(body))
         elif op.name.startswith("sync.") or pipe_of(op) is not None:
             out.append(op)
     return out
