@@ -8,8 +8,9 @@ FIX), and ``sync.barrier {pipe = "V"}`` between dependent vector ops. A pair is 
 innermost region holding both ops: the set after the producer's enclosing op, the wait before the
 consumer's, so a wait never runs more often than its set. A dependency carried from one iteration
 of a grid loop to the next (the next load overwriting a tile the previous iteration still reads)
-gets a wait at the top of the body and a set at its end, primed by a set before the loop and
-drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_event_ids``.
+gets a wait in the body right before the consumer's enclosing op and a set right after the
+producer's, primed by a set before the loop and drained by a wait after it; a loop that provably
+runs at most once carries nothing (its dependencies are carried by the loop around it). Event ids are coloured per pipe pair, at most ``max_event_ids``.
 """
 
 from __future__ import annotations
