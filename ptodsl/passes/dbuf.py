@@ -13,8 +13,9 @@ read back) still orders them.
 
 A loop stays single buffered when it provably runs at most once, when the schedule turns the
 option off (``pass_options: {double_buffer: false}``), and when the doubled tiles would not fit
-on chip: the pass plans memory with the doubled loop and keeps it only if the plan fits, so
-doubling never causes E0611.
+on chip or need more event ids than the target has: the pass plans memory (and synchronises) a
+copy of the kernel with the doubled loops and keeps them only if that succeeds, so doubling never
+causes E0611 or E0612.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .. import sym
 from ..diagnostics import Diagnostics
 from ..ir import Func, Module, Op
 from ..ir.schedule import schedule_of
-from . import memplan
+from . import memplan, sync
 from .context import Pass, PassContext
 from .memplan import BUFFER, BUFFER_OF
 from .unroll import _Cloner
@@ -131,18 +132,23 @@ def doubled(loop: Op, ranges: Ranges) -> Op:
                            "double_buffered": 1}, [], [body], loop.span)
 
 
-def _fits(func: Func, ctx: PassContext) -> bool:
-    """Whether the memory plan of ``func`` fits on chip (planned on a copy: planning writes offsets)."""
+def _trial(func: Func, ctx: PassContext, synchronise: bool) -> bool:
+    """Whether ``func`` still compiles within the target's limits: its memory plan fits on chip
+    (E0611) and, with ``synchronise``, its flags fit in the event ids (E0612). Tried on a copy,
+    with the passes that come next, reporting nowhere."""
     trial = Module("trial", "block", [func]).clone().funcs[0]
     quiet = PassContext(ctx.target, Diagnostics())
     memplan.plan(trial, quiet)
+    if synchronise and not quiet.diags.has_errors:
+        sync.insert(trial, quiet)
     return not quiet.diags.has_errors
 
 
 def double(func: Func, ctx: PassContext) -> None:
-    """Double buffer the grid nests of ``func`` that gain from it, one at a time, each only if the
-    kernel's tiles still fit with it. A perfect nest is flattened first, so its iterations pair up
-    across rows too (a row of one tile still overlaps with the next row)."""
+    """Double buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles
+    still fit with it; then, while the kernel's flags need more event ids than the target has, undo
+    the last one. A perfect nest is flattened first, so its iterations pair up across rows too (a
+    row of one tile still overlaps with the next row)."""
     if func.kind != "vector":
         return
     # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is
@@ -150,6 +156,7 @@ def double(func: Func, ctx: PassContext) -> None:
         s: (0, None) for p in func.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
     found: list[tuple[list[Op], list[Op]]] = []
     _nests(func.body, found)
+    done: list[tuple[list[Op], int, Op]] = []
     for region, chain in found:
         if len(chain) > 1 and _flattenable(chain):
             old, loop = chain[0], flattened(chain, ranges)
@@ -160,8 +167,13 @@ def double(func: Func, ctx: PassContext) -> None:
             continue
         at = region.index(old)
         region[at] = doubled(loop, ranges)
-        if not _fits(func, ctx):
+        if _trial(func, ctx, synchronise=False):
+            done.append((region, at, old))
+        else:
             region[at] = old
+    while done and not _trial(func, ctx, synchronise=True):
+        region, at, old = done.pop()
+        region[at] = old
 
 
 def run(module: Module, ctx: PassContext) -> Module:

@@ -32,6 +32,7 @@ class _Deps:
         self.carried: dict[tuple[int, int, int], tuple[Op, Op, Op]] = {}
         self.barriers: dict[tuple[int, int], tuple[Op, Op]] = {}
         self.carried_barriers: dict[int, Op] = {}
+        self._once: dict[int, bool] = {}  # loop -> whether it provably runs at most once
         counter = [0]
 
         self.end: dict[int, int] = {}
@@ -62,7 +63,7 @@ class _Deps:
         for op in ops:
             if op.name == "loop":
                 self.region(op.regions[0])
-                if not at_most_once(op):
+                if not self.once(op):
                     self.region(op.regions[0])  # a second iteration exposes carried dependencies
                 continue
             pipe = pipe_of(op)
@@ -98,10 +99,16 @@ class _Deps:
         """The loop that carries a dependency of b on a later op a of its previous iteration: the
         innermost loop holding both that can run again (a loop of at most one trip cannot)."""
         common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
-        return next(x for x in common if not at_most_once(x))
+        return next(x for x in common if not self.once(x))
+
+    def once(self, loop: Op) -> bool:
+        if id(loop) not in self._once:
+            self._once[id(loop)] = at_most_once(loop)
+        return self._once[id(loop)]
 
 
-def _insert(func: Func, ctx: PassContext) -> None:
+def insert(func: Func, ctx: PassContext) -> None:
+    """Place the flags and barriers of one compute kernel (in place)."""
     deps = _Deps(func)
     inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
     pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
@@ -207,7 +214,7 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    return on_compute_kernels(module, lambda f: _insert(f, ctx))
+    return on_compute_kernels(module, lambda f: insert(f, ctx))
 
 
 def _proof(module: Module, target) -> list:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import ptodsl
+from ptodsl.diagnostics import Diagnostics
+from ptodsl.driver import compile_spec
 from ptodsl.golden import run_case
 from ptodsl.ir import Op
+from ptodsl.passes import dbuf
+from ptodsl.passes.context import PassContext
 from ptodsl.passes.pipes import at_most_once
 
 REFS = """
@@ -97,3 +102,17 @@ def test_a_loop_that_runs_at_most_once_is_left_alone(tmp_path):
     (tmp_path / "one.yaml").write_text("op: add\nsource: one.pto\nschedule: {vec_tile: [8, 256]}\n"
                                        "reference: refs.py:add\ntests:\n  - {shapes: {}}\n")
     assert not _doubled_loops(ptodsl.load(str(tmp_path / "one.yaml")))
+
+
+def test_doubling_that_needs_more_event_ids_than_the_target_has_is_undone(tmp_path):
+    c = compile_spec(_write(tmp_path, "add", "{vec_tile: [8, 256]}"))
+    partitioned = c.after["partition"]
+
+    def doubled_with(events: int) -> list[Op]:
+        ctx = PassContext(replace(c.target, max_event_ids=events), Diagnostics())
+        out = dbuf.run(partitioned, ctx)
+        assert not ctx.diags.items
+        return [o for o in out.walk() if o.name == "loop" and "double_buffered" in o.attrs]
+
+    # single buffered, the kernel needs one event id per pipe pair; doubled, two
+    assert doubled_with(2) and not doubled_with(1)
