@@ -47,8 +47,10 @@ class _Deps:
                 self.end[id(op)] = counter[0]
 
         index(func.body, None)
-        self.writers: list[tuple[Range, Op, str]] = []
-        self.readers: list[tuple[Range, Op, str]] = []
+        # per memory space (only ranges of one space overlap), in the order they were added
+        self.writers: dict[str, list[tuple[Range, Op, str, int]]] = {}
+        self.readers: dict[str, list[tuple[Range, Op, str, int]]] = {}
+        self.added = 0
         self.region(func.body)
 
     def ancestors(self, op: Op) -> list[Op]:
@@ -70,16 +72,21 @@ class _Deps:
             if pipe is None:
                 continue
             reads, writes = reads_writes(op, self.placement)
-            found = [(a, p) for rng, a, p in self.writers if any(overlap(rng, r) for r in reads + writes)]
-            found += [(a, p) for rng, a, p in self.readers if any(overlap(rng, w) for w in writes)]
-            for a, p in found:
+            touched = reads + writes
+            found = sorted({x[3]: x for sp in {r[0] for r in touched} for x in self.writers.get(sp, ())
+                            if any(overlap(x[0], r) for r in touched)}.values(), key=lambda x: x[3])
+            found += sorted({x[3]: x for sp in {w[0] for w in writes} for x in self.readers.get(sp, ())
+                             if any(overlap(x[0], w) for w in writes)}.values(), key=lambda x: x[3])
+            for _, a, p, _ in found:
                 self.record(a, p, op, pipe)  # a may be op itself, one iteration earlier
             for w in writes:
-                self.writers = [x for x in self.writers if not covers(w, x[0])]
-                self.readers = [x for x in self.readers if not covers(w, x[0])]
-                self.writers.append((w, op, pipe))
+                self.writers[w[0]] = [x for x in self.writers.get(w[0], ()) if not covers(w, x[0])]
+                self.readers[w[0]] = [x for x in self.readers.get(w[0], ()) if not covers(w, x[0])]
+                self.writers[w[0]].append((w, op, pipe, self.added))
+                self.added += 1
             for r in reads:
-                self.readers.append((r, op, pipe))
+                self.readers.setdefault(r[0], []).append((r, op, pipe, self.added))
+                self.added += 1
 
     def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
         if pa == pb:

@@ -12,6 +12,7 @@ order, which is the form the sync pass produces.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from ..ir import Func, Module, Op
@@ -83,6 +84,14 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
     writers: list[tuple[Range, int]] = []
     readers: list[tuple[Range, int]] = []
     seen: set[tuple[int, int]] = set()
+    # trace positions of the waits of each pipe pair, and of the vector barriers, in order
+    waits: dict[tuple[str, str], list[int]] = {}
+    barriers: list[int] = []
+    for k, op in enumerate(trace):
+        if op.name == "sync.wait":
+            waits.setdefault((op.attrs["src"], op.attrs["dst"]), []).append(k)
+        elif op.name == "sync.barrier":
+            barriers.append(k)
     for j, b in enumerate(trace):
         pb = pipe_of(b)
         if pb is None:
@@ -94,15 +103,14 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
             a = trace[i]
             pa = pipe_of(a)
             if pa == pb:
-                if pa == "V" and not any(trace[k].name == "sync.barrier" for k in range(i + 1, j)):
+                at = bisect_right(barriers, i)
+                if pa == "V" and not (at < len(barriers) and barriers[at] < j):
                     problems.append(f"{func.name}: {b.name} reads or overwrites what {a.name} wrote on V with "
                                     "no barrier between them")
                 continue
-            ok = any(
-                trace[k].name == "sync.wait" and trace[k].attrs["src"] == pa and trace[k].attrs["dst"] == pb
-                and k in consumed_by and consumed_by[k] > i
-                for k in range(i + 1, j)
-            )
+            between = waits.get((pa, pb), [])
+            ok = any(k in consumed_by and consumed_by[k] > i
+                     for k in between[bisect_right(between, i):bisect_left(between, j)])
             if not ok and (id(a), id(b)) not in seen:
                 seen.add((id(a), id(b)))
                 problems.append(MissingSync(func.name, a, b, pa, pb))
