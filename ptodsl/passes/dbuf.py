@@ -176,13 +176,27 @@ def double(func: Func, ctx: PassContext) -> None:
         region[at] = old
 
 
+# (printed input, the target's limits the trials check) -> output: the trials are the costly part
+_DONE: dict[tuple[str, tuple], Module] = {}
+_DONE_LIMIT = 256
+
+
 def run(module: Module, ctx: PassContext) -> Module:
-    fresh = module.clone()  # passes never mutate their input
     if not schedule_of(module).pass_options.get("double_buffer", 1):
-        return fresh
-    for f in fresh.funcs:
-        double(f, ctx)
-    return fresh
+        return module.clone()  # passes never mutate their input
+    # the same kernels are lowered again and again (resuming from a printed module, tuning, the
+    # backends): the result depends only on the module and the target's limits, so it is kept
+    t = ctx.target
+    limits = (t.name, t.ub_block_bytes, t.max_event_ids, *(getattr(t, f) for f in memplan.SPACE_FIELD.values()))
+    key = (str(module), limits)
+    if key not in _DONE:
+        fresh = module.clone()
+        for f in fresh.funcs:
+            double(f, ctx)
+        if len(_DONE) >= _DONE_LIMIT:
+            _DONE.pop(next(iter(_DONE)))
+        _DONE[key] = fresh
+    return _DONE[key].clone()
 
 
 PASS = Pass("dbuf", "block", "block", run, frozenset({"partitioned"}), frozenset({"double-buffered"}))

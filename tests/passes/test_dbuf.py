@@ -63,7 +63,7 @@ def _estimate(operator: ptodsl.Operator) -> float:
 
 @pytest.mark.parametrize("name, tile", [("add", "[8, 256]"), ("softmax", "[4, 256]")])
 def test_two_copies_get_distinct_memory_and_the_estimate_drops(tmp_path, name, tile):
-    doubled = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}}}"))
+    doubled = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: true}}}}"))
     single = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: false}}}}",
                                 "_single"))
     assert not _doubled_loops(single)
@@ -87,7 +87,7 @@ def test_two_copies_get_distinct_memory_and_the_estimate_drops(tmp_path, name, t
 
 def test_a_loop_that_does_not_fit_twice_stays_single_buffered(tmp_path):
     # two f32 [32, 512] tiles per body: 128 KiB fits the 192 KiB UB once, not twice
-    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [32, 512]}"))
+    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [32, 512], pass_options: {double_buffer: true}}"))
     assert not _doubled_loops(op)
     assert max(f.attrs["ub_bytes"] for f in op.compiled.stages["block"].funcs if f.kind == "vector") <= 196608
     assert all(run_case(op, case).ok for case in op.spec.tests)
@@ -95,17 +95,18 @@ def test_a_loop_that_does_not_fit_twice_stays_single_buffered(tmp_path):
 
 def test_a_loop_that_runs_at_most_once_is_left_alone(tmp_path):
     # one tile covers the whole tensor: there is no next iteration to overlap with
-    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [8, 256]}"))
+    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [8, 256], pass_options: {double_buffer: true}}"))
     assert _doubled_loops(op)  # M, N are runtime symbols: the trip count is not known to be 1
     pto, _ = KERNELS["add"]
     (tmp_path / "one.pto").write_text(pto.replace("[M, N]", "[8, 256]"))
-    (tmp_path / "one.yaml").write_text("op: add\nsource: one.pto\nschedule: {vec_tile: [8, 256]}\n"
+    (tmp_path / "one.yaml").write_text("op: add\nsource: one.pto\n"
+                                       "schedule: {vec_tile: [8, 256], pass_options: {double_buffer: true}}\n"
                                        "reference: refs.py:add\ntests:\n  - {shapes: {}}\n")
     assert not _doubled_loops(ptodsl.load(str(tmp_path / "one.yaml")))
 
 
 def test_doubling_that_needs_more_event_ids_than_the_target_has_is_undone(tmp_path):
-    c = compile_spec(_write(tmp_path, "add", "{vec_tile: [8, 256]}"))
+    c = compile_spec(_write(tmp_path, "add", "{vec_tile: [8, 256], pass_options: {double_buffer: true}}"))
     partitioned = c.after["partition"]
 
     def doubled_with(events: int) -> list[Op]:
