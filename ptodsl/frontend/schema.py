@@ -50,6 +50,9 @@ PASS_OPTIONS = Obj(
                                  desc="estimated cycles above which a compute kernel is split in two"),
         "max_paths": Int(min=1, max=DIM_MAX, default=PASS_OPTION_DEFAULTS["max_paths"],
                          desc="most compiled paths one loop body may have (branches x unrolled copies)"),
+        "double_buffer": Bool(default=bool(PASS_OPTION_DEFAULTS["double_buffer"]),
+                              desc="alternate two sets of tiles on the iterations of each grid loop of a vector "
+                                   "kernel, where they fit on chip"),
     },
 )
 

@@ -223,7 +223,8 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             for name, loop in sched.get("loops", {}).items()
         },
         valid_shapes={name: tuple(dims) for name, dims in sched.get("valid_shapes", {}).items()},
-        pass_options={**PASS_OPTION_DEFAULTS, **sched.get("pass_options", {})},
+        # booleans become 0/1: the options travel as integers in the IR's attributes
+        pass_options={**PASS_OPTION_DEFAULTS, **{k: int(v) for k, v in sched.get("pass_options", {}).items()}},
     )
     reference = None
     if "reference" in data:

@@ -11,6 +11,8 @@ max) is R rows of one block each, valid in column 0. That is the layout pto-isa'
 write with equal source and destination rows, and the one its elementwise, tile-scalar and
 broadcast instructions read on every target (a column-major ``R x 1`` tile needs R padded to a
 block, which a reduction of fewer rows cannot write).
+The two copies of a double-buffered loop body (``passes/dbuf.py``: allocs tagged ``buffer`` and
+``buffer_of``) never share memory with each other, whatever their lives.
 Over capacity is an error (E0611) that names the tiles live at the peak, never a silent
 overlap; it is the one check of on-chip memory (the checker estimates none).
 """
@@ -25,6 +27,9 @@ from ..ir import Func, Module, Op, TileType
 from ..ir.schedule import schedule_of
 from ..schedule import Schedule
 from .context import Pass, PassContext, on_compute_kernels
+
+# tile.alloc attributes the double-buffering pass sets: which copy of which paired loop body
+BUFFER, BUFFER_OF = "buffer", "buffer_of"
 
 SHOWN_PLACES = 4  # source places labelled in an over-capacity error; the rest are counted in a note
 SPACE_FIELD = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
@@ -89,7 +94,8 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
     for _name, (s, e, op) in sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0])):
         t: TileType = op.result.type
         size = -(-tile_bytes(t, block) // block) * block
-        busy = sorted((off, off + sz) for (s2, e2, off, sz, _) in placed.get(t.space, []) if not (e2 < s or s2 > e))
+        busy = sorted((off, off + sz) for (s2, e2, off, sz, op2) in placed.get(t.space, [])
+                      if not (e2 < s or s2 > e) or _other_copy(op, op2))
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
@@ -97,7 +103,8 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
             offset = max(offset, hi)
         placed.setdefault(t.space, []).append((s, e, offset, size, op))
         layout, (rows, cols) = physical(t, block)
-        op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols}
+        copy = {k: op.attrs[k] for k in (BUFFER, BUFFER_OF) if k in op.attrs}
+        op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols, **copy}
         peak[t.space] = max(peak.get(t.space, 0), offset + size)
     for space, used in peak.items():
         cap = getattr(ctx.target, SPACE_FIELD[space])
@@ -105,6 +112,13 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
             _over_capacity(func, ctx, space, used, cap, placed[space], schedule)
     func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(peak.items())}
     return peak
+
+
+def _other_copy(a: Op, b: Op) -> bool:
+    """Tiles of the two copies of one double-buffered body never share memory, even where their
+    lives do not overlap: sharing would make the copies wait for each other again."""
+    return BUFFER_OF in a.attrs and a.attrs.get(BUFFER_OF) == b.attrs.get(BUFFER_OF) \
+        and a.attrs[BUFFER] != b.attrs[BUFFER]
 
 
 def _tile_key(shapes: list[tuple[int, ...]], schedule: Schedule | None) -> tuple:

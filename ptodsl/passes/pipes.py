@@ -5,6 +5,7 @@ Shared by the sync pass and the sync checker, so both reason about the same depe
 
 from __future__ import annotations
 
+from .. import sym
 from ..ir import Op, TensorType, TileType
 from ..ir.opdefs import IR_OPS
 
@@ -47,3 +48,11 @@ def placement_of(ops) -> dict[str, Range]:
                 t = o.result.type
                 out[o.result.name] = (t.space, o.attrs["offset"], o.attrs["offset"] + o.attrs["bytes"])
     return out
+
+
+def at_most_once(loop: Op) -> bool:
+    """A loop that provably runs at most once (a double-buffered body's second copy) carries no
+    dependency to a next trip: the sync pass and its checker run its body once, not twice."""
+    a = loop.attrs
+    trips = sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]) if a["step"] != 1 else sym.sub(a["hi"], a["lo"])
+    return sym.prove_le(trips, 1, {})

@@ -8,8 +8,9 @@ FIX), and ``sync.barrier {pipe = "V"}`` between dependent vector ops. A pair is 
 innermost region holding both ops: the set after the producer's enclosing op, the wait before the
 consumer's, so a wait never runs more often than its set. A dependency carried from one iteration
 of a grid loop to the next (the next load overwriting a tile the previous iteration still reads)
-gets a wait at the top of the body and a set at its end, primed by a set before the loop and
-drained by a wait after it. Event ids are coloured per pipe pair, at most ``max_event_ids``.
+gets a wait in the body right before the consumer's enclosing op and a set right after the
+producer's, primed by a set before the loop and drained by a wait after it; a loop that provably
+runs at most once carries nothing (its dependencies are carried by the loop around it). Event ids are coloured per pipe pair, at most ``max_event_ids``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from ..ir import Func, Module, Op
 from . import syncheck
 from .context import Pass, PassContext, on_compute_kernels
-from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
 
 
 class _Deps:
@@ -31,6 +32,7 @@ class _Deps:
         self.carried: dict[tuple[int, int, int], tuple[Op, Op, Op]] = {}
         self.barriers: dict[tuple[int, int], tuple[Op, Op]] = {}
         self.carried_barriers: dict[int, Op] = {}
+        self._once: dict[int, bool] = {}  # loop -> whether it provably runs at most once
         counter = [0]
 
         self.end: dict[int, int] = {}
@@ -45,8 +47,10 @@ class _Deps:
                 self.end[id(op)] = counter[0]
 
         index(func.body, None)
-        self.writers: list[tuple[Range, Op, str]] = []
-        self.readers: list[tuple[Range, Op, str]] = []
+        # per memory space (only ranges of one space overlap), in the order they were added
+        self.writers: dict[str, list[tuple[Range, Op, str, int]]] = {}
+        self.readers: dict[str, list[tuple[Range, Op, str, int]]] = {}
+        self.added = 0
         self.region(func.body)
 
     def ancestors(self, op: Op) -> list[Op]:
@@ -61,41 +65,57 @@ class _Deps:
         for op in ops:
             if op.name == "loop":
                 self.region(op.regions[0])
-                self.region(op.regions[0])  # a second iteration exposes carried dependencies
+                if not self.once(op):
+                    self.region(op.regions[0])  # a second iteration exposes carried dependencies
                 continue
             pipe = pipe_of(op)
             if pipe is None:
                 continue
             reads, writes = reads_writes(op, self.placement)
-            found = [(a, p) for rng, a, p in self.writers if any(overlap(rng, r) for r in reads + writes)]
-            found += [(a, p) for rng, a, p in self.readers if any(overlap(rng, w) for w in writes)]
-            for a, p in found:
+            touched = reads + writes
+            found = sorted({x[3]: x for sp in {r[0] for r in touched} for x in self.writers.get(sp, ())
+                            if any(overlap(x[0], r) for r in touched)}.values(), key=lambda x: x[3])
+            found += sorted({x[3]: x for sp in {w[0] for w in writes} for x in self.readers.get(sp, ())
+                             if any(overlap(x[0], w) for w in writes)}.values(), key=lambda x: x[3])
+            for _, a, p, _ in found:
                 self.record(a, p, op, pipe)  # a may be op itself, one iteration earlier
             for w in writes:
-                self.writers = [x for x in self.writers if not covers(w, x[0])]
-                self.readers = [x for x in self.readers if not covers(w, x[0])]
-                self.writers.append((w, op, pipe))
+                self.writers[w[0]] = [x for x in self.writers.get(w[0], ()) if not covers(w, x[0])]
+                self.readers[w[0]] = [x for x in self.readers.get(w[0], ()) if not covers(w, x[0])]
+                self.writers[w[0]].append((w, op, pipe, self.added))
+                self.added += 1
             for r in reads:
-                self.readers.append((r, op, pipe))
+                self.readers.setdefault(r[0], []).append((r, op, pipe, self.added))
+                self.added += 1
 
     def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
         if pa == pb:
             if pa == "V" and self.pos[id(a)] < self.pos[id(b)]:
                 self.barriers[(id(a), id(b))] = (a, b)
             elif pa == "V":
-                loop = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]][0]
+                loop = self.carrier(a, b)
                 self.carried_barriers[id(loop)] = loop
             return
         if self.pos[id(a)] < self.pos[id(b)]:
             self.direct[(id(a), id(b))] = (a, b)
             return
-        # a later op of the previous iteration: carried by the innermost loop holding both
-        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
-        loop = common[0]
+        loop = self.carrier(a, b)
         self.carried[(id(loop), id(a), id(b))] = (loop, a, b)
 
+    def carrier(self, a: Op, b: Op) -> Op:
+        """The loop that carries a dependency of b on a later op a of its previous iteration: the
+        innermost loop holding both that can run again (a loop of at most one trip cannot)."""
+        common = [x for x in self.ancestors(a)[1:] if x in self.ancestors(b)[1:]]
+        return next(x for x in common if not self.once(x))
 
-def _insert(func: Func, ctx: PassContext) -> None:
+    def once(self, loop: Op) -> bool:
+        if id(loop) not in self._once:
+            self._once[id(loop)] = at_most_once(loop)
+        return self._once[id(loop)]
+
+
+def insert(func: Func, ctx: PassContext) -> None:
+    """Place the flags and barriers of one compute kernel (in place)."""
     deps = _Deps(func)
     inserts: list[tuple[list[Op], int, int, Op]] = []  # (list, index, order, op); applied back to front
     pairs: list[tuple[int, int, str, str, list[Op]]] = []  # (set pos, wait pos, src, dst, ops)
@@ -127,20 +147,14 @@ def _insert(func: Func, ctx: PassContext) -> None:
         inserts.append((region, region.index(x) + 1, 0, set_op))
         inserts.append((region, region.index(y), 1, wait_op))
         pairs.append((deps.pos[id(x)], deps.pos[id(y)], src, dst, [set_op, wait_op]))
-    done_carried: set[tuple[int, str, str]] = set()
-    for loop, a, b in deps.carried.values():
-        src, dst = pipe_of(a), pipe_of(b)
-        key = (id(loop), src, dst)
-        if key in done_carried:
-            continue
-        done_carried.add(key)
+    for loop, src, dst, x, y in _carried_flags(deps):
         body = loop.regions[0]
         outer = deps.parent[id(loop)][1]
         ops = [Op("sync.set", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
         waits = [Op("sync.wait", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
         inserts.append((outer, outer.index(loop), 2, ops[0]))  # prime
-        inserts.append((body, 0, -1, waits[0]))
-        inserts.append((body, len(body), 3, ops[1]))
+        inserts.append((body, body.index(y), -1, waits[0]))
+        inserts.append((body, body.index(x) + 1, 0.5, ops[1]))  # before the next op's waits
         inserts.append((outer, outer.index(loop) + 1, -1, waits[1]))  # drain
         start, end = deps.pos[id(loop)], deps.end[id(loop)] + 1
         pairs.append((start, end, src, dst, ops + waits))
@@ -158,6 +172,35 @@ def _insert(func: Func, ctx: PassContext) -> None:
     _colour(pairs, func, ctx)
     for region, index, _order, op in sorted(inserts, key=lambda t: (id(t[0]), t[1], t[2]), reverse=True):
         region.insert(index, op)
+
+
+def _carried_flags(deps: _Deps) -> list[tuple[Op, str, str, Op, Op]]:
+    """(loop, src, dst, producer anchor, consumer anchor) of each flag carried to the next iteration.
+
+    The wait goes right before the consumer and the set right after the producer (both taken at
+    the level of the loop body), not at the body's ends: in a double-buffered body, copy 0's next
+    load then waits only for copy 0's compute, not copy 1's. One flag before consumer y and after
+    producer x also covers every carried dependency with a consumer at or after y and a producer
+    at or before x, so the common case stays one flag per pipe pair."""
+    def anchor(op: Op, loop: Op) -> Op:
+        while deps.parent[id(op)][0] is not loop:
+            op = deps.parent[id(op)][0]
+        return op
+
+    latest: dict[tuple[int, str, str, int], tuple[Op, Op, Op]] = {}  # (loop, src, dst, y) -> (loop, x, y)
+    for loop, a, b in deps.carried.values():
+        x, y = anchor(a, loop), anchor(b, loop)
+        key = (id(loop), pipe_of(a), pipe_of(b), id(y))
+        if key not in latest or deps.pos[id(x)] > deps.pos[id(latest[key][1])]:
+            latest[key] = (loop, x, y)
+    flags = []
+    reach: dict[tuple[int, str, str], int] = {}  # latest producer a kept flag of this loop and pipes sets after
+    for (lid, src, dst, _), (loop, x, y) in sorted(latest.items(), key=lambda kv: deps.pos[id(kv[1][2])]):
+        if reach.get((lid, src, dst), -1) >= deps.pos[id(x)]:
+            continue  # an earlier wait already waits for a later producer
+        reach[(lid, src, dst)] = deps.pos[id(x)]
+        flags.append((loop, src, dst, x, y))
+    return flags
 
 
 def _colour(pairs, func: Func, ctx: PassContext) -> None:
@@ -178,7 +221,7 @@ def _colour(pairs, func: Func, ctx: PassContext) -> None:
 
 
 def run(module: Module, ctx: PassContext) -> Module:
-    return on_compute_kernels(module, lambda f: _insert(f, ctx))
+    return on_compute_kernels(module, lambda f: insert(f, ctx))
 
 
 def _proof(module: Module, target) -> list:

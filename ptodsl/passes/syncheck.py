@@ -1,7 +1,7 @@
 """A static checker, separate from the sync pass, that every cross-pipe dependency is ordered.
 
 It linearises a compute kernel, running each grid loop body twice (so a dependency carried to the
-next iteration shows), and for every pair of ops on different pipes that touch overlapping buffers
+next iteration shows; once for a loop that provably runs at most once), and for every pair of ops on different pipes that touch overlapping buffers
 (at least one writing), it requires a ``sync.set(src, dst, e)`` issued after the producer and a
 ``sync.wait(src, dst, e)`` that consumes that set before the consumer. Dependent vector ops need a
 ``sync.barrier`` between them. It also checks that event ids stay below the target's limit, that
@@ -12,10 +12,11 @@ order, which is the form the sync pass produces.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from ..ir import Func, Module, Op
-from .pipes import Range, covers, overlap, pipe_of, placement_of, reads_writes
+from .pipes import Range, at_most_once, covers, overlap, pipe_of, placement_of, reads_writes
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ def _trace(ops: list[Op]) -> list[Op]:
         if op.name == "loop":
             body = op.regions[0]
             out.extend(_trace(body))
-            out.extend(_trace(body))
+            if not at_most_once(op):
+                out.extend(_trace(body))
         elif op.name.startswith("sync.") or pipe_of(op) is not None:
             out.append(op)
     return out
@@ -82,6 +84,14 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
     writers: list[tuple[Range, int]] = []
     readers: list[tuple[Range, int]] = []
     seen: set[tuple[int, int]] = set()
+    # trace positions of the waits of each pipe pair, and of the vector barriers, in order
+    waits: dict[tuple[str, str], list[int]] = {}
+    barriers: list[int] = []
+    for k, op in enumerate(trace):
+        if op.name == "sync.wait":
+            waits.setdefault((op.attrs["src"], op.attrs["dst"]), []).append(k)
+        elif op.name == "sync.barrier":
+            barriers.append(k)
     for j, b in enumerate(trace):
         pb = pipe_of(b)
         if pb is None:
@@ -93,15 +103,14 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
             a = trace[i]
             pa = pipe_of(a)
             if pa == pb:
-                if pa == "V" and not any(trace[k].name == "sync.barrier" for k in range(i + 1, j)):
+                at = bisect_right(barriers, i)
+                if pa == "V" and not (at < len(barriers) and barriers[at] < j):
                     problems.append(f"{func.name}: {b.name} reads or overwrites what {a.name} wrote on V with "
                                     "no barrier between them")
                 continue
-            ok = any(
-                trace[k].name == "sync.wait" and trace[k].attrs["src"] == pa and trace[k].attrs["dst"] == pb
-                and k in consumed_by and consumed_by[k] > i
-                for k in range(i + 1, j)
-            )
+            between = waits.get((pa, pb), [])
+            ok = any(k in consumed_by and consumed_by[k] > i
+                     for k in between[bisect_right(between, i):bisect_left(between, j)])
             if not ok and (id(a), id(b)) not in seen:
                 seen.add((id(a), id(b)))
                 problems.append(MissingSync(func.name, a, b, pa, pb))

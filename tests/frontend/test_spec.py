@@ -103,7 +103,7 @@ def test_defaults_of_a_minimal_spec() -> None:
 
 
 def test_pass_option_defaults_are_positive_ints() -> None:
-    assert set(PASS_OPTION_DEFAULTS) == {"cycle_upper_bound", "max_paths"}
+    assert set(PASS_OPTION_DEFAULTS) == {"cycle_upper_bound", "max_paths", "double_buffer"}
     assert all(isinstance(v, int) and v > 0 for v in PASS_OPTION_DEFAULTS.values())
 
 

@@ -1,0 +1,202 @@
+"""Double buffering (Block IR -> Block IR): two sets of tiles on alternate iterations of a grid loop.
+
+Requires: a ``level block`` module from partitioning (tiles not yet placed).
+Produces: in each vector compute kernel, every innermost grid loop whose body loads from GM and
+does other work runs its iterations in pairs (a perfect nest of grid loops, each body just the
+next loop, is first flattened into one loop over all its tiles, innermost index fastest): a loop of
+``cdiv(trips, 2)`` iterations holding two copies of the body, copy 0 for iteration ``2u`` and copy 1
+for ``2u + 1`` inside a loop of ``min(trips - 2u - 1, 1)`` trips (no trip for the odd one out).
+The copies define fresh tiles; every ``tile.alloc`` of copy c ``buffer = c`` and ``buffer_of = INDEX`` (the paired loop's index), which tells the memory planner to keep the two copies' tiles apart even where their lives do not overlap. With no buffer
+shared, the sync pass sees no dependency between the copies, so loading one copy's tiles overlaps
+computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
+read back) still orders them.
+
+A loop stays single buffered when it provably runs at most once, when the schedule turns the
+option off (``pass_options: {double_buffer: false}``), and when the doubled tiles would not fit
+on chip or need more event ids than the target has: the pass plans memory (and synchronises) a
+copy of the kernel with the doubled loops and keeps them only if that succeeds, so doubling never
+causes E0611 or E0612.
+"""
+
+from __future__ import annotations
+
+from .. import sym
+from ..diagnostics import Diagnostics
+from ..ir import Func, Module, Op
+from ..ir.schedule import schedule_of
+from . import memplan, sync
+from .context import Pass, PassContext
+from .memplan import BUFFER, BUFFER_OF
+from .unroll import _Cloner
+
+Ranges = dict[str, tuple[int, int | None]]  # known bounds of symbols, for simplifying and proving
+
+
+def _nests(ops: list[Op], out: list[tuple[list[Op], list[Op]]]) -> None:
+    """(enclosing list, chain) of every grid nest ending in an innermost grid loop, in program
+    order: the chain runs from the outermost loop of the perfect part of the nest (each loop's body
+    is just the next grid loop) to the innermost."""
+    for op in ops:
+        if op.name != "loop":
+            continue
+        if op.attrs.get("kind") != "grid":
+            _nests(op.regions[0], out)
+            continue
+        chain = [op]
+        while len(chain[-1].regions[0]) == 1 and chain[-1].regions[0][0].name == "loop" \
+                and chain[-1].regions[0][0].attrs.get("kind") == "grid":
+            chain.append(chain[-1].regions[0][0])
+        inner = chain[-1].regions[0]
+        if any(x.name == "loop" for x in inner):
+            _nests(inner, out)
+        else:
+            out.append((ops, chain))
+
+
+def _flattenable(chain: list[Op]) -> bool:
+    """A perfect nest of loops from 0 by 1 whose bounds do not use the indices of the loops
+    around them runs as one loop over the product of the trip counts."""
+    indices = {c.attrs["index"] for c in chain}
+    return all(c.attrs["lo"] == 0 and c.attrs["step"] == 1 and not (sym.free_symbols(c.attrs["hi"]) & indices)
+               for c in chain)
+
+
+def flattened(chain: list[Op], ranges: Ranges) -> Op:
+    """The perfect nest ``chain`` as one grid loop whose index counts the innermost fastest."""
+    trips = [_trips(c, ranges) for c in chain]
+    total: sym.Expr = 1
+    for t in trips:
+        total = sym.mul(total, t)
+    flat = f"{chain[-1].attrs['index']}_f"
+    env: dict[str, sym.Expr] = {}
+    stride: sym.Expr = 1
+    for k in range(len(chain) - 1, -1, -1):
+        # a zero trip count makes the product zero and the body never run; max(.., 1) keeps the
+        # index expressions free of a division by zero all the same
+        q = sym.floordiv(sym.Sym(flat), stride)
+        env[chain[k].attrs["index"]] = q if k == 0 else sym.mod(q, sym.max_(trips[k], 1))
+        stride = sym.mul(stride, sym.max_(trips[k], 1))
+    cloner = _Cloner(env, "", {})
+    body = [cloner.op(x) for x in chain[-1].regions[0]]
+    keep = {k: v for k, v in chain[-1].attrs.items() if k not in ("index", "lo", "hi", "step")}
+    return Op("loop", [], {"index": flat, "lo": 0, "hi": total, "step": 1, **keep}, [], [body], chain[0].span)
+
+
+def worth_doubling(loop: Op, ranges: Ranges) -> bool:
+    """A body that loads from GM and does something else (computes or stores) overlaps its next
+    iteration's loads with that work once doubled; a loop that provably runs at most once has no
+    next iteration, and doubling it would only add code."""
+    body = loop.regions[0]
+    names = {o.name for o in body}
+    if "tile.load" not in names or not names - {"tile.load", "tile.alloc"}:
+        return False
+    return not sym.prove_le(_trips(loop, ranges), 1, ranges)
+
+
+def _trips(loop: Op, ranges: Ranges) -> sym.Expr:
+    a = loop.attrs
+    if a["lo"] == 0 and a["step"] == 1:
+        return sym.max_(a["hi"], 0, ranges)
+    return sym.max_(sym.ceildiv(sym.sub(a["hi"], a["lo"]), a["step"]), 0, ranges)
+
+
+def _copy(loop: Op, index: sym.Expr, suffix: str, buffer: int | None, paired: str) -> list[Op]:
+    """The loop body with its index replaced by ``index`` and every value renamed."""
+    a = loop.attrs
+    env: dict[str, sym.Expr] = {a["index"]: sym.add(a["lo"], sym.mul(index, a["step"]))}
+    cloner = _Cloner(env, suffix, {})
+    body = [cloner.op(x) for x in loop.regions[0]]
+    if buffer is not None:
+        for top in body:
+            for o in top.walk():
+                if o.name == "tile.alloc":
+                    o.attrs = dict(o.attrs) | {BUFFER: buffer, BUFFER_OF: paired}
+    return body
+
+
+def doubled(loop: Op, ranges: Ranges) -> Op:
+    """``loop`` as a loop over pairs of iterations: copy 0 runs iteration 2u, copy 1 iteration
+    2u + 1 inside a loop of at most one trip (none when the trip count is odd and this is the last
+    pair). That inner loop costs no second body for the odd iteration, and the sync pass gives a
+    loop that provably runs at most once no dependency carried to a next trip."""
+    a = loop.attrs
+    idx = a["index"]
+    trips = _trips(loop, ranges)
+    u, r = f"{idx}_db", f"{idx}_dr"
+    second = sym.add(sym.mul(sym.Sym(u), 2), 1)
+    keep = {k: v for k, v in a.items() if k not in ("index", "lo", "hi", "step")}
+    guard = Op("loop", [], {"index": r, "lo": 0, "hi": sym.min_(sym.sub(trips, second), 1, ranges), "step": 1,
+                            **keep}, [], [_copy(loop, sym.add(second, sym.Sym(r)), "_b1", 1, u)], loop.span)
+    body = _copy(loop, sym.mul(sym.Sym(u), 2), "_b0", 0, u) + [guard]
+    return Op("loop", [], {"index": u, "lo": 0, "hi": sym.ceildiv(trips, 2), "step": 1, **keep,
+                           "double_buffered": 1}, [], [body], loop.span)
+
+
+def _trial(func: Func, ctx: PassContext, synchronise: bool) -> bool:
+    """Whether ``func`` still compiles within the target's limits: its memory plan fits on chip
+    (E0611) and, with ``synchronise``, its flags fit in the event ids (E0612). Tried on a copy,
+    with the passes that come next, reporting nowhere."""
+    trial = Module("trial", "block", [func]).clone().funcs[0]
+    quiet = PassContext(ctx.target, Diagnostics())
+    memplan.plan(trial, quiet)
+    if synchronise and not quiet.diags.has_errors:
+        sync.insert(trial, quiet)
+    return not quiet.diags.has_errors
+
+
+def double(func: Func, ctx: PassContext) -> None:
+    """Double buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles
+    still fit with it; then, while the kernel's flags need more event ids than the target has, undo
+    the last one. A perfect nest is flattened first, so its iterations pair up across rows too (a
+    row of one tile still overlaps with the next row)."""
+    if func.kind != "vector":
+        return
+    # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is
+    ranges: Ranges = {
+        s: (0, None) for p in func.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
+    found: list[tuple[list[Op], list[Op]]] = []
+    _nests(func.body, found)
+    done: list[tuple[list[Op], int, Op]] = []
+    for region, chain in found:
+        if len(chain) > 1 and _flattenable(chain):
+            old, loop = chain[0], flattened(chain, ranges)
+        else:
+            region = chain[-2].regions[0] if len(chain) > 1 else region
+            old, loop = chain[-1], chain[-1]
+        if not worth_doubling(loop, ranges):
+            continue
+        at = region.index(old)
+        region[at] = doubled(loop, ranges)
+        if _trial(func, ctx, synchronise=False):
+            done.append((region, at, old))
+        else:
+            region[at] = old
+    while done and not _trial(func, ctx, synchronise=True):
+        region, at, old = done.pop()
+        region[at] = old
+
+
+# (printed input, the target's limits the trials check) -> output: the trials are the costly part
+_DONE: dict[tuple[str, tuple], Module] = {}
+_DONE_LIMIT = 256
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    if not schedule_of(module).pass_options.get("double_buffer", 1):
+        return module.clone()  # passes never mutate their input
+    # the same kernels are lowered again and again (resuming from a printed module, tuning, the
+    # backends): the result depends only on the module and the target's limits, so it is kept
+    t = ctx.target
+    limits = (t.name, t.ub_block_bytes, t.max_event_ids, *(getattr(t, f) for f in memplan.SPACE_FIELD.values()))
+    key = (str(module), limits)
+    if key not in _DONE:
+        fresh = module.clone()
+        for f in fresh.funcs:
+            double(f, ctx)
+        if len(_DONE) >= _DONE_LIMIT:
+            _DONE.pop(next(iter(_DONE)))
+        _DONE[key] = fresh
+    return _DONE[key].clone()
+
+
+PASS = Pass("dbuf", "block", "block", run, frozenset({"partitioned"}), frozenset({"double-buffered"}))

@@ -1,0 +1,119 @@
+"""Double buffering of grid loops in vector kernels (passes/dbuf.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import ptodsl
+from ptodsl.diagnostics import Diagnostics
+from ptodsl.driver import compile_spec
+from ptodsl.golden import run_case
+from ptodsl.ir import Op
+from ptodsl.passes import dbuf
+from ptodsl.passes.context import PassContext
+from ptodsl.passes.pipes import at_most_once
+
+REFS = """
+import numpy as np
+
+def add(x, y):
+    return x + y
+
+def softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+"""
+
+KERNELS = {
+    "add": ("kernel add(x: f32[M, N], y: f32[M, N], z: out f32[M, N]):\n    z[:] = x + y\n",
+            "reference: refs.py:add\ntests:\n  - {shapes: {M: 24, N: 700}}\n"),
+    "softmax": ("kernel softmax(x: f32[B, N], y: out f32[B, N]):\n"
+                "    e = exp(x - amax(x, dim=-1, keepdim=True))\n"
+                "    y[:] = e / sum(e, dim=-1, keepdim=True)\n",
+                "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 16, N: 256}}\n"),
+}
+
+
+def _write(tmp_path: Path, name: str, schedule: str, tag: str = "") -> str:
+    pto, rest = KERNELS[name]
+    (tmp_path / "refs.py").write_text(REFS)
+    (tmp_path / f"{name}.pto").write_text(pto)
+    yaml = tmp_path / f"{name}{tag}.yaml"
+    yaml.write_text(f"op: {name}\nsource: {name}.pto\nschedule: {schedule}\n{rest}")
+    return str(yaml)
+
+
+def _allocs(op: Op) -> list[Op]:
+    return [o for o in op.walk() if o.name == "tile.alloc"]
+
+
+def _doubled_loops(operator: ptodsl.Operator) -> list[Op]:
+    return [o for o in operator.compiled.stages["block"].walk() if o.name == "loop" and "double_buffered" in o.attrs]
+
+
+def _estimate(operator: ptodsl.Operator) -> float:
+    results = [run_case(operator, case) for case in operator.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]
+    return sum(r.timeline.estimate for r in results)
+
+
+@pytest.mark.parametrize("name, tile", [("add", "[8, 256]"), ("softmax", "[4, 256]")])
+def test_two_copies_get_distinct_memory_and_the_estimate_drops(tmp_path, name, tile):
+    doubled = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: true}}}}"))
+    single = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: false}}}}",
+                                "_single"))
+    assert not _doubled_loops(single)
+    loops = _doubled_loops(doubled)
+    assert loops
+    for loop in loops:
+        copies: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+        for alloc in _allocs(loop):
+            a = alloc.attrs
+            assert a["buffer_of"] == loop.attrs["index"]
+            copies[a["buffer"]].append((a["offset"], a["offset"] + a["bytes"]))
+        assert copies[0] and copies[1]
+        for lo0, hi0 in copies[0]:
+            for lo1, hi1 in copies[1]:
+                assert hi0 <= lo1 or hi1 <= lo0, "a tile of copy 0 shares memory with one of copy 1"
+        # the second copy runs in a loop of at most one trip, so an odd trip count needs no third body
+        inner = [o for o in loop.regions[0] if o.name == "loop"]
+        assert len(inner) == 1 and at_most_once(inner[0])
+    assert _estimate(doubled) < 0.97 * _estimate(single)
+
+
+def test_a_loop_that_does_not_fit_twice_stays_single_buffered(tmp_path):
+    # two f32 [32, 512] tiles per body: 128 KiB fits the 192 KiB UB once, not twice
+    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [32, 512], pass_options: {double_buffer: true}}"))
+    assert not _doubled_loops(op)
+    assert max(f.attrs["ub_bytes"] for f in op.compiled.stages["block"].funcs if f.kind == "vector") <= 196608
+    assert all(run_case(op, case).ok for case in op.spec.tests)
+
+
+def test_a_loop_that_runs_at_most_once_is_left_alone(tmp_path):
+    # one tile covers the whole tensor: there is no next iteration to overlap with
+    op = ptodsl.load(_write(tmp_path, "add", "{vec_tile: [8, 256], pass_options: {double_buffer: true}}"))
+    assert _doubled_loops(op)  # M, N are runtime symbols: the trip count is not known to be 1
+    pto, _ = KERNELS["add"]
+    (tmp_path / "one.pto").write_text(pto.replace("[M, N]", "[8, 256]"))
+    (tmp_path / "one.yaml").write_text("op: add\nsource: one.pto\n"
+                                       "schedule: {vec_tile: [8, 256], pass_options: {double_buffer: true}}\n"
+                                       "reference: refs.py:add\ntests:\n  - {shapes: {}}\n")
+    assert not _doubled_loops(ptodsl.load(str(tmp_path / "one.yaml")))
+
+
+def test_doubling_that_needs_more_event_ids_than_the_target_has_is_undone(tmp_path):
+    c = compile_spec(_write(tmp_path, "add", "{vec_tile: [8, 256], pass_options: {double_buffer: true}}"))
+    partitioned = c.after["partition"]
+
+    def doubled_with(events: int) -> list[Op]:
+        ctx = PassContext(replace(c.target, max_event_ids=events), Diagnostics())
+        out = dbuf.run(partitioned, ctx)
+        assert not ctx.diags.items
+        return [o for o in out.walk() if o.name == "loop" and "double_buffered" in o.attrs]
+
+    # single buffered, the kernel needs one event id per pipe pair; doubled, two
+    assert doubled_with(2) and not doubled_with(1)
