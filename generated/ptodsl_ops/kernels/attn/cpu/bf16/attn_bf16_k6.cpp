@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT132 t132(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u2c0Gm0(vj_u2c0 + _g128 * 64, GmView0::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t132, vj_u2c0Gm0);  // online_softmax_attn.pto:21:36
@@ -30,36 +30,32 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g127 = 0; _g127 < (S + 63) / 64; ++_g127) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT129 t129(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
             TileT130 t130(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t130, 8192);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u2c0Gm1(t15_u2c0 + _g127 * 64 * 64, GmView1::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t130, t15_u2c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT131 t131(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t131, t130);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT133 t133(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
             TMOV(t133, t132);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k134 = 1; _k134 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k134) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT135 t135(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t135, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
@@ -85,19 +81,15 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u2c0Gm4(t14_u2c0 + _g127 * 64 * D + _g128 * 64, GmView4::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
             TSTORE(t14_u2c0Gm4, t129);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT216 t216(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u2c1Gm0(vj_u2c1 + _g212 * 64, GmView0::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t216, vj_u2c1Gm0);  // online_softmax_attn.pto:21:36
@@ -30,36 +30,32 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
             TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t214, 8192);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u2c1Gm1(t15_u2c1 + _g211 * 64 * 64, GmView1::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t214, t15_u2c1Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT217 t217(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
             TMOV(t217, t216);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k218 = 1; _k218 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) + 63) / 64; ++_k218) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 0), 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t219, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
@@ -85,19 +81,15 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u2c1Gm4(t14_u2c1 + _g211 * 64 * D + _g212 * 64, GmView4::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
             TSTORE(t14_u2c1Gm4, t213);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT300 t300(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u1c0Gm0(vj_u1c0 + _g296 * 64, GmView0::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t300, vj_u1c0Gm0);  // online_softmax_attn.pto:21:36
@@ -30,36 +30,32 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g295 = 0; _g295 < (S + 63) / 64; ++_g295) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT297 t297(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
             TileT298 t298(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t298, 8192);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u1c0Gm1(t15_u1c0 + _g295 * 64 * 64, GmView1::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t298, t15_u1c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT299 t299(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t299, t298);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT301 t301(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64), 64), std::min<int64_t>(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
             TMOV(t301, t300);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k302 = 1; _k302 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k302) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT303 t303(std::min<int64_t>(S - _g295 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t303, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
@@ -85,19 +81,15 @@ extern "C" __global__ AICORE void attn_f16_k14(__gm__ half* vj_u1c0, __gm__ half
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u1c0Gm4(t14_u1c0 + _g295 * 64 * D + _g296 * 64, GmView4::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
             TSTORE(t14_u1c0Gm4, t297);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* vj_last, __gm__ flo
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT384 t384(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_lastGm0(vj_last + _g380 * 64, GmView0::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t384, vj_lastGm0);  // online_softmax_attn.pto:21:36
@@ -30,36 +30,32 @@ extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* vj_last, __gm__ flo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT381 t381(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
             TileT382 t382(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t382, 16384);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_lastGm1(t15_last + _g379 * 64 * 64, GmView1::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t382, t15_lastGm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT383 t383(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t383, t382);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT385 t385(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
             TMOV(t385, t384);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k386 = 1; _k386 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT387 t387(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t387, 16384);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
@@ -85,19 +81,15 @@ extern "C" __global__ AICORE void attn_f32_k18(__gm__ float* vj_last, __gm__ flo
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_lastGm4(t14_last + _g379 * 64 * D + _g380 * 64, GmView4::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
             TSTORE(t14_lastGm4, t381);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

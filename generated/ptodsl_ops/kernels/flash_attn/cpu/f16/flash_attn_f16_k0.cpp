@@ -18,9 +18,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
     using TileT14 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
         TASSIGN(t5, 0);  // flash_attn.pto:11:13
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
@@ -33,56 +31,53 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
         set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
             TileT3 t3(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t3, 8192);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView1 qGm1(q + _g0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t3, qGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT4 t4(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t6, 0);  // flash_attn.pto:11:13
             TMOV(t6, t5);  // flash_attn.pto:11:13
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2, t4, t6);  // flash_attn.pto:11:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT8 t8(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D - _k7 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t8, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView2 qGm2(q + _g0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t8, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT9 t9(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D - _k7 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t9, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t10, 8192);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
@@ -92,49 +87,50 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // flash_attn.pto:11:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
+            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView4 t0_firstGm4(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // flash_attn.pto:11:13
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT14 t14(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t14, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView5 t0_firstGm5(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()));  // flash_attn.pto:11:13
             TLOAD(t14, t0_firstGm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT15 t15(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t15, 16384);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t15, t14, scale);  // flash_attn.pto:11:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
             GmView6 s_firstGm6(s_first + _g0 * 64 * 64 + _g1 * 64, GmView6::Shape(t15.GetValidRow(), t15.GetValidCol()));  // flash_attn.pto:11:13
             TSTORE(s_firstGm6, t15);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT45 t45(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
         TASSIGN(t45, 0);  // flash_attn.pto:16:22
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
         GmView0 vj_firstGm0(vj_first + _g41 * 64, GmView0::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:16:22
         TLOAD(t45, vj_firstGm0);  // flash_attn.pto:16:22
@@ -30,36 +30,32 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g40 = 0; _g40 < (S + 63) / 64; ++_g40) {  // flash_attn.pto:16:22
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT42 t42(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t42, 0);  // flash_attn.pto:16:22
             TileT43 t43(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 16384);  // flash_attn.pto:16:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
             GmView1 t5_firstGm1(t5_first + _g40 * 64 * 64, GmView1::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
             TLOAD(t43, t5_firstGm1);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT46 t46(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t46, 0);  // flash_attn.pto:16:22
             TMOV(t46, t45);  // flash_attn.pto:16:22
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t42, t44, t46);  // flash_attn.pto:16:22
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k47 = 1; _k47 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT48 t48(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t48, 16384);  // flash_attn.pto:16:22
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
@@ -85,19 +81,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t42, t42, t49, t51);  // flash_attn.pto:16:22
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
             GmView4 accGm4(acc + _g40 * 64 * D + _g41 * 64, GmView4::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:16:22
             TSTORE(accGm4, t42);  // flash_attn.pto:16:22
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

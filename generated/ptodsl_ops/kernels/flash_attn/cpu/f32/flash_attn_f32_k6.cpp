@@ -31,22 +31,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             TileT129 t129(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t129, 0);  // flash_attn.pto:22:36
             TileT130 t130(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t130, 0);  // flash_attn.pto:22:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
             GmView0 t15Gm0(t15 + _g127 * 64 * 64, GmView0::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
             TLOAD(t130, t15Gm0);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT131 t131(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t131, 0);  // flash_attn.pto:22:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t131, t130);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -61,6 +57,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             TASSIGN(t133, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t133, t132);  // flash_attn.pto:22:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -68,11 +65,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k134 = 1; _k134 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_k134) {  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT135 t135(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t135, 0);  // flash_attn.pto:22:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
@@ -98,19 +91,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t129, t129, t136, t138);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
             GmView4 t14Gm4(t14 + _g127 * 64 * D + _g128 * 64, GmView4::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:36
             TSTORE(t14Gm4, t129);  // flash_attn.pto:22:36
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT141 t141(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t141, 0);  // flash_attn.pto:22:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView5 t13Gm5(t13 + _g127 * 64 * D + _g128 * 64, GmView5::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t141, t13Gm5);  // flash_attn.pto:22:22
@@ -121,21 +115,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             GmView6 t14Gm6(t14 + _g127 * 64 * D + _g128 * 64, GmView6::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t142, t14Gm6);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT143 t143(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t143, 32768);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TADD(t143, t141, t142);  // flash_attn.pto:22:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView7 accGm7(acc + _g127 * 64 * D + _g128 * 64, GmView7::Shape(t143.GetValidRow(), t143.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:22
             TSTORE(accGm7, t143);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -31,22 +31,18 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t213, 0);  // flash_attn.pto:22:36
             TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t214, 0);  // flash_attn.pto:22:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
             GmView0 t15_lastGm0(t15_last + _g211 * 64 * 64, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
             TLOAD(t214, t15_lastGm0);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t215, 0);  // flash_attn.pto:22:36
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
@@ -61,6 +57,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             TASSIGN(t217, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t217, t216);  // flash_attn.pto:22:36
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -68,11 +65,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k218 = 1; _k218 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t219, 0);  // flash_attn.pto:22:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
@@ -98,19 +91,20 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t213, t213, t220, t222);  // flash_attn.pto:22:36
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
             GmView4 t14_lastGm4(t14_last + _g211 * 64 * D + _g212 * 64, GmView4::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:22:36
             TSTORE(t14_lastGm4, t213);  // flash_attn.pto:22:36
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT225 t225(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t225, 0);  // flash_attn.pto:22:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView5 t13_lastGm5(t13_last + _g211 * 64 * D + _g212 * 64, GmView5::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t225, t13_lastGm5);  // flash_attn.pto:22:22
@@ -121,21 +115,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             GmView6 t14_lastGm6(t14_last + _g211 * 64 * D + _g212 * 64, GmView6::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView6::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t226, t14_lastGm6);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT227 t227(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t227, 32768);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TADD(t227, t225, t226);  // flash_attn.pto:22:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView7 accGm7(acc + _g211 * 64 * D + _g212 * 64, GmView7::Shape(t227.GetValidRow(), t227.GetValidCol()), GmView7::Stride(D));  // flash_attn.pto:22:22
             TSTORE(accGm7, t227);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

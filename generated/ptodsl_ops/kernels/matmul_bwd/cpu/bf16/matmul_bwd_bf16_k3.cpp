@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g25 = 0; _g25 < (N + 63) / 64; ++_g25) {  // matmul_bwd.pto:6:18
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT29 t29(std::min<int64_t>(M, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
         TASSIGN(t29, 0);  // matmul_bwd.pto:6:18
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
         GmView0 dcGm0(dc + _g25 * 64, GmView0::Shape(t29.GetValidRow(), t29.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:18
         TLOAD(t29, dcGm0);  // matmul_bwd.pto:6:18
@@ -30,25 +30,25 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g24 = 0; _g24 < (K + 63) / 64; ++_g24) {  // matmul_bwd.pto:6:18
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT26 t26(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
             TileT27 t27(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t27, 16384);  // matmul_bwd.pto:6:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
             GmView1 t5Gm1(t5 + _g24 * 64, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT28 t28(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t28, 0);  // matmul_bwd.pto:6:18
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t28, t27);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT30 t30(std::min<int64_t>(M, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
             TMOV(t30, t29);  // matmul_bwd.pto:6:18
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t26, t28, t30);  // matmul_bwd.pto:6:18
@@ -58,16 +58,16 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT32 t32(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t32, 16384);  // matmul_bwd.pto:6:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
                 GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 64, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
                 TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT33 t33(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t33, t32);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -83,21 +83,21 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t35, t34);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t26, t26, t33, t35);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
             GmView4 t4Gm4(t4 + _g24 * 64 * N + _g25 * 64, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
             TSTORE(t4Gm4, t26);  // matmul_bwd.pto:6:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

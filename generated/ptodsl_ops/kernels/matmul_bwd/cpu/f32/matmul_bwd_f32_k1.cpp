@@ -18,9 +18,9 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g5 = 0; _g5 < (K + 63) / 64; ++_g5) {  // matmul_bwd.pto:5:18
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         TileT9 t9(std::min<int64_t>(N, 64), std::min<int64_t>(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
         TASSIGN(t9, 0);  // matmul_bwd.pto:5:18
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
         GmView0 t2Gm0(t2 + _g5 * 64 * N, GmView0::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:18
         TLOAD(t9, t2Gm0);  // matmul_bwd.pto:5:18
@@ -30,25 +30,25 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g4 = 0; _g4 < (M + 63) / 64; ++_g4) {  // matmul_bwd.pto:5:18
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             TileT6 t6(std::min<int64_t>(M - _g4 * 64, 64), std::min<int64_t>(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t6, 0);  // matmul_bwd.pto:5:18
             TileT7 t7(std::min<int64_t>(M - _g4 * 64, 64), std::min<int64_t>(N, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t7, 16384);  // matmul_bwd.pto:5:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView1 dcGm1(dc + _g4 * 64 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
             TLOAD(t7, dcGm1);  // matmul_bwd.pto:5:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT8 t8(std::min<int64_t>(M - _g4 * 64, 64), std::min<int64_t>(N, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t8, 0);  // matmul_bwd.pto:5:18
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t8, t7);  // matmul_bwd.pto:5:18
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT10 t10(std::min<int64_t>(N, 64), std::min<int64_t>(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t10, 0);  // matmul_bwd.pto:5:18
             TMOV(t10, t9);  // matmul_bwd.pto:5:18
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t6, t8, t10);  // matmul_bwd.pto:5:18
@@ -58,16 +58,16 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k11 = 1; _k11 < (N + 63) / 64; ++_k11) {  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 TileT12 t12(std::min<int64_t>(M - _g4 * 64, 64), std::min<int64_t>(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t12, 16384);  // matmul_bwd.pto:5:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
                 GmView2 dcGm2(dc + _g4 * 64 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t12, dcGm2);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT13 t13(std::min<int64_t>(M - _g4 * 64, 64), std::min<int64_t>(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t13, 0);  // matmul_bwd.pto:5:18
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t13, t12);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
@@ -83,21 +83,21 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t15, t14);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t6, t6, t13, t15);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView4 t1Gm4(t1 + _g4 * 64 * K + _g5 * 64, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
             TSTORE(t1Gm4, t6);  // matmul_bwd.pto:5:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);

@@ -11,9 +11,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, int64_t 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm_bwd.pto:5:11
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm_bwd.pto:5:11
         TASSIGN(t1, 0);  // rmsnorm_bwd.pto:5:11
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, 0.0f);  // rmsnorm_bwd.pto:5:11
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
