@@ -325,6 +325,11 @@ def _chain(body: list[Op], upto: int, tile: Value, read_only: set[str], base: di
     allocs: dict[str, Op] = {}
     for op in body[:upto]:
         if op.regions:
+            # a tile written inside a nested loop (a reduction's accumulator) is no plain value:
+            # recomputing it would need the loop, not only the ops beside it
+            for inner in op.walk():
+                for w in _reads_writes(inner)[1] if inner is not op else ():
+                    defs[w.name] = None
             continue
         if op.name == "tile.alloc":
             allocs[op.result.name] = op

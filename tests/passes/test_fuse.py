@@ -159,3 +159,19 @@ def test_a_row_broadcast_operand_is_read_once():
     for case in op.spec.tests:
         moved, minimum = _traffic(op, case)
         assert moved == minimum, case
+
+
+def test_a_reduction_accumulated_in_a_loop_is_not_recomputed_from_its_initial_fill(write_spec):
+    # A column reduction's tile is filled with the identity, then accumulated in a nested loop over
+    # the rows. Recomputing the workspace it is stored to from "the ops that write it" must see the
+    # loop: copying only the fill gave +inf for every column (found by the random-program fuzzer,
+    # seed 31368: `minimum(amin(x1, dim=0, keepdim=True), x0[0, :])` checked clean and computed
+    # x0's first row).
+    pto = ("kernel colmin(y: out f32[M, N], x0: f32[M, N], x1: f32[M, N]):\n"
+           "    y[:] = minimum(amin(x1, dim=0, keepdim=True), x0[0, :])\n")
+    op = ptodsl.load(write_spec("colmin", pto, "op: colmin\nschedule:\n  vec_tile: [1, 16]\n"))
+    rng = np.random.default_rng(3)
+    x0, x1 = (rng.standard_normal((3, 40)).astype(np.float32) for _ in range(2))
+    want = np.broadcast_to(np.minimum(x1.min(0, keepdims=True), x0[:1]), (3, 40))
+    for backend in ("sim", "cpu"):
+        np.testing.assert_array_equal(op(x0, x1, backend=backend), want)
