@@ -6,118 +6,64 @@ using namespace pto;
 
 extern "C" __global__ AICORE void abs_neg_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* n, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // abs_neg.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-        TASSIGN(t2_b0, 0);  // abs_neg.pto:3:12
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // abs_neg.pto:3:12
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // abs_neg.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TASSIGN(t2, 0);  // abs_neg.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // abs_neg.pto:3:12
+            TLOAD(t2, xGm0);  // abs_neg.pto:3:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TASSIGN(t3, 4096);  // abs_neg.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TASSIGN(t4, 8192);  // abs_neg.pto:3:12
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TASSIGN(t5, 16384);  // abs_neg.pto:3:12
+            pipe_barrier(PIPE_V);
+            TABS(t5, t4);  // abs_neg.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
+            GmView1 aGm1(a + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // abs_neg.pto:3:12
+            TSTORE(aGm1, t3);  // abs_neg.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:4:12
+            TASSIGN(t9, 0);  // abs_neg.pto:4:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:4:12
+            TASSIGN(t11, 16384);  // abs_neg.pto:4:12
+            pipe_barrier(PIPE_V);
+            TNEG(t11, t4);  // abs_neg.pto:4:12
+            pipe_barrier(PIPE_V);
+            TCVT(t9, t11, RoundMode::CAST_RINT);  // abs_neg.pto:4:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:4:12
+            GmView2 nGm2(n + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView2::Stride(N));  // abs_neg.pto:4:12
+            TSTORE(nGm2, t9);  // abs_neg.pto:4:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // abs_neg.pto:3:12
-        TLOAD(t2_b0, xGm0);  // abs_neg.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-        TASSIGN(t3_b0, 4096);  // abs_neg.pto:3:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-        TASSIGN(t4_b0, 8192);  // abs_neg.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-        TASSIGN(t5_b0, 16384);  // abs_neg.pto:3:12
-        pipe_barrier(PIPE_V);
-        TABS(t5_b0, t4_b0);  // abs_neg.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-        GmView1 aGm1(a + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView1::Stride(N));  // abs_neg.pto:3:12
-        TSTORE(aGm1, t3_b0);  // abs_neg.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:4:12
-        TASSIGN(t9_b0, 0);  // abs_neg.pto:4:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:4:12
-        TASSIGN(t11_b0, 16384);  // abs_neg.pto:4:12
-        pipe_barrier(PIPE_V);
-        TNEG(t11_b0, t4_b0);  // abs_neg.pto:4:12
-        pipe_barrier(PIPE_V);
-        TCVT(t9_b0, t11_b0, RoundMode::CAST_RINT);  // abs_neg.pto:4:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:4:12
-        GmView2 nGm2(n + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t9_b0.GetValidRow(), t9_b0.GetValidCol()), GmView2::Stride(N));  // abs_neg.pto:4:12
-        TSTORE(nGm2, t9_b0);  // abs_neg.pto:4:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // abs_neg.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t2_b1, 24576);  // abs_neg.pto:3:12
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-            GmView3 xGm3(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // abs_neg.pto:3:12
-            TLOAD(t2_b1, xGm3);  // abs_neg.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t3_b1, 28672);  // abs_neg.pto:3:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t4_b1, 32768);  // abs_neg.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t5_b1, 40960);  // abs_neg.pto:3:12
-            pipe_barrier(PIPE_V);
-            TABS(t5_b1, t4_b1);  // abs_neg.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-            GmView4 aGm4(a + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView4::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView4::Stride(N));  // abs_neg.pto:3:12
-            TSTORE(aGm4, t3_b1);  // abs_neg.pto:3:12
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:4:12
-            TASSIGN(t9_b1, 24576);  // abs_neg.pto:4:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // abs_neg.pto:4:12
-            TASSIGN(t11_b1, 40960);  // abs_neg.pto:4:12
-            pipe_barrier(PIPE_V);
-            TNEG(t11_b1, t4_b1);  // abs_neg.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCVT(t9_b1, t11_b1, RoundMode::CAST_RINT);  // abs_neg.pto:4:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:4:12
-            GmView5 nGm5(n + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView5::Shape(t9_b1.GetValidRow(), t9_b1.GetValidCol()), GmView5::Stride(N));  // abs_neg.pto:4:12
-            TSTORE(nGm5, t9_b1);  // abs_neg.pto:4:12
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -7,18 +7,12 @@ using namespace pto;
 extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* y, int64_t H, int64_t S, int64_t b, int64_t B)
 {
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
@@ -30,85 +24,45 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __g
         TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0_db = 0; _g0_db < ((S + 15) / 16 + 1) / 2; ++_g0_db) {  // add_bcast.pto:4:22
+        for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
-            TileT2B0 t2_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t2_b0, 256);  // add_bcast.pto:4:22
+            TileT2 t2(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t2, 256);  // add_bcast.pto:4:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView1 v1Gm1(v1 + _g0_db * 2 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
-            TLOAD(t2_b0, v1Gm1);  // add_bcast.pto:4:22
+            GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+            TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4B0 t4_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t4_b0, 4352);  // add_bcast.pto:4:22
-            TCOLEXPAND(t4_b0, t3);  // add_bcast.pto:4:22
-            TileT5B0 t5_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t5_b0, 8448);  // add_bcast.pto:4:22
-            TileT6B0 t6_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t6_b0, 12544);  // add_bcast.pto:4:22
+            TileT4 t4(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t4, 4352);  // add_bcast.pto:4:22
+            TCOLEXPAND(t4, t3);  // add_bcast.pto:4:22
+            TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t5, 8448);  // add_bcast.pto:4:22
+            TileT6 t6(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t6, 12544);  // add_bcast.pto:4:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t6_b0, t2_b0, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-            TileT7B0 t7_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t7_b0, 20736);  // add_bcast.pto:4:22
+            TCVT(t6, t2, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+            TileT7 t7(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t7, 20736);  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
-            TCVT(t7_b0, t4_b0, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-            TileT8B0 t8_b0(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t8_b0, 256);  // add_bcast.pto:4:22
+            TCVT(t7, t4, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+            TileT8 t8(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t8, 256);  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
-            TADD(t8_b0, t6_b0, t7_b0);  // add_bcast.pto:4:22
+            TADD(t8, t6, t7);  // add_bcast.pto:4:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TCVT(t5_b0, t8_b0, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+            TCVT(t5, t8, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView2 yGm2(y + b * (H * S) + _g0_db * 2 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0_db * 2 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
-            TSTORE(yGm2, t5_b0);  // add_bcast.pto:4:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
+            TSTORE(yGm2, t5);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g0_dr = 0; _g0_dr < std::min<int64_t>((S + 15) / 16 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // add_bcast.pto:4:22
-                TileT2B1 t2_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t2_b1, 28928);  // add_bcast.pto:4:22
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView3 v1Gm3(v1 + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView3::Shape(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView3::Stride(H * S, H));  // add_bcast.pto:4:22
-                TLOAD(t2_b1, v1Gm3);  // add_bcast.pto:4:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4B1 t4_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t4_b1, 33024);  // add_bcast.pto:4:22
-                TCOLEXPAND(t4_b1, t3);  // add_bcast.pto:4:22
-                TileT5B1 t5_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t5_b1, 37120);  // add_bcast.pto:4:22
-                TileT6B1 t6_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t6_b1, 41216);  // add_bcast.pto:4:22
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t6_b1, t2_b1, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-                TileT7B1 t7_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t7_b1, 49408);  // add_bcast.pto:4:22
-                pipe_barrier(PIPE_V);
-                TCVT(t7_b1, t4_b1, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-                TileT8B1 t8_b1(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t8_b1, 28928);  // add_bcast.pto:4:22
-                pipe_barrier(PIPE_V);
-                TADD(t8_b1, t6_b1, t7_b1);  // add_bcast.pto:4:22
-                pipe_barrier(PIPE_V);
-                TCVT(t5_b1, t8_b1, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-                GmView4 yGm4(y + b * (H * S) + (_g0_db * 2 + 1 + _g0_dr) * 16 * H + _g1 * 128, GmView4::Shape(std::min<int64_t>(S - (_g0_db * 2 + 1 + _g0_dr) * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView4::Stride(H * S, H));  // add_bcast.pto:4:22
-                TSTORE(yGm4, t5_b1);  // add_bcast.pto:4:22
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

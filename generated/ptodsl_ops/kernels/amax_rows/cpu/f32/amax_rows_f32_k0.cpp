@@ -7,12 +7,9 @@ using namespace pto;
 extern "C" __global__ AICORE void amax_rows_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* t0, __gm__ float* y, int64_t R, int64_t C)
 {
     using TileT1Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT6B0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -23,53 +20,32 @@ extern "C" __global__ AICORE void amax_rows_f32_k0(__gm__ float* x, __gm__ float
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1Tile, -std::numeric_limits<float>::infinity());  // amax_rows.pto:3:12
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k2_db = 0; _k2_db < ((C + 255) / 256 + 1) / 2; ++_k2_db) {  // amax_rows.pto:3:12
+        for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3B0 t3_b0(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2_db * 2 * 256, 256));  // amax_rows.pto:3:12
-            TASSIGN(t3_b0, 256);  // amax_rows.pto:3:12
+            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // amax_rows.pto:3:12
+            TASSIGN(t3, 256);  // amax_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amax_rows.pto:3:12
-            GmView0 xGm0(x + _g0 * 8 * C + _k2_db * 2 * 256, GmView0::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView0::Stride(C));  // amax_rows.pto:3:12
-            TLOAD(t3_b0, xGm0);  // amax_rows.pto:3:12
+            GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amax_rows.pto:3:12
+            TLOAD(t3, xGm0);  // amax_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4B0 t4_b0(std::min<int64_t>(R - _g0 * 8, 8));  // amax_rows.pto:3:12
-            TASSIGN(t4_b0, 8448);  // amax_rows.pto:3:12
+            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8));  // amax_rows.pto:3:12
+            TASSIGN(t4, 8448);  // amax_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // amax_rows.pto:3:12
-            TASSIGN(tmp0, 17152);  // amax_rows.pto:3:12
-            TROWMAX(t4_b0, t3_b0, tmp0);  // amax_rows.pto:3:12
+            TASSIGN(tmp0, 8704);  // amax_rows.pto:3:12
+            TROWMAX(t4, t3, tmp0);  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TMAX(t1Tile, t1Tile, t4_b0);  // amax_rows.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            for (int64_t _k2_dr = 0; _k2_dr < std::min<int64_t>((C + 255) / 256 - (_k2_db * 2 + 1), 1); ++_k2_dr) {  // amax_rows.pto:3:12
-                TileT3B1 t3_b1(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - (_k2_db * 2 + 1 + _k2_dr) * 256, 256));  // amax_rows.pto:3:12
-                TASSIGN(t3_b1, 8704);  // amax_rows.pto:3:12
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amax_rows.pto:3:12
-                GmView1 xGm1(x + _g0 * 8 * C + (_k2_db * 2 + 1 + _k2_dr) * 256, GmView1::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView1::Stride(C));  // amax_rows.pto:3:12
-                TLOAD(t3_b1, xGm1);  // amax_rows.pto:3:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4B1 t4_b1(std::min<int64_t>(R - _g0 * 8, 8));  // amax_rows.pto:3:12
-                TASSIGN(t4_b1, 16896);  // amax_rows.pto:3:12
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileTmp0 tmp1;  // amax_rows.pto:3:12
-                TASSIGN(tmp1, 17152);  // amax_rows.pto:3:12
-                TROWMAX(t4_b1, t3_b1, tmp1);  // amax_rows.pto:3:12
-                pipe_barrier(PIPE_V);
-                TMAX(t1Tile, t1Tile, t4_b1);  // amax_rows.pto:3:12
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TMAX(t1Tile, t1Tile, t4);  // amax_rows.pto:3:12
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:12
-        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t1Tile.GetValidRow()));  // amax_rows.pto:3:12
-        TSTORE(t1Gm2, t1Tile);  // amax_rows.pto:3:12
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:12
+        GmView1 t1Gm1(t1 + _g0 * 8, GmView1::Shape(t1Tile.GetValidRow()));  // amax_rows.pto:3:12
+        TSTORE(t1Gm1, t1Tile);  // amax_rows.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -79,36 +55,20 @@ extern "C" __global__ AICORE void amax_rows_f32_k0(__gm__ float* x, __gm__ float
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g5_db = 0; _g5_db < ((R + 255) / 256 + 1) / 2; ++_g5_db) {  // amax_rows.pto:3:5
-        TileT6B0 t6_b0(std::min<int64_t>(R - _g5_db * 2 * 256, 256));  // amax_rows.pto:3:5
-        TASSIGN(t6_b0, 0);  // amax_rows.pto:3:5
+    for (int64_t _g5 = 0; _g5 < (R + 255) / 256; ++_g5) {  // amax_rows.pto:3:5
+        TileT6 t6(std::min<int64_t>(R - _g5 * 256, 256));  // amax_rows.pto:3:5
+        TASSIGN(t6, 0);  // amax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-        GmView3 t0Gm3(t0 + _g5_db * 2 * 256, GmView3::Shape(t6_b0.GetValidCol()));  // amax_rows.pto:3:5
-        TLOAD(t6_b0, t0Gm3);  // amax_rows.pto:3:5
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
+        GmView2 t0Gm2(t0 + _g5 * 256, GmView2::Shape(t6.GetValidCol()));  // amax_rows.pto:3:5
+        TLOAD(t6, t0Gm2);  // amax_rows.pto:3:5
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-        GmView4 yGm4(y + _g5_db * 2 * 256, GmView4::Shape(t6_b0.GetValidCol()));  // amax_rows.pto:3:5
-        TSTORE(yGm4, t6_b0);  // amax_rows.pto:3:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
+        GmView3 yGm3(y + _g5 * 256, GmView3::Shape(t6.GetValidCol()));  // amax_rows.pto:3:5
+        TSTORE(yGm3, t6);  // amax_rows.pto:3:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g5_dr = 0; _g5_dr < std::min<int64_t>((R + 255) / 256 - (_g5_db * 2 + 1), 1); ++_g5_dr) {  // amax_rows.pto:3:5
-            TileT6B1 t6_b1(std::min<int64_t>(R - (_g5_db * 2 + 1 + _g5_dr) * 256, 256));  // amax_rows.pto:3:5
-            TASSIGN(t6_b1, 1024);  // amax_rows.pto:3:5
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-            GmView5 t0Gm5(t0 + (_g5_db * 2 + 1 + _g5_dr) * 256, GmView5::Shape(t6_b1.GetValidCol()));  // amax_rows.pto:3:5
-            TLOAD(t6_b1, t0Gm5);  // amax_rows.pto:3:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5
-            GmView6 yGm6(y + (_g5_db * 2 + 1 + _g5_dr) * 256, GmView6::Shape(t6_b1.GetValidCol()));  // amax_rows.pto:3:5
-            TSTORE(yGm6, t6_b1);  // amax_rows.pto:3:5
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
 }

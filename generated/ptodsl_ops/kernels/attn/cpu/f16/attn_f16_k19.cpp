@@ -6,193 +6,115 @@ using namespace pto;
 
 extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
-    using TileT393B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT393B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT394B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT395B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT400B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT402B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT403B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407B0 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT400B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT402B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT403B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407B1 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT402 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT407 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g391 = 0; _g391 < (S + 15) / 16; ++_g391) {  // online_softmax_attn.pto:21:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g392_db = 0; _g392_db < ((D + 63) / 64 + 1) / 2; ++_g392_db) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT393B0 t393_b0(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t393_b0, 0);  // online_softmax_attn.pto:21:22
+            TileT393 t393(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392_db * 2 * 64, GmView0::Shape(t393_b0.GetValidRow(), t393_b0.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t393_b0, t13_lastGm0);  // online_softmax_attn.pto:21:22
-            TileT394B0 t394_b0(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t394_b0, 4096);  // online_softmax_attn.pto:21:22
+            GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392 * 64, GmView0::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t393, t13_lastGm0);  // online_softmax_attn.pto:21:22
+            TileT394 t394(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392_db * 2 * 64, GmView1::Shape(t394_b0.GetValidRow(), t394_b0.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t394_b0, t14_lastGm1);  // online_softmax_attn.pto:21:22
+            GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392 * 64, GmView1::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t394, t14_lastGm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT395B0 t395_b0(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t395_b0, 8192);  // online_softmax_attn.pto:21:22
+            TileT395 t395(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t395_b0, t393_b0, t394_b0);  // online_softmax_attn.pto:21:22
+            TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView2 accGm2(acc + _g391 * 16 * D + _g392_db * 2 * 64, GmView2::Shape(t395_b0.GetValidRow(), t395_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(accGm2, t395_b0);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            GmView2 accGm2(acc + _g391 * 16 * D + _g392 * 64, GmView2::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(accGm2, t395);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _g392_dr = 0; _g392_dr < std::min<int64_t>((D + 63) / 64 - (_g392_db * 2 + 1), 1); ++_g392_dr) {  // online_softmax_attn.pto:21:22
-                TileT393B1 t393_b1(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t393_b1, 12288);  // online_softmax_attn.pto:21:22
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView3 t13_lastGm3(t13_last + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView3::Shape(t393_b1.GetValidRow(), t393_b1.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t393_b1, t13_lastGm3);  // online_softmax_attn.pto:21:22
-                TileT394B1 t394_b1(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t394_b1, 16384);  // online_softmax_attn.pto:21:22
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView4 t14_lastGm4(t14_last + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView4::Shape(t394_b1.GetValidRow(), t394_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t394_b1, t14_lastGm4);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT395B1 t395_b1(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - (_g392_db * 2 + 1 + _g392_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t395_b1, 20480);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TADD(t395_b1, t393_b1, t394_b1);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView5 accGm5(acc + _g391 * 16 * D + (_g392_db * 2 + 1 + _g392_dr) * 64, GmView5::Shape(t395_b1.GetValidRow(), t395_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(accGm5, t395_b1);  // online_softmax_attn.pto:21:22
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT397 t397(std::min<int64_t>(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView6 m_new_lastGm6(m_new_last + _g391 * 16, GmView6::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TLOAD(t397, m_new_lastGm6);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
-        GmView7 mGm7(m + _g391 * 16, GmView7::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
-        TSTORE(mGm7, t397);  // online_softmax_attn.pto:22:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
+        GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
+        TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g399_f_db = 0; _g399_f_db < ((S + 15) / 16 * ((D + 63) / 64) + 1) / 2; ++_g399_f_db) {  // online_softmax_attn.pto:24:25
-        pipe_barrier(PIPE_V);
-        TileT400B0 t400_b0(std::min<int64_t>(S - _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-        TASSIGN(t400_b0, 0);  // online_softmax_attn.pto:24:25
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-        GmView8 accGm8(acc + _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16 * D + _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView8::Shape(t400_b0.GetValidRow(), t400_b0.GetValidCol()), GmView8::Stride(D));  // online_softmax_attn.pto:24:25
-        TLOAD(t400_b0, accGm8);  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT401B0 t401_b0(std::min<int64_t>(S - _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, 16));  // online_softmax_attn.pto:24:25
-        TASSIGN(t401_b0, 4096);  // online_softmax_attn.pto:24:25
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-        GmView9 lGm9(l + _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, GmView9::Shape(t401_b0.GetValidRow()));  // online_softmax_attn.pto:24:25
-        TLOAD(t401_b0, lGm9);  // online_softmax_attn.pto:24:25
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT402B0 t402_b0(std::min<int64_t>(S - _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-        TASSIGN(t402_b0, 4608);  // online_softmax_attn.pto:24:25
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t402_b0, t401_b0);  // online_softmax_attn.pto:24:25
-        TileT403B0 t403_b0(std::min<int64_t>(S - _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-        TASSIGN(t403_b0, 8704);  // online_softmax_attn.pto:24:25
-        pipe_barrier(PIPE_V);
-        TDIV(t403_b0, t400_b0, t402_b0);  // online_softmax_attn.pto:24:25
-        TileT407B0 t407_b0(std::min<int64_t>(S - _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:20
-        TASSIGN(t407_b0, 0);  // online_softmax_attn.pto:24:20
-        pipe_barrier(PIPE_V);
-        TCVT(t407_b0, t403_b0, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-        GmView10 oGm10(o + _g399_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 16 * D + _g399_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView10::Shape(t407_b0.GetValidRow(), t407_b0.GetValidCol()), GmView10::Stride(D));  // online_softmax_attn.pto:24:20
-        TSTORE(oGm10, t407_b0);  // online_softmax_attn.pto:24:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g399_f_dr = 0; _g399_f_dr < std::min<int64_t>((S + 15) / 16 * ((D + 63) / 64) - (_g399_f_db * 2 + 1), 1); ++_g399_f_dr) {  // online_softmax_attn.pto:24:25
-            TileT400B1 t400_b1(std::min<int64_t>(S - (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t400_b1, 12800);  // online_softmax_attn.pto:24:25
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView11 accGm11(acc + (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16 * D + (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView11::Shape(t400_b1.GetValidRow(), t400_b1.GetValidCol()), GmView11::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t400_b1, accGm11);  // online_softmax_attn.pto:24:25
+    for (int64_t _g398 = 0; _g398 < (S + 15) / 16; ++_g398) {  // online_softmax_attn.pto:24:25
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
+            pipe_barrier(PIPE_V);
+            TileT400 t400(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
+            GmView5 accGm5(acc + _g398 * 16 * D + _g399 * 64, GmView5::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
+            TLOAD(t400, accGm5);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT401B1 t401_b1(std::min<int64_t>(S - (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t401_b1, 16896);  // online_softmax_attn.pto:24:25
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-            GmView12 lGm12(l + (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, GmView12::Shape(t401_b1.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t401_b1, lGm12);  // online_softmax_attn.pto:24:25
+            TileT401 t401(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
+            GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
+            TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT402B1 t402_b1(std::min<int64_t>(S - (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t402_b1, 17408);  // online_softmax_attn.pto:24:25
+            TileT402 t402(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t402, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t402_b1, t401_b1);  // online_softmax_attn.pto:24:25
-            TileT403B1 t403_b1(std::min<int64_t>(S - (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t403_b1, 21504);  // online_softmax_attn.pto:24:25
+            TROWEXPAND(t402, t401);  // online_softmax_attn.pto:24:25
+            TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TASSIGN(t403, 8704);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            TDIV(t403_b1, t400_b1, t402_b1);  // online_softmax_attn.pto:24:25
-            TileT407B1 t407_b1(std::min<int64_t>(S - (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16, 16), std::min<int64_t>(D - (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t407_b1, 12800);  // online_softmax_attn.pto:24:20
+            TDIV(t403, t400, t402);  // online_softmax_attn.pto:24:25
+            TileT407 t407(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+            TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
-            TCVT(t407_b1, t403_b1, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
+            TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView13 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView13 oGm13(o + (_g399_f_db * 2 + 1 + _g399_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 16 * D + (_g399_f_db * 2 + 1 + _g399_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView13::Shape(t407_b1.GetValidRow(), t407_b1.GetValidCol()), GmView13::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm13, t407_b1);  // online_softmax_attn.pto:24:20
+            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
+            GmView7 oGm7(o + _g398 * 16 * D + _g399 * 64, GmView7::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:20
+            TSTORE(oGm7, t407);  // online_softmax_attn.pto:24:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

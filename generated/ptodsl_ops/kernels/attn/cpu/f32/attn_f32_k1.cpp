@@ -6,133 +6,104 @@ using namespace pto;
 
 extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, float scale)
 {
-    using TileT14B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT19 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT25 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT29 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT34 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g13_f_db = 0; _g13_f_db < ((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64) + 1) / 2; ++_g13_f_db) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g12 = 0; _g12 < (S + 15) / 16; ++_g12) {  // online_softmax_attn.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT14B0 t14_b0(std::min<int64_t>(S - _g13_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-        TASSIGN(t14_b0, 0);  // online_softmax_attn.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-        GmView0 t0_firstGm0(t0_first + _g13_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + _g13_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView0::Shape(t14_b0.GetValidRow(), t14_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
-        TLOAD(t14_b0, t0_firstGm0);  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT15B0 t15_b0(std::min<int64_t>(S - _g13_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-        TASSIGN(t15_b0, 4096);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t15_b0, t14_b0, scale);  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-        GmView1 s_firstGm1(s_first + _g13_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + _g13_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView1::Shape(t15_b0.GetValidRow(), t15_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
-        TSTORE(s_firstGm1, t15_b0);  // online_softmax_attn.pto:10:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g13_f_dr = 0; _g13_f_dr < std::min<int64_t>((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64) - (_g13_f_db * 2 + 1), 1); ++_g13_f_dr) {  // online_softmax_attn.pto:10:13
-            TileT14B1 t14_b1(std::min<int64_t>(S - (_g13_f_db * 2 + 1 + _g13_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - (_g13_f_db * 2 + 1 + _g13_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t14_b1, 8192);  // online_softmax_attn.pto:10:13
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView2 t0_firstGm2(t0_first + (_g13_f_db * 2 + 1 + _g13_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g13_f_db * 2 + 1 + _g13_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView2::Shape(t14_b1.GetValidRow(), t14_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t14_b1, t0_firstGm2);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g13 = 0; _g13 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
+            TileT14 t14(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 t0_firstGm0(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t14, t0_firstGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT15B1 t15_b1(std::min<int64_t>(S - (_g13_f_db * 2 + 1 + _g13_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - (_g13_f_db * 2 + 1 + _g13_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t15_b1, 12288);  // online_softmax_attn.pto:10:13
+            TileT15 t15(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t15_b1, t14_b1, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView3 s_firstGm3(s_first + (_g13_f_db * 2 + 1 + _g13_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g13_f_db * 2 + 1 + _g13_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView3::Shape(t15_b1.GetValidRow(), t15_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_firstGm3, t15_b1);  // online_softmax_attn.pto:10:13
+            TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 s_firstGm1(s_first + _g12 * 16 * 64 + _g13 * 64, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_firstGm1, t15);  // online_softmax_attn.pto:10:13
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
         TileT17 t17(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
         TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
         for (int64_t _k18 = 0; _k18 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
             TileT19 t19(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
             TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-            GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _k18 * 64, GmView4::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
-            TLOAD(t19, s_firstGm4);  // online_softmax_attn.pto:12:20
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
+            GmView2 s_firstGm2(s_first + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
+            TLOAD(t19, s_firstGm2);  // online_softmax_attn.pto:12:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT20 t20(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
             TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 16384);  // online_softmax_attn.pto:12:20
+            TASSIGN(tmp0, 12800);  // online_softmax_attn.pto:12:20
             TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
             pipe_barrier(PIPE_V);
             TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-        GmView5 mGm5(m + _g16 * 16, GmView5::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-        TSTORE(mGm5, t17);  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
+        GmView3 mGm3(m + _g16 * 16, GmView3::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
+        TSTORE(mGm3, t17);  // online_softmax_attn.pto:12:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g22 = 0; _g22 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
             TileT23 t23(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
             TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView6 s_firstGm6(s_first + _g16 * 16 * 64 + _g22 * 64, GmView6::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t23, s_firstGm6);  // online_softmax_attn.pto:13:21
+            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+            GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT25 t25(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
             TASSIGN(t25, 4608);  // online_softmax_attn.pto:13:21
@@ -142,80 +113,55 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t26, t23, t25);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView7 t2_firstGm7(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView7::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_firstGm7, t26);  // online_softmax_attn.pto:13:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
+            GmView5 t2_firstGm5(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView5::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
+            TSTORE(t2_firstGm5, t26);  // online_softmax_attn.pto:13:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID5);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g28_f_db = 0; _g28_f_db < ((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64) + 1) / 2; ++_g28_f_db) {  // online_softmax_attn.pto:13:17
+    for (int64_t _g27 = 0; _g27 < (S + 15) / 16; ++_g27) {  // online_softmax_attn.pto:13:17
         pipe_barrier(PIPE_V);
-        TileT29B0 t29_b0(std::min<int64_t>(S - _g28_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:13:17
-        TASSIGN(t29_b0, 0);  // online_softmax_attn.pto:13:17
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-        GmView8 t2_firstGm8(t2_first + _g28_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + _g28_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView8::Shape(t29_b0.GetValidRow(), t29_b0.GetValidCol()));  // online_softmax_attn.pto:13:17
-        TLOAD(t29_b0, t2_firstGm8);  // online_softmax_attn.pto:13:17
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT30B0 t30_b0(std::min<int64_t>(S - _g28_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:13:17
-        TASSIGN(t30_b0, 4096);  // online_softmax_attn.pto:13:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXP(t30_b0, t29_b0);  // online_softmax_attn.pto:13:17
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-        GmView9 p_firstGm9(p_first + _g28_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + _g28_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView9::Shape(t30_b0.GetValidRow(), t30_b0.GetValidCol()));  // online_softmax_attn.pto:13:17
-        TSTORE(p_firstGm9, t30_b0);  // online_softmax_attn.pto:13:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g28_f_dr = 0; _g28_f_dr < std::min<int64_t>((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64) - (_g28_f_db * 2 + 1), 1); ++_g28_f_dr) {  // online_softmax_attn.pto:13:17
-            TileT29B1 t29_b1(std::min<int64_t>(S - (_g28_f_db * 2 + 1 + _g28_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - (_g28_f_db * 2 + 1 + _g28_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t29_b1, 8192);  // online_softmax_attn.pto:13:17
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView10 t2_firstGm10(t2_first + (_g28_f_db * 2 + 1 + _g28_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g28_f_db * 2 + 1 + _g28_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView10::Shape(t29_b1.GetValidRow(), t29_b1.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t29_b1, t2_firstGm10);  // online_softmax_attn.pto:13:17
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g28 = 0; _g28 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
+            TileT29 t29(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+            GmView6 t2_firstGm6(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TLOAD(t29, t2_firstGm6);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT30B1 t30_b1(std::min<int64_t>(S - (_g28_f_db * 2 + 1 + _g28_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - (_g28_f_db * 2 + 1 + _g28_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30_b1, 12288);  // online_softmax_attn.pto:13:17
+            TileT30 t30(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
+            TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t30_b1, t29_b1);  // online_softmax_attn.pto:13:17
+            TEXP(t30, t29);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView11 p_firstGm11(p_first + (_g28_f_db * 2 + 1 + _g28_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g28_f_db * 2 + 1 + _g28_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64, 1) * 64, GmView11::Shape(t30_b1.GetValidRow(), t30_b1.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_firstGm11, t30_b1);  // online_softmax_attn.pto:13:17
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
+            GmView7 p_firstGm7(p_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
+            TSTORE(p_firstGm7, t30);  // online_softmax_attn.pto:13:17
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
@@ -231,31 +177,31 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g31 = 0; _g31 < (S + 15) / 16; ++_g31) {  // online_softmax_attn.pto:14:20
         pipe_barrier(PIPE_V);
         TileT32 t32(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
         TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
         for (int64_t _k33 = 0; _k33 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
             TileT34 t34(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
             TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView12 p_firstGm12(p_first + _g31 * 16 * 64 + _k33 * 64, GmView12::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t34, p_firstGm12);  // online_softmax_attn.pto:14:20
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
+            GmView8 p_firstGm8(p_first + _g31 * 16 * 64 + _k33 * 64, GmView8::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
+            TLOAD(t34, p_firstGm8);  // online_softmax_attn.pto:14:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT35 t35(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
             TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp1, 16384);  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp1, 12800);  // online_softmax_attn.pto:14:20
             TROWSUM(t35, t34, tmp1);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
@@ -264,11 +210,11 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-        GmView13 lGm13(l + _g31 * 16, GmView13::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm13, t32);  // online_softmax_attn.pto:14:20
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
+        GmView9 lGm9(l + _g31 * 16, GmView9::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
+        TSTORE(lGm9, t32);  // online_softmax_attn.pto:14:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -276,23 +222,23 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         for (int64_t _g37 = 0; _g37 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
             TileT38 t38(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView14 p_firstGm14(p_first + _g31 * 16 * 64 + _g37 * 64, GmView14::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38, p_firstGm14);  // online_softmax_attn.pto:15:29
+            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView10 p_firstGm10(p_first + _g31 * 16 * 64 + _g37 * 64, GmView10::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TLOAD(t38, p_firstGm10);  // online_softmax_attn.pto:15:29
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView15 t5_firstGm15(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView15::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_firstGm15, t38);  // online_softmax_attn.pto:15:29
+            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
+            GmView11 t5_firstGm11(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
+            TSTORE(t5_firstGm11, t38);  // online_softmax_attn.pto:15:29
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }

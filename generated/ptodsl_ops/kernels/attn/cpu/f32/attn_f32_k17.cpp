@@ -6,10 +6,8 @@ using namespace pto;
 
 extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, float scale, int64_t D)
 {
-    using TileT328B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT328B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT329B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT333 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -30,85 +28,56 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
     using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372B0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT373B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT371B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372B1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT373B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT374B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT373 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g327_f_db = 0; _g327_f_db < ((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64) + 1) / 2; ++_g327_f_db) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g326 = 0; _g326 < (S + 15) / 16; ++_g326) {  // online_softmax_attn.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT328B0 t328_b0(std::min<int64_t>(S - _g327_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-        TASSIGN(t328_b0, 0);  // online_softmax_attn.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-        GmView0 t0_lastGm0(t0_last + _g327_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16 * 64 + _g327_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, GmView0::Shape(t328_b0.GetValidRow(), t328_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
-        TLOAD(t328_b0, t0_lastGm0);  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT329B0 t329_b0(std::min<int64_t>(S - _g327_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-        TASSIGN(t329_b0, 4096);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t329_b0, t328_b0, scale);  // online_softmax_attn.pto:10:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-        GmView1 s_lastGm1(s_last + _g327_f_db * 2 / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16 * 64 + _g327_f_db * 2 % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, GmView1::Shape(t329_b0.GetValidRow(), t329_b0.GetValidCol()));  // online_softmax_attn.pto:10:13
-        TSTORE(s_lastGm1, t329_b0);  // online_softmax_attn.pto:10:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g327_f_dr = 0; _g327_f_dr < std::min<int64_t>((S + 15) / 16 * ((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64) - (_g327_f_db * 2 + 1), 1); ++_g327_f_dr) {  // online_softmax_attn.pto:10:13
-            TileT328B1 t328_b1(std::min<int64_t>(S - (_g327_f_db * 2 + 1 + _g327_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - (_g327_f_db * 2 + 1 + _g327_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t328_b1, 8192);  // online_softmax_attn.pto:10:13
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView2 t0_lastGm2(t0_last + (_g327_f_db * 2 + 1 + _g327_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g327_f_db * 2 + 1 + _g327_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, GmView2::Shape(t328_b1.GetValidRow(), t328_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TLOAD(t328_b1, t0_lastGm2);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g327 = 0; _g327 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
+            TileT328 t328(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView0 t0_lastGm0(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView0::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TLOAD(t328, t0_lastGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT329B1 t329_b1(std::min<int64_t>(S - (_g327_f_db * 2 + 1 + _g327_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - (_g327_f_db * 2 + 1 + _g327_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t329_b1, 12288);  // online_softmax_attn.pto:10:13
+            TileT329 t329(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMULS(t329_b1, t328_b1, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView3 s_lastGm3(s_last + (_g327_f_db * 2 + 1 + _g327_f_dr) / std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 16 * 64 + (_g327_f_db * 2 + 1 + _g327_f_dr) % std::max<int64_t>((std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64, 1) * 64, GmView3::Shape(t329_b1.GetValidRow(), t329_b1.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(s_lastGm3, t329_b1);  // online_softmax_attn.pto:10:13
+            TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView1 s_lastGm1(s_last + _g326 * 16 * 64 + _g327 * 64, GmView1::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(s_lastGm1, t329);  // online_softmax_attn.pto:10:13
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g330 = 0; _g330 < (S + 15) / 16; ++_g330) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
         TileT331 t331(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
@@ -116,20 +85,20 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TEXPANDS(t331, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
         for (int64_t _k332 = 0; _k332 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
             TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView4 s_lastGm4(s_last + _g330 * 16 * 64 + _k332 * 64, GmView4::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t333, s_lastGm4);  // online_softmax_attn.pto:17:32
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
+            GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
+            TLOAD(t333, s_lastGm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT334 t334(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 25600);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
             TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
@@ -139,21 +108,21 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TileT336 t336(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView5 mGm5(m + _g330 * 16, GmView5::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t336, mGm5);  // online_softmax_attn.pto:17:21
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView3 mGm3(m + _g330 * 16, GmView3::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TLOAD(t336, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT338 t338(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView6 m_new_lastGm6(m_new_last + _g330 * 16, GmView6::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_lastGm6, t338);  // online_softmax_attn.pto:17:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
+        GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
+        TSTORE(m_new_lastGm4, t338);  // online_softmax_attn.pto:17:21
         TileT342 t342(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
@@ -162,20 +131,20 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t345, t342);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-        GmView7 alpha_lastGm7(alpha_last + _g330 * 16, GmView7::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_lastGm7, t345);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
+        GmView5 alpha_lastGm5(alpha_last + _g330 * 16, GmView5::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
+        TSTORE(alpha_lastGm5, t345);  // online_softmax_attn.pto:18:21
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g347 = 0; _g347 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
             TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView8 s_lastGm8(s_last + _g330 * 16 * 64 + _g347 * 64, GmView8::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t348, s_lastGm8);  // online_softmax_attn.pto:19:21
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t350, 5632);  // online_softmax_attn.pto:19:21
@@ -185,31 +154,31 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUB(t351, t348, t350);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView9 t8_lastGm9(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView9::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_lastGm9, t351);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
+            GmView7 t8_lastGm7(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView7::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
+            TSTORE(t8_lastGm7, t351);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -221,9 +190,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         for (int64_t _g353 = 0; _g353 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
             TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView10 t8_lastGm10(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView10::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t354, t8_lastGm10);  // online_softmax_attn.pto:19:17
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView8 t8_lastGm8(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView8::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TLOAD(t354, t8_lastGm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
@@ -231,9 +200,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             TEXP(t355, t354);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView11 p_1_lastGm11(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView11::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_lastGm11, t355);  // online_softmax_attn.pto:19:17
+            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
+            GmView9 p_1_lastGm9(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
+            TSTORE(p_1_lastGm9, t355);  // online_softmax_attn.pto:19:17
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -241,14 +210,14 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TileT357 t357(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView12 lGm12(l + _g352 * 16, GmView12::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t357, lGm12);  // online_softmax_attn.pto:20:20
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView10 lGm10(l + _g352 * 16, GmView10::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t357, lGm10);  // online_softmax_attn.pto:20:20
         TileT358 t358(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView13 alpha_lastGm13(alpha_last + _g352 * 16, GmView13::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t358, alpha_lastGm13);  // online_softmax_attn.pto:20:20
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView11 alpha_lastGm11(alpha_last + _g352 * 16, GmView11::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t358, alpha_lastGm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT359 t359(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
@@ -259,9 +228,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView14 t10_lastGm14(t10_last + _g352 * 16, GmView14::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_lastGm14, t359);  // online_softmax_attn.pto:20:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView12 t10_lastGm12(t10_last + _g352 * 16, GmView12::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(t10_lastGm12, t359);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -296,15 +265,15 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         for (int64_t _k362 = 0; _k362 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
             TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView15 p_1_lastGm15(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView15::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t363, p_1_lastGm15);  // online_softmax_attn.pto:20:32
+            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
+            GmView13 p_1_lastGm13(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView13::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
+            TLOAD(t363, p_1_lastGm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT364 t364(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 25600);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
             TROWSUM(t364, t363, tmp1);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
@@ -314,9 +283,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TileT366 t366(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView16 t10_lastGm16(t10_last + _g360 * 16, GmView16::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t366, t10_lastGm16);  // online_softmax_attn.pto:20:20
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView14 t10_lastGm14(t10_last + _g360 * 16, GmView14::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TLOAD(t366, t10_lastGm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT368 t368(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
@@ -328,80 +297,46 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView17 lGm17(l + _g360 * 16, GmView17::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm17, t368);  // online_softmax_attn.pto:20:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
+        GmView15 lGm15(l + _g360 * 16, GmView15::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
+        TSTORE(lGm15, t368);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g370_db = 0; _g370_db < ((D + 63) / 64 + 1) / 2; ++_g370_db) {  // online_softmax_attn.pto:21:22
+        for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT371B0 t371_b0(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t371_b0, 0);  // online_softmax_attn.pto:21:22
+            TileT371 t371(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView18 accGm18(acc + _g360 * 16 * D + _g370_db * 2 * 64, GmView18::Shape(t371_b0.GetValidRow(), t371_b0.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t371_b0, accGm18);  // online_softmax_attn.pto:21:22
-            TileT372B0 t372_b0(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t372_b0, 4096);  // online_softmax_attn.pto:21:22
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView19 alpha_lastGm19(alpha_last + _g360 * 16, GmView19::Shape(t372_b0.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t372_b0, alpha_lastGm19);  // online_softmax_attn.pto:21:22
+            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView16 accGm16(acc + _g360 * 16 * D + _g370 * 64, GmView16::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
+            TLOAD(t371, accGm16);  // online_softmax_attn.pto:21:22
+            TileT372 t372(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
+            GmView17 alpha_lastGm17(alpha_last + _g360 * 16, GmView17::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
+            TLOAD(t372, alpha_lastGm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT373B0 t373_b0(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t373_b0, 4608);  // online_softmax_attn.pto:21:22
+            TileT373 t373(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t373, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t373_b0, t372_b0);  // online_softmax_attn.pto:21:22
-            TileT374B0 t374_b0(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370_db * 2 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t374_b0, 8704);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(t373, t372);  // online_softmax_attn.pto:21:22
+            TileT374 t374(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TASSIGN(t374, 8704);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TMUL(t374_b0, t371_b0, t373_b0);  // online_softmax_attn.pto:21:22
+            TMUL(t374, t371, t373);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView20 t13_lastGm20(t13_last + _g360 * 16 * D + _g370_db * 2 * 64, GmView20::Shape(t374_b0.GetValidRow(), t374_b0.GetValidCol()), GmView20::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_lastGm20, t374_b0);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
+            GmView18 t13_lastGm18(t13_last + _g360 * 16 * D + _g370 * 64, GmView18::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
+            TSTORE(t13_lastGm18, t374);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g370_dr = 0; _g370_dr < std::min<int64_t>((D + 63) / 64 - (_g370_db * 2 + 1), 1); ++_g370_dr) {  // online_softmax_attn.pto:21:22
-                TileT371B1 t371_b1(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - (_g370_db * 2 + 1 + _g370_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t371_b1, 12800);  // online_softmax_attn.pto:21:22
-                using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView21 accGm21(acc + _g360 * 16 * D + (_g370_db * 2 + 1 + _g370_dr) * 64, GmView21::Shape(t371_b1.GetValidRow(), t371_b1.GetValidCol()), GmView21::Stride(D));  // online_softmax_attn.pto:21:22
-                TLOAD(t371_b1, accGm21);  // online_softmax_attn.pto:21:22
-                TileT372B1 t372_b1(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-                TASSIGN(t372_b1, 16896);  // online_softmax_attn.pto:21:22
-                using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-                GmView22 alpha_lastGm22(alpha_last + _g360 * 16, GmView22::Shape(t372_b1.GetValidRow()));  // online_softmax_attn.pto:21:22
-                TLOAD(t372_b1, alpha_lastGm22);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT373B1 t373_b1(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - (_g370_db * 2 + 1 + _g370_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t373_b1, 17408);  // online_softmax_attn.pto:21:22
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TROWEXPAND(t373_b1, t372_b1);  // online_softmax_attn.pto:21:22
-                TileT374B1 t374_b1(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - (_g370_db * 2 + 1 + _g370_dr) * 64, 64));  // online_softmax_attn.pto:21:22
-                TASSIGN(t374_b1, 21504);  // online_softmax_attn.pto:21:22
-                pipe_barrier(PIPE_V);
-                TMUL(t374_b1, t371_b1, t373_b1);  // online_softmax_attn.pto:21:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-                GmView23 t13_lastGm23(t13_last + _g360 * 16 * D + (_g370_db * 2 + 1 + _g370_dr) * 64, GmView23::Shape(t374_b1.GetValidRow(), t374_b1.GetValidCol()), GmView23::Stride(D));  // online_softmax_attn.pto:21:22
-                TSTORE(t13_lastGm23, t374_b1);  // online_softmax_attn.pto:21:22
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -410,14 +345,14 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         for (int64_t _g376 = 0; _g376 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
             TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView24 p_1_lastGm24(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView24::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t377, p_1_lastGm24);  // online_softmax_attn.pto:21:43
+            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView19 p_1_lastGm19(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView19::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TLOAD(t377, p_1_lastGm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView25 t15_lastGm25(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView25::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_lastGm25, t377);  // online_softmax_attn.pto:21:43
+            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
+            GmView20 t15_lastGm20(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView20::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
+            TSTORE(t15_lastGm20, t377);  // online_softmax_attn.pto:21:43
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);

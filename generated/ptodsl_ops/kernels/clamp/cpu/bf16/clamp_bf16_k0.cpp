@@ -6,110 +6,60 @@ using namespace pto;
 
 extern "C" __global__ AICORE void clamp_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float lo, float hi)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // clamp.pto:3:20
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-        TASSIGN(t2_b0, 0);  // clamp.pto:3:20
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clamp.pto:3:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clamp.pto:3:20
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TASSIGN(t2, 0);  // clamp.pto:3:20
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:20
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // clamp.pto:3:20
+            TLOAD(t2, xGm0);  // clamp.pto:3:20
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TASSIGN(t3, 4096);  // clamp.pto:3:20
+            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TASSIGN(t4, 8192);  // clamp.pto:3:20
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // clamp.pto:3:20
+            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TASSIGN(t5, 16384);  // clamp.pto:3:20
+            pipe_barrier(PIPE_V);
+            TMAXS(t5, t4, lo);  // clamp.pto:3:20
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // clamp.pto:3:20
+            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TASSIGN(t9, 0);  // clamp.pto:3:12
+            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TASSIGN(t10, 8192);  // clamp.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t10, t3, RoundMode::CAST_RINT);  // clamp.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TASSIGN(t11, 16384);  // clamp.pto:3:12
+            pipe_barrier(PIPE_V);
+            TMINS(t11, t10, hi);  // clamp.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t9, t11, RoundMode::CAST_RINT);  // clamp.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView1::Stride(N));  // clamp.pto:3:12
+            TSTORE(yGm1, t9);  // clamp.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:20
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // clamp.pto:3:20
-        TLOAD(t2_b0, xGm0);  // clamp.pto:3:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-        TASSIGN(t3_b0, 4096);  // clamp.pto:3:20
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-        TASSIGN(t4_b0, 8192);  // clamp.pto:3:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // clamp.pto:3:20
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-        TASSIGN(t5_b0, 16384);  // clamp.pto:3:20
-        pipe_barrier(PIPE_V);
-        TMAXS(t5_b0, t4_b0, lo);  // clamp.pto:3:20
-        pipe_barrier(PIPE_V);
-        TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // clamp.pto:3:20
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-        TASSIGN(t9_b0, 0);  // clamp.pto:3:12
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-        TASSIGN(t10_b0, 8192);  // clamp.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t10_b0, t3_b0, RoundMode::CAST_RINT);  // clamp.pto:3:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-        TASSIGN(t11_b0, 16384);  // clamp.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMINS(t11_b0, t10_b0, hi);  // clamp.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t9_b0, t11_b0, RoundMode::CAST_RINT);  // clamp.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t9_b0.GetValidRow(), t9_b0.GetValidCol()), GmView1::Stride(N));  // clamp.pto:3:12
-        TSTORE(yGm1, t9_b0);  // clamp.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // clamp.pto:3:20
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-            TASSIGN(t2_b1, 24576);  // clamp.pto:3:20
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:20
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // clamp.pto:3:20
-            TLOAD(t2_b1, xGm2);  // clamp.pto:3:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-            TASSIGN(t3_b1, 28672);  // clamp.pto:3:20
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-            TASSIGN(t4_b1, 32768);  // clamp.pto:3:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // clamp.pto:3:20
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:20
-            TASSIGN(t5_b1, 40960);  // clamp.pto:3:20
-            pipe_barrier(PIPE_V);
-            TMAXS(t5_b1, t4_b1, lo);  // clamp.pto:3:20
-            pipe_barrier(PIPE_V);
-            TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // clamp.pto:3:20
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-            TASSIGN(t9_b1, 24576);  // clamp.pto:3:12
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-            TASSIGN(t10_b1, 32768);  // clamp.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t10_b1, t3_b1, RoundMode::CAST_RINT);  // clamp.pto:3:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // clamp.pto:3:12
-            TASSIGN(t11_b1, 40960);  // clamp.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMINS(t11_b1, t10_b1, hi);  // clamp.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t9_b1, t11_b1, RoundMode::CAST_RINT);  // clamp.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clamp.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t9_b1.GetValidRow(), t9_b1.GetValidCol()), GmView3::Stride(N));  // clamp.pto:3:12
-            TSTORE(yGm3, t9_b1);  // clamp.pto:3:12
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,300 +6,155 @@ using namespace pto;
 
 extern "C" __global__ AICORE void erf_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT24 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t2_b0, 0);  // erf.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // erf.pto:3:12
-        TLOAD(t2_b0, xGm0);  // erf.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t3_b0, 4096);  // erf.pto:3:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t4_b0, 8192);  // erf.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // erf.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t5_b0, 16384);  // erf.pto:3:12
-        TileT6B0 t6_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t6_b0, 24576);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMAXS(t6_b0, t4_b0, -4.0f);  // erf.pto:3:12
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t7_b0, 8192);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMINS(t7_b0, t6_b0, 4.0f);  // erf.pto:3:12
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t8_b0, 24576);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t8_b0, t7_b0, t7_b0);  // erf.pto:3:12
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t9_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMULS(t9_b0, t8_b0, 1.67348068e-07f);  // erf.pto:3:12
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t10_b0, 40960);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t10_b0, t9_b0, -6.12606035e-06f);  // erf.pto:3:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t11_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t11_b0, t8_b0, t10_b0);  // erf.pto:3:12
-        TileT12B0 t12_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t12_b0, 40960);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t12_b0, t11_b0, 9.05351557e-05f);  // erf.pto:3:12
-        TileT13B0 t13_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t13_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t13_b0, t8_b0, t12_b0);  // erf.pto:3:12
-        TileT14B0 t14_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t14_b0, 40960);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t14_b0, t13_b0, -0.000627806131f);  // erf.pto:3:12
-        TileT15B0 t15_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t15_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t15_b0, t8_b0, t14_b0);  // erf.pto:3:12
-        TileT16B0 t16_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t16_b0, 40960);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t16_b0, t15_b0, -0.000182089676f);  // erf.pto:3:12
-        TileT17B0 t17_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t17_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t17_b0, t8_b0, t16_b0);  // erf.pto:3:12
-        TileT18B0 t18_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t18_b0, 40960);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t18_b0, t17_b0, 0.102764531f);  // erf.pto:3:12
-        TileT19B0 t19_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t19_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t19_b0, t8_b0, t18_b0);  // erf.pto:3:12
-        TileT20B0 t20_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t20_b0, 24576);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t20_b0, t19_b0, 1.1283798f);  // erf.pto:3:12
-        TileT21B0 t21_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t21_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t21_b0, t7_b0, t20_b0);  // erf.pto:3:12
-        TileT22B0 t22_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t22_b0, 8192);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMULS(t22_b0, t21_b0, 2.0f);  // erf.pto:3:12
-        TileT23B0 t23_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t23_b0, 24576);  // erf.pto:3:12
-        TileT24B0 t24_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t24_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TNEG(t24_b0, t22_b0);  // erf.pto:3:12
-        TileT25B0 t25_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t25_b0, 8192);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TEXP(t25_b0, t24_b0);  // erf.pto:3:12
-        TileT26B0 t26_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t26_b0, 32768);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t26_b0, t25_b0, 1.0f);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TRECIP(t23_b0, t26_b0);  // erf.pto:3:12
-        TileT27B0 t27_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-        TASSIGN(t27_b0, 8192);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMULS(t27_b0, t23_b0, 2.0f);  // erf.pto:3:12
-        pipe_barrier(PIPE_V);
-        TSUBS(t5_b0, t27_b0, 1.0f);  // erf.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // erf.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView1::Stride(N));  // erf.pto:3:12
-        TSTORE(yGm1, t3_b0);  // erf.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // erf.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // erf.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t2_b1, 49152);  // erf.pto:3:12
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // erf.pto:3:12
-            TLOAD(t2_b1, xGm2);  // erf.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // erf.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t2, 0);  // erf.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // erf.pto:3:12
+            TLOAD(t2, xGm0);  // erf.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t3_b1, 53248);  // erf.pto:3:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t4_b1, 57344);  // erf.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t3, 4096);  // erf.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t4, 8192);  // erf.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // erf.pto:3:12
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t5_b1, 65536);  // erf.pto:3:12
-            TileT6B1 t6_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t6_b1, 73728);  // erf.pto:3:12
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // erf.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t5, 16384);  // erf.pto:3:12
+            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t6, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMAXS(t6_b1, t4_b1, -4.0f);  // erf.pto:3:12
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t7_b1, 57344);  // erf.pto:3:12
+            TMAXS(t6, t4, -4.0f);  // erf.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t7, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMINS(t7_b1, t6_b1, 4.0f);  // erf.pto:3:12
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t8_b1, 73728);  // erf.pto:3:12
+            TMINS(t7, t6, 4.0f);  // erf.pto:3:12
+            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t8, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t8_b1, t7_b1, t7_b1);  // erf.pto:3:12
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t9_b1, 81920);  // erf.pto:3:12
+            TMUL(t8, t7, t7);  // erf.pto:3:12
+            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t9, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMULS(t9_b1, t8_b1, 1.67348068e-07f);  // erf.pto:3:12
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t10_b1, 90112);  // erf.pto:3:12
+            TMULS(t9, t8, 1.67348068e-07f);  // erf.pto:3:12
+            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t10, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t10_b1, t9_b1, -6.12606035e-06f);  // erf.pto:3:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t11_b1, 81920);  // erf.pto:3:12
+            TADDS(t10, t9, -6.12606035e-06f);  // erf.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t11, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t11_b1, t8_b1, t10_b1);  // erf.pto:3:12
-            TileT12B1 t12_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t12_b1, 90112);  // erf.pto:3:12
+            TMUL(t11, t8, t10);  // erf.pto:3:12
+            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t12, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t12_b1, t11_b1, 9.05351557e-05f);  // erf.pto:3:12
-            TileT13B1 t13_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t13_b1, 81920);  // erf.pto:3:12
+            TADDS(t12, t11, 9.05351557e-05f);  // erf.pto:3:12
+            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t13, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t13_b1, t8_b1, t12_b1);  // erf.pto:3:12
-            TileT14B1 t14_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t14_b1, 90112);  // erf.pto:3:12
+            TMUL(t13, t8, t12);  // erf.pto:3:12
+            TileT14 t14(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t14, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t14_b1, t13_b1, -0.000627806131f);  // erf.pto:3:12
-            TileT15B1 t15_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t15_b1, 81920);  // erf.pto:3:12
+            TADDS(t14, t13, -0.000627806131f);  // erf.pto:3:12
+            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t15, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t15_b1, t8_b1, t14_b1);  // erf.pto:3:12
-            TileT16B1 t16_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t16_b1, 90112);  // erf.pto:3:12
+            TMUL(t15, t8, t14);  // erf.pto:3:12
+            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t16, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t16_b1, t15_b1, -0.000182089676f);  // erf.pto:3:12
-            TileT17B1 t17_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t17_b1, 81920);  // erf.pto:3:12
+            TADDS(t16, t15, -0.000182089676f);  // erf.pto:3:12
+            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t17, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t17_b1, t8_b1, t16_b1);  // erf.pto:3:12
-            TileT18B1 t18_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t18_b1, 90112);  // erf.pto:3:12
+            TMUL(t17, t8, t16);  // erf.pto:3:12
+            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t18, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t18_b1, t17_b1, 0.102764531f);  // erf.pto:3:12
-            TileT19B1 t19_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t19_b1, 81920);  // erf.pto:3:12
+            TADDS(t18, t17, 0.102764531f);  // erf.pto:3:12
+            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t19, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t19_b1, t8_b1, t18_b1);  // erf.pto:3:12
-            TileT20B1 t20_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t20_b1, 73728);  // erf.pto:3:12
+            TMUL(t19, t8, t18);  // erf.pto:3:12
+            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t20, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t20_b1, t19_b1, 1.1283798f);  // erf.pto:3:12
-            TileT21B1 t21_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t21_b1, 81920);  // erf.pto:3:12
+            TADDS(t20, t19, 1.1283798f);  // erf.pto:3:12
+            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t21, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t21_b1, t7_b1, t20_b1);  // erf.pto:3:12
-            TileT22B1 t22_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t22_b1, 57344);  // erf.pto:3:12
+            TMUL(t21, t7, t20);  // erf.pto:3:12
+            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t22, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMULS(t22_b1, t21_b1, 2.0f);  // erf.pto:3:12
-            TileT23B1 t23_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t23_b1, 73728);  // erf.pto:3:12
-            TileT24B1 t24_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t24_b1, 81920);  // erf.pto:3:12
+            TMULS(t22, t21, 2.0f);  // erf.pto:3:12
+            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t23, 24576);  // erf.pto:3:12
+            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t24, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TNEG(t24_b1, t22_b1);  // erf.pto:3:12
-            TileT25B1 t25_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t25_b1, 57344);  // erf.pto:3:12
+            TNEG(t24, t22);  // erf.pto:3:12
+            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t25, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TEXP(t25_b1, t24_b1);  // erf.pto:3:12
-            TileT26B1 t26_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t26_b1, 81920);  // erf.pto:3:12
+            TEXP(t25, t24);  // erf.pto:3:12
+            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t26, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t26_b1, t25_b1, 1.0f);  // erf.pto:3:12
+            TADDS(t26, t25, 1.0f);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TRECIP(t23_b1, t26_b1);  // erf.pto:3:12
-            TileT27B1 t27_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // erf.pto:3:12
-            TASSIGN(t27_b1, 57344);  // erf.pto:3:12
+            TRECIP(t23, t26);  // erf.pto:3:12
+            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TASSIGN(t27, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TMULS(t27_b1, t23_b1, 2.0f);  // erf.pto:3:12
+            TMULS(t27, t23, 2.0f);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TSUBS(t5_b1, t27_b1, 1.0f);  // erf.pto:3:12
+            TSUBS(t5, t27, 1.0f);  // erf.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // erf.pto:3:12
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // erf.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView3::Stride(N));  // erf.pto:3:12
-            TSTORE(yGm3, t3_b1);  // erf.pto:3:12
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // erf.pto:3:12
+            TSTORE(yGm1, t3);  // erf.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,96 +6,53 @@ using namespace pto;
 
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
-    using TileT54B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT56B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT57B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT61B0 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT54B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT56B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT57B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT61B1 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT54 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT55 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT56 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT57 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g53_f_db = 0; _g53_f_db < ((S + 63) / 64 * ((D + 63) / 64) + 1) / 2; ++_g53_f_db) {  // flash_attn.pto:25:25
-        pipe_barrier(PIPE_V);
-        TileT54B0 t54_b0(std::min<int64_t>(S - _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t54_b0, 0);  // flash_attn.pto:25:25
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-        GmView0 accGm0(acc + _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView0::Shape(t54_b0.GetValidRow(), t54_b0.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
-        TLOAD(t54_b0, accGm0);  // flash_attn.pto:25:25
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        TileT55B0 t55_b0(std::min<int64_t>(S - _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t55_b0, 16384);  // flash_attn.pto:25:25
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-        GmView1 lGm1(l + _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, GmView1::Shape(t55_b0.GetValidRow()));  // flash_attn.pto:25:25
-        TLOAD(t55_b0, lGm1);  // flash_attn.pto:25:25
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT56B0 t56_b0(std::min<int64_t>(S - _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t56_b0, 18432);  // flash_attn.pto:25:25
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t56_b0, t55_b0);  // flash_attn.pto:25:25
-        TileT57B0 t57_b0(std::min<int64_t>(S - _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t57_b0, 34816);  // flash_attn.pto:25:25
-        pipe_barrier(PIPE_V);
-        TDIV(t57_b0, t54_b0, t56_b0);  // flash_attn.pto:25:25
-        TileT61B0 t61_b0(std::min<int64_t>(S - _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:20
-        TASSIGN(t61_b0, 0);  // flash_attn.pto:25:20
-        pipe_barrier(PIPE_V);
-        TCVT(t61_b0, t57_b0, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-        GmView2 oGm2(o + _g53_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + _g53_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView2::Shape(t61_b0.GetValidRow(), t61_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:25:20
-        TSTORE(oGm2, t61_b0);  // flash_attn.pto:25:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g52 = 0; _g52 < (S + 63) / 64; ++_g52) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g53_f_dr = 0; _g53_f_dr < std::min<int64_t>((S + 63) / 64 * ((D + 63) / 64) - (_g53_f_db * 2 + 1), 1); ++_g53_f_dr) {  // flash_attn.pto:25:25
-            TileT54B1 t54_b1(std::min<int64_t>(S - (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t54_b1, 51200);  // flash_attn.pto:25:25
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-            GmView3 accGm3(acc + (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView3::Shape(t54_b1.GetValidRow(), t54_b1.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:25:25
-            TLOAD(t54_b1, accGm3);  // flash_attn.pto:25:25
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);
+            TileT54 t54(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t54, 0);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+            GmView0 accGm0(acc + _g52 * 64 * D + _g53 * 64, GmView0::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
+            TLOAD(t54, accGm0);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT55B1 t55_b1(std::min<int64_t>(S - (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t55_b1, 67584);  // flash_attn.pto:25:25
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-            GmView4 lGm4(l + (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, GmView4::Shape(t55_b1.GetValidRow()));  // flash_attn.pto:25:25
-            TLOAD(t55_b1, lGm4);  // flash_attn.pto:25:25
+            TileT55 t55(std::min<int64_t>(S - _g52 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t55, 16384);  // flash_attn.pto:25:25
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+            GmView1 lGm1(l + _g52 * 64, GmView1::Shape(t55.GetValidRow()));  // flash_attn.pto:25:25
+            TLOAD(t55, lGm1);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT56B1 t56_b1(std::min<int64_t>(S - (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t56_b1, 69632);  // flash_attn.pto:25:25
+            TileT56 t56(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t56, 18432);  // flash_attn.pto:25:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t56_b1, t55_b1);  // flash_attn.pto:25:25
-            TileT57B1 t57_b1(std::min<int64_t>(S - (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t57_b1, 86016);  // flash_attn.pto:25:25
+            TROWEXPAND(t56, t55);  // flash_attn.pto:25:25
+            TileT57 t57(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t57, 34816);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
-            TDIV(t57_b1, t54_b1, t56_b1);  // flash_attn.pto:25:25
-            TileT61B1 t61_b1(std::min<int64_t>(S - (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:20
-            TASSIGN(t61_b1, 51200);  // flash_attn.pto:25:20
+            TDIV(t57, t54, t56);  // flash_attn.pto:25:25
+            TileT61 t61(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:20
+            TASSIGN(t61, 0);  // flash_attn.pto:25:20
             pipe_barrier(PIPE_V);
-            TCVT(t61_b1, t57_b1, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
+            TCVT(t61, t57, RoundMode::CAST_RINT);  // flash_attn.pto:25:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-            GmView5 oGm5(o + (_g53_f_db * 2 + 1 + _g53_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + (_g53_f_db * 2 + 1 + _g53_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView5::Shape(t61_b1.GetValidRow(), t61_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:25:20
-            TSTORE(oGm5, t61_b1);  // flash_attn.pto:25:20
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+            GmView2 oGm2(o + _g52 * 64 * D + _g53 * 64, GmView2::Shape(t61.GetValidRow(), t61.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:25:20
+            TSTORE(oGm2, t61);  // flash_attn.pto:25:20
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

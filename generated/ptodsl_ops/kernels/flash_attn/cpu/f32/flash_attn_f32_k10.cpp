@@ -6,82 +6,46 @@ using namespace pto;
 
 extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D)
 {
-    using TileT232B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT233B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT234B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT235B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT232B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT233B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT234B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT235B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT232 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT233 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT234 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT235 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g231_f_db = 0; _g231_f_db < ((S + 63) / 64 * ((D + 63) / 64) + 1) / 2; ++_g231_f_db) {  // flash_attn.pto:25:25
-        pipe_barrier(PIPE_V);
-        TileT232B0 t232_b0(std::min<int64_t>(S - _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g231_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t232_b0, 0);  // flash_attn.pto:25:25
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-        GmView0 accGm0(acc + _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + _g231_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView0::Shape(t232_b0.GetValidRow(), t232_b0.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
-        TLOAD(t232_b0, accGm0);  // flash_attn.pto:25:25
-        TileT233B0 t233_b0(std::min<int64_t>(S - _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t233_b0, 16384);  // flash_attn.pto:25:25
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-        GmView1 lGm1(l + _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, GmView1::Shape(t233_b0.GetValidRow()));  // flash_attn.pto:25:25
-        TLOAD(t233_b0, lGm1);  // flash_attn.pto:25:25
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT234B0 t234_b0(std::min<int64_t>(S - _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g231_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t234_b0, 18432);  // flash_attn.pto:25:25
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t234_b0, t233_b0);  // flash_attn.pto:25:25
-        TileT235B0 t235_b0(std::min<int64_t>(S - _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - _g231_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-        TASSIGN(t235_b0, 34816);  // flash_attn.pto:25:25
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TDIV(t235_b0, t232_b0, t234_b0);  // flash_attn.pto:25:25
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-        GmView2 oGm2(o + _g231_f_db * 2 / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + _g231_f_db * 2 % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView2::Shape(t235_b0.GetValidRow(), t235_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:25:20
-        TSTORE(oGm2, t235_b0);  // flash_attn.pto:25:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g231_f_dr = 0; _g231_f_dr < std::min<int64_t>((S + 63) / 64 * ((D + 63) / 64) - (_g231_f_db * 2 + 1), 1); ++_g231_f_dr) {  // flash_attn.pto:25:25
-            TileT232B1 t232_b1(std::min<int64_t>(S - (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g231_f_db * 2 + 1 + _g231_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t232_b1, 51200);  // flash_attn.pto:25:25
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
-            GmView3 accGm3(acc + (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + (_g231_f_db * 2 + 1 + _g231_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView3::Shape(t232_b1.GetValidRow(), t232_b1.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:25:25
-            TLOAD(t232_b1, accGm3);  // flash_attn.pto:25:25
-            TileT233B1 t233_b1(std::min<int64_t>(S - (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t233_b1, 67584);  // flash_attn.pto:25:25
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
-            GmView4 lGm4(l + (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, GmView4::Shape(t233_b1.GetValidRow()));  // flash_attn.pto:25:25
-            TLOAD(t233_b1, lGm4);  // flash_attn.pto:25:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT234B1 t234_b1(std::min<int64_t>(S - (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g231_f_db * 2 + 1 + _g231_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t234_b1, 69632);  // flash_attn.pto:25:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t234_b1, t233_b1);  // flash_attn.pto:25:25
-            TileT235B1 t235_b1(std::min<int64_t>(S - (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64, 64), std::min<int64_t>(D - (_g231_f_db * 2 + 1 + _g231_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t235_b1, 86016);  // flash_attn.pto:25:25
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
-            TDIV(t235_b1, t232_b1, t234_b1);  // flash_attn.pto:25:25
+            TileT232 t232(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t232, 0);  // flash_attn.pto:25:25
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
+            GmView0 accGm0(acc + _g230 * 64 * D + _g231 * 64, GmView0::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
+            TLOAD(t232, accGm0);  // flash_attn.pto:25:25
+            TileT233 t233(std::min<int64_t>(S - _g230 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t233, 16384);  // flash_attn.pto:25:25
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
+            GmView1 lGm1(l + _g230 * 64, GmView1::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
+            TLOAD(t233, lGm1);  // flash_attn.pto:25:25
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT234 t234(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t234, 18432);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TROWEXPAND(t234, t233);  // flash_attn.pto:25:25
+            TileT235 t235(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(t235, 34816);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TDIV(t235, t232, t234);  // flash_attn.pto:25:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
-            GmView5 oGm5(o + (_g231_f_db * 2 + 1 + _g231_f_dr) / std::max<int64_t>((D + 63) / 64, 1) * 64 * D + (_g231_f_db * 2 + 1 + _g231_f_dr) % std::max<int64_t>((D + 63) / 64, 1) * 64, GmView5::Shape(t235_b1.GetValidRow(), t235_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:25:20
-            TSTORE(oGm5, t235_b1);  // flash_attn.pto:25:20
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:20
+            GmView2 oGm2(o + _g230 * 64 * D + _g231 * 64, GmView2::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:25:20
+            TSTORE(oGm2, t235);  // flash_attn.pto:25:20
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -26,14 +26,10 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
     using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT198 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204B0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT205B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206B0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT203B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204B1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT205B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT206B1 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT205 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
 
@@ -61,7 +57,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             TASSIGN(t166, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 102400);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 55296);  // flash_attn.pto:18:32
             TROWMAX(t166, t165, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // flash_attn.pto:18:32
@@ -236,7 +232,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             TASSIGN(t196, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp1;  // flash_attn.pto:21:32
-            TASSIGN(tmp1, 102400);  // flash_attn.pto:21:32
+            TASSIGN(tmp1, 55296);  // flash_attn.pto:21:32
             TROWSUM(t196, t195, tmp1);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // flash_attn.pto:21:32
@@ -267,73 +263,39 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g202_db = 0; _g202_db < ((D + 63) / 64 + 1) / 2; ++_g202_db) {  // flash_attn.pto:22:22
+        for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            TileT203B0 t203_b0(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202_db * 2 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t203_b0, 0);  // flash_attn.pto:22:22
+            TileT203 t203(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t203, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView14 accGm14(acc + _g192 * 64 * D + _g202_db * 2 * 64, GmView14::Shape(t203_b0.GetValidRow(), t203_b0.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t203_b0, accGm14);  // flash_attn.pto:22:22
-            TileT204B0 t204_b0(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t204_b0, 16384);  // flash_attn.pto:22:22
+            GmView14 accGm14(acc + _g192 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
+            TLOAD(t203, accGm14);  // flash_attn.pto:22:22
+            TileT204 t204(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t204, 16384);  // flash_attn.pto:22:22
             using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-            GmView15 alpha_lastGm15(alpha_last + _g192 * 64, GmView15::Shape(t204_b0.GetValidRow()));  // flash_attn.pto:22:22
-            TLOAD(t204_b0, alpha_lastGm15);  // flash_attn.pto:22:22
+            GmView15 alpha_lastGm15(alpha_last + _g192 * 64, GmView15::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
+            TLOAD(t204, alpha_lastGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT205B0 t205_b0(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202_db * 2 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t205_b0, 18432);  // flash_attn.pto:22:22
+            TileT205 t205(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t205, 18432);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t205_b0, t204_b0);  // flash_attn.pto:22:22
-            TileT206B0 t206_b0(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202_db * 2 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t206_b0, 34816);  // flash_attn.pto:22:22
+            TROWEXPAND(t205, t204);  // flash_attn.pto:22:22
+            TileT206 t206(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(t206, 34816);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            TMUL(t206_b0, t203_b0, t205_b0);  // flash_attn.pto:22:22
+            TMUL(t206, t203, t205);  // flash_attn.pto:22:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView16 t13_lastGm16(t13_last + _g192 * 64 * D + _g202_db * 2 * 64, GmView16::Shape(t206_b0.GetValidRow(), t206_b0.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(t13_lastGm16, t206_b0);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            GmView16 t13_lastGm16(t13_last + _g192 * 64 * D + _g202 * 64, GmView16::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
+            TSTORE(t13_lastGm16, t206);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            for (int64_t _g202_dr = 0; _g202_dr < std::min<int64_t>((D + 63) / 64 - (_g202_db * 2 + 1), 1); ++_g202_dr) {  // flash_attn.pto:22:22
-                TileT203B1 t203_b1(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - (_g202_db * 2 + 1 + _g202_dr) * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t203_b1, 51200);  // flash_attn.pto:22:22
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView17 accGm17(acc + _g192 * 64 * D + (_g202_db * 2 + 1 + _g202_dr) * 64, GmView17::Shape(t203_b1.GetValidRow(), t203_b1.GetValidCol()), GmView17::Stride(D));  // flash_attn.pto:22:22
-                TLOAD(t203_b1, accGm17);  // flash_attn.pto:22:22
-                TileT204B1 t204_b1(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t204_b1, 67584);  // flash_attn.pto:22:22
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-                GmView18 alpha_lastGm18(alpha_last + _g192 * 64, GmView18::Shape(t204_b1.GetValidRow()));  // flash_attn.pto:22:22
-                TLOAD(t204_b1, alpha_lastGm18);  // flash_attn.pto:22:22
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT205B1 t205_b1(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - (_g202_db * 2 + 1 + _g202_dr) * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t205_b1, 69632);  // flash_attn.pto:22:22
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TROWEXPAND(t205_b1, t204_b1);  // flash_attn.pto:22:22
-                TileT206B1 t206_b1(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - (_g202_db * 2 + 1 + _g202_dr) * 64, 64));  // flash_attn.pto:22:22
-                TASSIGN(t206_b1, 86016);  // flash_attn.pto:22:22
-                pipe_barrier(PIPE_V);
-                TMUL(t206_b1, t203_b1, t205_b1);  // flash_attn.pto:22:22
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-                GmView19 t13_lastGm19(t13_last + _g192 * 64 * D + (_g202_db * 2 + 1 + _g202_dr) * 64, GmView19::Shape(t206_b1.GetValidRow(), t206_b1.GetValidCol()), GmView19::Stride(D));  // flash_attn.pto:22:22
-                TSTORE(t13_lastGm19, t206_b1);  // flash_attn.pto:22:22
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -342,14 +304,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         for (int64_t _g208 = 0; _g208 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
             TileT209 t209(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t209, 0);  // flash_attn.pto:22:43
-            using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView20 p_1_lastGm20(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView20::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-            TLOAD(t209, p_1_lastGm20);  // flash_attn.pto:22:43
+            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView17 p_1_lastGm17(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+            TLOAD(t209, p_1_lastGm17);  // flash_attn.pto:22:43
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView21 t15_lastGm21(t15_last + _g192 * 64 * 64 + _g208 * 64, GmView21::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15_lastGm21, t209);  // flash_attn.pto:22:43
+            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
+            GmView18 t15_lastGm18(t15_last + _g192 * 64 * 64 + _g208 * 64, GmView18::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
+            TSTORE(t15_lastGm18, t209);  // flash_attn.pto:22:43
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

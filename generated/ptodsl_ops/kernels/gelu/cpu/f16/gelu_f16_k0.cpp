@@ -6,150 +6,80 @@ using namespace pto;
 
 extern "C" __global__ AICORE void gelu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, half, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 511) / 512) + 1) / 2; ++_g1_f_db) {  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t2_b0, 0);  // gelu.pto:2:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // gelu.pto:2:12
-        TLOAD(t2_b0, xGm0);  // gelu.pto:2:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t3_b0, 4096);  // gelu.pto:2:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t4_b0, 8192);  // gelu.pto:2:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t4_b0, t2_b0, t2_b0);  // gelu.pto:2:12
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t5_b0, 12288);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TMUL(t5_b0, t4_b0, t2_b0);  // gelu.pto:2:12
-        TileT6B0 t6_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t6_b0, 8192);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TMULS(t6_b0, t5_b0, 0.044715f);  // gelu.pto:2:12
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t7_b0, 12288);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TADD(t7_b0, t2_b0, t6_b0);  // gelu.pto:2:12
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t8_b0, 8192);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TMULS(t8_b0, t7_b0, 1.5957691216057308f);  // gelu.pto:2:12
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t9_b0, 12288);  // gelu.pto:2:12
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t10_b0, 16384);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TNEG(t10_b0, t8_b0);  // gelu.pto:2:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t11_b0, 8192);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TEXP(t11_b0, t10_b0);  // gelu.pto:2:12
-        TileT12B0 t12_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-        TASSIGN(t12_b0, 16384);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TADDS(t12_b0, t11_b0, 1.0f);  // gelu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TRECIP(t9_b0, t12_b0);  // gelu.pto:2:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMUL(t3_b0, t2_b0, t9_b0);  // gelu.pto:2:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView1::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView1::Stride(N));  // gelu.pto:2:12
-        TSTORE(yGm1, t3_b0);  // gelu.pto:2:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // gelu.pto:2:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 511) / 512) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // gelu.pto:2:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t2_b1, 20480);  // gelu.pto:2:12
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // gelu.pto:2:12
-            TLOAD(t2_b1, xGm2);  // gelu.pto:2:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // gelu.pto:2:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t2, 0);  // gelu.pto:2:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
+            GmView0 xGm0(x + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // gelu.pto:2:12
+            TLOAD(t2, xGm0);  // gelu.pto:2:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t3_b1, 24576);  // gelu.pto:2:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t4_b1, 28672);  // gelu.pto:2:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t3, 4096);  // gelu.pto:2:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t4, 8192);  // gelu.pto:2:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t4_b1, t2_b1, t2_b1);  // gelu.pto:2:12
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t5_b1, 32768);  // gelu.pto:2:12
+            TMUL(t4, t2, t2);  // gelu.pto:2:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t5, 12288);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TMUL(t5_b1, t4_b1, t2_b1);  // gelu.pto:2:12
-            TileT6B1 t6_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t6_b1, 28672);  // gelu.pto:2:12
+            TMUL(t5, t4, t2);  // gelu.pto:2:12
+            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t6, 8192);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TMULS(t6_b1, t5_b1, 0.044715f);  // gelu.pto:2:12
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t7_b1, 32768);  // gelu.pto:2:12
+            TMULS(t6, t5, 0.044715f);  // gelu.pto:2:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t7, 12288);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TADD(t7_b1, t2_b1, t6_b1);  // gelu.pto:2:12
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t8_b1, 28672);  // gelu.pto:2:12
+            TADD(t7, t2, t6);  // gelu.pto:2:12
+            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t8, 8192);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TMULS(t8_b1, t7_b1, 1.5957691216057308f);  // gelu.pto:2:12
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t9_b1, 32768);  // gelu.pto:2:12
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t10_b1, 36864);  // gelu.pto:2:12
+            TMULS(t8, t7, 1.5957691216057308f);  // gelu.pto:2:12
+            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t9, 12288);  // gelu.pto:2:12
+            TileT10 t10(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t10, 16384);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TNEG(t10_b1, t8_b1);  // gelu.pto:2:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t11_b1, 28672);  // gelu.pto:2:12
+            TNEG(t10, t8);  // gelu.pto:2:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t11, 8192);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TEXP(t11_b1, t10_b1);  // gelu.pto:2:12
-            TileT12B1 t12_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu.pto:2:12
-            TASSIGN(t12_b1, 36864);  // gelu.pto:2:12
+            TEXP(t11, t10);  // gelu.pto:2:12
+            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TASSIGN(t12, 16384);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TADDS(t12_b1, t11_b1, 1.0f);  // gelu.pto:2:12
+            TADDS(t12, t11, 1.0f);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TRECIP(t9_b1, t12_b1);  // gelu.pto:2:12
+            TRECIP(t9, t12);  // gelu.pto:2:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TMUL(t3_b1, t2_b1, t9_b1);  // gelu.pto:2:12
+            TMUL(t3, t2, t9);  // gelu.pto:2:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView3::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView3::Stride(N));  // gelu.pto:2:12
-            TSTORE(yGm3, t3_b1);  // gelu.pto:2:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
+            GmView1 yGm1(y + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // gelu.pto:2:12
+            TSTORE(yGm1, t3);  // gelu.pto:2:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

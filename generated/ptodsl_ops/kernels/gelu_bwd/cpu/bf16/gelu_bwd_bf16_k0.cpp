@@ -6,344 +6,177 @@ using namespace pto;
 
 extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT31B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT33B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT36B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT44B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT48B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT52B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT56B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT60B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT69B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT73B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT78B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT83B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT97B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT31B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT33B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT36B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT44B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT48B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT52B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT60B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT69B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT73B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT78B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT83B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT88B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT93B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT97B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT31 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT33 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT35 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT36 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT44 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT48 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT51 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT52 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT60 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT64 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT73 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT78 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT93 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 511) / 512) + 1) / 2; ++_g1_f_db) {  // gelu_bwd.pto:5:10
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:5:10
-        TASSIGN(t2_b0, 0);  // gelu_bwd.pto:5:10
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // gelu_bwd.pto:5:10
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // gelu_bwd.pto:5:10
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
+            TASSIGN(t2, 0);  // gelu_bwd.pto:5:10
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:5:10
+            GmView0 xGm0(x + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // gelu_bwd.pto:5:10
+            TLOAD(t2, xGm0);  // gelu_bwd.pto:5:10
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
+            TASSIGN(t3, 4096);  // gelu_bwd.pto:5:10
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t3, t2, RoundMode::CAST_RINT);  // gelu_bwd.pto:5:10
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:6:10
+            TASSIGN(t8, 12288);  // gelu_bwd.pto:6:10
+            pipe_barrier(PIPE_V);
+            TMUL(t8, t3, t3);  // gelu_bwd.pto:6:10
+            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
+            TASSIGN(t12, 20480);  // gelu_bwd.pto:7:41
+            pipe_barrier(PIPE_V);
+            TMULS(t12, t8, 0.044715f);  // gelu_bwd.pto:7:41
+            TileT17 t17(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
+            TASSIGN(t17, 28672);  // gelu_bwd.pto:7:41
+            pipe_barrier(PIPE_V);
+            TMUL(t17, t12, t3);  // gelu_bwd.pto:7:41
+            TileT22 t22(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:36
+            TASSIGN(t22, 20480);  // gelu_bwd.pto:7:36
+            pipe_barrier(PIPE_V);
+            TADD(t22, t3, t17);  // gelu_bwd.pto:7:36
+            TileT26 t26(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:14
+            TASSIGN(t26, 28672);  // gelu_bwd.pto:7:14
+            pipe_barrier(PIPE_V);
+            TMULS(t26, t22, 0.7978845608028654f);  // gelu_bwd.pto:7:14
+            TileT30 t30(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t30, 20480);  // gelu_bwd.pto:7:9
+            TileT31 t31(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t31, 36864);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TMULS(t31, t26, 2.0f);  // gelu_bwd.pto:7:9
+            TileT32 t32(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t32, 28672);  // gelu_bwd.pto:7:9
+            TileT33 t33(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t33, 45056);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TNEG(t33, t31);  // gelu_bwd.pto:7:9
+            TileT34 t34(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t34, 36864);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TEXP(t34, t33);  // gelu_bwd.pto:7:9
+            TileT35 t35(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t35, 45056);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TADDS(t35, t34, 1.0f);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TRECIP(t32, t35);  // gelu_bwd.pto:7:9
+            TileT36 t36(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TASSIGN(t36, 36864);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TMULS(t36, t32, 2.0f);  // gelu_bwd.pto:7:9
+            pipe_barrier(PIPE_V);
+            TSUBS(t30, t36, 1.0f);  // gelu_bwd.pto:7:9
+            TileT40 t40(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:38
+            TASSIGN(t40, 28672);  // gelu_bwd.pto:8:38
+            pipe_barrier(PIPE_V);
+            TMULS(t40, t8, 0.134145f);  // gelu_bwd.pto:8:38
+            TileT44 t44(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:32
+            TASSIGN(t44, 12288);  // gelu_bwd.pto:8:32
+            pipe_barrier(PIPE_V);
+            TADDS(t44, t40, 1.0f);  // gelu_bwd.pto:8:32
+            TileT48 t48(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:10
+            TASSIGN(t48, 28672);  // gelu_bwd.pto:8:10
+            pipe_barrier(PIPE_V);
+            TMULS(t48, t44, 0.7978845608028654f);  // gelu_bwd.pto:8:10
+            TileT51 t51(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
+            TASSIGN(t51, 0);  // gelu_bwd.pto:9:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:18
+            GmView1 dyGm1(dy + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t51.GetValidRow(), t51.GetValidCol()), GmView1::Stride(N));  // gelu_bwd.pto:9:18
+            TLOAD(t51, dyGm1);  // gelu_bwd.pto:9:18
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT52 t52(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
+            TASSIGN(t52, 12288);  // gelu_bwd.pto:9:18
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t52, t51, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:18
+            TileT56 t56(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:42
+            TASSIGN(t56, 36864);  // gelu_bwd.pto:9:42
+            pipe_barrier(PIPE_V);
+            TADDS(t56, t30, 1.0f);  // gelu_bwd.pto:9:42
+            TileT60 t60(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
+            TASSIGN(t60, 45056);  // gelu_bwd.pto:9:35
+            pipe_barrier(PIPE_V);
+            TMULS(t60, t56, 0.5f);  // gelu_bwd.pto:9:35
+            TileT64 t64(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TASSIGN(t64, 36864);  // gelu_bwd.pto:9:53
+            pipe_barrier(PIPE_V);
+            TMULS(t64, t3, 0.5f);  // gelu_bwd.pto:9:53
+            TileT69 t69(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:71
+            TASSIGN(t69, 0);  // gelu_bwd.pto:9:71
+            pipe_barrier(PIPE_V);
+            TMUL(t69, t30, t30);  // gelu_bwd.pto:9:71
+            TileT73 t73(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:65
+            TASSIGN(t73, 20480);  // gelu_bwd.pto:9:65
+            pipe_barrier(PIPE_V);
+            TSUBS(t73, t69, 1.0f);  // gelu_bwd.pto:9:65
+            pipe_barrier(PIPE_V);  // gelu_bwd.pto:9:65
+            TNEG(t73, t73);  // gelu_bwd.pto:9:65
+            TileT78 t78(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TASSIGN(t78, 0);  // gelu_bwd.pto:9:53
+            pipe_barrier(PIPE_V);
+            TMUL(t78, t64, t73);  // gelu_bwd.pto:9:53
+            TileT83 t83(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TASSIGN(t83, 20480);  // gelu_bwd.pto:9:53
+            pipe_barrier(PIPE_V);
+            TMUL(t83, t78, t48);  // gelu_bwd.pto:9:53
+            TileT88 t88(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
+            TASSIGN(t88, 0);  // gelu_bwd.pto:9:35
+            pipe_barrier(PIPE_V);
+            TADD(t88, t60, t83);  // gelu_bwd.pto:9:35
+            TileT93 t93(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
+            TASSIGN(t93, 20480);  // gelu_bwd.pto:9:18
+            pipe_barrier(PIPE_V);
+            TMUL(t93, t52, t88);  // gelu_bwd.pto:9:18
+            TileT97 t97(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:13
+            TASSIGN(t97, 0);  // gelu_bwd.pto:9:13
+            pipe_barrier(PIPE_V);
+            TCVT(t97, t93, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:13
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:13
+            GmView2 dxGm2(dx + _g0 * 4 * N + _g1 * 512, GmView2::Shape(t97.GetValidRow(), t97.GetValidCol()), GmView2::Stride(N));  // gelu_bwd.pto:9:13
+            TSTORE(dxGm2, t97);  // gelu_bwd.pto:9:13
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:5:10
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // gelu_bwd.pto:5:10
-        TLOAD(t2_b0, xGm0);  // gelu_bwd.pto:5:10
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:5:10
-        TASSIGN(t3_b0, 4096);  // gelu_bwd.pto:5:10
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t3_b0, t2_b0, RoundMode::CAST_RINT);  // gelu_bwd.pto:5:10
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:6:10
-        TASSIGN(t8_b0, 12288);  // gelu_bwd.pto:6:10
-        pipe_barrier(PIPE_V);
-        TMUL(t8_b0, t3_b0, t3_b0);  // gelu_bwd.pto:6:10
-        TileT12B0 t12_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:41
-        TASSIGN(t12_b0, 20480);  // gelu_bwd.pto:7:41
-        pipe_barrier(PIPE_V);
-        TMULS(t12_b0, t8_b0, 0.044715f);  // gelu_bwd.pto:7:41
-        TileT17B0 t17_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:41
-        TASSIGN(t17_b0, 28672);  // gelu_bwd.pto:7:41
-        pipe_barrier(PIPE_V);
-        TMUL(t17_b0, t12_b0, t3_b0);  // gelu_bwd.pto:7:41
-        TileT22B0 t22_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:36
-        TASSIGN(t22_b0, 20480);  // gelu_bwd.pto:7:36
-        pipe_barrier(PIPE_V);
-        TADD(t22_b0, t3_b0, t17_b0);  // gelu_bwd.pto:7:36
-        TileT26B0 t26_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:14
-        TASSIGN(t26_b0, 28672);  // gelu_bwd.pto:7:14
-        pipe_barrier(PIPE_V);
-        TMULS(t26_b0, t22_b0, 0.7978845608028654f);  // gelu_bwd.pto:7:14
-        TileT30B0 t30_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t30_b0, 20480);  // gelu_bwd.pto:7:9
-        TileT31B0 t31_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t31_b0, 36864);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TMULS(t31_b0, t26_b0, 2.0f);  // gelu_bwd.pto:7:9
-        TileT32B0 t32_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t32_b0, 28672);  // gelu_bwd.pto:7:9
-        TileT33B0 t33_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t33_b0, 45056);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TNEG(t33_b0, t31_b0);  // gelu_bwd.pto:7:9
-        TileT34B0 t34_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t34_b0, 36864);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TEXP(t34_b0, t33_b0);  // gelu_bwd.pto:7:9
-        TileT35B0 t35_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t35_b0, 45056);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TADDS(t35_b0, t34_b0, 1.0f);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TRECIP(t32_b0, t35_b0);  // gelu_bwd.pto:7:9
-        TileT36B0 t36_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-        TASSIGN(t36_b0, 36864);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TMULS(t36_b0, t32_b0, 2.0f);  // gelu_bwd.pto:7:9
-        pipe_barrier(PIPE_V);
-        TSUBS(t30_b0, t36_b0, 1.0f);  // gelu_bwd.pto:7:9
-        TileT40B0 t40_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:38
-        TASSIGN(t40_b0, 28672);  // gelu_bwd.pto:8:38
-        pipe_barrier(PIPE_V);
-        TMULS(t40_b0, t8_b0, 0.134145f);  // gelu_bwd.pto:8:38
-        TileT44B0 t44_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:32
-        TASSIGN(t44_b0, 12288);  // gelu_bwd.pto:8:32
-        pipe_barrier(PIPE_V);
-        TADDS(t44_b0, t40_b0, 1.0f);  // gelu_bwd.pto:8:32
-        TileT48B0 t48_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:10
-        TASSIGN(t48_b0, 28672);  // gelu_bwd.pto:8:10
-        pipe_barrier(PIPE_V);
-        TMULS(t48_b0, t44_b0, 0.7978845608028654f);  // gelu_bwd.pto:8:10
-        TileT51B0 t51_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-        TASSIGN(t51_b0, 0);  // gelu_bwd.pto:9:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:18
-        GmView1 dyGm1(dy + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView1::Shape(t51_b0.GetValidRow(), t51_b0.GetValidCol()), GmView1::Stride(N));  // gelu_bwd.pto:9:18
-        TLOAD(t51_b0, dyGm1);  // gelu_bwd.pto:9:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT52B0 t52_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-        TASSIGN(t52_b0, 12288);  // gelu_bwd.pto:9:18
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t52_b0, t51_b0, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:18
-        TileT56B0 t56_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:42
-        TASSIGN(t56_b0, 36864);  // gelu_bwd.pto:9:42
-        pipe_barrier(PIPE_V);
-        TADDS(t56_b0, t30_b0, 1.0f);  // gelu_bwd.pto:9:42
-        TileT60B0 t60_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:35
-        TASSIGN(t60_b0, 45056);  // gelu_bwd.pto:9:35
-        pipe_barrier(PIPE_V);
-        TMULS(t60_b0, t56_b0, 0.5f);  // gelu_bwd.pto:9:35
-        TileT64B0 t64_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-        TASSIGN(t64_b0, 36864);  // gelu_bwd.pto:9:53
-        pipe_barrier(PIPE_V);
-        TMULS(t64_b0, t3_b0, 0.5f);  // gelu_bwd.pto:9:53
-        TileT69B0 t69_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:71
-        TASSIGN(t69_b0, 0);  // gelu_bwd.pto:9:71
-        pipe_barrier(PIPE_V);
-        TMUL(t69_b0, t30_b0, t30_b0);  // gelu_bwd.pto:9:71
-        TileT73B0 t73_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:65
-        TASSIGN(t73_b0, 20480);  // gelu_bwd.pto:9:65
-        pipe_barrier(PIPE_V);
-        TSUBS(t73_b0, t69_b0, 1.0f);  // gelu_bwd.pto:9:65
-        pipe_barrier(PIPE_V);  // gelu_bwd.pto:9:65
-        TNEG(t73_b0, t73_b0);  // gelu_bwd.pto:9:65
-        TileT78B0 t78_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-        TASSIGN(t78_b0, 0);  // gelu_bwd.pto:9:53
-        pipe_barrier(PIPE_V);
-        TMUL(t78_b0, t64_b0, t73_b0);  // gelu_bwd.pto:9:53
-        TileT83B0 t83_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-        TASSIGN(t83_b0, 20480);  // gelu_bwd.pto:9:53
-        pipe_barrier(PIPE_V);
-        TMUL(t83_b0, t78_b0, t48_b0);  // gelu_bwd.pto:9:53
-        TileT88B0 t88_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:35
-        TASSIGN(t88_b0, 0);  // gelu_bwd.pto:9:35
-        pipe_barrier(PIPE_V);
-        TADD(t88_b0, t60_b0, t83_b0);  // gelu_bwd.pto:9:35
-        TileT93B0 t93_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-        TASSIGN(t93_b0, 20480);  // gelu_bwd.pto:9:18
-        pipe_barrier(PIPE_V);
-        TMUL(t93_b0, t52_b0, t88_b0);  // gelu_bwd.pto:9:18
-        TileT97B0 t97_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:13
-        TASSIGN(t97_b0, 0);  // gelu_bwd.pto:9:13
-        pipe_barrier(PIPE_V);
-        TCVT(t97_b0, t93_b0, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:13
-        GmView2 dxGm2(dx + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView2::Shape(t97_b0.GetValidRow(), t97_b0.GetValidCol()), GmView2::Stride(N));  // gelu_bwd.pto:9:13
-        TSTORE(dxGm2, t97_b0);  // gelu_bwd.pto:9:13
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 511) / 512) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // gelu_bwd.pto:5:10
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:5:10
-            TASSIGN(t2_b1, 53248);  // gelu_bwd.pto:5:10
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:5:10
-            GmView3 xGm3(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // gelu_bwd.pto:5:10
-            TLOAD(t2_b1, xGm3);  // gelu_bwd.pto:5:10
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:5:10
-            TASSIGN(t3_b1, 57344);  // gelu_bwd.pto:5:10
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t3_b1, t2_b1, RoundMode::CAST_RINT);  // gelu_bwd.pto:5:10
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:6:10
-            TASSIGN(t8_b1, 65536);  // gelu_bwd.pto:6:10
-            pipe_barrier(PIPE_V);
-            TMUL(t8_b1, t3_b1, t3_b1);  // gelu_bwd.pto:6:10
-            TileT12B1 t12_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:41
-            TASSIGN(t12_b1, 73728);  // gelu_bwd.pto:7:41
-            pipe_barrier(PIPE_V);
-            TMULS(t12_b1, t8_b1, 0.044715f);  // gelu_bwd.pto:7:41
-            TileT17B1 t17_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:41
-            TASSIGN(t17_b1, 81920);  // gelu_bwd.pto:7:41
-            pipe_barrier(PIPE_V);
-            TMUL(t17_b1, t12_b1, t3_b1);  // gelu_bwd.pto:7:41
-            TileT22B1 t22_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:36
-            TASSIGN(t22_b1, 73728);  // gelu_bwd.pto:7:36
-            pipe_barrier(PIPE_V);
-            TADD(t22_b1, t3_b1, t17_b1);  // gelu_bwd.pto:7:36
-            TileT26B1 t26_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:14
-            TASSIGN(t26_b1, 81920);  // gelu_bwd.pto:7:14
-            pipe_barrier(PIPE_V);
-            TMULS(t26_b1, t22_b1, 0.7978845608028654f);  // gelu_bwd.pto:7:14
-            TileT30B1 t30_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t30_b1, 73728);  // gelu_bwd.pto:7:9
-            TileT31B1 t31_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t31_b1, 90112);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TMULS(t31_b1, t26_b1, 2.0f);  // gelu_bwd.pto:7:9
-            TileT32B1 t32_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t32_b1, 81920);  // gelu_bwd.pto:7:9
-            TileT33B1 t33_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t33_b1, 98304);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TNEG(t33_b1, t31_b1);  // gelu_bwd.pto:7:9
-            TileT34B1 t34_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t34_b1, 90112);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TEXP(t34_b1, t33_b1);  // gelu_bwd.pto:7:9
-            TileT35B1 t35_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t35_b1, 98304);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TADDS(t35_b1, t34_b1, 1.0f);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TRECIP(t32_b1, t35_b1);  // gelu_bwd.pto:7:9
-            TileT36B1 t36_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:7:9
-            TASSIGN(t36_b1, 90112);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TMULS(t36_b1, t32_b1, 2.0f);  // gelu_bwd.pto:7:9
-            pipe_barrier(PIPE_V);
-            TSUBS(t30_b1, t36_b1, 1.0f);  // gelu_bwd.pto:7:9
-            TileT40B1 t40_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:38
-            TASSIGN(t40_b1, 81920);  // gelu_bwd.pto:8:38
-            pipe_barrier(PIPE_V);
-            TMULS(t40_b1, t8_b1, 0.134145f);  // gelu_bwd.pto:8:38
-            TileT44B1 t44_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:32
-            TASSIGN(t44_b1, 65536);  // gelu_bwd.pto:8:32
-            pipe_barrier(PIPE_V);
-            TADDS(t44_b1, t40_b1, 1.0f);  // gelu_bwd.pto:8:32
-            TileT48B1 t48_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:8:10
-            TASSIGN(t48_b1, 81920);  // gelu_bwd.pto:8:10
-            pipe_barrier(PIPE_V);
-            TMULS(t48_b1, t44_b1, 0.7978845608028654f);  // gelu_bwd.pto:8:10
-            TileT51B1 t51_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-            TASSIGN(t51_b1, 53248);  // gelu_bwd.pto:9:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:18
-            GmView4 dyGm4(dy + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView4::Shape(t51_b1.GetValidRow(), t51_b1.GetValidCol()), GmView4::Stride(N));  // gelu_bwd.pto:9:18
-            TLOAD(t51_b1, dyGm4);  // gelu_bwd.pto:9:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT52B1 t52_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-            TASSIGN(t52_b1, 65536);  // gelu_bwd.pto:9:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t52_b1, t51_b1, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:18
-            TileT56B1 t56_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:42
-            TASSIGN(t56_b1, 90112);  // gelu_bwd.pto:9:42
-            pipe_barrier(PIPE_V);
-            TADDS(t56_b1, t30_b1, 1.0f);  // gelu_bwd.pto:9:42
-            TileT60B1 t60_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:35
-            TASSIGN(t60_b1, 98304);  // gelu_bwd.pto:9:35
-            pipe_barrier(PIPE_V);
-            TMULS(t60_b1, t56_b1, 0.5f);  // gelu_bwd.pto:9:35
-            TileT64B1 t64_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-            TASSIGN(t64_b1, 90112);  // gelu_bwd.pto:9:53
-            pipe_barrier(PIPE_V);
-            TMULS(t64_b1, t3_b1, 0.5f);  // gelu_bwd.pto:9:53
-            TileT69B1 t69_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:71
-            TASSIGN(t69_b1, 53248);  // gelu_bwd.pto:9:71
-            pipe_barrier(PIPE_V);
-            TMUL(t69_b1, t30_b1, t30_b1);  // gelu_bwd.pto:9:71
-            TileT73B1 t73_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:65
-            TASSIGN(t73_b1, 73728);  // gelu_bwd.pto:9:65
-            pipe_barrier(PIPE_V);
-            TSUBS(t73_b1, t69_b1, 1.0f);  // gelu_bwd.pto:9:65
-            pipe_barrier(PIPE_V);  // gelu_bwd.pto:9:65
-            TNEG(t73_b1, t73_b1);  // gelu_bwd.pto:9:65
-            TileT78B1 t78_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-            TASSIGN(t78_b1, 53248);  // gelu_bwd.pto:9:53
-            pipe_barrier(PIPE_V);
-            TMUL(t78_b1, t64_b1, t73_b1);  // gelu_bwd.pto:9:53
-            TileT83B1 t83_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:53
-            TASSIGN(t83_b1, 73728);  // gelu_bwd.pto:9:53
-            pipe_barrier(PIPE_V);
-            TMUL(t83_b1, t78_b1, t48_b1);  // gelu_bwd.pto:9:53
-            TileT88B1 t88_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:35
-            TASSIGN(t88_b1, 53248);  // gelu_bwd.pto:9:35
-            pipe_barrier(PIPE_V);
-            TADD(t88_b1, t60_b1, t83_b1);  // gelu_bwd.pto:9:35
-            TileT93B1 t93_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:18
-            TASSIGN(t93_b1, 73728);  // gelu_bwd.pto:9:18
-            pipe_barrier(PIPE_V);
-            TMUL(t93_b1, t52_b1, t88_b1);  // gelu_bwd.pto:9:18
-            TileT97B1 t97_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // gelu_bwd.pto:9:13
-            TASSIGN(t97_b1, 53248);  // gelu_bwd.pto:9:13
-            pipe_barrier(PIPE_V);
-            TCVT(t97_b1, t93_b1, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:13
-            GmView5 dxGm5(dx + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView5::Shape(t97_b1.GetValidRow(), t97_b1.GetValidCol()), GmView5::Stride(N));  // gelu_bwd.pto:9:13
-            TSTORE(dxGm5, t97_b1);  // gelu_bwd.pto:9:13
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -7,95 +7,56 @@ using namespace pto;
 extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ float* gamma, __gm__ float* beta, __gm__ float* y, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT21 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT25B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT36 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT44 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT3 t3;  // layernorm.pto:5:18
     TASSIGN(t3, 0);  // layernorm.pto:5:18
     TEXPANDS(t3, 0.0f);  // layernorm.pto:5:18
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0_db = 0; _g0_db < ((H + 1023) / 1024 + 1) / 2; ++_g0_db) {  // layernorm.pto:4:14
+    for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm.pto:4:14
         pipe_barrier(PIPE_V);
-        TileT1B0 t1_b0(std::min<int64_t>(H - _g0_db * 2 * 1024, 1024));  // layernorm.pto:4:14
-        TASSIGN(t1_b0, 32);  // layernorm.pto:4:14
+        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
+        TASSIGN(t1, 32);  // layernorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-        GmView0 v0Gm0(v0 + _g0_db * 2 * 1024, GmView0::Shape(t1_b0.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
-        TLOAD(t1_b0, v0Gm0);  // layernorm.pto:4:14
+        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t1, v0Gm0);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT6B0 t6_b0;  // layernorm.pto:5:18
-        TASSIGN(t6_b0, 4128);  // layernorm.pto:5:18
+        TileT6 t6;  // layernorm.pto:5:18
+        TASSIGN(t6, 4128);  // layernorm.pto:5:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileTmp0 tmp0;  // layernorm.pto:5:18
-        TASSIGN(tmp0, 24640);  // layernorm.pto:5:18
-        TROWSUM(t6_b0, t1_b0, tmp0);  // layernorm.pto:5:18
+        TASSIGN(tmp0, 12352);  // layernorm.pto:5:18
+        TROWSUM(t6, t1, tmp0);  // layernorm.pto:5:18
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t3, t3, t6_b0);  // layernorm.pto:5:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g0_dr = 0; _g0_dr < std::min<int64_t>((H + 1023) / 1024 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // layernorm.pto:4:14
-            TileT1B1 t1_b1(std::min<int64_t>(H - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t1_b1, 4160);  // layernorm.pto:4:14
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView1 v0Gm1(v0 + (_g0_db * 2 + 1 + _g0_dr) * 1024, GmView1::Shape(t1_b1.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t1_b1, v0Gm1);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT6B1 t6_b1;  // layernorm.pto:5:18
-            TASSIGN(t6_b1, 8256);  // layernorm.pto:5:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // layernorm.pto:5:18
-            TASSIGN(tmp1, 24640);  // layernorm.pto:5:18
-            TROWSUM(t6_b1, t1_b1, tmp1);  // layernorm.pto:5:18
-            pipe_barrier(PIPE_V);
-            TADD(t3, t3, t6_b1);  // layernorm.pto:5:18
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t3, t3, t6);  // layernorm.pto:5:18
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TMULS(t3, t3, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
     TileT16 t16;  // layernorm.pto:6:15
@@ -104,75 +65,42 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ floa
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TEXPANDS(t16, 0.0f);  // layernorm.pto:6:15
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // layernorm.pto:5:13
+    for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
-        TileT8B0 t8_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t8_b0, 64);  // layernorm.pto:5:13
+        TileT8 t8(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t8, 64);  // layernorm.pto:5:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-        GmView2 v0Gm2(v0 + _g7_db * 2 * 1024, GmView2::Shape(t8_b0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
-        TLOAD(t8_b0, v0Gm2);  // layernorm.pto:4:14
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
+        GmView1 v0Gm1(v0 + _g7 * 1024, GmView1::Shape(t8.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t8, v0Gm1);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT10B0 t10_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t10_b0, 4160);  // layernorm.pto:5:13
-        TROWEXPAND(t10_b0, t3);  // layernorm.pto:5:13
-        TileT11B0 t11_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t11_b0, 8256);  // layernorm.pto:5:13
+        TileT10 t10(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t10, 4160);  // layernorm.pto:5:13
+        TROWEXPAND(t10, t3);  // layernorm.pto:5:13
+        TileT11 t11(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t11, 8256);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t11_b0, t8_b0, t10_b0);  // layernorm.pto:5:13
-        TileT15B0 t15_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm.pto:6:20
-        TASSIGN(t15_b0, 64);  // layernorm.pto:6:20
+        TSUB(t11, t8, t10);  // layernorm.pto:5:13
+        TileT15 t15(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
+        TASSIGN(t15, 64);  // layernorm.pto:6:20
         pipe_barrier(PIPE_V);
-        TMUL(t15_b0, t11_b0, t11_b0);  // layernorm.pto:6:20
-        TileT19B0 t19_b0;  // layernorm.pto:6:15
-        TASSIGN(t19_b0, 4160);  // layernorm.pto:6:15
+        TMUL(t15, t11, t11);  // layernorm.pto:6:20
+        TileT19 t19;  // layernorm.pto:6:15
+        TASSIGN(t19, 4160);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp2;  // layernorm.pto:6:15
-        TASSIGN(tmp2, 24640);  // layernorm.pto:6:15
-        TROWSUM(t19_b0, t15_b0, tmp2);  // layernorm.pto:6:15
+        TileTmp0 tmp1;  // layernorm.pto:6:15
+        TASSIGN(tmp1, 12352);  // layernorm.pto:6:15
+        TROWSUM(t19, t15, tmp1);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t16, t16, t19_b0);  // layernorm.pto:6:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g7_dr = 0; _g7_dr < std::min<int64_t>((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // layernorm.pto:5:13
-            TileT8B1 t8_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t8_b1, 12352);  // layernorm.pto:5:13
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView3 v0Gm3(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView3::Shape(t8_b1.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t8_b1, v0Gm3);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10B1 t10_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t10_b1, 16448);  // layernorm.pto:5:13
-            TROWEXPAND(t10_b1, t3);  // layernorm.pto:5:13
-            TileT11B1 t11_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t11_b1, 20544);  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t11_b1, t8_b1, t10_b1);  // layernorm.pto:5:13
-            TileT15B1 t15_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm.pto:6:20
-            TASSIGN(t15_b1, 12352);  // layernorm.pto:6:20
-            pipe_barrier(PIPE_V);
-            TMUL(t15_b1, t11_b1, t11_b1);  // layernorm.pto:6:20
-            TileT19B1 t19_b1;  // layernorm.pto:6:15
-            TASSIGN(t19_b1, 16448);  // layernorm.pto:6:15
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm.pto:6:15
-            TASSIGN(tmp3, 24640);  // layernorm.pto:6:15
-            TROWSUM(t19_b1, t15_b1, tmp3);  // layernorm.pto:6:15
-            pipe_barrier(PIPE_V);
-            TADD(t16, t16, t19_b1);  // layernorm.pto:6:15
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t16, t16, t19);  // layernorm.pto:6:15
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t16, t16, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
     TileT21 t21;  // layernorm.pto:7:34
     TASSIGN(t21, 64);  // layernorm.pto:7:34
@@ -183,148 +111,77 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* v0, __gm__ floa
     pipe_barrier(PIPE_V);
     TRSQRT(t23, t21);  // layernorm.pto:7:28
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g24_db = 0; _g24_db < ((H + 1023) / 1024 + 1) / 2; ++_g24_db) {  // layernorm.pto:7:24
+    for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TileT25B0 t25_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t25_b0, 64);  // layernorm.pto:7:24
-        TileT8Re2B0 t8_re2_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t8_re2_b0, 4160);  // layernorm.pto:5:13
+        TileT25 t25(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t25, 64);  // layernorm.pto:7:24
+        TileT8Re2 t8_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t8_re2, 4160);  // layernorm.pto:5:13
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-        GmView4 v0Gm4(v0 + _g24_db * 2 * 1024, GmView4::Shape(t8_re2_b0.GetValidCol()), GmView4::Stride(H));  // layernorm.pto:4:14
-        TLOAD(t8_re2_b0, v0Gm4);  // layernorm.pto:4:14
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
+        GmView2 v0Gm2(v0 + _g24 * 1024, GmView2::Shape(t8_re2.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t8_re2, v0Gm2);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT10Re2B0 t10_re2_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:5:13
-        TASSIGN(t10_re2_b0, 8256);  // layernorm.pto:5:13
-        TROWEXPAND(t10_re2_b0, t3);  // layernorm.pto:5:13
+        TileT10Re2 t10_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
+        TASSIGN(t10_re2, 8256);  // layernorm.pto:5:13
+        TROWEXPAND(t10_re2, t3);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t25_b0, t8_re2_b0, t10_re2_b0);  // layernorm.pto:5:13
-        TileT27B0 t27_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t27_b0, 4160);  // layernorm.pto:7:24
+        TSUB(t25, t8_re2, t10_re2);  // layernorm.pto:5:13
+        TileT27 t27(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t27, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t27_b0, t23);  // layernorm.pto:7:24
-        TileT28B0 t28_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t28_b0, 8256);  // layernorm.pto:7:24
+        TROWEXPAND(t27, t23);  // layernorm.pto:7:24
+        TileT28 t28(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t28, 8256);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TMUL(t28_b0, t25_b0, t27_b0);  // layernorm.pto:7:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT30B0 t30_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:47
-        TASSIGN(t30_b0, 64);  // layernorm.pto:7:47
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-        GmView5 gammaGm5(gamma + _g24_db * 2 * 1024, GmView5::Shape(t30_b0.GetValidCol()));  // layernorm.pto:7:47
-        TLOAD(t30_b0, gammaGm5);  // layernorm.pto:7:47
+        TMUL(t28, t25, t27);  // layernorm.pto:7:24
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT30 t30(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
+        TASSIGN(t30, 64);  // layernorm.pto:7:47
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
+        GmView3 gammaGm3(gamma + _g24 * 1024, GmView3::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
+        TLOAD(t30, gammaGm3);  // layernorm.pto:7:47
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT35B0 t35_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t35_b0, 4160);  // layernorm.pto:7:24
+        TileT35 t35(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t35, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLEXPAND(t35_b0, t30_b0);  // layernorm.pto:7:24
-        TileT36B0 t36_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t36_b0, 64);  // layernorm.pto:7:24
+        TCOLEXPAND(t35, t30);  // layernorm.pto:7:24
+        TileT36 t36(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t36, 64);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TMUL(t36_b0, t28_b0, t35_b0);  // layernorm.pto:7:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT38B0 t38_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:66
-        TASSIGN(t38_b0, 4160);  // layernorm.pto:7:66
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-        GmView6 betaGm6(beta + _g24_db * 2 * 1024, GmView6::Shape(t38_b0.GetValidCol()));  // layernorm.pto:7:66
-        TLOAD(t38_b0, betaGm6);  // layernorm.pto:7:66
+        TMUL(t36, t28, t35);  // layernorm.pto:7:24
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT38 t38(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
+        TASSIGN(t38, 4160);  // layernorm.pto:7:66
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
+        GmView4 betaGm4(beta + _g24 * 1024, GmView4::Shape(t38.GetValidCol()));  // layernorm.pto:7:66
+        TLOAD(t38, betaGm4);  // layernorm.pto:7:66
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT43B0 t43_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t43_b0, 8256);  // layernorm.pto:7:24
+        TileT43 t43(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t43, 8256);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLEXPAND(t43_b0, t38_b0);  // layernorm.pto:7:24
-        TileT44B0 t44_b0(std::min<int64_t>(H - _g24_db * 2 * 1024, 1024));  // layernorm.pto:7:24
-        TASSIGN(t44_b0, 4160);  // layernorm.pto:7:24
+        TCOLEXPAND(t43, t38);  // layernorm.pto:7:24
+        TileT44 t44(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TASSIGN(t44, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TADD(t44_b0, t36_b0, t43_b0);  // layernorm.pto:7:24
+        TADD(t44, t36, t43);  // layernorm.pto:7:24
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-        GmView7 yGm7(y + r * H + _g24_db * 2 * 1024, GmView7::Shape(t44_b0.GetValidCol()), GmView7::Stride(H));  // layernorm.pto:7:19
-        TSTORE(yGm7, t44_b0);  // layernorm.pto:7:19
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
+        GmView5 yGm5(y + r * H + _g24 * 1024, GmView5::Shape(t44.GetValidCol()), GmView5::Stride(H));  // layernorm.pto:7:19
+        TSTORE(yGm5, t44);  // layernorm.pto:7:19
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g24_dr = 0; _g24_dr < std::min<int64_t>((H + 1023) / 1024 - (_g24_db * 2 + 1), 1); ++_g24_dr) {  // layernorm.pto:7:24
-            TileT25B1 t25_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t25_b1, 12352);  // layernorm.pto:7:24
-            TileT8Re2B1 t8_re2_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t8_re2_b1, 16448);  // layernorm.pto:5:13
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView8 v0Gm8(v0 + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView8::Shape(t8_re2_b1.GetValidCol()), GmView8::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t8_re2_b1, v0Gm8);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10Re2B1 t10_re2_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t10_re2_b1, 20544);  // layernorm.pto:5:13
-            TROWEXPAND(t10_re2_b1, t3);  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t25_b1, t8_re2_b1, t10_re2_b1);  // layernorm.pto:5:13
-            TileT27B1 t27_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t27_b1, 16448);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t27_b1, t23);  // layernorm.pto:7:24
-            TileT28B1 t28_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t28_b1, 20544);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TMUL(t28_b1, t25_b1, t27_b1);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT30B1 t30_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:47
-            TASSIGN(t30_b1, 12352);  // layernorm.pto:7:47
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-            GmView9 gammaGm9(gamma + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView9::Shape(t30_b1.GetValidCol()));  // layernorm.pto:7:47
-            TLOAD(t30_b1, gammaGm9);  // layernorm.pto:7:47
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT35B1 t35_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t35_b1, 16448);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t35_b1, t30_b1);  // layernorm.pto:7:24
-            TileT36B1 t36_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t36_b1, 12352);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TMUL(t36_b1, t28_b1, t35_b1);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT38B1 t38_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:66
-            TASSIGN(t38_b1, 16448);  // layernorm.pto:7:66
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-            GmView10 betaGm10(beta + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView10::Shape(t38_b1.GetValidCol()));  // layernorm.pto:7:66
-            TLOAD(t38_b1, betaGm10);  // layernorm.pto:7:66
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT43B1 t43_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t43_b1, 20544);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t43_b1, t38_b1);  // layernorm.pto:7:24
-            TileT44B1 t44_b1(std::min<int64_t>(H - (_g24_db * 2 + 1 + _g24_dr) * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t44_b1, 16448);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TADD(t44_b1, t36_b1, t43_b1);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-            GmView11 yGm11(y + r * H + (_g24_db * 2 + 1 + _g24_dr) * 1024, GmView11::Shape(t44_b1.GetValidCol()), GmView11::Stride(H));  // layernorm.pto:7:19
-            TSTORE(yGm11, t44_b1);  // layernorm.pto:7:19
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

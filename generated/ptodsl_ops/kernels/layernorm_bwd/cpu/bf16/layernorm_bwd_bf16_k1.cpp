@@ -7,166 +7,93 @@ using namespace pto;
 extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* v1, __gm__ float* t10, __gm__ bfloat16_t* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT10Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re2Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re3 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3Re5B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT52B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3Re5B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT52B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re6B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re6B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT38Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re3Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT52 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT64 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT77 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT10Tile t10Tile;  // layernorm_bwd.pto:11:18
     TASSIGN(t10Tile, 0);  // layernorm_bwd.pto:11:18
     TEXPANDS(t10Tile, 0.0f);  // layernorm_bwd.pto:11:18
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // layernorm_bwd.pto:10:13
+    for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT12B0 t12_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-        TASSIGN(t12_b0, 32);  // layernorm_bwd.pto:11:18
-        TileT5Re1B0 t5_re1_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re1_b0, 4128);  // layernorm_bwd.pto:9:14
+        TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
+        TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
+        TileT5Re1 t5_re1(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TASSIGN(t5_re1, 4128);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView0 v0Gm0(v0 + _g7_db * 2 * 1024, GmView0::Shape(t5_re1_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re1_b0, v0Gm0);  // layernorm_bwd.pto:9:14
+        GmView0 v0Gm0(v0 + _g7 * 1024, GmView0::Shape(t5_re1.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t5_re1, v0Gm0);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t12_b0, t5_re1_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT13B0 t13_b0;  // layernorm_bwd.pto:11:18
-        TASSIGN(t13_b0, 4128);  // layernorm_bwd.pto:11:18
+        TCVT(t12, t5_re1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+        TileT13 t13;  // layernorm_bwd.pto:11:18
+        TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-        TASSIGN(tmp0, 36960);  // layernorm_bwd.pto:11:18
-        TROWSUM(t13_b0, t12_b0, tmp0);  // layernorm_bwd.pto:11:18
+        TASSIGN(tmp0, 18528);  // layernorm_bwd.pto:11:18
+        TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
         pipe_barrier(PIPE_V);
-        TADD(t10Tile, t10Tile, t13_b0);  // layernorm_bwd.pto:11:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t10Tile, t10Tile, t13);  // layernorm_bwd.pto:11:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g7_dr = 0; _g7_dr < std::min<int64_t>((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // layernorm_bwd.pto:10:13
-            TileT12B1 t12_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-            TASSIGN(t12_b1, 6176);  // layernorm_bwd.pto:11:18
-            TileT5Re1B1 t5_re1_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t5_re1_b1, 10272);  // layernorm_bwd.pto:9:14
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView1 v0Gm1(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView1::Shape(t5_re1_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t5_re1_b1, v0Gm1);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t12_b1, t5_re1_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT13B1 t13_b1;  // layernorm_bwd.pto:11:18
-            TASSIGN(t13_b1, 10272);  // layernorm_bwd.pto:11:18
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp1, 36960);  // layernorm_bwd.pto:11:18
-            TROWSUM(t13_b1, t12_b1, tmp1);  // layernorm_bwd.pto:11:18
-            pipe_barrier(PIPE_V);
-            TADD(t10Tile, t10Tile, t13_b1);  // layernorm_bwd.pto:11:18
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     TMULS(t10Tile, t10Tile, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
     TileT23 t23;  // layernorm_bwd.pto:12:22
     TASSIGN(t23, 32);  // layernorm_bwd.pto:12:22
@@ -174,84 +101,47 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
     TEXPANDS(t23, 0.0f);  // layernorm_bwd.pto:12:22
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g14_db = 0; _g14_db < ((H + 1023) / 1024 + 1) / 2; ++_g14_db) {  // layernorm_bwd.pto:11:13
+    for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TileT15B0 t15_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_b0, 64);  // layernorm_bwd.pto:11:13
-        TileT5Re2B0 t5_re2_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re2_b0, 4160);  // layernorm_bwd.pto:9:14
+        TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
+        TileT5Re2 t5_re2(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TASSIGN(t5_re2, 4160);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView2 v0Gm2(v0 + _g14_db * 2 * 1024, GmView2::Shape(t5_re2_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re2_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+        GmView1 v0Gm1(v0 + _g14 * 1024, GmView1::Shape(t5_re2.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t5_re2, v0Gm1);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t15_b0, t5_re2_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT17B0 t17_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t17_b0, 4160);  // layernorm_bwd.pto:11:13
+        TCVT(t15, t5_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+        TileT17 t17(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t17, 4160);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t17_b0, t10Tile);  // layernorm_bwd.pto:11:13
-        TileT18B0 t18_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t18_b0, 8256);  // layernorm_bwd.pto:11:13
+        TROWEXPAND(t17, t10Tile);  // layernorm_bwd.pto:11:13
+        TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t18, 8256);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TSUB(t18_b0, t15_b0, t17_b0);  // layernorm_bwd.pto:11:13
-        TileT22B0 t22_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
-        TASSIGN(t22_b0, 64);  // layernorm_bwd.pto:12:27
+        TSUB(t18, t15, t17);  // layernorm_bwd.pto:11:13
+        TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
+        TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
         pipe_barrier(PIPE_V);
-        TMUL(t22_b0, t18_b0, t18_b0);  // layernorm_bwd.pto:12:27
-        TileT26B0 t26_b0;  // layernorm_bwd.pto:12:22
-        TASSIGN(t26_b0, 4160);  // layernorm_bwd.pto:12:22
+        TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
+        TileT26 t26;  // layernorm_bwd.pto:12:22
+        TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp2;  // layernorm_bwd.pto:12:22
-        TASSIGN(tmp2, 36960);  // layernorm_bwd.pto:12:22
-        TROWSUM(t26_b0, t22_b0, tmp2);  // layernorm_bwd.pto:12:22
+        TileTmp0 tmp1;  // layernorm_bwd.pto:12:22
+        TASSIGN(tmp1, 18528);  // layernorm_bwd.pto:12:22
+        TROWSUM(t26, t22, tmp1);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
-        TADD(t23, t23, t26_b0);  // layernorm_bwd.pto:12:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g14_dr = 0; _g14_dr < std::min<int64_t>((H + 1023) / 1024 - (_g14_db * 2 + 1), 1); ++_g14_dr) {  // layernorm_bwd.pto:11:13
-            TileT15B1 t15_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_b1, 12352);  // layernorm_bwd.pto:11:13
-            TileT5Re2B1 t5_re2_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t5_re2_b1, 16448);  // layernorm_bwd.pto:9:14
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView3 v0Gm3(v0 + (_g14_db * 2 + 1 + _g14_dr) * 1024, GmView3::Shape(t5_re2_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t5_re2_b1, v0Gm3);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t15_b1, t5_re2_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT17B1 t17_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_b1, 16448);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t17_b1, t10Tile);  // layernorm_bwd.pto:11:13
-            TileT18B1 t18_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t18_b1, 20544);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TSUB(t18_b1, t15_b1, t17_b1);  // layernorm_bwd.pto:11:13
-            TileT22B1 t22_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
-            TASSIGN(t22_b1, 12352);  // layernorm_bwd.pto:12:27
-            pipe_barrier(PIPE_V);
-            TMUL(t22_b1, t18_b1, t18_b1);  // layernorm_bwd.pto:12:27
-            TileT26B1 t26_b1;  // layernorm_bwd.pto:12:22
-            TASSIGN(t26_b1, 16448);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp3, 36960);  // layernorm_bwd.pto:12:22
-            TROWSUM(t26_b1, t22_b1, tmp3);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TADD(t23, t23, t26_b1);  // layernorm_bwd.pto:12:22
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
     TileT28 t28;  // layernorm_bwd.pto:12:22
     TASSIGN(t28, 64);  // layernorm_bwd.pto:12:22
@@ -267,605 +157,323 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
     TEXPANDS(t44, 0.0f);  // layernorm_bwd.pto:15:38
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g31_db = 0; _g31_db < ((H + 1023) / 1024 + 1) / 2; ++_g31_db) {  // layernorm_bwd.pto:13:16
+    for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TileT32B0 t32_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t32_b0, 96);  // layernorm_bwd.pto:13:16
-        TileT15Re4B0 t15_re4_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_re4_b0, 4192);  // layernorm_bwd.pto:11:13
-        TileT5Re2Re4B0 t5_re2_re4_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re2_re4_b0, 8288);  // layernorm_bwd.pto:9:14
+        TileT32 t32(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t32, 96);  // layernorm_bwd.pto:13:16
+        TileT15Re4 t15_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t15_re4, 4192);  // layernorm_bwd.pto:11:13
+        TileT5Re2Re4 t5_re2_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TASSIGN(t5_re2_re4, 8288);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView4 v0Gm4(v0 + _g31_db * 2 * 1024, GmView4::Shape(t5_re2_re4_b0.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re2_re4_b0, v0Gm4);  // layernorm_bwd.pto:9:14
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+        GmView2 v0Gm2(v0 + _g31 * 1024, GmView2::Shape(t5_re2_re4.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t5_re2_re4, v0Gm2);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t15_re4_b0, t5_re2_re4_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT17Re4B0 t17_re4_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t17_re4_b0, 8288);  // layernorm_bwd.pto:11:13
+        TCVT(t15_re4, t5_re2_re4, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+        TileT17Re4 t17_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t17_re4, 8288);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t17_re4_b0, t10Tile);  // layernorm_bwd.pto:11:13
+        TROWEXPAND(t17_re4, t10Tile);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TSUB(t32_b0, t15_re4_b0, t17_re4_b0);  // layernorm_bwd.pto:11:13
-        TileT34B0 t34_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t34_b0, 4192);  // layernorm_bwd.pto:13:16
+        TSUB(t32, t15_re4, t17_re4);  // layernorm_bwd.pto:11:13
+        TileT34 t34(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t34, 4192);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t34_b0, t30);  // layernorm_bwd.pto:13:16
-        TileT35B0 t35_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t35_b0, 8288);  // layernorm_bwd.pto:13:16
+        TROWEXPAND(t34, t30);  // layernorm_bwd.pto:13:16
+        TileT35 t35(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t35, 8288);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TMUL(t35_b0, t32_b0, t34_b0);  // layernorm_bwd.pto:13:16
+        TMUL(t35, t32, t34);  // layernorm_bwd.pto:13:16
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
-        GmView5 xhatGm5(xhat + _g31_db * 2 * 1024, GmView5::Shape(t35_b0.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:13:16
-        TSTORE(xhatGm5, t35_b0);  // layernorm_bwd.pto:13:16
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
+        GmView3 xhatGm3(xhat + _g31 * 1024, GmView3::Shape(t35.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:13:16
+        TSTORE(xhatGm3, t35);  // layernorm_bwd.pto:13:16
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT37B0 t37_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_b0, 96);  // layernorm_bwd.pto:14:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView6 gammaGm6(gamma + _g31_db * 2 * 1024, GmView6::Shape(t37_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_b0, gammaGm6);  // layernorm_bwd.pto:14:18
+        TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+        GmView4 gammaGm4(gamma + _g31 * 1024, GmView4::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
+        TLOAD(t37, gammaGm4);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT38B0 t38_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t38_b0, 2144);  // layernorm_bwd.pto:14:18
+        TileT38 t38(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t38, 2144);  // layernorm_bwd.pto:14:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t38_b0, t37_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TileT40B0 t40_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_b0, 6240);  // layernorm_bwd.pto:14:14
-        TileT8Re3B0 t8_re3_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re3_b0, 96);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView7 v1Gm7(v1 + _g31_db * 2 * 1024, GmView7::Shape(t8_re3_b0.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re3_b0, v1Gm7);  // layernorm_bwd.pto:10:13
+        TCVT(t38, t37, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t40, 6240);  // layernorm_bwd.pto:14:14
+        TileT8Re3 t8_re3(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TASSIGN(t8_re3, 96);  // layernorm_bwd.pto:10:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView5 v1Gm5(v1 + _g31 * 1024, GmView5::Shape(t8_re3.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t8_re3, v1Gm5);  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TCVT(t40_b0, t8_re3_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT42B0 t42_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t42_b0, 10336);  // layernorm_bwd.pto:14:14
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        TCVT(t40, t8_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+        TileT42 t42(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t42, 10336);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
-        TCOLEXPAND(t42_b0, t38_b0);  // layernorm_bwd.pto:14:14
+        TCOLEXPAND(t42, t38);  // layernorm_bwd.pto:14:14
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT43B0 t43_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t43_b0, 96);  // layernorm_bwd.pto:14:14
+        TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t43, 96);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
-        TMUL(t43_b0, t40_b0, t42_b0);  // layernorm_bwd.pto:14:14
+        TMUL(t43, t40, t42);  // layernorm_bwd.pto:14:14
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT47B0 t47_b0;  // layernorm_bwd.pto:15:38
-        TASSIGN(t47_b0, 4192);  // layernorm_bwd.pto:15:38
+        TileT47 t47;  // layernorm_bwd.pto:15:38
+        TASSIGN(t47, 4192);  // layernorm_bwd.pto:15:38
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp4;  // layernorm_bwd.pto:15:38
-        TASSIGN(tmp4, 36960);  // layernorm_bwd.pto:15:38
-        TROWSUM(t47_b0, t43_b0, tmp4);  // layernorm_bwd.pto:15:38
+        TileTmp0 tmp2;  // layernorm_bwd.pto:15:38
+        TASSIGN(tmp2, 18528);  // layernorm_bwd.pto:15:38
+        TROWSUM(t47, t43, tmp2);  // layernorm_bwd.pto:15:38
         pipe_barrier(PIPE_V);
-        TADD(t44, t44, t47_b0);  // layernorm_bwd.pto:15:38
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g31_dr = 0; _g31_dr < std::min<int64_t>((H + 1023) / 1024 - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // layernorm_bwd.pto:13:16
-            TileT32B1 t32_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t32_b1, 14432);  // layernorm_bwd.pto:13:16
-            TileT15Re4B1 t15_re4_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_re4_b1, 18528);  // layernorm_bwd.pto:11:13
-            TileT5Re2Re4B1 t5_re2_re4_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:9:14
-            TASSIGN(t5_re2_re4_b1, 22624);  // layernorm_bwd.pto:9:14
-            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView8 v0Gm8(v0 + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView8::Shape(t5_re2_re4_b1.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t5_re2_re4_b1, v0Gm8);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t15_re4_b1, t5_re2_re4_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT17Re4B1 t17_re4_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4_b1, 22624);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t17_re4_b1, t10Tile);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TSUB(t32_b1, t15_re4_b1, t17_re4_b1);  // layernorm_bwd.pto:11:13
-            TileT34B1 t34_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34_b1, 18528);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t34_b1, t30);  // layernorm_bwd.pto:13:16
-            TileT35B1 t35_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t35_b1, 22624);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TMUL(t35_b1, t32_b1, t34_b1);  // layernorm_bwd.pto:13:16
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
-            GmView9 xhatGm9(xhat + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView9::Shape(t35_b1.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:13:16
-            TSTORE(xhatGm9, t35_b1);  // layernorm_bwd.pto:13:16
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TileT37B1 t37_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_b1, 14432);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView10 gammaGm10(gamma + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView10::Shape(t37_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_b1, gammaGm10);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT38B1 t38_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t38_b1, 16480);  // layernorm_bwd.pto:14:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t38_b1, t37_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT40B1 t40_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_b1, 20576);  // layernorm_bwd.pto:14:14
-            TileT8Re3B1 t8_re3_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t8_re3_b1, 14432);  // layernorm_bwd.pto:10:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView11 v1Gm11(v1 + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView11::Shape(t8_re3_b1.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t8_re3_b1, v1Gm11);  // layernorm_bwd.pto:10:13
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-            TCVT(t40_b1, t8_re3_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT42B1 t42_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_b1, 24672);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t42_b1, t38_b1);  // layernorm_bwd.pto:14:14
-            TileT43B1 t43_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t43_b1, 14432);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TMUL(t43_b1, t40_b1, t42_b1);  // layernorm_bwd.pto:14:14
-            TileT47B1 t47_b1;  // layernorm_bwd.pto:15:38
-            TASSIGN(t47_b1, 18528);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp5;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp5, 36960);  // layernorm_bwd.pto:15:38
-            TROWSUM(t47_b1, t43_b1, tmp5);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TADD(t44, t44, t47_b1);  // layernorm_bwd.pto:15:38
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
     TileT57 t57;  // layernorm_bwd.pto:15:78
     TASSIGN(t57, 0);  // layernorm_bwd.pto:15:78
     pipe_barrier(PIPE_V);
     TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g48_db = 0; _g48_db < ((H + 1023) / 1024 + 1) / 2; ++_g48_db) {  // layernorm_bwd.pto:15:33
+    for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TileT49B0 t49_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t49_b0, 96);  // layernorm_bwd.pto:15:33
-        TileT37Re5B0 t37_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_re5_b0, 4192);  // layernorm_bwd.pto:14:18
+        TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t49, 96);  // layernorm_bwd.pto:15:33
+        TileT37Re5 t37_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t37_re5, 4192);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView12 gammaGm12(gamma + _g48_db * 2 * 1024, GmView12::Shape(t37_re5_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_re5_b0, gammaGm12);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TileT38Re5B0 t38_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t38_re5_b0, 6240);  // layernorm_bwd.pto:14:18
+        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+        GmView6 gammaGm6(gamma + _g48 * 1024, GmView6::Shape(t37_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
+        TLOAD(t37_re5, gammaGm6);  // layernorm_bwd.pto:14:18
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT38Re5 t38_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t38_re5, 6240);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TCVT(t38_re5_b0, t37_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT40Re5B0 t40_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_re5_b0, 10336);  // layernorm_bwd.pto:14:14
-        TileT8Re3Re5B0 t8_re3_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re3_re5_b0, 4192);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView13 v1Gm13(v1 + _g48_db * 2 * 1024, GmView13::Shape(t8_re3_re5_b0.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re3_re5_b0, v1Gm13);  // layernorm_bwd.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TCVT(t40_re5_b0, t8_re3_re5_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT42Re5B0 t42_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t42_re5_b0, 14432);  // layernorm_bwd.pto:14:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TCVT(t38_re5, t37_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT40Re5 t40_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t40_re5, 10336);  // layernorm_bwd.pto:14:14
+        TileT8Re3Re5 t8_re3_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TASSIGN(t8_re3_re5, 4192);  // layernorm_bwd.pto:10:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView7 v1Gm7(v1 + _g48 * 1024, GmView7::Shape(t8_re3_re5.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t8_re3_re5, v1Gm7);  // layernorm_bwd.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TCVT(t40_re5, t8_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+        TileT42Re5 t42_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t42_re5, 14432);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
-        TCOLEXPAND(t42_re5_b0, t38_re5_b0);  // layernorm_bwd.pto:14:14
+        TCOLEXPAND(t42_re5, t38_re5);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
-        TMUL(t49_b0, t40_re5_b0, t42_re5_b0);  // layernorm_bwd.pto:14:14
-        TileT51B0 t51_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t51_b0, 4192);  // layernorm_bwd.pto:15:33
+        TMUL(t49, t40_re5, t42_re5);  // layernorm_bwd.pto:14:14
+        TileT51 t51(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t51, 4192);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t51_b0, t44);  // layernorm_bwd.pto:15:33
-        TileT52B0 t52_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t52_b0, 8288);  // layernorm_bwd.pto:15:33
+        TROWEXPAND(t51, t44);  // layernorm_bwd.pto:15:33
+        TileT52 t52(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t52, 8288);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TSUB(t52_b0, t49_b0, t51_b0);  // layernorm_bwd.pto:15:33
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TSUB(t52, t49, t51);  // layernorm_bwd.pto:15:33
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-        GmView14 t10Gm14(t10 + _g48_db * 2 * 1024, GmView14::Shape(t52_b0.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:15:33
-        TSTORE(t10Gm14, t52_b0);  // layernorm_bwd.pto:15:33
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+        GmView8 t10Gm8(t10 + _g48 * 1024, GmView8::Shape(t52.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:15:33
+        TSTORE(t10Gm8, t52);  // layernorm_bwd.pto:15:33
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT55B0 t55_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t55_b0, 4192);  // layernorm_bwd.pto:15:83
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
-        GmView15 xhatGm15(xhat + _g48_db * 2 * 1024, GmView15::Shape(t55_b0.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:15:83
-        TLOAD(t55_b0, xhatGm15);  // layernorm_bwd.pto:15:83
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT56B0 t56_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t56_b0, 8288);  // layernorm_bwd.pto:15:83
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TMUL(t56_b0, t49_b0, t55_b0);  // layernorm_bwd.pto:15:83
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT60B0 t60_b0;  // layernorm_bwd.pto:15:78
-        TASSIGN(t60_b0, 96);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp6;  // layernorm_bwd.pto:15:78
-        TASSIGN(tmp6, 36960);  // layernorm_bwd.pto:15:78
-        TROWSUM(t60_b0, t56_b0, tmp6);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TADD(t57, t57, t60_b0);  // layernorm_bwd.pto:15:78
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TASSIGN(t55, 4192);  // layernorm_bwd.pto:15:83
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
+        GmView9 xhatGm9(xhat + _g48 * 1024, GmView9::Shape(t55.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:15:83
+        TLOAD(t55, xhatGm9);  // layernorm_bwd.pto:15:83
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TASSIGN(t56, 8288);  // layernorm_bwd.pto:15:83
         pipe_barrier(PIPE_V);
-        for (int64_t _g48_dr = 0; _g48_dr < std::min<int64_t>((H + 1023) / 1024 - (_g48_db * 2 + 1), 1); ++_g48_dr) {  // layernorm_bwd.pto:15:33
-            TileT49B1 t49_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49_b1, 18528);  // layernorm_bwd.pto:15:33
-            TileT37Re5B1 t37_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re5_b1, 22624);  // layernorm_bwd.pto:14:18
-            using GmView16 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView16 gammaGm16(gamma + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView16::Shape(t37_re5_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_re5_b1, gammaGm16);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT38Re5B1 t38_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t38_re5_b1, 24672);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t38_re5_b1, t37_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT40Re5B1 t40_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re5_b1, 28768);  // layernorm_bwd.pto:14:14
-            TileT8Re3Re5B1 t8_re3_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t8_re3_re5_b1, 22624);  // layernorm_bwd.pto:10:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView17 v1Gm17(v1 + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView17::Shape(t8_re3_re5_b1.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t8_re3_re5_b1, v1Gm17);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCVT(t40_re5_b1, t8_re3_re5_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT42Re5B1 t42_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re5_b1, 32864);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t42_re5_b1, t38_re5_b1);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TMUL(t49_b1, t40_re5_b1, t42_re5_b1);  // layernorm_bwd.pto:14:14
-            TileT51B1 t51_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t51_b1, 22624);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t51_b1, t44);  // layernorm_bwd.pto:15:33
-            TileT52B1 t52_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t52_b1, 26720);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TSUB(t52_b1, t49_b1, t51_b1);  // layernorm_bwd.pto:15:33
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-            GmView18 t10Gm18(t10 + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView18::Shape(t52_b1.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:15:33
-            TSTORE(t10Gm18, t52_b1);  // layernorm_bwd.pto:15:33
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT55B1 t55_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t55_b1, 22624);  // layernorm_bwd.pto:15:83
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
-            GmView19 xhatGm19(xhat + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView19::Shape(t55_b1.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:15:83
-            TLOAD(t55_b1, xhatGm19);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT56B1 t56_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t56_b1, 26720);  // layernorm_bwd.pto:15:83
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TMUL(t56_b1, t49_b1, t55_b1);  // layernorm_bwd.pto:15:83
-            TileT60B1 t60_b1;  // layernorm_bwd.pto:15:78
-            TASSIGN(t60_b1, 18528);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp7;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp7, 36960);  // layernorm_bwd.pto:15:78
-            TROWSUM(t60_b1, t56_b1, tmp7);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TADD(t57, t57, t60_b1);  // layernorm_bwd.pto:15:78
-        }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TileT60 t60;  // layernorm_bwd.pto:15:78
+        TASSIGN(t60, 96);  // layernorm_bwd.pto:15:78
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // layernorm_bwd.pto:15:78
+        TASSIGN(tmp3, 18528);  // layernorm_bwd.pto:15:78
+        TROWSUM(t60, t56, tmp3);  // layernorm_bwd.pto:15:78
+        pipe_barrier(PIPE_V);
+        TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g61_db = 0; _g61_db < ((H + 1023) / 1024 + 1) / 2; ++_g61_db) {  // layernorm_bwd.pto:15:71
+    for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TileT62B0 t62_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t62_b0, 64);  // layernorm_bwd.pto:15:71
+        TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t62, 64);  // layernorm_bwd.pto:15:71
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
-        GmView20 xhatGm20(xhat + _g61_db * 2 * 1024, GmView20::Shape(t62_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:15:71
-        TLOAD(t62_b0, xhatGm20);  // layernorm_bwd.pto:15:71
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
+        GmView10 xhatGm10(xhat + _g61 * 1024, GmView10::Shape(t62.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:71
+        TLOAD(t62, xhatGm10);  // layernorm_bwd.pto:15:71
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT64B0 t64_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t64_b0, 4160);  // layernorm_bwd.pto:15:71
-        TROWEXPAND(t64_b0, t57);  // layernorm_bwd.pto:15:71
-        TileT65B0 t65_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t65_b0, 8256);  // layernorm_bwd.pto:15:71
+        TileT64 t64(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t64, 4160);  // layernorm_bwd.pto:15:71
+        TROWEXPAND(t64, t57);  // layernorm_bwd.pto:15:71
+        TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t65, 8256);  // layernorm_bwd.pto:15:71
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t65_b0, t62_b0, t64_b0);  // layernorm_bwd.pto:15:71
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT67B0 t67_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t67_b0, 4160);  // layernorm_bwd.pto:15:33
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-        GmView21 t10Gm21(t10 + _g61_db * 2 * 1024, GmView21::Shape(t67_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:15:33
-        TLOAD(t67_b0, t10Gm21);  // layernorm_bwd.pto:15:33
+        TMUL(t65, t62, t64);  // layernorm_bwd.pto:15:71
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t67, 4160);  // layernorm_bwd.pto:15:33
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
+        GmView11 t10Gm11(t10 + _g61 * 1024, GmView11::Shape(t67.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:15:33
+        TLOAD(t67, t10Gm11);  // layernorm_bwd.pto:15:33
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT69B0 t69_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t69_b0, 12352);  // layernorm_bwd.pto:15:33
+        TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t69_b0, t67_b0, t65_b0);  // layernorm_bwd.pto:15:33
-        TileT72B0 t72_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-        TASSIGN(t72_b0, 4160);  // layernorm_bwd.pto:15:25
+        TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
+        TileT72 t72(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+        TASSIGN(t72, 4160);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t72_b0, t30);  // layernorm_bwd.pto:15:25
-        TileT74B0 t74_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-        TASSIGN(t74_b0, 8256);  // layernorm_bwd.pto:15:25
+        TROWEXPAND(t72, t30);  // layernorm_bwd.pto:15:25
+        TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+        TASSIGN(t74, 8256);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
-        TMUL(t74_b0, t72_b0, t69_b0);  // layernorm_bwd.pto:15:25
-        TileT77B0 t77_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:20
-        TASSIGN(t77_b0, 4160);  // layernorm_bwd.pto:15:20
+        TMUL(t74, t72, t69);  // layernorm_bwd.pto:15:25
+        TileT77 t77(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
+        TASSIGN(t77, 4160);  // layernorm_bwd.pto:15:20
         pipe_barrier(PIPE_V);
-        TCVT(t77_b0, t74_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TCVT(t77, t74, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-        GmView22 dxGm22(dx + r * H + _g61_db * 2 * 1024, GmView22::Shape(t77_b0.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:15:20
-        TSTORE(dxGm22, t77_b0);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT79B0 t79_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-        TASSIGN(t79_b0, 4160);  // layernorm_bwd.pto:16:28
-        TileT8Re6B0 t8_re6_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re6_b0, 8256);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView23 v1Gm23(v1 + _g61_db * 2 * 1024, GmView23::Shape(t8_re6_b0.GetValidCol()), GmView23::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re6_b0, v1Gm23);  // layernorm_bwd.pto:10:13
+        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+        GmView12 dxGm12(dx + r * H + _g61 * 1024, GmView12::Shape(t77.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:20
+        TSTORE(dxGm12, t77);  // layernorm_bwd.pto:15:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT79 t79(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TASSIGN(t79, 4160);  // layernorm_bwd.pto:16:28
+        TileT8Re6 t8_re6(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TASSIGN(t8_re6, 8256);  // layernorm_bwd.pto:10:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView13 v1Gm13(v1 + _g61 * 1024, GmView13::Shape(t8_re6.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t8_re6, v1Gm13);  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TCVT(t79_b0, t8_re6_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT81B0 t81_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-        TASSIGN(t81_b0, 8256);  // layernorm_bwd.pto:16:28
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
         pipe_barrier(PIPE_V);
-        TMUL(t81_b0, t79_b0, t62_b0);  // layernorm_bwd.pto:16:28
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT83B0 t83_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t83_b0, 64);  // layernorm_bwd.pto:16:20
+        TMUL(t81, t79, t62);  // layernorm_bwd.pto:16:28
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView24 acc_gGm24(acc_g + _g61_db * 2 * 1024, GmView24::Shape(t83_b0.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:16:20
-        TLOAD(t83_b0, acc_gGm24);  // layernorm_bwd.pto:16:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+        GmView14 acc_gGm14(acc_g + _g61 * 1024, GmView14::Shape(t83.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:16:20
+        TLOAD(t83, acc_gGm14);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT85B0 t85_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t85_b0, 12352);  // layernorm_bwd.pto:16:20
+        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t85, 12352);  // layernorm_bwd.pto:16:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t85_b0, t83_b0, t81_b0);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView25 acc_gGm25(acc_g + _g61_db * 2 * 1024, GmView25::Shape(t85_b0.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_gGm25, t85_b0);  // layernorm_bwd.pto:16:20
-        TileT87B0 t87_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t87_b0, 64);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView26 acc_bGm26(acc_b + _g61_db * 2 * 1024, GmView26::Shape(t87_b0.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:17:20
-        TLOAD(t87_b0, acc_bGm26);  // layernorm_bwd.pto:17:20
+        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+        GmView15 acc_gGm15(acc_g + _g61 * 1024, GmView15::Shape(t85.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
+        TSTORE(acc_gGm15, t85);  // layernorm_bwd.pto:16:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+        GmView16 acc_bGm16(acc_b + _g61 * 1024, GmView16::Shape(t87.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:17:20
+        TLOAD(t87, acc_bGm16);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT89B0 t89_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t89_b0, 8256);  // layernorm_bwd.pto:17:20
+        TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TASSIGN(t89, 8256);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t89_b0, t87_b0, t79_b0);  // layernorm_bwd.pto:17:20
+        TADD(t89, t87, t79);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView27 acc_bGm27(acc_b + _g61_db * 2 * 1024, GmView27::Shape(t89_b0.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:17:20
-        TSTORE(acc_bGm27, t89_b0);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+        GmView17 acc_bGm17(acc_b + _g61 * 1024, GmView17::Shape(t89.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:17:20
+        TSTORE(acc_bGm17, t89);  // layernorm_bwd.pto:17:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g61_dr = 0; _g61_dr < std::min<int64_t>((H + 1023) / 1024 - (_g61_db * 2 + 1), 1); ++_g61_dr) {  // layernorm_bwd.pto:15:71
-            TileT62B1 t62_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t62_b1, 16448);  // layernorm_bwd.pto:15:71
-            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
-            GmView28 xhatGm28(xhat + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView28::Shape(t62_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:15:71
-            TLOAD(t62_b1, xhatGm28);  // layernorm_bwd.pto:15:71
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT64B1 t64_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t64_b1, 20544);  // layernorm_bwd.pto:15:71
-            TROWEXPAND(t64_b1, t57);  // layernorm_bwd.pto:15:71
-            TileT65B1 t65_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t65_b1, 24640);  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t65_b1, t62_b1, t64_b1);  // layernorm_bwd.pto:15:71
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT67B1 t67_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t67_b1, 20544);  // layernorm_bwd.pto:15:33
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-            GmView29 t10Gm29(t10 + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView29::Shape(t67_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:15:33
-            TLOAD(t67_b1, t10Gm29);  // layernorm_bwd.pto:15:33
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT69B1 t69_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t69_b1, 28736);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t69_b1, t67_b1, t65_b1);  // layernorm_bwd.pto:15:33
-            TileT72B1 t72_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t72_b1, 20544);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t72_b1, t30);  // layernorm_bwd.pto:15:25
-            TileT74B1 t74_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t74_b1, 24640);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);
-            TMUL(t74_b1, t72_b1, t69_b1);  // layernorm_bwd.pto:15:25
-            TileT77B1 t77_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:20
-            TASSIGN(t77_b1, 20544);  // layernorm_bwd.pto:15:20
-            pipe_barrier(PIPE_V);
-            TCVT(t77_b1, t74_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView30 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-            GmView30 dxGm30(dx + r * H + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView30::Shape(t77_b1.GetValidCol()), GmView30::Stride(H));  // layernorm_bwd.pto:15:20
-            TSTORE(dxGm30, t77_b1);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT79B1 t79_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t79_b1, 20544);  // layernorm_bwd.pto:16:28
-            TileT8Re6B1 t8_re6_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:10:13
-            TASSIGN(t8_re6_b1, 24640);  // layernorm_bwd.pto:10:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView31 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView31 v1Gm31(v1 + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView31::Shape(t8_re6_b1.GetValidCol()), GmView31::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t8_re6_b1, v1Gm31);  // layernorm_bwd.pto:10:13
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TCVT(t79_b1, t8_re6_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT81B1 t81_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t81_b1, 24640);  // layernorm_bwd.pto:16:28
-            pipe_barrier(PIPE_V);
-            TMUL(t81_b1, t79_b1, t62_b1);  // layernorm_bwd.pto:16:28
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT83B1 t83_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t83_b1, 16448);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView32 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView32 acc_gGm32(acc_g + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView32::Shape(t83_b1.GetValidCol()), GmView32::Stride(H));  // layernorm_bwd.pto:16:20
-            TLOAD(t83_b1, acc_gGm32);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT85B1 t85_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t85_b1, 28736);  // layernorm_bwd.pto:16:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t85_b1, t83_b1, t81_b1);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView33 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView33 acc_gGm33(acc_g + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView33::Shape(t85_b1.GetValidCol()), GmView33::Stride(H));  // layernorm_bwd.pto:16:20
-            TSTORE(acc_gGm33, t85_b1);  // layernorm_bwd.pto:16:20
-            TileT87B1 t87_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t87_b1, 16448);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView34 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView34 acc_bGm34(acc_b + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView34::Shape(t87_b1.GetValidCol()), GmView34::Stride(H));  // layernorm_bwd.pto:17:20
-            TLOAD(t87_b1, acc_bGm34);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT89B1 t89_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t89_b1, 24640);  // layernorm_bwd.pto:17:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t89_b1, t87_b1, t79_b1);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView35 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView35 acc_bGm35(acc_b + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView35::Shape(t89_b1.GetValidCol()), GmView35::Stride(H));  // layernorm_bwd.pto:17:20
-            TSTORE(acc_bGm35, t89_b1);  // layernorm_bwd.pto:17:20
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -6,72 +6,39 @@ using namespace pto;
 
 extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H)
 {
-    using TileT91B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT92B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT91B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT92B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT95B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT95B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT100B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT101B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT100B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT101B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT91 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT92 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT94 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT95 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT100 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT101 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g90_db = 0; _g90_db < ((H + 1023) / 1024 + 1) / 2; ++_g90_db) {  // layernorm_bwd.pto:18:22
+    for (int64_t _g90 = 0; _g90 < (H + 1023) / 1024; ++_g90) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
-        TileT91B0 t91_b0(std::min<int64_t>(H - _g90_db * 2 * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t91_b0, 0);  // layernorm_bwd.pto:18:22
-        TileT92B0 t92_b0(std::min<int64_t>(H - _g90_db * 2 * 1024, 1024));  // layernorm_bwd.pto:18:22
-        TASSIGN(t92_b0, 4096);  // layernorm_bwd.pto:18:22
+        TileT91 t91(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t91, 0);  // layernorm_bwd.pto:18:22
+        TileT92 t92(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t92, 4096);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView0 acc_gGm0(acc_g + _g90_db * 2 * 1024, GmView0::Shape(t92_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
-        TLOAD(t92_b0, acc_gGm0);  // layernorm_bwd.pto:18:22
+        GmView0 acc_gGm0(acc_g + _g90 * 1024, GmView0::Shape(t92.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
+        TLOAD(t92, acc_gGm0);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCOLSUM(t91_b0, t92_b0);  // layernorm_bwd.pto:18:22
+        TCOLSUM(t91, t92);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-        GmView1 t20Gm1(t20 + _g90_db * 2 * 1024, GmView1::Shape(t91_b0.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
-        TSTORE(t20Gm1, t91_b0);  // layernorm_bwd.pto:18:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        GmView1 t20Gm1(t20 + _g90 * 1024, GmView1::Shape(t91.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
+        TSTORE(t20Gm1, t91);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g90_dr = 0; _g90_dr < std::min<int64_t>((H + 1023) / 1024 - (_g90_db * 2 + 1), 1); ++_g90_dr) {  // layernorm_bwd.pto:18:22
-            TileT91B1 t91_b1(std::min<int64_t>(H - (_g90_db * 2 + 1 + _g90_dr) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t91_b1, 8192);  // layernorm_bwd.pto:18:22
-            TileT92B1 t92_b1(std::min<int64_t>(H - (_g90_db * 2 + 1 + _g90_dr) * 1024, 1024));  // layernorm_bwd.pto:18:22
-            TASSIGN(t92_b1, 12288);  // layernorm_bwd.pto:18:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView2 acc_gGm2(acc_g + (_g90_db * 2 + 1 + _g90_dr) * 1024, GmView2::Shape(t92_b1.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:18:22
-            TLOAD(t92_b1, acc_gGm2);  // layernorm_bwd.pto:18:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLSUM(t91_b1, t92_b1);  // layernorm_bwd.pto:18:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
-            GmView3 t20Gm3(t20 + (_g90_db * 2 + 1 + _g90_dr) * 1024, GmView3::Shape(t91_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:18:22
-            TSTORE(t20Gm3, t91_b1);  // layernorm_bwd.pto:18:22
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
@@ -83,175 +50,93 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k2(__gm__ float* acc_g, __g
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    for (int64_t _g93_db = 0; _g93_db < ((H + 1023) / 1024 + 1) / 2; ++_g93_db) {  // layernorm_bwd.pto:18:17
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    for (int64_t _g93 = 0; _g93 < (H + 1023) / 1024; ++_g93) {  // layernorm_bwd.pto:18:17
         pipe_barrier(PIPE_V);
-        TileT94B0 t94_b0(std::min<int64_t>(H - _g93_db * 2 * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t94_b0, 0);  // layernorm_bwd.pto:18:17
+        TileT94 t94(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t94, 0);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView4 t19Gm4(t19 + _g93_db * 2 * 1024, GmView4::Shape(t94_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TLOAD(t94_b0, t19Gm4);  // layernorm_bwd.pto:18:17
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
+        GmView2 t19Gm2(t19 + _g93 * 1024, GmView2::Shape(t94.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TLOAD(t94, t19Gm2);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT95B0 t95_b0(std::min<int64_t>(H - _g93_db * 2 * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t95_b0, 4096);  // layernorm_bwd.pto:18:17
+        TileT95 t95(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t95, 4096);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t95_b0, t94_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:18:17
+        TCVT(t95, t94, RoundMode::CAST_RINT);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView5 dgammaGm5(dgamma + _g93_db * 2 * 1024, GmView5::Shape(t95_b0.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TSTORE(dgammaGm5, t95_b0);  // layernorm_bwd.pto:18:17
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
+        GmView3 dgammaGm3(dgamma + _g93 * 1024, GmView3::Shape(t95.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TSTORE(dgammaGm3, t95);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT97B0 t97_b0(std::min<int64_t>(H - _g93_db * 2 * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t97_b0, 0);  // layernorm_bwd.pto:19:21
-        TileT98B0 t98_b0(std::min<int64_t>(H - _g93_db * 2 * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t98_b0, 4096);  // layernorm_bwd.pto:19:21
+        TileT97 t97(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t97, 0);  // layernorm_bwd.pto:19:21
+        TileT98 t98(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t98, 4096);  // layernorm_bwd.pto:19:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView6 acc_bGm6(acc_b + _g93_db * 2 * 1024, GmView6::Shape(t98_b0.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:19:21
-        TLOAD(t98_b0, acc_bGm6);  // layernorm_bwd.pto:19:21
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
+        GmView4 acc_bGm4(acc_b + _g93 * 1024, GmView4::Shape(t98.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:19:21
+        TLOAD(t98, acc_bGm4);  // layernorm_bwd.pto:19:21
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t97_b0, t98_b0);  // layernorm_bwd.pto:19:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView7 t23Gm7(t23 + _g93_db * 2 * 1024, GmView7::Shape(t97_b0.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:19:21
-        TSTORE(t23Gm7, t97_b0);  // layernorm_bwd.pto:19:21
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
+        TCOLSUM(t97, t98);  // layernorm_bwd.pto:19:21
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
+        GmView5 t23Gm5(t23 + _g93 * 1024, GmView5::Shape(t97.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:19:21
+        TSTORE(t23Gm5, t97);  // layernorm_bwd.pto:19:21
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g93_dr = 0; _g93_dr < std::min<int64_t>((H + 1023) / 1024 - (_g93_db * 2 + 1), 1); ++_g93_dr) {  // layernorm_bwd.pto:18:17
-            TileT94B1 t94_b1(std::min<int64_t>(H - (_g93_db * 2 + 1 + _g93_dr) * 1024, 1024));  // layernorm_bwd.pto:18:17
-            TASSIGN(t94_b1, 8192);  // layernorm_bwd.pto:18:17
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView8 t19Gm8(t19 + (_g93_db * 2 + 1 + _g93_dr) * 1024, GmView8::Shape(t94_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TLOAD(t94_b1, t19Gm8);  // layernorm_bwd.pto:18:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT95B1 t95_b1(std::min<int64_t>(H - (_g93_db * 2 + 1 + _g93_dr) * 1024, 1024));  // layernorm_bwd.pto:18:17
-            TASSIGN(t95_b1, 12288);  // layernorm_bwd.pto:18:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t95_b1, t94_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:18:17
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-            GmView9 dgammaGm9(dgamma + (_g93_db * 2 + 1 + _g93_dr) * 1024, GmView9::Shape(t95_b1.GetValidCol()));  // layernorm_bwd.pto:18:17
-            TSTORE(dgammaGm9, t95_b1);  // layernorm_bwd.pto:18:17
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT97B1 t97_b1(std::min<int64_t>(H - (_g93_db * 2 + 1 + _g93_dr) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t97_b1, 8192);  // layernorm_bwd.pto:19:21
-            TileT98B1 t98_b1(std::min<int64_t>(H - (_g93_db * 2 + 1 + _g93_dr) * 1024, 1024));  // layernorm_bwd.pto:19:21
-            TASSIGN(t98_b1, 12288);  // layernorm_bwd.pto:19:21
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView10 acc_bGm10(acc_b + (_g93_db * 2 + 1 + _g93_dr) * 1024, GmView10::Shape(t98_b1.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:19:21
-            TLOAD(t98_b1, acc_bGm10);  // layernorm_bwd.pto:19:21
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t97_b1, t98_b1);  // layernorm_bwd.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-            GmView11 t23Gm11(t23 + (_g93_db * 2 + 1 + _g93_dr) * 1024, GmView11::Shape(t97_b1.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:19:21
-            TSTORE(t23Gm11, t97_b1);  // layernorm_bwd.pto:19:21
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID5);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g99_db = 0; _g99_db < ((H + 1023) / 1024 + 1) / 2; ++_g99_db) {  // layernorm_bwd.pto:19:16
+    for (int64_t _g99 = 0; _g99 < (H + 1023) / 1024; ++_g99) {  // layernorm_bwd.pto:19:16
         pipe_barrier(PIPE_V);
-        TileT100B0 t100_b0(std::min<int64_t>(H - _g99_db * 2 * 1024, 1024));  // layernorm_bwd.pto:19:16
-        TASSIGN(t100_b0, 0);  // layernorm_bwd.pto:19:16
+        TileT100 t100(std::min<int64_t>(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TASSIGN(t100, 0);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView12 t22Gm12(t22 + _g99_db * 2 * 1024, GmView12::Shape(t100_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TLOAD(t100_b0, t22Gm12);  // layernorm_bwd.pto:19:16
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
+        GmView6 t22Gm6(t22 + _g99 * 1024, GmView6::Shape(t100.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TLOAD(t100, t22Gm6);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT101B0 t101_b0(std::min<int64_t>(H - _g99_db * 2 * 1024, 1024));  // layernorm_bwd.pto:19:16
-        TASSIGN(t101_b0, 4096);  // layernorm_bwd.pto:19:16
+        TileT101 t101(std::min<int64_t>(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TASSIGN(t101, 4096);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t101_b0, t100_b0, RoundMode::CAST_RINT);  // layernorm_bwd.pto:19:16
+        TCVT(t101, t100, RoundMode::CAST_RINT);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView13 dbetaGm13(dbeta + _g99_db * 2 * 1024, GmView13::Shape(t101_b0.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TSTORE(dbetaGm13, t101_b0);  // layernorm_bwd.pto:19:16
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
+        GmView7 dbetaGm7(dbeta + _g99 * 1024, GmView7::Shape(t101.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TSTORE(dbetaGm7, t101);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g99_dr = 0; _g99_dr < std::min<int64_t>((H + 1023) / 1024 - (_g99_db * 2 + 1), 1); ++_g99_dr) {  // layernorm_bwd.pto:19:16
-            TileT100B1 t100_b1(std::min<int64_t>(H - (_g99_db * 2 + 1 + _g99_dr) * 1024, 1024));  // layernorm_bwd.pto:19:16
-            TASSIGN(t100_b1, 6144);  // layernorm_bwd.pto:19:16
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-            GmView14 t22Gm14(t22 + (_g99_db * 2 + 1 + _g99_dr) * 1024, GmView14::Shape(t100_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
-            TLOAD(t100_b1, t22Gm14);  // layernorm_bwd.pto:19:16
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT101B1 t101_b1(std::min<int64_t>(H - (_g99_db * 2 + 1 + _g99_dr) * 1024, 1024));  // layernorm_bwd.pto:19:16
-            TASSIGN(t101_b1, 10240);  // layernorm_bwd.pto:19:16
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t101_b1, t100_b1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:19:16
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-            GmView15 dbetaGm15(dbeta + (_g99_db * 2 + 1 + _g99_dr) * 1024, GmView15::Shape(t101_b1.GetValidCol()));  // layernorm_bwd.pto:19:16
-            TSTORE(dbetaGm15, t101_b1);  // layernorm_bwd.pto:19:16
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -7,147 +7,83 @@ using namespace pto;
 extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT37 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re5B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re5B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT62B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51Re9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT62B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51Re9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT64 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT49Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT37Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT10 t10;  // layernorm_bwd.pto:11:18
     TASSIGN(t10, 0);  // layernorm_bwd.pto:11:18
     TEXPANDS(t10, 0.0f);  // layernorm_bwd.pto:11:18
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7_db = 0; _g7_db < ((H + 1023) / 1024 + 1) / 2; ++_g7_db) {  // layernorm_bwd.pto:10:13
+    for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT12B0 t12_b0(std::min<int64_t>(H - _g7_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:18
-        TASSIGN(t12_b0, 32);  // layernorm_bwd.pto:11:18
+        TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
+        TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView0 v0Gm0(v0 + _g7_db * 2 * 1024, GmView0::Shape(t12_b0.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t12_b0, v0Gm0);  // layernorm_bwd.pto:9:14
+        GmView0 v0Gm0(v0 + _g7 * 1024, GmView0::Shape(t12.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t12, v0Gm0);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT13B0 t13_b0;  // layernorm_bwd.pto:11:18
-        TASSIGN(t13_b0, 4128);  // layernorm_bwd.pto:11:18
+        TileT13 t13;  // layernorm_bwd.pto:11:18
+        TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-        TASSIGN(tmp0, 65664);  // layernorm_bwd.pto:11:18
-        TROWSUM(t13_b0, t12_b0, tmp0);  // layernorm_bwd.pto:11:18
+        TASSIGN(tmp0, 32896);  // layernorm_bwd.pto:11:18
+        TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t10, t10, t13_b0);  // layernorm_bwd.pto:11:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g7_dr = 0; _g7_dr < std::min<int64_t>((H + 1023) / 1024 - (_g7_db * 2 + 1), 1); ++_g7_dr) {  // layernorm_bwd.pto:10:13
-            TileT12B1 t12_b1(std::min<int64_t>(H - (_g7_db * 2 + 1 + _g7_dr) * 1024, 1024));  // layernorm_bwd.pto:11:18
-            TASSIGN(t12_b1, 4160);  // layernorm_bwd.pto:11:18
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView1 v0Gm1(v0 + (_g7_db * 2 + 1 + _g7_dr) * 1024, GmView1::Shape(t12_b1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t12_b1, v0Gm1);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT13B1 t13_b1;  // layernorm_bwd.pto:11:18
-            TASSIGN(t13_b1, 8256);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp1, 65664);  // layernorm_bwd.pto:11:18
-            TROWSUM(t13_b1, t12_b1, tmp1);  // layernorm_bwd.pto:11:18
-            pipe_barrier(PIPE_V);
-            TADD(t10, t10, t13_b1);  // layernorm_bwd.pto:11:18
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t10, t10, t13);  // layernorm_bwd.pto:11:18
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TMULS(t10, t10, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
     TileT23 t23;  // layernorm_bwd.pto:12:22
@@ -156,75 +92,42 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TEXPANDS(t23, 0.0f);  // layernorm_bwd.pto:12:22
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g14_db = 0; _g14_db < ((H + 1023) / 1024 + 1) / 2; ++_g14_db) {  // layernorm_bwd.pto:11:13
+    for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TileT15B0 t15_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_b0, 64);  // layernorm_bwd.pto:11:13
+        TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView2 v0Gm2(v0 + _g14_db * 2 * 1024, GmView2::Shape(t15_b0.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t15_b0, v0Gm2);  // layernorm_bwd.pto:9:14
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+        GmView1 v0Gm1(v0 + _g14 * 1024, GmView1::Shape(t15.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t15, v0Gm1);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT17B0 t17_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t17_b0, 4160);  // layernorm_bwd.pto:11:13
-        TROWEXPAND(t17_b0, t10);  // layernorm_bwd.pto:11:13
-        TileT18B0 t18_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t18_b0, 8256);  // layernorm_bwd.pto:11:13
+        TileT17 t17(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t17, 4160);  // layernorm_bwd.pto:11:13
+        TROWEXPAND(t17, t10);  // layernorm_bwd.pto:11:13
+        TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t18, 8256);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t18_b0, t15_b0, t17_b0);  // layernorm_bwd.pto:11:13
-        TileT22B0 t22_b0(std::min<int64_t>(H - _g14_db * 2 * 1024, 1024));  // layernorm_bwd.pto:12:27
-        TASSIGN(t22_b0, 64);  // layernorm_bwd.pto:12:27
+        TSUB(t18, t15, t17);  // layernorm_bwd.pto:11:13
+        TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
+        TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
         pipe_barrier(PIPE_V);
-        TMUL(t22_b0, t18_b0, t18_b0);  // layernorm_bwd.pto:12:27
-        TileT26B0 t26_b0;  // layernorm_bwd.pto:12:22
-        TASSIGN(t26_b0, 4160);  // layernorm_bwd.pto:12:22
+        TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
+        TileT26 t26;  // layernorm_bwd.pto:12:22
+        TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp2;  // layernorm_bwd.pto:12:22
-        TASSIGN(tmp2, 65664);  // layernorm_bwd.pto:12:22
-        TROWSUM(t26_b0, t22_b0, tmp2);  // layernorm_bwd.pto:12:22
+        TileTmp0 tmp1;  // layernorm_bwd.pto:12:22
+        TASSIGN(tmp1, 32896);  // layernorm_bwd.pto:12:22
+        TROWSUM(t26, t22, tmp1);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t23, t23, t26_b0);  // layernorm_bwd.pto:12:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g14_dr = 0; _g14_dr < std::min<int64_t>((H + 1023) / 1024 - (_g14_db * 2 + 1), 1); ++_g14_dr) {  // layernorm_bwd.pto:11:13
-            TileT15B1 t15_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_b1, 12352);  // layernorm_bwd.pto:11:13
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView3 v0Gm3(v0 + (_g14_db * 2 + 1 + _g14_dr) * 1024, GmView3::Shape(t15_b1.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15_b1, v0Gm3);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17B1 t17_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_b1, 16448);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17_b1, t10);  // layernorm_bwd.pto:11:13
-            TileT18B1 t18_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t18_b1, 20544);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t18_b1, t15_b1, t17_b1);  // layernorm_bwd.pto:11:13
-            TileT22B1 t22_b1(std::min<int64_t>(H - (_g14_db * 2 + 1 + _g14_dr) * 1024, 1024));  // layernorm_bwd.pto:12:27
-            TASSIGN(t22_b1, 12352);  // layernorm_bwd.pto:12:27
-            pipe_barrier(PIPE_V);
-            TMUL(t22_b1, t18_b1, t18_b1);  // layernorm_bwd.pto:12:27
-            TileT26B1 t26_b1;  // layernorm_bwd.pto:12:22
-            TASSIGN(t26_b1, 16448);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp3, 65664);  // layernorm_bwd.pto:12:22
-            TROWSUM(t26_b1, t22_b1, tmp3);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TADD(t23, t23, t26_b1);  // layernorm_bwd.pto:12:22
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
     TileT28 t28;  // layernorm_bwd.pto:12:22
     TASSIGN(t28, 64);  // layernorm_bwd.pto:12:22
@@ -239,88 +142,52 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     pipe_barrier(PIPE_V);
     TEXPANDS(t44, 0.0f);  // layernorm_bwd.pto:15:38
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g31_db = 0; _g31_db < ((H + 1023) / 1024 + 1) / 2; ++_g31_db) {  // layernorm_bwd.pto:13:16
+    for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TileT37B0 t37_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_b0, 96);  // layernorm_bwd.pto:14:18
+        TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView4 gammaGm4(gamma + _g31_db * 2 * 1024, GmView4::Shape(t37_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_b0, gammaGm4);  // layernorm_bwd.pto:14:18
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+        GmView2 gammaGm2(gamma + _g31 * 1024, GmView2::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
+        TLOAD(t37, gammaGm2);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT40B0 t40_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_b0, 4192);  // layernorm_bwd.pto:14:14
+        TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t40, 4192);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView5 v1Gm5(v1 + _g31_db * 2 * 1024, GmView5::Shape(t40_b0.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t40_b0, v1Gm5);  // layernorm_bwd.pto:10:13
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView3 v1Gm3(v1 + _g31 * 1024, GmView3::Shape(t40.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t40, v1Gm3);  // layernorm_bwd.pto:10:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT42B0 t42_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t42_b0, 8288);  // layernorm_bwd.pto:14:14
+        TileT42 t42(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t42, 8288);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCOLEXPAND(t42_b0, t37_b0);  // layernorm_bwd.pto:14:14
-        TileT43B0 t43_b0(std::min<int64_t>(H - _g31_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t43_b0, 96);  // layernorm_bwd.pto:14:14
+        TCOLEXPAND(t42, t37);  // layernorm_bwd.pto:14:14
+        TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t43, 96);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TMUL(t43_b0, t40_b0, t42_b0);  // layernorm_bwd.pto:14:14
-        TileT47B0 t47_b0;  // layernorm_bwd.pto:15:38
-        TASSIGN(t47_b0, 4192);  // layernorm_bwd.pto:15:38
+        TMUL(t43, t40, t42);  // layernorm_bwd.pto:14:14
+        TileT47 t47;  // layernorm_bwd.pto:15:38
+        TASSIGN(t47, 4192);  // layernorm_bwd.pto:15:38
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp4;  // layernorm_bwd.pto:15:38
-        TASSIGN(tmp4, 65664);  // layernorm_bwd.pto:15:38
-        TROWSUM(t47_b0, t43_b0, tmp4);  // layernorm_bwd.pto:15:38
+        TileTmp0 tmp2;  // layernorm_bwd.pto:15:38
+        TASSIGN(tmp2, 32896);  // layernorm_bwd.pto:15:38
+        TROWSUM(t47, t43, tmp2);  // layernorm_bwd.pto:15:38
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t44, t44, t47_b0);  // layernorm_bwd.pto:15:38
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
+        TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g31_dr = 0; _g31_dr < std::min<int64_t>((H + 1023) / 1024 - (_g31_db * 2 + 1), 1); ++_g31_dr) {  // layernorm_bwd.pto:13:16
-            TileT37B1 t37_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_b1, 12384);  // layernorm_bwd.pto:14:18
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView6 gammaGm6(gamma + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView6::Shape(t37_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_b1, gammaGm6);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT40B1 t40_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_b1, 16480);  // layernorm_bwd.pto:14:14
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView7 v1Gm7(v1 + (_g31_db * 2 + 1 + _g31_dr) * 1024, GmView7::Shape(t40_b1.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40_b1, v1Gm7);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT42B1 t42_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_b1, 20576);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPAND(t42_b1, t37_b1);  // layernorm_bwd.pto:14:14
-            TileT43B1 t43_b1(std::min<int64_t>(H - (_g31_db * 2 + 1 + _g31_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t43_b1, 12384);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t43_b1, t40_b1, t42_b1);  // layernorm_bwd.pto:14:14
-            TileT47B1 t47_b1;  // layernorm_bwd.pto:15:38
-            TASSIGN(t47_b1, 16480);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp5;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp5, 65664);  // layernorm_bwd.pto:15:38
-            TROWSUM(t47_b1, t43_b1, tmp5);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TADD(t44, t44, t47_b1);  // layernorm_bwd.pto:15:38
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
     TileT57 t57;  // layernorm_bwd.pto:15:78
     TASSIGN(t57, 96);  // layernorm_bwd.pto:15:78
@@ -328,419 +195,221 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g48_db = 0; _g48_db < ((H + 1023) / 1024 + 1) / 2; ++_g48_db) {  // layernorm_bwd.pto:15:33
+    for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TileT49B0 t49_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t49_b0, 128);  // layernorm_bwd.pto:15:33
-        TileT37Re6B0 t37_re6_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_re6_b0, 4224);  // layernorm_bwd.pto:14:18
+        TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t49, 128);  // layernorm_bwd.pto:15:33
+        TileT37Re6 t37_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t37_re6, 4224);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView8 gammaGm8(gamma + _g48_db * 2 * 1024, GmView8::Shape(t37_re6_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_re6_b0, gammaGm8);  // layernorm_bwd.pto:14:18
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+        GmView4 gammaGm4(gamma + _g48 * 1024, GmView4::Shape(t37_re6.GetValidCol()));  // layernorm_bwd.pto:14:18
+        TLOAD(t37_re6, gammaGm4);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT40Re6B0 t40_re6_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_re6_b0, 8320);  // layernorm_bwd.pto:14:14
+        TileT40Re6 t40_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t40_re6, 8320);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView9 v1Gm9(v1 + _g48_db * 2 * 1024, GmView9::Shape(t40_re6_b0.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t40_re6_b0, v1Gm9);  // layernorm_bwd.pto:10:13
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView5 v1Gm5(v1 + _g48 * 1024, GmView5::Shape(t40_re6.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t40_re6, v1Gm5);  // layernorm_bwd.pto:10:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT42Re6B0 t42_re6_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t42_re6_b0, 12416);  // layernorm_bwd.pto:14:14
+        TileT42Re6 t42_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t42_re6, 12416);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLEXPAND(t42_re6_b0, t37_re6_b0);  // layernorm_bwd.pto:14:14
+        TCOLEXPAND(t42_re6, t37_re6);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t49_b0, t40_re6_b0, t42_re6_b0);  // layernorm_bwd.pto:14:14
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        TileT55B0 t55_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t55_b0, 4224);  // layernorm_bwd.pto:15:83
-        TileT32Re5B0 t32_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t32_re5_b0, 8320);  // layernorm_bwd.pto:13:16
-        TileT15Re4Re5B0 t15_re4_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_re4_re5_b0, 12416);  // layernorm_bwd.pto:11:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView10 v0Gm10(v0 + _g48_db * 2 * 1024, GmView10::Shape(t15_re4_re5_b0.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t15_re4_re5_b0, v0Gm10);  // layernorm_bwd.pto:9:14
+        TMUL(t49, t40_re6, t42_re6);  // layernorm_bwd.pto:14:14
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TASSIGN(t55, 4224);  // layernorm_bwd.pto:15:83
+        TileT32Re5 t32_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t32_re5, 8320);  // layernorm_bwd.pto:13:16
+        TileT15Re4Re5 t15_re4_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t15_re4_re5, 12416);  // layernorm_bwd.pto:11:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+        GmView6 v0Gm6(v0 + _g48 * 1024, GmView6::Shape(t15_re4_re5.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t15_re4_re5, v0Gm6);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT17Re4Re5B0 t17_re4_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t17_re4_re5_b0, 16512);  // layernorm_bwd.pto:11:13
-        TROWEXPAND(t17_re4_re5_b0, t10);  // layernorm_bwd.pto:11:13
+        TileT17Re4Re5 t17_re4_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t17_re4_re5, 16512);  // layernorm_bwd.pto:11:13
+        TROWEXPAND(t17_re4_re5, t10);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t32_re5_b0, t15_re4_re5_b0, t17_re4_re5_b0);  // layernorm_bwd.pto:11:13
-        TileT34Re5B0 t34_re5_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t34_re5_b0, 12416);  // layernorm_bwd.pto:13:16
+        TSUB(t32_re5, t15_re4_re5, t17_re4_re5);  // layernorm_bwd.pto:11:13
+        TileT34Re5 t34_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t34_re5, 12416);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t34_re5_b0, t30);  // layernorm_bwd.pto:13:16
+        TROWEXPAND(t34_re5, t30);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TMUL(t55_b0, t32_re5_b0, t34_re5_b0);  // layernorm_bwd.pto:13:16
-        TileT56B0 t56_b0(std::min<int64_t>(H - _g48_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t56_b0, 8320);  // layernorm_bwd.pto:15:83
+        TMUL(t55, t32_re5, t34_re5);  // layernorm_bwd.pto:13:16
+        TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TASSIGN(t56, 8320);  // layernorm_bwd.pto:15:83
         pipe_barrier(PIPE_V);
-        TMUL(t56_b0, t49_b0, t55_b0);  // layernorm_bwd.pto:15:83
+        TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT60B0 t60_b0;  // layernorm_bwd.pto:15:78
-        TASSIGN(t60_b0, 128);  // layernorm_bwd.pto:15:78
+        TileT60 t60;  // layernorm_bwd.pto:15:78
+        TASSIGN(t60, 128);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp6;  // layernorm_bwd.pto:15:78
-        TASSIGN(tmp6, 65664);  // layernorm_bwd.pto:15:78
-        TROWSUM(t60_b0, t56_b0, tmp6);  // layernorm_bwd.pto:15:78
+        TileTmp0 tmp3;  // layernorm_bwd.pto:15:78
+        TASSIGN(tmp3, 32896);  // layernorm_bwd.pto:15:78
+        TROWSUM(t60, t56, tmp3);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TADD(t57, t57, t60_b0);  // layernorm_bwd.pto:15:78
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g48_dr = 0; _g48_dr < std::min<int64_t>((H + 1023) / 1024 - (_g48_db * 2 + 1), 1); ++_g48_dr) {  // layernorm_bwd.pto:15:33
-            TileT49B1 t49_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49_b1, 20608);  // layernorm_bwd.pto:15:33
-            TileT37Re6B1 t37_re6_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re6_b1, 24704);  // layernorm_bwd.pto:14:18
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView11 gammaGm11(gamma + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView11::Shape(t37_re6_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_re6_b1, gammaGm11);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT40Re6B1 t40_re6_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re6_b1, 28800);  // layernorm_bwd.pto:14:14
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView12 v1Gm12(v1 + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView12::Shape(t40_re6_b1.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40_re6_b1, v1Gm12);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT42Re6B1 t42_re6_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re6_b1, 32896);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t42_re6_b1, t37_re6_b1);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t49_b1, t40_re6_b1, t42_re6_b1);  // layernorm_bwd.pto:14:14
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            TileT55B1 t55_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t55_b1, 24704);  // layernorm_bwd.pto:15:83
-            TileT32Re5B1 t32_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t32_re5_b1, 28800);  // layernorm_bwd.pto:13:16
-            TileT15Re4Re5B1 t15_re4_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_re4_re5_b1, 32896);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView13 v0Gm13(v0 + (_g48_db * 2 + 1 + _g48_dr) * 1024, GmView13::Shape(t15_re4_re5_b1.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15_re4_re5_b1, v0Gm13);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17Re4Re5B1 t17_re4_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4_re5_b1, 36992);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17_re4_re5_b1, t10);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t32_re5_b1, t15_re4_re5_b1, t17_re4_re5_b1);  // layernorm_bwd.pto:11:13
-            TileT34Re5B1 t34_re5_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34_re5_b1, 32896);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t34_re5_b1, t30);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TMUL(t55_b1, t32_re5_b1, t34_re5_b1);  // layernorm_bwd.pto:13:16
-            TileT56B1 t56_b1(std::min<int64_t>(H - (_g48_db * 2 + 1 + _g48_dr) * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t56_b1, 28800);  // layernorm_bwd.pto:15:83
-            pipe_barrier(PIPE_V);
-            TMUL(t56_b1, t49_b1, t55_b1);  // layernorm_bwd.pto:15:83
-            TileT60B1 t60_b1;  // layernorm_bwd.pto:15:78
-            TASSIGN(t60_b1, 20608);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp7;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp7, 65664);  // layernorm_bwd.pto:15:78
-            TROWSUM(t60_b1, t56_b1, tmp7);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TADD(t57, t57, t60_b1);  // layernorm_bwd.pto:15:78
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g61_db = 0; _g61_db < ((H + 1023) / 1024 + 1) / 2; ++_g61_db) {  // layernorm_bwd.pto:15:71
+    for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TileT62B0 t62_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t62_b0, 128);  // layernorm_bwd.pto:15:71
-        TileT32Re8B0 t32_re8_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t32_re8_b0, 4224);  // layernorm_bwd.pto:13:16
-        TileT15Re4Re8B0 t15_re4_re8_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_re4_re8_b0, 8320);  // layernorm_bwd.pto:11:13
+        TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t62, 128);  // layernorm_bwd.pto:15:71
+        TileT32Re8 t32_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t32_re8, 4224);  // layernorm_bwd.pto:13:16
+        TileT15Re4Re8 t15_re4_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t15_re4_re8, 8320);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView14 v0Gm14(v0 + _g61_db * 2 * 1024, GmView14::Shape(t15_re4_re8_b0.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t15_re4_re8_b0, v0Gm14);  // layernorm_bwd.pto:9:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT17Re4Re8B0 t17_re4_re8_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t17_re4_re8_b0, 12416);  // layernorm_bwd.pto:11:13
-        TROWEXPAND(t17_re4_re8_b0, t10);  // layernorm_bwd.pto:11:13
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
+        GmView7 v0Gm7(v0 + _g61 * 1024, GmView7::Shape(t15_re4_re8.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:9:14
+        TLOAD(t15_re4_re8, v0Gm7);  // layernorm_bwd.pto:9:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT17Re4Re8 t17_re4_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TASSIGN(t17_re4_re8, 12416);  // layernorm_bwd.pto:11:13
+        TROWEXPAND(t17_re4_re8, t10);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TSUB(t32_re8_b0, t15_re4_re8_b0, t17_re4_re8_b0);  // layernorm_bwd.pto:11:13
-        TileT34Re8B0 t34_re8_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t34_re8_b0, 8320);  // layernorm_bwd.pto:13:16
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TSUB(t32_re8, t15_re4_re8, t17_re4_re8);  // layernorm_bwd.pto:11:13
+        TileT34Re8 t34_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TASSIGN(t34_re8, 8320);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t34_re8_b0, t30);  // layernorm_bwd.pto:13:16
+        TROWEXPAND(t34_re8, t30);  // layernorm_bwd.pto:13:16
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TMUL(t62_b0, t32_re8_b0, t34_re8_b0);  // layernorm_bwd.pto:13:16
-        TileT64B0 t64_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t64_b0, 4224);  // layernorm_bwd.pto:15:71
+        TMUL(t62, t32_re8, t34_re8);  // layernorm_bwd.pto:13:16
+        TileT64 t64(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t64, 4224);  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t64_b0, t57);  // layernorm_bwd.pto:15:71
-        TileT65B0 t65_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t65_b0, 12416);  // layernorm_bwd.pto:15:71
+        TROWEXPAND(t64, t57);  // layernorm_bwd.pto:15:71
+        TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TASSIGN(t65, 12416);  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TMUL(t65_b0, t62_b0, t64_b0);  // layernorm_bwd.pto:15:71
-        TileT67B0 t67_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t67_b0, 4224);  // layernorm_bwd.pto:15:33
-        TileT49Re9B0 t49_re9_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t49_re9_b0, 16512);  // layernorm_bwd.pto:15:33
-        TileT37Re6Re9B0 t37_re6_re9_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_re6_re9_b0, 20608);  // layernorm_bwd.pto:14:18
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView15 gammaGm15(gamma + _g61_db * 2 * 1024, GmView15::Shape(t37_re6_re9_b0.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_re6_re9_b0, gammaGm15);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT40Re6Re9B0 t40_re6_re9_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_re6_re9_b0, 24704);  // layernorm_bwd.pto:14:14
+        TMUL(t65, t62, t64);  // layernorm_bwd.pto:15:71
+        TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t67, 4224);  // layernorm_bwd.pto:15:33
+        TileT49Re9 t49_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t49_re9, 16512);  // layernorm_bwd.pto:15:33
+        TileT37Re6Re9 t37_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TASSIGN(t37_re6_re9, 20608);  // layernorm_bwd.pto:14:18
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
+        GmView8 gammaGm8(gamma + _g61 * 1024, GmView8::Shape(t37_re6_re9.GetValidCol()));  // layernorm_bwd.pto:14:18
+        TLOAD(t37_re6_re9, gammaGm8);  // layernorm_bwd.pto:14:18
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT40Re6Re9 t40_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t40_re6_re9, 24704);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView16 v1Gm16(v1 + _g61_db * 2 * 1024, GmView16::Shape(t40_re6_re9_b0.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t40_re6_re9_b0, v1Gm16);  // layernorm_bwd.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TileT42Re6Re9B0 t42_re6_re9_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t42_re6_re9_b0, 28800);  // layernorm_bwd.pto:14:14
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
+        GmView9 v1Gm9(v1 + _g61 * 1024, GmView9::Shape(t40_re6_re9.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
+        TLOAD(t40_re6_re9, v1Gm9);  // layernorm_bwd.pto:10:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT42Re6Re9 t42_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TASSIGN(t42_re6_re9, 28800);  // layernorm_bwd.pto:14:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TCOLEXPAND(t42_re6_re9, t37_re6_re9);  // layernorm_bwd.pto:14:14
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TCOLEXPAND(t42_re6_re9_b0, t37_re6_re9_b0);  // layernorm_bwd.pto:14:14
+        TMUL(t49_re9, t40_re6_re9, t42_re6_re9);  // layernorm_bwd.pto:14:14
+        TileT51Re9 t51_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t51_re9, 20608);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TMUL(t49_re9_b0, t40_re6_re9_b0, t42_re6_re9_b0);  // layernorm_bwd.pto:14:14
-        TileT51Re9B0 t51_re9_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t51_re9_b0, 20608);  // layernorm_bwd.pto:15:33
+        TROWEXPAND(t51_re9, t44);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t51_re9_b0, t44);  // layernorm_bwd.pto:15:33
+        TSUB(t67, t49_re9, t51_re9);  // layernorm_bwd.pto:15:33
+        TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TASSIGN(t69, 16512);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TSUB(t67_b0, t49_re9_b0, t51_re9_b0);  // layernorm_bwd.pto:15:33
-        TileT69B0 t69_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t69_b0, 16512);  // layernorm_bwd.pto:15:33
+        TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
+        TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+        TASSIGN(t74, 4224);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
-        TSUB(t69_b0, t67_b0, t65_b0);  // layernorm_bwd.pto:15:33
-        TileT74B0 t74_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:15:25
-        TASSIGN(t74_b0, 4224);  // layernorm_bwd.pto:15:25
-        pipe_barrier(PIPE_V);
-        TMUL(t74_b0, t34_re8_b0, t69_b0);  // layernorm_bwd.pto:15:25
+        TMUL(t74, t34_re8, t69);  // layernorm_bwd.pto:15:25
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-        GmView17 dxGm17(dx + r * H + _g61_db * 2 * 1024, GmView17::Shape(t74_b0.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:15:20
-        TSTORE(dxGm17, t74_b0);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT81B0 t81_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:28
-        TASSIGN(t81_b0, 4224);  // layernorm_bwd.pto:16:28
+        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
+        GmView10 dxGm10(dx + r * H + _g61 * 1024, GmView10::Shape(t74.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:20
+        TSTORE(dxGm10, t74);  // layernorm_bwd.pto:15:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TASSIGN(t81, 4224);  // layernorm_bwd.pto:16:28
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TMUL(t81_b0, t40_re6_re9_b0, t62_b0);  // layernorm_bwd.pto:16:28
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TileT83B0 t83_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t83_b0, 128);  // layernorm_bwd.pto:16:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView18 acc_gGm18(acc_g + _g61_db * 2 * 1024, GmView18::Shape(t83_b0.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:16:20
-        TLOAD(t83_b0, acc_gGm18);  // layernorm_bwd.pto:16:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TMUL(t81, t40_re6_re9, t62);  // layernorm_bwd.pto:16:28
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t83, 128);  // layernorm_bwd.pto:16:20
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+        GmView11 acc_gGm11(acc_g + _g61 * 1024, GmView11::Shape(t83.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:16:20
+        TLOAD(t83, acc_gGm11);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT85B0 t85_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t85_b0, 8320);  // layernorm_bwd.pto:16:20
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t85, 8320);  // layernorm_bwd.pto:16:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TADD(t85_b0, t83_b0, t81_b0);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView19 acc_gGm19(acc_g + _g61_db * 2 * 1024, GmView19::Shape(t85_b0.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_gGm19, t85_b0);  // layernorm_bwd.pto:16:20
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
+        GmView12 acc_gGm12(acc_g + _g61 * 1024, GmView12::Shape(t85.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:16:20
+        TSTORE(acc_gGm12, t85);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT87B0 t87_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t87_b0, 128);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView20 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView20 acc_bGm20(acc_b + _g61_db * 2 * 1024, GmView20::Shape(t87_b0.GetValidCol()), GmView20::Stride(H));  // layernorm_bwd.pto:17:20
-        TLOAD(t87_b0, acc_bGm20);  // layernorm_bwd.pto:17:20
+        TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TASSIGN(t87, 128);  // layernorm_bwd.pto:17:20
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+        GmView13 acc_bGm13(acc_b + _g61 * 1024, GmView13::Shape(t87.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:17:20
+        TLOAD(t87, acc_bGm13);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT89B0 t89_b0(std::min<int64_t>(H - _g61_db * 2 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t89_b0, 4224);  // layernorm_bwd.pto:17:20
+        TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TASSIGN(t89, 4224);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TADD(t89_b0, t87_b0, t40_re6_re9_b0);  // layernorm_bwd.pto:17:20
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TADD(t89, t87, t40_re6_re9);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView21 acc_bGm21(acc_b + _g61_db * 2 * 1024, GmView21::Shape(t89_b0.GetValidCol()), GmView21::Stride(H));  // layernorm_bwd.pto:17:20
-        TSTORE(acc_bGm21, t89_b0);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g61_dr = 0; _g61_dr < std::min<int64_t>((H + 1023) / 1024 - (_g61_db * 2 + 1), 1); ++_g61_dr) {  // layernorm_bwd.pto:15:71
-            TileT62B1 t62_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t62_b1, 32896);  // layernorm_bwd.pto:15:71
-            TileT32Re8B1 t32_re8_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t32_re8_b1, 36992);  // layernorm_bwd.pto:13:16
-            TileT15Re4Re8B1 t15_re4_re8_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_re4_re8_b1, 41088);  // layernorm_bwd.pto:11:13
-            using GmView22 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView22 v0Gm22(v0 + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView22::Shape(t15_re4_re8_b1.GetValidCol()), GmView22::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15_re4_re8_b1, v0Gm22);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT17Re4Re8B1 t17_re4_re8_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4_re8_b1, 45184);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17_re4_re8_b1, t10);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t32_re8_b1, t15_re4_re8_b1, t17_re4_re8_b1);  // layernorm_bwd.pto:11:13
-            TileT34Re8B1 t34_re8_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34_re8_b1, 41088);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t34_re8_b1, t30);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TMUL(t62_b1, t32_re8_b1, t34_re8_b1);  // layernorm_bwd.pto:13:16
-            TileT64B1 t64_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t64_b1, 36992);  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t64_b1, t57);  // layernorm_bwd.pto:15:71
-            TileT65B1 t65_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t65_b1, 45184);  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            TMUL(t65_b1, t62_b1, t64_b1);  // layernorm_bwd.pto:15:71
-            TileT67B1 t67_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t67_b1, 36992);  // layernorm_bwd.pto:15:33
-            TileT49Re9B1 t49_re9_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49_re9_b1, 49280);  // layernorm_bwd.pto:15:33
-            TileT37Re6Re9B1 t37_re6_re9_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re6_re9_b1, 53376);  // layernorm_bwd.pto:14:18
-            using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView23 gammaGm23(gamma + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView23::Shape(t37_re6_re9_b1.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_re6_re9_b1, gammaGm23);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT40Re6Re9B1 t40_re6_re9_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re6_re9_b1, 57472);  // layernorm_bwd.pto:14:14
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView24 v1Gm24(v1 + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView24::Shape(t40_re6_re9_b1.GetValidCol()), GmView24::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40_re6_re9_b1, v1Gm24);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT42Re6Re9B1 t42_re6_re9_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re6_re9_b1, 61568);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPAND(t42_re6_re9_b1, t37_re6_re9_b1);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t49_re9_b1, t40_re6_re9_b1, t42_re6_re9_b1);  // layernorm_bwd.pto:14:14
-            TileT51Re9B1 t51_re9_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t51_re9_b1, 53376);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t51_re9_b1, t44);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TSUB(t67_b1, t49_re9_b1, t51_re9_b1);  // layernorm_bwd.pto:15:33
-            TileT69B1 t69_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t69_b1, 49280);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TSUB(t69_b1, t67_b1, t65_b1);  // layernorm_bwd.pto:15:33
-            TileT74B1 t74_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t74_b1, 36992);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);
-            TMUL(t74_b1, t34_re8_b1, t69_b1);  // layernorm_bwd.pto:15:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-            GmView25 dxGm25(dx + r * H + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView25::Shape(t74_b1.GetValidCol()), GmView25::Stride(H));  // layernorm_bwd.pto:15:20
-            TSTORE(dxGm25, t74_b1);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT81B1 t81_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t81_b1, 36992);  // layernorm_bwd.pto:16:28
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TMUL(t81_b1, t40_re6_re9_b1, t62_b1);  // layernorm_bwd.pto:16:28
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT83B1 t83_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t83_b1, 32896);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView26 acc_gGm26(acc_g + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView26::Shape(t83_b1.GetValidCol()), GmView26::Stride(H));  // layernorm_bwd.pto:16:20
-            TLOAD(t83_b1, acc_gGm26);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT85B1 t85_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t85_b1, 41088);  // layernorm_bwd.pto:16:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TADD(t85_b1, t83_b1, t81_b1);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView27 acc_gGm27(acc_g + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView27::Shape(t85_b1.GetValidCol()), GmView27::Stride(H));  // layernorm_bwd.pto:16:20
-            TSTORE(acc_gGm27, t85_b1);  // layernorm_bwd.pto:16:20
-            TileT87B1 t87_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t87_b1, 32896);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView28 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView28 acc_bGm28(acc_b + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView28::Shape(t87_b1.GetValidCol()), GmView28::Stride(H));  // layernorm_bwd.pto:17:20
-            TLOAD(t87_b1, acc_bGm28);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT89B1 t89_b1(std::min<int64_t>(H - (_g61_db * 2 + 1 + _g61_dr) * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t89_b1, 36992);  // layernorm_bwd.pto:17:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TADD(t89_b1, t87_b1, t40_re6_re9_b1);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView29 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView29 acc_bGm29(acc_b + (_g61_db * 2 + 1 + _g61_dr) * 1024, GmView29::Shape(t89_b1.GetValidCol()), GmView29::Stride(H));  // layernorm_bwd.pto:17:20
-            TSTORE(acc_bGm29, t89_b1);  // layernorm_bwd.pto:17:20
-        }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
+        GmView14 acc_bGm14(acc_b + _g61 * 1024, GmView14::Shape(t89.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:17:20
+        TSTORE(acc_bGm14, t89);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -8,43 +8,25 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT10B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT10B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1Re1Re2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1Re1Re2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1Re1Re2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT3 t3;  // log_softmax.pto:5:19
@@ -54,230 +36,122 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
     TASSIGN(t15, 32);  // log_softmax.pto:6:32
     TEXPANDS(t15, 0.0f);  // log_softmax.pto:6:32
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0_db = 0; _g0_db < ((N + 1023) / 1024 + 1) / 2; ++_g0_db) {  // log_softmax.pto:4:15
+    for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
         pipe_barrier(PIPE_V);
-        TileT1B0 t1_b0(std::min<int64_t>(N - _g0_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-        TASSIGN(t1_b0, 64);  // log_softmax.pto:4:15
+        TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t1, 64);  // log_softmax.pto:4:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-        GmView0 v0Gm0(v0 + _g0_db * 2 * 1024, GmView0::Shape(t1_b0.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
-        TLOAD(t1_b0, v0Gm0);  // log_softmax.pto:4:15
+        GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
+        TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2B0 t2_b0(std::min<int64_t>(N - _g0_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-        TASSIGN(t2_b0, 2112);  // log_softmax.pto:4:15
+        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t2, 2112);  // log_softmax.pto:4:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t2_b0, t1_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-        TileT6B0 t6_b0;  // log_softmax.pto:5:19
-        TASSIGN(t6_b0, 64);  // log_softmax.pto:5:19
+        TCVT(t2, t1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+        TileT6 t6;  // log_softmax.pto:5:19
+        TASSIGN(t6, 64);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // log_softmax.pto:5:19
-        TASSIGN(tmp0, 28736);  // log_softmax.pto:5:19
-        TROWMAX(t6_b0, t2_b0, tmp0);  // log_softmax.pto:5:19
-        TileOnline1MaxB0 online1_max_b0;  // log_softmax.pto:5:19
-        TASSIGN(online1_max_b0, 96);  // log_softmax.pto:5:19
-        TileOnline1SafeB0 online1_safe_b0;  // log_softmax.pto:5:19
-        TASSIGN(online1_safe_b0, 128);  // log_softmax.pto:5:19
-        TileOnline1DiffB0 online1_diff_b0;  // log_softmax.pto:5:19
-        TASSIGN(online1_diff_b0, 160);  // log_softmax.pto:5:19
-        TileOnline1AlphaB0 online1_alpha_b0;  // log_softmax.pto:5:19
-        TASSIGN(online1_alpha_b0, 192);  // log_softmax.pto:5:19
+        TASSIGN(tmp0, 14400);  // log_softmax.pto:5:19
+        TROWMAX(t6, t2, tmp0);  // log_softmax.pto:5:19
+        TileOnline1Max online1_max;  // log_softmax.pto:5:19
+        TASSIGN(online1_max, 96);  // log_softmax.pto:5:19
+        TileOnline1Safe online1_safe;  // log_softmax.pto:5:19
+        TASSIGN(online1_safe, 128);  // log_softmax.pto:5:19
+        TileOnline1Diff online1_diff;  // log_softmax.pto:5:19
+        TASSIGN(online1_diff, 160);  // log_softmax.pto:5:19
+        TileOnline1Alpha online1_alpha;  // log_softmax.pto:5:19
+        TASSIGN(online1_alpha, 192);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TMAX(online1_max_b0, t3, t6_b0);  // log_softmax.pto:5:19
+        TMAX(online1_max, t3, t6);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TMAXS(online1_safe_b0, online1_max_b0, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
+        TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TSUB(online1_diff_b0, t3, online1_safe_b0);  // log_softmax.pto:5:19
+        TSUB(online1_diff, t3, online1_safe);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TEXP(online1_alpha_b0, online1_diff_b0);  // log_softmax.pto:5:19
+        TEXP(online1_alpha, online1_diff);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TMUL(t15, t15, online1_alpha_b0);  // log_softmax.pto:5:19
+        TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
-        TMAX(t3, t3, t6_b0);  // log_softmax.pto:5:19
-        TileT10B0 t10_b0(std::min<int64_t>(N - _g0_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t10_b0, 6208);  // log_softmax.pto:5:13
+        TMAX(t3, t3, t6);  // log_softmax.pto:5:19
+        TileT10 t10(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t10, 6208);  // log_softmax.pto:5:13
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t10_b0, online1_safe_b0);  // log_softmax.pto:5:13
-        TileT11B0 t11_b0(std::min<int64_t>(N - _g0_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t11_b0, 10304);  // log_softmax.pto:5:13
+        TROWEXPAND(t10, online1_safe);  // log_softmax.pto:5:13
+        TileT11 t11(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t11, 10304);  // log_softmax.pto:5:13
         pipe_barrier(PIPE_V);
-        TSUB(t11_b0, t2_b0, t10_b0);  // log_softmax.pto:5:13
-        TileT14B0 t14_b0(std::min<int64_t>(N - _g0_db * 2 * 1024, 1024));  // log_softmax.pto:6:36
-        TASSIGN(t14_b0, 64);  // log_softmax.pto:6:36
+        TSUB(t11, t2, t10);  // log_softmax.pto:5:13
+        TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
+        TASSIGN(t14, 64);  // log_softmax.pto:6:36
         pipe_barrier(PIPE_V);
-        TEXP(t14_b0, t11_b0);  // log_softmax.pto:6:36
-        TileT18B0 t18_b0;  // log_softmax.pto:6:32
-        TASSIGN(t18_b0, 4160);  // log_softmax.pto:6:32
+        TEXP(t14, t11);  // log_softmax.pto:6:36
+        TileT18 t18;  // log_softmax.pto:6:32
+        TASSIGN(t18, 4160);  // log_softmax.pto:6:32
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // log_softmax.pto:6:32
-        TASSIGN(tmp1, 28736);  // log_softmax.pto:6:32
-        TROWSUM(t18_b0, t14_b0, tmp1);  // log_softmax.pto:6:32
+        TASSIGN(tmp1, 14400);  // log_softmax.pto:6:32
+        TROWSUM(t18, t14, tmp1);  // log_softmax.pto:6:32
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t15, t15, t18_b0);  // log_softmax.pto:6:32
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g0_dr = 0; _g0_dr < std::min<int64_t>((N + 1023) / 1024 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // log_softmax.pto:4:15
-            TileT1B1 t1_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t1_b1, 14400);  // log_softmax.pto:4:15
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView1 v0Gm1(v0 + (_g0_db * 2 + 1 + _g0_dr) * 1024, GmView1::Shape(t1_b1.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t1_b1, v0Gm1);  // log_softmax.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2B1 t2_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t2_b1, 16448);  // log_softmax.pto:4:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t2_b1, t1_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-            TileT6B1 t6_b1;  // log_softmax.pto:5:19
-            TASSIGN(t6_b1, 14400);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // log_softmax.pto:5:19
-            TASSIGN(tmp2, 28736);  // log_softmax.pto:5:19
-            TROWMAX(t6_b1, t2_b1, tmp2);  // log_softmax.pto:5:19
-            TileOnline1MaxB1 online1_max_b1;  // log_softmax.pto:5:19
-            TASSIGN(online1_max_b1, 14432);  // log_softmax.pto:5:19
-            TileOnline1SafeB1 online1_safe_b1;  // log_softmax.pto:5:19
-            TASSIGN(online1_safe_b1, 14464);  // log_softmax.pto:5:19
-            TileOnline1DiffB1 online1_diff_b1;  // log_softmax.pto:5:19
-            TASSIGN(online1_diff_b1, 14496);  // log_softmax.pto:5:19
-            TileOnline1AlphaB1 online1_alpha_b1;  // log_softmax.pto:5:19
-            TASSIGN(online1_alpha_b1, 14528);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max_b1, t3, t6_b1);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe_b1, online1_max_b1, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b1, t3, online1_safe_b1);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha_b1, online1_diff_b1);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMUL(t15, t15, online1_alpha_b1);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAX(t3, t3, t6_b1);  // log_softmax.pto:5:19
-            TileT10B1 t10_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t10_b1, 20544);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t10_b1, online1_safe_b1);  // log_softmax.pto:5:13
-            TileT11B1 t11_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t11_b1, 24640);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TSUB(t11_b1, t2_b1, t10_b1);  // log_softmax.pto:5:13
-            TileT14B1 t14_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // log_softmax.pto:6:36
-            TASSIGN(t14_b1, 14400);  // log_softmax.pto:6:36
-            pipe_barrier(PIPE_V);
-            TEXP(t14_b1, t11_b1);  // log_softmax.pto:6:36
-            TileT18B1 t18_b1;  // log_softmax.pto:6:32
-            TASSIGN(t18_b1, 18496);  // log_softmax.pto:6:32
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // log_softmax.pto:6:32
-            TASSIGN(tmp3, 28736);  // log_softmax.pto:6:32
-            TROWSUM(t18_b1, t14_b1, tmp3);  // log_softmax.pto:6:32
-            pipe_barrier(PIPE_V);
-            TADD(t15, t15, t18_b1);  // log_softmax.pto:6:32
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t15, t15, t18);  // log_softmax.pto:6:32
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     TileT20 t20;  // log_softmax.pto:6:28
     TASSIGN(t20, 64);  // log_softmax.pto:6:28
     pipe_barrier(PIPE_V);
     TLOG(t20, t15);  // log_softmax.pto:6:28
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g21_db = 0; _g21_db < ((N + 1023) / 1024 + 1) / 2; ++_g21_db) {  // log_softmax.pto:6:24
+    for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
-        TileT22B0 t22_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t22_b0, 96);  // log_softmax.pto:6:24
-        TileT8Re2B0 t8_re2_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t8_re2_b0, 4192);  // log_softmax.pto:5:13
-        TileT1Re1Re2B0 t1_re1_re2_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:4:15
-        TASSIGN(t1_re1_re2_b0, 8288);  // log_softmax.pto:4:15
+        TileT22 t22(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TASSIGN(t22, 96);  // log_softmax.pto:6:24
+        TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
+        TileT1Re1Re2 t1_re1_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
+        TASSIGN(t1_re1_re2, 8288);  // log_softmax.pto:4:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-        GmView2 v0Gm2(v0 + _g21_db * 2 * 1024, GmView2::Shape(t1_re1_re2_b0.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:4:15
-        TLOAD(t1_re1_re2_b0, v0Gm2);  // log_softmax.pto:4:15
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
+        GmView1 v0Gm1(v0 + _g21 * 1024, GmView1::Shape(t1_re1_re2.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
+        TLOAD(t1_re1_re2, v0Gm1);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t8_re2_b0, t1_re1_re2_b0, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-        TileT10Re2B0 t10_re2_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:5:13
-        TASSIGN(t10_re2_b0, 8288);  // log_softmax.pto:5:13
+        TCVT(t8_re2, t1_re1_re2, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
+        TileT10Re2 t10_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+        TASSIGN(t10_re2, 8288);  // log_softmax.pto:5:13
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t10_re2_b0, t3);  // log_softmax.pto:5:13
+        TROWEXPAND(t10_re2, t3);  // log_softmax.pto:5:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TSUB(t22_b0, t8_re2_b0, t10_re2_b0);  // log_softmax.pto:5:13
-        TileT24B0 t24_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t24_b0, 4192);  // log_softmax.pto:6:24
+        TSUB(t22, t8_re2, t10_re2);  // log_softmax.pto:5:13
+        TileT24 t24(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TASSIGN(t24, 4192);  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t24_b0, t20);  // log_softmax.pto:6:24
-        TileT25B0 t25_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:6:24
-        TASSIGN(t25_b0, 8288);  // log_softmax.pto:6:24
+        TROWEXPAND(t24, t20);  // log_softmax.pto:6:24
+        TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TASSIGN(t25, 8288);  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
-        TSUB(t25_b0, t22_b0, t24_b0);  // log_softmax.pto:6:24
-        TileT28B0 t28_b0(std::min<int64_t>(N - _g21_db * 2 * 1024, 1024));  // log_softmax.pto:6:19
-        TASSIGN(t28_b0, 96);  // log_softmax.pto:6:19
+        TSUB(t25, t22, t24);  // log_softmax.pto:6:24
+        TileT28 t28(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
+        TASSIGN(t28, 96);  // log_softmax.pto:6:19
         pipe_barrier(PIPE_V);
-        TCVT(t28_b0, t25_b0, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
+        TCVT(t28, t25, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-        GmView3 yGm3(y + b * N + _g21_db * 2 * 1024, GmView3::Shape(t28_b0.GetValidCol()), GmView3::Stride(N));  // log_softmax.pto:6:19
-        TSTORE(yGm3, t28_b0);  // log_softmax.pto:6:19
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
+        GmView2 yGm2(y + b * N + _g21 * 1024, GmView2::Shape(t28.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:6:19
+        TSTORE(yGm2, t28);  // log_softmax.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g21_dr = 0; _g21_dr < std::min<int64_t>((N + 1023) / 1024 - (_g21_db * 2 + 1), 1); ++_g21_dr) {  // log_softmax.pto:6:24
-            TileT22B1 t22_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t22_b1, 12384);  // log_softmax.pto:6:24
-            TileT8Re2B1 t8_re2_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t8_re2_b1, 16480);  // log_softmax.pto:5:13
-            TileT1Re1Re2B1 t1_re1_re2_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t1_re1_re2_b1, 20576);  // log_softmax.pto:4:15
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView4 v0Gm4(v0 + (_g21_db * 2 + 1 + _g21_dr) * 1024, GmView4::Shape(t1_re1_re2_b1.GetValidCol()), GmView4::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t1_re1_re2_b1, v0Gm4);  // log_softmax.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t8_re2_b1, t1_re1_re2_b1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
-            TileT10Re2B1 t10_re2_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t10_re2_b1, 20576);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t10_re2_b1, t3);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TSUB(t22_b1, t8_re2_b1, t10_re2_b1);  // log_softmax.pto:5:13
-            TileT24B1 t24_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t24_b1, 16480);  // log_softmax.pto:6:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t24_b1, t20);  // log_softmax.pto:6:24
-            TileT25B1 t25_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t25_b1, 20576);  // log_softmax.pto:6:24
-            pipe_barrier(PIPE_V);
-            TSUB(t25_b1, t22_b1, t24_b1);  // log_softmax.pto:6:24
-            TileT28B1 t28_b1(std::min<int64_t>(N - (_g21_db * 2 + 1 + _g21_dr) * 1024, 1024));  // log_softmax.pto:6:19
-            TASSIGN(t28_b1, 12384);  // log_softmax.pto:6:19
-            pipe_barrier(PIPE_V);
-            TCVT(t28_b1, t25_b1, RoundMode::CAST_RINT);  // log_softmax.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-            GmView5 yGm5(y + b * N + (_g21_db * 2 + 1 + _g21_dr) * 1024, GmView5::Shape(t28_b1.GetValidCol()), GmView5::Stride(N));  // log_softmax.pto:6:19
-            TSTORE(yGm5, t28_b1);  // log_softmax.pto:6:19
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

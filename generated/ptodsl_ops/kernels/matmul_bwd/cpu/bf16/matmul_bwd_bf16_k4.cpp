@@ -6,60 +6,35 @@ using namespace pto;
 
 extern "C" __global__ AICORE void matmul_bwd_bf16_k4(__gm__ float* t4, __gm__ bfloat16_t* db, int64_t K, int64_t N)
 {
-    using TileT38B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39B0 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT38B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39B1 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT39 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g37_f_db = 0; _g37_f_db < ((K + 15) / 16 * ((N + 63) / 64) + 1) / 2; ++_g37_f_db) {  // matmul_bwd.pto:6:13
-        pipe_barrier(PIPE_V);
-        TileT38B0 t38_b0(std::min<int64_t>(K - _g37_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - _g37_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:13
-        TASSIGN(t38_b0, 0);  // matmul_bwd.pto:6:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
-        GmView0 t4Gm0(t4 + _g37_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g37_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView0::Shape(t38_b0.GetValidRow(), t38_b0.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:13
-        TLOAD(t38_b0, t4Gm0);  // matmul_bwd.pto:6:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT39B0 t39_b0(std::min<int64_t>(K - _g37_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - _g37_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:13
-        TASSIGN(t39_b0, 4096);  // matmul_bwd.pto:6:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t39_b0, t38_b0, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
-        GmView1 dbGm1(db + _g37_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g37_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView1::Shape(t39_b0.GetValidRow(), t39_b0.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:6:13
-        TSTORE(dbGm1, t39_b0);  // matmul_bwd.pto:6:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g36 = 0; _g36 < (K + 15) / 16; ++_g36) {  // matmul_bwd.pto:6:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g37_f_dr = 0; _g37_f_dr < std::min<int64_t>((K + 15) / 16 * ((N + 63) / 64) - (_g37_f_db * 2 + 1), 1); ++_g37_f_dr) {  // matmul_bwd.pto:6:13
-            TileT38B1 t38_b1(std::min<int64_t>(K - (_g37_f_db * 2 + 1 + _g37_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - (_g37_f_db * 2 + 1 + _g37_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:13
-            TASSIGN(t38_b1, 6144);  // matmul_bwd.pto:6:13
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
-            GmView2 t4Gm2(t4 + (_g37_f_db * 2 + 1 + _g37_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g37_f_db * 2 + 1 + _g37_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView2::Shape(t38_b1.GetValidRow(), t38_b1.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:6:13
-            TLOAD(t38_b1, t4Gm2);  // matmul_bwd.pto:6:13
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13
+            pipe_barrier(PIPE_V);
+            TileT38 t38(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TASSIGN(t38, 0);  // matmul_bwd.pto:6:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
+            GmView0 t4Gm0(t4 + _g36 * 16 * N + _g37 * 64, GmView0::Shape(t38.GetValidRow(), t38.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:13
+            TLOAD(t38, t4Gm0);  // matmul_bwd.pto:6:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT39B1 t39_b1(std::min<int64_t>(K - (_g37_f_db * 2 + 1 + _g37_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - (_g37_f_db * 2 + 1 + _g37_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:13
-            TASSIGN(t39_b1, 10240);  // matmul_bwd.pto:6:13
+            TileT39 t39(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TASSIGN(t39, 4096);  // matmul_bwd.pto:6:13
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t39_b1, t38_b1, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:13
+            TCVT(t39, t38, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
-            GmView3 dbGm3(db + (_g37_f_db * 2 + 1 + _g37_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g37_f_db * 2 + 1 + _g37_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView3::Shape(t39_b1.GetValidRow(), t39_b1.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:13
-            TSTORE(dbGm3, t39_b1);  // matmul_bwd.pto:6:13
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
+            GmView1 dbGm1(db + _g36 * 16 * N + _g37 * 64, GmView1::Shape(t39.GetValidRow(), t39.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:6:13
+            TSTORE(dbGm1, t39);  // matmul_bwd.pto:6:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

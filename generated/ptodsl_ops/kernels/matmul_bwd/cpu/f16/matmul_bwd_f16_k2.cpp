@@ -6,124 +6,67 @@ using namespace pto;
 
 extern "C" __global__ AICORE void matmul_bwd_f16_k2(__gm__ float* t1, __gm__ half* da, __gm__ half* a, __gm__ float* t5, int64_t M, int64_t K)
 {
-    using TileT18B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g17_f_db = 0; _g17_f_db < ((M + 15) / 16 * ((K + 63) / 64) + 1) / 2; ++_g17_f_db) {  // matmul_bwd.pto:5:13
-        pipe_barrier(PIPE_V);
-        TileT18B0 t18_b0(std::min<int64_t>(M - _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:13
-        TASSIGN(t18_b0, 0);  // matmul_bwd.pto:5:13
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
-        GmView0 t1Gm0(t1 + _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView0::Shape(t18_b0.GetValidRow(), t18_b0.GetValidCol()), GmView0::Stride(K));  // matmul_bwd.pto:5:13
-        TLOAD(t18_b0, t1Gm0);  // matmul_bwd.pto:5:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19B0 t19_b0(std::min<int64_t>(M - _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:13
-        TASSIGN(t19_b0, 4096);  // matmul_bwd.pto:5:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t19_b0, t18_b0, RoundMode::CAST_RINT);  // matmul_bwd.pto:5:13
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
-        GmView1 daGm1(da + _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView1::Shape(t19_b0.GetValidRow(), t19_b0.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:5:13
-        TSTORE(daGm1, t19_b0);  // matmul_bwd.pto:5:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT22B0 t22_b0(std::min<int64_t>(M - _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:25
-        TASSIGN(t22_b0, 0);  // matmul_bwd.pto:6:25
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
-        GmView2 aGm2(a + _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView2::Shape(t22_b0.GetValidRow(), t22_b0.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:25
-        TLOAD(t22_b0, aGm2);  // matmul_bwd.pto:6:25
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT23B0 t23_b0(std::min<int64_t>(M - _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:25
-        TASSIGN(t23_b0, 2048);  // matmul_bwd.pto:6:25
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t23_b0, t22_b0, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:25
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+    for (int64_t _g16 = 0; _g16 < (M + 15) / 16; ++_g16) {  // matmul_bwd.pto:5:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
-        GmView3 t5Gm3(t5 + _g17_f_db * 2 / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + _g17_f_db * 2 % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView3::Shape(t23_b0.GetValidRow(), t23_b0.GetValidCol()), GmView3::Stride(K));  // matmul_bwd.pto:6:25
-        TSTORE(t5Gm3, t23_b0);  // matmul_bwd.pto:6:25
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g17_f_dr = 0; _g17_f_dr < std::min<int64_t>((M + 15) / 16 * ((K + 63) / 64) - (_g17_f_db * 2 + 1), 1); ++_g17_f_dr) {  // matmul_bwd.pto:5:13
-            TileT18B1 t18_b1(std::min<int64_t>(M - (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:13
-            TASSIGN(t18_b1, 6144);  // matmul_bwd.pto:5:13
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
-            GmView4 t1Gm4(t1 + (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView4::Shape(t18_b1.GetValidRow(), t18_b1.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:13
-            TLOAD(t18_b1, t1Gm4);  // matmul_bwd.pto:5:13
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g17 = 0; _g17 < (K + 63) / 64; ++_g17) {  // matmul_bwd.pto:5:13
+            pipe_barrier(PIPE_V);
+            TileT18 t18(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
+            TASSIGN(t18, 0);  // matmul_bwd.pto:5:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
+            GmView0 t1Gm0(t1 + _g16 * 16 * K + _g17 * 64, GmView0::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView0::Stride(K));  // matmul_bwd.pto:5:13
+            TLOAD(t18, t1Gm0);  // matmul_bwd.pto:5:13
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19B1 t19_b1(std::min<int64_t>(M - (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:13
-            TASSIGN(t19_b1, 10240);  // matmul_bwd.pto:5:13
+            TileT19 t19(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
+            TASSIGN(t19, 4096);  // matmul_bwd.pto:5:13
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t19_b1, t18_b1, RoundMode::CAST_RINT);  // matmul_bwd.pto:5:13
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
-            GmView5 daGm5(da + (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView5::Shape(t19_b1.GetValidRow(), t19_b1.GetValidCol()), GmView5::Stride(K));  // matmul_bwd.pto:5:13
-            TSTORE(daGm5, t19_b1);  // matmul_bwd.pto:5:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT22B1 t22_b1(std::min<int64_t>(M - (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:25
-            TASSIGN(t22_b1, 6144);  // matmul_bwd.pto:6:25
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
-            GmView6 aGm6(a + (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView6::Shape(t22_b1.GetValidRow(), t22_b1.GetValidCol()), GmView6::Stride(K));  // matmul_bwd.pto:6:25
-            TLOAD(t22_b1, aGm6);  // matmul_bwd.pto:6:25
+            TCVT(t19, t18, RoundMode::CAST_RINT);  // matmul_bwd.pto:5:13
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
+            GmView1 daGm1(da + _g16 * 16 * K + _g17 * 64, GmView1::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:5:13
+            TSTORE(daGm1, t19);  // matmul_bwd.pto:5:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileT22 t22(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
+            TASSIGN(t22, 0);  // matmul_bwd.pto:6:25
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
+            GmView2 aGm2(a + _g16 * 16 * K + _g17 * 64, GmView2::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:25
+            TLOAD(t22, aGm2);  // matmul_bwd.pto:6:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT23B1 t23_b1(std::min<int64_t>(M - (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16, 16), std::min<int64_t>(K - (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:6:25
-            TASSIGN(t23_b1, 8192);  // matmul_bwd.pto:6:25
+            TileT23 t23(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
+            TASSIGN(t23, 2048);  // matmul_bwd.pto:6:25
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t23_b1, t22_b1, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+            TCVT(t23, t22, RoundMode::CAST_RINT);  // matmul_bwd.pto:6:25
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
-            GmView7 t5Gm7(t5 + (_g17_f_db * 2 + 1 + _g17_f_dr) / std::max<int64_t>((K + 63) / 64, 1) * 16 * K + (_g17_f_db * 2 + 1 + _g17_f_dr) % std::max<int64_t>((K + 63) / 64, 1) * 64, GmView7::Shape(t23_b1.GetValidRow(), t23_b1.GetValidCol()), GmView7::Stride(K));  // matmul_bwd.pto:6:25
-            TSTORE(t5Gm7, t23_b1);  // matmul_bwd.pto:6:25
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
+            GmView3 t5Gm3(t5 + _g16 * 16 * K + _g17 * 64, GmView3::Shape(t23.GetValidRow(), t23.GetValidCol()), GmView3::Stride(K));  // matmul_bwd.pto:6:25
+            TSTORE(t5Gm3, t23);  // matmul_bwd.pto:6:25
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,39 +6,24 @@ using namespace pto;
 
 extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2Tile = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((K + 15) / 16 * ((N + 63) / 64) + 1) / 2; ++_g1_f_db) {  // matmul_bwd.pto:5:29
-        TileT2B0 t2_b0(std::min<int64_t>(K - _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:29
-        TASSIGN(t2_b0, 0);  // matmul_bwd.pto:5:29
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
-        GmView0 bGm0(b + _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:29
-        TLOAD(t2_b0, bGm0);  // matmul_bwd.pto:5:29
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
-        GmView1 t2Gm1(t2 + _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:29
-        TSTORE(t2Gm1, t2_b0);  // matmul_bwd.pto:5:29
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (K + 15) / 16; ++_g0) {  // matmul_bwd.pto:5:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((K + 15) / 16 * ((N + 63) / 64) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // matmul_bwd.pto:5:29
-            TileT2B1 t2_b1(std::min<int64_t>(K - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // matmul_bwd.pto:5:29
-            TASSIGN(t2_b1, 4096);  // matmul_bwd.pto:5:29
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
-            GmView2 bGm2(b + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:29
-            TLOAD(t2_b1, bGm2);  // matmul_bwd.pto:5:29
+        for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bwd.pto:5:29
+            TileT2Tile t2Tile(std::min<int64_t>(K - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
+            TASSIGN(t2Tile, 0);  // matmul_bwd.pto:5:29
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
+            GmView0 bGm0(b + _g0 * 16 * N + _g1 * 64, GmView0::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:29
+            TLOAD(t2Tile, bGm0);  // matmul_bwd.pto:5:29
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
-            GmView3 t2Gm3(t2 + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:29
-            TSTORE(t2Gm3, t2_b1);  // matmul_bwd.pto:5:29
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
+            GmView1 t2Gm1(t2 + _g0 * 16 * N + _g1 * 64, GmView1::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:29
+            TSTORE(t2Gm1, t2Tile);  // matmul_bwd.pto:5:29
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

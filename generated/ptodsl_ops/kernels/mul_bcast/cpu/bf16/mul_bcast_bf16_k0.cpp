@@ -6,110 +6,60 @@ using namespace pto;
 
 extern "C" __global__ AICORE void mul_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* s, __gm__ bfloat16_t* y, int64_t R, int64_t C)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT4B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT4B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
+    using TileT4 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((R + 7) / 8 * ((C + 255) / 256) + 1) / 2; ++_g1_f_db) {  // mul_bcast.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t2_b0, 0);  // mul_bcast.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8 * C + _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(C));  // mul_bcast.pto:3:12
-        TLOAD(t2_b0, xGm0);  // mul_bcast.pto:3:12
-        TileT3B0 t3_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8));  // mul_bcast.pto:3:12
-        TASSIGN(t3_b0, 4096);  // mul_bcast.pto:3:12
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
-        GmView1 sGm1(s + _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, GmView1::Shape(t3_b0.GetValidRow()));  // mul_bcast.pto:3:12
-        TLOAD(t3_b0, sGm1);  // mul_bcast.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT4B0 t4_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t4_b0, 4352);  // mul_bcast.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t4_b0, t3_b0);  // mul_bcast.pto:3:12
-        TileT5B0 t5_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t5_b0, 8448);  // mul_bcast.pto:3:12
-        TileT6B0 t6_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t6_b0, 12544);  // mul_bcast.pto:3:12
-        TCVT(t6_b0, t2_b0, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
-        TileT7B0 t7_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t7_b0, 20736);  // mul_bcast.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t7_b0, t4_b0, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
-        TileT8B0 t8_b0(std::min<int64_t>(R - _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-        TASSIGN(t8_b0, 0);  // mul_bcast.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t8_b0, t6_b0, t7_b0);  // mul_bcast.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TCVT(t5_b0, t8_b0, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
-        GmView2 yGm2(y + _g1_f_db * 2 / std::max<int64_t>((C + 255) / 256, 1) * 8 * C + _g1_f_db * 2 % std::max<int64_t>((C + 255) / 256, 1) * 256, GmView2::Shape(t5_b0.GetValidRow(), t5_b0.GetValidCol()), GmView2::Stride(C));  // mul_bcast.pto:3:12
-        TSTORE(yGm2, t5_b0);  // mul_bcast.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // mul_bcast.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((R + 7) / 8 * ((C + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // mul_bcast.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t2_b1, 28928);  // mul_bcast.pto:3:12
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
-            GmView3 xGm3(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8 * C + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(C));  // mul_bcast.pto:3:12
-            TLOAD(t2_b1, xGm3);  // mul_bcast.pto:3:12
-            TileT3B1 t3_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8));  // mul_bcast.pto:3:12
-            TASSIGN(t3_b1, 33024);  // mul_bcast.pto:3:12
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
-            GmView4 sGm4(s + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, GmView4::Shape(t3_b1.GetValidRow()));  // mul_bcast.pto:3:12
-            TLOAD(t3_b1, sGm4);  // mul_bcast.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // mul_bcast.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t2, 0);  // mul_bcast.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
+            GmView0 xGm0(x + _g0 * 8 * C + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(C));  // mul_bcast.pto:3:12
+            TLOAD(t2, xGm0);  // mul_bcast.pto:3:12
+            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TASSIGN(t3, 4096);  // mul_bcast.pto:3:12
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
+            GmView1 sGm1(s + _g0 * 8, GmView1::Shape(t3.GetValidRow()));  // mul_bcast.pto:3:12
+            TLOAD(t3, sGm1);  // mul_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4B1 t4_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t4_b1, 33280);  // mul_bcast.pto:3:12
+            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t4, 4352);  // mul_bcast.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t4_b1, t3_b1);  // mul_bcast.pto:3:12
-            TileT5B1 t5_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t5_b1, 37376);  // mul_bcast.pto:3:12
-            TileT6B1 t6_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t6_b1, 41472);  // mul_bcast.pto:3:12
-            TCVT(t6_b1, t2_b1, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
-            TileT7B1 t7_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t7_b1, 49664);  // mul_bcast.pto:3:12
+            TROWEXPAND(t4, t3);  // mul_bcast.pto:3:12
+            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t5, 8448);  // mul_bcast.pto:3:12
+            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t6, 12544);  // mul_bcast.pto:3:12
+            TCVT(t6, t2, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
+            TileT7 t7(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t7, 20736);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TCVT(t7_b1, t4_b1, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
-            TileT8B1 t8_b1(std::min<int64_t>(R - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8, 8), std::min<int64_t>(C - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, 256));  // mul_bcast.pto:3:12
-            TASSIGN(t8_b1, 28928);  // mul_bcast.pto:3:12
+            TCVT(t7, t4, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
+            TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TASSIGN(t8, 0);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t8_b1, t6_b1, t7_b1);  // mul_bcast.pto:3:12
+            TMUL(t8, t6, t7);  // mul_bcast.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TCVT(t5_b1, t8_b1, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
+            TCVT(t5, t8, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
-            GmView5 yGm5(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((C + 255) / 256, 1) * 8 * C + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((C + 255) / 256, 1) * 256, GmView5::Shape(t5_b1.GetValidRow(), t5_b1.GetValidCol()), GmView5::Stride(C));  // mul_bcast.pto:3:12
-            TSTORE(yGm5, t5_b1);  // mul_bcast.pto:3:12
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
+            GmView2 yGm2(y + _g0 * 8 * C + _g1 * 256, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // mul_bcast.pto:3:12
+            TSTORE(yGm2, t5);  // mul_bcast.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -4,68 +4,41 @@
 
 using namespace pto;
 
-static inline int64_t floor_mod(int64_t a, int64_t b)
-{
-    const int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
 extern "C" __global__ AICORE void relu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t B, int64_t C, int64_t H, int64_t W)
 {
-    using TileT4B0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3_f_db = 0; _g3_f_db < (B * C * ((H + 7) / 8) * ((W + 63) / 64) + 1) / 2; ++_g3_f_db) {  // relu.pto:2:12
-        pipe_barrier(PIPE_V);
-        TileT4B0 t4_b0(std::min<int64_t>(H - floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-        TASSIGN(t4_b0, 0);  // relu.pto:2:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-        GmView0 xGm0(x + _g3_f_db * 2 / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1) * std::max<int64_t>(C, 1)) * (W * H * C) + floor_mod(_g3_f_db * 2 / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1)), std::max<int64_t>(C, 1)) * (W * H) + floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8 * W + _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, GmView0::Shape(std::min<int64_t>(H - floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-        TLOAD(t4_b0, xGm0);  // relu.pto:2:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT5B0 t5_b0(std::min<int64_t>(H - floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-        TASSIGN(t5_b0, 1024);  // relu.pto:2:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TRELU(t5_b0, t4_b0);  // relu.pto:2:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-        GmView1 yGm1(y + _g3_f_db * 2 / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1) * std::max<int64_t>(C, 1)) * (W * H * C) + floor_mod(_g3_f_db * 2 / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1)), std::max<int64_t>(C, 1)) * (W * H) + floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8 * W + _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, GmView1::Shape(std::min<int64_t>(H - floor_mod(_g3_f_db * 2 / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - _g3_f_db * 2 % std::max<int64_t>((W + 63) / 64, 1) * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-        TSTORE(yGm1, t5_b0);  // relu.pto:2:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g3_f_dr = 0; _g3_f_dr < std::min<int64_t>(B * C * ((H + 7) / 8) * ((W + 63) / 64) - (_g3_f_db * 2 + 1), 1); ++_g3_f_dr) {  // relu.pto:2:12
-            TileT4B1 t4_b1(std::min<int64_t>(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t4_b1, 2048);  // relu.pto:2:12
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-            GmView2 xGm2(x + (_g3_f_db * 2 + 1 + _g3_f_dr) / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1) * std::max<int64_t>(C, 1)) * (W * H * C) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1)), std::max<int64_t>(C, 1)) * (W * H) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8 * W + (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, GmView2::Shape(std::min<int64_t>(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, 64)), GmView2::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-            TLOAD(t4_b1, xGm2);  // relu.pto:2:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5B1 t5_b1(std::min<int64_t>(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, 64));  // relu.pto:2:12
-            TASSIGN(t5_b1, 3072);  // relu.pto:2:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TRELU(t5_b1, t4_b1);  // relu.pto:2:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-            GmView3 yGm3(y + (_g3_f_db * 2 + 1 + _g3_f_dr) / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1) * std::max<int64_t>(C, 1)) * (W * H * C) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / (std::max<int64_t>((W + 63) / 64, 1) * std::max<int64_t>((H + 7) / 8, 1)), std::max<int64_t>(C, 1)) * (W * H) + floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8 * W + (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, GmView3::Shape(std::min<int64_t>(H - floor_mod((_g3_f_db * 2 + 1 + _g3_f_dr) / std::max<int64_t>((W + 63) / 64, 1), std::max<int64_t>((H + 7) / 8, 1)) * 8, 8), std::min<int64_t>(W - (_g3_f_db * 2 + 1 + _g3_f_dr) % std::max<int64_t>((W + 63) / 64, 1) * 64, 64)), GmView3::Stride(W * H * C, W * H, W));  // relu.pto:2:12
-            TSTORE(yGm3, t5_b1);  // relu.pto:2:12
+    for (int64_t _g0 = 0; _g0 < B; ++_g0) {  // relu.pto:2:12
+        for (int64_t _g1 = 0; _g1 < C; ++_g1) {  // relu.pto:2:12
+            for (int64_t _g2 = 0; _g2 < (H + 7) / 8; ++_g2) {  // relu.pto:2:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                for (int64_t _g3 = 0; _g3 < (W + 63) / 64; ++_g3) {  // relu.pto:2:12
+                    pipe_barrier(PIPE_V);
+                    TileT4 t4(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64));  // relu.pto:2:12
+                    TASSIGN(t4, 0);  // relu.pto:2:12
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                    GmView0 xGm0(x + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView0::Shape(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                    TLOAD(t4, xGm0);  // relu.pto:2:12
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TileT5 t5(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64));  // relu.pto:2:12
+                    TASSIGN(t5, 1024);  // relu.pto:2:12
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                    TRELU(t5, t4);  // relu.pto:2:12
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
+                    GmView1 yGm1(y + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView1::Shape(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                    TSTORE(yGm1, t5);  // relu.pto:2:12
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                }
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            }
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -7,150 +7,83 @@ using namespace pto;
 extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* v1, __gm__ float* t8, __gm__ bfloat16_t* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re1B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re1B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2Re4B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2Re4B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT53B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3Re7B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re6B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3Re7B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re6B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3Re3 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6Re2Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3Re3Re7 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT63 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT6Re6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT71 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT12 t12;  // rmsnorm_bwd.pto:9:21
     TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
     TEXPANDS(t12, 0.0f);  // rmsnorm_bwd.pto:9:21
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g5_db = 0; _g5_db < ((H + 1023) / 1024 + 1) / 2; ++_g5_db) {  // rmsnorm_bwd.pto:8:13
+    for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
-        TileT9B0 t9_b0(std::min<int64_t>(H - _g5_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-        TASSIGN(t9_b0, 32);  // rmsnorm_bwd.pto:9:26
-        TileT3Re1B0 t3_re1_b0(std::min<int64_t>(H - _g5_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-        TASSIGN(t3_re1_b0, 4128);  // rmsnorm_bwd.pto:7:14
+        TileT9 t9(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
+        TileT3Re1 t3_re1(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TASSIGN(t3_re1, 4128);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView0 v0Gm0(v0 + _g5_db * 2 * 1024, GmView0::Shape(t3_re1_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t3_re1_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
+        GmView0 v0Gm0(v0 + _g5 * 1024, GmView0::Shape(t3_re1.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t3_re1, v0Gm0);  // rmsnorm_bwd.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t9_b0, t3_re1_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        TileT11B0 t11_b0(std::min<int64_t>(H - _g5_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-        TASSIGN(t11_b0, 4128);  // rmsnorm_bwd.pto:9:26
+        TCVT(t9, t3_re1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+        TileT11 t11(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
         pipe_barrier(PIPE_V);
-        TMUL(t11_b0, t9_b0, t9_b0);  // rmsnorm_bwd.pto:9:26
-        TileT15B0 t15_b0;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t15_b0, 32);  // rmsnorm_bwd.pto:9:21
+        TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
+        TileT15 t15;  // rmsnorm_bwd.pto:9:21
+        TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(tmp0, 45152);  // rmsnorm_bwd.pto:9:21
-        TROWSUM(t15_b0, t11_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+        TASSIGN(tmp0, 22624);  // rmsnorm_bwd.pto:9:21
+        TROWSUM(t15, t11, tmp0);  // rmsnorm_bwd.pto:9:21
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TADD(t12, t12, t15_b0);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g5_dr = 0; _g5_dr < std::min<int64_t>((H + 1023) / 1024 - (_g5_db * 2 + 1), 1); ++_g5_dr) {  // rmsnorm_bwd.pto:8:13
-            TileT9B1 t9_b1(std::min<int64_t>(H - (_g5_db * 2 + 1 + _g5_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t9_b1, 8224);  // rmsnorm_bwd.pto:9:26
-            TileT3Re1B1 t3_re1_b1(std::min<int64_t>(H - (_g5_db * 2 + 1 + _g5_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re1_b1, 12320);  // rmsnorm_bwd.pto:7:14
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView1 v0Gm1(v0 + (_g5_db * 2 + 1 + _g5_dr) * 1024, GmView1::Shape(t3_re1_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re1_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t9_b1, t3_re1_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT11B1 t11_b1(std::min<int64_t>(H - (_g5_db * 2 + 1 + _g5_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t11_b1, 12320);  // rmsnorm_bwd.pto:9:26
-            pipe_barrier(PIPE_V);
-            TMUL(t11_b1, t9_b1, t9_b1);  // rmsnorm_bwd.pto:9:26
-            TileT15B1 t15_b1;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15_b1, 8224);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp1, 45152);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t15_b1, t11_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TADD(t12, t12, t15_b1);  // rmsnorm_bwd.pto:9:21
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TADD(t12, t12, t15);  // rmsnorm_bwd.pto:9:21
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     TMULS(t12, t12, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
@@ -165,116 +98,63 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, __g
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g20_db = 0; _g20_db < ((H + 1023) / 1024 + 1) / 2; ++_g20_db) {  // rmsnorm_bwd.pto:10:18
+    for (int64_t _g20 = 0; _g20 < (H + 1023) / 1024; ++_g20) {  // rmsnorm_bwd.pto:10:18
         pipe_barrier(PIPE_V);
-        TileT21B0 t21_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t21_b0, 32);  // rmsnorm_bwd.pto:10:18
+        TileT21 t21(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t21, 32);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-        GmView2 gammaGm2(gamma + _g20_db * 2 * 1024, GmView2::Shape(t21_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-        TLOAD(t21_b0, gammaGm2);  // rmsnorm_bwd.pto:10:18
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+        GmView1 gammaGm1(gamma + _g20 * 1024, GmView1::Shape(t21.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+        TLOAD(t21, gammaGm1);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT22B0 t22_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t22_b0, 2080);  // rmsnorm_bwd.pto:10:18
+        TileT22 t22(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t22, 2080);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t22_b0, t21_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+        TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT24B0 t24_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t24_b0, 6176);  // rmsnorm_bwd.pto:10:14
-        TileT6Re2B0 t6_re2_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-        TASSIGN(t6_re2_b0, 32);  // rmsnorm_bwd.pto:8:13
+        TileT24 t24(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t24, 6176);  // rmsnorm_bwd.pto:10:14
+        TileT6Re2 t6_re2(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TASSIGN(t6_re2, 32);  // rmsnorm_bwd.pto:8:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView3 v1Gm3(v1 + _g20_db * 2 * 1024, GmView3::Shape(t6_re2_b0.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t6_re2_b0, v1Gm3);  // rmsnorm_bwd.pto:8:13
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+        GmView2 v1Gm2(v1 + _g20 * 1024, GmView2::Shape(t6_re2.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:8:13
+        TLOAD(t6_re2, v1Gm2);  // rmsnorm_bwd.pto:8:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t24_b0, t6_re2_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT26B0 t26_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_b0, 10272);  // rmsnorm_bwd.pto:10:14
+        TCVT(t24, t6_re2, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+        TileT26 t26(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t26, 10272);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        TCOLEXPAND(t26_b0, t22_b0);  // rmsnorm_bwd.pto:10:14
-        TileT27B0 t27_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t27_b0, 32);  // rmsnorm_bwd.pto:10:14
+        TCOLEXPAND(t26, t22);  // rmsnorm_bwd.pto:10:14
+        TileT27 t27(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t27, 32);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        TMUL(t27_b0, t24_b0, t26_b0);  // rmsnorm_bwd.pto:10:14
-        TileT30B0 t30_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t30_b0, 4128);  // rmsnorm_bwd.pto:11:25
+        TMUL(t27, t24, t26);  // rmsnorm_bwd.pto:10:14
+        TileT30 t30(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t30, 4128);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t30_b0, t19);  // rmsnorm_bwd.pto:11:25
-        TileT32B0 t32_b0(std::min<int64_t>(H - _g20_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t32_b0, 8224);  // rmsnorm_bwd.pto:11:25
+        TROWEXPAND(t30, t19);  // rmsnorm_bwd.pto:11:25
+        TileT32 t32(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t32, 8224);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        TMUL(t32_b0, t30_b0, t27_b0);  // rmsnorm_bwd.pto:11:25
+        TMUL(t32, t30, t27);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-        GmView4 t8Gm4(t8 + _g20_db * 2 * 1024, GmView4::Shape(t32_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:11:25
-        TSTORE(t8Gm4, t32_b0);  // rmsnorm_bwd.pto:11:25
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+        GmView3 t8Gm3(t8 + _g20 * 1024, GmView3::Shape(t32.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:11:25
+        TSTORE(t8Gm3, t32);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g20_dr = 0; _g20_dr < std::min<int64_t>((H + 1023) / 1024 - (_g20_db * 2 + 1), 1); ++_g20_dr) {  // rmsnorm_bwd.pto:10:18
-            TileT21B1 t21_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_b1, 14368);  // rmsnorm_bwd.pto:10:18
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView5 gammaGm5(gamma + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView5::Shape(t21_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_b1, gammaGm5);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT22B1 t22_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t22_b1, 16416);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t22_b1, t21_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT24B1 t24_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_b1, 20512);  // rmsnorm_bwd.pto:10:14
-            TileT6Re2B1 t6_re2_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re2_b1, 14368);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView6 v1Gm6(v1 + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView6::Shape(t6_re2_b1.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re2_b1, v1Gm6);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t24_b1, t6_re2_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT26B1 t26_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_b1, 24608);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t26_b1, t22_b1);  // rmsnorm_bwd.pto:10:14
-            TileT27B1 t27_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27_b1, 14368);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TMUL(t27_b1, t24_b1, t26_b1);  // rmsnorm_bwd.pto:10:14
-            TileT30B1 t30_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t30_b1, 18464);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t30_b1, t19);  // rmsnorm_bwd.pto:11:25
-            TileT32B1 t32_b1(std::min<int64_t>(H - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t32_b1, 22560);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TMUL(t32_b1, t30_b1, t27_b1);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView7 t8Gm7(t8 + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView7::Shape(t32_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TSTORE(t8Gm7, t32_b1);  // rmsnorm_bwd.pto:11:25
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TileT35 t35;  // rmsnorm_bwd.pto:11:42
     TASSIGN(t35, 32);  // rmsnorm_bwd.pto:11:42
     pipe_barrier(PIPE_V);
@@ -288,367 +168,191 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, __g
     pipe_barrier(PIPE_V);
     TEXPANDS(t48, 0.0f);  // rmsnorm_bwd.pto:11:61
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g39_db = 0; _g39_db < ((H + 1023) / 1024 + 1) / 2; ++_g39_db) {  // rmsnorm_bwd.pto:11:36
+    for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT40B0 t40_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t40_b0, 96);  // rmsnorm_bwd.pto:11:36
-        TileT3Re3B0 t3_re3_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-        TASSIGN(t3_re3_b0, 4192);  // rmsnorm_bwd.pto:7:14
+        TileT40 t40(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
+        TileT3Re3 t3_re3(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TASSIGN(t3_re3, 4192);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView8 v0Gm8(v0 + _g39_db * 2 * 1024, GmView8::Shape(t3_re3_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t3_re3_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
+        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+        GmView4 v0Gm4(v0 + _g39 * 1024, GmView4::Shape(t3_re3.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t3_re3, v0Gm4);  // rmsnorm_bwd.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t40_b0, t3_re3_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        TileT45B0 t45_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-        TASSIGN(t45_b0, 4192);  // rmsnorm_bwd.pto:11:66
-        TileT21Re4B0 t21_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t21_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
+        TCVT(t40, t3_re3, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+        TileT45 t45(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
+        TileT21Re4 t21_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-        GmView9 gammaGm9(gamma + _g39_db * 2 * 1024, GmView9::Shape(t21_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-        TLOAD(t21_re4_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
+        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+        GmView5 gammaGm5(gamma + _g39 * 1024, GmView5::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+        TLOAD(t21_re4, gammaGm5);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT22Re4B0 t22_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t22_re4_b0, 10336);  // rmsnorm_bwd.pto:10:18
+        TileT22Re4 t22_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t22_re4, 10336);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t22_re4_b0, t21_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TileT24Re4B0 t24_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t24_re4_b0, 14432);  // rmsnorm_bwd.pto:10:14
-        TileT6Re2Re4B0 t6_re2_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-        TASSIGN(t6_re2_re4_b0, 8288);  // rmsnorm_bwd.pto:8:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView10 v1Gm10(v1 + _g39_db * 2 * 1024, GmView10::Shape(t6_re2_re4_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t6_re2_re4_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
+        TCVT(t22_re4, t21_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t24_re4, 14432);  // rmsnorm_bwd.pto:10:14
+        TileT6Re2Re4 t6_re2_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TASSIGN(t6_re2_re4, 8288);  // rmsnorm_bwd.pto:8:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+        GmView6 v1Gm6(v1 + _g39 * 1024, GmView6::Shape(t6_re2_re4.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
+        TLOAD(t6_re2_re4, v1Gm6);  // rmsnorm_bwd.pto:8:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t24_re4_b0, t6_re2_re4_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT26Re4B0 t26_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_re4_b0, 18528);  // rmsnorm_bwd.pto:10:14
+        TCVT(t24_re4, t6_re2_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+        TileT26Re4 t26_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t26_re4, 18528);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        TCOLEXPAND(t26_re4_b0, t22_re4_b0);  // rmsnorm_bwd.pto:10:14
+        TCOLEXPAND(t26_re4, t22_re4);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        TMUL(t45_b0, t24_re4_b0, t26_re4_b0);  // rmsnorm_bwd.pto:10:14
-        TileT47B0 t47_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-        TASSIGN(t47_b0, 8288);  // rmsnorm_bwd.pto:11:66
+        TMUL(t45, t24_re4, t26_re4);  // rmsnorm_bwd.pto:10:14
+        TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
         pipe_barrier(PIPE_V);
-        TMUL(t47_b0, t45_b0, t40_b0);  // rmsnorm_bwd.pto:11:66
+        TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT51B0 t51_b0;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(t51_b0, 96);  // rmsnorm_bwd.pto:11:61
+        TileT51 t51;  // rmsnorm_bwd.pto:11:61
+        TASSIGN(t51, 96);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(tmp2, 45152);  // rmsnorm_bwd.pto:11:61
-        TROWSUM(t51_b0, t47_b0, tmp2);  // rmsnorm_bwd.pto:11:61
+        TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
+        TASSIGN(tmp1, 22624);  // rmsnorm_bwd.pto:11:61
+        TROWSUM(t51, t47, tmp1);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TADD(t48, t48, t51_b0);  // rmsnorm_bwd.pto:11:61
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        for (int64_t _g39_dr = 0; _g39_dr < std::min<int64_t>((H + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // rmsnorm_bwd.pto:11:36
-            TileT40B1 t40_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_b1, 22624);  // rmsnorm_bwd.pto:11:36
-            TileT3Re3B1 t3_re3_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re3_b1, 26720);  // rmsnorm_bwd.pto:7:14
-            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView11 v0Gm11(v0 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView11::Shape(t3_re3_b1.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re3_b1, v0Gm11);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t40_b1, t3_re3_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT45B1 t45_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t45_b1, 26720);  // rmsnorm_bwd.pto:11:66
-            TileT21Re4B1 t21_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re4_b1, 30816);  // rmsnorm_bwd.pto:10:18
-            using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView12 gammaGm12(gamma + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView12::Shape(t21_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re4_b1, gammaGm12);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT22Re4B1 t22_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t22_re4_b1, 32864);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t22_re4_b1, t21_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT24Re4B1 t24_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re4_b1, 36960);  // rmsnorm_bwd.pto:10:14
-            TileT6Re2Re4B1 t6_re2_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re2_re4_b1, 30816);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView13 v1Gm13(v1 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView13::Shape(t6_re2_re4_b1.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re2_re4_b1, v1Gm13);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t24_re4_b1, t6_re2_re4_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT26Re4B1 t26_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re4_b1, 41056);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t26_re4_b1, t22_re4_b1);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TMUL(t45_b1, t24_re4_b1, t26_re4_b1);  // rmsnorm_bwd.pto:10:14
-            TileT47B1 t47_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t47_b1, 30816);  // rmsnorm_bwd.pto:11:66
-            pipe_barrier(PIPE_V);
-            TMUL(t47_b1, t45_b1, t40_b1);  // rmsnorm_bwd.pto:11:66
-            TileT51B1 t51_b1;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51_b1, 22624);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp3, 45152);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t51_b1, t47_b1, tmp3);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TADD(t48, t48, t51_b1);  // rmsnorm_bwd.pto:11:61
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TADD(t48, t48, t51);  // rmsnorm_bwd.pto:11:61
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     TMULS(t48, t48, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g52_db = 0; _g52_db < ((H + 1023) / 1024 + 1) / 2; ++_g52_db) {  // rmsnorm_bwd.pto:11:36
+    for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT53B0 t53_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t53_b0, 96);  // rmsnorm_bwd.pto:11:36
-        TileT40Re7B0 t40_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t40_re7_b0, 4192);  // rmsnorm_bwd.pto:11:36
-        TileT3Re3Re7B0 t3_re3_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-        TASSIGN(t3_re3_re7_b0, 8288);  // rmsnorm_bwd.pto:7:14
+        TileT53 t53(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
+        TileT40Re7 t40_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t40_re7, 4192);  // rmsnorm_bwd.pto:11:36
+        TileT3Re3Re7 t3_re3_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TASSIGN(t3_re3_re7, 8288);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView14 v0Gm14(v0 + _g52_db * 2 * 1024, GmView14::Shape(t3_re3_re7_b0.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t3_re3_re7_b0, v0Gm14);  // rmsnorm_bwd.pto:7:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TCVT(t40_re7_b0, t3_re3_re7_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        TileT42Re7B0 t42_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t42_re7_b0, 8288);  // rmsnorm_bwd.pto:11:36
+        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+        GmView7 v0Gm7(v0 + _g52 * 1024, GmView7::Shape(t3_re3_re7.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t3_re3_re7, v0Gm7);  // rmsnorm_bwd.pto:7:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TCVT(t40_re7, t3_re3_re7, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
+        TileT42Re7 t42_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t42_re7, 8288);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t42_re7_b0, t38);  // rmsnorm_bwd.pto:11:36
+        TROWEXPAND(t42_re7, t38);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TMUL(t53_b0, t40_re7_b0, t42_re7_b0);  // rmsnorm_bwd.pto:11:36
-        TileT55B0 t55_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t55_b0, 8288);  // rmsnorm_bwd.pto:11:36
+        TMUL(t53, t40_re7, t42_re7);  // rmsnorm_bwd.pto:11:36
+        TileT55 t55(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t55, 8288);  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t55_b0, t48);  // rmsnorm_bwd.pto:11:36
-        TileT56B0 t56_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t56_b0, 12384);  // rmsnorm_bwd.pto:11:36
+        TROWEXPAND(t55, t48);  // rmsnorm_bwd.pto:11:36
+        TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t56, 12384);  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TMUL(t56_b0, t53_b0, t55_b0);  // rmsnorm_bwd.pto:11:36
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT58B0 t58_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t58_b0, 96);  // rmsnorm_bwd.pto:11:25
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-        GmView15 t8Gm15(t8 + _g52_db * 2 * 1024, GmView15::Shape(t58_b0.GetValidCol()), GmView15::Stride(H));  // rmsnorm_bwd.pto:11:25
-        TLOAD(t58_b0, t8Gm15);  // rmsnorm_bwd.pto:11:25
+        TMUL(t56, t53, t55);  // rmsnorm_bwd.pto:11:36
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
+        GmView8 t8Gm8(t8 + _g52 * 1024, GmView8::Shape(t58.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:25
+        TLOAD(t58, t8Gm8);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT60B0 t60_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t60_b0, 8288);  // rmsnorm_bwd.pto:11:25
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t60, 8288);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TSUB(t60_b0, t58_b0, t56_b0);  // rmsnorm_bwd.pto:11:25
-        TileT63B0 t63_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-        TASSIGN(t63_b0, 96);  // rmsnorm_bwd.pto:11:20
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
+        TileT63 t63(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
+        TASSIGN(t63, 96);  // rmsnorm_bwd.pto:11:20
         pipe_barrier(PIPE_V);
-        TCVT(t63_b0, t60_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TCVT(t63, t60, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView16 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-        GmView16 dxGm16(dx + r * H + _g52_db * 2 * 1024, GmView16::Shape(t63_b0.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:11:20
-        TSTORE(dxGm16, t63_b0);  // rmsnorm_bwd.pto:11:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT65B0 t65_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t65_b0, 96);  // rmsnorm_bwd.pto:12:24
-        TileT6Re6B0 t6_re6_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-        TASSIGN(t6_re6_b0, 8288);  // rmsnorm_bwd.pto:8:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView17 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView17 v1Gm17(v1 + _g52_db * 2 * 1024, GmView17::Shape(t6_re6_b0.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t6_re6_b0, v1Gm17);  // rmsnorm_bwd.pto:8:13
+        using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+        GmView9 dxGm9(dx + r * H + _g52 * 1024, GmView9::Shape(t63.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:11:20
+        TSTORE(dxGm9, t63);  // rmsnorm_bwd.pto:11:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT65 t65(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t65, 96);  // rmsnorm_bwd.pto:12:24
+        TileT6Re6 t6_re6(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TASSIGN(t6_re6, 8288);  // rmsnorm_bwd.pto:8:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView10 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+        GmView10 v1Gm10(v1 + _g52 * 1024, GmView10::Shape(t6_re6.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
+        TLOAD(t6_re6, v1Gm10);  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TCVT(t65_b0, t6_re6_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT67B0 t67_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t67_b0, 8288);  // rmsnorm_bwd.pto:12:24
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TCVT(t65, t6_re6, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
+        TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t67, 8288);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TMUL(t67_b0, t65_b0, t40_re7_b0);  // rmsnorm_bwd.pto:12:24
-        TileT71B0 t71_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t71_b0, 96);  // rmsnorm_bwd.pto:12:24
+        TMUL(t67, t65, t40_re7);  // rmsnorm_bwd.pto:12:24
+        TileT71 t71(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t71, 96);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t71_b0, t19);  // rmsnorm_bwd.pto:12:24
-        TileT72B0 t72_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t72_b0, 4192);  // rmsnorm_bwd.pto:12:24
+        TROWEXPAND(t71, t19);  // rmsnorm_bwd.pto:12:24
+        TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TMUL(t72_b0, t67_b0, t71_b0);  // rmsnorm_bwd.pto:12:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT74B0 t74_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t74_b0, 96);  // rmsnorm_bwd.pto:12:18
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView18 accGm18(acc + _g52_db * 2 * 1024, GmView18::Shape(t74_b0.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TLOAD(t74_b0, accGm18);  // rmsnorm_bwd.pto:12:18
+        TMUL(t72, t67, t71);  // rmsnorm_bwd.pto:12:24
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+        GmView11 accGm11(acc + _g52 * 1024, GmView11::Shape(t74.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:12:18
+        TLOAD(t74, accGm11);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT76B0 t76_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t76_b0, 8288);  // rmsnorm_bwd.pto:12:18
+        TileT76 t76(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TADD(t76_b0, t74_b0, t72_b0);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView19 accGm19(acc + _g52_db * 2 * 1024, GmView19::Shape(t76_b0.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TSTORE(accGm19, t76_b0);  // rmsnorm_bwd.pto:12:18
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+        GmView12 accGm12(acc + _g52 * 1024, GmView12::Shape(t76.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
+        TSTORE(accGm12, t76);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g52_dr = 0; _g52_dr < std::min<int64_t>((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // rmsnorm_bwd.pto:11:36
-            TileT53B1 t53_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t53_b1, 16480);  // rmsnorm_bwd.pto:11:36
-            TileT40Re7B1 t40_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_re7_b1, 20576);  // rmsnorm_bwd.pto:11:36
-            TileT3Re3Re7B1 t3_re3_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re3_re7_b1, 24672);  // rmsnorm_bwd.pto:7:14
-            using GmView20 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView20 v0Gm20(v0 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView20::Shape(t3_re3_re7_b1.GetValidCol()), GmView20::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re3_re7_b1, v0Gm20);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t40_re7_b1, t3_re3_re7_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT42Re7B1 t42_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t42_re7_b1, 24672);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t42_re7_b1, t38);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TMUL(t53_b1, t40_re7_b1, t42_re7_b1);  // rmsnorm_bwd.pto:11:36
-            TileT55B1 t55_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t55_b1, 24672);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t55_b1, t48);  // rmsnorm_bwd.pto:11:36
-            TileT56B1 t56_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56_b1, 28768);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TMUL(t56_b1, t53_b1, t55_b1);  // rmsnorm_bwd.pto:11:36
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT58B1 t58_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t58_b1, 16480);  // rmsnorm_bwd.pto:11:25
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView21 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView21 t8Gm21(t8 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView21::Shape(t58_b1.GetValidCol()), GmView21::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TLOAD(t58_b1, t8Gm21);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT60B1 t60_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60_b1, 24672);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t60_b1, t58_b1, t56_b1);  // rmsnorm_bwd.pto:11:25
-            TileT63B1 t63_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-            TASSIGN(t63_b1, 16480);  // rmsnorm_bwd.pto:11:20
-            pipe_barrier(PIPE_V);
-            TCVT(t63_b1, t60_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView22 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView22 dxGm22(dx + r * H + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView22::Shape(t63_b1.GetValidCol()), GmView22::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm22, t63_b1);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT65B1 t65_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t65_b1, 16480);  // rmsnorm_bwd.pto:12:24
-            TileT6Re6B1 t6_re6_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re6_b1, 24672);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView23 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView23 v1Gm23(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView23::Shape(t6_re6_b1.GetValidCol()), GmView23::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re6_b1, v1Gm23);  // rmsnorm_bwd.pto:8:13
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t65_b1, t6_re6_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT67B1 t67_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t67_b1, 24672);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t67_b1, t65_b1, t40_re7_b1);  // rmsnorm_bwd.pto:12:24
-            TileT71B1 t71_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t71_b1, 16480);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t71_b1, t19);  // rmsnorm_bwd.pto:12:24
-            TileT72B1 t72_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t72_b1, 20576);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t72_b1, t67_b1, t71_b1);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT74B1 t74_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t74_b1, 16480);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView24 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView24 accGm24(acc + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView24::Shape(t74_b1.GetValidCol()), GmView24::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t74_b1, accGm24);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT76B1 t76_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t76_b1, 24672);  // rmsnorm_bwd.pto:12:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TADD(t76_b1, t74_b1, t72_b1);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView25 accGm25(acc + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView25::Shape(t76_b1.GetValidCol()), GmView25::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(accGm25, t76_b1);  // rmsnorm_bwd.pto:12:18
-        }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

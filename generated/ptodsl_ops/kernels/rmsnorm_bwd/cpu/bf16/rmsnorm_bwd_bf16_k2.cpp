@@ -6,128 +6,70 @@ using namespace pto;
 
 extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k2(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H)
 {
-    using TileT78B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT78B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT82B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT82B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT78 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT82 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g77_db = 0; _g77_db < ((H + 1023) / 1024 + 1) / 2; ++_g77_db) {  // rmsnorm_bwd.pto:13:22
+    for (int64_t _g77 = 0; _g77 < (H + 1023) / 1024; ++_g77) {  // rmsnorm_bwd.pto:13:22
         pipe_barrier(PIPE_V);
-        TileT78B0 t78_b0(std::min<int64_t>(H - _g77_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t78_b0, 0);  // rmsnorm_bwd.pto:13:22
-        TileT79B0 t79_b0(std::min<int64_t>(H - _g77_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-        TASSIGN(t79_b0, 4096);  // rmsnorm_bwd.pto:13:22
+        TileT78 t78(std::min<int64_t>(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t78, 0);  // rmsnorm_bwd.pto:13:22
+        TileT79 t79(std::min<int64_t>(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TASSIGN(t79, 4096);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView0 accGm0(acc + _g77_db * 2 * 1024, GmView0::Shape(t79_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TLOAD(t79_b0, accGm0);  // rmsnorm_bwd.pto:13:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        GmView0 accGm0(acc + _g77 * 1024, GmView0::Shape(t79.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TLOAD(t79, accGm0);  // rmsnorm_bwd.pto:13:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCOLSUM(t78_b0, t79_b0);  // rmsnorm_bwd.pto:13:22
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        TCOLSUM(t78, t79);  // rmsnorm_bwd.pto:13:22
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-        GmView1 t20Gm1(t20 + _g77_db * 2 * 1024, GmView1::Shape(t78_b0.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
-        TSTORE(t20Gm1, t78_b0);  // rmsnorm_bwd.pto:13:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g77_dr = 0; _g77_dr < std::min<int64_t>((H + 1023) / 1024 - (_g77_db * 2 + 1), 1); ++_g77_dr) {  // rmsnorm_bwd.pto:13:22
-            TileT78B1 t78_b1(std::min<int64_t>(H - (_g77_db * 2 + 1 + _g77_dr) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t78_b1, 8192);  // rmsnorm_bwd.pto:13:22
-            TileT79B1 t79_b1(std::min<int64_t>(H - (_g77_db * 2 + 1 + _g77_dr) * 1024, 1024));  // rmsnorm_bwd.pto:13:22
-            TASSIGN(t79_b1, 12288);  // rmsnorm_bwd.pto:13:22
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView2 accGm2(acc + (_g77_db * 2 + 1 + _g77_dr) * 1024, GmView2::Shape(t79_b1.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TLOAD(t79_b1, accGm2);  // rmsnorm_bwd.pto:13:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLSUM(t78_b1, t79_b1);  // rmsnorm_bwd.pto:13:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
-            GmView3 t20Gm3(t20 + (_g77_db * 2 + 1 + _g77_dr) * 1024, GmView3::Shape(t78_b1.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:13:22
-            TSTORE(t20Gm3, t78_b1);  // rmsnorm_bwd.pto:13:22
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        GmView1 t20Gm1(t20 + _g77 * 1024, GmView1::Shape(t78.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
+        TSTORE(t20Gm1, t78);  // rmsnorm_bwd.pto:13:22
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g80_db = 0; _g80_db < ((H + 1023) / 1024 + 1) / 2; ++_g80_db) {  // rmsnorm_bwd.pto:13:17
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    for (int64_t _g80 = 0; _g80 < (H + 1023) / 1024; ++_g80) {  // rmsnorm_bwd.pto:13:17
         pipe_barrier(PIPE_V);
-        TileT81B0 t81_b0(std::min<int64_t>(H - _g80_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t81_b0, 0);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView4 t19Gm4(t19 + _g80_db * 2 * 1024, GmView4::Shape(t81_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TLOAD(t81_b0, t19Gm4);  // rmsnorm_bwd.pto:13:17
+        TileT81 t81(std::min<int64_t>(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t81, 0);  // rmsnorm_bwd.pto:13:17
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
+        GmView2 t19Gm2(t19 + _g80 * 1024, GmView2::Shape(t81.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TLOAD(t81, t19Gm2);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT82B0 t82_b0(std::min<int64_t>(H - _g80_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t82_b0, 4096);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        TileT82 t82(std::min<int64_t>(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TASSIGN(t82, 4096);  // rmsnorm_bwd.pto:13:17
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t82_b0, t81_b0, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
+        TCVT(t82, t81, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView5 dgammaGm5(dgamma + _g80_db * 2 * 1024, GmView5::Shape(t82_b0.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TSTORE(dgammaGm5, t82_b0);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        for (int64_t _g80_dr = 0; _g80_dr < std::min<int64_t>((H + 1023) / 1024 - (_g80_db * 2 + 1), 1); ++_g80_dr) {  // rmsnorm_bwd.pto:13:17
-            TileT81B1 t81_b1(std::min<int64_t>(H - (_g80_db * 2 + 1 + _g80_dr) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t81_b1, 6144);  // rmsnorm_bwd.pto:13:17
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView6 t19Gm6(t19 + (_g80_db * 2 + 1 + _g80_dr) * 1024, GmView6::Shape(t81_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TLOAD(t81_b1, t19Gm6);  // rmsnorm_bwd.pto:13:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT82B1 t82_b1(std::min<int64_t>(H - (_g80_db * 2 + 1 + _g80_dr) * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-            TASSIGN(t82_b1, 10240);  // rmsnorm_bwd.pto:13:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t82_b1, t81_b1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-            GmView7 dgammaGm7(dgamma + (_g80_db * 2 + 1 + _g80_dr) * 1024, GmView7::Shape(t82_b1.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-            TSTORE(dgammaGm7, t82_b1);  // rmsnorm_bwd.pto:13:17
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
+        GmView3 dgammaGm3(dgamma + _g80 * 1024, GmView3::Shape(t82.GetValidCol()));  // rmsnorm_bwd.pto:13:17
+        TSTORE(dgammaGm3, t82);  // rmsnorm_bwd.pto:13:17
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
 }

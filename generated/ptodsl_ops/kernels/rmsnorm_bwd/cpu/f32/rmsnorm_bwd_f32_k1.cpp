@@ -7,123 +7,70 @@ using namespace pto;
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT53B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT53B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT40Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT42Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT12 t12;  // rmsnorm_bwd.pto:9:21
     TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
     TEXPANDS(t12, 0.0f);  // rmsnorm_bwd.pto:9:21
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g5_db = 0; _g5_db < ((H + 1023) / 1024 + 1) / 2; ++_g5_db) {  // rmsnorm_bwd.pto:8:13
+    for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
-        TileT9B0 t9_b0(std::min<int64_t>(H - _g5_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-        TASSIGN(t9_b0, 32);  // rmsnorm_bwd.pto:9:26
+        TileT9 t9(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView0 v0Gm0(v0 + _g5_db * 2 * 1024, GmView0::Shape(t9_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t9_b0, v0Gm0);  // rmsnorm_bwd.pto:7:14
+        GmView0 v0Gm0(v0 + _g5 * 1024, GmView0::Shape(t9.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t9, v0Gm0);  // rmsnorm_bwd.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT11B0 t11_b0(std::min<int64_t>(H - _g5_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-        TASSIGN(t11_b0, 4128);  // rmsnorm_bwd.pto:9:26
+        TileT11 t11(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t11_b0, t9_b0, t9_b0);  // rmsnorm_bwd.pto:9:26
-        TileT15B0 t15_b0;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t15_b0, 32);  // rmsnorm_bwd.pto:9:21
+        TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
+        TileT15 t15;  // rmsnorm_bwd.pto:9:21
+        TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(tmp0, 49248);  // rmsnorm_bwd.pto:9:21
-        TROWSUM(t15_b0, t11_b0, tmp0);  // rmsnorm_bwd.pto:9:21
+        TASSIGN(tmp0, 24672);  // rmsnorm_bwd.pto:9:21
+        TROWSUM(t15, t11, tmp0);  // rmsnorm_bwd.pto:9:21
         pipe_barrier(PIPE_V);
-        TADD(t12, t12, t15_b0);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t12, t12, t15);  // rmsnorm_bwd.pto:9:21
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5_dr = 0; _g5_dr < std::min<int64_t>((H + 1023) / 1024 - (_g5_db * 2 + 1), 1); ++_g5_dr) {  // rmsnorm_bwd.pto:8:13
-            TileT9B1 t9_b1(std::min<int64_t>(H - (_g5_db * 2 + 1 + _g5_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t9_b1, 8224);  // rmsnorm_bwd.pto:9:26
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView1 v0Gm1(v0 + (_g5_db * 2 + 1 + _g5_dr) * 1024, GmView1::Shape(t9_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t9_b1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT11B1 t11_b1(std::min<int64_t>(H - (_g5_db * 2 + 1 + _g5_dr) * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t11_b1, 12320);  // rmsnorm_bwd.pto:9:26
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t11_b1, t9_b1, t9_b1);  // rmsnorm_bwd.pto:9:26
-            TileT15B1 t15_b1;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15_b1, 8224);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp1, 49248);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t15_b1, t11_b1, tmp1);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TADD(t12, t12, t15_b1);  // rmsnorm_bwd.pto:9:21
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TMULS(t12, t12, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
     TileT17 t17;  // rmsnorm_bwd.pto:9:21
@@ -148,321 +95,166 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     pipe_barrier(PIPE_V);
     TEXPANDS(t48, 0.0f);  // rmsnorm_bwd.pto:11:61
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g39_db = 0; _g39_db < ((H + 1023) / 1024 + 1) / 2; ++_g39_db) {  // rmsnorm_bwd.pto:11:36
+    for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT40B0 t40_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t40_b0, 96);  // rmsnorm_bwd.pto:11:36
+        TileT40 t40(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView2 v0Gm2(v0 + _g39_db * 2 * 1024, GmView2::Shape(t40_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t40_b0, v0Gm2);  // rmsnorm_bwd.pto:7:14
-        TileT45B0 t45_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-        TASSIGN(t45_b0, 4192);  // rmsnorm_bwd.pto:11:66
-        TileT21Re4B0 t21_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t21_re4_b0, 8288);  // rmsnorm_bwd.pto:10:18
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-        GmView3 gammaGm3(gamma + _g39_db * 2 * 1024, GmView3::Shape(t21_re4_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-        TLOAD(t21_re4_b0, gammaGm3);  // rmsnorm_bwd.pto:10:18
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+        GmView1 v0Gm1(v0 + _g39 * 1024, GmView1::Shape(t40.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t40, v0Gm1);  // rmsnorm_bwd.pto:7:14
+        TileT45 t45(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
+        TileT21Re4 t21_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+        GmView2 gammaGm2(gamma + _g39 * 1024, GmView2::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+        TLOAD(t21_re4, gammaGm2);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT24Re4B0 t24_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t24_re4_b0, 12384);  // rmsnorm_bwd.pto:10:14
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView4 v1Gm4(v1 + _g39_db * 2 * 1024, GmView4::Shape(t24_re4_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t24_re4_b0, v1Gm4);  // rmsnorm_bwd.pto:8:13
+        TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t24_re4, 12384);  // rmsnorm_bwd.pto:10:14
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+        GmView3 v1Gm3(v1 + _g39 * 1024, GmView3::Shape(t24_re4.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
+        TLOAD(t24_re4, v1Gm3);  // rmsnorm_bwd.pto:8:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT26Re4B0 t26_re4_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_re4_b0, 16480);  // rmsnorm_bwd.pto:10:14
+        TileT26Re4 t26_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t26_re4, 16480);  // rmsnorm_bwd.pto:10:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCOLEXPAND(t26_re4_b0, t21_re4_b0);  // rmsnorm_bwd.pto:10:14
+        TCOLEXPAND(t26_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TMUL(t45_b0, t24_re4_b0, t26_re4_b0);  // rmsnorm_bwd.pto:10:14
-        TileT47B0 t47_b0(std::min<int64_t>(H - _g39_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-        TASSIGN(t47_b0, 8288);  // rmsnorm_bwd.pto:11:66
+        TMUL(t45, t24_re4, t26_re4);  // rmsnorm_bwd.pto:10:14
+        TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
         pipe_barrier(PIPE_V);
-        TMUL(t47_b0, t45_b0, t40_b0);  // rmsnorm_bwd.pto:11:66
-        TileT51B0 t51_b0;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(t51_b0, 96);  // rmsnorm_bwd.pto:11:61
+        TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
+        TileT51 t51;  // rmsnorm_bwd.pto:11:61
+        TASSIGN(t51, 96);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(tmp2, 49248);  // rmsnorm_bwd.pto:11:61
-        TROWSUM(t51_b0, t47_b0, tmp2);  // rmsnorm_bwd.pto:11:61
+        TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
+        TASSIGN(tmp1, 24672);  // rmsnorm_bwd.pto:11:61
+        TROWSUM(t51, t47, tmp1);  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
-        TADD(t48, t48, t51_b0);  // rmsnorm_bwd.pto:11:61
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t48, t48, t51);  // rmsnorm_bwd.pto:11:61
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g39_dr = 0; _g39_dr < std::min<int64_t>((H + 1023) / 1024 - (_g39_db * 2 + 1), 1); ++_g39_dr) {  // rmsnorm_bwd.pto:11:36
-            TileT40B1 t40_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_b1, 20576);  // rmsnorm_bwd.pto:11:36
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView5 v0Gm5(v0 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView5::Shape(t40_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t40_b1, v0Gm5);  // rmsnorm_bwd.pto:7:14
-            TileT45B1 t45_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t45_b1, 24672);  // rmsnorm_bwd.pto:11:66
-            TileT21Re4B1 t21_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re4_b1, 28768);  // rmsnorm_bwd.pto:10:18
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView6 gammaGm6(gamma + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView6::Shape(t21_re4_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re4_b1, gammaGm6);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT24Re4B1 t24_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re4_b1, 32864);  // rmsnorm_bwd.pto:10:14
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView7 v1Gm7(v1 + (_g39_db * 2 + 1 + _g39_dr) * 1024, GmView7::Shape(t24_re4_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t24_re4_b1, v1Gm7);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT26Re4B1 t26_re4_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re4_b1, 36960);  // rmsnorm_bwd.pto:10:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPAND(t26_re4_b1, t21_re4_b1);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t45_b1, t24_re4_b1, t26_re4_b1);  // rmsnorm_bwd.pto:10:14
-            TileT47B1 t47_b1(std::min<int64_t>(H - (_g39_db * 2 + 1 + _g39_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t47_b1, 28768);  // rmsnorm_bwd.pto:11:66
-            pipe_barrier(PIPE_V);
-            TMUL(t47_b1, t45_b1, t40_b1);  // rmsnorm_bwd.pto:11:66
-            TileT51B1 t51_b1;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51_b1, 20576);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp3, 49248);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t51_b1, t47_b1, tmp3);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TADD(t48, t48, t51_b1);  // rmsnorm_bwd.pto:11:61
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TMULS(t48, t48, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
     pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g52_db = 0; _g52_db < ((H + 1023) / 1024 + 1) / 2; ++_g52_db) {  // rmsnorm_bwd.pto:11:36
+    for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT53B0 t53_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t53_b0, 96);  // rmsnorm_bwd.pto:11:36
-        TileT40Re8B0 t40_re8_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t40_re8_b0, 4192);  // rmsnorm_bwd.pto:11:36
+        TileT53 t53(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
+        TileT40Re8 t40_re8(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t40_re8, 4192);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-        GmView8 v0Gm8(v0 + _g52_db * 2 * 1024, GmView8::Shape(t40_re8_b0.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-        TLOAD(t40_re8_b0, v0Gm8);  // rmsnorm_bwd.pto:7:14
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
+        GmView4 v0Gm4(v0 + _g52 * 1024, GmView4::Shape(t40_re8.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
+        TLOAD(t40_re8, v0Gm4);  // rmsnorm_bwd.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT42Re8B0 t42_re8_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t42_re8_b0, 8288);  // rmsnorm_bwd.pto:11:36
+        TileT42Re8 t42_re8(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t42_re8, 8288);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t42_re8_b0, t38);  // rmsnorm_bwd.pto:11:36
+        TROWEXPAND(t42_re8, t38);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t53_b0, t40_re8_b0, t42_re8_b0);  // rmsnorm_bwd.pto:11:36
-        TileT55B0 t55_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t55_b0, 8288);  // rmsnorm_bwd.pto:11:36
+        TMUL(t53, t40_re8, t42_re8);  // rmsnorm_bwd.pto:11:36
+        TileT55 t55(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t55, 8288);  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t55_b0, t48);  // rmsnorm_bwd.pto:11:36
-        TileT56B0 t56_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t56_b0, 12384);  // rmsnorm_bwd.pto:11:36
+        TROWEXPAND(t55, t48);  // rmsnorm_bwd.pto:11:36
+        TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t56, 12384);  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TMUL(t56_b0, t53_b0, t55_b0);  // rmsnorm_bwd.pto:11:36
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT58B0 t58_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t58_b0, 96);  // rmsnorm_bwd.pto:11:25
-        TileT21Re7B0 t21_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t21_re7_b0, 8288);  // rmsnorm_bwd.pto:10:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-        GmView9 gammaGm9(gamma + _g52_db * 2 * 1024, GmView9::Shape(t21_re7_b0.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-        TLOAD(t21_re7_b0, gammaGm9);  // rmsnorm_bwd.pto:10:18
+        TMUL(t56, t53, t55);  // rmsnorm_bwd.pto:11:36
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
+        TileT21Re7 t21_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TASSIGN(t21_re7, 8288);  // rmsnorm_bwd.pto:10:18
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
+        GmView5 gammaGm5(gamma + _g52 * 1024, GmView5::Shape(t21_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
+        TLOAD(t21_re7, gammaGm5);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT24Re7B0 t24_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t24_re7_b0, 16480);  // rmsnorm_bwd.pto:10:14
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-        GmView10 v1Gm10(v1 + _g52_db * 2 * 1024, GmView10::Shape(t24_re7_b0.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:8:13
-        TLOAD(t24_re7_b0, v1Gm10);  // rmsnorm_bwd.pto:8:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TileT26Re7B0 t26_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_re7_b0, 20576);  // rmsnorm_bwd.pto:10:14
+        TileT24Re7 t24_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t24_re7, 16480);  // rmsnorm_bwd.pto:10:14
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
+        GmView6 v1Gm6(v1 + _g52 * 1024, GmView6::Shape(t24_re7.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
+        TLOAD(t24_re7, v1Gm6);  // rmsnorm_bwd.pto:8:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT26Re7 t26_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t26_re7, 20576);  // rmsnorm_bwd.pto:10:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLEXPAND(t26_re7_b0, t21_re7_b0);  // rmsnorm_bwd.pto:10:14
-        TileT27Re7B0 t27_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t27_re7_b0, 8288);  // rmsnorm_bwd.pto:10:14
+        TCOLEXPAND(t26_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
+        TileT27Re7 t27_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t27_re7, 8288);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-        TMUL(t27_re7_b0, t24_re7_b0, t26_re7_b0);  // rmsnorm_bwd.pto:10:14
-        TileT30Re7B0 t30_re7_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t30_re7_b0, 20576);  // rmsnorm_bwd.pto:11:25
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TMUL(t27_re7, t24_re7, t26_re7);  // rmsnorm_bwd.pto:10:14
+        TileT30Re7 t30_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t30_re7, 20576);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t30_re7_b0, t19);  // rmsnorm_bwd.pto:11:25
+        TROWEXPAND(t30_re7, t19);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        TMUL(t58_b0, t30_re7_b0, t27_re7_b0);  // rmsnorm_bwd.pto:11:25
-        TileT60B0 t60_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t60_b0, 8288);  // rmsnorm_bwd.pto:11:25
+        TMUL(t58, t30_re7, t27_re7);  // rmsnorm_bwd.pto:11:25
+        TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t60, 8288);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
-        TSUB(t60_b0, t58_b0, t56_b0);  // rmsnorm_bwd.pto:11:25
+        TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-        GmView11 dxGm11(dx + r * H + _g52_db * 2 * 1024, GmView11::Shape(t60_b0.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:11:20
-        TSTORE(dxGm11, t60_b0);  // rmsnorm_bwd.pto:11:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT67B0 t67_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t67_b0, 96);  // rmsnorm_bwd.pto:12:24
+        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
+        GmView7 dxGm7(dx + r * H + _g52 * 1024, GmView7::Shape(t60.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:20
+        TSTORE(dxGm7, t60);  // rmsnorm_bwd.pto:11:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t67, 96);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TMUL(t67_b0, t24_re7_b0, t40_re8_b0);  // rmsnorm_bwd.pto:12:24
-        TileT72B0 t72_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-        TASSIGN(t72_b0, 4192);  // rmsnorm_bwd.pto:12:24
+        TMUL(t67, t24_re7, t40_re8);  // rmsnorm_bwd.pto:12:24
+        TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TMUL(t72_b0, t67_b0, t30_re7_b0);  // rmsnorm_bwd.pto:12:24
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT74B0 t74_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t74_b0, 96);  // rmsnorm_bwd.pto:12:18
+        TMUL(t72, t67, t30_re7);  // rmsnorm_bwd.pto:12:24
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView12 accGm12(acc + _g52_db * 2 * 1024, GmView12::Shape(t74_b0.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TLOAD(t74_b0, accGm12);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+        GmView8 accGm8(acc + _g52 * 1024, GmView8::Shape(t74.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:12:18
+        TLOAD(t74, accGm8);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT76B0 t76_b0(std::min<int64_t>(H - _g52_db * 2 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-        TASSIGN(t76_b0, 8288);  // rmsnorm_bwd.pto:12:18
+        TileT76 t76(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TADD(t76_b0, t74_b0, t72_b0);  // rmsnorm_bwd.pto:12:18
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-        GmView13 accGm13(acc + _g52_db * 2 * 1024, GmView13::Shape(t76_b0.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
-        TSTORE(accGm13, t76_b0);  // rmsnorm_bwd.pto:12:18
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g52_dr = 0; _g52_dr < std::min<int64_t>((H + 1023) / 1024 - (_g52_db * 2 + 1), 1); ++_g52_dr) {  // rmsnorm_bwd.pto:11:36
-            TileT53B1 t53_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t53_b1, 24672);  // rmsnorm_bwd.pto:11:36
-            TileT40Re8B1 t40_re8_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_re8_b1, 28768);  // rmsnorm_bwd.pto:11:36
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView14 v0Gm14(v0 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView14::Shape(t40_re8_b1.GetValidCol()), GmView14::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t40_re8_b1, v0Gm14);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT42Re8B1 t42_re8_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t42_re8_b1, 32864);  // rmsnorm_bwd.pto:11:36
-            TROWEXPAND(t42_re8_b1, t38);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t53_b1, t40_re8_b1, t42_re8_b1);  // rmsnorm_bwd.pto:11:36
-            TileT55B1 t55_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t55_b1, 32864);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t55_b1, t48);  // rmsnorm_bwd.pto:11:36
-            TileT56B1 t56_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56_b1, 36960);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TMUL(t56_b1, t53_b1, t55_b1);  // rmsnorm_bwd.pto:11:36
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT58B1 t58_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t58_b1, 24672);  // rmsnorm_bwd.pto:11:25
-            TileT21Re7B1 t21_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re7_b1, 32864);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView15 gammaGm15(gamma + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView15::Shape(t21_re7_b1.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re7_b1, gammaGm15);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT24Re7B1 t24_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re7_b1, 41056);  // rmsnorm_bwd.pto:10:14
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView16 v1Gm16(v1 + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView16::Shape(t24_re7_b1.GetValidCol()), GmView16::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t24_re7_b1, v1Gm16);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT26Re7B1 t26_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re7_b1, 45152);  // rmsnorm_bwd.pto:10:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t26_re7_b1, t21_re7_b1);  // rmsnorm_bwd.pto:10:14
-            TileT27Re7B1 t27_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27_re7_b1, 32864);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t27_re7_b1, t24_re7_b1, t26_re7_b1);  // rmsnorm_bwd.pto:10:14
-            TileT30Re7B1 t30_re7_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t30_re7_b1, 45152);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t30_re7_b1, t19);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TMUL(t58_b1, t30_re7_b1, t27_re7_b1);  // rmsnorm_bwd.pto:11:25
-            TileT60B1 t60_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60_b1, 32864);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TSUB(t60_b1, t58_b1, t56_b1);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView17 dxGm17(dx + r * H + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView17::Shape(t60_b1.GetValidCol()), GmView17::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm17, t60_b1);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT67B1 t67_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t67_b1, 24672);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t67_b1, t24_re7_b1, t40_re8_b1);  // rmsnorm_bwd.pto:12:24
-            TileT72B1 t72_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t72_b1, 28768);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t72_b1, t67_b1, t30_re7_b1);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT74B1 t74_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t74_b1, 24672);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView18 accGm18(acc + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView18::Shape(t74_b1.GetValidCol()), GmView18::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t74_b1, accGm18);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT76B1 t76_b1(std::min<int64_t>(H - (_g52_db * 2 + 1 + _g52_dr) * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t76_b1, 32864);  // rmsnorm_bwd.pto:12:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TADD(t76_b1, t74_b1, t72_b1);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView19 accGm19(acc + (_g52_db * 2 + 1 + _g52_dr) * 1024, GmView19::Shape(t76_b1.GetValidCol()), GmView19::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(accGm19, t76_b1);  // rmsnorm_bwd.pto:12:18
-        }
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
+        GmView9 accGm9(acc + _g52 * 1024, GmView9::Shape(t76.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
+        TSTORE(accGm9, t76);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

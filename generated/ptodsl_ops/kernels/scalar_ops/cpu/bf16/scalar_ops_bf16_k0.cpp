@@ -6,170 +6,90 @@ using namespace pto;
 
 extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float s)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21B0 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21B1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 127) / 128) + 1) / 2; ++_g1_f_db) {  // scalar_ops.pto:3:13
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t2_b0, 0);  // scalar_ops.pto:3:13
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // scalar_ops.pto:3:13
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t2, 0);  // scalar_ops.pto:3:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
+            TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
+            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t4, 4096);  // scalar_ops.pto:3:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
+            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t5, 8192);  // scalar_ops.pto:3:13
+            pipe_barrier(PIPE_V);
+            TSUBS(t5, t4, 1.5f);  // scalar_ops.pto:3:13
+            pipe_barrier(PIPE_V);
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
+            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t9, 0);  // scalar_ops.pto:3:12
+            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t10, 4096);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t10, t3, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t11, 8192);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TMULS(t11, t10, 2.0f);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t9, t11, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t15, 2048);  // scalar_ops.pto:3:12
+            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t16, 4096);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t16, t9, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t17, 8192);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TDIVS(t17, t16, 4.0f);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t15, t17, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t21, 0);  // scalar_ops.pto:3:12
+            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t22, 4096);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t22, t15, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t23, 8192);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TADDS(t23, t22, s);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TCVT(t21, t23, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
+            TSTORE(yGm1, t21);  // scalar_ops.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
-        TLOAD(t2_b0, xGm0);  // scalar_ops.pto:3:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t3_b0, 2048);  // scalar_ops.pto:3:13
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t4_b0, 4096);  // scalar_ops.pto:3:13
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t5_b0, 8192);  // scalar_ops.pto:3:13
-        pipe_barrier(PIPE_V);
-        TSUBS(t5_b0, t4_b0, 1.5f);  // scalar_ops.pto:3:13
-        pipe_barrier(PIPE_V);
-        TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t9_b0, 0);  // scalar_ops.pto:3:12
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t10_b0, 4096);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t10_b0, t3_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t11_b0, 8192);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMULS(t11_b0, t10_b0, 2.0f);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t9_b0, t11_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        TileT15B0 t15_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t15_b0, 2048);  // scalar_ops.pto:3:12
-        TileT16B0 t16_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t16_b0, 4096);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t16_b0, t9_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        TileT17B0 t17_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t17_b0, 8192);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TDIVS(t17_b0, t16_b0, 4.0f);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t15_b0, t17_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        TileT21B0 t21_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t21_b0, 0);  // scalar_ops.pto:3:12
-        TileT22B0 t22_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t22_b0, 4096);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t22_b0, t15_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        TileT23B0 t23_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t23_b0, 8192);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t23_b0, t22_b0, s);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t21_b0, t23_b0, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView1::Shape(t21_b0.GetValidRow(), t21_b0.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
-        TSTORE(yGm1, t21_b0);  // scalar_ops.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 127) / 128) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // scalar_ops.pto:3:13
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t2_b1, 12288);  // scalar_ops.pto:3:13
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // scalar_ops.pto:3:13
-            TLOAD(t2_b1, xGm2);  // scalar_ops.pto:3:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t3_b1, 14336);  // scalar_ops.pto:3:13
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t4_b1, 16384);  // scalar_ops.pto:3:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t5_b1, 20480);  // scalar_ops.pto:3:13
-            pipe_barrier(PIPE_V);
-            TSUBS(t5_b1, t4_b1, 1.5f);  // scalar_ops.pto:3:13
-            pipe_barrier(PIPE_V);
-            TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t9_b1, 12288);  // scalar_ops.pto:3:12
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t10_b1, 16384);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t10_b1, t3_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t11_b1, 20480);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMULS(t11_b1, t10_b1, 2.0f);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t9_b1, t11_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT15B1 t15_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t15_b1, 14336);  // scalar_ops.pto:3:12
-            TileT16B1 t16_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t16_b1, 16384);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t16_b1, t9_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT17B1 t17_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t17_b1, 20480);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TDIVS(t17_b1, t16_b1, 4.0f);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t15_b1, t17_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT21B1 t21_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t21_b1, 12288);  // scalar_ops.pto:3:12
-            TileT22B1 t22_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t22_b1, 16384);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t22_b1, t15_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT23B1 t23_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t23_b1, 20480);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TADDS(t23_b1, t22_b1, s);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t21_b1, t23_b1, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView3::Shape(t21_b1.GetValidRow(), t21_b1.GetValidCol()), GmView3::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(yGm3, t21_b1);  // scalar_ops.pto:3:12
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

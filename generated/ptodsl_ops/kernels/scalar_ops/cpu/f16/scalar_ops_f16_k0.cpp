@@ -6,90 +6,50 @@ using namespace pto;
 
 extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, float s)
 {
-    using TileT2B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 127) / 128) + 1) / 2; ++_g1_f_db) {  // scalar_ops.pto:3:13
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t2_b0, 0);  // scalar_ops.pto:3:13
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // scalar_ops.pto:3:13
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t2, 0);  // scalar_ops.pto:3:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
+            TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TSUBS(t3, t2, 1.5f);  // scalar_ops.pto:3:13
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t7, 0);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TMULS(t7, t3, 2.0f);  // scalar_ops.pto:3:12
+            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t11, 2048);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TDIVS(t11, t7, 4.0f);  // scalar_ops.pto:3:12
+            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TASSIGN(t15, 0);  // scalar_ops.pto:3:12
+            pipe_barrier(PIPE_V);
+            TADDS(t15, t11, s);  // scalar_ops.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
+            TSTORE(yGm1, t15);  // scalar_ops.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
-        TLOAD(t2_b0, xGm0);  // scalar_ops.pto:3:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-        TASSIGN(t3_b0, 2048);  // scalar_ops.pto:3:13
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUBS(t3_b0, t2_b0, 1.5f);  // scalar_ops.pto:3:13
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t7_b0, 0);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMULS(t7_b0, t3_b0, 2.0f);  // scalar_ops.pto:3:12
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t11_b0, 2048);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TDIVS(t11_b0, t7_b0, 4.0f);  // scalar_ops.pto:3:12
-        TileT15B0 t15_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-        TASSIGN(t15_b0, 0);  // scalar_ops.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t15_b0, t11_b0, s);  // scalar_ops.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView1::Shape(t15_b0.GetValidRow(), t15_b0.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
-        TSTORE(yGm1, t15_b0);  // scalar_ops.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 127) / 128) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // scalar_ops.pto:3:13
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t2_b1, 4096);  // scalar_ops.pto:3:13
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // scalar_ops.pto:3:13
-            TLOAD(t2_b1, xGm2);  // scalar_ops.pto:3:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t3_b1, 6144);  // scalar_ops.pto:3:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUBS(t3_b1, t2_b1, 1.5f);  // scalar_ops.pto:3:13
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t7_b1, 4096);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMULS(t7_b1, t3_b1, 2.0f);  // scalar_ops.pto:3:12
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t11_b1, 6144);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TDIVS(t11_b1, t7_b1, 4.0f);  // scalar_ops.pto:3:12
-            TileT15B1 t15_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t15_b1, 4096);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TADDS(t15_b1, t11_b1, s);  // scalar_ops.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 127) / 128, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 127) / 128, 1) * 128, GmView3::Shape(t15_b1.GetValidRow(), t15_b1.GetValidCol()), GmView3::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(yGm3, t15_b1);  // scalar_ops.pto:3:12
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

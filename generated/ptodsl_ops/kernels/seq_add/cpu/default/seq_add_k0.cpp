@@ -6,60 +6,35 @@ using namespace pto;
 
 extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0_u2c0, __gm__ float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B)
 {
-    using TileT2B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) + 3) / 4 * ((H + 63) / 64) + 1) / 2; ++_g1_f_db) {  // seq_add.pto:7:24
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
-        TASSIGN(t2_b0, 0);  // seq_add.pto:7:24
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-        GmView0 a0_u2c0Gm0(a0_u2c0 + _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4 * H + _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, GmView0::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
-        TLOAD(t2_b0, a0_u2c0Gm0);  // seq_add.pto:7:24
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
-        TASSIGN(t3_b0, 1024);  // seq_add.pto:7:24
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADDS(t3_b0, t2_b0, 1.0f);  // seq_add.pto:7:24
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-        GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4 * H + _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, GmView1::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g1_f_db * 2 / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - _g1_f_db * 2 % std::max<int64_t>((H + 63) / 64, 1) * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
-        TSTORE(outGm1, t3_b0);  // seq_add.pto:7:24
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) + 3) / 4 * ((H + 63) / 64) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // seq_add.pto:7:24
-            TileT2B1 t2_b1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
-            TASSIGN(t2_b1, 2048);  // seq_add.pto:7:24
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView2 a0_u2c0Gm2(a0_u2c0 + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4 * H + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, GmView2::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, 64)), GmView2::Stride(H * S, H));  // seq_add.pto:7:24
-            TLOAD(t2_b1, a0_u2c0Gm2);  // seq_add.pto:7:24
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (H + 63) / 64; ++_g1) {  // seq_add.pto:7:24
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t2, 0);  // seq_add.pto:7:24
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
+            TLOAD(t2, a0_u2c0Gm0);  // seq_add.pto:7:24
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, 64));  // seq_add.pto:7:24
-            TASSIGN(t3_b1, 3072);  // seq_add.pto:7:24
+            TileT3 t3(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TASSIGN(t3, 1024);  // seq_add.pto:7:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADDS(t3_b1, t2_b1, 1.0f);  // seq_add.pto:7:24
+            TADDS(t3, t2, 1.0f);  // seq_add.pto:7:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView3 outGm3(out + b_u2 * 2 * (H * S) + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4 * H + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, GmView3::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((H + 63) / 64, 1) * 4, 4), std::min<int64_t>(H - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((H + 63) / 64, 1) * 64, 64)), GmView3::Stride(H * S, H));  // seq_add.pto:7:24
-            TSTORE(outGm3, t3_b1);  // seq_add.pto:7:24
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
+            GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
+            TSTORE(outGm1, t3);  // seq_add.pto:7:24
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,100 +6,55 @@ using namespace pto;
 
 extern "C" __global__ AICORE void silu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, half, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // silu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t2_b0, 0);  // silu.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // silu.pto:3:12
-        TLOAD(t2_b0, xGm0);  // silu.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t3_b0, 2048);  // silu.pto:3:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t4_b0, 4096);  // silu.pto:3:12
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t5_b0, 6144);  // silu.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TNEG(t5_b0, t2_b0);  // silu.pto:3:12
-        TileT6B0 t6_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t6_b0, 8192);  // silu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TEXP(t6_b0, t5_b0);  // silu.pto:3:12
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-        TASSIGN(t7_b0, 6144);  // silu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t7_b0, t6_b0, 1.0f);  // silu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TRECIP(t4_b0, t7_b0);  // silu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMUL(t3_b0, t2_b0, t4_b0);  // silu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView1::Stride(N));  // silu.pto:3:12
-        TSTORE(yGm1, t3_b0);  // silu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // silu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // silu.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t2_b1, 10240);  // silu.pto:3:12
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // silu.pto:3:12
-            TLOAD(t2_b1, xGm2);  // silu.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // silu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t2, 0);  // silu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
+            GmView0 xGm0(x + _g0 * 4 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // silu.pto:3:12
+            TLOAD(t2, xGm0);  // silu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t3_b1, 12288);  // silu.pto:3:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t4_b1, 14336);  // silu.pto:3:12
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t5_b1, 16384);  // silu.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t3, 2048);  // silu.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t4, 4096);  // silu.pto:3:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t5, 6144);  // silu.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t5_b1, t2_b1);  // silu.pto:3:12
-            TileT6B1 t6_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t6_b1, 18432);  // silu.pto:3:12
+            TNEG(t5, t2);  // silu.pto:3:12
+            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t6, 8192);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TEXP(t6_b1, t5_b1);  // silu.pto:3:12
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu.pto:3:12
-            TASSIGN(t7_b1, 16384);  // silu.pto:3:12
+            TEXP(t6, t5);  // silu.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+            TASSIGN(t7, 6144);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t7_b1, t6_b1, 1.0f);  // silu.pto:3:12
+            TADDS(t7, t6, 1.0f);  // silu.pto:3:12
             pipe_barrier(PIPE_V);
-            TRECIP(t4_b1, t7_b1);  // silu.pto:3:12
+            TRECIP(t4, t7);  // silu.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TMUL(t3_b1, t2_b1, t4_b1);  // silu.pto:3:12
+            TMUL(t3, t2, t4);  // silu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView3::Stride(N));  // silu.pto:3:12
-            TSTORE(yGm3, t3_b1);  // silu.pto:3:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
+            GmView1 yGm1(y + _g0 * 4 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // silu.pto:3:12
+            TSTORE(yGm1, t3);  // silu.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,164 +6,87 @@ using namespace pto;
 
 extern "C" __global__ AICORE void silu_bwd_f32_k0(__gm__ float* x, __gm__ float* dy, __gm__ float* dx, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT28B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT37B0 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT28B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT37B1 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // silu_bwd.pto:3:10
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:3:10
-        TASSIGN(t2_b0, 0);  // silu_bwd.pto:3:10
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:3:10
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // silu_bwd.pto:3:10
-        TLOAD(t2_b0, xGm0);  // silu_bwd.pto:3:10
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-        TASSIGN(t7_b0, 4096);  // silu_bwd.pto:4:9
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-        TASSIGN(t8_b0, 8192);  // silu_bwd.pto:4:9
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TNEG(t8_b0, t2_b0);  // silu_bwd.pto:4:9
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-        TASSIGN(t9_b0, 12288);  // silu_bwd.pto:4:9
-        pipe_barrier(PIPE_V);
-        TEXP(t9_b0, t8_b0);  // silu_bwd.pto:4:9
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-        TASSIGN(t10_b0, 8192);  // silu_bwd.pto:4:9
-        pipe_barrier(PIPE_V);
-        TADDS(t10_b0, t9_b0, 1.0f);  // silu_bwd.pto:4:9
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TRECIP(t7_b0, t10_b0);  // silu_bwd.pto:4:9
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT13B0 t13_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-        TASSIGN(t13_b0, 8192);  // silu_bwd.pto:5:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:18
-        GmView1 dyGm1(dy + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView1::Stride(N));  // silu_bwd.pto:5:18
-        TLOAD(t13_b0, dyGm1);  // silu_bwd.pto:5:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19B0 t19_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-        TASSIGN(t19_b0, 12288);  // silu_bwd.pto:5:18
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t19_b0, t13_b0, t7_b0);  // silu_bwd.pto:5:18
-        TileT23B0 t23_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:51
-        TASSIGN(t23_b0, 8192);  // silu_bwd.pto:5:51
-        pipe_barrier(PIPE_V);
-        TSUBS(t23_b0, t7_b0, 1.0f);  // silu_bwd.pto:5:51
-        pipe_barrier(PIPE_V);  // silu_bwd.pto:5:51
-        TNEG(t23_b0, t23_b0);  // silu_bwd.pto:5:51
-        TileT28B0 t28_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:45
-        TASSIGN(t28_b0, 4096);  // silu_bwd.pto:5:45
-        pipe_barrier(PIPE_V);
-        TMUL(t28_b0, t2_b0, t23_b0);  // silu_bwd.pto:5:45
-        TileT32B0 t32_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:39
-        TASSIGN(t32_b0, 0);  // silu_bwd.pto:5:39
-        pipe_barrier(PIPE_V);
-        TADDS(t32_b0, t28_b0, 1.0f);  // silu_bwd.pto:5:39
-        TileT37B0 t37_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-        TASSIGN(t37_b0, 4096);  // silu_bwd.pto:5:18
-        pipe_barrier(PIPE_V);
-        TMUL(t37_b0, t19_b0, t32_b0);  // silu_bwd.pto:5:18
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:13
-        GmView2 dxGm2(dx + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t37_b0.GetValidRow(), t37_b0.GetValidCol()), GmView2::Stride(N));  // silu_bwd.pto:5:13
-        TSTORE(dxGm2, t37_b0);  // silu_bwd.pto:5:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // silu_bwd.pto:3:10
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // silu_bwd.pto:3:10
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:3:10
-            TASSIGN(t2_b1, 16384);  // silu_bwd.pto:3:10
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:3:10
-            GmView3 xGm3(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // silu_bwd.pto:3:10
-            TLOAD(t2_b1, xGm3);  // silu_bwd.pto:3:10
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // silu_bwd.pto:3:10
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:3:10
+            TASSIGN(t2, 0);  // silu_bwd.pto:3:10
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:3:10
+            GmView0 xGm0(x + _g0 * 4 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // silu_bwd.pto:3:10
+            TLOAD(t2, xGm0);  // silu_bwd.pto:3:10
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-            TASSIGN(t7_b1, 20480);  // silu_bwd.pto:4:9
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-            TASSIGN(t8_b1, 24576);  // silu_bwd.pto:4:9
+            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TASSIGN(t7, 4096);  // silu_bwd.pto:4:9
+            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TASSIGN(t8, 8192);  // silu_bwd.pto:4:9
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t8_b1, t2_b1);  // silu_bwd.pto:4:9
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-            TASSIGN(t9_b1, 28672);  // silu_bwd.pto:4:9
+            TNEG(t8, t2);  // silu_bwd.pto:4:9
+            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TASSIGN(t9, 12288);  // silu_bwd.pto:4:9
             pipe_barrier(PIPE_V);
-            TEXP(t9_b1, t8_b1);  // silu_bwd.pto:4:9
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:4:9
-            TASSIGN(t10_b1, 24576);  // silu_bwd.pto:4:9
+            TEXP(t9, t8);  // silu_bwd.pto:4:9
+            TileT10 t10(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TASSIGN(t10, 8192);  // silu_bwd.pto:4:9
             pipe_barrier(PIPE_V);
-            TADDS(t10_b1, t9_b1, 1.0f);  // silu_bwd.pto:4:9
+            TADDS(t10, t9, 1.0f);  // silu_bwd.pto:4:9
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TRECIP(t7_b1, t10_b1);  // silu_bwd.pto:4:9
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT13B1 t13_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-            TASSIGN(t13_b1, 24576);  // silu_bwd.pto:5:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:18
-            GmView4 dyGm4(dy + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView4::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView4::Stride(N));  // silu_bwd.pto:5:18
-            TLOAD(t13_b1, dyGm4);  // silu_bwd.pto:5:18
+            TRECIP(t7, t10);  // silu_bwd.pto:4:9
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT13 t13(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TASSIGN(t13, 8192);  // silu_bwd.pto:5:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:18
+            GmView1 dyGm1(dy + _g0 * 4 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // silu_bwd.pto:5:18
+            TLOAD(t13, dyGm1);  // silu_bwd.pto:5:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19B1 t19_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-            TASSIGN(t19_b1, 28672);  // silu_bwd.pto:5:18
+            TileT19 t19(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TASSIGN(t19, 12288);  // silu_bwd.pto:5:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t19_b1, t13_b1, t7_b1);  // silu_bwd.pto:5:18
-            TileT23B1 t23_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:51
-            TASSIGN(t23_b1, 24576);  // silu_bwd.pto:5:51
+            TMUL(t19, t13, t7);  // silu_bwd.pto:5:18
+            TileT23 t23(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:51
+            TASSIGN(t23, 8192);  // silu_bwd.pto:5:51
             pipe_barrier(PIPE_V);
-            TSUBS(t23_b1, t7_b1, 1.0f);  // silu_bwd.pto:5:51
+            TSUBS(t23, t7, 1.0f);  // silu_bwd.pto:5:51
             pipe_barrier(PIPE_V);  // silu_bwd.pto:5:51
-            TNEG(t23_b1, t23_b1);  // silu_bwd.pto:5:51
-            TileT28B1 t28_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:45
-            TASSIGN(t28_b1, 20480);  // silu_bwd.pto:5:45
+            TNEG(t23, t23);  // silu_bwd.pto:5:51
+            TileT28 t28(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:45
+            TASSIGN(t28, 4096);  // silu_bwd.pto:5:45
             pipe_barrier(PIPE_V);
-            TMUL(t28_b1, t2_b1, t23_b1);  // silu_bwd.pto:5:45
-            TileT32B1 t32_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:39
-            TASSIGN(t32_b1, 16384);  // silu_bwd.pto:5:39
+            TMUL(t28, t2, t23);  // silu_bwd.pto:5:45
+            TileT32 t32(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:39
+            TASSIGN(t32, 0);  // silu_bwd.pto:5:39
             pipe_barrier(PIPE_V);
-            TADDS(t32_b1, t28_b1, 1.0f);  // silu_bwd.pto:5:39
-            TileT37B1 t37_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // silu_bwd.pto:5:18
-            TASSIGN(t37_b1, 20480);  // silu_bwd.pto:5:18
+            TADDS(t32, t28, 1.0f);  // silu_bwd.pto:5:39
+            TileT37 t37(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TASSIGN(t37, 4096);  // silu_bwd.pto:5:18
             pipe_barrier(PIPE_V);
-            TMUL(t37_b1, t19_b1, t32_b1);  // silu_bwd.pto:5:18
+            TMUL(t37, t19, t32);  // silu_bwd.pto:5:18
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:13
-            GmView5 dxGm5(dx + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView5::Shape(t37_b1.GetValidRow(), t37_b1.GetValidCol()), GmView5::Stride(N));  // silu_bwd.pto:5:13
-            TSTORE(dxGm5, t37_b1);  // silu_bwd.pto:5:13
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:13
+            GmView2 dxGm2(dx + _g0 * 4 * N + _g1 * 256, GmView2::Shape(t37.GetValidRow(), t37.GetValidCol()), GmView2::Stride(N));  // silu_bwd.pto:5:13
+            TSTORE(dxGm2, t37);  // silu_bwd.pto:5:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

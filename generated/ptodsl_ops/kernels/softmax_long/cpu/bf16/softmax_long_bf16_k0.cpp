@@ -7,108 +7,63 @@ using namespace pto;
 extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B)
 {
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT5 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT24 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT26B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29B0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT29B1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT29 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT31 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT0 t0;  // softmax_long.pto:5:23
     TASSIGN(t0, 0);  // softmax_long.pto:5:23
     TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k1_db = 0; _k1_db < ((N + 1023) / 1024 + 1) / 2; ++_k1_db) {  // softmax_long.pto:5:23
+    for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t2_b0, 32);  // softmax_long.pto:5:23
+        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TASSIGN(t2, 32);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-        GmView0 rowGm0(row + _k1_db * 2 * 1024, GmView0::Shape(t2_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-        TLOAD(t2_b0, rowGm0);  // softmax_long.pto:5:23
+        GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT3B0 t3_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t3_b0, 2080);  // softmax_long.pto:5:23
+        TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TASSIGN(t3, 2080);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t3_b0, t2_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT4B0 t4_b0;  // softmax_long.pto:5:23
-        TASSIGN(t4_b0, 32);  // softmax_long.pto:5:23
+        TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileT4 t4;  // softmax_long.pto:5:23
+        TASSIGN(t4, 32);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 28736);  // softmax_long.pto:5:23
-        TROWMAX(t4_b0, t3_b0, tmp0);  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 14400);  // softmax_long.pto:5:23
+        TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAX(t0, t0, t4_b0);  // softmax_long.pto:5:23
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TMAX(t0, t0, t4);  // softmax_long.pto:5:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k1_dr = 0; _k1_dr < std::min<int64_t>((N + 1023) / 1024 - (_k1_db * 2 + 1), 1); ++_k1_dr) {  // softmax_long.pto:5:23
-            TileT2B1 t2_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2_b1, 6176);  // softmax_long.pto:5:23
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView1 rowGm1(row + (_k1_db * 2 + 1 + _k1_dr) * 1024, GmView1::Shape(t2_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2_b1, rowGm1);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT3B1 t3_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t3_b1, 8224);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t3_b1, t2_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT4B1 t4_b1;  // softmax_long.pto:5:23
-            TASSIGN(t4_b1, 6176);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // softmax_long.pto:5:23
-            TASSIGN(tmp1, 28736);  // softmax_long.pto:5:23
-            TROWMAX(t4_b1, t3_b1, tmp1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t4_b1);  // softmax_long.pto:5:23
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TileT5 t5;  // softmax_long.pto:5:23
     TASSIGN(t5, 32);  // softmax_long.pto:5:23
@@ -122,231 +77,124 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g6_db = 0; _g6_db < ((N + 1023) / 1024 + 1) / 2; ++_g6_db) {  // softmax_long.pto:5:17
+    for (int64_t _g6 = 0; _g6 < (N + 1023) / 1024; ++_g6) {  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TileT7B0 t7_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t7_b0, 64);  // softmax_long.pto:5:17
+        TileT7 t7(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7, 64);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-        GmView2 rowGm2(row + _g6_db * 2 * 1024, GmView2::Shape(t7_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-        TLOAD(t7_b0, rowGm2);  // softmax_long.pto:5:17
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+        GmView1 rowGm1(row + _g6 * 1024, GmView1::Shape(t7.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
+        TLOAD(t7, rowGm1);  // softmax_long.pto:5:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT9B0 t9_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t9_b0, 2112);  // softmax_long.pto:5:17
-        TROWEXPAND(t9_b0, t5);  // softmax_long.pto:5:17
-        TileT10B0 t10_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t10_b0, 4160);  // softmax_long.pto:5:17
-        TileT11B0 t11_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t11_b0, 6208);  // softmax_long.pto:5:17
+        TileT9 t9(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t9, 2112);  // softmax_long.pto:5:17
+        TROWEXPAND(t9, t5);  // softmax_long.pto:5:17
+        TileT10 t10(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t10, 4160);  // softmax_long.pto:5:17
+        TileT11 t11(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t11, 6208);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t11_b0, t7_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-        TileT12B0 t12_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t12_b0, 10304);  // softmax_long.pto:5:17
+        TCVT(t11, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+        TileT12 t12(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t12, 10304);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TCVT(t12_b0, t9_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-        TileT13B0 t13_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t13_b0, 64);  // softmax_long.pto:5:17
+        TCVT(t12, t9, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+        TileT13 t13(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t13, 64);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TSUB(t13_b0, t11_b0, t12_b0);  // softmax_long.pto:5:17
+        TSUB(t13, t11, t12);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TCVT(t10_b0, t13_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-        TileT16B0 t16_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t16_b0, 64);  // softmax_long.pto:5:13
-        TileT17B0 t17_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t17_b0, 6208);  // softmax_long.pto:5:13
+        TCVT(t10, t13, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+        TileT16 t16(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t16, 64);  // softmax_long.pto:5:13
+        TileT17 t17(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t17, 6208);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
-        TCVT(t17_b0, t10_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-        TileT18B0 t18_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t18_b0, 2112);  // softmax_long.pto:5:13
+        TCVT(t17, t10, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+        TileT18 t18(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t18, 2112);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
-        TEXP(t18_b0, t17_b0);  // softmax_long.pto:5:13
+        TEXP(t18, t17);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
-        TCVT(t16_b0, t18_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+        TCVT(t16, t18, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-        GmView3 eGm3(e + _g6_db * 2 * 1024, GmView3::Shape(t16_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:5:13
-        TSTORE(eGm3, t16_b0);  // softmax_long.pto:5:13
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
+        GmView2 eGm2(e + _g6 * 1024, GmView2::Shape(t16.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:13
+        TSTORE(eGm2, t16);  // softmax_long.pto:5:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT22B0 t22_b0(std::min<int64_t>(N - _g6_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
-        TASSIGN(t22_b0, 2112);  // softmax_long.pto:6:23
+        TileT22 t22(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:6:23
+        TASSIGN(t22, 2112);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TCVT(t22_b0, t16_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-        TileT23B0 t23_b0;  // softmax_long.pto:6:23
-        TASSIGN(t23_b0, 64);  // softmax_long.pto:6:23
+        TCVT(t22, t16, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TileT23 t23;  // softmax_long.pto:6:23
+        TASSIGN(t23, 64);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp2;  // softmax_long.pto:6:23
-        TASSIGN(tmp2, 28736);  // softmax_long.pto:6:23
-        TROWSUM(t23_b0, t22_b0, tmp2);  // softmax_long.pto:6:23
+        TileTmp0 tmp1;  // softmax_long.pto:6:23
+        TASSIGN(tmp1, 14400);  // softmax_long.pto:6:23
+        TROWSUM(t23, t22, tmp1);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TADD(t19, t19, t23_b0);  // softmax_long.pto:6:23
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t19, t19, t23);  // softmax_long.pto:6:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g6_dr = 0; _g6_dr < std::min<int64_t>((N + 1023) / 1024 - (_g6_db * 2 + 1), 1); ++_g6_dr) {  // softmax_long.pto:5:17
-            TileT7B1 t7_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_b1, 14400);  // softmax_long.pto:5:17
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView4 rowGm4(row + (_g6_db * 2 + 1 + _g6_dr) * 1024, GmView4::Shape(t7_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t7_b1, rowGm4);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT9B1 t9_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9_b1, 16448);  // softmax_long.pto:5:17
-            TROWEXPAND(t9_b1, t5);  // softmax_long.pto:5:17
-            TileT10B1 t10_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10_b1, 18496);  // softmax_long.pto:5:17
-            TileT11B1 t11_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t11_b1, 20544);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t11_b1, t7_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT12B1 t12_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t12_b1, 24640);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TCVT(t12_b1, t9_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT13B1 t13_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t13_b1, 14400);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TSUB(t13_b1, t11_b1, t12_b1);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TCVT(t10_b1, t13_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT16B1 t16_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t16_b1, 14400);  // softmax_long.pto:5:13
-            TileT17B1 t17_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t17_b1, 20544);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TCVT(t17_b1, t10_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            TileT18B1 t18_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t18_b1, 16448);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TEXP(t18_b1, t17_b1);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TCVT(t16_b1, t18_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-            GmView5 eGm5(e + (_g6_db * 2 + 1 + _g6_dr) * 1024, GmView5::Shape(t16_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:5:13
-            TSTORE(eGm5, t16_b1);  // softmax_long.pto:5:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT22B1 t22_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t22_b1, 16448);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TCVT(t22_b1, t16_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT23B1 t23_b1;  // softmax_long.pto:6:23
-            TASSIGN(t23_b1, 14400);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 28736);  // softmax_long.pto:6:23
-            TROWSUM(t23_b1, t22_b1, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t19, t19, t23_b1);  // softmax_long.pto:6:23
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     TileT24 t24;  // softmax_long.pto:6:23
     TASSIGN(t24, 32);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
     TCVT(t24, t19, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g25_db = 0; _g25_db < ((N + 1023) / 1024 + 1) / 2; ++_g25_db) {  // softmax_long.pto:6:19
+    for (int64_t _g25 = 0; _g25 < (N + 1023) / 1024; ++_g25) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT26B0 t26_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t26_b0, 64);  // softmax_long.pto:6:19
+        TileT26 t26(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t26, 64);  // softmax_long.pto:6:19
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView6 eGm6(e + _g25_db * 2 * 1024, GmView6::Shape(t26_b0.GetValidCol()), GmView6::Stride(N));  // softmax_long.pto:6:19
-        TLOAD(t26_b0, eGm6);  // softmax_long.pto:6:19
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView3 eGm3(e + _g25 * 1024, GmView3::Shape(t26.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
+        TLOAD(t26, eGm3);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT28B0 t28_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t28_b0, 2112);  // softmax_long.pto:6:19
-        TROWEXPAND(t28_b0, t24);  // softmax_long.pto:6:19
-        TileT29B0 t29_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t29_b0, 4160);  // softmax_long.pto:6:19
-        TileT30B0 t30_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t30_b0, 6208);  // softmax_long.pto:6:19
+        TileT28 t28(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t28, 2112);  // softmax_long.pto:6:19
+        TROWEXPAND(t28, t24);  // softmax_long.pto:6:19
+        TileT29 t29(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t29, 4160);  // softmax_long.pto:6:19
+        TileT30 t30(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t30, 6208);  // softmax_long.pto:6:19
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t30_b0, t26_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-        TileT31B0 t31_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t31_b0, 10304);  // softmax_long.pto:6:19
+        TCVT(t30, t26, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+        TileT31 t31(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t31, 10304);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TCVT(t31_b0, t28_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-        TileT32B0 t32_b0(std::min<int64_t>(N - _g25_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t32_b0, 64);  // softmax_long.pto:6:19
+        TCVT(t31, t28, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+        TileT32 t32(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t32, 64);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t32_b0, t30_b0, t31_b0);  // softmax_long.pto:6:19
+        TDIV(t32, t30, t31);  // softmax_long.pto:6:19
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TCVT(t29_b0, t32_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+        TCVT(t29, t32, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView7 yGm7(y + b * N + _g25_db * 2 * 1024, GmView7::Shape(t29_b0.GetValidCol()), GmView7::Stride(N));  // softmax_long.pto:6:19
-        TSTORE(yGm7, t29_b0);  // softmax_long.pto:6:19
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView4 yGm4(y + b * N + _g25 * 1024, GmView4::Shape(t29.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm4, t29);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g25_dr = 0; _g25_dr < std::min<int64_t>((N + 1023) / 1024 - (_g25_db * 2 + 1), 1); ++_g25_dr) {  // softmax_long.pto:6:19
-            TileT26B1 t26_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t26_b1, 14400);  // softmax_long.pto:6:19
-            using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView8 eGm8(e + (_g25_db * 2 + 1 + _g25_dr) * 1024, GmView8::Shape(t26_b1.GetValidCol()), GmView8::Stride(N));  // softmax_long.pto:6:19
-            TLOAD(t26_b1, eGm8);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT28B1 t28_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t28_b1, 16448);  // softmax_long.pto:6:19
-            TROWEXPAND(t28_b1, t24);  // softmax_long.pto:6:19
-            TileT29B1 t29_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t29_b1, 18496);  // softmax_long.pto:6:19
-            TileT30B1 t30_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t30_b1, 20544);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t30_b1, t26_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT31B1 t31_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t31_b1, 24640);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TCVT(t31_b1, t28_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT32B1 t32_b1(std::min<int64_t>(N - (_g25_db * 2 + 1 + _g25_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t32_b1, 14400);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TDIV(t32_b1, t30_b1, t31_b1);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TCVT(t29_b1, t32_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView9 yGm9(y + b * N + (_g25_db * 2 + 1 + _g25_dr) * 1024, GmView9::Shape(t29_b1.GetValidCol()), GmView9::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm9, t29_b1);  // softmax_long.pto:6:19
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -9,45 +9,26 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT5 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeF16B0 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT9B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeF16B1 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT9B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1SafeF16 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT9 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT21B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re1B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B0 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re1B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24B1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT23 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT24 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT0 t0;  // softmax_long.pto:5:23
@@ -59,151 +40,80 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
     TASSIGN(t14, 64);  // softmax_long.pto:6:23
     TEXPANDS(t14, 0.0f);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _k1_db = 0; _k1_db < ((N + 1023) / 1024 + 1) / 2; ++_k1_db) {  // softmax_long.pto:5:23
+    for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t2_b0, 96);  // softmax_long.pto:5:23
+        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TASSIGN(t2, 96);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-        GmView0 rowGm0(row + _k1_db * 2 * 1024, GmView0::Shape(t2_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-        TLOAD(t2_b0, rowGm0);  // softmax_long.pto:5:23
+        GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t3_b0, 2144);  // softmax_long.pto:5:23
+        TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TASSIGN(t3, 2144);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t3_b0, t2_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT4B0 t4_b0;  // softmax_long.pto:5:23
-        TASSIGN(t4_b0, 6240);  // softmax_long.pto:5:23
+        TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileT4 t4;  // softmax_long.pto:5:23
+        TASSIGN(t4, 6240);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 16448);  // softmax_long.pto:5:23
-        TROWMAX(t4_b0, t3_b0, tmp0);  // softmax_long.pto:5:23
-        TileOnline1MaxB0 online1_max_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_max_b0, 2144);  // softmax_long.pto:5:23
-        TileOnline1SafeB0 online1_safe_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_safe_b0, 2176);  // softmax_long.pto:5:23
-        TileOnline1DiffB0 online1_diff_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_diff_b0, 2208);  // softmax_long.pto:5:23
-        TileOnline1AlphaB0 online1_alpha_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_alpha_b0, 2240);  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 8256);  // softmax_long.pto:5:23
+        TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
+        TileOnline1Max online1_max;  // softmax_long.pto:5:23
+        TASSIGN(online1_max, 2144);  // softmax_long.pto:5:23
+        TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
+        TASSIGN(online1_safe, 2176);  // softmax_long.pto:5:23
+        TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
+        TASSIGN(online1_diff, 2208);  // softmax_long.pto:5:23
+        TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
+        TASSIGN(online1_alpha, 2240);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAX(online1_max_b0, t0, t4_b0);  // softmax_long.pto:5:23
+        TMAX(online1_max, t0, t4);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAXS(online1_safe_b0, online1_max_b0, -65504.0f);  // softmax_long.pto:5:23
+        TMAXS(online1_safe, online1_max, -65504.0f);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TSUB(online1_diff_b0, t0, online1_safe_b0);  // softmax_long.pto:5:23
+        TSUB(online1_diff, t0, online1_safe);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TEXP(online1_alpha_b0, online1_diff_b0);  // softmax_long.pto:5:23
+        TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMUL(t14, t14, online1_alpha_b0);  // softmax_long.pto:5:23
-        TileOnline1SafeF16B0 online1_safe_f16_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_safe_f16_b0, 2144);  // softmax_long.pto:5:23
+        TMUL(t14, t14, online1_alpha);  // softmax_long.pto:5:23
+        TileOnline1SafeF16 online1_safe_f16;  // softmax_long.pto:5:23
+        TASSIGN(online1_safe_f16, 2144);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TCVT(online1_safe_f16_b0, online1_safe_b0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TCVT(online1_safe_f16, online1_safe, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAX(t0, t0, t4_b0);  // softmax_long.pto:5:23
-        TileT9B0 t9_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t9_b0, 2176);  // softmax_long.pto:5:17
+        TMAX(t0, t0, t4);  // softmax_long.pto:5:23
+        TileT9 t9(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t9, 2176);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t9_b0, online1_safe_f16_b0);  // softmax_long.pto:5:17
-        TileT10B0 t10_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t10_b0, 4224);  // softmax_long.pto:5:17
+        TROWEXPAND(t9, online1_safe_f16);  // softmax_long.pto:5:17
+        TileT10 t10(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t10, 4224);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TSUB(t10_b0, t2_b0, t9_b0);  // softmax_long.pto:5:17
-        TileT13B0 t13_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t13_b0, 96);  // softmax_long.pto:5:13
+        TSUB(t10, t2, t9);  // softmax_long.pto:5:17
+        TileT13 t13(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t13, 96);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
-        TEXP(t13_b0, t10_b0);  // softmax_long.pto:5:13
-        TileT17B0 t17_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:6:23
-        TASSIGN(t17_b0, 2144);  // softmax_long.pto:6:23
+        TEXP(t13, t10);  // softmax_long.pto:5:13
+        TileT17 t17(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:6:23
+        TASSIGN(t17, 2144);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TCVT(t17_b0, t13_b0, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-        TileT18B0 t18_b0;  // softmax_long.pto:6:23
-        TASSIGN(t18_b0, 96);  // softmax_long.pto:6:23
+        TCVT(t17, t13, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TileT18 t18;  // softmax_long.pto:6:23
+        TASSIGN(t18, 96);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // softmax_long.pto:6:23
-        TASSIGN(tmp1, 16448);  // softmax_long.pto:6:23
-        TROWSUM(t18_b0, t17_b0, tmp1);  // softmax_long.pto:6:23
+        TASSIGN(tmp1, 8256);  // softmax_long.pto:6:23
+        TROWSUM(t18, t17, tmp1);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
-        TADD(t14, t14, t18_b0);  // softmax_long.pto:6:23
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        TADD(t14, t14, t18);  // softmax_long.pto:6:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k1_dr = 0; _k1_dr < std::min<int64_t>((N + 1023) / 1024 - (_k1_db * 2 + 1), 1); ++_k1_dr) {  // softmax_long.pto:5:23
-            TileT2B1 t2_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2_b1, 6272);  // softmax_long.pto:5:23
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView1 rowGm1(row + (_k1_db * 2 + 1 + _k1_dr) * 1024, GmView1::Shape(t2_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2_b1, rowGm1);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t3_b1, 8320);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t3_b1, t2_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT4B1 t4_b1;  // softmax_long.pto:5:23
-            TASSIGN(t4_b1, 12416);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // softmax_long.pto:5:23
-            TASSIGN(tmp2, 16448);  // softmax_long.pto:5:23
-            TROWMAX(t4_b1, t3_b1, tmp2);  // softmax_long.pto:5:23
-            TileOnline1MaxB1 online1_max_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_max_b1, 8320);  // softmax_long.pto:5:23
-            TileOnline1SafeB1 online1_safe_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe_b1, 8352);  // softmax_long.pto:5:23
-            TileOnline1DiffB1 online1_diff_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_diff_b1, 8384);  // softmax_long.pto:5:23
-            TileOnline1AlphaB1 online1_alpha_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_alpha_b1, 8416);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max_b1, t0, t4_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe_b1, online1_max_b1, -65504.0f);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b1, t0, online1_safe_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha_b1, online1_diff_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMUL(t14, t14, online1_alpha_b1);  // softmax_long.pto:5:23
-            TileOnline1SafeF16B1 online1_safe_f16_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe_f16_b1, 8320);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TCVT(online1_safe_f16_b1, online1_safe_b1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t4_b1);  // softmax_long.pto:5:23
-            TileT9B1 t9_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9_b1, 8352);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t9_b1, online1_safe_f16_b1);  // softmax_long.pto:5:17
-            TileT10B1 t10_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10_b1, 10400);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TSUB(t10_b1, t2_b1, t9_b1);  // softmax_long.pto:5:17
-            TileT13B1 t13_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t13_b1, 6272);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TEXP(t13_b1, t10_b1);  // softmax_long.pto:5:13
-            TileT17B1 t17_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t17_b1, 8320);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TCVT(t17_b1, t13_b1, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT18B1 t18_b1;  // softmax_long.pto:6:23
-            TASSIGN(t18_b1, 6272);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 16448);  // softmax_long.pto:6:23
-            TROWSUM(t18_b1, t17_b1, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t14, t14, t18_b1);  // softmax_long.pto:6:23
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     TCVT(t5, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
     TileT19 t19;  // softmax_long.pto:6:23
     TASSIGN(t19, 0);  // softmax_long.pto:6:23
@@ -211,88 +121,47 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
     TCVT(t19, t14, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g20_db = 0; _g20_db < ((N + 1023) / 1024 + 1) / 2; ++_g20_db) {  // softmax_long.pto:6:19
+    for (int64_t _g20 = 0; _g20 < (N + 1023) / 1024; ++_g20) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT21B0 t21_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t21_b0, 64);  // softmax_long.pto:6:19
-        TileT7Re1B0 t7_re1_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t7_re1_b0, 2112);  // softmax_long.pto:5:17
+        TileT21 t21(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t21, 64);  // softmax_long.pto:6:19
+        TileT7Re1 t7_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7_re1, 2112);  // softmax_long.pto:5:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-        GmView2 rowGm2(row + _g20_db * 2 * 1024, GmView2::Shape(t7_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-        TLOAD(t7_re1_b0, rowGm2);  // softmax_long.pto:5:17
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+        GmView1 rowGm1(row + _g20 * 1024, GmView1::Shape(t7_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
+        TLOAD(t7_re1, rowGm1);  // softmax_long.pto:5:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT9Re1B0 t9_re1_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t9_re1_b0, 4160);  // softmax_long.pto:5:17
+        TileT9Re1 t9_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t9_re1, 4160);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t9_re1_b0, t5);  // softmax_long.pto:5:17
-        TileT10Re1B0 t10_re1_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t10_re1_b0, 6208);  // softmax_long.pto:5:17
+        TROWEXPAND(t9_re1, t5);  // softmax_long.pto:5:17
+        TileT10Re1 t10_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t10_re1, 6208);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t10_re1_b0, t7_re1_b0, t9_re1_b0);  // softmax_long.pto:5:17
+        TSUB(t10_re1, t7_re1, t9_re1);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TEXP(t21_b0, t10_re1_b0);  // softmax_long.pto:5:13
-        TileT23B0 t23_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t23_b0, 2112);  // softmax_long.pto:6:19
+        TEXP(t21, t10_re1);  // softmax_long.pto:5:13
+        TileT23 t23(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t23, 2112);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t23_b0, t19);  // softmax_long.pto:6:19
-        TileT24B0 t24_b0(std::min<int64_t>(N - _g20_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t24_b0, 4160);  // softmax_long.pto:6:19
+        TROWEXPAND(t23, t19);  // softmax_long.pto:6:19
+        TileT24 t24(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t24, 4160);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t24_b0, t21_b0, t23_b0);  // softmax_long.pto:6:19
+        TDIV(t24, t21, t23);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView3 yGm3(y + b * N + _g20_db * 2 * 1024, GmView3::Shape(t24_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-        TSTORE(yGm3, t24_b0);  // softmax_long.pto:6:19
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView2 yGm2(y + b * N + _g20 * 1024, GmView2::Shape(t24.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm2, t24);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g20_dr = 0; _g20_dr < std::min<int64_t>((N + 1023) / 1024 - (_g20_db * 2 + 1), 1); ++_g20_dr) {  // softmax_long.pto:6:19
-            TileT21B1 t21_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t21_b1, 8256);  // softmax_long.pto:6:19
-            TileT7Re1B1 t7_re1_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_re1_b1, 10304);  // softmax_long.pto:5:17
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView4 rowGm4(row + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView4::Shape(t7_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t7_re1_b1, rowGm4);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT9Re1B1 t9_re1_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9_re1_b1, 12352);  // softmax_long.pto:5:17
-            TROWEXPAND(t9_re1_b1, t5);  // softmax_long.pto:5:17
-            TileT10Re1B1 t10_re1_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10_re1_b1, 14400);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t10_re1_b1, t7_re1_b1, t9_re1_b1);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TEXP(t21_b1, t10_re1_b1);  // softmax_long.pto:5:13
-            TileT23B1 t23_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t23_b1, 10304);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t23_b1, t19);  // softmax_long.pto:6:19
-            TileT24B1 t24_b1(std::min<int64_t>(N - (_g20_db * 2 + 1 + _g20_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t24_b1, 12352);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TDIV(t24_b1, t21_b1, t23_b1);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView5 yGm5(y + b * N + (_g20_db * 2 + 1 + _g20_dr) * 1024, GmView5::Shape(t24_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm5, t24_b1);  // softmax_long.pto:6:19
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

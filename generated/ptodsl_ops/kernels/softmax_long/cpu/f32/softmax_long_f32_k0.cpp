@@ -8,38 +8,22 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
 {
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1MaxB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1DiffB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1AlphaB1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
 
     TileT0 t0;  // softmax_long.pto:5:23
@@ -49,210 +33,110 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
     TASSIGN(t12, 32);  // softmax_long.pto:6:23
     TEXPANDS(t12, 0.0f);  // softmax_long.pto:6:23
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _k1_db = 0; _k1_db < ((N + 1023) / 1024 + 1) / 2; ++_k1_db) {  // softmax_long.pto:5:23
+    for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:23
-        TASSIGN(t2_b0, 64);  // softmax_long.pto:5:23
+        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TASSIGN(t2, 64);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-        GmView0 rowGm0(row + _k1_db * 2 * 1024, GmView0::Shape(t2_b0.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-        TLOAD(t2_b0, rowGm0);  // softmax_long.pto:5:23
+        GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0;  // softmax_long.pto:5:23
-        TASSIGN(t3_b0, 4160);  // softmax_long.pto:5:23
+        TileT3 t3;  // softmax_long.pto:5:23
+        TASSIGN(t3, 4160);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // softmax_long.pto:5:23
-        TASSIGN(tmp0, 32832);  // softmax_long.pto:5:23
-        TROWMAX(t3_b0, t2_b0, tmp0);  // softmax_long.pto:5:23
-        TileOnline1MaxB0 online1_max_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_max_b0, 4192);  // softmax_long.pto:5:23
-        TileOnline1SafeB0 online1_safe_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_safe_b0, 4224);  // softmax_long.pto:5:23
-        TileOnline1DiffB0 online1_diff_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_diff_b0, 4256);  // softmax_long.pto:5:23
-        TileOnline1AlphaB0 online1_alpha_b0;  // softmax_long.pto:5:23
-        TASSIGN(online1_alpha_b0, 4288);  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 16448);  // softmax_long.pto:5:23
+        TROWMAX(t3, t2, tmp0);  // softmax_long.pto:5:23
+        TileOnline1Max online1_max;  // softmax_long.pto:5:23
+        TASSIGN(online1_max, 4192);  // softmax_long.pto:5:23
+        TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
+        TASSIGN(online1_safe, 4224);  // softmax_long.pto:5:23
+        TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
+        TASSIGN(online1_diff, 4256);  // softmax_long.pto:5:23
+        TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
+        TASSIGN(online1_alpha, 4288);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAX(online1_max_b0, t0, t3_b0);  // softmax_long.pto:5:23
+        TMAX(online1_max, t0, t3);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAXS(online1_safe_b0, online1_max_b0, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
+        TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TSUB(online1_diff_b0, t0, online1_safe_b0);  // softmax_long.pto:5:23
+        TSUB(online1_diff, t0, online1_safe);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TEXP(online1_alpha_b0, online1_diff_b0);  // softmax_long.pto:5:23
+        TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMUL(t12, t12, online1_alpha_b0);  // softmax_long.pto:5:23
+        TMUL(t12, t12, online1_alpha);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TMAX(t0, t0, t3_b0);  // softmax_long.pto:5:23
-        TileT7B0 t7_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t7_b0, 4256);  // softmax_long.pto:5:17
+        TMAX(t0, t0, t3);  // softmax_long.pto:5:23
+        TileT7 t7(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7, 4256);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t7_b0, online1_safe_b0);  // softmax_long.pto:5:17
-        TileT8B0 t8_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t8_b0, 8352);  // softmax_long.pto:5:17
+        TROWEXPAND(t7, online1_safe);  // softmax_long.pto:5:17
+        TileT8 t8(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t8, 8352);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TSUB(t8_b0, t2_b0, t7_b0);  // softmax_long.pto:5:17
-        TileT11B0 t11_b0(std::min<int64_t>(N - _k1_db * 2 * 1024, 1024));  // softmax_long.pto:5:13
-        TASSIGN(t11_b0, 64);  // softmax_long.pto:5:13
+        TSUB(t8, t2, t7);  // softmax_long.pto:5:17
+        TileT11 t11(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
+        TASSIGN(t11, 64);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
-        TEXP(t11_b0, t8_b0);  // softmax_long.pto:5:13
-        TileT15B0 t15_b0;  // softmax_long.pto:6:23
-        TASSIGN(t15_b0, 4160);  // softmax_long.pto:6:23
+        TEXP(t11, t8);  // softmax_long.pto:5:13
+        TileT15 t15;  // softmax_long.pto:6:23
+        TASSIGN(t15, 4160);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // softmax_long.pto:6:23
-        TASSIGN(tmp1, 32832);  // softmax_long.pto:6:23
-        TROWSUM(t15_b0, t11_b0, tmp1);  // softmax_long.pto:6:23
+        TASSIGN(tmp1, 16448);  // softmax_long.pto:6:23
+        TROWSUM(t15, t11, tmp1);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TADD(t12, t12, t15_b0);  // softmax_long.pto:6:23
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k1_dr = 0; _k1_dr < std::min<int64_t>((N + 1023) / 1024 - (_k1_db * 2 + 1), 1); ++_k1_dr) {  // softmax_long.pto:5:23
-            TileT2B1 t2_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2_b1, 12448);  // softmax_long.pto:5:23
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView1 rowGm1(row + (_k1_db * 2 + 1 + _k1_dr) * 1024, GmView1::Shape(t2_b1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2_b1, rowGm1);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1;  // softmax_long.pto:5:23
-            TASSIGN(t3_b1, 16544);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp2;  // softmax_long.pto:5:23
-            TASSIGN(tmp2, 32832);  // softmax_long.pto:5:23
-            TROWMAX(t3_b1, t2_b1, tmp2);  // softmax_long.pto:5:23
-            TileOnline1MaxB1 online1_max_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_max_b1, 16576);  // softmax_long.pto:5:23
-            TileOnline1SafeB1 online1_safe_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe_b1, 16608);  // softmax_long.pto:5:23
-            TileOnline1DiffB1 online1_diff_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_diff_b1, 16640);  // softmax_long.pto:5:23
-            TileOnline1AlphaB1 online1_alpha_b1;  // softmax_long.pto:5:23
-            TASSIGN(online1_alpha_b1, 16672);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max_b1, t0, t3_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe_b1, online1_max_b1, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff_b1, t0, online1_safe_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha_b1, online1_diff_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMUL(t12, t12, online1_alpha_b1);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t3_b1);  // softmax_long.pto:5:23
-            TileT7B1 t7_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_b1, 16640);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t7_b1, online1_safe_b1);  // softmax_long.pto:5:17
-            TileT8B1 t8_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t8_b1, 20736);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TSUB(t8_b1, t2_b1, t7_b1);  // softmax_long.pto:5:17
-            TileT11B1 t11_b1(std::min<int64_t>(N - (_k1_db * 2 + 1 + _k1_dr) * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t11_b1, 12448);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TEXP(t11_b1, t8_b1);  // softmax_long.pto:5:13
-            TileT15B1 t15_b1;  // softmax_long.pto:6:23
-            TASSIGN(t15_b1, 16544);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 32832);  // softmax_long.pto:6:23
-            TROWSUM(t15_b1, t11_b1, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t12, t12, t15_b1);  // softmax_long.pto:6:23
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TADD(t12, t12, t15);  // softmax_long.pto:6:23
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g16_db = 0; _g16_db < ((N + 1023) / 1024 + 1) / 2; ++_g16_db) {  // softmax_long.pto:6:19
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    for (int64_t _g16 = 0; _g16 < (N + 1023) / 1024; ++_g16) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT17B0 t17_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t17_b0, 64);  // softmax_long.pto:6:19
-        TileT5Re1B0 t5_re1_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t5_re1_b0, 4160);  // softmax_long.pto:5:17
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-        GmView2 rowGm2(row + _g16_db * 2 * 1024, GmView2::Shape(t5_re1_b0.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:17
-        TLOAD(t5_re1_b0, rowGm2);  // softmax_long.pto:5:17
+        TileT17 t17(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t17, 64);  // softmax_long.pto:6:19
+        TileT5Re1 t5_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t5_re1, 4160);  // softmax_long.pto:5:17
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
+        GmView1 rowGm1(row + _g16 * 1024, GmView1::Shape(t5_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
+        TLOAD(t5_re1, rowGm1);  // softmax_long.pto:5:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT7Re1B0 t7_re1_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t7_re1_b0, 8256);  // softmax_long.pto:5:17
+        TileT7Re1 t7_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t7_re1, 8256);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t7_re1_b0, t0);  // softmax_long.pto:5:17
-        TileT8Re1B0 t8_re1_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:5:17
-        TASSIGN(t8_re1_b0, 12352);  // softmax_long.pto:5:17
+        TROWEXPAND(t7_re1, t0);  // softmax_long.pto:5:17
+        TileT8Re1 t8_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TASSIGN(t8_re1, 12352);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t8_re1_b0, t5_re1_b0, t7_re1_b0);  // softmax_long.pto:5:17
+        TSUB(t8_re1, t5_re1, t7_re1);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TEXP(t17_b0, t8_re1_b0);  // softmax_long.pto:5:13
-        TileT19B0 t19_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t19_b0, 4160);  // softmax_long.pto:6:19
+        TEXP(t17, t8_re1);  // softmax_long.pto:5:13
+        TileT19 t19(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t19, 4160);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TROWEXPAND(t19_b0, t12);  // softmax_long.pto:6:19
-        TileT20B0 t20_b0(std::min<int64_t>(N - _g16_db * 2 * 1024, 1024));  // softmax_long.pto:6:19
-        TASSIGN(t20_b0, 8256);  // softmax_long.pto:6:19
+        TROWEXPAND(t19, t12);  // softmax_long.pto:6:19
+        TileT20 t20(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TASSIGN(t20, 8256);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t20_b0, t17_b0, t19_b0);  // softmax_long.pto:6:19
+        TDIV(t20, t17, t19);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-        GmView3 yGm3(y + b * N + _g16_db * 2 * 1024, GmView3::Shape(t20_b0.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-        TSTORE(yGm3, t20_b0);  // softmax_long.pto:6:19
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
+        GmView2 yGm2(y + b * N + _g16 * 1024, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
+        TSTORE(yGm2, t20);  // softmax_long.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g16_dr = 0; _g16_dr < std::min<int64_t>((N + 1023) / 1024 - (_g16_db * 2 + 1), 1); ++_g16_dr) {  // softmax_long.pto:6:19
-            TileT17B1 t17_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t17_b1, 16448);  // softmax_long.pto:6:19
-            TileT5Re1B1 t5_re1_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t5_re1_b1, 20544);  // softmax_long.pto:5:17
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView4 rowGm4(row + (_g16_db * 2 + 1 + _g16_dr) * 1024, GmView4::Shape(t5_re1_b1.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t5_re1_b1, rowGm4);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7Re1B1 t7_re1_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_re1_b1, 24640);  // softmax_long.pto:5:17
-            TROWEXPAND(t7_re1_b1, t0);  // softmax_long.pto:5:17
-            TileT8Re1B1 t8_re1_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t8_re1_b1, 28736);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t8_re1_b1, t5_re1_b1, t7_re1_b1);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TEXP(t17_b1, t8_re1_b1);  // softmax_long.pto:5:13
-            TileT19B1 t19_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t19_b1, 20544);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t19_b1, t12);  // softmax_long.pto:6:19
-            TileT20B1 t20_b1(std::min<int64_t>(N - (_g16_db * 2 + 1 + _g16_dr) * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t20_b1, 24640);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TDIV(t20_b1, t17_b1, t19_b1);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView5 yGm5(y + b * N + (_g16_db * 2 + 1 + _g16_dr) * 1024, GmView5::Shape(t20_b1.GetValidCol()), GmView5::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm5, t20_b1);  // softmax_long.pto:6:19
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
 }

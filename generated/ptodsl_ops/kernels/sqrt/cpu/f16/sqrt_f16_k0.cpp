@@ -6,60 +6,35 @@ using namespace pto;
 
 extern "C" __global__ AICORE void sqrt_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 15) / 16 * ((N + 63) / 64) + 1) / 2; ++_g1_f_db) {  // sqrt.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // sqrt.pto:3:12
-        TASSIGN(t2_b0, 0);  // sqrt.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // sqrt.pto:3:12
-        TLOAD(t2_b0, xGm0);  // sqrt.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // sqrt.pto:3:12
-        TASSIGN(t3_b0, 2048);  // sqrt.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSQRT(t3_b0, t2_b0);  // sqrt.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + _g1_f_db * 2 % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView1::Shape(t3_b0.GetValidRow(), t3_b0.GetValidCol()), GmView1::Stride(N));  // sqrt.pto:3:12
-        TSTORE(yGm1, t3_b0);  // sqrt.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 15) / 16; ++_g0) {  // sqrt.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 15) / 16 * ((N + 63) / 64) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // sqrt.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // sqrt.pto:3:12
-            TASSIGN(t2_b1, 4096);  // sqrt.pto:3:12
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // sqrt.pto:3:12
-            TLOAD(t2_b1, xGm2);  // sqrt.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // sqrt.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // sqrt.pto:3:12
+            TASSIGN(t2, 0);  // sqrt.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
+            GmView0 xGm0(x + _g0 * 16 * N + _g1 * 64, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // sqrt.pto:3:12
+            TLOAD(t2, xGm0);  // sqrt.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16, 16), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, 64));  // sqrt.pto:3:12
-            TASSIGN(t3_b1, 6144);  // sqrt.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // sqrt.pto:3:12
+            TASSIGN(t3, 2048);  // sqrt.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSQRT(t3_b1, t2_b1);  // sqrt.pto:3:12
+            TSQRT(t3, t2);  // sqrt.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 63) / 64, 1) * 16 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 63) / 64, 1) * 64, GmView3::Shape(t3_b1.GetValidRow(), t3_b1.GetValidCol()), GmView3::Stride(N));  // sqrt.pto:3:12
-            TSTORE(yGm3, t3_b1);  // sqrt.pto:3:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sqrt.pto:3:12
+            GmView1 yGm1(y + _g0 * 16 * N + _g1 * 64, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // sqrt.pto:3:12
+            TSTORE(yGm1, t3);  // sqrt.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

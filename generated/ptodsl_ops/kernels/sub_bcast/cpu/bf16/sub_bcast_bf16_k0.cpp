@@ -7,18 +7,12 @@ using namespace pto;
 extern "C" __global__ AICORE void sub_bcast_bf16_k0(__gm__ bfloat16_t* m, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t C, int64_t R)
 {
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // sub_bcast.pto:3:12
@@ -30,85 +24,45 @@ extern "C" __global__ AICORE void sub_bcast_bf16_k0(__gm__ bfloat16_t* m, __gm__
         TLOAD(t3, mGm0);  // sub_bcast.pto:3:12
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0_db = 0; _g0_db < ((R + 7) / 8 + 1) / 2; ++_g0_db) {  // sub_bcast.pto:3:12
+        for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sub_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2B0 t2_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t2_b0, 512);  // sub_bcast.pto:3:12
+            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t2, 512);  // sub_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-            GmView1 xGm1(x + _g0_db * 2 * 8 * C + _g1 * 256, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
-            TLOAD(t2_b0, xGm1);  // sub_bcast.pto:3:12
+            GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
+            TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4B0 t4_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t4_b0, 4608);  // sub_bcast.pto:3:12
-            TCOLEXPAND(t4_b0, t3);  // sub_bcast.pto:3:12
-            TileT5B0 t5_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t5_b0, 8704);  // sub_bcast.pto:3:12
-            TileT6B0 t6_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t6_b0, 12800);  // sub_bcast.pto:3:12
+            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t4, 4608);  // sub_bcast.pto:3:12
+            TCOLEXPAND(t4, t3);  // sub_bcast.pto:3:12
+            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t5, 8704);  // sub_bcast.pto:3:12
+            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t6, 12800);  // sub_bcast.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t6_b0, t2_b0, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-            TileT7B0 t7_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t7_b0, 20992);  // sub_bcast.pto:3:12
+            TCVT(t6, t2, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
+            TileT7 t7(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t7, 20992);  // sub_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TCVT(t7_b0, t4_b0, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-            TileT8B0 t8_b0(std::min<int64_t>(R - _g0_db * 2 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t8_b0, 512);  // sub_bcast.pto:3:12
+            TCVT(t7, t4, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
+            TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t8, 512);  // sub_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TSUB(t8_b0, t6_b0, t7_b0);  // sub_bcast.pto:3:12
+            TSUB(t8, t6, t7);  // sub_bcast.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TCVT(t5_b0, t8_b0, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
+            TCVT(t5, t8, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-            GmView2 yGm2(y + _g0_db * 2 * 8 * C + _g1 * 256, GmView2::Shape(t5_b0.GetValidRow(), t5_b0.GetValidCol()), GmView2::Stride(C));  // sub_bcast.pto:3:12
-            TSTORE(yGm2, t5_b0);  // sub_bcast.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            GmView2 yGm2(y + _g0 * 8 * C + _g1 * 256, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // sub_bcast.pto:3:12
+            TSTORE(yGm2, t5);  // sub_bcast.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g0_dr = 0; _g0_dr < std::min<int64_t>((R + 7) / 8 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // sub_bcast.pto:3:12
-                TileT2B1 t2_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t2_b1, 29184);  // sub_bcast.pto:3:12
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-                GmView3 xGm3(x + (_g0_db * 2 + 1 + _g0_dr) * 8 * C + _g1 * 256, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(C));  // sub_bcast.pto:3:12
-                TLOAD(t2_b1, xGm3);  // sub_bcast.pto:3:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4B1 t4_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t4_b1, 33280);  // sub_bcast.pto:3:12
-                TCOLEXPAND(t4_b1, t3);  // sub_bcast.pto:3:12
-                TileT5B1 t5_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t5_b1, 37376);  // sub_bcast.pto:3:12
-                TileT6B1 t6_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t6_b1, 41472);  // sub_bcast.pto:3:12
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t6_b1, t2_b1, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-                TileT7B1 t7_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t7_b1, 49664);  // sub_bcast.pto:3:12
-                pipe_barrier(PIPE_V);
-                TCVT(t7_b1, t4_b1, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-                TileT8B1 t8_b1(std::min<int64_t>(R - (_g0_db * 2 + 1 + _g0_dr) * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t8_b1, 29184);  // sub_bcast.pto:3:12
-                pipe_barrier(PIPE_V);
-                TSUB(t8_b1, t6_b1, t7_b1);  // sub_bcast.pto:3:12
-                pipe_barrier(PIPE_V);
-                TCVT(t5_b1, t8_b1, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-                GmView4 yGm4(y + (_g0_db * 2 + 1 + _g0_dr) * 8 * C + _g1 * 256, GmView4::Shape(t5_b1.GetValidRow(), t5_b1.GetValidCol()), GmView4::Stride(C));  // sub_bcast.pto:3:12
-                TSTORE(yGm4, t5_b1);  // sub_bcast.pto:3:12
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

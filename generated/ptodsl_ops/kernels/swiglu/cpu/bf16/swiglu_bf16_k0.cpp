@@ -6,180 +6,95 @@ using namespace pto;
 
 extern "C" __global__ AICORE void swiglu_bf16_k0(__gm__ bfloat16_t* a, __gm__ bfloat16_t* b, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14B0 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 511) / 512) + 1) / 2; ++_g1_f_db) {  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t2_b0, 0);  // swiglu.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView0 aGm0(a + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
-        TLOAD(t2_b0, aGm0);  // swiglu.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t3_b0, 4096);  // swiglu.pto:3:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t4_b0, 8192);  // swiglu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t5_b0, 16384);  // swiglu.pto:3:12
-        TileT6B0 t6_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t6_b0, 24576);  // swiglu.pto:3:12
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t7_b0, 32768);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TNEG(t7_b0, t4_b0);  // swiglu.pto:3:12
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t8_b0, 40960);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TEXP(t8_b0, t7_b0);  // swiglu.pto:3:12
-        TileT9B0 t9_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t9_b0, 32768);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t9_b0, t8_b0, 1.0f);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TRECIP(t6_b0, t9_b0);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t5_b0, t4_b0, t6_b0);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t3_b0, t5_b0, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-        TileT13B0 t13_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t13_b0, 0);  // swiglu.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView1 bGm1(b + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView1::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
-        TLOAD(t13_b0, bGm1);  // swiglu.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT14B0 t14_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t14_b0, 8192);  // swiglu.pto:3:12
-        TileT15B0 t15_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t15_b0, 12288);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t15_b0, t3_b0, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-        TileT16B0 t16_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t16_b0, 20480);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t16_b0, t13_b0, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-        TileT17B0 t17_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t17_b0, 0);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t17_b0, t15_b0, t16_b0);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TCVT(t14_b0, t17_b0, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView2 yGm2(y + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView2::Shape(t14_b0.GetValidRow(), t14_b0.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
-        TSTORE(yGm2, t14_b0);  // swiglu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // swiglu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 511) / 512) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // swiglu.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t2_b1, 49152);  // swiglu.pto:3:12
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView3 aGm3(a + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t2_b1, aGm3);  // swiglu.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // swiglu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t2, 0);  // swiglu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView0 aGm0(a + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
+            TLOAD(t2, aGm0);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t3_b1, 53248);  // swiglu.pto:3:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t4_b1, 57344);  // swiglu.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t3, 4096);  // swiglu.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t4, 8192);  // swiglu.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t5_b1, 65536);  // swiglu.pto:3:12
-            TileT6B1 t6_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t6_b1, 73728);  // swiglu.pto:3:12
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t7_b1, 81920);  // swiglu.pto:3:12
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // swiglu.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t5, 16384);  // swiglu.pto:3:12
+            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t6, 24576);  // swiglu.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t7, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TNEG(t7_b1, t4_b1);  // swiglu.pto:3:12
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t8_b1, 90112);  // swiglu.pto:3:12
+            TNEG(t7, t4);  // swiglu.pto:3:12
+            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t8, 40960);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TEXP(t8_b1, t7_b1);  // swiglu.pto:3:12
-            TileT9B1 t9_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t9_b1, 81920);  // swiglu.pto:3:12
+            TEXP(t8, t7);  // swiglu.pto:3:12
+            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t9, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t9_b1, t8_b1, 1.0f);  // swiglu.pto:3:12
+            TADDS(t9, t8, 1.0f);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TRECIP(t6_b1, t9_b1);  // swiglu.pto:3:12
+            TRECIP(t6, t9);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t5_b1, t4_b1, t6_b1);  // swiglu.pto:3:12
+            TMUL(t5, t4, t6);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TCVT(t3_b1, t5_b1, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT13B1 t13_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t13_b1, 49152);  // swiglu.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView4 bGm4(b + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView4::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView4::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t13_b1, bGm4);  // swiglu.pto:3:12
+            TCVT(t3, t5, RoundMode::CAST_RINT);  // swiglu.pto:3:12
+            TileT13 t13(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t13, 0);  // swiglu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView1 bGm1(b + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
+            TLOAD(t13, bGm1);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT14B1 t14_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t14_b1, 57344);  // swiglu.pto:3:12
-            TileT15B1 t15_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t15_b1, 61440);  // swiglu.pto:3:12
+            TileT14 t14(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t14, 8192);  // swiglu.pto:3:12
+            TileT15 t15(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t15, 12288);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TCVT(t15_b1, t3_b1, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT16B1 t16_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t16_b1, 69632);  // swiglu.pto:3:12
+            TCVT(t15, t3, RoundMode::CAST_RINT);  // swiglu.pto:3:12
+            TileT16 t16(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t16, 20480);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t16_b1, t13_b1, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT17B1 t17_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t17_b1, 49152);  // swiglu.pto:3:12
+            TCVT(t16, t13, RoundMode::CAST_RINT);  // swiglu.pto:3:12
+            TileT17 t17(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t17, 0);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t17_b1, t15_b1, t16_b1);  // swiglu.pto:3:12
+            TMUL(t17, t15, t16);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TCVT(t14_b1, t17_b1, RoundMode::CAST_RINT);  // swiglu.pto:3:12
+            TCVT(t14, t17, RoundMode::CAST_RINT);  // swiglu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView5 yGm5(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView5::Shape(t14_b1.GetValidRow(), t14_b1.GetValidCol()), GmView5::Stride(N));  // swiglu.pto:3:12
-            TSTORE(yGm5, t14_b1);  // swiglu.pto:3:12
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView2 yGm2(y + _g0 * 4 * N + _g1 * 512, GmView2::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
+            TSTORE(yGm2, t14);  // swiglu.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

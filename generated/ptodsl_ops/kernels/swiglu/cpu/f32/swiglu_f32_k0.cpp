@@ -6,130 +6,70 @@ using namespace pto;
 
 extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT6 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 3) / 4 * ((N + 511) / 512) + 1) / 2; ++_g1_f_db) {  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t2_b0, 0);  // swiglu.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView0 aGm0(a + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
-        TLOAD(t2_b0, aGm0);  // swiglu.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t3_b0, 8192);  // swiglu.pto:3:12
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t4_b0, 16384);  // swiglu.pto:3:12
-        TileT5B0 t5_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t5_b0, 24576);  // swiglu.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TNEG(t5_b0, t2_b0);  // swiglu.pto:3:12
-        TileT6B0 t6_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t6_b0, 32768);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TEXP(t6_b0, t5_b0);  // swiglu.pto:3:12
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t7_b0, 24576);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t7_b0, t6_b0, 1.0f);  // swiglu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TRECIP(t4_b0, t7_b0);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TMUL(t3_b0, t2_b0, t4_b0);  // swiglu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT11B0 t11_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t11_b0, 0);  // swiglu.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView1 bGm1(b + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView1::Shape(t11_b0.GetValidRow(), t11_b0.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
-        TLOAD(t11_b0, bGm1);  // swiglu.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT12B0 t12_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-        TASSIGN(t12_b0, 16384);  // swiglu.pto:3:12
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t12_b0, t3_b0, t11_b0);  // swiglu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-        GmView2 yGm2(y + _g1_f_db * 2 / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + _g1_f_db * 2 % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView2::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
-        TSTORE(yGm2, t12_b0);  // swiglu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // swiglu.pto:3:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 3) / 4 * ((N + 511) / 512) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // swiglu.pto:3:12
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t2_b1, 40960);  // swiglu.pto:3:12
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView3 aGm3(a + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t2_b1, aGm3);  // swiglu.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // swiglu.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t2, 0);  // swiglu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView0 aGm0(a + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
+            TLOAD(t2, aGm0);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t3_b1, 49152);  // swiglu.pto:3:12
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t4_b1, 57344);  // swiglu.pto:3:12
-            TileT5B1 t5_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t5_b1, 65536);  // swiglu.pto:3:12
+            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t3, 8192);  // swiglu.pto:3:12
+            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t4, 16384);  // swiglu.pto:3:12
+            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t5, 24576);  // swiglu.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t5_b1, t2_b1);  // swiglu.pto:3:12
-            TileT6B1 t6_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t6_b1, 73728);  // swiglu.pto:3:12
+            TNEG(t5, t2);  // swiglu.pto:3:12
+            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t6, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TEXP(t6_b1, t5_b1);  // swiglu.pto:3:12
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t7_b1, 65536);  // swiglu.pto:3:12
+            TEXP(t6, t5);  // swiglu.pto:3:12
+            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t7, 24576);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TADDS(t7_b1, t6_b1, 1.0f);  // swiglu.pto:3:12
+            TADDS(t7, t6, 1.0f);  // swiglu.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TRECIP(t4_b1, t7_b1);  // swiglu.pto:3:12
+            TRECIP(t4, t7);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TMUL(t3_b1, t2_b1, t4_b1);  // swiglu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT11B1 t11_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t11_b1, 40960);  // swiglu.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView4 bGm4(b + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView4::Shape(t11_b1.GetValidRow(), t11_b1.GetValidCol()), GmView4::Stride(N));  // swiglu.pto:3:12
-            TLOAD(t11_b1, bGm4);  // swiglu.pto:3:12
+            TMUL(t3, t2, t4);  // swiglu.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT11 t11(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t11, 0);  // swiglu.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView1 bGm1(b + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
+            TLOAD(t11, bGm1);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12B1 t12_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4, 4), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, 512));  // swiglu.pto:3:12
-            TASSIGN(t12_b1, 57344);  // swiglu.pto:3:12
+            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TASSIGN(t12, 16384);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t12_b1, t3_b1, t11_b1);  // swiglu.pto:3:12
+            TMUL(t12, t3, t11);  // swiglu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
-            GmView5 yGm5(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 511) / 512, 1) * 4 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 511) / 512, 1) * 512, GmView5::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView5::Stride(N));  // swiglu.pto:3:12
-            TSTORE(yGm5, t12_b1);  // swiglu.pto:3:12
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
+            GmView2 yGm2(y + _g0 * 4 * N + _g1 * 512, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // swiglu.pto:3:12
+            TSTORE(yGm2, t12);  // swiglu.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

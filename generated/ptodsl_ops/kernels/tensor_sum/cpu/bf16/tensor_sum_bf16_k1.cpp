@@ -6,60 +6,33 @@ using namespace pto;
 
 extern "C" __global__ AICORE void tensor_sum_bf16_k1(__gm__ float* acc, __gm__ bfloat16_t* y, int64_t N)
 {
-    using TileT4B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5B0 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5B1 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3_db = 0; _g3_db < ((N + 511) / 512 + 1) / 2; ++_g3_db) {  // tensor_sum.pto:12:20
+    for (int64_t _g3 = 0; _g3 < (N + 511) / 512; ++_g3) {  // tensor_sum.pto:12:20
         pipe_barrier(PIPE_V);
-        TileT4B0 t4_b0(std::min<int64_t>(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:12:20
-        TASSIGN(t4_b0, 0);  // tensor_sum.pto:12:20
+        TileT4 t4(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
+        TASSIGN(t4, 0);  // tensor_sum.pto:12:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView0 accGm0(acc + _g3_db * 2 * 512, GmView0::Shape(t4_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
-        TLOAD(t4_b0, accGm0);  // tensor_sum.pto:12:20
+        GmView0 accGm0(acc + _g3 * 512, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
+        TLOAD(t4, accGm0);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT5B0 t5_b0(std::min<int64_t>(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:12:20
-        TASSIGN(t5_b0, 2048);  // tensor_sum.pto:12:20
+        TileT5 t5(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
+        TASSIGN(t5, 2048);  // tensor_sum.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t5_b0, t4_b0, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20
+        TCVT(t5, t4, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView1 yGm1(y + _g3_db * 2 * 512, GmView1::Shape(t5_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm1, t5_b0);  // tensor_sum.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView1 yGm1(y + _g3 * 512, GmView1::Shape(t5.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
+        TSTORE(yGm1, t5);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g3_dr = 0; _g3_dr < std::min<int64_t>((N + 511) / 512 - (_g3_db * 2 + 1), 1); ++_g3_dr) {  // tensor_sum.pto:12:20
-            TileT4B1 t4_b1(std::min<int64_t>(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:12:20
-            TASSIGN(t4_b1, 3072);  // tensor_sum.pto:12:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView2 accGm2(acc + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView2::Shape(t4_b1.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:12:20
-            TLOAD(t4_b1, accGm2);  // tensor_sum.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5B1 t5_b1(std::min<int64_t>(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:12:20
-            TASSIGN(t5_b1, 5120);  // tensor_sum.pto:12:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t5_b1, t4_b1, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView3 yGm3(y + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView3::Shape(t5_b1.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
-            TSTORE(yGm3, t5_b1);  // tensor_sum.pto:12:20
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,60 +6,33 @@ using namespace pto;
 
 extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ half* v0_first, __gm__ float* acc, int64_t N)
 {
-    using TileT1B0 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1B1 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0_db = 0; _g0_db < ((N + 511) / 512 + 1) / 2; ++_g0_db) {  // tensor_sum.pto:6:15
+    for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT1B0 t1_b0(std::min<int64_t>(N - _g0_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t1_b0, 0);  // tensor_sum.pto:6:15
+        TileT1 t1(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
+        TASSIGN(t1, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView0 v0_firstGm0(v0_first + _g0_db * 2 * 512, GmView0::Shape(t1_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-        TLOAD(t1_b0, v0_firstGm0);  // tensor_sum.pto:6:15
+        GmView0 v0_firstGm0(v0_first + _g0 * 512, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
+        TLOAD(t1, v0_firstGm0);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2B0 t2_b0(std::min<int64_t>(N - _g0_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t2_b0, 1024);  // tensor_sum.pto:6:15
+        TileT2 t2(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
+        TASSIGN(t2, 1024);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t2_b0, t1_b0, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
+        TCVT(t2, t1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView1 accGm1(acc + _g0_db * 2 * 512, GmView1::Shape(t2_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
-        TSTORE(accGm1, t2_b0);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView1 accGm1(acc + _g0 * 512, GmView1::Shape(t2.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
+        TSTORE(accGm1, t2);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g0_dr = 0; _g0_dr < std::min<int64_t>((N + 511) / 512 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // tensor_sum.pto:6:15
-            TileT1B1 t1_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 512, 512));  // tensor_sum.pto:6:15
-            TASSIGN(t1_b1, 3072);  // tensor_sum.pto:6:15
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-            GmView2 v0_firstGm2(v0_first + (_g0_db * 2 + 1 + _g0_dr) * 512, GmView2::Shape(t1_b1.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:6:15
-            TLOAD(t1_b1, v0_firstGm2);  // tensor_sum.pto:6:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2B1 t2_b1(std::min<int64_t>(N - (_g0_db * 2 + 1 + _g0_dr) * 512, 512));  // tensor_sum.pto:6:15
-            TASSIGN(t2_b1, 4096);  // tensor_sum.pto:6:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t2_b1, t1_b1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-            GmView3 accGm3(acc + (_g0_db * 2 + 1 + _g0_dr) * 512, GmView3::Shape(t2_b1.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:6:15
-            TSTORE(accGm3, t2_b1);  // tensor_sum.pto:6:15
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,98 +6,54 @@ using namespace pto;
 
 extern "C" __global__ AICORE void tensor_sum_f16_k2(__gm__ half* v0, __gm__ float* acc, int64_t N)
 {
-    using TileT7B0 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g6_db = 0; _g6_db < ((N + 511) / 512 + 1) / 2; ++_g6_db) {  // tensor_sum.pto:6:15
+    for (int64_t _g6 = 0; _g6 < (N + 511) / 512; ++_g6) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT7B0 t7_b0(std::min<int64_t>(N - _g6_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t7_b0, 0);  // tensor_sum.pto:6:15
+        TileT7 t7(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
+        TASSIGN(t7, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView0 v0Gm0(v0 + _g6_db * 2 * 512, GmView0::Shape(t7_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-        TLOAD(t7_b0, v0Gm0);  // tensor_sum.pto:6:15
+        GmView0 v0Gm0(v0 + _g6 * 512, GmView0::Shape(t7.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
+        TLOAD(t7, v0Gm0);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT8B0 t8_b0(std::min<int64_t>(N - _g6_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t8_b0, 1024);  // tensor_sum.pto:6:15
+        TileT8 t8(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
+        TASSIGN(t8, 1024);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t8_b0, t7_b0, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
+        TCVT(t8, t7, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT10B0 t10_b0(std::min<int64_t>(N - _g6_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t10_b0, 3072);  // tensor_sum.pto:10:22
+        TileT10 t10(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
+        TASSIGN(t10, 3072);  // tensor_sum.pto:10:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView1 accGm1(acc + _g6_db * 2 * 512, GmView1::Shape(t10_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
-        TLOAD(t10_b0, accGm1);  // tensor_sum.pto:10:22
+        GmView1 accGm1(acc + _g6 * 512, GmView1::Shape(t10.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
+        TLOAD(t10, accGm1);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT12B0 t12_b0(std::min<int64_t>(N - _g6_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t12_b0, 5120);  // tensor_sum.pto:10:22
+        TileT12 t12(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
+        TASSIGN(t12, 5120);  // tensor_sum.pto:10:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t12_b0, t10_b0, t8_b0);  // tensor_sum.pto:10:22
+        TADD(t12, t10, t8);  // tensor_sum.pto:10:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView2 accGm2(acc + _g6_db * 2 * 512, GmView2::Shape(t12_b0.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
-        TSTORE(accGm2, t12_b0);  // tensor_sum.pto:10:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        GmView2 accGm2(acc + _g6 * 512, GmView2::Shape(t12.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
+        TSTORE(accGm2, t12);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g6_dr = 0; _g6_dr < std::min<int64_t>((N + 511) / 512 - (_g6_db * 2 + 1), 1); ++_g6_dr) {  // tensor_sum.pto:6:15
-            TileT7B1 t7_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 512, 512));  // tensor_sum.pto:6:15
-            TASSIGN(t7_b1, 7168);  // tensor_sum.pto:6:15
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-            GmView3 v0Gm3(v0 + (_g6_db * 2 + 1 + _g6_dr) * 512, GmView3::Shape(t7_b1.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:6:15
-            TLOAD(t7_b1, v0Gm3);  // tensor_sum.pto:6:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT8B1 t8_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 512, 512));  // tensor_sum.pto:6:15
-            TASSIGN(t8_b1, 8192);  // tensor_sum.pto:6:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t8_b1, t7_b1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-            TileT10B1 t10_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 512, 512));  // tensor_sum.pto:10:22
-            TASSIGN(t10_b1, 10240);  // tensor_sum.pto:10:22
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-            GmView4 accGm4(acc + (_g6_db * 2 + 1 + _g6_dr) * 512, GmView4::Shape(t10_b1.GetValidCol()), GmView4::Stride(N));  // tensor_sum.pto:10:22
-            TLOAD(t10_b1, accGm4);  // tensor_sum.pto:10:22
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12B1 t12_b1(std::min<int64_t>(N - (_g6_db * 2 + 1 + _g6_dr) * 512, 512));  // tensor_sum.pto:10:22
-            TASSIGN(t12_b1, 12288);  // tensor_sum.pto:10:22
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t12_b1, t10_b1, t8_b1);  // tensor_sum.pto:10:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-            GmView5 accGm5(acc + (_g6_db * 2 + 1 + _g6_dr) * 512, GmView5::Shape(t12_b1.GetValidCol()), GmView5::Stride(N));  // tensor_sum.pto:10:22
-            TSTORE(accGm5, t12_b1);  // tensor_sum.pto:10:22
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -6,39 +6,22 @@ using namespace pto;
 
 extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N)
 {
-    using TileT4B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3_db = 0; _g3_db < ((N + 511) / 512 + 1) / 2; ++_g3_db) {  // tensor_sum.pto:12:20
-        TileT4B0 t4_b0(std::min<int64_t>(N - _g3_db * 2 * 512, 512));  // tensor_sum.pto:12:20
-        TASSIGN(t4_b0, 0);  // tensor_sum.pto:12:20
+    for (int64_t _g3 = 0; _g3 < (N + 511) / 512; ++_g3) {  // tensor_sum.pto:12:20
+        TileT4 t4(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
+        TASSIGN(t4, 0);  // tensor_sum.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView0 accGm0(acc + _g3_db * 2 * 512, GmView0::Shape(t4_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
-        TLOAD(t4_b0, accGm0);  // tensor_sum.pto:12:20
+        GmView0 accGm0(acc + _g3 * 512, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
+        TLOAD(t4, accGm0);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView1 yGm1(y + _g3_db * 2 * 512, GmView1::Shape(t4_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm1, t4_b0);  // tensor_sum.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        GmView1 yGm1(y + _g3 * 512, GmView1::Shape(t4.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:12:20
+        TSTORE(yGm1, t4);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g3_dr = 0; _g3_dr < std::min<int64_t>((N + 511) / 512 - (_g3_db * 2 + 1), 1); ++_g3_dr) {  // tensor_sum.pto:12:20
-            TileT4B1 t4_b1(std::min<int64_t>(N - (_g3_db * 2 + 1 + _g3_dr) * 512, 512));  // tensor_sum.pto:12:20
-            TASSIGN(t4_b1, 2048);  // tensor_sum.pto:12:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView2 accGm2(acc + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView2::Shape(t4_b1.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:12:20
-            TLOAD(t4_b1, accGm2);  // tensor_sum.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView3 yGm3(y + (_g3_db * 2 + 1 + _g3_dr) * 512, GmView3::Shape(t4_b1.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
-            TSTORE(yGm3, t4_b1);  // tensor_sum.pto:12:20
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

@@ -6,87 +6,47 @@ using namespace pto;
 
 extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* v0_last, __gm__ float* acc, __gm__ float* y, int64_t N)
 {
-    using TileT14B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT19 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13_db = 0; _g13_db < ((N + 511) / 512 + 1) / 2; ++_g13_db) {  // tensor_sum.pto:6:15
+    for (int64_t _g13 = 0; _g13 < (N + 511) / 512; ++_g13) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT14B0 t14_b0(std::min<int64_t>(N - _g13_db * 2 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t14_b0, 0);  // tensor_sum.pto:6:15
+        TileT14 t14(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
+        TASSIGN(t14, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView0 v0_lastGm0(v0_last + _g13_db * 2 * 512, GmView0::Shape(t14_b0.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-        TLOAD(t14_b0, v0_lastGm0);  // tensor_sum.pto:6:15
-        TileT17B0 t17_b0(std::min<int64_t>(N - _g13_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t17_b0, 2048);  // tensor_sum.pto:10:22
+        GmView0 v0_lastGm0(v0_last + _g13 * 512, GmView0::Shape(t14.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
+        TLOAD(t14, v0_lastGm0);  // tensor_sum.pto:6:15
+        TileT17 t17(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+        TASSIGN(t17, 2048);  // tensor_sum.pto:10:22
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView1 accGm1(acc + _g13_db * 2 * 512, GmView1::Shape(t17_b0.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
-        TLOAD(t17_b0, accGm1);  // tensor_sum.pto:10:22
+        GmView1 accGm1(acc + _g13 * 512, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
+        TLOAD(t17, accGm1);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19B0 t19_b0(std::min<int64_t>(N - _g13_db * 2 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t19_b0, 4096);  // tensor_sum.pto:10:22
+        TileT19 t19(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+        TASSIGN(t19, 4096);  // tensor_sum.pto:10:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t19_b0, t17_b0, t14_b0);  // tensor_sum.pto:10:22
+        TADD(t19, t17, t14);  // tensor_sum.pto:10:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView2 accGm2(acc + _g13_db * 2 * 512, GmView2::Shape(t19_b0.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
-        TSTORE(accGm2, t19_b0);  // tensor_sum.pto:10:22
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView3 yGm3(y + _g13_db * 2 * 512, GmView3::Shape(t19_b0.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm3, t19_b0);  // tensor_sum.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g13_dr = 0; _g13_dr < std::min<int64_t>((N + 511) / 512 - (_g13_db * 2 + 1), 1); ++_g13_dr) {  // tensor_sum.pto:6:15
-            TileT14B1 t14_b1(std::min<int64_t>(N - (_g13_db * 2 + 1 + _g13_dr) * 512, 512));  // tensor_sum.pto:6:15
-            TASSIGN(t14_b1, 6144);  // tensor_sum.pto:6:15
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-            GmView4 v0_lastGm4(v0_last + (_g13_db * 2 + 1 + _g13_dr) * 512, GmView4::Shape(t14_b1.GetValidCol()), GmView4::Stride(N));  // tensor_sum.pto:6:15
-            TLOAD(t14_b1, v0_lastGm4);  // tensor_sum.pto:6:15
-            TileT17B1 t17_b1(std::min<int64_t>(N - (_g13_db * 2 + 1 + _g13_dr) * 512, 512));  // tensor_sum.pto:10:22
-            TASSIGN(t17_b1, 8192);  // tensor_sum.pto:10:22
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-            GmView5 accGm5(acc + (_g13_db * 2 + 1 + _g13_dr) * 512, GmView5::Shape(t17_b1.GetValidCol()), GmView5::Stride(N));  // tensor_sum.pto:10:22
-            TLOAD(t17_b1, accGm5);  // tensor_sum.pto:10:22
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19B1 t19_b1(std::min<int64_t>(N - (_g13_db * 2 + 1 + _g13_dr) * 512, 512));  // tensor_sum.pto:10:22
-            TASSIGN(t19_b1, 10240);  // tensor_sum.pto:10:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t19_b1, t17_b1, t14_b1);  // tensor_sum.pto:10:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-            GmView6 accGm6(acc + (_g13_db * 2 + 1 + _g13_dr) * 512, GmView6::Shape(t19_b1.GetValidCol()), GmView6::Stride(N));  // tensor_sum.pto:10:22
-            TSTORE(accGm6, t19_b1);  // tensor_sum.pto:10:22
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-            GmView7 yGm7(y + (_g13_db * 2 + 1 + _g13_dr) * 512, GmView7::Shape(t19_b1.GetValidCol()), GmView7::Stride(N));  // tensor_sum.pto:12:20
-            TSTORE(yGm7, t19_b1);  // tensor_sum.pto:12:20
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GmView2 accGm2(acc + _g13 * 512, GmView2::Shape(t19.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
+        TSTORE(accGm2, t19);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
+        GmView3 yGm3(y + _g13 * 512, GmView3::Shape(t19.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
+        TSTORE(yGm3, t19);  // tensor_sum.pto:12:20
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

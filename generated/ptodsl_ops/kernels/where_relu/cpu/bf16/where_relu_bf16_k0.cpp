@@ -6,127 +6,70 @@ using namespace pto;
 
 extern "C" __global__ AICORE void where_relu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B0 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileView1 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileTmp2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // where_relu.pto:3:18
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-        TASSIGN(t2_b0, 0);  // where_relu.pto:3:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
-        TLOAD(t2_b0, xGm0);  // where_relu.pto:3:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-        TASSIGN(t3_b0, 4096);  // where_relu.pto:3:18
-        TileT4B0 t4_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-        TASSIGN(t4_b0, 6144);  // where_relu.pto:3:18
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t4_b0, t2_b0, RoundMode::CAST_RINT);  // where_relu.pto:3:18
-        pipe_barrier(PIPE_V);
-        TileView0 view0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:18
-        TASSIGN(view0, 4096);  // where_relu.pto:3:18
-        TCMPS(view0, t4_b0, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-        TileT8B0 t8_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-        TASSIGN(t8_b0, 14336);  // where_relu.pto:3:30
-        TileT10B0 t10_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-        TASSIGN(t10_b0, 18432);  // where_relu.pto:3:30
-        pipe_barrier(PIPE_V);
-        TMULS(t10_b0, t4_b0, 0.1f);  // where_relu.pto:3:30
-        pipe_barrier(PIPE_V);
-        TCVT(t8_b0, t10_b0, RoundMode::CAST_RINT);  // where_relu.pto:3:30
-        TileT16B0 t16_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:12
-        TASSIGN(t16_b0, 6144);  // where_relu.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileView1 view1(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view1, 6144);  // where_relu.pto:3:12
-        TileView1 view2(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view2, 0);  // where_relu.pto:3:12
-        TileView1 view3(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view3, 14336);  // where_relu.pto:3:12
-        TileView0 view4(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view4, 4096);  // where_relu.pto:3:12
-        TileTmp2 tmp5;  // where_relu.pto:3:12
-        TASSIGN(tmp5, 53248);  // where_relu.pto:3:12
-        TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t16_b0.GetValidRow(), t16_b0.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
-        TSTORE(yGm1, t16_b0);  // where_relu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // where_relu.pto:3:18
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // where_relu.pto:3:18
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t2_b1, 26624);  // where_relu.pto:3:18
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // where_relu.pto:3:18
-            TLOAD(t2_b1, xGm2);  // where_relu.pto:3:18
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
+            pipe_barrier(PIPE_V);
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t2, 0);  // where_relu.pto:3:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
+            TLOAD(t2, xGm0);  // where_relu.pto:3:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t3_b1, 30720);  // where_relu.pto:3:18
-            TileT4B1 t4_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t4_b1, 32768);  // where_relu.pto:3:18
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t3, 4096);  // where_relu.pto:3:18
+            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t4, 6144);  // where_relu.pto:3:18
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4_b1, t2_b1, RoundMode::CAST_RINT);  // where_relu.pto:3:18
+            TCVT(t4, t2, RoundMode::CAST_RINT);  // where_relu.pto:3:18
             pipe_barrier(PIPE_V);
-            TileView0 view6(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:18
-            TASSIGN(view6, 30720);  // where_relu.pto:3:18
-            TCMPS(view6, t4_b1, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-            TileT8B1 t8_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-            TASSIGN(t8_b1, 40960);  // where_relu.pto:3:30
-            TileT10B1 t10_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-            TASSIGN(t10_b1, 45056);  // where_relu.pto:3:30
+            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
+            TASSIGN(view0, 4096);  // where_relu.pto:3:18
+            TCMPS(view0, t4, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
+            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+            TASSIGN(t8, 14336);  // where_relu.pto:3:30
+            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+            TASSIGN(t10, 18432);  // where_relu.pto:3:30
             pipe_barrier(PIPE_V);
-            TMULS(t10_b1, t4_b1, 0.1f);  // where_relu.pto:3:30
+            TMULS(t10, t4, 0.1f);  // where_relu.pto:3:30
             pipe_barrier(PIPE_V);
-            TCVT(t8_b1, t10_b1, RoundMode::CAST_RINT);  // where_relu.pto:3:30
-            TileT16B1 t16_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t16_b1, 32768);  // where_relu.pto:3:12
+            TCVT(t8, t10, RoundMode::CAST_RINT);  // where_relu.pto:3:30
+            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
+            TASSIGN(t16, 6144);  // where_relu.pto:3:12
             pipe_barrier(PIPE_V);
-            TileView1 view7(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view7, 32768);  // where_relu.pto:3:12
-            TileView1 view8(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view8, 26624);  // where_relu.pto:3:12
-            TileView1 view9(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view9, 40960);  // where_relu.pto:3:12
-            TileView0 view10(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view10, 30720);  // where_relu.pto:3:12
-            TileTmp2 tmp11;  // where_relu.pto:3:12
-            TASSIGN(tmp11, 53248);  // where_relu.pto:3:12
-            TSEL(view7, view10, view8, view9, tmp11);  // where_relu.pto:3:12
+            TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view1, 6144);  // where_relu.pto:3:12
+            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view2, 0);  // where_relu.pto:3:12
+            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view3, 14336);  // where_relu.pto:3:12
+            TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view4, 4096);  // where_relu.pto:3:12
+            TileTmp2 tmp5;  // where_relu.pto:3:12
+            TASSIGN(tmp5, 26624);  // where_relu.pto:3:12
+            TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t16_b1.GetValidRow(), t16_b1.GetValidCol()), GmView3::Stride(N));  // where_relu.pto:3:12
-            TSTORE(yGm3, t16_b1);  // where_relu.pto:3:12
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
+            TSTORE(yGm1, t16);  // where_relu.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

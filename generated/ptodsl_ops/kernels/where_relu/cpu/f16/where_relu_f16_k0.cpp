@@ -6,105 +6,59 @@ using namespace pto;
 
 extern "C" __global__ AICORE void where_relu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N)
 {
-    using TileT2B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B0 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT2B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT3B1 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13B1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileView1 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileTmp2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1_f_db = 0; _g1_f_db < ((M + 7) / 8 * ((N + 255) / 256) + 1) / 2; ++_g1_f_db) {  // where_relu.pto:3:18
-        pipe_barrier(PIPE_V);
-        TileT2B0 t2_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-        TASSIGN(t2_b0, 0);  // where_relu.pto:3:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-        GmView0 xGm0(x + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
-        TLOAD(t2_b0, xGm0);  // where_relu.pto:3:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT3B0 t3_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-        TASSIGN(t3_b0, 4096);  // where_relu.pto:3:18
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileView0 view0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:18
-        TASSIGN(view0, 4096);  // where_relu.pto:3:18
-        TCMPS(view0, t2_b0, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-        TileT7B0 t7_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-        TASSIGN(t7_b0, 6144);  // where_relu.pto:3:30
-        TMULS(t7_b0, t2_b0, 0.1f);  // where_relu.pto:3:30
-        TileT13B0 t13_b0(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:12
-        TASSIGN(t13_b0, 10240);  // where_relu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TileView1 view1(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view1, 10240);  // where_relu.pto:3:12
-        TileView1 view2(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view2, 0);  // where_relu.pto:3:12
-        TileView1 view3(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view3, 6144);  // where_relu.pto:3:12
-        TileView0 view4(std::min<int64_t>(M - _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-        TASSIGN(view4, 4096);  // where_relu.pto:3:12
-        TileTmp2 tmp5;  // where_relu.pto:3:12
-        TASSIGN(tmp5, 28672);  // where_relu.pto:3:12
-        TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-        GmView1 yGm1(y + _g1_f_db * 2 / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + _g1_f_db * 2 % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView1::Shape(t13_b0.GetValidRow(), t13_b0.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
-        TSTORE(yGm1, t13_b0);  // where_relu.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // where_relu.pto:3:18
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g1_f_dr = 0; _g1_f_dr < std::min<int64_t>((M + 7) / 8 * ((N + 255) / 256) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // where_relu.pto:3:18
-            TileT2B1 t2_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t2_b1, 14336);  // where_relu.pto:3:18
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-            GmView2 xGm2(x + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(N));  // where_relu.pto:3:18
-            TLOAD(t2_b1, xGm2);  // where_relu.pto:3:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3B1 t3_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t3_b1, 18432);  // where_relu.pto:3:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView0 view6(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:18
-            TASSIGN(view6, 18432);  // where_relu.pto:3:18
-            TCMPS(view6, t2_b1, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-            TileT7B1 t7_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:30
-            TASSIGN(t7_b1, 20480);  // where_relu.pto:3:30
-            TMULS(t7_b1, t2_b1, 0.1f);  // where_relu.pto:3:30
-            TileT13B1 t13_b1(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8), std::min<int64_t>(N - (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t13_b1, 24576);  // where_relu.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
             pipe_barrier(PIPE_V);
-            TileView1 view7(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view7, 24576);  // where_relu.pto:3:12
-            TileView1 view8(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view8, 14336);  // where_relu.pto:3:12
-            TileView1 view9(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view9, 20480);  // where_relu.pto:3:12
-            TileView0 view10(std::min<int64_t>(M - (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view10, 18432);  // where_relu.pto:3:12
-            TileTmp2 tmp11;  // where_relu.pto:3:12
-            TASSIGN(tmp11, 28672);  // where_relu.pto:3:12
-            TSEL(view7, view10, view8, view9, tmp11);  // where_relu.pto:3:12
+            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t2, 0);  // where_relu.pto:3:18
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
+            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
+            TLOAD(t2, xGm0);  // where_relu.pto:3:18
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TASSIGN(t3, 4096);  // where_relu.pto:3:18
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
+            TASSIGN(view0, 4096);  // where_relu.pto:3:18
+            TCMPS(view0, t2, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
+            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+            TASSIGN(t7, 6144);  // where_relu.pto:3:30
+            TMULS(t7, t2, 0.1f);  // where_relu.pto:3:30
+            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
+            TASSIGN(t13, 10240);  // where_relu.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view1, 10240);  // where_relu.pto:3:12
+            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view2, 0);  // where_relu.pto:3:12
+            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view3, 6144);  // where_relu.pto:3:12
+            TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TASSIGN(view4, 4096);  // where_relu.pto:3:12
+            TileTmp2 tmp5;  // where_relu.pto:3:12
+            TASSIGN(tmp5, 14336);  // where_relu.pto:3:12
+            TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView3 yGm3(y + (_g1_f_db * 2 + 1 + _g1_f_dr) / std::max<int64_t>((N + 255) / 256, 1) * 8 * N + (_g1_f_db * 2 + 1 + _g1_f_dr) % std::max<int64_t>((N + 255) / 256, 1) * 256, GmView3::Shape(t13_b1.GetValidRow(), t13_b1.GetValidCol()), GmView3::Stride(N));  // where_relu.pto:3:12
-            TSTORE(yGm3, t13_b1);  // where_relu.pto:3:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
+            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
+            TSTORE(yGm1, t13);  // where_relu.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }
