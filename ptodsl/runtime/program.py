@@ -150,18 +150,16 @@ class Program:
 _LOC = re.compile(r'loc\(("(?:[^"\\]|\\.)*"):')
 
 
+def map_locs(text: str, path: Callable[[str], str]) -> str:
+    """Printed IR with the file of every ``loc("FILE":...)`` replaced by ``path(FILE)``."""
+    return _LOC.sub(lambda m: f"loc({json.dumps(path(json.loads(m.group(1))))}:", text)
+
+
 def reroot(text: str, root: str | os.PathLike[str]) -> str:
     """Make every relative ``loc("FILE":...)`` of printed IR name ``root/FILE``, so diagnostics
     show the package's copy of the spec wherever it is installed."""
     base = str(root)
-
-    def repl(m: re.Match[str]) -> str:
-        path = json.loads(m.group(1))
-        if not os.path.isabs(path):
-            path = os.path.join(base, path)
-        return f"loc({json.dumps(path)}:"
-
-    return _LOC.sub(repl, text)
+    return map_locs(text, lambda path: path if os.path.isabs(path) else os.path.join(base, path))
 
 
 def span_json(span: Span | None, rel: Callable[[str], str]) -> list[Any] | None:
@@ -266,4 +264,4 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 
 
 __all__ = ["Backward", "CpuVariant", "Division", "EntryParam", "ParamInfo", "Program", "ProgramError", "Variant",
-           "load_program", "program_json", "reroot"]
+           "load_program", "map_locs", "program_json", "reroot"]
