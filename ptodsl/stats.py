@@ -4,6 +4,8 @@
   take (runtime branches add, consecutive branches multiply);
 - compute kernels, vector and cube;
 - peak bytes of UB, L1, L0A/L0B/L0C over the kernels, from the memory plan;
+- per compute kernel, the estimate of its scalar stack frame (``passes/stack.py``) against the
+  NPU compiler's limit;
 - GM bytes moved by the Block IR for each test case, counted while the simulator runs it, next to
   the compulsory minimum (every input read once, every output written once);
 - estimated cycles from the pipeline cost model (``cost/timeline.py``, target ``timing:``
@@ -18,6 +20,7 @@ from .api import Operator
 from .check import paths
 from .golden import case_id, run_case
 from .ir import Func, Module, Op
+from .passes import stack
 
 
 def max_body_paths(ops: list[Op]) -> int:
@@ -32,6 +35,8 @@ class VariantStats:
     vector_kernels: int
     cube_kernels: int
     peak: dict[str, int]
+    stack: dict[str, int] = field(default_factory=dict)  # compute kernel -> estimated stack frame bytes
+    stack_limit: int = 0  # the target's limit on a kernel's frame
     traffic: list[tuple[str, int, int]] = field(default_factory=list)  # (case, moved, minimum)
     # (case, estimated cycles, roofline cycles, the bound pipe) from the cost model
     cycles: list[tuple[str, float, float, str | None]] = field(default_factory=list)
@@ -83,6 +88,7 @@ def _kernels_of(block: Module, control: Func) -> list[Func]:
 
 def collect(op: Operator) -> list[VariantStats]:
     block = op.compiled.stages["block"]
+    frames = {e.kernel: e.bytes for e in stack.estimates(block, op.compiled.target)}
     out = []
     for index, ck in enumerate(op.compiled.checked):
         control = block.func(op.compiled.stages["tensor"].funcs[index].name)
@@ -94,7 +100,8 @@ def collect(op: Operator) -> list[VariantStats]:
                     space = key[: -len("_bytes")]
                     peak[space] = max(peak.get(space, 0), value)
         vs = VariantStats(ck.variant_name or "-", max_body_paths(control.body),
-                          sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak)
+                          sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak,
+                          {k.name: frames[k.name] for k in kernels}, op.compiled.target.stack.limit_bytes)
         vs.passes = input_passes(op.compiled.stages["tile"].funcs[index])
         for case in op.spec.tests:
             if op.spec.variant_of(case) != ck.variant:
@@ -120,6 +127,10 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
         peak = ", ".join(f"{k.upper()} {v} B" for k, v in sorted(s.peak.items())) or "none"
         lines.append(f"  variant {s.variant}: {s.paths} compiled path{'s' if s.paths != 1 else ''}, "
                      f"{s.vector_kernels} vector + {s.cube_kernels} cube kernels; peak {peak}")
+        if s.stack:
+            # kernels are named <control>_k<n>: the suffix is enough beside the variant
+            frames = ", ".join(f"{k[k.rfind('_') + 1:]} {v}" for k, v in s.stack.items())
+            lines.append(f"    stack bytes per kernel (estimate; limit {s.stack_limit}): {frames}")
         cycles = {c[0]: c[1:] for c in s.cycles}
         for cid, moved, minimum in s.traffic:
             ratio = moved / minimum if minimum else float("nan")
@@ -164,15 +175,21 @@ def excess(by_tensor: dict[str, tuple[int, int, int]], passes: dict[str, tuple[i
 
 
 def render_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list[str]) -> str:
-    """The library at a glance: per case the GM ratio and the UB peak of its variant, then, for
-    each op with a case over ``AT_MINIMUM`` x the minimum, where the extra bytes go."""
-    lines = [f"{'case':44} {'GM moved':>10} {'minimum':>10} {'ratio':>6} {'UB peak':>9} {'est. cyc':>9} "
-             f"{'roofline':>9} {'x':>5} bound"]
+    """The library at a glance: per case the GM ratio, the UB peak and the largest estimated kernel
+    stack frame of its variant, then the largest frame of all, and, for each op with a case over
+    ``AT_MINIMUM`` x the minimum, where the extra bytes go."""
+    lines = [f"{'case':44} {'GM moved':>10} {'minimum':>10} {'ratio':>6} {'UB peak':>9} {'stack':>7} "
+             f"{'est. cyc':>9} {'roofline':>9} {'x':>5} bound"]
     reasons: list[str] = []
+    largest: tuple[int, str, int] | None = None  # (bytes, kernel, limit): the largest stack frame estimate
     for op, stats in rows:
         worst: tuple[float, str, list[str]] | None = None
         for s in stats:
             ub = s.peak.get("ub")
+            frame = max(s.stack.values(), default=None)
+            for kernel, n in s.stack.items():
+                if largest is None or n > largest[0]:
+                    largest = (n, kernel, s.stack_limit)
             cycles = {c[0]: c[1:] for c in s.cycles}
             for cid, moved, minimum in s.traffic:
                 ratio = moved / minimum if minimum else float("nan")
@@ -180,7 +197,7 @@ def render_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list
                 model = (f"{est:>9.0f} {bound:>9.0f} {est / bound:>5.2f} {pipe}" if est is not None and bound
                          else f"{'-':>9} {'-':>9} {'-':>5}")
                 lines.append(f"{cid:44} {moved:>10} {minimum:>10} {ratio:>6.2f} "
-                             f"{'-' if ub is None else f'{ub} B':>9} {model}")
+                             f"{'-' if ub is None else f'{ub} B':>9} {'-' if frame is None else f'{frame} B':>7} {model}")
                 if ratio > AT_MINIMUM and (worst is None or ratio > worst[0]):
                     worst = (ratio, cid, excess(s.by_tensor.get(cid, {}), s.passes))
         if worst is not None:
@@ -189,6 +206,9 @@ def render_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list
     ops = len(rows)
     over = len(reasons)
     lines.append(f"\n{ops} specs, {ops - over} at <= {AT_MINIMUM:.2f}x the minimum GM traffic in every case")
+    if largest is not None:
+        n, kernel, limit = largest
+        lines.append(f"largest estimated stack frame of a compute kernel: {n} B (`{kernel}`), limit {limit} B")
     if reasons:
         lines.append("over the minimum (worst case of each op; a pass reads a whole input, and the passes named are the fewest the op as written allows):")
         lines += reasons

@@ -94,6 +94,9 @@ def test_custom_target_file(tmp_path: Path) -> None:
          "missing the required key `max_mkn`"),
         (lambda s: s + "max_mkn: 1\n", "E0202", "duplicate key `max_mkn`"),
         (lambda s: s.replace("max_mkn: 4095", "max_mkn: [4095"), "E0200", "invalid YAML"),
+        (lambda s: s.replace("warn_bytes: 24576", "warn_bytes: 40000"), "E0209",
+         "`stack.warn_bytes` is above `stack.limit_bytes`"),
+        (lambda s: s.replace("  tile_bytes: 24\n", ""), "E0208", "missing the required key `tile_bytes`"),
     ],
 )
 def test_bad_target_file_is_reported_at_its_line(tmp_path: Path, edit, code: str, words: str) -> None:
@@ -135,7 +138,7 @@ def test_target_files_validate_with_jsonschema() -> None:
 HARDWARE_LITERALS = [
     r"\bALIGN\s*=", r"\bFRACTAL_ROWS\b", r"\bMAX_TILE_RANK\b", r"\bACC_BYTES\b", r"\bNPU_ARCH\b",
     r"\bDEFAULT_VEC_TILE\b", r"\bDEFAULT_CUBE_TILE\b", r"max_events: int = \d", r"dav-\d{4}",
-    r"\b(196608|524288|131072|65536)\b", r"SLayout::\w+, 512\b",
+    r"\b(196608|524288|131072|65536)\b", r"SLayout::\w+, 512\b", r"\b(32768|24576)\b",
 ]
 
 
@@ -154,6 +157,16 @@ def test_no_hardware_literal_outside_the_targets():
                 line = text.count("\n", 0, m.start()) + 1
                 found.append(f"{path.relative_to(package)}:{line}: {m.group()}")
     assert not found, "hardware facts outside ptodsl/targets:\n" + "\n".join(found)
+
+
+def test_stack_model_of_the_shipped_targets() -> None:
+    for name in target_names():
+        s = load_target(name).stack
+        assert (s.limit_bytes, s.warn_bytes) == (32 * KIB, 24 * KIB)
+        # pto-isa's Tile: two unsigned valid extents, a bool, a pointer; GlobalTensor: a pointer and
+        # a Shape and a Stride of five int64_t each
+        assert (s.tile_bytes, s.shape_bytes, s.stride_bytes) == (24, 40, 40)
+        assert s.global_tensor_bytes == s.pointer_bytes + s.shape_bytes + s.stride_bytes
 
 
 def test_vector_instruction_rules_come_from_the_headers() -> None:

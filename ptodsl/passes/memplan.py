@@ -14,7 +14,9 @@ block, which a reduction of fewer rows cannot write).
 The two copies of a double-buffered loop body (``passes/dbuf.py``: allocs tagged ``buffer`` and
 ``buffer_of``) never share memory with each other, whatever their lives.
 Over capacity is an error (E0611) that names the tiles live at the peak, never a silent
-overlap; it is the one check of on-chip memory (the checker estimates none).
+overlap; it is the one check of on-chip memory (the checker estimates none). The pass also
+estimates each kernel's scalar stack frame (``passes/stack.py``): near the NPU compiler's limit is
+a warning (W0613), over it an error (E0613).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType
 from ..ir.schedule import schedule_of
 from ..schedule import Schedule
+from . import stack
 from .context import Pass, PassContext, on_compute_kernels
 
 # tile.alloc attributes the double-buffering pass sets: which copy of which paired loop body
@@ -173,7 +176,9 @@ def _over_capacity(func: Func, ctx: PassContext, space: str, used: int, cap: int
 
 def run(module: Module, ctx: PassContext) -> Module:
     schedule = schedule_of(module)
-    return on_compute_kernels(module, lambda f: plan(f, ctx, schedule))
+    planned = on_compute_kernels(module, lambda f: plan(f, ctx, schedule))
+    stack.check(planned, ctx)  # the kernels are final here but for sync, which declares no object
+    return planned
 
 
 PASS = Pass("memplan", "block", "block", run, frozenset({"partitioned"}), frozenset({"planned"}))

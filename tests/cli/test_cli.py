@@ -149,6 +149,8 @@ def test_json_payloads(capsys, tmp_path):
     code, out, _ = run(capsys, "ir", "specs/add_one.yaml", "--stats", "--format", "json")
     stats = json.loads(out)["stats"]
     assert stats and all(t["moved"] >= t["minimum"] > 0 for v in stats for t in v["traffic"])
+    assert all(v["stack_limit_bytes"] == 32768 and v["stack_bytes"] for v in stats)
+    assert all(k.startswith("add_one_k") and 0 < n < 32768 for v in stats for k, n in v["stack_bytes"].items())
     code, out, _ = run(capsys, "explain", "E0700", "--format", "json")
     assert json.loads(out)["title"] == code_registry()["E0700"].title
 

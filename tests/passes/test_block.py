@@ -1,5 +1,6 @@
 """Block IR: partitioning, memory planning, sync and its checker, and the stats."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -96,6 +97,8 @@ def test_stats_for_softmax_reach_the_minimum_traffic():
     for s in stats:
         assert s.paths == 1 and s.vector_kernels == 1 and s.cube_kernels == 0
         assert s.peak["ub"] <= op.compiled.target.ub_bytes
+        # one kernel, its stack frame estimated (passes/stack.py) well under the limit
+        assert list(s.stack) == [f"softmax_{s.variant[2:]}_k0"] and 0 < s.stack[list(s.stack)[0]] < s.stack_limit
         for _, moved, minimum in s.traffic:
             assert moved == minimum
 
@@ -136,6 +139,9 @@ def test_library_summary_explains_what_is_over_the_minimum(tmp_path, capsys):
     assert cli.main(["ir", str(tmp_path), "--stats"]) == 0
     out = capsys.readouterr().out
     assert "3 specs, 1 at <= 1.05x the minimum" in out
+    # the largest stack frame estimate of the folder's kernels, against the target's limit
+    assert re.search(r"largest estimated stack frame of a compute kernel: \d+ B \(`rmsnorm_bwd_\w+_k\d+`\), "
+                     r"limit 32768 B", out), out
     assert "relu[f32" in out and " 1.00 " in out
     # rmsnorm reads x twice (the sum of squares must finish first) and gamma once per row
     line = next(x for x in out.splitlines() if x.startswith("  rmsnorm ("))

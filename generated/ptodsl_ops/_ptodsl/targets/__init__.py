@@ -84,6 +84,23 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class StackModel:
+    """The scalar stack frame of one compute kernel, as ``passes/stack.py`` estimates it: bisheng
+    refuses a kernel whose frame passes ``limit_bytes``; the sizes of the objects an emitted kernel
+    declares come from pto-isa's headers (sources in the file)."""
+
+    limit_bytes: int  # bisheng's limit on a kernel's stack frame
+    warn_bytes: int  # an estimate above this is warned about (W0613); above the limit, refused (E0613)
+    tile_bytes: int  # one Tile object (its valid rows and cols, a flag and the buffer pointer)
+    global_tensor_bytes: int  # one GlobalTensor (a GM pointer, its Shape and its Stride)
+    shape_bytes: int  # a Shape temporary passed to a GlobalTensor's constructor
+    stride_bytes: int  # a Stride temporary, likewise
+    pointer_bytes: int  # a __gm__ pointer parameter
+    scalar_bytes: int  # a scalar parameter (a symbol, a scalar, a stride)
+    loop_bytes: int  # one `for` loop: its int64_t index and its bound
+
+
+@dataclass(frozen=True)
 class Target:
     name: str  # the file stem
     description: str
@@ -106,6 +123,7 @@ class Target:
     npu_cube_arch: str  # the same for cube kernels
     vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
     timing: Timing  # the pipes' speeds, for the cost model
+    stack: StackModel  # a compute kernel's stack frame: its limit and the sizes of what it holds
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
@@ -139,6 +157,18 @@ def _WIDTH_TABLE(value) -> Obj:  # noqa: N802 - a schema constructor, named like
 def _bytes(desc: str) -> Int:
     return Int(min=1, desc=desc)
 
+
+_STACK_FIELDS = {
+    "limit_bytes": _bytes("the largest stack frame the NPU compiler accepts for a kernel"),
+    "warn_bytes": _bytes("an estimated frame above this is warned about (W0613)"),
+    "tile_bytes": _bytes("one pto-isa Tile object"),
+    "global_tensor_bytes": _bytes("one pto-isa GlobalTensor object"),
+    "shape_bytes": _bytes("one pto-isa Shape object"),
+    "stride_bytes": _bytes("one pto-isa Stride object"),
+    "pointer_bytes": _bytes("a GM pointer parameter"),
+    "scalar_bytes": _bytes("a scalar parameter"),
+    "loop_bytes": _bytes("the index and bound of one loop"),
+}
 
 _TARGET_FIELDS = {
     "description": Str(desc="one line about the hardware"),
@@ -184,6 +214,8 @@ _TARGET_FIELDS = {
         "cube_head_cycles": Int(min=0, desc="fixed cycles of one matmul instruction"),
         "cube_fractal_cycles": _WIDTH_TABLE(Int(min=1)),
     }, required=("clock_hz", "gib_per_s", "vector", "cube_head_cycles", "cube_fractal_cycles")),
+    "stack": Obj(desc="a compute kernel's scalar stack frame: the compiler's limit and the bytes of each object "
+                 "an emitted kernel declares", fields=_STACK_FIELDS, required=tuple(_STACK_FIELDS)),
 }
 # Every field of the file is required: a missing number would otherwise become a silent default.
 TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
@@ -215,6 +247,10 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         diags.error("E0208", "`timing.vector` is missing the required key `default`", vector.key.span,
                     "`default` is missing", help="add `default: {b16: [...], b32: [...]}`: the cost of "
                     "instructions the table does not list")
+    if len(diags.errors) == before and data["stack"]["warn_bytes"] > data["stack"]["limit_bytes"]:
+        node = root.get("stack").value.get("warn_bytes")
+        diags.error(E_RULE, "`stack.warn_bytes` is above `stack.limit_bytes`", node.value.span, "warns past the limit",
+                    help="warn somewhat below the limit, where a kernel's estimate is near it")
     if len(diags.errors) > before:
         return None
     rules = {}
@@ -236,11 +272,12 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
     return Target(
         name=name,
         **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "vector_instructions",
-                                                       "timing")},
+                                                       "timing", "stack")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
         default_vec_tile=tuple(data["default_vec_tile"]),
         vector_instructions=rules,
         timing=_timing(data["timing"]),
+        stack=StackModel(**data["stack"]),
     )
 
 
@@ -297,5 +334,5 @@ def target_json_schema() -> dict:
     return to_json_schema(TARGET_SCHEMA, "ptodsl hardware target")
 
 
-__all__ = ["LAYOUTS", "TARGET_SCHEMA", "InstructionRule", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
+__all__ = ["LAYOUTS", "TARGET_SCHEMA", "InstructionRule", "StackModel", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
            "target_names"]
