@@ -18,11 +18,17 @@ from collections.abc import Sequence
 from .. import sym
 from ..dtypes import accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
+from ..ir.opdefs import Handlers
 from ..ir.schedule import schedule_of
 from ..ops import OPS, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
+
+# How each op family of the tensor level becomes tile work: TILING for every op, COMPUTE for the
+# computations whose result has a destination region.
+TILING = Handlers("tiling")
+COMPUTE = Handlers("tiling a computation")
 
 
 class _Tiler:
@@ -88,54 +94,53 @@ class _Tiler:
             self.op(op, nxt)
 
     def op(self, op: Op, nxt: Op | None) -> None:
+        TILING[op](self, op, nxt)
+
+    @TILING.on("loop", "if")
+    def structure(self, op: Op, nxt: Op | None) -> None:
         name = op.name
-        if name in ("loop", "if"):
-            if name == "loop":
-                self.loop_names.append(op.attrs["name"])
-            regions = []
-            for region in op.regions:
-                self.out.append([])
-                self.block(region)
-                regions.append(self.out.pop())
-            if name == "loop":
-                self.loop_names.pop()
-            self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
-            return
-        if name in ("view", "reshape", "read", "print", "guard"):
-            self.emit(op)
-            return
-        if name == "alloc":
-            self.emit(Op("alloc", [], {}, op.results, span=op.span))
-            if "fill" in op.attrs:
-                t = op.result.type
-                self.fill_region(op.result, tuple(0 for _ in t.shape), t.shape, op.attrs["fill"], op)
-            return
-        if name == "assemble":
-            if id(op) not in self.fused:
-                self.copy(op)
-            return
-        if name == "fill":
-            self.fill_region(op.operands[0], op.attrs["offsets"], op.attrs["shape"], op.attrs["scalar"], op)
-            return
-        # a computation: store straight into an assemble's region when that is its only use
-        dest = None
+        if name == "loop":
+            self.loop_names.append(op.attrs["name"])
+        regions = []
+        for region in op.regions:
+            self.out.append([])
+            self.block(region)
+            regions.append(self.out.pop())
+        if name == "loop":
+            self.loop_names.pop()
+        self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
+
+    @TILING.on("view", "reshape", "read", "print", "guard")
+    def control(self, op: Op, nxt: Op | None) -> None:
+        self.emit(op)
+
+    @TILING.on("alloc")
+    def alloc(self, op: Op, nxt: Op | None) -> None:
+        self.emit(Op("alloc", [], {}, op.results, span=op.span))
+        if "fill" in op.attrs:
+            t = op.result.type
+            self.fill_region(op.result, tuple(0 for _ in t.shape), t.shape, op.attrs["fill"], op)
+
+    @TILING.on("assemble")
+    def assemble(self, op: Op, nxt: Op | None) -> None:
+        if id(op) not in self.fused:
+            self.copy(op)
+
+    @TILING.on("fill")
+    def fill(self, op: Op, nxt: Op | None) -> None:
+        self.fill_region(op.operands[0], op.attrs["offsets"], op.attrs["shape"], op.attrs["scalar"], op)
+
+    @TILING.on("unary", "binary", "cast", "compare", "select", "reduce", "matmul", "broadcast")
+    def computation(self, op: Op, nxt: Op | None) -> None:
+        """Store straight into an assemble's region when that is the result's only use."""
         r = op.result
-        if (nxt is not None and nxt.name == "assemble" and nxt.operands[1] is r and self.uses[r.name] == 1):
+        if nxt is not None and nxt.name == "assemble" and nxt.operands[1] is r and self.uses[r.name] == 1:
             dest = (nxt.operands[0], nxt.attrs["offsets"])
             self.fused.add(id(nxt))
         else:
             self.emit(Op("alloc", [], {}, [r], span=op.span))
             dest = (r, tuple(0 for _ in r.type.shape))
-        if name in OPS and OPS[name].kind == "reduce":
-            self.reduction(op, dest)
-        elif name == "matmul":
-            self.matmul(op, dest)
-        elif name == "broadcast":
-            self.broadcast(op, dest)
-        elif name in OPS:
-            self.elementwise(op, dest)
-        else:
-            raise AssertionError(f"tiling: unexpected tensor op {name}")
+        COMPUTE[op](self, op, dest)
 
     # ------------------------------------------------------------ grids
     def grid(self, shape: Sequence[sym.Expr], valid: Sequence[sym.Expr], tile: Sequence[int], span,
@@ -217,6 +222,7 @@ class _Tiler:
         self.out_valid = rt.valid_shape
         return rt, tshape, offs, tvalid, depth
 
+    @COMPUTE.on("unary", "binary", "cast", "compare", "select")
     def elementwise(self, op: Op, dest) -> None:
         grid = self.output_grid(op)
         if grid is None:
@@ -276,6 +282,7 @@ class _Tiler:
             src = self.cast_tile(src, dtype, op.span)
         self.emit(Op("tile.cast", [dst, src], dict(op.attrs), span=op.span))
 
+    @COMPUTE.on("broadcast")
     def broadcast(self, op: Op, dest) -> None:
         """A value spread over a wider write region: each output tile loads the source's tile
         and expands it (TROWEXPAND / TCOLEXPAND), so every row and column of the region is stored."""
@@ -330,6 +337,7 @@ class _Tiler:
         pad = len(base) - len(offs)
         return tuple(base[:pad]) + tuple(sym.add(b, o) for b, o in zip(base[pad:], offs))
 
+    @COMPUTE.on("reduce")
     def reduction(self, op: Op, dest) -> None:
         src = op.operands[0]
         st: TensorType = src.type
@@ -392,6 +400,7 @@ class _Tiler:
             sizes.append(min(t, dim) if sym.is_const(dim) else t)
         return tuple(sizes)
 
+    @COMPUTE.on("matmul")
     def matmul(self, op: Op, dest) -> None:
         """The cube path: GM -> L1 (Mat) -> L0A/L0B (Left/Right) -> L0C (Acc) -> GM.
 

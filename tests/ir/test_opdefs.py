@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ptodsl.driver import compile_spec
-from ptodsl.ir.opdefs import IR_OPS, IROp
+from ptodsl.ir.opdefs import IR_OPS, Arg, IROp
 from ptodsl.ops import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,11 @@ def test_every_structural_op_runs_in_the_library(d: IROp, library_ir_ops: set[st
 
 
 def test_a_row_that_contradicts_itself_is_refused():
-    with pytest.raises(ValueError, match="reads its destination"):
-        IROp("tile.bad", ("tile",), reads_dest=True)
+    with pytest.raises(ValueError, match="at most one destination"):
+        IROp("tile.bad", ("tile",), "unary", (Arg("a", "tile", "dst"), Arg("b", "tile", "acc")))
+    with pytest.raises(ValueError, match="only the last operand may repeat"):
+        IROp("tile.bad", ("tile",), "unary", (Arg("a", "tile", many=True), Arg("b", "tile")))
+    with pytest.raises(ValueError, match="follows an optional one"):
+        IROp("tile.bad", ("tile",), "unary", (Arg("a", "tile", optional=True), Arg("b", "tile")))
     with pytest.raises(ValueError, match="unknown levels"):
-        IROp("tile.bad", ("tiles",))
+        IROp("tile.bad", ("tiles",), "unary")

@@ -63,7 +63,13 @@ def test_parse_keeps_spans_types_and_attrs():
 
 @pytest.mark.parametrize("bad, message", [
     ("tile.load(%t, %x) {offsets = [0]}", "offsets for a tensor of rank 2"),
-    ("tile.store(%y, %x) {offsets = [0, 0]}", "wrong operand kinds"),
+    ("tile.store(%y, %x) {offsets = [0, 0]}", "operand `src` must be a tile"),
+    ("tile.add(%t) {scalar = 1.0}", "takes 2 to 3 operands, has 1"),
+    ("tile.add(%t, %x) {scalar = 1.0}", "operand `x` must be a tile"),
+    ("tile.add(%t, %t, %t) {scalar = 1.0}", "both y and scalar"),
+    ("tile.exp(%t, %t) {axis = 1}", "has no attribute 'axis'"),
+    ("tile.sum(%t, %t)", "missing attribute 'axis'"),
+    ("tile.sum(%t, %t) {axis = 1}", "is not x \\[8, 64\\] reduced on 1"),
     ("tile.add(%t, %t) {scalar = nope}", "unbound symbol nope"),
     ("frob(%x)", "not part of the tile level"),
 ])

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ... import sym
 from ...escape import cpp_comment, cpp_string
 from ...ir import Func, Module, Op, TensorType
+from ...ir.opdefs import Handlers
 from . import cxx
 from .cxx import ExprContext, Names, cxx_type, unsupported
 from .gm import Origin, explicit_strides, kernel_env, linear_offset, trace_origins, walk_ops
@@ -156,6 +157,11 @@ def symbols_of(control: Func) -> list[str]:
     return sorted(found - defined)
 
 
+# The C++ of each op family of a control program (``ir/opdefs.py``); compute kernels' ops have
+# theirs in kernel.py.
+CONTROL = Handlers("the control program emitter")
+
+
 class ControlEmitter:
     def __init__(self, module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
                  origin: str, host: str = "cpu"):
@@ -266,11 +272,12 @@ class ControlEmitter:
 
     def _block(self, ops: list[Op], depth: int) -> None:
         for op in ops:
-            handler = getattr(self, "_op_" + op.name.replace(".", "_"), None)
+            handler = CONTROL.get(op)
             if handler is None:
                 raise unsupported(f"the op `{op.name}` in a control program", op.span)
-            handler(op, depth)
+            handler(self, op, depth)
 
+    @CONTROL.on("loop")
     def _op_loop(self, op: Op, depth: int) -> None:
         index = self.ctx.names[op.attrs["index"]]
         step = op.attrs["step"]
@@ -303,6 +310,7 @@ class ControlEmitter:
         self._line(depth, "}")
         self._line(0, "#endif")
 
+    @CONTROL.on("if")
     def _op_if(self, op: Op, depth: int) -> None:
         self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op)
         self._block(op.regions[0], depth + 1)
@@ -317,6 +325,7 @@ class ControlEmitter:
             raise unsupported(f"the GM value `%{name}` here", op.span)
         return var
 
+    @CONTROL.on("view")
     def _op_view(self, op: Op, depth: int) -> None:
         parent = self._pointer(op.operands[0].name, op)
         var = self.vars[op.result.name] = self.names.claim(op.result.name)
@@ -324,6 +333,7 @@ class ControlEmitter:
         value = parent if offset == 0 else f"{parent} + {self._e(offset)}"
         self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {value};", op)
 
+    @CONTROL.on("reshape")
     def _op_reshape(self, op: Op, depth: int) -> None:
         parent = self._pointer(op.operands[0].name, op)
         var = self.vars[op.result.name] = self.names.claim(op.result.name)
@@ -363,6 +373,7 @@ class ControlEmitter:
                     self._op_alloc(op, 1)
                     self.hoisted.add(id(op))
 
+    @CONTROL.on("alloc")
     def _op_alloc(self, op: Op, depth: int) -> None:
         if id(op) in self.hoisted:
             return
@@ -384,6 +395,7 @@ class ControlEmitter:
                               f"static_cast<int64_t>(sizeof({ctype})), poison);", op)
         self._line(depth, f"{ctype}* {var} = reinterpret_cast<{ctype}*>({memory}.data());", op)
 
+    @CONTROL.on("read")
     def _op_read(self, op: Op, depth: int) -> None:
         tensor = op.operands[0]
         pointer = self._pointer(tensor.name, op)
@@ -397,6 +409,7 @@ class ControlEmitter:
             return
         self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({pointer}[{self._e(index)}]);", op)
 
+    @CONTROL.on("guard")
     def _op_guard(self, op: Op, depth: int) -> None:
         self.guards += 1
         a = op.attrs
@@ -406,11 +419,13 @@ class ControlEmitter:
         self._line(depth + 1, f"return {self.guards};", op)
         self._line(depth, "}")
 
+    @CONTROL.on("print")
     def _op_print(self, op: Op, depth: int) -> None:
         fmt, args = _printf_format(op.attrs["format"], op.attrs.get("args", []), self.ctx, op)
         self._line(depth, f"std::printf({', '.join([fmt, *args])});", op)
         self._line(depth, "std::fflush(stdout);", op)
 
+    @CONTROL.on("launch")
     def _op_launch(self, op: Op, depth: int) -> None:
         kernel = self.module.func(op.attrs["kernel"])
         if kernel is None or kernel.name not in self.kernels:

@@ -19,6 +19,7 @@ from ... import sym
 from ...diagnostics import CompileError, Diagnostic, Span
 from ...escape import cpp_comment
 from ...ir import Func, Op, TensorType, TileType, Value
+from ...ir.opdefs import Handlers
 from ...ops import OPS
 from ...targets import Target
 from . import cxx
@@ -80,6 +81,11 @@ class _Tensor:
     dtype: str
     shape: tuple[sym.Expr, ...]
     strides: tuple[sym.Expr, ...]  # over the kernel's symbols (or its stride parameters)
+
+
+# The C++ of each op family inside a compute kernel (``ir/opdefs.py``); the control program's
+# ops have theirs in control.py.
+KERNEL = Handlers("the kernel emitter")
 
 
 class KernelEmitter:
@@ -237,32 +243,31 @@ class KernelEmitter:
             self._op(op, depth)
 
     def _op(self, op: Op, depth: int) -> None:
-        name = op.name
-        if name == "loop":
-            self._loop(op, depth)
-        elif name == "if":
-            self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op.span)
-            self._block(op.regions[0], depth + 1)
-            if len(op.regions) > 1 and op.regions[1]:
-                self._line(depth, "} else {")
-                self._block(op.regions[1], depth + 1)
-            self._line(depth, "}")
-        elif name == "sync.set" or name == "sync.wait":
-            fn = "set_flag" if name == "sync.set" else "wait_flag"
-            src, dst = _pipe(op.attrs["src"], op), _pipe(op.attrs["dst"], op)
-            self._line(depth, f"{fn}({src}, {dst}, EVENT_ID{int(op.attrs['event'])});", op.span)
-        elif name == "sync.barrier":
-            self._line(depth, f"pipe_barrier({_pipe(op.attrs['pipe'], op)});", op.span)
-        elif name == "tile.alloc":
-            self._alloc(op, depth)
-        elif name in ("tile.load", "tile.store"):
-            self._transfer(op, depth)
-        elif name.startswith("tile."):
-            self.scratch_cursor = self.scratch_base
-            self._instruction(op, depth)
-        else:
-            raise unsupported(f"the op `{name}` in a compute kernel", op.span)
+        handler = KERNEL.get(op)
+        if handler is None:
+            raise unsupported(f"the op `{op.name}` in a compute kernel", op.span)
+        handler(self, op, depth)
 
+    @KERNEL.on("if")
+    def _if(self, op: Op, depth: int) -> None:
+        self._line(depth, f"if ({self._e(op.attrs['cond'])}) {{", op.span)
+        self._block(op.regions[0], depth + 1)
+        if len(op.regions) > 1 and op.regions[1]:
+            self._line(depth, "} else {")
+            self._block(op.regions[1], depth + 1)
+        self._line(depth, "}")
+
+    @KERNEL.on("sync_set", "sync_wait")
+    def _flag(self, op: Op, depth: int) -> None:
+        fn = "set_flag" if op.name == "sync.set" else "wait_flag"
+        src, dst = _pipe(op.attrs["src"], op), _pipe(op.attrs["dst"], op)
+        self._line(depth, f"{fn}({src}, {dst}, EVENT_ID{int(op.attrs['event'])});", op.span)
+
+    @KERNEL.on("sync_barrier")
+    def _barrier(self, op: Op, depth: int) -> None:
+        self._line(depth, f"pipe_barrier({_pipe(op.attrs['pipe'], op)});", op.span)
+
+    @KERNEL.on("loop")
     def _loop(self, op: Op, depth: int) -> None:
         index = self.ctx.names[op.attrs["index"]]
         step = op.attrs["step"]
@@ -275,6 +280,7 @@ class KernelEmitter:
         self._block(op.regions[0], depth + 1)
         self._line(depth, "}")
 
+    @KERNEL.on("tile_alloc")
     def _alloc(self, op: Op, depth: int) -> None:
         info = self.tiles[op.result.name]
         args = ", ".join(self._e(v) for v in info.valid() if not isinstance(v, int))
@@ -283,6 +289,7 @@ class KernelEmitter:
 
     # ------------------------------------------------------------------ GM transfers
 
+    @KERNEL.on("load", "store")
     def _transfer(self, op: Op, depth: int) -> None:
         if op.name == "tile.load":
             tile_v, gm_v = op.operands[0], op.operands[1]
@@ -370,34 +377,31 @@ class KernelEmitter:
             raise unsupported(f"an operand of `{op.name}` that is not a tile", op.span)
         return info
 
-    def _instruction(self, op: Op, depth: int) -> None:
-        name = op.name[len("tile."):]
+    def _operands(self, op: Op, cube: bool = False) -> list[TileInfo]:
+        """The tiles of an instruction; the scratch of the previous one is free again."""
+        self.scratch_cursor = self.scratch_base
         tiles = [self._tile(v, op) for v in op.operands]
-        cube = name in ("mov", "matmul", "matmul_acc")
         if not cube and any(t.kind != "Vec" for t in tiles):
             raise unsupported(f"`{op.name}` on {'/'.join(sorted({t.kind for t in tiles}))} tiles", op.span)
-        if name == "mov":
-            self._emit(depth, MOVE, [tiles[0].var, tiles[1].var], op)
-        elif name == "matmul":
-            self._emit(depth, OPS["matmul"].pto, [t.var for t in tiles], op)
-        elif name == "matmul_acc":
-            self._emit(depth, OPS["matmul"].acc_pto, [t.var for t in tiles], op)
-        elif name == "fill":
-            self._emit(depth, FILL, [tiles[0].var, self._scalar(op.attrs["scalar"], tiles[0].dtype)], op)
-        elif name == "expand":
-            self._expand(op, tiles, depth)
-        elif name == "cast":
-            self._cast(op, tiles, depth)
-        elif name == "cmp":
-            self._compare(op, tiles, depth)
-        elif name == "where":
-            self._select(op, tiles, depth)
-        elif name in OPS and OPS[name].kind == "reduce":
-            self._reduce(op, tiles, depth)
-        elif name in OPS and OPS[name].kind in ("unary", "binary") and OPS[name].pto:
-            self._arith(op, tiles, depth)
-        else:
-            raise unsupported(f"the tile op `{op.name}`", op.span)
+        return tiles
+
+    @KERNEL.on("mov")
+    def _mov(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op, cube=True)
+        self._emit(depth, MOVE, [tiles[0].var, tiles[1].var], op)
+
+    @KERNEL.on("matmul")
+    def _matmul(self, op: Op, depth: int) -> None:
+        self._emit(depth, OPS["matmul"].pto, [t.var for t in self._operands(op, cube=True)], op)
+
+    @KERNEL.on("matmul_acc")
+    def _matmul_acc(self, op: Op, depth: int) -> None:
+        self._emit(depth, OPS["matmul"].acc_pto, [t.var for t in self._operands(op, cube=True)], op)
+
+    @KERNEL.on("fill_tile")
+    def _fill(self, op: Op, depth: int) -> None:
+        dst = self._operands(op)[0]
+        self._emit(depth, FILL, [dst.var, self._scalar(op.attrs["scalar"], dst.dtype)], op)
 
     def _emit(self, depth: int, instr: str | None, args: list[str], op: Op) -> None:
         if instr is None:
@@ -408,9 +412,13 @@ class KernelEmitter:
     def _scalar(self, e: sym.Expr, dtype: str) -> str:
         return cxx.scalar_value(e, dtype, self.ctx)
 
-    def _arith(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("unary", "binary")
+    def _arith(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         name = op.name[len("tile."):]
         od = OPS[name]
+        if od.pto is None:
+            raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
         dst = tiles[0]
         if od.kind == "unary":
             self._emit(depth, od.pto, [dst.var, tiles[1].var], op)
@@ -431,7 +439,9 @@ class KernelEmitter:
         else:
             raise unsupported(f"`{op.name}` with the scalar on the left", op.span)
 
-    def _cast(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("cast")
+    def _cast(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         if "bool" in (tiles[0].dtype, tiles[1].dtype):
             raise unsupported("a cast to or from bool", op.span)
         mode = ROUND_MODES.get(op.attrs.get("mode", "rint"))
@@ -464,7 +474,9 @@ class KernelEmitter:
             raise unsupported(f"a {mask.rows}x{mask.cols} {mask.dtype} mask for rows of {row_bytes} bytes", op.span)
         return self._view("bool", mask.rows, mask.cols, mask.offset, mask.valid()[0], row_bytes, op, depth)
 
-    def _compare(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("compare")
+    def _compare(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         od = OPS["cmp"]
         mode = op.attrs["mode"]
         mask = self._mask_view(tiles[0], tiles[1].cols // 8, op, depth)
@@ -477,7 +489,9 @@ class KernelEmitter:
             args, instr = [mask, *(t.var for t in tiles[1:])], od.pto
         self._emit(depth, instr, [*args, f"CmpMode::{CMP_MODES[mode]}"], op)
 
-    def _select(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("select")
+    def _select(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         dst, mask = tiles[0], tiles[1]
         width = -(-logical_2d(dst.tile_type.shape)[1] // 8) * 8
         rows = dst.valid()[0]
@@ -501,7 +515,9 @@ class KernelEmitter:
         tmp = self._scratch(dst, op, depth)
         self._emit(depth, OPS["where"].pto, [views[0], mask_view, *views[1:], tmp], op)
 
-    def _reduce(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("reduce")
+    def _reduce(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         name = op.name[len("tile."):]
         od = OPS[name]
         if od.mean_of is not None:
@@ -517,7 +533,9 @@ class KernelEmitter:
         else:
             raise unsupported(f"a reduction over axis {axis} of a rank-{t.rank} tile", op.span)
 
-    def _expand(self, op: Op, tiles: list[TileInfo], depth: int) -> None:
+    @KERNEL.on("expand")
+    def _expand(self, op: Op, depth: int) -> None:
+        tiles = self._operands(op)
         """Broadcast src over dst: one value per row (TROWEXPAND), one per column (TCOLEXPAND),
         or a single value, spread along a row first and then down the columns."""
         dst, src = tiles

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from ...diagnostics import CompileError, Diagnostic
 from ...driver import Compiled
+from ...ops import OPS
 from ...targets import Target
 from .emit import EmittedVariant, emit_variant
-from .kernel import InstructionUse
+from .kernel import MOVE, InstructionUse
 
 E_RULE = "E0810"
-CUBE = ("TMATMUL", "TMATMUL_ACC")
-MOVES = ("TMOV",)  # cube data movement between L1 and L0; no vector rule applies
+CUBE = (OPS["matmul"].pto, OPS["matmul"].acc_pto)
+MOVES = (MOVE,)  # cube data movement between L1 and L0; no vector rule applies
 
 
 def _problems(use: InstructionUse, target: Target) -> list[str]:
