@@ -131,6 +131,9 @@ def test_the_plain_wrapper_without_a_backward_refuses_at_backward(pkg: ModuleTyp
     with torch.no_grad():  # nothing recorded: the plain call, through numpy
         assert pkg.exp(x).grad_fn is None
     assert pkg.exp(x.detach()).grad_fn is None
+    # the custom op takes the device of its tensors, not `device=`: said before anything runs
+    with pytest.raises(pkg.ArgumentValueError, match=r"E0704.*device=0.*requires grad"):
+        pkg.exp(x, backend="npu", device=0)
 
 
 def _layer(x: torch.Tensor, w: torch.Tensor, gamma: torch.Tensor, ops) -> torch.Tensor:
