@@ -105,6 +105,15 @@ class Operator(_rt.Operator):
     def ir(self, stage: str = "tile") -> str:
         return str(self.compiled.stages[stage])
 
+    def backward_operator(self) -> Operator | None:
+        """The operator of the spec's ``backward:``, compiled at its first use (by autograd)."""
+        if self.program.backward is None or self.spec.backward_path is None:
+            return None
+        found = self.__dict__.get("_backward")
+        if found is None:
+            found = self.__dict__["_backward"] = load(self.spec.backward_path)
+        return found
+
 
 def kernel_func(compiled: Compiled, index: int, level: str = "tile") -> Func:
     module: Module = compiled.stages[level]

@@ -52,6 +52,35 @@ def test_torch_in_torch_out(softmax):
     assert torch.allclose(yb.float(), torch.softmax(xb.float(), dim=-1), rtol=3e-2, atol=1e-2)
 
 
+def test_torch_tensors_that_require_grad_are_differentiated():
+    """A loaded op called with tensors that require grad: its results carry a grad_fn, whose
+    backward is the spec's backward op (compiled at the first .backward()), or E0716 without one."""
+    torch = pytest.importorskip("torch")
+    rmsnorm = ptodsl.load("specs/rmsnorm.yaml")
+    gen = torch.Generator().manual_seed(0)
+    x, gamma = torch.rand(3, 300, generator=gen).requires_grad_(), torch.rand(300, generator=gen).requires_grad_()
+    y = rmsnorm(x, gamma, eps=1e-5)
+    assert y.grad_fn is not None
+    weight = torch.rand(3, 300, generator=gen)
+    got = torch.autograd.grad((y * weight).sum(), [x, gamma])
+    rx, rg = x.detach().clone().requires_grad_(), gamma.detach().clone().requires_grad_()
+    ref = rx * torch.rsqrt(rx.pow(2).mean(-1, keepdim=True) + 1e-5) * rg
+    for g, w in zip(got, torch.autograd.grad((ref * weight).sum(), [rx, rg])):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    buf = torch.zeros(3, 300)  # an output passed by name: written with copy_, which autograd records
+    assert rmsnorm(x, gamma, eps=1e-5, y=buf) is buf and buf.grad_fn is not None
+    for g, w in zip(torch.autograd.grad((buf * weight).sum(), [x, gamma]), got):
+        assert torch.equal(g, w)
+    mixed = rmsnorm(x, gamma.detach().numpy(), eps=1e-5)  # a numpy array beside them: no gradient of its own
+    assert torch.equal(torch.autograd.grad((mixed * weight).sum(), [x])[0], got[0])
+    exp = ptodsl.load("specs/exp.yaml")
+    e = exp(torch.rand(4, 64, requires_grad=True))
+    with pytest.raises(RuntimeError, match=r"E0716.*cannot differentiate through `exp`"):
+        e.sum().backward()
+    with torch.no_grad():
+        assert exp(torch.rand(4, 64, requires_grad=True)).grad_fn is None
+
+
 def test_scalar_keyword_and_default():
     op = ptodsl.load("specs/scale_shift.yaml")
     x = np.arange(10, dtype=np.float32)

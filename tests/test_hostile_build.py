@@ -9,11 +9,15 @@ compilers, so no real build runs.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from ptodsl import staging
 from ptodsl.backends.cpp import build
 from ptodsl.diagnostics import CompileError
 
@@ -117,3 +121,88 @@ def test_a_read_only_cache_with_the_entry_still_serves_it(tmp_path: Path, monkey
     (tmp_path / "cache" / "cpp" / "tmp").write_text("in the way\n")
     assert build.build_shared({"k.cpp": KERNEL}, "k") == first  # a hit needs no writing
     assert codes(lambda: build.build_shared({"k.cpp": KERNEL + "// other\n"}, "k")) == ["E0904"]
+
+
+DEAD_PID = 4_000_000  # above Linux's default pid_max: no process has it
+
+
+def test_stale_staging_is_cleaned_and_live_staging_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The rules of ptodsl.staging, in the cache's tmp folder: a folder of a dead process of this
+    machine goes at once; one of a live process, or of another machine, stays until it is older
+    than a day; so does one named without an owner (by older versions)."""
+    fake_cxx(tmp_path, monkeypatch, WRITES_LIBRARY)
+    tmp = tmp_path / "cache" / "cpp" / "tmp"
+    tmp.mkdir(parents=True)
+    here, elsewhere = staging.host(), "0123abcd" if staging.host() != "0123abcd" else "fedc0987"
+    day = 24 * 3600
+    folders = {  # name -> (age in seconds, kept)
+        f"build-{DEAD_PID}@{here}-0a1b-x": (0, False),
+        f"probe-{DEAD_PID}@{here}-y": (0, False),
+        f"discard-{DEAD_PID}@{here}-z": (0, False),
+        f"build-{os.getppid()}@{here}-live": (0, True),  # the process that runs the tests
+        f"build-{os.getppid()}@{here}-reused": (day + 60, False),  # its pid can only have been reused
+        f"build-{DEAD_PID}@{elsewhere}-running": (0, True),  # no pid of another machine is known here
+        f"build-{DEAD_PID}@{elsewhere}-old": (day + 60, False),
+        "0123456789abcdef-legacy": (0, True),
+        "0123456789abcdef-legacy-old": (day + 60, False),
+    }
+    for name, (age, _kept) in folders.items():
+        (tmp / name).mkdir()
+        (tmp / name / "k.cpp").write_text(KERNEL)
+        os.utime(tmp / name, (time.time() - age, time.time() - age))
+    monkeypatch.setattr(build, "_CLEANED", set())
+    build.build_shared({"k.cpp": KERNEL}, "k")
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(n for n, (_a, kept) in folders.items() if kept)
+
+
+def test_a_long_build_timeout_keeps_staging_longer(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PTODSL_BUILD_TIMEOUT", str(3 * 24 * 3600))
+    assert build.stale_age() == 6 * 24 * 3600
+
+
+KILLED_BUILD = """
+import sys
+from ptodsl.backends.cpp import build
+build.build_shared({"k.cpp": sys.argv[1]}, "k")
+"""
+
+
+def test_a_build_killed_mid_way_is_cleaned_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """kill -9 of a process in the middle of a compile: its staging folder stays while it runs,
+    and the next build (even one the cache answers) removes it."""
+    started, pids = tmp_path / "started", tmp_path / "pids"
+    fake_cxx(tmp_path, monkeypatch, f"echo $$ > {pids}\ntouch {started}\nsleep 30\n")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, KERNEL],
+                            env={**os.environ, "PYTHONPATH": str(root)}, stderr=subprocess.PIPE)
+    compiler = None
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the build never reached the compiler"
+            time.sleep(0.05)
+        compiler = int(pids.read_text())
+        tmp = tmp_path / "cache" / "cpp" / "tmp"
+        building = [p.name for p in tmp.iterdir() if p.name.startswith(f"build-{proc.pid}@")]
+        assert len(building) == 1
+        monkeypatch.setattr(build, "_CLEANED", set())
+        fake_cxx(tmp_path, monkeypatch, WRITES_LIBRARY)
+        build.build_shared({"k.cpp": KERNEL + "// another\n"}, "k")
+        assert (tmp / building[0]).is_dir(), "the folder of a running build was removed"
+        proc.kill()
+        proc.wait()
+        build.build_shared({"k.cpp": KERNEL + "// another\n"}, "k")  # a cache hit: cleans once per process
+        assert (tmp / building[0]).is_dir()
+        monkeypatch.setattr(build, "_CLEANED", set())  # as in the next process
+        build.build_shared({"k.cpp": KERNEL + "// another\n"}, "k")
+        assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if compiler is not None:  # the compiler runs in a session of its own: the kill did not reach it
+            try:
+                os.kill(compiler, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ptodsl import staging
 from ptodsl.gen import writer
 from ptodsl.gen.kernels import STAMP
 
@@ -64,17 +65,21 @@ def test_a_run_killed_between_the_renames_is_recovered(tmp_path: Path):
 
 
 def test_stale_staging_of_dead_runs_is_cleaned_but_not_that_of_live_ones(tmp_path: Path):
+    """The rules of ptodsl.staging (shared with the cpu build's cache), beside OUT."""
     out = tmp_path / "out"
-    dead = tmp_path / f".out.new-{DEAD_PID}-x"
-    live = tmp_path / f".out.new-{os.getppid()}-y"
-    for folder in (dead, live):
+    other = "0123abcd" if staging.host() != "0123abcd" else "fedc0987"
+    dead = [tmp_path / f".out.new-{DEAD_PID}-x", tmp_path / f".out.new-{DEAD_PID}@{staging.host()}-x"]
+    live = [tmp_path / f".out.new-{os.getppid()}-y", tmp_path / f".out.new-{os.getppid()}@{staging.host()}-y",
+            tmp_path / f".out.new-{DEAD_PID}@{other}-z"]  # another machine's run: judged by age only
+    for folder in dead + live:
         folder.mkdir()
     writer.write_tree(tree("1"), out)
-    assert siblings(out) == [live.name]
+    assert siblings(out) == sorted(p.name for p in live)
 
 
 KILLED_WRITER = """
 import sys
+from ptodsl import staging
 from ptodsl.gen import writer
 {patch}
 files = {{"pyproject.toml": sys.argv[2].encode()}}

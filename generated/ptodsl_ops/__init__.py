@@ -5,8 +5,17 @@ Call an op like a function: numpy arrays or torch tensors in, the same kind out.
 positional; outputs (allocated when not given, else written in place) and scalars are keywords;
 ``backend=`` picks "sim" (numpy simulator, the default), "cpu" or "npu" (with ``device=``).
 With torch installed, every op is also a torch custom op, ``torch.ops.ptodsl_ops.<op>``, for
-use under ``torch.compile``. The golden tests run with ``pytest --pyargs ptodsl_ops``.
+use under ``torch.compile``; a call with a tensor that requires grad runs it, so the result is
+differentiable. The golden tests run with ``pytest --pyargs ptodsl_ops``.
+
+The package does not import torch itself (it takes a second or more): the custom ops are
+registered at once when torch was imported before the package, and otherwise at the first call
+with a torch tensor or the first use of ``ptodsl_ops.torch_ops``.
 """
+
+import importlib as _importlib
+import sys as _sys
+from typing import Any as _Any
 
 from ._ptodsl.backends.guards import GuardError
 from ._ptodsl.runtime.operator import ArgumentError, ArgumentTypeError, ArgumentValueError
@@ -113,11 +122,20 @@ __all__ = [
 ]
 __ptodsl_version__ = "0.1.0"
 
-# torch is optional: without it the ops work on numpy arrays alone.
-try:
-    import torch as _torch
-except ImportError:
-    _torch = None
-if _torch is not None:
-    from . import torch_ops as torch_ops
-del _torch
+
+def __getattr__(name: str) -> _Any:
+    # `ptodsl_ops.torch_ops`, imported (registering the torch custom ops) at its first use
+    if name == "torch_ops":
+        try:
+            return _importlib.import_module(__name__ + ".torch_ops")
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            raise AttributeError(f"{__name__}.torch_ops needs torch, which is not installed") from exc
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# torch is optional: without it the ops work on numpy arrays alone. A program that has imported
+# torch already gets `torch.ops.ptodsl_ops.<op>` right away.
+if _sys.modules.get("torch") is not None:
+    _importlib.import_module(__name__ + ".torch_ops")

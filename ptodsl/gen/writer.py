@@ -4,21 +4,21 @@ The files go to a staging folder beside OUT (same file system, so renames are at
 staging folder and OUT are then exchanged in one ``renameat2(RENAME_EXCHANGE)``: at every instant
 OUT is the old tree or the new one, even if the process is killed. Elsewhere (or on a file system
 without the exchange) the old OUT is renamed aside and the new one renamed in; a run killed between
-the two renames leaves OUT missing and the old tree in ``.OUT.old-PID-*``, and the next run puts it
-back before anything else. Each run also removes the staging folders of runs that died (their
-process id no longer exists), so killed runs leave nothing behind for long.
+the two renames leaves OUT missing and the old tree in ``.OUT.old-PID@HOST-*``, and the next run puts
+it back before anything else. Each run also removes the staging folders of runs that died, by the
+rules of :mod:`ptodsl.staging` (the cpu build cleans its own staging folders by the same rules), so
+killed runs leave nothing behind for long.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import staging as _staging
 from .kernels import STAMP
 
 # A folder is only replaced when it is empty or holds a package this generator wrote: its
@@ -57,7 +57,7 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> None:
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-{os.getpid()}-", dir=parent))
+        staging = _staging.create(parent, _prefix(out, "new"))
     except OSError as exc:
         raise OutputError(f"cannot create a folder beside `{out}`: {exc.strerror or exc}") from None
     try:
@@ -75,34 +75,17 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> None:
         raise
 
 
-def _siblings(out: Path, kind: str) -> list[tuple[Path, int]]:
-    """``.OUT.<kind>-PID-*`` folders beside OUT, with the process id that made them."""
-    parent = out.absolute().parent
-    pattern = re.compile(rf"\.{re.escape(out.name)}\.{kind}-(\d+)-[^/]*")
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return []
-    return [(parent / n, int(m.group(1))) for n in names if (m := pattern.fullmatch(n))]
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process: alive, and not ours to judge
-    return True
+def _prefix(out: Path, kind: str) -> str:
+    """The name of OUT's staging (``new``) and set-aside (``old``) folders, before their owner."""
+    return f".{out.name}.{kind}-"
 
 
 def recover(out: Path) -> None:
     """Undo what a killed run left: put OUT back if it is missing, drop dead runs' folders."""
-    olds = sorted(((p, pid) for p, pid in _siblings(out, "old") if not _alive(pid)),
-                  key=lambda e: e[0].stat().st_mtime if e[0].exists() else 0, reverse=True)
-    for folder, _ in olds:
+    parent = out.absolute().parent
+    olds = sorted((e.path for e in _staging.leftovers(parent, _prefix(out, "old")) if _staging.is_stale(e)),
+                  key=_staging.age)
+    for folder in olds:  # the newest first
         previous = folder / out.name
         if not out.exists() and previous.is_dir():
             try:
@@ -110,11 +93,11 @@ def recover(out: Path) -> None:
             except OSError:
                 continue
     # A dead run's old tree goes only once OUT is back: until then it is the only copy.
-    dead = [folder for folder, pid in _siblings(out, "new") if not _alive(pid)]
+    dead = [e.path for e in _staging.leftovers(parent, _prefix(out, "new")) if _staging.is_stale(e)]
     if out.exists():
-        dead += [folder for folder, _ in olds]
+        dead += olds
     for folder in dead:
-        shutil.rmtree(folder, ignore_errors=True)
+        _staging.remove(folder)
 
 
 _RENAME_EXCHANGE = 2
@@ -145,7 +128,7 @@ def _swap(staging: Path, out: Path) -> None:
     if _exchange(staging, out):
         shutil.rmtree(staging, ignore_errors=True)  # now the previous tree
         return
-    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.absolute().parent))
+    aside = _staging.create(out.absolute().parent, _prefix(out, "old"))
     old = aside / out.name
     os.rename(out, old)
     try:

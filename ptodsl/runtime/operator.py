@@ -4,11 +4,15 @@ Arguments are validated by parameter name before anything runs: dtype (which als
 variant), rank, symbol consistency, contiguity and device. A wrong argument raises
 :class:`ArgumentError` (a ``TypeError`` or ``ValueError``) carrying a diagnostic that names the
 parameter, what was expected and what was given, and points at the parameter in the ``.pto``.
+
+A call with a torch tensor that requires grad, with grad mode on, is one autograd records
+(:func:`wants_grad`): it goes through :mod:`ptodsl.runtime.torch_support`, so that its results
+carry a ``grad_fn``, instead of through numpy, where torch would lose the graph without a word.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,16 @@ class ArgumentValueError(ArgumentError, ValueError):
 
 def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
+
+
+def wants_grad(values: Iterable[Any]) -> bool:
+    """Whether torch's autograd records a call with these arguments: one is a torch tensor that
+    requires grad, and grad mode is on. Imports nothing when no argument is a torch tensor."""
+    if not any(is_torch(x) and getattr(x, "requires_grad", False) for x in values):
+        return False
+    import torch
+
+    return torch.is_grad_enabled()
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -202,8 +216,23 @@ class Operator:
                               f"{dims} in the YAML's `symbols:`")
         return dtype, tuple(int(sym.evaluate(s, symbols)) for s in shape)
 
+    def backward_operator(self) -> Any:
+        """The operator computing this one's gradients (its spec's ``backward:``), or None when
+        there is none or it cannot be loaded from the program alone (the compiler's
+        :class:`ptodsl.api.Operator` loads it from the spec)."""
+        return None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tensors, scalars, backend = self.bind(args, kwargs)
+        if wants_grad(tensors.values()):
+            from .torch_support import differentiable_call
+
+            return differentiable_call(self, tensors, scalars, backend)
+        return self.call_bound(tensors, scalars, backend)
+
+    def call_bound(self, tensors: dict[str, Any], scalars: dict[str, Any], backend: str) -> Any:
+        """Run the op on arguments :meth:`bind` has mapped to parameters (through numpy: torch
+        tensors in give torch tensors out, without autograd)."""
         torch_in = any(is_torch(x) for x in tensors.values())
         index, arrays, symbols = self.resolve(tensors)
         problem = inputs.check_dims(symbols, dim_spans(self.program))
@@ -328,4 +357,4 @@ def run_kernel(program: Program, index: int, arrays: dict[str, np.ndarray], scal
 
 
 __all__ = ["BACKENDS", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "check_run",
-           "dim_spans", "is_torch", "run_kernel", "to_numpy", "to_torch"]
+           "dim_spans", "is_torch", "run_kernel", "to_numpy", "to_torch", "wants_grad"]

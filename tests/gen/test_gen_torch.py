@@ -85,6 +85,57 @@ def test_gradients_match_torch(pkg: ModuleType, name, reference, shapes, scalars
         torch.testing.assert_close(g.float(), w, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize(("name", "reference", "shapes", "scalars"), GRADIENTS, ids=[g[0] for g in GRADIENTS])
+def test_the_plain_wrapper_is_differentiable(pkg: ModuleType, name, reference, shapes, scalars):
+    """``pkg.op(x)`` with tensors that require grad: the gradients of ``torch.ops.pkg.op``, bit for
+    bit, and so torch's own."""
+    gen = torch.Generator().manual_seed(3)
+    inputs = [(torch.rand(s, generator=gen) * 2 - 1).requires_grad_() for s in shapes]
+    plain = getattr(pkg, name)(*inputs, **scalars)
+    assert plain.grad_fn is not None
+    weight = torch.rand(plain.shape, generator=gen)
+    got = torch.autograd.grad((plain * weight).sum(), inputs)
+    custom = getattr(torch.ops.ptodsl_ops, name)(*inputs, **scalars)
+    assert torch.equal(plain, custom)
+    for g, w in zip(got, torch.autograd.grad((custom * weight).sum(), inputs)):
+        assert torch.equal(g, w)
+    ref_in = [t.detach().clone().requires_grad_() for t in inputs]
+    want = torch.autograd.grad((reference(*ref_in, **scalars) * weight).sum(), ref_in)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_plain_wrapper_writes_buffers_autograd_follows(pkg: ModuleType):
+    """An output passed by name is written with ``copy_``: autograd follows the values into it."""
+    gen = torch.Generator().manual_seed(4)
+    x, gamma = torch.rand(3, 300, generator=gen).requires_grad_(), torch.rand(300, generator=gen).requires_grad_()
+    buf = torch.zeros(3, 300)
+    assert pkg.rmsnorm(x, gamma, eps=1e-5, y=buf) is buf
+    weight = torch.rand(3, 300, generator=gen)
+    got = torch.autograd.grad((buf * weight).sum(), [x, gamma])
+    want = torch.autograd.grad((torch.ops.ptodsl_ops.rmsnorm(x, gamma, eps=1e-5) * weight).sum(), [x, gamma])
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    # a wrong buffer is refused before anything runs, as without grad
+    with pytest.raises(pkg.ArgumentValueError, match="E0702"):
+        pkg.rmsnorm(x, gamma, eps=1e-5, y=torch.zeros(3, 301))
+
+
+def test_the_plain_wrapper_without_a_backward_refuses_at_backward(pkg: ModuleType):
+    """As the custom op does: the call works, ``.backward()`` through it raises E0716."""
+    x = torch.rand(4, 64, requires_grad=True)
+    y = pkg.exp(x)
+    torch.testing.assert_close(y.detach(), x.detach().exp())
+    with pytest.raises(RuntimeError, match=r"E0716.*cannot differentiate through `ptodsl_ops.exp`"):
+        y.sum().backward()
+    with torch.no_grad():  # nothing recorded: the plain call, through numpy
+        assert pkg.exp(x).grad_fn is None
+    assert pkg.exp(x.detach()).grad_fn is None
+    # the custom op takes the device of its tensors, not `device=`: said before anything runs
+    with pytest.raises(pkg.ArgumentValueError, match=r"E0704.*device=0.*requires grad"):
+        pkg.exp(x, backend="npu", device=0)
+
+
 def _layer(x: torch.Tensor, w: torch.Tensor, gamma: torch.Tensor, ops) -> torch.Tensor:
     """Three ops: a matmul, an RMSNorm of its rows, a SiLU; a scalar loss."""
     h = ops.matmul(x, w)

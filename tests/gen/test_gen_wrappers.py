@@ -117,16 +117,52 @@ def test_cpu_backend_is_passed_through(pkg: ModuleType):
     np.testing.assert_allclose(pkg.exp(x, backend="cpu"), np.exp(x), rtol=1e-5)
 
 
-def test_import_without_torch(tree: Path):
-    # torch is blocked before the import: the package loads and runs on numpy alone.
-    script = (
-        "import sys; sys.modules['torch'] = None\n"
-        "import numpy as np, ptodsl_ops\n"
-        "assert not hasattr(ptodsl_ops, 'torch_ops')\n"
-        "y = ptodsl_ops.add_one(np.array([[-1.0, 2.0]], np.float32))\n"
-        "assert y.tolist() == [[0.0, 3.0]], y\n"
-        "print('ok')\n"
-    )
+def _run(tree: Path, script: str) -> None:
     proc = subprocess.run([sys.executable, "-c", script], cwd=tree, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_import_without_torch(tree: Path):
+    # torch is blocked before the import: the package loads and runs on numpy alone.
+    _run(tree, "import sys; sys.modules['torch'] = None\n"
+               "import numpy as np, ptodsl_ops\n"
+               "assert not hasattr(ptodsl_ops, 'torch_ops')\n"
+               "y = ptodsl_ops.add_one(np.array([[-1.0, 2.0]], np.float32))\n"
+               "assert y.tolist() == [[0.0, 3.0]], y\n"
+               "print('ok')\n")
+
+
+REGISTERED = "hasattr(torch.ops.ptodsl_ops, 'add_one')"
+
+
+def test_torch_is_imported_only_for_torch(tree: Path):
+    """torch takes seconds to import: the package and its numpy calls leave it alone; the first
+    call with a torch tensor registers the custom ops."""
+    pytest.importorskip("torch")
+    _run(tree, "import sys\n"
+               "import numpy as np, ptodsl_ops\n"
+               "assert 'torch' not in sys.modules\n"
+               "y = ptodsl_ops.add_one(np.array([[-1.0, 2.0]], np.float32))\n"
+               "assert y.tolist() == [[0.0, 3.0]] and 'torch' not in sys.modules\n"
+               "import torch\n"
+               f"assert not {REGISTERED}\n"
+               "y = ptodsl_ops.add_one(torch.tensor([[-1.0, 2.0]]))\n"
+               "assert isinstance(y, torch.Tensor) and y.tolist() == [[0.0, 3.0]]\n"
+               f"assert {REGISTERED}\n"
+               "print('ok')\n")
+
+
+def test_torch_ops_are_registered_at_import_after_torch(tree: Path):
+    """`import torch; import pkg`: `torch.ops.<pkg>.<op>` works before any call of the package."""
+    pytest.importorskip("torch")
+    _run(tree, f"import torch, ptodsl_ops\nassert {REGISTERED}\nprint('ok')\n")
+
+
+def test_torch_ops_attribute_registers_the_ops(pkg: ModuleType):
+    """`<pkg>.torch_ops` imports (and so registers) the ops at its first use; here they are already."""
+    torch = pytest.importorskip("torch")
+    assert pkg.__getattr__("torch_ops") is pkg.torch_ops
+    assert pkg.torch_ops.add_one is not None and hasattr(torch.ops.ptodsl_ops, "add_one")
+    with pytest.raises(AttributeError):
+        pkg.__getattr__("no_such_op")

@@ -6,10 +6,11 @@ file) or, when ``PTO_ISA_ROOT`` is set, against that pto-isa checkout with ``-D_
 
 The cache key hashes everything the library depends on: the ptodsl version, every source's name
 and text, the full compiler command, the compiler's version line and the contents of every header
-the include path can reach. Entries are directories that appear atomically (built in a temporary
-directory inside the cache, then renamed into place), carry a manifest with the library's sha256,
+the include path can reach. Entries are directories that appear atomically (built in a staging
+folder in the cache's ``tmp``, then renamed into place), carry a manifest with the library's sha256,
 and are checked on every hit, so a concurrent build of the same kernel or a damaged entry is
-harmless. A hit runs no compiler: not even ``g++ --version``, whose answer is cached per compiler
+harmless. A build killed outright leaves its staging folder; the next build removes it, by the rules
+of :mod:`ptodsl.staging` (the owner process is gone, or the folder is older than :func:`stale_age`). A hit runs no compiler: not even ``g++ --version``, whose answer is cached per compiler
 binary. ``STATS`` counts what happened (tests assert "rebuilt nothing" with it), and each compiler
 run is logged on the ``ptodsl.backends.cpp.build`` logger.
 
@@ -32,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ... import staging
 from ...diagnostics import CompileError, Diagnostic, Span
 
 log = logging.getLogger(__name__)
@@ -223,7 +224,7 @@ def _run_probe(command: list[str], cwd: str | None = None) -> subprocess.Complet
 def _probe_source(source: str, command: list[str]) -> subprocess.CompletedProcess[str]:
     """Run ``command`` (naming ``probe.cpp``) on ``source`` in a scratch folder of the cache."""
     try:
-        folder = tempfile.TemporaryDirectory(prefix="probe-", dir=_cpp_dir("tmp"))
+        folder = tempfile.TemporaryDirectory(prefix=staging.owned_name("probe-"), dir=_cpp_dir("tmp"))
     except OSError as exc:
         raise _cache_error(_cpp_dir("tmp"), exc) from exc
     with folder as tmp:
@@ -378,7 +379,7 @@ def _valid_entry(entry: Path, key: str) -> Path | None:
 
 def _discard(path: Path) -> None:
     """Remove a directory another process may be removing too: move it aside first."""
-    aside = _cpp_dir("tmp") / f"discard-{uuid.uuid4().hex}"
+    aside = _cpp_dir("tmp") / (staging.owned_name("discard-") + uuid.uuid4().hex)
     try:
         os.replace(path, aside)
     except OSError:  # gone already, or a read-only cache: the build reports it if it matters
@@ -407,6 +408,8 @@ def build_shared(sources: Mapping[str, str], name: str, *, flags: Sequence[str] 
     value of None or True). Raises CompileError on any failure.
     """
     _check_inputs(sources, name, flags)
+    if cache_root() not in _CLEANED:
+        clean_staging()
     toolchain = find_toolchain()
     mode = include_mode()
     options = compile_flags(toolchain, mode, flags, defines or {})
@@ -436,30 +439,38 @@ def _check_inputs(sources: Mapping[str, str], name: str, flags: Sequence[str]) -
             raise ValueError(f"source name {n!r} must be a plain file name")
 
 
-STALE_TMP_S = 24 * 3600
+# Every folder a build works in lives in the cache's tmp folder, named for its process
+# (ptodsl.staging): `build-` for a library being built, `probe-` for a compiler probe, `discard-` for
+# a damaged entry being removed.
+STAGING = ("build-", "probe-", "discard-")
 
 
-def _prune_stale_tmp(tmp: Path) -> None:
-    """Remove what builds killed mid-way left behind (nothing runs for a day)."""
-    now = time.time()
-    for leftover in tmp.iterdir():
-        try:
-            if now - leftover.lstat().st_mtime <= STALE_TMP_S:
-                continue
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink()
-        except OSError:
-            continue
+def stale_age() -> float:
+    """The age past which a staging folder is stale whoever owns it: a day, or twice the build
+    timeout if that is longer (a compiler run never outlives the timeout, so no running build's
+    folder is that old)."""
+    return max(staging.STALE_AGE_S, 2 * build_timeout())
+
+
+_CLEANED: set[Path] = set()  # the caches this process has cleaned at its first build
+
+
+def clean_staging() -> None:
+    """Remove what builds killed mid-way left in the cache's tmp folder (:mod:`ptodsl.staging`):
+    the folders of processes of this machine that no longer exist, and anything older than
+    :func:`stale_age` (also what ptodsl versions that did not name the owner left). Run before
+    every compile, and at a process's first build in a cache even when the cache answers it."""
+    root = cache_root()
+    _CLEANED.add(root)
+    staging.clean(root / "cpp" / "tmp", STAGING, stale_age(), everything=True)
 
 
 def _compile_and_install(sources: Mapping[str, str], name: str, toolchain: Toolchain, mode: IncludeMode,
                          options: list[str], key: str) -> Path:
     tmp = _cpp_dir("tmp")
     try:
-        _prune_stale_tmp(tmp)
-        work = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=tmp))
+        clean_staging()
+        work = staging.create(tmp, "build-", f"{key[:16]}-")
     except OSError as exc:
         raise _cache_error(tmp, exc) from exc
     try:
