@@ -280,8 +280,8 @@ def cmd_ir(args, out: _Out) -> int:
         return EXIT_USER
     if args.spec is not None and os.path.isdir(args.spec):
         if not args.stats:
-            print("error: a folder of specs takes `--stats` (a summary of the library); print the IR of one spec",
-                  file=sys.stderr)
+            out.error(f"`{args.spec}` is a folder: the IR is printed one spec at a time",
+                      "pass one spec (NAME.yaml), or add `--stats` for a summary of every spec in the folder")
             return EXIT_USER
         return _library_stats(args.spec, out)
     try:
@@ -353,7 +353,9 @@ def _library_stats(folder: str, out: _Out) -> int:
             failed.append(path)
             continue
         rows.append((op, collect(op)))
-    sys.stdout.write(render_summary(rows, failed))
+    out.say(render_summary(rows, failed), end="")
+    out.result(specs=[{"op": op.spec.op, "spec": op.spec.path, "target": op.spec.target,
+                       "stats": [stats_json(v) for v in stats]} for op, stats in rows], failed=failed)
     return EXIT_USER if failed else EXIT_OK
 
 
@@ -566,8 +568,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--format", choices=("text", "json"), default="text",
                         help="json: one JSON document on stdout (docs/CLI-JSON.md); text goes to stderr")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
-    common.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    common.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    # lsp's stdout is the protocol stream and it shows no progress: it takes only --color and --debug
+    basic = argparse.ArgumentParser(add_help=False)
+    for parser in (common, basic):
+        parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+        parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("check", parents=[common], help="parse and type-check specs")
@@ -618,8 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     s.set_defaults(fn=cmd_fmt)
 
-    s = sub.add_parser("lsp", parents=[common], help="a language server for editors, over stdin/stdout")
-    s.set_defaults(fn=cmd_lsp)
+    s = sub.add_parser("lsp", parents=[basic], help="a language server for editors, over stdin/stdout")
+    s.set_defaults(fn=cmd_lsp, format="text", quiet=True)
 
     s = sub.add_parser("run", parents=[common], help="run an op on .npy inputs")
     s.add_argument("spec")

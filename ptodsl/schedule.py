@@ -17,6 +17,12 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     "double_buffer": 0,
 }
 
+# The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later
+# scheduled and synchronised) on its own, so compile time and kernel size grow with the factor.
+# Far below this, unrolling has stopped paying: the loop overhead it saves is a few scalar
+# instructions per iteration. The checker refuses more (E0510); the spec schema states it.
+MAX_UNROLL_FACTOR = 256
+
 
 @dataclass(frozen=True)
 class LoopSchedule:

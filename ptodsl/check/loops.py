@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Diagnostics, Label, Span
 from ..frontend import ast
 from ..frontend.spec import Spec
+from ..schedule import MAX_UNROLL_FACTOR
 from . import paths
 from .paths import unroll_factors
 from .typer import did_you_mean
@@ -37,11 +38,6 @@ E_PATHS = "E0509"
 E_FACTOR_TOO_LARGE = "E0510"
 
 DEFAULT_MAX_PATHS = 64
-# The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later
-# scheduled and synchronised) on its own, so compile time and kernel size grow with the factor.
-# Far below this, unrolling has stopped paying: the loop overhead it saves is a few scalar
-# instructions per iteration.
-MAX_UNROLL_FACTOR = 256
 
 
 @dataclass
@@ -100,8 +96,10 @@ def run(checked: Sequence[CheckedKernel], spec: Spec, diags: Diagnostics) -> Non
     ck = checked[0]
     sites = loop_sites(ck.kernel)
     _check_names(sites, spec, diags)
+    errors = len(diags.errors)
     _check_schedules(ck, sites, spec, diags)
-    _check_paths(ck, sites, spec, diags)
+    if len(diags.errors) == errors:  # counting paths unrolls by the factors: only by ones that passed
+        _check_paths(ck, sites, spec, diags)
 
 
 # ------------------------------------------------------------------ names

@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from ..dtypes import DIM_MAX, DTYPE_NAMES
-from ..schedule import PASS_OPTION_DEFAULTS
+from ..schedule import MAX_UNROLL_FACTOR, PASS_OPTION_DEFAULTS
 from ..targets import target_names
 from ..yamlio.schema import (
     E_REFERENCE,
@@ -37,8 +37,13 @@ DTYPE_VAR_RESERVED_WHY = "a dtype variable cannot be called like a built-in dtyp
 
 DEFAULT_TARGET = "ascend910b"
 
-_TILE = ListOf(item=Int(), min_len=1, desc="tile shape, one entry per dimension of the op's output")
-_CUBE_LEVEL = ListOf(item=Int(), min_len=2, max_len=2, desc="[L0 tile, L1 tile] along this matmul axis")
+# Bounds the checker reports with its own codes (``checked_by``); the JSON Schema states them too.
+_TILE_DIM = Int(min=1, checked_by=("E0602",))
+_TILE = ListOf(item=_TILE_DIM, min_len=1, desc="tile shape, one entry per dimension of the op's output")
+_CUBE_LEVEL = ListOf(item=Int(min=1, checked_by=("E0604",)), min_len=2, max_len=2,
+                     desc="[L0 tile, L1 tile] along this matmul axis")
+_UNROLL = ListOf(item=Int(min=1, max=MAX_UNROLL_FACTOR, checked_by=("E0504", "E0510")), min_len=1, unique=True,
+                 checked_by=("E0505",), desc="unroll factors, largest first; the remainder falls to smaller ones")
 # Dims of a valid shape: an integer, or an expression over symbols and runtime scalars (`N`, `cur_seq`).
 _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a symbol expression",
                 form="an integer or an expression over symbols", example="N", desc="a symbol expression")
@@ -63,8 +68,7 @@ def spec_schema() -> Obj:
     loop = Obj(
         desc="schedule of one named loop of the kernel",
         fields={
-            "unroll": ListOf(item=Int(), min_len=1,
-                             desc="unroll factors, largest first; the remainder falls to smaller ones"),
+            "unroll": _UNROLL,
             "vec_tile": _TILE,
             "submit_before_loop": Bool(desc="PyPTO's submission hint; only false is accepted (E0235)"),
         },
@@ -72,7 +76,7 @@ def spec_schema() -> Obj:
     schedule = Obj(
         desc="how the kernel is tiled and scheduled; never changes what it computes",
         fields={
-            "vec_tile": ListOf(item=Int(), min_len=1, desc="default vector tile shape for tensor ops"),
+            "vec_tile": ListOf(item=_TILE_DIM, min_len=1, desc="default vector tile shape for tensor ops"),
             "cube_tile": Obj(
                 desc="matmul tiles: [L0, L1] per axis",
                 fields={"m": _CUBE_LEVEL, "k": _CUBE_LEVEL, "n": _CUBE_LEVEL},

@@ -1,15 +1,19 @@
 """Fuzzing the whole compile path with broken inputs: only diagnostics may come out.
 
-Every golden fixture and every spec of specs/ is compiled as is, then ~300 random mutations of
-them (tokens deleted or duplicated, lines swapped or re-indented, numbers changed, YAML broken).
-Each must either compile or raise CompileError whose diagnostics render, within a time limit; any
-other exception, or a hang, is a crash and the test prints a reproducer.
+Every golden fixture and every spec of specs/ is first compiled as is, from the same scratch
+folder the mutants use, and must do what it is there for: a spec compiles with no diagnostic at
+all, a golden fixture reports exactly the codes of its expected.txt (failing when one is an
+error). Then ~300 random mutations of them (tokens deleted or duplicated, lines swapped or
+re-indented, numbers changed, YAML broken) must each either compile or raise CompileError whose
+diagnostics render, within a time limit; any other exception, or a hang, is a crash and the test
+prints a reproducer.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import shutil
 import signal
 import traceback
 from contextlib import contextmanager
@@ -34,22 +38,26 @@ NUMBERS = ["0", "-1", "1", "2", "3", "7", "8", "16", "33", "100", "4096", "10000
 JUNK = [":", "[", "]", "{", "}", "-", ",", "'", '"', "#", "&a", "*a", "!!str", "\t", "    ", "if", "for", "(", ")"]
 
 
+CODE = re.compile(r"^(?:error|warning|note)\[([EWN]\d{4})\]", re.M)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
     pto: str
     yaml: str
+    home: Path  # the folder it comes from: its neighbours (a backward spec, refs.py) are staged with it
 
 
 def _sources() -> list[Case]:
     cases = []
     for folder in sorted(p for p in GOLDEN.iterdir() if p.is_dir()):
         cases.append(Case(folder.name, (folder / f"{folder.name}.pto").read_text("utf-8"),
-                          (folder / f"{folder.name}.yaml").read_text("utf-8")))
+                          (folder / f"{folder.name}.yaml").read_text("utf-8"), folder))
     for spec in sorted((REPO / "specs").glob("*.yaml")):
         pto = spec.with_suffix(".pto")
         if pto.exists():
-            cases.append(Case(spec.stem, pto.read_text("utf-8"), spec.read_text("utf-8")))
+            cases.append(Case(spec.stem, pto.read_text("utf-8"), spec.read_text("utf-8"), spec.parent))
     return cases
 
 
@@ -111,7 +119,7 @@ def mutate(rng: random.Random, case: Case) -> Case:
             pto = fn(rng, pto)
         else:
             yml = fn(rng, yml)
-    return Case(case.name, pto, yml)
+    return Case(case.name, pto, yml, case.home)
 
 
 def _mutants() -> list[tuple[str, Case]]:
@@ -126,23 +134,50 @@ def _mutants() -> list[tuple[str, Case]]:
 # ------------------------------------------------------------------ running
 
 
-def compile_case(case: Case, folder: Path) -> str | None:
-    """Compile one case from files in ``folder``; None when it compiled, else its rendered errors."""
+def _stage(case: Case, folder: Path) -> Path:
+    """Write ``case`` into its own subfolder of ``folder`` beside copies of its home's other files,
+    so a forward spec finds its backward spec as it does in place; the copies are made once, and
+    ``_unstage`` puts a mutant's two files back so the next case's neighbours are the originals."""
+    home = folder / re.sub(r"\W", "_", str(case.home.relative_to(REPO)))
+    if not home.is_dir():
+        shutil.copytree(case.home, home)
     name = re.sub(r"\W", "_", case.name)
-    (folder / f"{name}.pto").write_text(case.pto, encoding="utf-8")
+    (home / f"{name}.pto").write_text(case.pto, encoding="utf-8")
     yml = case.yaml
     if "source:" not in yml:
         yml = f"source: {name}.pto\n" + yml
-    path = folder / f"{name}.yaml"
+    path = home / f"{name}.yaml"
     path.write_text(yml, encoding="utf-8")
+    return path
+
+
+def _unstage(path: Path, case: Case) -> None:
+    for staged in (path, path.with_suffix(".pto")):
+        original = case.home / staged.name
+        if original.is_file():
+            shutil.copyfile(original, staged)
+        else:
+            staged.unlink(missing_ok=True)
+
+
+def compile_outcome(case: Case, folder: Path) -> tuple[bool, str]:
+    """Compile one case staged in ``folder``: whether it compiled, and its rendered diagnostics."""
+    path = _stage(case, folder)
     diags = Diagnostics()
     try:
         compile_spec(str(path), diags)
     except CompileError as exc:
         assert any(d.is_error for d in exc.diagnostics)
-        return render_all(exc.diagnostics, color=False)
-    render_all(diags, color=False)
-    return None
+        return False, render_all(exc.diagnostics, color=False)
+    finally:
+        _unstage(path, case)
+    return True, render_all(diags, color=False)
+
+
+def compile_case(case: Case, folder: Path) -> str | None:
+    """Compile one case staged in ``folder``; None when it compiled, else its rendered errors."""
+    ok, text = compile_outcome(case, folder)
+    return None if ok else text
 
 
 class Hang(Exception):
@@ -174,9 +209,28 @@ def _crash_report(name: str, case: Case, exc: BaseException) -> str:
 
 
 @pytest.mark.parametrize("case", SOURCES, ids=[c.name for c in SOURCES])
-def test_fixtures_compile_or_fail_cleanly(case: Case, tmp_path: Path) -> None:
+def test_fixtures_compile_or_fail_as_they_should(case: Case, tmp_path: Path) -> None:
+    """The unmutated sources, staged as the mutants are: a spec of specs/ compiles silently; a
+    golden fixture reports the codes of its expected.txt, in order, and fails exactly when one of
+    them is an error. (A staging that lost a spec's neighbours, say, fails here, not silently.)"""
     with time_limit(CASE_SECONDS):
-        compile_case(case, tmp_path)
+        ok, text = compile_outcome(case, tmp_path)
+    if case.home.parent == GOLDEN:
+        expected = CODE.findall((case.home / "expected.txt").read_text("utf-8"))
+        assert expected and expected[0] == case.name.split("_", 1)[0].upper()
+        assert CODE.findall(text) == expected, text
+        assert ok == (not any(c.startswith("E") for c in expected)), text
+    else:
+        assert ok and text == "", text
+
+
+def test_the_sources_are_what_the_mutants_start_from() -> None:
+    """Both kinds are there, in numbers: a glob that found nothing would make the test above empty."""
+    golden = [c for c in SOURCES if c.home.parent == GOLDEN]
+    specs = [c for c in SOURCES if c.home == REPO / "specs"]
+    assert len(golden) == sum(1 for p in GOLDEN.iterdir() if p.is_dir()) >= 20
+    assert len(specs) == len(list((REPO / "specs").glob("*.pto"))) >= 30
+    assert len(golden) + len(specs) == len(SOURCES)
 
 
 def test_mutations_only_produce_diagnostics(tmp_path: Path) -> None:

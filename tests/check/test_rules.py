@@ -262,6 +262,30 @@ def test_unroll_lists_with_one_give_no_note(compile_text) -> None:
     assert compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n  loops: {rows: {unroll: [2]}}\n") == ["N0507"]
 
 
+def test_a_huge_unroll_factor_is_refused_without_unrolling_it(compile_text) -> None:
+    """E0510 stops the check before the path count, which unrolls by the factors: a factor of 10**12
+    once made the checker build 10**12 copies of the body (a hang) after reporting it."""
+    import signal
+
+    if not hasattr(signal, "SIGALRM"):
+        pytest.skip("needs SIGALRM to bound the time")
+
+    def expire(signum, frame):
+        raise TimeoutError("checking took more than 20 s")
+
+    pto = ("kernel k(x: f32[B, N], y: out f32[B, N]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        y[b, :] = x[b, :]\n")
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(20)
+    try:
+        got = compile_text(pto, "schedule:\n  vec_tile: [1, 256]\n  loops: {rows: {unroll: [1000000000000]}}\n")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert got == ["E0510"]
+
+
 def test_unroll_factors() -> None:
     assert unroll_factors([4, 2]) == [4, 2, 1]
     assert unroll_factors([1, 4, 4, 0, -2]) == [4, 1]

@@ -3,6 +3,7 @@ golden text for call-time argument errors."""
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ from ptodsl import cli
 from ptodsl.diagnostics import code_registry
 
 GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+CLI_JSON = ROOT / "docs" / "CLI-JSON.md"
 
 
 def run(capsys, *argv):
@@ -93,6 +96,10 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
     """One cheap invocation of every sub-command (sim backend), with its expected exit code (None:
     whatever the program finds)."""
     np.save(tmp / "x.npy", np.ones((2, 3), np.float32))
+    lib = tmp / "lib"
+    lib.mkdir()
+    for name in ("add_one.yaml", "add_one.pto", "refs.py"):
+        (lib / name).write_bytes((ROOT / "specs" / name).read_bytes())
     return [
         (["check", "specs/add_one.yaml"], 0),
         (["check", "no/such/spec.yaml"], 1),
@@ -100,6 +107,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["ir", "specs/add_one.yaml"], 0),
         (["ir", "specs/add_one.yaml", "--stats"], 0),
         (["ir"], 1),
+        (["ir", str(lib)], 1),
+        (["ir", str(lib), "--stats"], 0),
         (["explain", "E0700"], 0),
         (["explain", "add"], 0),
         (["explain", "E9999"], 1),
@@ -124,7 +133,35 @@ NO_JSON = {
 }
 
 
+def _doc_sections() -> dict[str, str]:
+    """docs/CLI-JSON.md's "Fields per command" paragraphs, by command."""
+    text = CLI_JSON.read_text("utf-8").split("## Fields per command", 1)[1]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\*\*(\w+)\*\*:(.*?)(?=^\*\*\w+\*\*:|\Z)", text, re.M | re.S)}
+
+
+COMMON_FIELDS = {"version", "command", "ptodsl", "exit_code", "diagnostics", "internal_error", "interrupted"}
+# fields whose keys are data (dtype names, buffer names, a JSON Schema), not names the doc can list
+DATA_KEYED = {"schema", "peak_bytes", "variants"}
+
+
+def _keys(value, top: bool = True) -> set[str]:
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if top and k in COMMON_FIELDS:
+                continue
+            found.add(k)
+            if k not in DATA_KEYED:
+                found |= _keys(v, False)
+    elif isinstance(value, list):
+        for v in value:
+            found |= _keys(v, False)
+    return found
+
+
 def test_every_command_writes_one_json_document(capsys, tmp_path):
+    """... and docs/CLI-JSON.md names every field, at any depth, of the documents written."""
+    sections = _doc_sections()
     seen = set()
     for argv, want in _json_commands(tmp_path):
         code, out, _ = run(capsys, *argv, "--format", "json")
@@ -134,10 +171,30 @@ def test_every_command_writes_one_json_document(capsys, tmp_path):
         assert isinstance(doc["diagnostics"], list)
         if code:
             assert doc["diagnostics"], argv  # a failure always says why
+        section = sections.get(argv[0], "")
+        missing = {k for k in _keys(doc) if f"`{k}`" not in section and f'"{k}"' not in section}
+        assert not missing, f"docs/CLI-JSON.md's **{argv[0]}** section does not name {sorted(missing)} ({argv})"
         seen.add(argv[0])
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
     assert seen | set(NO_JSON) == set(sub.choices), "every sub-command is run with --format json here"
     assert not seen & set(NO_JSON)
+
+
+def test_cli_json_doc_lists_exactly_the_commands_with_format_json() -> None:
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    with_json = {name for name, p in sub.choices.items()
+                 if any("--format" in a.option_strings for a in p._actions)}
+    assert with_json == set(sub.choices) - set(NO_JSON)
+    text = CLI_JSON.read_text("utf-8")
+    listed = re.search(r"Every sub-command \((.*?)\)\s+but", text, re.S)
+    assert listed is not None
+    assert set(re.findall(r"`(\w+)`", listed.group(1))) == with_json
+    assert set(_doc_sections()) == with_json
+    for name in NO_JSON:  # the doc says why, and the command really refuses the flag
+        assert f"`{name}`" in text.split("## Fields every document has")[0]
+        with pytest.raises(SystemExit) as exc:
+            cli.main([name, "--format", "json"])
+        assert exc.value.code == 2
 
 
 def test_json_payloads(capsys, tmp_path):

@@ -147,6 +147,11 @@ class Schema:
 
     desc: str = field(default="", kw_only=True)
     default: Any = field(default=None, kw_only=True)
+    # Codes of the checker's diagnostics for this value's constraints (a number's bounds, a list's
+    # uniqueness): the JSON Schema states the constraints, and validating the YAML leaves them to the
+    # checker, whose message knows the loop, the op or the target. The value's type and a list's
+    # length stay the validator's.
+    checked_by: tuple[str, ...] = field(default=(), kw_only=True)
 
     expected: str = field(default="a value", init=False, repr=False)
 
@@ -215,7 +220,7 @@ class _Number(Schema):
             ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be a finite number, found `{node.text}`",
                             node.span, "not a finite number")
             return INVALID
-        what = _out_of_range(value, self.min, self.max)
+        what = None if self.checked_by else _out_of_range(value, self.min, self.max)
         if what is not None:
             ctx.diags.error(E_VALUE, f"`{path_str(path)}` must be {what}, found {node.text}", node.span,
                             f"must be {what}")
@@ -439,7 +444,7 @@ class ListOf(Schema):
                 bad = True
                 out.append(INVALID)
                 continue
-            if self.unique and isinstance(value, int | float | str | bool):
+            if self.unique and not self.checked_by and isinstance(value, int | float | str | bool):
                 first = seen.get(value)
                 if first is not None:
                     ctx.diags.error(
