@@ -141,7 +141,7 @@ def _doc_sections() -> dict[str, str]:
 
 COMMON_FIELDS = {"version", "command", "ptodsl", "exit_code", "diagnostics", "internal_error", "interrupted"}
 # fields whose keys are data (dtype names, buffer names, a JSON Schema), not names the doc can list
-DATA_KEYED = {"schema", "peak_bytes", "variants"}
+DATA_KEYED = {"schema", "peak_bytes", "stack_bytes", "variants"}
 
 
 def _keys(value, top: bool = True) -> set[str]:
