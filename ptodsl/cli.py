@@ -545,6 +545,12 @@ def cmd_gen(args, out: _Out) -> int:
     return run(args, out)
 
 
+def cmd_port(args, out: _Out) -> int:
+    from .port.cli import run
+
+    return run(args, out)
+
+
 def cmd_fuzz(args, out: _Out) -> int:
     """Differential random-program testing: interpreter vs simulator vs CPU backend."""
     from .fuzz.cli import main as fuzz_main
@@ -642,6 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .gen.cli import add_parser as add_gen_parser
 
     add_gen_parser(sub, common, cmd_gen)
+
+    from .port.cli import add_parser as add_port_parser
+
+    add_port_parser(sub, common, cmd_port)
     return p
 
 
