@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
+from .diagnostics.portnotes import with_port_notes
 from .diagnostics.render import render_all, use_color
 from .ops import OPS, describe_op
 from .progress import Progress
@@ -53,6 +54,7 @@ class _Out:
         return self.fmt == "json"
 
     def diagnostics(self, diags: Sequence[Diagnostic]) -> None:
+        diags = with_port_notes(diags)  # the PyPTO line of a line `ptodsl port` wrote
         if self.json:
             self.collected.extend(diags)
         elif diags:

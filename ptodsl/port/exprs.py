@@ -356,7 +356,12 @@ class ExprPort:
 
     def apply(self, form: Form, name: str, args: list[Val], kws: dict[str, tuple[Val, ast.AST]],
               node: ast.Call) -> Val:
-        out_kws: list[str] = []
+        out_kws: dict[str, str] = {}  # ptodsl keyword -> text, in the order written
+        kw_vals: dict[str, Val] = {}
+        if len(args) > form.positional and form.kind == "call" and form.params:
+            for pname, v in zip(form.params[form.positional:], args[form.positional:], strict=False):
+                kws = {pname: (v, node), **kws}
+            args = args[:form.positional]
         for k, (v, where) in kws.items():
             if k in form.ignore:
                 want = form.ignore[k]
@@ -369,27 +374,24 @@ class ExprPort:
             if name == "view" and kw == "valid_shape":
                 vs = self.valid_shape(args, v, where)
                 if vs is not None:
-                    out_kws.append(f"valid_shape={vs}")
+                    out_kws[kw] = vs
                 continue
             text = _arg_text(v)
             if text is None:
                 raise PortError("E1007", f"`{k}=` of `{name}` has no ptodsl form", where)
-            out_kws.append(f"{kw}={text}")
-        if len(args) > form.positional and form.kind == "call" and form.params:
-            extra = args[form.positional:]
-            for pname, v in zip(form.params[form.positional:], extra, strict=False):
-                text = _arg_text(v)
-                if text is None:
-                    raise PortError("E1007", f"argument `{pname}` of `{name}` has no ptodsl form", node)
-                out_kws.append(f"{form.rename.get(pname, pname)}={text}")
-            args = args[:form.positional]
-        for k, v in form.fill.items():
-            if not any(s.startswith(f"{k}=") for s in out_kws):
-                out_kws.append(f"{k}={_arg_text(const(v))}")
+            out_kws[kw] = text
+            kw_vals[kw] = v
+        for k, fv in form.fill.items():
+            if k not in out_kws:
+                out_kws[k] = _arg_text(const(fv)) or ""
+                kw_vals[k] = const(fv)
         texts = [_arg_text(a) for a in args]
         for t, a in zip(texts, args, strict=True):
             if t is None:
                 raise PortError("E1008", f"an argument of `{name}` has no ptodsl form ({a.kind})", node)
+        if form.order and len(args) == len(form.order):
+            args = [args[i] for i in form.order]
+            texts = [texts[i] for i in form.order]
         tensors = [a for a in args if a.kind == "tensor"]
         first = tensors[0] if tensors else None
         if form.kind == "operator":
@@ -405,10 +407,11 @@ class ExprPort:
                 raise PortError("E1007", f"`{name}` needs {form.positional} operands to be written in ptodsl", node)
             return tensor(form.target.format(*[wrap(a, MUL) for a in args]), first.shape if first else None,
                           first.dtype if first else None) | _prec(ADD)
-        text = f"{form.target}({', '.join([*texts, *out_kws])})"  # type: ignore[list-item]
+        parts = [*texts, *(f"{k}={t}" for k, t in out_kws.items())]
+        text = f"{form.target}({', '.join(parts)})"  # type: ignore[arg-type]
         if form.target in _SCALAR_RESULT:
             return scalar(text, POSTFIX)
-        return tensor(text, _result_shape(form.target, args, out_kws, first), _result_dtype(form.target, args, first))
+        return tensor(text, _result_shape(form.target, args, kw_vals, first), _result_dtype(form.target, args, first))
 
     def valid_shape(self, args: list[Val], v: Val, where: ast.AST) -> str | None:
         """``valid_shape=`` of a view, with PyPTO's clamp to the tensor's end (``min(off + size,
@@ -486,20 +489,21 @@ def _broadcast(a: Val, b: Val) -> list[Val] | None:
     return out
 
 
-def _result_shape(target: str, args: list[Val], kws: list[str], first: Val | None) -> list[Val] | None:
+def _result_shape(target: str, args: list[Val], kws: dict[str, Val], first: Val | None) -> list[Val] | None:
     if target in ("view", "zeros", "ones", "full", "tensor"):
-        shape_arg = args[1] if target == "view" else args[0]
+        shape_arg = args[1] if target in ("view", "full") else args[0]
         return list(shape_arg.items) if shape_arg.kind in ("seq", "shape") else None
     if first is None or first.shape is None:
         return None
-    if target in ("sum", "amax", "amin", "mean") and len(args) > 1 and is_int(args[1]):
-        axis = args[1].py % len(first.shape) if first.shape else 0
-        keep = "keepdim=True" in kws
+    dim = kws.get("dim", args[1] if len(args) > 1 else None)
+    if target in ("sum", "amax", "amin", "mean") and dim is not None and is_int(dim):
+        axis = dim.py % len(first.shape) if first.shape else 0
+        keep = kws.get("keepdim", const(False)).py is True
         return [const(1) if i == axis else d for i, d in enumerate(first.shape) if keep or i != axis]
     if target == "matmul" and len(args) == 2 and args[1].shape is not None and len(first.shape) >= 2:
         a, b = first.shape, args[1].shape
-        rows = a[-1] if "trans_a=True" in kws else a[-2]
-        cols = b[-2] if "trans_b=True" in kws else b[-1]
+        rows = a[-1] if kws.get("trans_a", const(False)).py is True else a[-2]
+        cols = b[-2] if kws.get("trans_b", const(False)).py is True else b[-1]
         return [*a[:-2], rows, cols]
     return first.shape
 

@@ -25,7 +25,8 @@ class Form:
     keyword argument finds its place; the first ``positional`` of them are passed positionally,
     the rest as keywords. ``rename`` maps a PyPTO keyword to ptodsl's; ``ignore`` lists keywords
     accepted only with the value given (PyPTO defaults that ptodsl has no knob for); ``fill``
-    gives ptodsl keywords PyPTO defaults differently (``keepdim``).
+    gives ptodsl keywords PyPTO defaults differently (``keepdim``); ``order`` puts the positional
+    operands in ptodsl's order (``full(value, shape, dtype)``).
     """
 
     target: str
@@ -35,6 +36,7 @@ class Form:
     rename: dict[str, str] = field(default_factory=dict)
     ignore: dict[str, object] = field(default_factory=dict)
     fill: dict[str, object] = field(default_factory=dict)
+    order: tuple[int, ...] = ()  # ptodsl's order of the positional operands, when it differs
 
 
 def _binary(op: str) -> Form:
@@ -61,7 +63,7 @@ TABLE: dict[str, Form] = {
     "cast": Form("cast", params=("input", "dtype"), positional=2,
                  ignore={"mode": "CAST_NONE", "satmode": "OFF"}),
     "view": Form("view", params=("input", "shape", "offsets"), positional=3),
-    "full": Form("full", params=("shape", "fill_value", "dtype"), positional=3),
+    "full": Form("full", params=("shape", "fill_value", "dtype"), positional=3, order=(1, 0, 2)),
     "zeros": Form("zeros", params=("shape", "dtype"), positional=2),
     "ones": Form("ones", params=("shape", "dtype"), positional=2),
     "ceildiv": Form("cdiv", params=("a", "b"), positional=2),

@@ -433,7 +433,7 @@ class KernelPort(ExprPort):
                 self.if_stmt(inner, "elif")
                 return
         if s.orelse:
-            self.emit("else:", s)
+            self.emit("else:", None)
             self.nested(s.orelse, s)
 
     # ------------------------------------------------------------ helpers
