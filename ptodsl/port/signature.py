@@ -121,15 +121,17 @@ def resolve(fn: ast.FunctionDef, site: list[Any] | None, module_env: dict[str, A
                 if d != DYN:
                     out.append(d)
                     continue
+                # dims at the same place from the right share a symbol when the call passes them
+                # the same size, or when no call says (`x[:] = y + 1` needs x and y alike)
                 seen = arg.shape[axis] if arg is not None and axis < len(arg.shape) else None
                 key = (len(dims) - axis, seen)
-                if seen is not None and key in symbol_at:
+                if key in symbol_at:
                     out.append(symbol_at[key])
                     continue
                 name = _symbol_name(hints.get((a.arg, axis)), a.arg, axis, names)
                 names.add(name)
+                symbol_at[key] = name
                 if seen is not None:
-                    symbol_at[key] = name
                     values[name] = seen
                 out.append(name)
             params.append(Param(a.arg, "tensor", a, out, dtype))

@@ -206,3 +206,31 @@ def test_portmap_note_needs_the_line_unedited(tmp_path: Path, capsys) -> None:
     text = check_text(tmp_path, "add_one.yaml", capsys)
     assert "E0400" in text and "ported from" not in text
     shutil.rmtree(tmp_path)
+
+
+def _blocks(doc: str, after: str) -> list[str]:
+    text = (REPO / doc).read_text(encoding="utf-8")
+    text = text[text.index(after):]
+    return re.findall(r"```(?:python|yaml)\n(.*?)```", text, re.S)
+
+
+def test_the_readme_example_is_what_port_writes() -> None:
+    pypto_src, pto = _blocks("README.md", "## Porting a PyPTO kernel")[:2]
+    result = port_source("import pypto\n" + pypto_src, "kernels.py")
+    assert result.ok
+    written = files_of(result)
+    assert pto in written["add_one.pto"]
+    assert "vec_tile: [8, 64]" in written["add_one.yaml"]
+
+
+def test_the_porting_doc_example_is_the_golden_output() -> None:
+    blocks = _blocks("docs/PORTING.md", "## A kernel and its translation")
+    pto, yml = blocks[1], blocks[2]
+    assert pto in (EXPECTED / "dynamic_loop" / "rows_plus.pto").read_text()
+    assert yml in (EXPECTED / "dynamic_loop" / "rows_plus.yaml").read_text()
+
+
+def test_the_porting_doc_lists_every_table_row() -> None:
+    doc = (REPO / "docs" / "PORTING.md").read_text(encoding="utf-8")
+    missing = [name for name in mapping.TABLE if f"`{name}" not in doc]
+    assert not missing, f"rows of ptodsl/port/mapping.py not in docs/PORTING.md: {missing}"
