@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from .mapping import TORCH_DTYPES
+from .mapping import DTYPES, TORCH_DTYPES
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,18 @@ class Arg:
 
 
 UNKNOWN = object()
+MAX_ITERATIONS = 8  # a loop of the test over literal cases: the calls of its first iterations
+
+
+class Record(dict):
+    """An instance of a class of the file (a ``@dataclass`` config): its fields by name."""
+
+
+@dataclass(frozen=True)
+class DtypeName:
+    """``pypto.DT_FP32`` seen at a call site: the ptodsl dtype."""
+
+    name: str
 _MAKERS = {"randn", "rand", "empty", "zeros", "ones", "full", "randint", "empty_strided"}
 
 
@@ -46,8 +58,9 @@ def _nested_shape(v: Any) -> tuple[int, ...] | None:
 class Evaluator:
     """Evaluates the expressions of one function, given the assignments seen so far."""
 
-    def __init__(self, module_env: dict[str, Any]):
+    def __init__(self, module_env: dict[str, Any], classes: dict[str, ast.ClassDef] | None = None):
         self.env: dict[str, Any] = dict(module_env)
+        self.classes = classes or {}
 
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
@@ -98,7 +111,11 @@ class Evaluator:
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in TORCH_DTYPES:
                 return TORCH_DTYPES[node.attr]
+            if isinstance(node.value, ast.Name) and node.value.id == "pypto" and node.attr in DTYPES:
+                return DtypeName(DTYPES[node.attr])
             base = self.ev(node.value)
+            if isinstance(base, Record):
+                return base.get(node.attr, UNKNOWN)
             if isinstance(base, Arg) and base.is_tensor:
                 if node.attr == "shape":
                     return base.shape
@@ -154,6 +171,8 @@ class Evaluator:
                 if f.attr in ("half",):
                     return Arg(base.shape, "f16", is_tensor=True, values=base.values)
             return UNKNOWN
+        if isinstance(f, ast.Name) and f.id in self.classes:
+            return self.record(self.classes[f.id], node)
         if isinstance(f, ast.Name) and f.id in ("int", "float", "tuple", "list") and len(node.args) == 1:
             v = self.ev(node.args[0])
             try:
@@ -162,6 +181,20 @@ class Evaluator:
             except (TypeError, ValueError):
                 return UNKNOWN
         return UNKNOWN
+
+    def record(self, cls: ast.ClassDef, node: ast.Call) -> Any:
+        """A dataclass-like instance: its annotated fields, defaults overridden by the call."""
+        fields = [st for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+        rec = Record()
+        for st in fields:
+            rec[st.target.id] = self.ev(st.value) if st.value is not None else UNKNOWN  # type: ignore[union-attr]
+        for st, a in zip(fields, node.args, strict=False):
+            rec[st.target.id] = self.ev(a)  # type: ignore[union-attr]
+        for k in node.keywords:
+            if k.arg is None:
+                return UNKNOWN
+            rec[k.arg] = self.ev(k.value)
+        return rec
 
     def _dims(self, args: list[ast.expr]) -> tuple[int, ...] | None:
         if len(args) == 1:
@@ -218,6 +251,14 @@ def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[A
                 ev.assign(t, v)
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             ev.assign(stmt.target, ev.ev(stmt.value))
+        if isinstance(stmt, ast.For) and isinstance(stmt.target, (ast.Name, ast.Tuple)):
+            values = ev.ev(stmt.iter)
+            if isinstance(values, (list, tuple)) and values:
+                for v in list(values)[:MAX_ITERATIONS]:
+                    ev.assign(stmt.target, v)
+                    _calls_in(stmt.body, name, ev, found)
+                continue
+            ev.assign(stmt.target, UNKNOWN)
         for sub in nested:
             _calls_in(sub, name, ev, found)
         for h in getattr(stmt, "handlers", []):
@@ -228,9 +269,10 @@ def call_sites(tree: ast.Module, name: str, env: dict[str, Any]) -> list[list[An
     """The evaluated arguments of each call of ``name`` in the file's functions, in file order.
     Each is a list: positional values, then ``(keyword, value)`` pairs."""
     found: list[list[Any]] = []
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            ev = Evaluator(env)
+            ev = Evaluator(env, classes)
             for a in node.args.args + node.args.kwonlyargs:
                 ev.env.pop(a.arg, None)
             defaults = node.args.defaults

@@ -43,9 +43,11 @@ _TENSOR_BUILTINS = {"view", "transpose", "reshape", "tensor", "zeros", "ones", "
 class PortError(Exception):
     """One construct that cannot be translated: becomes a diagnostic at ``node``."""
 
-    def __init__(self, code: str, message: str, node: ast.AST, label: str = "", help: str | None = None):
+    def __init__(self, code: str, message: str, node: ast.AST, label: str = "", help: str | None = None,
+                 cascade: bool = False):
         super().__init__(message)
         self.code, self.message, self.node, self.label, self.help = code, message, node, label, help
+        self.cascade = cascade  # follows from an error already reported: a TODO line, no diagnostic
 
 
 def int_value(v: Val) -> int | None:
@@ -143,6 +145,13 @@ class ExprPort:
             if isinstance(node.value, ast.Name):
                 self.mark_read(node.value.id)
             return Val("method", text=node.attr, items=[base])
+        if base.kind == "record" and node.attr in base.py:
+            from .callsite import UNKNOWN
+            from .signature import _py
+
+            if base.py[node.attr] is UNKNOWN:
+                raise PortError("E1005", f"`{ast.unparse(node)}` is not known from the call of the kernel", node)
+            return _py(base.py[node.attr])
         if base.kind == "scalar" and node.attr in ("min", "max"):
             return Val("method", text=node.attr, items=[base])
         raise PortError("E1008", f"`{ast.unparse(node)}` is not known when the kernel is traced", node,

@@ -70,6 +70,8 @@ TABLE: dict[str, Form] = {
     # composites of ptodsl ops
     "clip": Form("minimum(maximum({0}, {1}), {2})", "template", ("input", "min", "max"), 3),
     "erfc": Form("1.0 - erf({0})", "template", ("input",)),
+    "softmax": Form("exp({0} - amax({0}, dim={1}, keepdim=True)) / sum(exp({0} - amax({0}, dim={1}, keepdim=True)), "
+                    "dim={1}, keepdim=True)", "template", ("input", "dim"), 2),
 }
 
 # Names ptodsl spells alike that are not translatable calls: the checker's own comparison op,

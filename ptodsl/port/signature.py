@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from .callsite import UNKNOWN, Arg
+from .callsite import UNKNOWN, Arg, DtypeName
 from .exprs import PortError
 from .mapping import DTYPES, SCALAR_ANNOTATIONS
 from .values import Val, const, scalar, seq
@@ -141,7 +141,8 @@ def resolve(fn: ast.FunctionDef, site: list[Any] | None, module_env: dict[str, A
             name = _symbol_name(a.arg.upper(), a.arg, 0, names)
             names.add(name)
             params.append(Param(a.arg, "symbol", a, value=got, pto_name=name))
-        elif got is not UNKNOWN and isinstance(got, (int, float, bool, str, tuple, list)) or got is None:
+        elif got is not UNKNOWN and isinstance(got, (int, float, bool, str, tuple, list, dict, DtypeName)) \
+                or got is None:
             params.append(Param(a.arg, "value", a, value=got))
         else:
             raise PortError("E1005", f"the value of parameter `{a.arg}` is not known when the kernel is traced", a,
@@ -173,7 +174,11 @@ def bind(p: Param) -> Val:
 def _py(x: Any) -> Val:
     if isinstance(x, (list, tuple)):
         return seq([_py(i) for i in x])
-    return const(x)
+    if isinstance(x, DtypeName):
+        return Val("dtype", text=x.name)
+    if isinstance(x, dict):
+        return Val("record", py=x)
+    return const(None if x is UNKNOWN else x) if not isinstance(x, Arg) else const(None)
 
 
 SCALAR_TYPES = SCALAR_ANNOTATIONS

@@ -68,6 +68,8 @@ class KernelPort(ExprPort):
     def lookup(self, name: str, node: ast.AST, mark: bool = True) -> Val:
         if name in self.env:
             v = self.env[name]
+            if v.kind == "error":
+                raise PortError("E1008", f"`{name}` was not translated", node, cascade=True)
             if mark and v.kind == "tensor":
                 self.mark_read(v.text)
             return v
@@ -104,7 +106,14 @@ class KernelPort(ExprPort):
             try:
                 self.stmt(stmt)
             except PortError as e:
-                self.errors.append(e)
+                if not e.cascade:
+                    self.errors.append(e)
+                for t in getattr(stmt, "targets", [getattr(stmt, "target", None)]):
+                    for n in ast.walk(t) if t is not None else ():
+                        if isinstance(n, ast.Name) and n.id not in self.env:
+                            # a name this statement would have bound: its uses are this error, not new
+                            # ones (a name bound before keeps its value, so the lines after translate)
+                            self.env[n.id] = Val("error")
                 src = ast.unparse(stmt).splitlines()[0] if stmt else ""
                 self.emit(f"# TODO(port): {src}", stmt, todo=True)
                 self.emit("port_todo()", stmt, todo=True)

@@ -99,6 +99,11 @@ def binop(op: str, a: Val, b: Val) -> Val:
         return a
     if is_int(a) and ((op == "*" and a.py == 1) or (op == "+" and a.py == 0)):
         return b
+    if op == "-" and a.kind == "scalar" and a.prec == ADD and text_of(b) is not None:
+        head = wrap(b, ADD) + " + "
+        if a.text.startswith(head):  # (i + e) - i is e: a slice's extent, as PyPTO simplifies it
+            rest = a.text[len(head):]
+            return const(int(rest)) if rest.isdigit() else scalar(rest, ADD, a.runtime or b.runtime)
     p = BIN_PREC[op]
     runtime = a.runtime or b.runtime
     return scalar(f"{wrap(a, p)} {op} {wrap(b, p + 1)}", p, runtime)

@@ -112,6 +112,9 @@ REFS = {
     "dynamic_loop": ("rows_plus", "def rows_plus(x):\n    return x + 1.0\n"),
     "conditions": ("edges", "def edges(x):\n    y = x * 3.0 * 2.0\n    y[:3] = x[:3] * 3.0\n"
                             "    y[0] = x[0] * 3.0 + 1.0\n    y[-1] = x[-1] * 3.0 - 1.0\n    return y\n"),
+    "composites": ("soft", "import numpy as np\nimport math\n\ndef soft(x):\n"
+                           "    e = np.exp(x - x.max(-1, keepdims=True))\n"
+                           "    return e / e.sum(-1, keepdims=True), 1.0 - np.vectorize(math.erf)(x)\n"),
     "helpers": ("norm", "import numpy as np\n\ndef norm(x):\n    c = x - x.mean(-1, keepdims=True)\n"
                         "    return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-6)\n"),
 }
