@@ -35,6 +35,16 @@ class Record(dict):
     """An instance of a class of the file (a ``@dataclass`` config): its fields by name."""
 
 
+class _Dynamic:
+    """``pypto.DYNAMIC``: a dim bound when the kernel is called."""
+
+    def __repr__(self) -> str:
+        return "DYNAMIC"
+
+
+DYNAMIC = _Dynamic()
+
+
 @dataclass(frozen=True)
 class DtypeName:
     """``pypto.DT_FP32`` seen at a call site: the ptodsl dtype."""
@@ -113,6 +123,8 @@ class Evaluator:
                 return TORCH_DTYPES[node.attr]
             if isinstance(node.value, ast.Name) and node.value.id == "pypto" and node.attr in DTYPES:
                 return DtypeName(DTYPES[node.attr])
+            if isinstance(node.value, ast.Name) and node.value.id == "pypto" and node.attr == "DYNAMIC":
+                return DYNAMIC
             base = self.ev(node.value)
             if isinstance(base, Record):
                 return base.get(node.attr, UNKNOWN)

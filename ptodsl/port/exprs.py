@@ -499,11 +499,18 @@ def _broadcast(a: Val, b: Val) -> list[Val] | None:
 
 
 def _result_shape(target: str, args: list[Val], kws: dict[str, Val], first: Val | None) -> list[Val] | None:
-    if target in ("view", "zeros", "ones", "full", "tensor"):
-        shape_arg = args[1] if target in ("view", "full") else args[0]
-        return list(shape_arg.items) if shape_arg.kind in ("seq", "shape") else None
+    if target in ("view", "zeros", "ones", "full", "tensor", "reshape"):
+        shape_arg = args[1] if target in ("view", "full", "reshape") else args[0]
+        return list(shape_arg.items) if len(args) > 1 and shape_arg.kind in ("seq", "shape") else None
     if first is None or first.shape is None:
         return None
+    if target == "transpose":
+        axes = [a.py % len(first.shape) for a in args[1:3] if is_int(a)] if first.shape else []
+        if len(axes) != 2:
+            return None
+        out = list(first.shape)
+        out[axes[0]], out[axes[1]] = out[axes[1]], out[axes[0]]
+        return out
     dim = kws.get("dim", args[1] if len(args) > 1 else None)
     if target in ("sum", "amax", "amin", "mean") and dim is not None and is_int(dim):
         axis = dim.py % len(first.shape) if first.shape else 0

@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from .callsite import UNKNOWN, Arg, DtypeName
+from .callsite import DYNAMIC, UNKNOWN, Arg, DtypeName, Evaluator
 from .exprs import PortError
 from .mapping import DTYPES, SCALAR_ANNOTATIONS
 from .values import Val, const, scalar, seq
@@ -56,25 +56,26 @@ def parse_annotation(ann: ast.expr | None, module_env: dict[str, Any]) -> tuple[
         if _is_pypto(a, *DTYPES):
             dtype = DTYPES[a.attr]  # type: ignore[attr-defined]
             continue
-        entries: list | None = None
-        if isinstance(a, (ast.List, ast.Tuple)):
-            entries = list(a.elts)
-        elif isinstance(a, ast.Name) and isinstance(module_env.get(a.id), (tuple, list)):
-            entries = [ast.Constant(v) for v in module_env[a.id]]
-        if entries is None:
+        ev = Evaluator(module_env)
+        shape = ev.ev(a)
+        if isinstance(shape, DtypeName):
+            dtype = shape.name
+            continue
+        if not isinstance(shape, (list, tuple)):
             raise PortError("E1005", "this tensor annotation's shape is not known when the kernel is traced", a)
+        entries = list(a.elts) if isinstance(a, (ast.List, ast.Tuple)) and len(a.elts) == len(shape) else \
+            [None] * len(shape)
         dims = []
-        for e in entries:
-            if isinstance(e, ast.Constant) and e.value is Ellipsis:
+        for e, v in zip(entries, shape, strict=True):
+            if v is Ellipsis:
                 more = True
-            elif isinstance(e, ast.Constant) and isinstance(e.value, int) and e.value > 0:
-                dims.append(e.value)
-            elif _is_pypto(e, DYN):
-                dims.append(DYN)
-            elif isinstance(e, ast.Name) and isinstance(module_env.get(e.id), int):
-                dims.append(module_env[e.id])
+            elif isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                dims.append(v)
+            elif v is DYNAMIC:
+                # a module constant bound to pypto.DYNAMIC names its symbol
+                dims.append((DYN, e.id) if isinstance(e, ast.Name) else DYN)
             else:
-                raise PortError("E1005", "a dim must be a positive integer or `pypto.DYNAMIC`", e)
+                raise PortError("E1005", "a dim must be a positive integer or `pypto.DYNAMIC`", e or a)
         if not dims and not more:
             dims = None  # `[]`: every dim from the call site
     return "tensor", dims, more, dtype
@@ -118,6 +119,9 @@ def resolve(fn: ast.FunctionDef, site: list[Any] | None, module_env: dict[str, A
                 dtype = arg.dtype
             out: list[int | str] = []
             for axis, d in enumerate(dims):
+                hint = hints.get((a.arg, axis))
+                if isinstance(d, tuple):
+                    d, hint = d[0], hint or d[1]
                 if d != DYN:
                     out.append(d)
                     continue
@@ -128,7 +132,7 @@ def resolve(fn: ast.FunctionDef, site: list[Any] | None, module_env: dict[str, A
                 if key in symbol_at:
                     out.append(symbol_at[key])
                     continue
-                name = _symbol_name(hints.get((a.arg, axis)), a.arg, axis, names)
+                name = _symbol_name(hint, a.arg, axis, names)
                 names.add(name)
                 symbol_at[key] = name
                 if seen is not None:

@@ -259,3 +259,90 @@ def activation__swiglu_activation_kernel(gate, up):
 
 def activation__geglu_activation_kernel(gate, up):
     return _gelu(gate) * up
+
+
+# layer_norm.py (NormConfig's eps: 1e-6)
+def layer_norm__layer_norm_kernel(x, gamma, beta):
+    return function__layer_norm_kernel(x, gamma, beta)
+
+
+def layer_norm__rms_norm_kernel(x, gamma):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * gamma
+
+
+# dynamic.py, aclgraph.py
+def dynamic__dynamic_mul_kernel(x):
+    return x * 2.0
+
+
+def dynamic__dynamic_add_kernel(x, y):
+    return x + y
+
+
+def dynamic__softmax_kernel(input_tensor):
+    return _softmax(input_tensor)
+
+
+def aclgraph__softmax_kernel(input_tensor):
+    return _softmax(input_tensor)
+
+
+def _attention(q, k, v, scale):
+    return _softmax(q @ np.swapaxes(k, -1, -2) * scale) @ v
+
+
+def dynamic__attention_kernel(q, k, v):
+    return _attention(q, k, v, 0.125)
+
+
+def kernel_input__scaled_dot_product_attention_kernel(q, k, v):
+    return _attention(q, k, v, 0.125)
+
+
+def attention__scaled_dot_product_attention_kernel(q, k, v):
+    return _attention(q, k, v, 0.125)
+
+
+def attention__attention_with_projection_kernel(hidden, wq, wk, wv, wo):
+    b, s, h = hidden.shape
+    heads = 8
+
+    def split(w):
+        return np.swapaxes((hidden @ w).reshape(b, s, heads, h // heads), 1, 2)
+
+    ctx = _attention(split(wq), split(wk), split(wv), 0.125)
+    return np.swapaxes(ctx, 1, 2).reshape(b, s, h) @ wo
+
+
+# matmul_ops.py, tiling_config.py: batched products
+def matmul_ops__matmul_batch_kernel(a, b):
+    return a @ b
+
+
+def matmul_ops__matmul_broadcast_kernel(a, b):
+    return a @ b
+
+
+def tiling_config__compute_with_tile_32_kernel(a, b):
+    return a @ np.swapaxes(b, -1, -2)
+
+
+def tiling_config__compute_with_tile_64_kernel(a, b):
+    return a @ np.swapaxes(b, -1, -2)
+
+
+# transform_ops.py
+def transform_ops__transpose_kernel(x):
+    return x.T
+
+
+def transform_ops__assemble_kernel(x):
+    out = np.zeros((4, 4), dtype=x.dtype)
+    out[0:2, 0:2] = x
+    return out
+
+
+def transform_ops__view_with_valid_shape_kernel(x):
+    out = np.zeros((4, 4), dtype=x.dtype)
+    out[0:2] = x[2:4, 4:8]
+    return out
