@@ -133,7 +133,12 @@ def port_source(text: str, path: str, function: str | None = None) -> PortResult
     used_ops: set[str] = set()
     for fn in kernels:
         errors: list[PortError] = []
-        k = _port_kernel(fn, tree, env, helpers, errors, used_ops)
+        try:
+            k = _port_kernel(fn, tree, env, helpers, errors, used_ops)
+        except RecursionError:
+            k = None
+            errors.append(PortError("E1008", "this kernel nests too deeply to translate", fn,
+                                    help="split its expressions into statements"))
         mine = [result.diags.error(e.code, e.message, _span(path, e.node), e.label, help=e.help) for e in errors]
         result.attempts.append((fn.name, fn.lineno, mine))
         if k is not None:

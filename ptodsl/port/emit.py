@@ -80,7 +80,7 @@ def render_pto(k: PortedKernel, source: str) -> tuple[str, dict[str, Any]]:
 
 def render_yaml(k: PortedKernel, source: str) -> str:
     base = os.path.basename(source)
-    lines = [f"# Ported from {py_comment(base)}:{k.line} (`{k.py_name}`) by `ptodsl port`.",
+    lines = [f"# Ported from {py_comment(base)}:{k.line} (`{py_comment(k.py_name)}`) by `ptodsl port`.",
              f"op: {k.name}"]
     if k.doc:
         lines.append(f"doc: {json.dumps(_clean(k.doc)[:2000], ensure_ascii=True)}")

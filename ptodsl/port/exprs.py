@@ -4,6 +4,7 @@ and symbolic-scalar expressions become ptodsl text. Mixed into :class:`translate
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from typing import Any
 
@@ -77,6 +78,8 @@ class ExprPort:
 
     def expr(self, node: ast.expr) -> Val:  # noqa: C901 - one case per expression form
         if isinstance(node, ast.Constant):
+            if isinstance(node.value, float) and not math.isfinite(node.value):
+                raise PortError("E1008", "a number that is not finite has no ptodsl form", node)
             if isinstance(node.value, (int, float, bool, str)) or node.value is None:
                 return const(node.value)
             raise PortError("E1008", "a constant of this type has no ptodsl form", node)
@@ -163,7 +166,7 @@ class ExprPort:
         fold = _PY_FOLD.get(type(node.op))
         try:
             pa, pb = py_value(a), py_value(b)
-            if fold is not None and (a.kind != "scalar" and b.kind != "scalar"):
+            if fold is not None and (a.kind != "scalar" and b.kind != "scalar") and _cheap(node.op, pa, pb):
                 return _from_py(fold(pa, pb), node)
         except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
             pass
@@ -448,6 +451,19 @@ class ExprPort:
             out.append(t)
         sizes = [text_of(s) for s in shape]
         return None if out == sizes else "[" + ", ".join(out) + "]"
+
+
+def _cheap(op: ast.operator, a: Any, b: Any) -> bool:
+    """Whether folding ``a op b`` at port time is bounded: no huge powers or repeated lists
+    (the source is untrusted; the port must not hang or fill memory on it)."""
+    if isinstance(op, ast.Pow):
+        return isinstance(b, (int, float)) and abs(b) <= 64 and (not isinstance(a, int) or abs(a) < 2**32)
+    if isinstance(op, ast.Mult) and isinstance(a, (list, tuple, str)) != isinstance(b, (list, tuple, str)):
+        seq_, n = (a, b) if isinstance(a, (list, tuple, str)) else (b, a)
+        return isinstance(n, int) and len(seq_) * max(n, 0) <= 4096
+    if isinstance(op, ast.Mult) and isinstance(a, int) and isinstance(b, int):
+        return a.bit_length() + b.bit_length() <= 4096
+    return True
 
 
 def _prec(p: int) -> _SetPrec:

@@ -237,3 +237,16 @@ def test_the_porting_doc_lists_every_table_row() -> None:
     doc = (REPO / "docs" / "PORTING.md").read_text(encoding="utf-8")
     missing = [name for name in mapping.TABLE if f"`{name}" not in doc]
     assert not missing, f"rows of ptodsl/port/mapping.py not in docs/PORTING.md: {missing}"
+
+
+@pytest.mark.parametrize("body", [
+    "    y[:] = x * (10 ** 10 ** 9)\n",          # a power the port must not compute
+    "    t = [0] * 10 ** 9\n    y[:] = x\n",     # a list it must not build
+    "    y[:] = x * 1e999\n",                    # not a finite number
+    "    y[:] = x" + " + x" * 3000 + "\n",       # deep nesting
+])
+def test_hostile_sources_are_diagnostics(body: str) -> None:
+    src = ("import pypto\n\n@pypto.frontend.jit\ndef k(x: pypto.Tensor([8, 64], pypto.DT_FP32),"
+           " y: pypto.Tensor([8, 64], pypto.DT_FP32)):\n" + body)
+    result = port_source(src, "k.py")
+    assert not result.ok and all(d.code.startswith("E10") for d in result.diags.items)
