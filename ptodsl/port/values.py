@@ -9,6 +9,7 @@ ptodsl bindings.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,3 +112,72 @@ def binop(op: str, a: Val, b: Val) -> Val:
 
 def same(a: Val, b: Val) -> bool:
     return text_of(a) == text_of(b) and a.kind == b.kind
+
+
+class PortError(Exception):
+    """One construct that cannot be translated: becomes a diagnostic at ``node``."""
+
+    def __init__(self, code: str, message: str, node: ast.AST, label: str = "", help: str | None = None,
+                 cascade: bool = False):
+        super().__init__(message)
+        self.code, self.message, self.node, self.label, self.help = code, message, node, label, help
+        self.cascade = cascade  # follows from an error already reported: a TODO line, no diagnostic
+
+
+def int_value(v: Val) -> int | None:
+    """The integer a value is known to be when traced (a literal, or a fixed symbol)."""
+    if is_int(v):
+        return v.py
+    if v.kind == "scalar" and isinstance(v.py, int) and not isinstance(v.py, bool):
+        return v.py
+    return None
+
+
+def py_value(v: Val) -> Any:
+    """A trace-time value as plain Python (numbers, strings, nested lists), or raises KeyError."""
+    if v.kind == "const":
+        return v.py
+    if v.kind == "seq":
+        return [py_value(i) for i in v.items]
+    iv = int_value(v)
+    if iv is not None:
+        return iv
+    raise KeyError(v.kind)
+
+
+def _from_py(x: Any, node: ast.AST) -> Val:
+    if isinstance(x, (list, tuple)):
+        return seq([_from_py(i, node) for i in x])
+    if isinstance(x, (int, float, bool, str)) or x is None:
+        return const(x)
+    raise PortError("E1008", "this value has no ptodsl form", node)
+
+
+def _broadcast(a: Val, b: Val) -> list[Val] | None:
+    ta = a if a.kind == "tensor" else None
+    tb = b if b.kind == "tensor" else None
+    if ta is None or tb is None:
+        return (ta or tb).shape if (ta or tb) is not None else None  # type: ignore[union-attr]
+    if ta.shape is None or tb.shape is None:
+        return None
+    longer, shorter = (ta.shape, tb.shape) if len(ta.shape) >= len(tb.shape) else (tb.shape, ta.shape)
+    out = list(longer)
+    for i in range(1, len(shorter) + 1):
+        if is_int(out[-i]) and out[-i].py == 1:
+            out[-i] = shorter[-i]
+    return out
+
+
+def _prec(p: int) -> _SetPrec:
+    return _SetPrec(p)
+
+
+class _SetPrec:
+    """``val | _prec(p)``: the same value with its text's precedence set."""
+
+    def __init__(self, p: int):
+        self.p = p
+
+    def __ror__(self, v: Val) -> Val:
+        v.prec = self.p
+        return v
