@@ -120,11 +120,12 @@ REFS = {
 }
 
 
-@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
-@pytest.mark.parametrize("name", sorted(REFS))
+RUNS = [(name, "sim") for name in sorted(REFS)] + [  # two specs on cpu keep the suite fast
+    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop")]
+
+
+@pytest.mark.parametrize(("name", "backend"), RUNS)
 def test_translations_compute_right(name: str, backend: str, tmp_path: Path) -> None:
-    if backend == "cpu" and name not in ("dynamic_loop", "conditions"):
-        pytest.skip("two specs on cpu keep the suite fast")
     assert write(name, tmp_path, "--function", {"dynamic_loop": "rows_plus"}.get(name, REFS[name][0])) == 0
     op, ref = REFS[name]
     (tmp_path / f"{op}_ref.py").write_text(ref)
