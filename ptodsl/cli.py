@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
+from .diagnostics.portnotes import with_port_notes
 from .diagnostics.render import render_all, use_color
 from .ops import OPS, describe_op
 from .progress import Progress
@@ -53,6 +54,7 @@ class _Out:
         return self.fmt == "json"
 
     def diagnostics(self, diags: Sequence[Diagnostic]) -> None:
+        diags = with_port_notes(diags)  # the PyPTO line of a line `ptodsl port` wrote
         if self.json:
             self.collected.extend(diags)
         elif diags:
@@ -548,6 +550,12 @@ def cmd_gen(args, out: _Out) -> int:
     return run(args, out)
 
 
+def cmd_port(args, out: _Out) -> int:
+    from .port.cli import run
+
+    return run(args, out)
+
+
 def cmd_fuzz(args, out: _Out) -> int:
     """Differential random-program testing: interpreter vs simulator vs CPU backend."""
     from .fuzz.cli import main as fuzz_main
@@ -648,6 +656,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .gen.cli import add_parser as add_gen_parser
 
     add_gen_parser(sub, common, cmd_gen)
+
+    from .port.cli import add_parser as add_port_parser
+
+    add_port_parser(sub, common, cmd_port)
     return p
 
 

@@ -26,7 +26,7 @@ STAGES = [
     {"runtime", "inputs"},
     {"api", "golden"},
     {"gen"},
-    {"cli", "testing", "bench", "stats", "fuzz", "tune", "fmt", "lsp", "__main__", ""},
+    {"cli", "testing", "bench", "stats", "fuzz", "tune", "fmt", "lsp", "port", "__main__", ""},
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 
@@ -86,3 +86,11 @@ def test_the_runtime_reaches_no_compiler_stage():
     assert "runtime/package.py" in files and "backends/sim/__init__.py" in files and "ir/parser.py" in files
     assert not [f for f in files if f.split("/")[0] in FORBIDDEN]
     assert not [f for f in files if f.startswith(("backends/cpp/emit", "backends/cpp/kernel", "cost/dryrun"))]
+
+
+def test_nothing_imports_the_port_tool():
+    """``ptodsl port`` is a tool on top: the command line registers it, nothing else reaches it."""
+    found = [(m, t) for m, t, _ in imports() if t.startswith("ptodsl.port")]
+    assert ("ptodsl.cli", "ptodsl.port.cli") in found
+    bad = [f"{m} imports {t}" for m, t in found if not m.startswith("ptodsl.port") and m != "ptodsl.cli"]
+    assert not bad, "modules that import the port tool: " + ", ".join(bad)

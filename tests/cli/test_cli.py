@@ -123,6 +123,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["tune", "no/such/spec.yaml"], 1),
         (["fmt", "--check", "specs/add_one.pto"], 0),
         (["fmt", "--check", "no/such/file.pto"], 1),
+        (["port", "tests/port/cases/helpers.py", "-o", str(tmp / "ported")], 0),
+        (["port", "tests/port/cases/e1003_while.py", "-o", str(tmp / "ported")], 1),
     ]
 
 

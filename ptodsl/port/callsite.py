@@ -1,0 +1,294 @@
+"""Shapes, dtypes and values a kernel is called with, read from a call of it in the same file.
+
+A PyPTO parameter annotated ``pypto.Tensor()`` or ``pypto.Tensor([...], dtype)`` takes its shape
+from the tensor passed in, and an ``int``/``tuple``/``bool`` parameter is a value of the trace.
+The port finds ``kernel(a, b, out, 128)`` in a function of the file and evaluates the arguments
+with a small evaluator of the assignments before the call: numbers, tuples, ``torch.randn(...)``,
+``torch.tensor([[...]])``, ``torch.empty(x.shape)``, ``x.shape``. Nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from .mapping import DTYPES, TORCH_DTYPES
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A tensor argument (``shape``, ``dtype``) or a plain value (``value``)."""
+
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    value: Any = None
+    is_tensor: bool = False
+    values: tuple[float, float] | None = None  # the range of the data, when the call site says it
+
+
+UNKNOWN = object()
+MAX_ITERATIONS = 8  # a loop of the test over literal cases: the calls of its first iterations
+
+
+class Record(dict):
+    """An instance of a class of the file (a ``@dataclass`` config): its fields by name."""
+
+
+class _Dynamic:
+    """``pypto.DYNAMIC``: a dim bound when the kernel is called."""
+
+    def __repr__(self) -> str:
+        return "DYNAMIC"
+
+
+DYNAMIC = _Dynamic()
+
+
+@dataclass(frozen=True)
+class DtypeName:
+    """``pypto.DT_FP32`` seen at a call site: the ptodsl dtype."""
+
+    name: str
+_MAKERS = {"randn", "rand", "empty", "zeros", "ones", "full", "randint", "empty_strided"}
+
+
+def _nested_shape(v: Any) -> tuple[int, ...] | None:
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return (0,)
+        inner = {_nested_shape(x) for x in v}
+        if len(inner) != 1:
+            return None
+        sub = inner.pop()
+        return None if sub is None else (len(v), *sub)
+    return () if isinstance(v, (int, float, bool)) else None
+
+
+class Evaluator:
+    """Evaluates the expressions of one function, given the assignments seen so far."""
+
+    def __init__(self, module_env: dict[str, Any], classes: dict[str, ast.ClassDef] | None = None):
+        self.env: dict[str, Any] = dict(module_env)
+        self.classes = classes or {}
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            seq = value if isinstance(value, (tuple, list)) else None
+            for i, t in enumerate(target.elts):
+                self.assign(t, seq[i] if seq is not None and i < len(seq) else UNKNOWN)
+
+    def dtype(self, node: ast.expr | None) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+            return TORCH_DTYPES.get(node.attr)
+        if isinstance(node, ast.Name):
+            v = self.env.get(node.id)
+            return v if isinstance(v, str) and v in TORCH_DTYPES.values() else None
+        return None
+
+    def ev(self, node: ast.expr) -> Any:  # noqa: C901 - one case per expression form
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, UNKNOWN)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = []
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    v = self.ev(e.value)
+                    if not isinstance(v, (tuple, list)):
+                        return UNKNOWN
+                    items.extend(v)
+                else:
+                    items.append(self.ev(e))
+            return tuple(items) if isinstance(node, ast.Tuple) else list(items)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self.ev(node.operand)
+            return -v if isinstance(v, (int, float)) else UNKNOWN
+        if isinstance(node, ast.BinOp):
+            a, b = self.ev(node.left), self.ev(node.right)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                       ast.FloorDiv: lambda: a // b if b else UNKNOWN, ast.Div: lambda: a / b if b else UNKNOWN,
+                       ast.Mod: lambda: a % b if b else UNKNOWN}
+                f = ops.get(type(node.op))
+                return f() if f else UNKNOWN
+            if isinstance(a, (tuple, list)) and isinstance(b, int) and isinstance(node.op, ast.Mult) and b < 64:
+                return a * b
+            return UNKNOWN
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in TORCH_DTYPES:
+                return TORCH_DTYPES[node.attr]
+            if isinstance(node.value, ast.Name) and node.value.id == "pypto" and node.attr in DTYPES:
+                return DtypeName(DTYPES[node.attr])
+            if isinstance(node.value, ast.Name) and node.value.id == "pypto" and node.attr == "DYNAMIC":
+                return DYNAMIC
+            base = self.ev(node.value)
+            if isinstance(base, Record):
+                return base.get(node.attr, UNKNOWN)
+            if isinstance(base, Arg) and base.is_tensor:
+                if node.attr == "shape":
+                    return base.shape
+                if node.attr == "dtype":
+                    return base.dtype
+            return UNKNOWN
+        if isinstance(node, ast.Subscript):
+            base, idx = self.ev(node.value), self.ev(node.slice)
+            if isinstance(base, (tuple, list)) and isinstance(idx, int) and -len(base) <= idx < len(base):
+                return base[idx]
+            return UNKNOWN
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        return UNKNOWN
+
+    def call(self, node: ast.Call) -> Any:
+        f = node.func
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "torch":
+            dtype = self.dtype(kw.get("dtype")) or "f32"
+            if f.attr == "tensor" and node.args:
+                data = self.ev(node.args[0])
+                shape = _nested_shape(data)
+                if shape is None:
+                    return UNKNOWN
+                if "dtype" not in kw:
+                    dtype = "f32" if _has_float(data) else "i64"
+                flat = _flat(data)
+                rng = (float(min(flat)), float(max(flat))) if flat else None
+                return Arg(shape, dtype, is_tensor=True, values=rng)
+            if f.attr in _MAKERS:
+                args = node.args[2:] if f.attr == "randint" else node.args
+                if f.attr == "full":
+                    args = node.args[:1]
+                if "size" in kw:
+                    args = [kw["size"]]
+                dims = self._dims(args)
+                rng = (0.0, 1.0) if f.attr == "rand" else None
+                return UNKNOWN if dims is None else Arg(dims, dtype, is_tensor=True, values=rng)
+            if f.attr in ("empty_like", "zeros_like", "ones_like", "randn_like", "rand_like") and node.args:
+                base = self.ev(node.args[0])
+                if isinstance(base, Arg) and base.is_tensor:
+                    return Arg(base.shape, self.dtype(kw.get("dtype")) or base.dtype, is_tensor=True)
+            return UNKNOWN
+        if isinstance(f, ast.Attribute):
+            base = self.ev(f.value)
+            if isinstance(base, Arg) and base.is_tensor:
+                if f.attr in ("to", "npu", "cpu", "contiguous", "clone", "cuda"):
+                    want = self.dtype(node.args[0]) if node.args else self.dtype(kw.get("dtype"))
+                    return Arg(base.shape, want or base.dtype, is_tensor=True, values=base.values)
+                if f.attr in ("float",):
+                    return Arg(base.shape, "f32", is_tensor=True, values=base.values)
+                if f.attr in ("half",):
+                    return Arg(base.shape, "f16", is_tensor=True, values=base.values)
+            return UNKNOWN
+        if isinstance(f, ast.Name) and f.id in self.classes:
+            return self.record(self.classes[f.id], node)
+        if isinstance(f, ast.Name) and f.id in ("int", "float", "tuple", "list") and len(node.args) == 1:
+            v = self.ev(node.args[0])
+            try:
+                return {"int": int, "float": float, "tuple": tuple, "list": list}[f.id](v) if v is not UNKNOWN \
+                    else UNKNOWN
+            except (TypeError, ValueError):
+                return UNKNOWN
+        return UNKNOWN
+
+    def record(self, cls: ast.ClassDef, node: ast.Call) -> Any:
+        """A dataclass-like instance: its annotated fields, defaults overridden by the call."""
+        fields = [st for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+        rec = Record()
+        for st in fields:
+            rec[st.target.id] = self.ev(st.value) if st.value is not None else UNKNOWN  # type: ignore[union-attr]
+        for st, a in zip(fields, node.args, strict=False):
+            rec[st.target.id] = self.ev(a)  # type: ignore[union-attr]
+        for k in node.keywords:
+            if k.arg is None:
+                return UNKNOWN
+            rec[k.arg] = self.ev(k.value)
+        return rec
+
+    def _dims(self, args: list[ast.expr]) -> tuple[int, ...] | None:
+        if len(args) == 1:
+            v = self.ev(args[0])
+            if isinstance(v, (tuple, list)) and all(isinstance(d, int) for d in v):
+                return tuple(v)
+            if isinstance(v, int):
+                return (v,)
+            return None
+        vals = [self.ev(a) for a in args]
+        return tuple(vals) if vals and all(isinstance(d, int) and not isinstance(d, bool) for d in vals) else None
+
+
+def _flat(v: Any) -> list[float]:
+    if isinstance(v, (list, tuple)):
+        return [x for i in v for x in _flat(i)]
+    return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else []
+
+
+def _has_float(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return any(_has_float(x) for x in v)
+    return isinstance(v, float)
+
+
+def module_env(tree: ast.Module) -> dict[str, Any]:
+    """Module-level constants (``SHAPE = (2, 4, 8, 64)``), evaluated in order."""
+    ev = Evaluator({})
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            v = ev.ev(stmt.value)
+            for t in stmt.targets:
+                ev.assign(t, v)
+    return {k: v for k, v in ev.env.items() if v is not UNKNOWN}
+
+
+def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[Any]]) -> None:
+    """Walks ``body`` in order: assignments update ``ev``, calls of ``name`` are evaluated where
+    they stand. Both arms of a branch are walked, one after the other."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        nested = [getattr(stmt, part, None) or [] for part in ("body", "orelse", "finalbody")]
+        heads = [stmt] if not any(nested) else [getattr(stmt, f) for f in ("test", "iter") if hasattr(stmt, f)]
+        heads += [i.context_expr for i in getattr(stmt, "items", [])]
+        for head in heads:
+            for node in ast.walk(head):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+                    found.append([ev.ev(a) if not isinstance(a, ast.Starred) else UNKNOWN for a in node.args]
+                                 + [(k.arg, ev.ev(k.value)) for k in node.keywords if k.arg])
+        if isinstance(stmt, ast.Assign):
+            v = ev.ev(stmt.value)
+            for t in stmt.targets:
+                ev.assign(t, v)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            ev.assign(stmt.target, ev.ev(stmt.value))
+        if isinstance(stmt, ast.For) and isinstance(stmt.target, (ast.Name, ast.Tuple)):
+            values = ev.ev(stmt.iter)
+            if isinstance(values, (list, tuple)) and values:
+                for v in list(values)[:MAX_ITERATIONS]:
+                    ev.assign(stmt.target, v)
+                    _calls_in(stmt.body, name, ev, found)
+                continue
+            ev.assign(stmt.target, UNKNOWN)
+        for sub in nested:
+            _calls_in(sub, name, ev, found)
+        for h in getattr(stmt, "handlers", []):
+            _calls_in(h.body, name, ev, found)
+
+
+def call_sites(tree: ast.Module, name: str, env: dict[str, Any]) -> list[list[Any]]:
+    """The evaluated arguments of each call of ``name`` in the file's functions, in file order.
+    Each is a list: positional values, then ``(keyword, value)`` pairs."""
+    found: list[list[Any]] = []
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            ev = Evaluator(env, classes)
+            for a in node.args.args + node.args.kwonlyargs:
+                ev.env.pop(a.arg, None)
+            defaults = node.args.defaults
+            for a, d in zip(node.args.args[len(node.args.args) - len(defaults):], defaults, strict=True):
+                ev.env[a.arg] = ev.ev(d)
+            _calls_in(node.body, name, ev, found)
+    return found
