@@ -501,20 +501,28 @@ def cmd_tune(args, out: _Out) -> int:
     """Search a spec's tiles by the cost model; show the candidates; optionally write the best."""
     from .tune import describe, measure, render, replace_text, tune, write_tiles
 
-    try:
-        base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray)
-    except CompileError as e:
-        out.diagnostics(e.diagnostics)
-        return EXIT_USER
-    except RuntimeError as e:  # --ray without ray
-        out.error(str(e), "install ray, or leave out `--ray` to use a process pool on this machine")
-        return EXIT_USER
+    # the total grows as each stage of the search adds its candidates
+    with out.progress(0, "tune: modelled") as progress:
+        try:
+            base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray, progress=progress)
+        except CompileError as e:
+            progress.clear()
+            out.diagnostics(e.diagnostics)
+            return EXIT_USER
+        except RuntimeError as e:  # --ray without ray
+            progress.clear()
+            out.error(str(e), "install ray, or leave out `--ray` to use a process pool on this machine")
+            return EXIT_USER
     if args.measure:
-        for r in rows:
-            if r.candidate.cycles is not None:
+        timed = [r for r in rows if r.candidate.cycles is not None]
+        with out.progress(len(timed), "tune: timing on cpu") as progress:
+            for r in timed:
+                progress.step(describe(r.candidate.schedule))
                 r.measured_s = measure(base, r.candidate.schedule)
     out.say(render(args.spec, rows), end="")
-    out.result(spec=args.spec, candidates=[tune_json(r) for r in rows], chosen=describe(best))
+    compiled = next(r for r in rows if r.compiled)
+    out.result(spec=args.spec, candidates=[tune_json(r) for r in rows], chosen=describe(best),
+               compiled=describe(compiled.candidate.schedule))
     if args.write:
         with open(args.spec, encoding="utf-8") as f:
             text = f.read()
@@ -536,7 +544,7 @@ def tune_json(r: Any) -> dict[str, Any]:
     return {"schedule": describe(c.schedule), "pipe_work": c.cycles, "gm_bytes": c.gm_bytes,
             "gm_ratio": c.gm_bytes / r.minimum if r.minimum and c.cycles is not None else None,
             "on_chip_bytes": c.on_chip, "cpu_seconds": r.measured_s, "problem": c.problem or None,
-            "label": r.label or None}
+            "label": r.label or None, "compiled": r.compiled, "best": r.best}
 
 
 def cmd_gen(args, out: _Out) -> int:
