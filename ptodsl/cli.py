@@ -388,38 +388,11 @@ def cmd_schema(args, out: _Out) -> int:
 
 
 def cmd_fmt(args, out: _Out) -> int:
-    """Format .pto files in place, or with ``--check`` only say which would change (exit 1)."""
-    from .fmt import format_source, report_unformatted
+    """Format .pto files (or every .pto file under a folder) in place, or with ``--check`` only say
+    which would change (exit 1)."""
+    from .fmt import run
 
-    changed: list[str] = []
-    failed = 0
-    for path in args.paths:
-        diags = Diagnostics()
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            diags.error("E0203", f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc.__class__.__name__}",
-                        None, help="pass the path of a .pto file saved as UTF-8")
-            out.diagnostics(diags.items)
-            failed += 1
-            continue
-        new = format_source(text, path, diags)
-        out.diagnostics(diags.items)
-        if new is None:
-            failed += 1
-            continue
-        if new != text:
-            changed.append(path)
-            if args.check:
-                report_unformatted(text, new, path, diags)
-                out.diagnostics(diags.items[-1:])
-            else:
-                with open(path, "w", encoding="utf-8", newline="") as f:
-                    f.write(new)
-                out.say(f"reformatted {path}")
-    out.result(changed=changed, checked=len(args.paths) - failed, failed=failed, written=not args.check)
-    return EXIT_USER if failed or (args.check and changed) else EXIT_OK
+    return run(args.paths, args.check, out)
 
 
 def cmd_lsp(args, out: _Out) -> int:
@@ -621,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_schema)
 
     s = sub.add_parser("fmt", parents=[common], help="lay out .pto files (indentation, spacing); meaning kept")
-    s.add_argument("paths", nargs="+", metavar="FILE")
+    s.add_argument("paths", nargs="+", metavar="PATH", help=".pto files, or folders: every .pto file under them")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     s.set_defaults(fn=cmd_fmt)
 

@@ -114,6 +114,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["tune", "no/such/spec.yaml"], 1),
         (["fmt", "--check", "specs/add_one.pto"], 0),
         (["fmt", "--check", "no/such/file.pto"], 1),
+        (["fmt", "--check", "specs"], 0),
+        (["fmt", "--check", "specs/add_one.yaml"], 1),
     ]
 
 
