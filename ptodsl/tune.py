@@ -116,7 +116,11 @@ def tune(path: str, jobs: int = 0, ray_address: str | None = None,
     own = memo([compiled])[0]
     minimum = _minimum(base, cases)
     rows = [Row(own, compiled_label(left, compiled), minimum, compiled=True)]
-    rows += [Row(c, "", minimum) for c in tried if c.schedule != compiled]
+    shown = {repr(compiled)}
+    for c in tried:  # a schedule both stages of the search try (cube, then vector) is shown once
+        if repr(c.schedule) not in shown:
+            shown.add(repr(c.schedule))
+            rows.append(Row(c, "", minimum))
     for r in rows:
         if r.candidate.schedule == best:
             r.best = True

@@ -51,6 +51,7 @@ def test_tune_runs_on_every_library_spec(spec, capsys):
     rows = doc["candidates"]
     assert [r["compiled"] for r in rows].count(True) == 1 and rows[0]["compiled"]
     assert [r["best"] for r in rows].count(True) == 1
+    assert len({r["schedule"] for r in rows}) == len(rows), "a candidate is shown once"
     assert doc["compiled"] == rows[0]["schedule"]
     assert rows[0]["pipe_work"] is not None, rows[0]  # what the spec compiles with is modelled
 

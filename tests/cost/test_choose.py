@@ -205,3 +205,18 @@ def test_the_search_gives_up_at_the_first_candidate_too_long_to_model_whoever_ev
     best, tried = choose(ir, target, [], pool, everything=True)
     assert len(tried) == n and [c.too_long for c in tried] == [False] + [True] * (n - 1)
     assert best == tried[0].schedule
+
+
+def test_a_schedule_both_stages_of_the_search_try_is_shown_once(tmp_path, capsys):
+    """A matmul with a given vec_tile that is one of the candidates (and a cube_tile that is not):
+    the cube stage and the vector stage both try (given vec_tile, best cube_tile); one row."""
+    from ptodsl.schedule import Schedule
+
+    path = unscheduled("matmul", tmp_path)
+    given = Schedule(vec_tile=(64, 64), cube_tile={"m": (64, 64), "k": (64, 64), "n": (64, 64)})
+    path.write_text(write_tiles(path.read_text(), str(path), given))
+    assert main(["tune", str(path), "--jobs", "1", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["candidates"]
+    schedules = [r["schedule"] for r in rows]
+    assert len(set(schedules)) == len(schedules), schedules
+    assert [r["best"] for r in rows].count(True) == 1
