@@ -23,6 +23,7 @@ from .api import Operator
 from .cost.choose import Candidate, choose, evaluate, left_out
 from .diagnostics import CompileError, Diagnostics
 from .driver import Compiled, compile_spec, search_cases, with_schedule
+from .ir.schedule import schedule_attrs
 from .progress import Progress
 from .schedule import Schedule
 from .yamlio.nodes import YMap, compose
@@ -81,6 +82,12 @@ def ray_evaluator(path: str, address: str) -> Batch:
     return run
 
 
+def _key(s: Schedule) -> str:
+    """Equal for schedules that compile alike, however their dicts are ordered (the spec's
+    cube_tile in the order it was written, a candidate's m, k, n)."""
+    return repr(schedule_attrs(s))
+
+
 class _Memo:
     """The searches' evaluator: each distinct schedule is evaluated once, and the progress line
     counts the candidates as they are done."""
@@ -91,14 +98,14 @@ class _Memo:
         self.done: dict[str, Candidate] = {}
 
     def __call__(self, schedules: list[Schedule]) -> list[Candidate]:
-        new = list({repr(s): s for s in schedules if repr(s) not in self.done}.values())
+        new = list({_key(s): s for s in schedules if _key(s) not in self.done}.values())
         if self.progress is not None:
             self.progress.total += len(new)
         for s, c in zip(new, self.batch(new), strict=True):
-            self.done[repr(s)] = c
+            self.done[_key(s)] = c
             if self.progress is not None:
                 self.progress.step(describe(s))
-        return [self.done[repr(s)] for s in schedules]
+        return [self.done[_key(s)] for s in schedules]
 
 
 def tune(path: str, jobs: int = 0, ray_address: str | None = None,
@@ -116,13 +123,13 @@ def tune(path: str, jobs: int = 0, ray_address: str | None = None,
     own = memo([compiled])[0]
     minimum = _minimum(base, cases)
     rows = [Row(own, compiled_label(left, compiled), minimum, compiled=True)]
-    shown = {repr(compiled)}
+    shown = {_key(compiled)}
     for c in tried:  # a schedule both stages of the search try (cube, then vector) is shown once
-        if repr(c.schedule) not in shown:
-            shown.add(repr(c.schedule))
+        if _key(c.schedule) not in shown:
+            shown.add(_key(c.schedule))
             rows.append(Row(c, "", minimum))
     for r in rows:
-        if r.candidate.schedule == best:
+        if _key(r.candidate.schedule) == _key(best):
             r.best = True
             r.label = f"{r.label}, best" if r.label else "best"
     return base, best, rows
