@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .api import Operator, literal_value, load, run_kernel, to_torch
+from .api import Operator, load, run_kernel, to_torch
 from .diagnostics import CompileError
 from .golden import as_ref_input, case_id, load_reference, load_torch, make_inputs
 
@@ -81,9 +81,11 @@ class Row:
 
 
 def bench_case(op: Operator, case, backend: str, with_torch: bool,
-               model: dict[str, tuple[float | None, float, float]]) -> Row:
+               model: dict[str, tuple[float | None, float, float]], min_round_s: float = MIN_ROUND_S,
+               rounds: int = ROUNDS) -> Row:
     """One case measured on ``backend`` and, when torch is there, its torch equivalent; ``model``
-    gives (GM ratio, modelled cycles, roofline cycles) by case id (:func:`modelled`)."""
+    gives (GM ratio, modelled cycles, roofline cycles) by case id (:func:`modelled`);
+    ``min_round_s`` and ``rounds`` are :func:`measure`'s."""
     cid = case_id(op.spec, case)
     traffic, cycles, roofline = model.get(cid, (None, None, None))
     row = Row(cid, traffic=traffic, cycles=cycles, roofline=roofline)
@@ -99,21 +101,18 @@ def bench_case(op: Operator, case, backend: str, with_torch: bool,
         if p.name not in arrays:
             t = ck.params[p.name].ty
             arrays[p.name] = np.zeros(tuple(int(sym.evaluate(d, symbols)) for d in t.shape), numpy_dtype(t.dtype))
-    full = {p.name: scalars.get(p.name, _default(p)) for p in op.scalars}
-    row.seconds = measure(lambda: run_kernel(op.compiled, index, arrays, full, symbols, backend))
+    # the operator's parameters hold scalar defaults as Python values already (``api.program_of``)
+    full = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
+    row.seconds = measure(lambda: run_kernel(op.compiled, index, arrays, full, symbols, backend), min_round_s, rounds)
     reference = load_reference(op.spec)
     if reference is not None:
         ref_inputs = [as_ref_input(inputs[p.name]) for p in op.inputs]
-        row.numpy_s = measure(lambda: reference(*ref_inputs, **scalars))
+        row.numpy_s = measure(lambda: reference(*ref_inputs, **scalars), min_round_s, rounds)
     fn = load_torch(op.spec) if with_torch else None
     if fn is not None:
         tensors = [to_torch(np.ascontiguousarray(inputs[p.name])) for p in op.inputs]
-        row.torch_s = measure(lambda: fn(*tensors, **scalars))
+        row.torch_s = measure(lambda: fn(*tensors, **scalars), min_round_s, rounds)
     return row
-
-
-def _default(p) -> Any:
-    return literal_value(p.default) if p.default is not None else None
 
 
 def modelled(op: Operator) -> dict[str, tuple[float | None, float, float]]:
@@ -131,10 +130,11 @@ def modelled(op: Operator) -> dict[str, tuple[float | None, float, float]]:
 
 
 def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO | None = None,
-          rows: list[Row] | None = None) -> int:
+          rows: list[Row] | None = None, min_round_s: float = MIN_ROUND_S, rounds: int = ROUNDS) -> int:
     """Benchmark every case of the specs under ``paths``, printing a row per case as it is done
     (to ``out``, by default the ``sys.stdout`` of the moment) and appending it to ``rows``; returns
-    how many cases could not run."""
+    how many cases could not run. ``min_round_s`` and ``rounds`` are :func:`measure`'s (a test
+    that only needs every case to run gives 0 and 1)."""
     rows = rows if rows is not None else []
     out = out if out is not None else sys.stdout
     from .frontend.spec import load_spec
@@ -165,7 +165,7 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             if k and k not in case_id(op.spec, case):
                 continue
             try:
-                row = bench_case(op, case, backend, with_torch, model)
+                row = bench_case(op, case, backend, with_torch, model, min_round_s, rounds)
             except (CompileError, ValueError, TypeError) as e:
                 message = e.diagnostics[0].message if isinstance(e, CompileError) else str(e)
                 row = Row(case_id(op.spec, case), error=message.splitlines()[0])

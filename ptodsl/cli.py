@@ -393,38 +393,11 @@ def cmd_schema(args, out: _Out) -> int:
 
 
 def cmd_fmt(args, out: _Out) -> int:
-    """Format .pto files in place, or with ``--check`` only say which would change (exit 1)."""
-    from .fmt import format_source, report_unformatted
+    """Format .pto files (or every .pto file under a folder) in place, or with ``--check`` only say
+    which would change (exit 1)."""
+    from .fmt import run
 
-    changed: list[str] = []
-    failed = 0
-    for path in args.paths:
-        diags = Diagnostics()
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            diags.error("E0203", f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc.__class__.__name__}",
-                        None, help="pass the path of a .pto file saved as UTF-8")
-            out.diagnostics(diags.items)
-            failed += 1
-            continue
-        new = format_source(text, path, diags)
-        out.diagnostics(diags.items)
-        if new is None:
-            failed += 1
-            continue
-        if new != text:
-            changed.append(path)
-            if args.check:
-                report_unformatted(text, new, path, diags)
-                out.diagnostics(diags.items[-1:])
-            else:
-                with open(path, "w", encoding="utf-8", newline="") as f:
-                    f.write(new)
-                out.say(f"reformatted {path}")
-    out.result(changed=changed, checked=len(args.paths) - failed, failed=failed, written=not args.check)
-    return EXIT_USER if failed or (args.check and changed) else EXIT_OK
+    return run(args.paths, args.check, out)
 
 
 def cmd_lsp(args, out: _Out) -> int:
@@ -506,20 +479,28 @@ def cmd_tune(args, out: _Out) -> int:
     """Search a spec's tiles by the cost model; show the candidates; optionally write the best."""
     from .tune import describe, measure, render, replace_text, tune, write_tiles
 
-    try:
-        base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray)
-    except CompileError as e:
-        out.diagnostics(e.diagnostics)
-        return EXIT_USER
-    except RuntimeError as e:  # --ray without ray
-        out.error(str(e), "install ray, or leave out `--ray` to use a process pool on this machine")
-        return EXIT_USER
+    # the total grows as each stage of the search adds its candidates
+    with out.progress(0, "tune: modelled") as progress:
+        try:
+            base, best, rows = tune(args.spec, jobs=args.jobs, ray_address=args.ray, progress=progress)
+        except CompileError as e:
+            progress.clear()
+            out.diagnostics(e.diagnostics)
+            return EXIT_USER
+        except RuntimeError as e:  # --ray without ray
+            progress.clear()
+            out.error(str(e), "install ray, or leave out `--ray` to use a process pool on this machine")
+            return EXIT_USER
     if args.measure:
-        for r in rows:
-            if r.candidate.cycles is not None:
+        timed = [r for r in rows if r.candidate.cycles is not None]
+        with out.progress(len(timed), "tune: timing on cpu") as progress:
+            for r in timed:
+                progress.step(describe(r.candidate.schedule))
                 r.measured_s = measure(base, r.candidate.schedule)
     out.say(render(args.spec, rows), end="")
-    out.result(spec=args.spec, candidates=[tune_json(r) for r in rows], chosen=describe(best))
+    compiled = next(r for r in rows if r.compiled)
+    out.result(spec=args.spec, candidates=[tune_json(r) for r in rows], chosen=describe(best),
+               compiled=describe(compiled.candidate.schedule))
     if args.write:
         with open(args.spec, encoding="utf-8") as f:
             text = f.read()
@@ -541,7 +522,7 @@ def tune_json(r: Any) -> dict[str, Any]:
     return {"schedule": describe(c.schedule), "pipe_work": c.cycles, "gm_bytes": c.gm_bytes,
             "gm_ratio": c.gm_bytes / r.minimum if r.minimum and c.cycles is not None else None,
             "on_chip_bytes": c.on_chip, "cpu_seconds": r.measured_s, "problem": c.problem or None,
-            "label": r.label or None}
+            "label": r.label or None, "compiled": r.compiled, "best": r.best}
 
 
 def cmd_gen(args, out: _Out) -> int:
@@ -627,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_schema)
 
     s = sub.add_parser("fmt", parents=[common], help="lay out .pto files (indentation, spacing); meaning kept")
-    s.add_argument("paths", nargs="+", metavar="FILE")
+    s.add_argument("paths", nargs="+", metavar="PATH", help=".pto files, or folders: every .pto file under them")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     s.set_defaults(fn=cmd_fmt)
 

@@ -67,14 +67,16 @@ def read_text(path: str, diags: Diagnostics) -> str | None:
 
 
 def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bool = True,
-                 choose: bool = True, sources: Mapping[str, str] | None = None) -> Compiled:
+                 choose: bool = True, sources: Mapping[str, str] | None = None, lower: bool = True) -> Compiled:
     """Parse, check and lower one spec; raises CompileError with every diagnostic on failure.
 
     ``verify_ir=False`` skips the invariant checks after each pass; only for looking at the IR of
     a pass that breaks one (``ptodsl ir --after PASS --no-verify``). ``choose=False`` compiles the
     tiles a spec leaves out with the target's defaults instead of searching (``ptodsl tune`` does
     its own search). ``sources`` maps normalised paths to texts read instead of those files (the
-    language server compiles an editor's unsaved buffers)."""
+    language server compiles an editor's unsaved buffers). ``lower=False`` stops at the Tensor IR
+    (``ptodsl tune`` lowers each candidate schedule itself, so none is lowered with tiles nobody
+    would compile with)."""
     diags = diags if diags is not None else Diagnostics()
     sources = sources or {}
     spec = load_spec(yaml_path, diags, sources)
@@ -96,7 +98,8 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     compiled.stages["tensor"] = compiled.after["tensorize"] = ir
     if verify_ir:
         _verified(compiled, diags, "tensorize", ir, target, None, repro)
-    _run_passes(compiled, ir, ctx, verify_ir, repro, PASSES)
+    if lower:
+        _run_passes(compiled, ir, ctx, verify_ir, repro, PASSES)
     return compiled
 
 

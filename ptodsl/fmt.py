@@ -10,14 +10,19 @@ layout would change, is reported and left as it was.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .diagnostics import Diagnostics, Span
 from .frontend.parser import parse_module
 
 E_FMT_MEANING = "E0252"
 E_FMT_CHECK = "E0253"
+E_FMT_NOT_PTO = "E0255"
+E_READ = "E0203"
 
 INDENT = "    "
 
@@ -244,3 +249,91 @@ def report_unformatted(old: str, new: str, path: str, diags: Diagnostics) -> Non
 def _first_changed_line(old: str, new: str) -> int:
     a, b = old.replace("\r\n", "\n").split("\n"), new.split("\n")
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)) - 1) + 1
+
+
+# ---------------------------------------------------------------- the command
+
+
+def pto_files(paths: Sequence[str], diags: Diagnostics) -> tuple[list[str], int]:
+    """The .pto files ``paths`` name: a file as given, a folder as every .pto file under it (sorted,
+    as ``check``/``test``/``gen`` take folders of specs). A path that does not exist, or a file
+    named explicitly that is not a .pto file (a spec's YAML), is reported; returns the files and
+    how many paths were refused."""
+    files: list[str] = []
+    refused = 0
+    for path in paths:
+        if os.path.isdir(path):
+            for dirpath, dirs, names in os.walk(path):
+                dirs.sort()
+                files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".pto"))
+        elif not os.path.exists(path):
+            diags.error(E_READ, f"cannot read `{path}`: no such file or directory", None,
+                        help="pass a .pto file, or a folder: every .pto file under it is formatted")
+            refused += 1
+        elif not path.endswith(".pto"):
+            beside = os.path.splitext(path)[0] + ".pto"
+            diags.error(E_FMT_NOT_PTO, f"`ptodsl fmt` lays out .pto files; `{path}` is not one", None,
+                        help=f"pass `{beside}`, the kernel beside it, or a folder: every .pto file under "
+                        "it is formatted" if os.path.isfile(beside) else
+                        "pass a .pto file, or a folder: every .pto file under it is formatted")
+            refused += 1
+        else:
+            files.append(path)
+    return files, refused
+
+
+def _files(n: int) -> str:
+    return f"{n} file" + ("" if n == 1 else "s")
+
+
+def summary(changed: int, unchanged: int, failed: int, check: bool) -> str:
+    """The last line, worded as ruff words it: ``1 file reformatted, 46 files left unchanged``."""
+    parts = []
+    if changed:
+        parts.append(f"{_files(changed)} would be reformatted" if check else f"{_files(changed)} reformatted")
+    if unchanged or not (changed or failed):
+        parts.append(f"{_files(unchanged)} already formatted" if check else f"{_files(unchanged)} left unchanged")
+    if failed:
+        parts.append(f"{_files(failed)} could not be formatted")
+    return ", ".join(parts)
+
+
+def run(paths: Sequence[str], check: bool, out: Any) -> int:
+    """``ptodsl fmt [--check] PATH...``: format .pto files in place, or with ``check`` only say
+    which would change; ``out`` is the command line's output (diagnostics, report lines, JSON
+    fields). Returns the exit status: 1 when a path or file could not be formatted or, with
+    ``check``, a file would change."""
+    diags = Diagnostics()
+    files, failed = pto_files(paths, diags)
+    out.diagnostics(diags.items)
+    changed: list[str] = []
+    unchanged = 0
+    for path in files:
+        diags = Diagnostics()
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            diags.error(E_READ, f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc.__class__.__name__}",
+                        None, help="pass the path of a .pto file saved as UTF-8")
+            text = None
+        new = format_source(text, path, diags) if text is not None else None
+        out.diagnostics(diags.items)
+        if new is None:
+            failed += 1
+        elif new == text:
+            unchanged += 1
+        else:
+            changed.append(path)
+            if check:
+                report_unformatted(text, new, path, diags)
+                out.diagnostics(diags.items[-1:])
+                out.say(f"would reformat {path}")
+            else:
+                with open(path, "w", encoding="utf-8", newline="") as f:
+                    f.write(new)
+                out.say(f"reformatted {path}")
+    out.say(summary(len(changed), unchanged, failed, check))
+    out.result(changed=changed, checked=len(changed) + unchanged, unchanged=unchanged, failed=failed,
+               written=not check)
+    return 1 if failed or (check and changed) else 0

@@ -1,26 +1,30 @@
 """``ptodsl tune SPEC``: search the tiles of a spec, show every candidate, write the best into the YAML.
 
 The candidates and their ranking are the compiler's own (``cost/choose.py``, the search a spec
-without ``vec_tile``/``cube_tile`` gets at every compile); tune also searches the tiles the spec
-gives, shows the table, optionally measures each candidate on the cpu backend, and with ``write``
-puts the chosen tiles into the YAML text, keeping its comments and layout. Candidates are compiled
-and estimated on a process pool, or on an existing Ray cluster with ``ray_address``.
+without ``vec_tile``/``cube_tile`` gets at every compile): tune runs that same search, once as the
+compiler does (only the tiles the spec leaves out, to show truthfully what a compile of the spec as
+it is uses) and once over every tile, shows the table, optionally measures each candidate on the cpu
+backend, and with ``write`` puts the best tiles into the YAML text, keeping its comments and layout.
+Candidates are compiled and estimated on a process pool, or on an existing Ray cluster with
+``ray_address``; each is evaluated once, however many of the searches try it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from math import prod
 
 from .api import Operator
-from .cost.choose import Candidate, choose, evaluate
+from .cost.choose import Candidate, choose, evaluate, left_out
 from .diagnostics import CompileError, Diagnostics
 from .driver import Compiled, compile_spec, search_cases, with_schedule
+from .ir.schedule import schedule_attrs
+from .progress import Progress
 from .schedule import Schedule
 from .yamlio.nodes import YMap, compose
 
@@ -33,11 +37,14 @@ class Row:
     label: str
     minimum: int  # compulsory GM bytes over the cases
     measured_s: float | None = None
+    compiled: bool = False  # the tiles a compile of the spec as it is uses
+    best: bool = False  # the best candidate: what ``--write`` writes
 
 
 @cache
 def _base(path: str) -> Compiled:
-    return compile_spec(path, choose=False)
+    """The spec's Tensor IR; no tiles are lowered here, not even the target's defaults."""
+    return compile_spec(path, choose=False, lower=False)
 
 
 def _evaluate_one(path: str, schedule: Schedule) -> Candidate:
@@ -46,16 +53,21 @@ def _evaluate_one(path: str, schedule: Schedule) -> Candidate:
     return evaluate(c.stages["tensor"], c.target, schedule, search_cases(c.stages["tensor"], c.spec))
 
 
-def pool_evaluator(path: str, jobs: int) -> Callable[[list[Schedule]], list[Candidate]]:
-    def run(schedules: list[Schedule]) -> list[Candidate]:
-        if jobs <= 1:
-            return [_evaluate_one(path, s) for s in schedules]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(_evaluate_one, [path] * len(schedules), schedules))
+# A batch evaluator yields each candidate as it is done, in the order of the schedules.
+Batch = Callable[[list[Schedule]], Iterable[Candidate]]
+
+
+def pool_evaluator(path: str, jobs: int) -> Batch:
+    def run(schedules: list[Schedule]) -> Iterable[Candidate]:
+        if jobs <= 1 or len(schedules) <= 1:
+            yield from (_evaluate_one(path, s) for s in schedules)
+            return
+        with ProcessPoolExecutor(max_workers=min(jobs, len(schedules))) as pool:
+            yield from pool.map(_evaluate_one, [path] * len(schedules), schedules)
     return run
 
 
-def ray_evaluator(path: str, address: str) -> Callable[[list[Schedule]], list[Candidate]]:
+def ray_evaluator(path: str, address: str) -> Batch:
     try:
         import ray
     except ImportError:
@@ -64,25 +76,73 @@ def ray_evaluator(path: str, address: str) -> Callable[[list[Schedule]], list[Ca
         ray.init(address=address)
     remote = ray.remote(_evaluate_one)
 
-    def run(schedules: list[Schedule]) -> list[Candidate]:
-        return list(ray.get([remote.remote(path, s) for s in schedules]))
+    def run(schedules: list[Schedule]) -> Iterable[Candidate]:
+        refs = [remote.remote(path, s) for s in schedules]
+        return (ray.get(r) for r in refs)
     return run
 
 
-def tune(path: str, jobs: int = 0, ray_address: str | None = None) -> tuple[Compiled, Schedule, list[Row]]:
-    """Search ``path``'s tiles; the spec's own schedule is the first row."""
+def _key(s: Schedule) -> str:
+    """Equal for schedules that compile alike, however their dicts are ordered (the spec's
+    cube_tile in the order it was written, a candidate's m, k, n)."""
+    return repr(schedule_attrs(s))
+
+
+class _Memo:
+    """The searches' evaluator: each distinct schedule is evaluated once, and the progress line
+    counts the candidates as they are done."""
+
+    def __init__(self, batch: Batch, progress: Progress | None):
+        self.batch = batch
+        self.progress = progress
+        self.done: dict[str, Candidate] = {}
+
+    def __call__(self, schedules: list[Schedule]) -> list[Candidate]:
+        new = list({_key(s): s for s in schedules if _key(s) not in self.done}.values())
+        if self.progress is not None:
+            self.progress.total += len(new)
+        for s, c in zip(new, self.batch(new), strict=True):
+            self.done[_key(s)] = c
+            if self.progress is not None:
+                self.progress.step(describe(s))
+        return [self.done[_key(s)] for s in schedules]
+
+
+def tune(path: str, jobs: int = 0, ray_address: str | None = None,
+         progress: Progress | None = None) -> tuple[Compiled, Schedule, list[Row]]:
+    """Search ``path``'s tiles. The first row is what a compile of the spec uses (its own tiles, or
+    the compiler's choice of those it leaves out), then every other candidate tried; returns the
+    spec's Tensor IR, the best schedule and the rows. ``progress`` counts the candidates evaluated."""
     base = _base(path)
     ir, cases = base.stages["tensor"], search_cases(base.stages["tensor"], base.spec)
     jobs = jobs or os.cpu_count() or 1
-    evaluate_all = ray_evaluator(path, ray_address) if ray_address else pool_evaluator(path, jobs)
-    own = evaluate(ir, base.target, base.spec.schedule, cases)
-    best, tried = choose(ir, base.target, cases, evaluate_all, everything=True)
+    memo = _Memo(ray_evaluator(path, ray_address) if ray_address else pool_evaluator(path, jobs), progress)
+    left = left_out(ir)
+    compiled, _ = choose(ir, base.target, cases, memo)  # exactly the compiler's search (driver._chosen_schedule)
+    best, tried = choose(ir, base.target, cases, memo, everything=True)
+    own = memo([compiled])[0]
     minimum = _minimum(base, cases)
-    rows = [Row(own, "spec", minimum)] + [Row(c, "", minimum) for c in tried]
+    rows = [Row(own, compiled_label(left, compiled), minimum, compiled=True)]
+    shown = {_key(compiled)}
+    for c in tried:  # a schedule both stages of the search try (cube, then vector) is shown once
+        if _key(c.schedule) not in shown:
+            shown.add(_key(c.schedule))
+            rows.append(Row(c, "", minimum))
     for r in rows:
-        if r.candidate.schedule == best and r.label != "spec":
-            r.label = "chosen"
+        if _key(r.candidate.schedule) == _key(best):
+            r.best = True
+            r.label = f"{r.label}, best" if r.label else "best"
     return base, best, rows
+
+
+def compiled_label(left: tuple[str, ...], schedule: Schedule) -> str:
+    """Where the tiles a compile of the spec uses come from."""
+    if not left:
+        return "compiled: the spec's tiles"
+    leaves = " and ".join(left)
+    if all(getattr(schedule, key) is None for key in left):
+        return f"compiled: the target's default (the spec leaves out {leaves}; its test shapes are too large to model)"
+    return f"compiled: the compiler's choice (the spec leaves out {leaves})"
 
 
 def _minimum(base: Compiled, cases) -> int:

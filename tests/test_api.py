@@ -111,6 +111,37 @@ def test_argument_errors_name_the_parameter(softmax, call, exc, code, words):
     assert "help:" in text
 
 
+@pytest.mark.parametrize("dtype, shown", [(np.float64, "float64"), (np.complex64, "complex64"),
+                                          (np.float16, "f16"), (object, "object")])
+def test_an_output_buffer_of_another_dtype_is_named(softmax, dtype, shown):
+    """An output whose dtype the op has no kernel for is named like an input would be, never `None`."""
+    x = np.zeros((3, 1024), np.float32)
+    with pytest.raises(ptodsl.ArgumentError) as info:
+        softmax(x, y=np.zeros((3, 1024), dtype))
+    d = info.value.diagnostic
+    assert d.code == "E0700" and d.message == f"`y` has dtype {shown}, but `T` is f32 from an earlier argument"
+    with pytest.raises(ptodsl.ArgumentError) as info:  # add_one's output is f32 alone: no dtype variable
+        ptodsl.load("specs/add_one.yaml")(np.zeros((2, 4), np.float32), y=np.zeros((2, 4), dtype))
+    assert info.value.diagnostic.message == f"`y` has dtype {shown}, expected f32"
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_torch_tensors_of_any_dtype_or_layout_are_refused_by_name(softmax):
+    """Dtypes numpy has (float64, complex64, uint16), those it has not (float8, complex32, which
+    cannot even become numpy arrays) and layouts other than dense: a diagnostic, never a TypeError."""
+    torch = pytest.importorskip("torch")
+    x = np.zeros((3, 1024), np.float32)
+    for dtype in ("float64", "complex64", "uint16", "float8_e4m3fn", "float8_e5m2", "complex32"):
+        t = torch.zeros((3, 1024), dtype=getattr(torch, dtype))
+        for args, kwargs in (((x,), {"y": t}), ((t,), {})):
+            with pytest.raises(ptodsl.ArgumentError) as info:
+                softmax(*args, **kwargs)
+            assert info.value.diagnostic.code == "E0700" and f"has dtype {dtype}," in info.value.diagnostic.message
+    with pytest.raises(ptodsl.ArgumentError) as info:
+        softmax(torch.zeros((3, 1024)).to_sparse())
+    assert info.value.diagnostic.code == "E0705" and "sparse_coo tensor" in info.value.diagnostic.message
+
+
 def test_symbol_consistency_across_arguments():
     op = ptodsl.load("specs/add_bcast.yaml")
     x = np.zeros((2, 4, 128), np.float32)

@@ -16,6 +16,7 @@ import pytest
 
 import ptodsl
 from ptodsl.api import ArgumentError, run_kernel
+from ptodsl.dtypes import from_numpy
 
 SCALE_ROWS = "tests/golden_codes/ops/scale_rows.yaml"
 HAS_CXX = shutil.which("g++") is not None
@@ -140,3 +141,55 @@ def test_run_kernel_validates_too(scale_rows):
     arrays = {"x": x32(), "w": w32(), "y": np.zeros((4, 256), np.float32)}
     with pytest.raises(ArgumentError):
         run_kernel(compiled, index, arrays, {"alpha": "2"}, {"M": 4, "N": 256}, "sim")
+
+
+def _every_numpy_dtype() -> list[np.dtype]:
+    return sorted({np.dtype(t) for t in np.sctypeDict.values()
+                   if np.dtype(t).kind not in "MmSUV" or np.dtype(t).itemsize}, key=str)
+
+
+# An op of f32 alone and one of a dtype variable (T: f32, f16, bf16), each with an f32 input and a
+# buffer for its output; the dtypes each takes as its input.
+OPS = {"add_one": ((4, 256), {"f32"}), "softmax": ((4, 1024), {"f32", "f16", "bf16"})}
+
+
+def _refused_by_name(op: ptodsl.Operator, bad, as_output: bool, shown: str, takes: set[str]) -> None:
+    """``bad`` as the op's input, or as its output buffer beside an f32 input: taken when the op
+    takes its dtype there, else E0700 naming ``shown``, never `None`."""
+    x = np.zeros(bad.shape, np.float32)
+    call = (lambda: op(x, y=bad)) if as_output else (lambda: op(bad))
+    if shown in ({"f32"} if as_output else takes):
+        call()
+        return
+    with pytest.raises(ArgumentError) as info:
+        call()
+    d = info.value.diagnostic
+    assert d.code == "E0700" and "None" not in d.message and f"dtype {shown}," in d.message, (shown, d.message)
+
+
+@pytest.mark.parametrize("as_output", [False, True], ids=["input", "output"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_numpy_dtype_is_taken_or_refused_by_name(name: str, as_output: bool):
+    op, (shape, takes) = ptodsl.load(f"specs/{name}.yaml"), OPS[name]
+    for dtype in _every_numpy_dtype():
+        _refused_by_name(op, np.zeros(shape, dtype), as_output, from_numpy(dtype) or str(dtype), takes)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns about its experimental dtypes
+@pytest.mark.parametrize("as_output", [False, True], ids=["input", "output"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_torch_dtype_is_taken_or_refused_by_name(name: str, as_output: bool):
+    """float8, complex32, bits and quantized tensors cannot even become numpy arrays."""
+    torch = pytest.importorskip("torch")
+    op, (shape, takes) = ptodsl.load(f"specs/{name}.yaml"), OPS[name]
+    for dtype in sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str):
+        try:
+            bad = torch.zeros(shape, dtype=dtype)
+        except (RuntimeError, TypeError):  # a dtype torch cannot allocate on the CPU
+            continue
+        bare = str(dtype).removeprefix("torch.")
+        try:
+            shown = "bf16" if dtype == torch.bfloat16 else from_numpy(np.dtype(bare)) or bare
+        except TypeError:  # numpy has no such dtype
+            shown = bare
+        _refused_by_name(op, bad, as_output, shown, takes)

@@ -18,7 +18,7 @@ from ..dtypes import DTYPE_NAMES, DTYPES, value_range
 from ..frontend import ast
 from ..frontend.parser import return_error
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
-from ..yamlio.schema import identifier_problem
+from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .types import (
     INDEX,
@@ -98,8 +98,9 @@ class Typer(CallTyping):
 
     def check_name(self, name: str, span: Span, what: str) -> None:
         """Names reach generated C++ and Python: no keywords, no reserved spellings, and no leading
-        underscore (the compiler's own names start with one)."""
-        problem = identifier_problem(name)
+        underscore (the compiler's own names start with one); a parameter's is also a keyword
+        argument of every call of the op, so none of the call's own keywords (``backend=``)."""
+        problem = parameter_name_problem(name) if what == "parameter" else identifier_problem(name)
         if problem is None and name.startswith("_"):
             problem = "names starting with `_` are reserved for the compiler"
         if problem is not None and (name, span) not in self.named_checked:

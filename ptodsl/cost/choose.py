@@ -151,7 +151,12 @@ def choose(tensor_ir: Module, target: Target, cases: Sequence[Case], evaluate_al
 
 
 def _best(evaluate_all: Evaluator, schedules: list[Schedule], tried: list[Candidate]) -> Schedule | None:
-    found = evaluate_all(schedules)
+    found = list(evaluate_all(schedules))
+    # the test shapes are too big to model from the first candidate that is: the search gives up
+    # there whoever evaluates (a pool may have modelled later ones), so every evaluator chooses alike
+    cut = next((i for i, c in enumerate(found) if c.too_long), len(found))
+    found[cut:] = [c if c.too_long else Candidate(c.schedule, problem=found[cut].problem, too_long=True)
+                   for c in found[cut:]]
     tried.extend(found)
     ok = [c for c in found if c.cycles is not None]
     if not ok:

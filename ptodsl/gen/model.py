@@ -1,9 +1,10 @@
 """What the templates see of one operator: its Python signature, docs and variants, from the spec.
 
 Everything here is plain data in a fixed order, so rendering it is deterministic. Names that reach
-the generated Python are validated first (:func:`name_problems`): the spec loader checks op names,
-but parameter names come from the ``.pto`` grammar, which allows Python keywords (``lambda``) and
-the wrapper's own keywords (``backend``, ``device``).
+the generated Python were validated before: the spec loader checks op names, and the checker
+parameter names (Python keywords such as ``lambda``, and the call's own keywords, ``backend`` and
+``device``: ``yamlio.schema.CALL_KEYWORDS``). :func:`name_problems` adds what only a package
+has: an op name that would shadow one of the package's modules.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from ..golden import case_id
 from ..runtime.layout import VENDOR, cpu_folder, npu_folder, variant_slug
 from ..yamlio.schema import E_NAME, identifier_problem
 
-# Keyword arguments every wrapper takes besides the kernel's parameters.
-WRAPPER_KEYWORDS = ("backend", "device")
 # Names of the package's own modules and folders; an op named so would shadow them.
 PACKAGE_NAMES = frozenset({"ops", "tests", "specs", "kernels", "torch_ops", "conftest", "manifest", VENDOR})
 # Package names that would shadow what the package imports, or that torch keeps for itself.
@@ -227,17 +226,10 @@ def op_model(compiled: Compiled, spec_rel: str, files: dict[str, str], kernels: 
 
 
 def name_problems(compiled: Compiled) -> list[Diagnostic]:
-    """Parameter and op names that cannot become names of the generated Python."""
+    """Op names that cannot name a module of the generated package (parameter names were checked
+    with the spec, by the one rule of ``yamlio.schema.parameter_name_problem``)."""
     out: list[Diagnostic] = []
     spec = compiled.spec
-    kernel = compiled.module.kernel(spec.op)
-    for p in kernel.params:
-        problem = identifier_problem(p.name)
-        if problem is None and p.name in WRAPPER_KEYWORDS:
-            problem = f"every generated wrapper has a `{p.name}=` keyword of its own"
-        if problem is not None:
-            out.append(Diagnostic(E_NAME, f"`{p.name}` is not a valid parameter name", p.span, problem, (), (),
-                                  f"rename it, e.g. `{p.name}_`"))
     if spec.op in PACKAGE_NAMES:
         out.append(Diagnostic(E_NAME, f"`{spec.op}` cannot name an op of a generated package",
                               spec.spans.at(("op",)), f"the package has a `{spec.op}` of its own", (), (),

@@ -66,7 +66,10 @@ class _Tiler:
                 tile, where = ls.vec_tile, ("schedule", "loops", name, "vec_tile")
                 break
         if tile is None:
+            # the target's default names the trailing dims only: an op of higher rank is split by
+            # 1 along the others, as the tile the cost model would choose is (cost/choose.py)
             tile = self.ctx.target.default_vec_tile
+            tile = (1,) * (rank - len(tile)) + tuple(tile)
         tile = tuple(tile)
         if len(tile) < rank:
             key = (where, rank, op.span)

@@ -425,3 +425,23 @@ def test_output_coverage_is_path_and_region_aware(compile_text, body: str, expec
 ])
 def test_local_reads_are_path_and_region_aware(compile_text, body: str, expected: list[str]) -> None:
     assert compile_text(H + body) == expected
+
+
+# ------------------------------------------------------------------ names the call takes itself
+
+
+@pytest.mark.parametrize("name", ["backend", "device"])
+def test_a_parameter_named_like_a_keyword_of_the_call_is_refused_by_check(name, write_spec, capsys) -> None:
+    """`ptodsl check` refuses it at the parameter, as `gen` would otherwise (and as a call could
+    never pass it); the same name for a local is fine: it never becomes an argument."""
+    path = write_spec("k", f"kernel k(x: f32[N], y: out f32[N], {name}: f32 = 1.0):\n    y[:] = x * {name}\n",
+                      "op: k\nschedule: {vec_tile: [256]}\n")
+    assert cli.main(["check", "--color", "never", path]) == 1
+    err = capsys.readouterr().err
+    assert f"error[E0322]: parameter `{name}` cannot be used" in err and f"`{name}=`" in err
+    assert "k.pto:1:36" in err and f"rename it, e.g. `{name}_`" in err
+
+
+def test_a_local_may_take_a_name_the_call_keeps_for_itself(compile_text) -> None:
+    assert compile_text("kernel k(x: f32[N], y: out f32[N]):\n    backend = x * 2.0\n    device = backend + 1.0\n"
+                        "    y[:] = device\n", "schedule: {vec_tile: [256]}\n") == []

@@ -125,6 +125,8 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["fmt", "--check", "no/such/file.pto"], 1),
         (["port", "tests/port/cases/helpers.py", "-o", str(tmp / "ported")], 0),
         (["port", "tests/port/cases/e1003_while.py", "-o", str(tmp / "ported")], 1),
+        (["fmt", "--check", "specs"], 0),
+        (["fmt", "--check", "specs/add_one.yaml"], 1),
     ]
 
 

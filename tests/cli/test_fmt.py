@@ -136,3 +136,47 @@ def test_a_layout_that_changes_meaning_is_refused(capsys, tmp_path: Path, monkey
 def test_fmt_is_a_command() -> None:
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
     assert "fmt" in sub.choices
+
+
+def test_a_folder_formats_every_pto_file_under_it(capsys, tmp_path: Path) -> None:
+    """As check/test/gen take folders: every .pto file below, the YAML and other files untouched,
+    and a summary worded like ruff's."""
+    (tmp_path / "sub").mkdir()
+    messy, tidy, nested = tmp_path / "messy.pto", tmp_path / "tidy.pto", tmp_path / "sub" / "deep.pto"
+    messy.write_text(MESSY)
+    tidy.write_text(TIDY)
+    nested.write_text(MESSY)
+    spec = tmp_path / "messy.yaml"
+    spec.write_text("op:   m\n")  # not .pto: never formatted, never a syntax error
+    code, out, err = run(capsys, "fmt", "--check", str(tmp_path))
+    assert code == 1 and messy.read_text() == MESSY and "E0253" in err
+    assert out.splitlines() == [f"would reformat {messy}", f"would reformat {nested}",
+                                "2 files would be reformatted, 1 file already formatted"]
+    code, out, _ = run(capsys, "fmt", str(tmp_path))
+    assert code == 0 and out.splitlines() == [f"reformatted {messy}", f"reformatted {nested}",
+                                              "2 files reformatted, 1 file left unchanged"]
+    assert messy.read_text() == nested.read_text() == TIDY and spec.read_text() == "op:   m\n"
+    code, out, _ = run(capsys, "fmt", "--format", "json", str(tmp_path))
+    doc = json.loads(out)
+    assert code == 0 and doc["changed"] == [] and doc["checked"] == doc["unchanged"] == 3 and doc["failed"] == 0
+
+
+def test_the_library_folder_is_formatted(capsys) -> None:
+    code, out, err = run(capsys, "fmt", "--check", "specs")
+    assert code == 0, err
+    assert out == f"{len(SPECS)} files already formatted\n"
+
+
+def test_a_yaml_named_explicitly_is_refused_with_a_diagnostic(capsys, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("scale.yaml").write_text("op: scale\n")
+    Path("scale.pto").write_text("kernel scale(x: f32[N], y: out f32[N]):\n    y[:] = x*2.0\n")
+    code, out, err = run(capsys, "fmt", "--color", "never", "scale.yaml")
+    assert code == 1 and Path("scale.yaml").read_text() == "op: scale\n"
+    assert out == "1 file could not be formatted\n"
+    golden("e0255_fmt_not_a_pto_file", err)
+    Path("notes.txt").write_text("kernel\n")
+    code, _, err = run(capsys, "fmt", "--color", "never", "notes.txt", "scale.pto")
+    assert code == 1 and "E0255" in err and "`notes.txt` is not one" in err and "error[E01" not in err
+    assert "x * 2.0" in Path("scale.pto").read_text()  # the other paths are still formatted

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import shutil
 import sys
 import types
@@ -97,7 +99,8 @@ def test_tune_prints_the_candidates_and_writes_the_choice(tmp_path, capsys):
     path = unscheduled("amin_cols", tmp_path)
     assert main(["tune", str(path), "--jobs", "1", "--write"]) == 0
     out = capsys.readouterr().out
-    assert "<- chosen" in out and "<- spec" in out and "pipe work" in out
+    assert "<- compiled: the compiler's choice (the spec leaves out vec_tile)" in out and "pipe work" in out
+    assert "best" in out and "<- compiled: the spec's tiles" not in out
     text = path.read_text()
     assert "schedule:\n  vec_tile: [" in text
     assert ptodsl.load(str(path)).compiled.stages["tensor"].attrs.get("chosen") is None  # now the spec's own
@@ -130,3 +133,90 @@ def test_tune_on_ray_without_ray_installed_says_so(tmp_path, capsys, monkeypatch
     path = unscheduled("amin_cols", tmp_path)
     assert main(["tune", str(path), "--ray", "ray://head:10001"]) == 1
     assert "`--ray` needs the `ray` package" in capsys.readouterr().err
+
+
+def _compiled_tiles(path: Path) -> tuple:
+    """The vec_tile a compile of the spec uses (given or chosen), as ``describe`` writes it."""
+    return ptodsl.load(str(path)).compiled.stages["tensor"].attrs["vec_tile"]
+
+
+def test_tune_searches_rank_3_tiles_where_the_spec_gives_none(tmp_path, capsys):
+    """seq_add without its schedule: the search's candidates have the op's rank (3), and the row
+    marked compiled is the one the compiler picks, not the target's 2-D default."""
+    path = unscheduled("seq_add", tmp_path)
+    assert main(["tune", str(path), "--jobs", "1", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["candidates"]
+    assert len(rows) >= 12 and all(r["pipe_work"] is not None for r in rows), [r["problem"] for r in rows]
+    assert all(r["schedule"].startswith("vec_tile [1, ") and r["schedule"].count(",") == 2 for r in rows), rows
+    compiled = [r for r in rows if r["compiled"]]
+    assert len(compiled) == 1 and "compiler's choice" in compiled[0]["label"]
+    assert compiled[0]["schedule"] == doc["compiled"] == f"vec_tile {list(_compiled_tiles(path))}"
+
+
+def test_tune_marks_the_spec_s_own_tiles_when_it_gives_them(capsys):
+    assert main(["tune", "specs/seq_add.yaml", "--jobs", "1", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    first = doc["candidates"][0]
+    assert first["compiled"] and first["label"].startswith("compiled: the spec's tiles")
+    assert first["schedule"] == "vec_tile [1, 4, 64]" == doc["compiled"]
+
+
+def test_the_target_default_tile_fits_an_op_of_higher_rank(tmp_path):
+    """When the search is skipped or gives up (shapes too large to model), a rank-3 op is tiled by
+    the target's 2-D default with a leading 1, and computes right."""
+    from ptodsl.driver import compile_spec
+
+    path = unscheduled("seq_add", tmp_path)
+    op = ptodsl.Operator(compile_spec(str(path), choose=False))
+    assert "tile<ub f32 [1, 8, 256]" in str(op.compiled.stages["tile"])
+    for case in op.spec.tests:
+        r = run_case(op, case)
+        assert r.ok, r.report
+
+
+def test_tune_shows_progress_on_a_terminal(tmp_path, monkeypatch, capsys):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    path = unscheduled("amin_cols", tmp_path)
+    for quiet in (False, True):
+        tty = Terminal()
+        monkeypatch.setattr("sys.stderr", tty)
+        assert main(["tune", str(path), "--jobs", "1"] + (["--quiet"] if quiet else [])) == 0
+        assert ("tune: modelled vec_tile [" in tty.getvalue()) != quiet, tty.getvalue()
+        assert "candidate" in capsys.readouterr().out
+
+
+def test_the_search_gives_up_at_the_first_candidate_too_long_to_model_whoever_evaluates():
+    """A pool evaluates every candidate, the compiler one after the other stopping at the first
+    too long to model: both must choose the same, or tune's `compiled` row would not be the compile's."""
+    from ptodsl.cost.choose import Candidate, choose, vec_candidates
+
+    op = ptodsl.load("specs/add_one.yaml")
+    ir, target = op.compiled.stages["tensor"], op.compiled.target
+    n = len(vec_candidates(2))
+
+    def pool(schedules):
+        return [Candidate(s, cycles=100.0 - i, on_chip=1) if i != 1 else Candidate(s, problem="too long", too_long=True)
+                for i, s in enumerate(schedules)]
+
+    best, tried = choose(ir, target, [], pool, everything=True)
+    assert len(tried) == n and [c.too_long for c in tried] == [False] + [True] * (n - 1)
+    assert best == tried[0].schedule
+
+
+def test_a_schedule_both_stages_of_the_search_try_is_shown_once(tmp_path, capsys):
+    """A matmul with a given vec_tile that is one of the candidates (and a cube_tile that is not):
+    the cube stage and the vector stage both try (given vec_tile, best cube_tile); one row."""
+    from ptodsl.schedule import Schedule
+
+    path = unscheduled("matmul", tmp_path)
+    given = Schedule(vec_tile=(64, 64), cube_tile={"m": (64, 64), "k": (64, 64), "n": (64, 64)})
+    path.write_text(write_tiles(path.read_text(), str(path), given))
+    assert main(["tune", str(path), "--jobs", "1", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["candidates"]
+    schedules = [r["schedule"] for r in rows]
+    assert len(set(schedules)) == len(schedules), schedules
+    assert [r["best"] for r in rows].count(True) == 1

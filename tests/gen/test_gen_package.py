@@ -243,7 +243,7 @@ def test_invalid_package_names(name: str, why: str, tmp_path: Path, capsys):
     ("kernel kw(lambda: f32[M], y: out f32[M]):\n    y[:] = lambda + 1.0\n", "op: kw\nschedule: {vec_tile: [64]}\n",
      "E0322", "`lambda` is a Python keyword"),
     ("kernel kw(x: f32[M], backend: out f32[M]):\n    backend[:] = x + 1.0\n", "op: kw\nschedule: {vec_tile: [64]}\n",
-     "E0211", "`backend=` keyword of its own"),
+     "E0322", "every call of an op takes `backend=`"),
     ("kernel tests(x: f32[M], y: out f32[M]):\n    y[:] = x + 1.0\n", "op: tests\nsource: kw.pto\nschedule: {vec_tile: [64]}\n",
      "E0211", "the package has a `tests` of its own"),
 ], ids=["keyword", "wrapper-keyword", "package-name"])

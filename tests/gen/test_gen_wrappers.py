@@ -41,6 +41,32 @@ def test_signature_and_doc_come_from_the_spec(pkg: ModuleType):
     assert pkg.__all__ == sorted(pkg.__all__) and "softmax" in pkg.__all__
 
 
+def test_the_calls_own_keywords_are_the_ones_the_checker_reserves(pkg: ModuleType):
+    """A parameter may not take a keyword the call has of its own: the checker refuses the names
+    of CALL_KEYWORDS, so every wrapper, torch op and ``ptodsl.load`` operator must take no other."""
+    import ptodsl
+    from ptodsl.yamlio.schema import CALL_KEYWORDS
+
+    own: set[str] = set()
+    for name in pkg.__all__:
+        module = getattr(pkg.ops, name, None)
+        if module is None:
+            continue
+        params = {p.name for p in module._PTODSL_OP.program.params}
+        own |= set(inspect.signature(getattr(pkg, name)).parameters) - params
+        torch_ops = getattr(pkg, "torch_ops", None)  # with torch installed
+        if torch_ops is not None:
+            schema = getattr(getattr(torch_ops.torch.ops, pkg.__name__), name).default._schema
+            own |= {a.name for a in schema.arguments} - params
+    assert own == set(CALL_KEYWORDS)
+    op = ptodsl.load("specs/add_one.yaml")
+    x = np.ones((2, 4), np.float32)
+    for keyword in set(CALL_KEYWORDS) - {"backend"}:  # Operator takes `backend=` and nothing else
+        with pytest.raises(ptodsl.ArgumentError, match=f"unknown argument `{keyword}`"):
+            op(x, **{keyword: None})
+    assert op(x, backend="sim").shape == (2, 4)
+
+
 def test_numpy_call(pkg: ModuleType):
     x = rand(7, 1024)
     y = pkg.softmax(x)
