@@ -109,6 +109,10 @@ def check_lengths(func: Func, arrays: Mapping[str, np.ndarray], symbols: Mapping
 
     ``cur = act_seqs[b]; view(x, [1, S, H], valid_shape=[1, cur, H])`` needs ``0 <= cur <= S``
     for every value of ``act_seqs``; a larger one would make the kernel write into the next batch.
+    Only valid shapes the spec gives (inline or in the YAML; a view records them as
+    ``valid_given``) are lengths: the extent a view infers from its offset (``view(x, [1, C],
+    [r, 0])`` holds ``min(max(R - r, 0), 1)`` rows) is no input of the caller's, and where such an
+    offset may leave the tensor a guard stops the call (E0730).
     """
     reads: dict[str, tuple[str, Op]] = {}  # symbol -> (tensor parameter, read op)
     for op in func.walk():
@@ -117,24 +121,23 @@ def check_lengths(func: Func, arrays: Mapping[str, np.ndarray], symbols: Mapping
     if not reads:
         return None
     for op in func.walk():
-        for result in op.results:
-            t = result.type
-            if not isinstance(t, TensorType) or t.valid is None:
-                continue
-            for extent, dim in zip(t.valid, t.shape):
-                # The checker clamps a given valid extent into its view, so nothing is written
-                # outside it whatever the data; a length outside the dim is still a wrong input,
-                # so the check looks at the extent as the spec gave it.
-                extent = _unclamped(extent)
-                used = sym.free_symbols(extent) & set(reads) if not isinstance(extent, int) else set()
-                for s in sorted(used):
-                    problem = _length_problem(s, extent, dim, reads[s][0], arrays, symbols)
-                    if problem is not None:
-                        tensor = reads[s][0]
-                        return _diag(E_LENGTH, f"`{tensor}` holds {problem}", spans.get(tensor) or op.span,
-                                     f"`{tensor}` declared here",
-                                     f"every value read from `{tensor}` must give a valid extent "
-                                     f"`{_as_written(extent)}` between 0 and `{sym.to_text(dim)}`")
+        given = op.attrs.get("valid_given") if op.name == "view" else None
+        if not given:
+            continue
+        t = op.result.type
+        assert isinstance(t, TensorType)
+        for extent, dim in zip(given, t.shape):
+            # The checker clamps a given valid extent into its view, so nothing is written outside
+            # it whatever the data; a length outside the dim is still a wrong input.
+            used = sym.free_symbols(extent) & set(reads) if not isinstance(extent, int) else set()
+            for s in sorted(used):
+                problem = _length_problem(s, extent, dim, reads[s][0], arrays, symbols)
+                if problem is not None:
+                    tensor = reads[s][0]
+                    return _diag(E_LENGTH, f"`{tensor}` holds {problem}", spans.get(tensor) or op.span,
+                                 f"`{tensor}` declared here",
+                                 f"every value read from `{tensor}` must give a valid extent "
+                                 f"`{_as_written(extent)}` between 0 and `{sym.to_text(dim)}`")
     return None
 
 
@@ -142,15 +145,6 @@ def _as_written(e: sym.Expr) -> str:
     """``e`` with the names the spec gave: unrolled and peeled copies suffix their scalars."""
     names = {n: sym.Sym(re.sub(r"(_u\d+c\d+|_first|_last)+$", "", n)) for n in sym.free_symbols(e)}
     return sym.to_text(sym.substitute(e, names))
-
-
-def _unclamped(e: sym.Expr) -> sym.Expr:
-    """``v`` of ``min(max(v, 0), bound)``, the form of a clamped valid extent; else ``e``."""
-    if isinstance(e, sym.CallExpr) and e.fn == "min":
-        inner = e.args[0]
-        if isinstance(inner, sym.CallExpr) and inner.fn == "max" and inner.args[1] == 0:
-            return inner.args[0]
-    return e
 
 
 def _length_problem(s: str, extent: sym.Expr, dim: sym.Expr, tensor: str, arrays: Mapping[str, np.ndarray],

@@ -345,6 +345,21 @@ def e0730_row_index_past_the_end(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0730_gathered_row_past_the_end(env: Env) -> Diagnostic:
+    # Row 6 of a 5-row input: the view would start past the tensor, on every backend.
+    op = ptodsl.load("tests/golden_codes/ops/gather_rows.yaml")
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(5), np.array([1, 6], np.int32))
+    return info.value.diagnostic
+
+
+def e0730_element_read_at_a_negative_index(env: Env) -> Diagnostic:
+    op = ptodsl.load("tests/golden_codes/ops/pick_elements.yaml")
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(3, 8), np.array([0, -1], np.int32), backend="cpu" if shutil.which("g++") else "sim")
+    return info.value.diagnostic
+
+
 def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
     # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
     matmul = ptodsl.load("specs/matmul.yaml")
@@ -743,6 +758,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0715_rows_not_a_multiple_of_the_block,
     e0716_backward_through_an_op_without_one,
     e0730_row_index_past_the_end,
+    e0730_gathered_row_past_the_end,
+    e0730_element_read_at_a_negative_index,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

@@ -389,7 +389,9 @@ class ControlEmitter:
         pointer = self._pointer(tensor.name, op)
         index = linear_offset(tuple(op.attrs["index"]), self.origins[tensor.name].strides)
         dtype = op.attrs["dtype"]
-        ctype = "float" if dtype in cxx.FLOAT_DTYPES else cxx_type(dtype)
+        # an integer read is held as int64_t, so that the guards' and offsets' arithmetic on it
+        # (`r + 1 <= R`) cannot overflow the tensor's element type, whatever value the data holds
+        ctype = "float" if dtype in cxx.FLOAT_DTYPES else "int64_t"
         var = self.ctx.names[op.attrs["sym"]]
         if self.host == "npu":
             self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>(read_device({pointer} + "
