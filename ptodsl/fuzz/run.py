@@ -5,6 +5,8 @@ API (:func:`ptodsl.api.load`), and run on
 
 * the numpy interpreter of its AST (:mod:`.interp`), the oracle;
 * the simulator, with poison on (uninitialised on-chip memory and never-written outputs are NaN);
+* the probes (:mod:`.probes`), on the simulator: the call made again with an input and an output
+  sharing memory, and with broadcast inputs of [2**30, 2**30];
 * the CPU backend, also poisoned. The CPU side builds many programs into one shared library (each
   program's translation units wrapped in a namespace of their own; their entry points carry the
   program's unique op name), which costs one compiler start-up and one header parse per batch
@@ -286,7 +288,16 @@ def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | Non
         return Outcome(prep.program.seed, "crash", "sim", traceback.format_exc(limit=-4))
     if prep.stop is not None:
         return ran_past_a_stop(prep, "sim")
-    return check_outputs(prep, arrays, "sim")
+    failure = check_outputs(prep, arrays, "sim")
+    if failure is not None:
+        return failure
+    from .probes import aliased, huge
+
+    try:
+        with time_limit(timeout):
+            return aliased(prep) or huge(prep)
+    except Hang as exc:
+        return Outcome(prep.program.seed, "hang", "probe", str(exc))
 
 
 # ----------------------------------------------------------------------------------- cpu batches
