@@ -196,3 +196,14 @@ def test_a_workspace_the_backend_cannot_get_below_the_checks(outer, backend: str
     assert info.value.diagnostic.code == "E0718"
     if backend == "cpu":
         assert "a GM workspace of the kernels of `outer` cannot be allocated" in info.value.diagnostic.message
+
+
+def test_a_strided_bf16_torch_output_is_refused_not_left_unwritten(softmax):
+    """A bf16 tensor reaches numpy through a contiguous copy: a strided output was written there
+    and the caller's tensor was returned untouched."""
+    torch = pytest.importorskip("torch")
+    x = torch.rand(3, 1024).to(torch.bfloat16)
+    y = torch.zeros(3, 2048, dtype=torch.bfloat16)[:, ::2]
+    with pytest.raises(ArgumentError) as info:
+        softmax(x, y=y)
+    assert info.value.diagnostic.code == "E0709"
