@@ -3,7 +3,7 @@
 * ``aliased``: an input and an output of the same shape and dtype in one buffer, the output one
   row further (``x = buf[0:M]``, ``y = buf[1:M + 1]``): the output must still be what the oracle
   computed from the input as it was (numpy's meaning of overlapping operands).
-* ``huge``: every input a broadcast view of one element (stride 0) of [2**30, 2**30] rows and
+* ``huge``: every input a broadcast view of one element (stride 0) of [2**28, 2**28] rows and
   columns: the call must end in a diagnostic (the outputs cannot be allocated, E0718), before
   anything is allocated or run, never in numpy's MemoryError.
 
@@ -21,7 +21,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .run import Outcome, Prepared
 
-HUGE = 2**30
+HUGE = 2**28  # [HUGE, HUGE] floats are 256 PiB, past any memory; with a batch dim the view fits an address
 
 
 def aliased(prep: Prepared) -> Outcome | None:
@@ -71,7 +71,7 @@ def huge(prep: Prepared) -> Outcome | None:
         return None
     except Exception:  # noqa: BLE001
         return Outcome(prep.program.seed, "crash", "huge", traceback.format_exc(limit=-4))
-    return Outcome(prep.program.seed, "mismatch", "huge", "a call on [2**30, 2**30] broadcast inputs ran")
+    return Outcome(prep.program.seed, "mismatch", "huge", "a call on [2**28, 2**28] broadcast inputs ran")
 
 
 __all__ = ["HUGE", "aliased", "huge"]

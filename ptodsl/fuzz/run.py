@@ -6,7 +6,7 @@ API (:func:`ptodsl.api.load`), and run on
 * the numpy interpreter of its AST (:mod:`.interp`), the oracle;
 * the simulator, with poison on (uninitialised on-chip memory and never-written outputs are NaN);
 * the probes (:mod:`.probes`), on the simulator: the call made again with an input and an output
-  sharing memory, and with broadcast inputs of [2**30, 2**30];
+  sharing memory, and with broadcast inputs of [2**28, 2**28];
 * the CPU backend, also poisoned. The CPU side builds many programs into one shared library (each
   program's translation units wrapped in a namespace of their own; their entry points carry the
   program's unique op name), which costs one compiler start-up and one header parse per batch
