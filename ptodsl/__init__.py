@@ -7,11 +7,13 @@ pto-isa C++ kernels.
 
 from .api import ArgumentError, ArgumentTypeError, ArgumentValueError, Operator, load
 from .backends.guards import GuardError
+from .backends.memory import AllocationError
 from .diagnostics import CompileError, Diagnostic
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllocationError",
     "ArgumentError",
     "ArgumentTypeError",
     "ArgumentValueError",

@@ -10,7 +10,9 @@ The seed set runs every generator feature (``SAFE_FEATURES`` is all of them whil
 ptodsl.fuzz.gen.KNOWN_BUG_FEATURES and FOUND_BUG_FEATURES are empty), including those that found
 the bugs this suite guards: stale loop indices in unrolled copies, flooring `/`, one-row broadcast
 writes, valid extents outside their view (refused at the call, E0711), loop_unroll bodies ignoring
-k, lower-rank writes, and `where` under vec tiles whose row is not a whole number of bool blocks.
+k, lower-rank writes, `where` under vec tiles whose row is not a whole number of bool blocks, and
+views and element reads at row indices read from a tensor (refused as lengths when inside the
+tensor; read outside it by the cpu backend when not; the call must stop there, E0730).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def test_the_seed_set_covers_the_language():
                       "valid_shape=[1, n", "valid_shapes:", "for i, k in loop_unroll(", "unroll: [",
                       "cast(", "where(", "keepdim=True", "dim=0)", "dim=-1)", "T: [f16]", "T: [bf16]",
                       "T: [f32]", "for b in loop(B", "elif ", "rv", "cv[", ", s", ":N - ", ".move(", ".assemble(",
-                      "zeros([1, N], f32)", "loop(1, M", "= x1[r, "):
+                      "zeros([1, N], f32)", "loop(1, M", "= x1[r, ", "view(x0, [1, N], [g", "= x0[g",
+                      " = x1[g", "* x1[g"):
         assert construct in text, construct
 
 

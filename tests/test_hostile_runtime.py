@@ -193,3 +193,121 @@ def test_every_torch_dtype_is_taken_or_refused_by_name(name: str, as_output: boo
         except TypeError:  # numpy has no such dtype
             shown = bare
         _refused_by_name(op, bad, as_output, shown, takes)
+
+
+# ---- accesses at offsets read from a tensor: the guards of the control program (E0730)
+
+GATHER_ROWS = "tests/golden_codes/ops/gather_rows.yaml"
+PICK_ELEMENTS = "tests/golden_codes/ops/pick_elements.yaml"
+SCATTER_ROWS = "tests/golden_codes/ops/scatter_rows.yaml"
+
+
+@pytest.fixture(scope="module")
+def gather_rows() -> ptodsl.Operator:
+    return ptodsl.load(GATHER_ROWS)
+
+
+@pytest.fixture(scope="module")
+def pick_elements() -> ptodsl.Operator:
+    return ptodsl.load(PICK_ELEMENTS)
+
+
+def rows(r: int, n: int) -> np.ndarray:
+    return np.arange(r * n, dtype=np.float32).reshape(r, n) + 1.0
+
+
+def stopped(call) -> ptodsl.GuardError:
+    with pytest.raises(ptodsl.GuardError) as info:
+        call()
+    assert info.value.diagnostic.code == "E0730"
+    return info.value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_view_at_any_row_index_read_from_a_tensor_runs(gather_rows, backend: str):
+    """Every row index inside the tensor is a valid view offset (it was refused as a length, E0711,
+    for every index but the last row)."""
+    x = rows(5, 256)
+    ids = np.array([0, 1, 2, 3, 4, 2], np.int32)
+    np.testing.assert_array_equal(gather_rows(x, ids, backend=backend), x[ids])
+    # a view may start at the end of the tensor: it holds nothing, and its row is not written
+    y = np.full((2, 256), 7.0, np.float32)
+    gather_rows(x, np.array([5, 1], np.int32), y=y, backend=backend)
+    np.testing.assert_array_equal(y, np.stack([np.full(256, 7.0, np.float32), x[1]]))
+
+
+@pytest.mark.parametrize("index", [6, -1, 2**31 - 1, -(2**31)])
+def test_a_row_view_outside_the_tensor_stops_the_call_alike_on_every_backend(gather_rows, index: int):
+    x = rows(5, 256)
+    ids = np.array([1, index], np.int32)
+    texts = []
+    for backend in ("sim", "cpu") if HAS_CXX else ("sim",):
+        y = np.full((2, 256), 7.0, np.float32)
+        texts.append(str(stopped(lambda backend=backend, y=y: gather_rows(x, ids, y=y, backend=backend))))
+        np.testing.assert_array_equal(y[0], x[1])  # the row before the stop was written
+        np.testing.assert_array_equal(y[1], 7.0)
+    assert f"the view starts at {index} on dim 0, but `x` has 5 there" in texts[0]
+    assert len(set(texts)) == 1, texts  # the same diagnostic on both backends
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_element_reads_at_indices_read_from_a_tensor(pick_elements, backend: str):
+    x = rows(3, 8)
+    ids = np.array([2, 0, 1], np.int32)
+    np.testing.assert_array_equal(pick_elements(x, ids, backend=backend), 2.0 * x[ids])
+
+
+@pytest.mark.parametrize("index", [3, -1, 2**31 - 1, -(2**31)])
+def test_an_element_read_outside_the_tensor_stops_the_call_alike_on_every_backend(pick_elements, index: int):
+    """The cpu backend read whatever lay there (1.13e-22, 1.7e-43) where the simulator failed."""
+    x = rows(3, 8)
+    texts = []
+    for backend in ("sim", "cpu") if HAS_CXX else ("sim",):
+        texts.append(str(stopped(lambda backend=backend: pick_elements(x, np.array([0, index], np.int32),
+                                                                       backend=backend))))
+    assert f"the index is {index} on dim 0, but `x` has 3 there" in texts[0]
+    assert len(set(texts)) == 1, texts
+
+
+def test_the_npu_host_program_carries_the_read_guards(pick_elements, gather_rows):
+    """The host program emitted for the NPU checks the same bounds before it reads device memory."""
+    from ptodsl.backends.cpp.emit import emit_npu_variant
+
+    for op, needle in ((pick_elements, "read_device(x + "), (gather_rows, "_launch(1, ")):
+        host = emit_npu_variant(op.compiled, 0).host
+        body = host[host.index('extern "C" int '):]
+        assert 0 < body.index("_guard[0] = ") < body.index(needle), body
+        assert "return 1;" in body
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_past_the_end_stops_before_it_stores_outside_the_tensor(backend: str):
+    """`y` is rows 1-5 of a 7-row buffer: without the guard the third row would land in row 6."""
+    op = ptodsl.load(SCATTER_ROWS)
+    buf = np.full((7, 256), -3.0, np.float32)
+    stopped(lambda: op(rows(3, 256), np.array([0, 2, 5], np.int32), y=buf[1:6], backend=backend))
+    np.testing.assert_array_equal(buf[[0, 6]], -3.0)  # nothing outside `y` changed
+    np.testing.assert_array_equal(buf[[1, 3]], rows(3, 256)[:2])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lengths_are_clamped_inside_the_kernels_too(seq_add, backend: str):
+    """Below the call-time check (E0711), the kernels themselves clamp a length to its view: a run
+    that skips the check, as the NPU path must (it cannot read device data first), still writes
+    nothing outside `out`."""
+    program = seq_add.program
+    index = 0
+    buf = np.full((4, 16, 64), -3.0, np.float32)
+    arrays = {"inp": np.ones((2, 16, 64), np.float32), "act_seqs": np.array([40, 16000], np.int32),
+              "out": buf[1:3]}
+    symbols = {"B": 2, "S": 16, "H": 64}
+    if backend == "sim":
+        from ptodsl.backends import sim
+
+        sim.run_block(program.block_module(index), program.control(index), arrays, {}, symbols, program.target)
+    else:
+        from ptodsl.runtime.cpu import run_variant
+
+        run_variant(program, index, arrays, {}, symbols)
+    np.testing.assert_array_equal(buf[[0, 3]], -3.0)
+    np.testing.assert_array_equal(buf[1:3], 2.0)

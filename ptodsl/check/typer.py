@@ -22,6 +22,7 @@ from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .types import (
     INDEX,
+    AccessGuard,
     Binding,
     CallInfo,
     CheckedKernel,
@@ -61,6 +62,7 @@ class Typer(CallTyping):
         self.named_checked: set[tuple[str, Span]] = set()
         self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
         self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
+        self.root_dims: dict[str, tuple[sym.Expr, ...]] = {}  # ir_name of a viewed tensor -> its dims
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -252,8 +254,9 @@ class Typer(CallTyping):
                          secondary=[Label(yspan, "also given here")], help="keep one of the two")
             valid = self.yaml_valid(dims, yspan, view.shape)
             if valid is not None:
+                given = valid
                 valid = self.clamp_valid(valid, ty.valid_shape)
-                view = ViewInfo(view.base, view.offsets, view.shape, valid)
+                view = ViewInfo(view.base, view.offsets, view.shape, valid, given)
                 ty = TensorTy(ty.dtype, ty.shape, valid)
                 self.t.view[id(s.value)] = view
                 self.t.ty[id(s.value)] = ty
@@ -262,6 +265,8 @@ class Typer(CallTyping):
             read = self.t.read.get(id(s.value))
             if read is not None:
                 b.ir_name = read[2]
+            elif id(s.value) in self.t.scalar:
+                b.expr = self.t.scalar[id(s.value)]
         self.scope[name] = b
         self.t.defines[id(s)] = b
         self.t.binding[id(s.target)] = b
@@ -640,8 +645,8 @@ class Typer(CallTyping):
                 return None
             self.t.binding[id(e)] = b
             if isinstance(b.ty, ScalarTy):
-                self.t.scalar[id(e)] = sym.Sym(b.ir_name) if b.kind != "symbol" or b.name not in self.fixed \
-                    else self.fixed[b.name]
+                self.t.scalar[id(e)] = b.expr if b.expr is not None else sym.Sym(b.ir_name) \
+                    if b.kind != "symbol" or b.name not in self.fixed else self.fixed[b.name]
             if b.view is not None:
                 self.t.view[id(e)] = b.view
             return b.ty
@@ -927,12 +932,15 @@ class Typer(CallTyping):
             if base is not None:
                 base_name = base.base
                 idx = [sym.add(o, i) for o, i in zip(base.offsets, idx)]
+                dims = self.root_dims.get(base_name, bt.shape)
             elif b is not None:
                 base_name = b.ir_name
+                dims = bt.shape
             else:
                 self.err("E0800", "element reads need a named tensor", e.span)
                 return None
             name = self.ir_name(bind_name or f"s{next(self.fresh)}")
+            self.access_guards(e, base_name, tuple(idx), (1,) * len(idx), dims)
             self.t.read[id(e)] = (base_name, tuple(idx), name)
             self.t.scalar[id(e)] = sym.Sym(name)
             return ScalarTy(bt.dtype)
@@ -956,6 +964,7 @@ class Typer(CallTyping):
         pvalid = bt.valid_shape
         # a view without its own valid shape inherits the parent's, clipped to the view
         inferred = self.clamp_valid(tuple(sym.sub(pv, o) for pv, o in zip(pvalid, offsets)), shape)
+        given = None if valid is None else tuple(valid)
         if valid is None:
             valid = inferred
         else:
@@ -967,9 +976,34 @@ class Typer(CallTyping):
             offsets = tuple(sym.add(a, o) for a, o in zip(parent.offsets, offsets))
         else:
             base = b.ir_name
+            self.root_dims[base] = tuple(bt.shape)
+        # what the view loads, [offset, offset + inferred extent), must lie inside the tensor: the
+        # extent is clipped to the data, so this asks for an offset in [0, dim]
+        self.access_guards(e, base, tuple(offsets), inferred, self.root_dims.get(base, bt.shape))
         v = None if tuple(valid) == tuple(shape) else tuple(valid)
-        self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v)
+        self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v, given)
         return TensorTy(bt.dtype, tuple(shape), v)
+
+    def access_guards(self, e: ast.Expr, tensor: str, offsets, extents, dims) -> None:
+        """Run-time guards for the bounds of a read that the checker cannot prove inside ``tensor``.
+
+        A view offset or element index computed from run-time values (an element read from a
+        tensor, a scalar parameter, a loop index the ranges do not bound) gets a guard in the
+        control program, which stops the call before the read on every backend (E0730). A kernel
+        runs only when every dim is at least 1 (a zero dim returns at once or is refused), which
+        the proof may assume.
+        """
+        r = self.ranges()
+        for s in self.symbols:
+            if s not in self.fixed:
+                r[s] = (1, None)
+        guards = []
+        for axis, (o, n, d) in enumerate(zip(offsets, extents, dims)):
+            if sym.prove_le(0, o, r) and _ends_inside(o, n, d, r):
+                continue
+            guards.append(AccessGuard(tensor, axis, o, n, d))
+        if guards:
+            self.t.access[id(e)] = tuple(guards)
 
 
 def _ends_inside(offset: sym.Expr, extent: sym.Expr, dim: sym.Expr, r) -> bool:

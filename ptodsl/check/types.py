@@ -59,6 +59,9 @@ class Binding:
     param: ast.Param | None = None
     ir_name: str = ""  # unique name in the IR (locals may be rebound)
     view: ViewInfo | None = None
+    # a scalar local bound to a computed value (`t = s * 2.0`): its uses are this expression, since
+    # no IR op defines the name (a local bound straight to an element read is the read's symbol)
+    expr: sym.Expr | None = None
 
     @property
     def writable(self) -> bool:
@@ -75,6 +78,21 @@ class ViewInfo:
     offsets: tuple[sym.Expr, ...]
     shape: tuple[sym.Expr, ...]
     valid: tuple[sym.Expr, ...] | None
+    # the valid shape as the spec gave it (inline or in the YAML), before clamping: a length read
+    # from a tensor is checked against the view's dims in this form at call time (E0711)
+    given: tuple[sym.Expr, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AccessGuard:
+    """One bound of a read (a view or an element read) the checker cannot prove inside its tensor:
+    ``[offset, offset + extent)`` must lie in ``[0, dim)`` on ``axis`` of ``tensor`` at run time."""
+
+    tensor: str  # ir_name of the tensor read (never a view)
+    axis: int
+    offset: sym.Expr
+    extent: sym.Expr
+    dim: sym.Expr
 
 
 @dataclass(frozen=True)
@@ -119,6 +137,7 @@ class Typing:
     write: dict[int, WriteInfo] = field(default_factory=dict)
     loop: dict[int, LoopInfo] = field(default_factory=dict)
     read: dict[int, tuple[str, tuple[sym.Expr, ...], str]] = field(default_factory=dict)  # base, idx, sym
+    access: dict[int, tuple[AccessGuard, ...]] = field(default_factory=dict)  # a view or read -> its guards
     requires: list[Requirement] = field(default_factory=list)  # checked at call time, before any kernel
 
 

@@ -52,6 +52,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
     "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
     "chains",  # a block reads the output an earlier block wrote
+    "gather",  # a row view and an element read at a row index read from a tensor, sometimes out of range
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -116,6 +117,7 @@ class Param:
     dims: tuple[str, ...] = ()
     lo: float = -1.0  # input data range
     hi: float = 1.0
+    role: str = ""  # "index": an i32 tensor of row indices into [M, N] inputs (see run.make_inputs)
 
 
 @dataclass
@@ -237,9 +239,9 @@ class Gen:
 
     # ---------------------------------------------------------------- params
     def param(self, name: str, decl: str, kind: str, dtype: str, dims: tuple[str, ...] = (),
-              lo: float = -1.0, hi: float = 1.0) -> str:
+              lo: float = -1.0, hi: float = 1.0, role: str = "") -> str:
         if name not in self.params:
-            self.params[name] = Param(name, decl, kind, dtype, dims, lo, hi)
+            self.params[name] = Param(name, decl, kind, dtype, dims, lo, hi, role)
         return name
 
     def out(self, dims: str, mode: str = "out", dtype: str = "T") -> str:
@@ -564,6 +566,38 @@ class Gen:
                      (1, f"{v} = view(x0, [1, N], [r, 0], valid_shape=[1, n{k}])"),
                      (1, [f"{y}[r, :] = ", self.use(v, self.expr(ctx, depth=2)), ""])]
             return Block(kind, lines, [y, "x0", "x1", *self._names(ctx), idx], {loop: settings})
+        if kind == "gather":
+            # Row r of the output from row gidx[r] of x0 (a view at an offset read from a tensor)
+            # and an element of that row of x1. Most index tensors stay inside [0, M); some hold a
+            # value outside (-1, M, M + 1, 2**31 - 1), and the call must stop at the access (E0730):
+            # a view may start at M (it holds nothing), an element read may not.
+            y = self.out("M, N", "inout")  # rows of an empty view are not written
+            loop = f"L{k}"
+            settings = {}
+            self.unroll(loop, settings, index_reads=True)
+            self.loop_tile(settings)
+            gidx = self.param("gidx", "i32[M]", "in", "i32", ("M",), role="index")
+            g, v = f"g{k}", f"v{k}"
+            ctx = self.row_ctx("r", [leaf(v)], conds=False)
+            ctx.no_reduce = True
+            ctx.full.append(leaf("x1[r, :]"))
+            view = r.choice([f"view(x0, [1, N], [{g}, 0])", f"x0[{g}, :]"])
+            lines = [(0, f'for r in loop(M, name="{loop}"):'), (1, f"{g} = {gidx}[r]"), (1, f"{v} = {view}")]
+            element = f"x1[{g}, {r.choice(['0', 'N - 1'])}]"
+            form = r.choice(["bound", "computed", "inline", "none"])
+            if form == "bound":  # a scalar local bound to the read
+                lines.append((1, f"e{k} = {element}"))
+                element = f"e{k}"
+            elif form == "computed":  # a scalar local bound to a value computed from the read
+                lines.append((1, f"e{k} = {element} * 0.5"))
+                element = f"e{k}"
+            if form != "none":  # "inline": the read inside the expression that uses it
+                ctx.scalars = ctx.scalars + [leaf(element, "scal", "scalar", 1.0)] * 3
+            e = self.use(v, self.expr(ctx, depth=2))
+            if form != "none" and element not in e.render():
+                e = Ex("({} * {})", (e, leaf(element, "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+            lines.append((1, [f"{y}[r, :] = ", e, ""]))
+            return Block(kind, lines, [y, "x0", "x1", *self._names(ctx), gidx], {loop: settings})
         if kind == "static_view":
             y = self.out("M, N", "inout")
             loop = f"L{k}"
@@ -682,6 +716,7 @@ class Gen:
                  ("row_loop", "row_loop"), ("accum", "locals"), ("branch", "branches"),
                  ("begin_end", "loop_begin_end"), ("dyn_view", "views_dynamic"),
                  ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
+                 ("gather", "gather"),
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write")]
         avail = [k for k, f in table if self.has(f)]
         if not avail:

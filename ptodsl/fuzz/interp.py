@@ -31,6 +31,12 @@ class Refused(Exception):
     a tensor outside ``[0, view size]``: E0711); the call is expected to refuse them."""
 
 
+class Stopped(Exception):
+    """An access leaves its tensor at run time (docs/LANGUAGE.md §3.7): a write region outside the
+    tensor, a view that starts before it or past its end, an element read outside it. The call is
+    expected to stop there with E0730 on every backend; outputs are not compared."""
+
+
 @dataclass
 class TV:
     """A tensor value: the array (a numpy view for views), its dtype name and valid shape."""
@@ -87,8 +93,14 @@ def _bvalid(vals: list[TV], shape: tuple[int, ...]) -> tuple[int, ...]:
 
 class Interpreter:
     def __init__(self, kernel: ast.Kernel, variant: Mapping[str, str], symbols: Mapping[str, int],
-                 valid_shapes: Mapping[str, tuple] | None = None, max_steps: int = 2_000_000):
+                 valid_shapes: Mapping[str, tuple] | None = None, max_steps: int = 2_000_000,
+                 stops: bool = True):
         self.kernel = kernel
+        # stops=False: an access outside its tensor is recorded in ``stopped`` and skipped (a read
+        # gives NaN or 0), and the run goes on, to see whether the call must be refused (E0711)
+        # before any kernel runs rather than stopped at that access
+        self.stops = stops
+        self.stopped: str | None = None
         self.variant = dict(variant)
         self.symbols = dict(symbols)
         self.valid_shapes = dict(valid_shapes or {})
@@ -112,6 +124,11 @@ class Interpreter:
                     raise InterpError(f"scalar `{p.name}` has no value")
         self.block(self.kernel.body, env)
         return arrays
+
+    def stop(self, reason: str) -> None:
+        if self.stops:
+            raise Stopped(reason)
+        self.stopped = self.stopped or reason
 
     def dtype(self, name: str) -> str:
         return self.variant.get(name, name)
@@ -139,7 +156,7 @@ class Interpreter:
                 return
             if isinstance(st.target, ast.Subscript):
                 target = self.eval(st.target.value, env)
-                region = self.region(target, st.target.indices, env)
+                region = self.region(target, st.target.indices, env, write=True)
                 self.write(region, self.eval(st.value, env))
                 return
             raise InterpError("assignment target")
@@ -158,6 +175,9 @@ class Interpreter:
                     value = self.eval(e.args[0], env)
                     offs = [self.eval(o, env) for o in e.args[1].items]
                     v = self.tensor(value)
+                    if any(o < 0 or o + n > size for o, n, size in zip(offs, v.a.shape, target.a.shape)):
+                        self.stop(f"assemble at {offs} of a {list(v.a.shape)} value into {list(target.a.shape)}")
+                        return
                     sl = tuple(slice(o, o + s) for o, s in zip(offs, v.a.shape))
                     self.write(TV(target.a[sl], target.dtype, target.a[sl].shape), v)
                     return
@@ -206,12 +226,16 @@ class Interpreter:
         return bool(v)
 
     # ------------------------------------------------------------------ regions and writes
-    def region(self, t: TV, indices: tuple[ast.Index, ...], env: dict[str, Any]) -> TV:
-        """The sub-tensor ``t[indices]``: an integer index keeps its axis as a length-1 slice."""
+    def region(self, t: TV, indices: tuple[ast.Index, ...], env: dict[str, Any], write: bool = False) -> TV:
+        """The sub-tensor ``t[indices]``: an integer index keeps its axis as a length-1 slice.
+
+        A region written must lie inside the tensor; one read may start at its end (it then
+        holds nothing valid) and reach past it, its valid extent clipped to the data (§3.2)."""
         if not isinstance(t, TV):
             raise InterpError("subscript of a non-tensor")
         sl = []
         valid = []
+        offsets, shape = [], []
         for d in range(t.a.ndim):
             size = t.a.shape[d]
             if d < len(indices):
@@ -226,14 +250,33 @@ class Interpreter:
                     hi = lo + 1
             else:
                 lo, hi = 0, size
-            if lo < 0 or hi > size or lo > hi:
-                raise InterpError(f"slice {lo}:{hi} out of bounds of {size}")
+            if lo > hi:
+                raise InterpError(f"slice {lo}:{hi} of negative size")
+            if lo < 0 or lo > size or write and hi > size:
+                self.stop(f"{'write' if write else 'read'} of [{lo}, {hi}) in a dim of {size}")
+                lo, hi = 0, max(0, min(hi - lo, size))  # the run after a stop only looks for a refusal
             sl.append(slice(lo, hi))
+            offsets.append(lo)
+            shape.append(hi - lo)
             valid.append(max(0, min(t.valid[d] - lo, hi - lo)))
         if len(indices) > t.a.ndim:
             raise InterpError("too many indices")
-        sub = t.a[tuple(sl)]
-        return TV(sub, t.dtype, tuple(valid))
+        return self.sub(t, offsets, shape, valid)
+
+    @staticmethod
+    def sub(t: TV, offsets: list[int], shape: list[int], valid: list[int]) -> TV:
+        """The region of ``t`` at ``offsets``: a numpy view, or, where it reaches past the tensor, a
+        copy padded with NaN whose valid extent stops at the data (a read: the view is never
+        written through)."""
+        sl = tuple(slice(o, o + n) for o, n in zip(offsets, shape))
+        part = t.a[sl]
+        if part.shape == tuple(shape):
+            return TV(part, t.dtype, tuple(valid))
+        fill = np.nan if DTYPES[t.dtype].is_float else 0
+        padded = np.full(shape, fill).astype(t.a.dtype)
+        padded[tuple(slice(0, n) for n in part.shape)] = part
+        clipped = tuple(min(v, n) for v, n in zip(valid, part.shape))
+        return TV(padded, t.dtype, clipped)
 
     def write(self, region: TV, value: Any) -> None:
         shape = region.a.shape
@@ -311,6 +354,9 @@ class Interpreter:
             if isinstance(t, TV) and len(e.indices) == t.a.ndim and not any(isinstance(i, ast.Slice)
                                                                              for i in e.indices):
                 ix = tuple(self.int(i, env, 0) for i in e.indices)
+                if any(not 0 <= i < n for i, n in zip(ix, t.a.shape)):
+                    self.stop(f"element read {list(ix)} of a tensor of shape {list(t.a.shape)}")
+                    return 0
                 v = t.a[ix]
                 return int(v) if np.issubdtype(v.dtype, np.integer) else float(v)
             return self.region(t, e.indices, env)
@@ -441,12 +487,9 @@ class Interpreter:
         offs = [int(x) for x in self.eval(e.args[2], env)] if len(e.args) > 2 else [0] * len(shape)
         if len(shape) != t.a.ndim or len(offs) != t.a.ndim:
             raise InterpError("view rank")
-        sl = []
-        for o, s, size in zip(offs, shape, t.a.shape):
-            if o < 0 or o + s > size:
-                raise InterpError(f"view [{o}, {o + s}) outside a dim of {size}")
-            sl.append(slice(o, o + s))
-        sub = t.a[tuple(sl)]
+        if any(o < 0 or o > size for o, size in zip(offs, t.a.shape)):
+            self.stop(f"view at {offs} of a tensor of shape {list(t.a.shape)}")
+            offs = [0] * len(offs)
         inferred = [max(0, min(tv - o, s)) for tv, o, s in zip(t.valid, offs, shape)]
         if "valid_shape" in kw:
             given = [int(x) for x in self.eval(kw["valid_shape"], env)]
@@ -454,7 +497,7 @@ class Interpreter:
                 raise Refused(f"valid extents {given} for a view of {list(shape)}")
             # A valid extent never exceeds the view, nor the data its parent holds.
             inferred = [max(0, min(g, i)) for g, i in zip(given, inferred)]
-        return TV(sub, t.dtype, tuple(inferred))
+        return self.sub(t, offs, shape, inferred)
 
     def local(self, name: str, e: ast.Call, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
         args = list(e.args)
@@ -478,8 +521,22 @@ class Interpreter:
 def interpret(kernel: ast.Kernel, variant: Mapping[str, str], symbols: Mapping[str, int],
               arrays: dict[str, np.ndarray], scalars: Mapping[str, Any],
               valid_shapes: Mapping[str, tuple] | None = None) -> dict[str, np.ndarray]:
-    """Run ``kernel`` on ``arrays`` (every tensor parameter, outputs written in place)."""
-    return Interpreter(kernel, variant, symbols, valid_shapes).run(arrays, scalars)
+    """Run ``kernel`` on ``arrays`` (every tensor parameter, outputs written in place).
+
+    Raises :class:`Refused` when the call must refuse the inputs before running (E0711), and
+    :class:`Stopped` when it must stop at an access outside a tensor (E0730). A refusal takes
+    precedence wherever it arises, as the call checks every length before any kernel runs."""
+    try:
+        return Interpreter(kernel, variant, symbols, valid_shapes).run(arrays, scalars)
+    except Stopped as stop:
+        scratch = {k: v.copy() for k, v in arrays.items()}
+        try:
+            Interpreter(kernel, variant, symbols, valid_shapes, stops=False).run(scratch, scalars)
+        except Refused:
+            raise
+        except Exception:  # noqa: BLE001 - values past a stop are meaningless; only a refusal counts
+            pass
+        raise stop from None
 
 
-__all__ = ["TV", "InterpError", "Interpreter", "interpret"]
+__all__ = ["TV", "InterpError", "Interpreter", "Refused", "Stopped", "interpret"]

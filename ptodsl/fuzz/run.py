@@ -5,6 +5,8 @@ API (:func:`ptodsl.api.load`), and run on
 
 * the numpy interpreter of its AST (:mod:`.interp`), the oracle;
 * the simulator, with poison on (uninitialised on-chip memory and never-written outputs are NaN);
+* the probes (:mod:`.probes`), on the simulator: the call made again with an input and an output
+  sharing memory, and with broadcast inputs of [2**28, 2**28];
 * the CPU backend, also poisoned. The CPU side builds many programs into one shared library (each
   program's translation units wrapped in a namespace of their own; their entry points carry the
   program's unique op name), which costs one compiler start-up and one header parse per batch
@@ -35,7 +37,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from .gen import Program
-from .interp import InterpError, Refused, interpret
+from .interp import InterpError, Refused, Stopped, interpret
 
 # (rtol, atol) per output dtype for a chain of ops; atol is scaled by the output's magnitude.
 TOLERANCES: dict[str, tuple[float, float]] = {"f32": (1e-4, 1e-4), "f16": (2e-2, 2e-2), "bf16": (8e-2, 8e-2)}
@@ -87,6 +89,7 @@ class Prepared:
     expected: dict[str, np.ndarray]
     outputs: list[str]
     dtypes: dict[str, str] = field(default_factory=dict)
+    stop: str | None = None  # the oracle's reason why the call must stop with E0730 (outputs not compared)
 
 
 @contextmanager
@@ -133,6 +136,8 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
         if p.kind == "out":
             fill = np.nan if DTYPES[dtype].is_float else 0
             arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(dtype))
+        elif p.role == "index":
+            arrays[p.name] = row_indices(program.seed, shape, env["M"], numpy_dtype(dtype))
         elif DTYPES[dtype].is_float:
             arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
         else:
@@ -143,6 +148,18 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
             small = rng.integers(0, min(hi, 8) + 1, size=shape)
             arrays[p.name] = np.where(rng.random(size=shape) < 0.5, small, big).astype(numpy_dtype(dtype))
     return arrays
+
+
+def row_indices(seed: int, shape: tuple[int, ...], rows: int, dtype: np.dtype) -> np.ndarray:
+    """Row indices into ``rows`` rows; for a third of the seeds one entry lies outside [0, rows)
+    (or at ``rows``, where a view is empty but an element read is outside). A generator of its
+    own, so the other inputs of a program stay as they were."""
+    rng = np.random.default_rng([seed, 1])
+    out = rng.integers(0, rows, size=shape)
+    if out.size and rng.random() < 1 / 3:
+        bad = [-1, rows, rows + 1, -rows, 2**31 - 1, -(2**31)]
+        out.flat[int(rng.integers(0, out.size))] = bad[int(rng.integers(0, len(bad)))]
+    return out.astype(dtype)
 
 
 def compare(got: np.ndarray, want: np.ndarray, dtype: str) -> str:
@@ -204,9 +221,26 @@ def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -
         interpret(kernel, {"T": program.dtype}, symbols, expected, scalars, op.spec.schedule.valid_shapes)
     except Refused as why:
         return refused_at_call(program, op, index, arrays, scalars, symbols, str(why))
+    except Stopped as why:
+        return Prepared(program, op, index, symbols, arrays, scalars, {}, outputs, dtypes, str(why))
     except (InterpError, Exception):  # noqa: BLE001 - the oracle's own failure
         return Outcome(program.seed, "interp", "interp", traceback.format_exc(limit=-3))
     return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes)
+
+
+def stopped_or_refused(prep: Prepared, exc: Exception, backend: str) -> Outcome | None:
+    """The outcome of a call that raised a diagnostic: right when the oracle says it must stop at a
+    guard (E0730), else a refusal of a program the oracle runs (a read refused as a length, E0711;
+    a guard that should not fail)."""
+    code = exc.diagnostic.code  # type: ignore[attr-defined]
+    if prep.stop is not None and code == "E0730":
+        return None
+    why = f" (the oracle stops: {prep.stop})" if prep.stop is not None else " (the oracle runs it)"
+    return Outcome(prep.program.seed, "rejected", backend, f"{code}{why}\n{exc}")
+
+
+def ran_past_a_stop(prep: Prepared, backend: str) -> Outcome:
+    return Outcome(prep.program.seed, "mismatch", backend, f"the call ran although it must stop (E0730): {prep.stop}")
 
 
 def refused_at_call(program: Program, op, index: int, arrays: dict[str, np.ndarray], scalars: dict,
@@ -238,7 +272,7 @@ def check_outputs(prep: Prepared, arrays: dict[str, np.ndarray], backend: str) -
 
 def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | None:
     from ..api import run_kernel
-    from ..diagnostics import CompileError
+    from ..diagnostics import CompileError, DiagnosticError
 
     arrays = {k: v.copy() for k, v in prep.inputs.items()}
     try:
@@ -248,9 +282,22 @@ def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | Non
         return Outcome(prep.program.seed, "hang", "sim", str(exc))
     except CompileError as exc:
         return Outcome(prep.program.seed, "rejected", "sim", exc.render())
+    except DiagnosticError as exc:
+        return stopped_or_refused(prep, exc, "sim")
     except Exception:  # noqa: BLE001
         return Outcome(prep.program.seed, "crash", "sim", traceback.format_exc(limit=-4))
-    return check_outputs(prep, arrays, "sim")
+    if prep.stop is not None:
+        return ran_past_a_stop(prep, "sim")
+    failure = check_outputs(prep, arrays, "sim")
+    if failure is not None:
+        return failure
+    from .probes import aliased, huge
+
+    try:
+        with time_limit(timeout):
+            return aliased(prep) or huge(prep)
+    except Hang as exc:
+        return Outcome(prep.program.seed, "hang", "probe", str(exc))
 
 
 # ----------------------------------------------------------------------------------- cpu batches
@@ -264,7 +311,7 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
     """
     from ..backends.cpp.build import build_shared, load_library
     from ..backends.cpp.run import bind_entry, build_defines, call_loaded, emitted
-    from ..diagnostics import CompileError
+    from ..diagnostics import CompileError, DiagnosticError
 
     results: list[Outcome | None] = [None] * len(preps)
     variants: list[Any] = [None] * len(preps)
@@ -316,10 +363,13 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
             # guards and header checks report as they do for a user's call (GuardError, KernelFailure)
             call_loaded(bind_entry(*libs[i], variants[i]), prep.op.compiled, prep.index, arrays, prep.scalars,
                         prep.symbols, poison=True)
+        except DiagnosticError as exc:
+            results[i] = stopped_or_refused(prep, exc, "cpu")
+            continue
         except Exception:  # noqa: BLE001
             results[i] = Outcome(prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
             continue
-        results[i] = check_outputs(prep, arrays, "cpu")
+        results[i] = ran_past_a_stop(prep, "cpu") if prep.stop is not None else check_outputs(prep, arrays, "cpu")
     return results
 
 

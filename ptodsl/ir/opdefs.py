@@ -52,6 +52,7 @@ class Attr:
     kind: str = "expr"
     required: bool = False
     choices: tuple = ()
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -370,9 +371,11 @@ def _structural() -> list[IROp]:
              rules=(offsets_of("src", "index"),), control=True, doc="one element of a tensor as a scalar symbol"),
         IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name", True),
                                            Attr("axis", "int", True), Attr("offset", required=True),
-                                           Attr("extent", required=True), Attr("dim", required=True)), control=True),
+                                           Attr("extent", required=True), Attr("dim", required=True),
+                                           Attr("access", "name", choices=("write", "read", "view"))), control=True),
         # GM tensors
-        IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,), (OFFSETS,),
+        IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,),
+             (OFFSETS, Attr("valid_given", "exprs", doc="the valid shape as written, read by E0711's check")),
              (same_dtype("src", "result"), same_rank("src", "result"), offsets_of("src")), control=True),
         IROp("reshape", ALL, "reshape", (Arg("src", TENSOR),), (TENSOR,), rules=(same_dtype("src", "result"),),
              control=True),

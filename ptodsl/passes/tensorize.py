@@ -20,6 +20,20 @@ from ..ops import OPS
 from ..schedule import Schedule
 
 
+def _post_order(node: ast.Node | None):
+    """``node`` and the nodes below it, children first (an index read before the read it indexes)."""
+    if node is None:
+        return
+    for f in node.__dataclass_fields__:
+        if f == "span":
+            continue
+        v = getattr(node, f)
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, ast.Node):
+                yield from _post_order(x)
+    yield node
+
+
 def tensor_type(t: TensorTy) -> TensorType:
     return TensorType(t.dtype, t.shape, t.valid)
 
@@ -32,6 +46,7 @@ class _Builder:
         self.counter = itertools.count()
         self.blocks: list[list[Op]] = [[]]
         self.used: set[str] = set()
+        self.reads_done: set[int] = set()  # element reads (AST node ids) already emitted
 
     def emit(self, op: Op) -> Op:
         self.blocks[-1].append(op)
@@ -71,6 +86,7 @@ class _Builder:
 
     # -------------------------------------------------------------- statements
     def stmt(self, s: ast.Stmt) -> None:
+        self.reads_of(s)
         if isinstance(s, ast.Assign):
             if isinstance(s.target, ast.Name):
                 b = self.t.defines[id(s)]
@@ -107,13 +123,35 @@ class _Builder:
                 regions.append(self.blocks.pop())
             self.emit(Op("if", [], {"cond": cond}, [], regions, s.span))
 
+    def reads_of(self, s: ast.Stmt) -> None:
+        """The element reads in a statement's own expressions (not in its body), before it and
+        innermost first: a read anywhere in an expression (`y[i:i + 1, :] = x[ids[i], 0] * 2.0`,
+        a condition, a loop bound, a view offset) defines the scalar the statement's ops use."""
+        exprs = {ast.Assign: ("target", "value"), ast.ExprStmt: ("expr",), ast.For: ("iter",),
+                 ast.If: ("cond",)}.get(type(s), ())
+        for field in exprs:
+            for node in _post_order(getattr(s, field)):
+                if id(node) in self.t.read:
+                    self.emit_read(node)
+
+    def emit_read(self, e: ast.Expr) -> None:
+        if id(e) in self.reads_done:
+            return
+        self.reads_done.add(id(e))
+        base, idx, symname = self.t.read[id(e)]
+        self.access_guards(e, "read")
+        self.emit(Op("read", [self.values[base]], {"index": idx, "sym": symname, "dtype": self.t.ty[id(e)].dtype},
+                     span=e.span))
+
     def write(self, s: ast.Stmt) -> None:
         w = self.t.write[id(s)]
         dst = self.values[w.target]
         for axis, offset, extent, dim in w.guards:
             # the region's bound on this dim depends on run-time values: the control program checks
             # it before any of the write's work, and stops the call when it fails
-            inside = sym.logical("and", sym.compare("<=", 0, offset), sym.compare("<=", sym.add(offset, extent), dim))
+            # `offset <= dim - extent` rather than `offset + extent <= dim`: the offset may be any
+            # value a tensor holds, and the sum could overflow the C++ integer it is computed in
+            inside = sym.logical("and", sym.compare("<=", 0, offset), sym.compare("<=", offset, sym.sub(dim, extent)))
             cond = sym.logical("or", sym.compare("<=", extent, 0), inside)
             self.emit(Op("guard", [], {"cond": cond, "tensor": w.target, "axis": axis, "offset": offset,
                                        "extent": extent, "dim": dim}, span=s.span))
@@ -125,6 +163,15 @@ class _Builder:
         src = self.value(w.value)
         src = self.broadcast_to(src, w.shape, s.span)
         self.emit(Op("assemble", [dst, src], {"offsets": w.offsets}, span=s.span))
+
+    def access_guards(self, e: ast.Expr, access: str) -> None:
+        """The guards of a read whose bounds the checker could not prove (see ``Typer.access_guards``),
+        before the read: a failed one stops the call (E0730) instead of reading outside the tensor."""
+        for g in self.t.access.get(id(e), ()):
+            inside = sym.logical("and", sym.compare("<=", 0, g.offset),
+                                 sym.compare("<=", g.offset, sym.sub(g.dim, g.extent)))
+            self.emit(Op("guard", [], {"cond": inside, "tensor": g.tensor, "axis": g.axis, "offset": g.offset,
+                                       "extent": g.extent, "dim": g.dim, "access": access}, span=e.span))
 
     def broadcast_to(self, src: Value, shape: tuple[sym.Expr, ...], span) -> Value:
         """src spread over a write region of ``shape``, as numpy's ``t[region] = src`` does.
@@ -158,11 +205,8 @@ class _Builder:
         """Emit the ops computing e; returns its tensor value (None for scalars)."""
         ty = self.t.ty.get(id(e))
         if isinstance(ty, ScalarTy):
-            read = self.t.read.get(id(e))
-            if read is not None:
-                base, idx, symname = read
-                self.emit(Op("read", [self.values[base]], {"index": idx, "sym": symname, "dtype": ty.dtype},
-                             span=e.span))
+            if id(e) in self.t.read:
+                self.emit_read(e)
             return None
         b = self.t.binding.get(id(e))
         if isinstance(e, ast.Name) and b is not None:
@@ -171,7 +215,11 @@ class _Builder:
         if view is not None:
             base = self.values[view.base]
             out = Value(self.named(name) if name else self.fresh("v"), tensor_type(self.t.ty[id(e)]))
-            self.emit(Op("view", [base], {"offsets": view.offsets}, [out], span=e.span))
+            self.access_guards(e, "view")
+            attrs = {"offsets": view.offsets}
+            if view.given is not None:
+                attrs["valid_given"] = view.given  # what the call-time length check reads (E0711)
+            self.emit(Op("view", [base], attrs, [out], span=e.span))
             return out
         call = self.t.call[id(e)]
         if call.op == "identity":

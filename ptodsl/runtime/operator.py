@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from .. import inputs, sym
+from ..backends.memory import AllocationError, allocation_failure
 from ..diagnostics import Diagnostic, DiagnosticError, did_you_mean
 from ..dtypes import from_numpy, numpy_dtype
+from .buffers import allocate, separate, tensor_modes, workspaces
 from .program import ParamInfo, Program
 
 BACKENDS = ("sim", "cpu", "npu")
@@ -265,26 +267,41 @@ class Operator:
         tensors in give torch tensors out, without autograd)."""
         torch_in = any(is_torch(x) for x in tensors.values())
         index, arrays, symbols = self.resolve(tensors)
-        problem = inputs.check_dims(symbols, dim_spans(self.program))
+        program = self.program
+        problem = inputs.check_dims(symbols, dim_spans(program))
         if problem is not None:  # before outputs of those dims are allocated
             raise ArgumentValueError(problem)
         results = []
+        fresh: dict[str, tuple[tuple[int, ...], str]] = {}
         for p in self.outputs:
             if p.name in arrays:
-                a = arrays[p.name]
-                if not a.flags.c_contiguous or not a.flags.writeable:
+                a, given = arrays[p.name], tensors[p.name]
+                # a non-contiguous bf16 torch tensor is seen through a contiguous copy: refused too
+                if not a.flags.c_contiguous or not a.flags.writeable or is_torch(given) and not given.is_contiguous():
                     raise self._error(ArgumentValueError, "E0709", p,
                                       f"output `{p.name}` must be a contiguous, writable array", "",
                                       "pass a fresh contiguous buffer (np.empty / torch.empty)")
-                results.append((p.name, tensors[p.name]))
+                results.append((p.name, given))
                 continue
             dtype, shape = self.output_shape(index, p, symbols)
-            arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
+            fresh[p.name] = (shape, dtype)
             results.append((p.name, None))
-        for name, a in list(arrays.items()):
-            if not a.flags.c_contiguous:
-                arrays[name] = np.ascontiguousarray(a)
-        run_kernel(self.program, index, arrays, scalars, symbols, backend)
+        strided = [name for name, a in arrays.items() if not a.flags.c_contiguous]
+        # every buffer the call allocates, in order, against the memory of the machine (E0718)
+        spans = dim_spans(program)
+        made = {n: (f"output `{n}` ({list(shape)} {dtype})", inputs.buffer_bytes(shape, dtype), spans[n])
+                for n, (shape, dtype) in fresh.items()}
+        copied = {n: (f"the contiguous copy of input `{n}` ({list(arrays[n].shape)} {from_numpy(arrays[n].dtype)})",
+                      int(arrays[n].size) * arrays[n].itemsize, spans[n]) for n in strided}
+        problem = inputs.check_memory([*made.values(), *copied.values(), *workspaces(program, index, symbols)],
+                                      inputs.memory_limit())
+        if problem is not None:
+            raise AllocationError(problem)
+        for name, (shape, dtype) in fresh.items():
+            arrays[name] = allocate(lambda s=shape, d=dtype: np.zeros(s, numpy_dtype(d)), made[name])
+        for name in strided:
+            arrays[name] = allocate(lambda a=arrays[name]: np.ascontiguousarray(a), copied[name])
+        run_kernel(program, index, arrays, scalars, symbols, backend)
         outs = []
         for name, given in results:
             if given is not None:
@@ -352,6 +369,8 @@ def check_run(program: Program, index: int, arrays: Mapping[str, np.ndarray], sc
                if p.is_tensor and p.mode != "in" and p.name in arrays}
     empty, zero_problem = inputs.check_empty(symbols, outputs, spans)
     problem = problem or zero_problem
+    if problem is None:
+        problem = inputs.check_aliasing(tensor_modes(program), arrays, spans)[1]
     if problem is None and not empty and lengths:
         problem = inputs.check_lengths(program.tensor_func(index), arrays, symbols, spans)
     if problem is not None:
@@ -369,14 +388,21 @@ def run_kernel(program: Program, index: int, arrays: dict[str, np.ndarray], scal
     scalars = dict(scalars)
     if check_run(program, index, arrays, scalars, symbols):
         return None
+    arrays = separate(program, index, arrays, symbols)
     if backend == "sim":
         from ..backends import sim
 
-        if level == "tile":
-            assert program.tile is not None, "the Tile IR is kept by the compiler only"
-            return sim.run(program.tile.funcs[index], arrays, scalars, symbols, poison=poison)
-        return sim.run_block(program.block_module(index), program.control(index), arrays, scalars, symbols, program.target,
-                             poison=poison)
+        try:
+            if level == "tile":
+                assert program.tile is not None, "the Tile IR is kept by the compiler only"
+                return sim.run(program.tile.funcs[index], arrays, scalars, symbols, poison=poison)
+            return sim.run_block(program.block_module(index), program.control(index), arrays, scalars, symbols,
+                                 program.target, poison=poison)
+        except AllocationError:
+            raise
+        except MemoryError as exc:  # past the limit check: the machine refused a workspace after all
+            raise allocation_failure(f"a buffer the simulator allocates for `{program.op}`", None, program.span,
+                                     "in this op", (f"numpy: {type(exc).__name__}: {exc}",)) from None
     if backend == "cpu":
         from .cpu import run_variant
 
@@ -386,5 +412,5 @@ def run_kernel(program: Program, index: int, arrays: dict[str, np.ndarray], scal
                                         "use backend=\"sim\""))
 
 
-__all__ = ["BACKENDS", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator", "check_run",
-           "dim_spans", "is_torch", "run_kernel", "to_numpy", "to_torch", "wants_grad"]
+__all__ = ["BACKENDS", "AllocationError", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "Operator",
+           "check_run", "dim_spans", "is_torch", "run_kernel", "to_numpy", "to_torch", "wants_grad"]

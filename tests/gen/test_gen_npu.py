@@ -291,7 +291,7 @@ def test_a_scalar_read_waits_for_the_stream(pkg: ModuleType):
     # seq_add reads a sequence length out of a tensor in its control program
     host = (Path(pkg.__file__).parent / "kernels" / "seq_add" / "npu" / "default" / "host.cpp").read_text()
     body = host.split("ptodsl_stream = stream;")[1]
-    assert "= static_cast<int32_t>(read_device(act_seqs + b_u2 * 2));" in body
+    assert "const int64_t cur_seq_u2c0 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2));" in body
     assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);" in host
 
 

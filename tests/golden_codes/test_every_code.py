@@ -345,6 +345,39 @@ def e0730_row_index_past_the_end(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0717_two_outputs_in_one_buffer(env: Env) -> Diagnostic:
+    # dgamma and dbeta one element apart in one buffer: what they hold would depend on store order.
+    op = ptodsl.load("specs/layernorm_bwd.yaml")
+    buf = np.zeros(257, np.float32)
+    return argument_error(lambda: op(x32(), np.ones(256, np.float32), x32(), dgamma=buf[0:256], dbeta=buf[1:257]))
+
+
+def e0718_output_of_a_broadcast_input(env: Env) -> Diagnostic:
+    # A broadcast view of 4 bytes stands for 2**30 x 2**30 rows: the output would be 4 EiB.
+    from ptodsl import inputs
+
+    env.mp.setattr(inputs, "memory_limit", lambda: 64 << 30)  # the same text on every machine
+    big = np.broadcast_to(np.float32(1.0), (2**30, 2**30))
+    with pytest.raises(MemoryError) as info:
+        scale_rows()(big, np.broadcast_to(np.float32(0.5), (1, 2**30)), alpha=2.0)
+    return info.value.diagnostic
+
+
+def e0730_gathered_row_past_the_end(env: Env) -> Diagnostic:
+    # Row 6 of a 5-row input: the view would start past the tensor, on every backend.
+    op = ptodsl.load("tests/golden_codes/ops/gather_rows.yaml")
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(5), np.array([1, 6], np.int32))
+    return info.value.diagnostic
+
+
+def e0730_element_read_at_a_negative_index(env: Env) -> Diagnostic:
+    op = ptodsl.load("tests/golden_codes/ops/pick_elements.yaml")
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(3, 8), np.array([0, -1], np.int32), backend="cpu" if shutil.which("g++") else "sim")
+    return info.value.diagnostic
+
+
 def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
     # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
     matmul = ptodsl.load("specs/matmul.yaml")
@@ -406,6 +439,11 @@ def gcc_says(*lines: str) -> str:
 
 
 def e0900_no_compiler_installed(env: Env) -> list[Diagnostic]:
+    from ptodsl.backends.cpp import load
+
+    # a library an earlier test of this process built or loaded is not reused
+    env.mp.setattr(load, "_loaded", {})
+    env.mp.setattr(load, "_built", {})
     env.mp.delenv("PTODSL_CXX", raising=False)
     (env.tmp / "empty").mkdir()
     env.mp.setenv("PATH", str(env.tmp / "empty"))
@@ -742,7 +780,11 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0712_check_fails_inside_a_kernel,
     e0715_rows_not_a_multiple_of_the_block,
     e0716_backward_through_an_op_without_one,
+    e0717_two_outputs_in_one_buffer,
+    e0718_output_of_a_broadcast_input,
     e0730_row_index_past_the_end,
+    e0730_gathered_row_past_the_end,
+    e0730_element_read_at_a_negative_index,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

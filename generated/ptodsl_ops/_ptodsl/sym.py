@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 Number = int | float
 
@@ -383,7 +384,9 @@ def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds]) -> bool:
             bound = lo_b if c > 0 else hi_b
             if bound is None or (is_const(bound) and c > 0 and bound >= 0 and _nonneg_symbol(name, ranges)):
                 continue
-            sub_form = linear(bound)
+            # a bound through a division (a loop of `cdiv(L, BL)` blocks) is replaced by the linear
+            # form that bounds it on the side that minimises the sum
+            sub_form = linear(bound) or linear_bound(bound, upper=c < 0)
             if sub_form is None or name in sub_form[0]:
                 continue
             del coeffs[name]
@@ -433,6 +436,47 @@ def linear(e: Expr) -> tuple[dict[str, Number], Number] | None:
                 f = linear(x)
                 return None if f is None else ({k: v * y for k, v in f[0].items()}, f[1] * y)
     return None
+
+
+def linear_bound(e: Expr, upper: bool) -> tuple[dict[str, Number], Number] | None:
+    """A linear form (possibly with fractional coefficients) that is >= ``e`` (``upper``) or <= it,
+    for every integer value of its symbols, looking through floor and ceiling divisions by a
+    positive constant: ``a // k <= a / k``, ``a // k >= (a - k + 1) / k``, ``cdiv(a, k) <= (a + k - 1) / k``
+    and ``cdiv(a, k) >= a / k``. None when ``e`` is neither linear nor such a division of one."""
+    f = linear(e)
+    if f is not None:
+        return f
+    if isinstance(e, NegExpr):
+        f = linear_bound(e.operand, not upper)
+        return None if f is None else ({k: -v for k, v in f[0].items()}, -f[1])
+    if isinstance(e, BinExpr) and e.op in ("+", "-"):
+        fa, fb = linear_bound(e.left, upper), linear_bound(e.right, upper if e.op == "+" else not upper)
+        if fa is None or fb is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        out = dict(fa[0])
+        for k, v in fb[0].items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v != 0}, fa[1] + sign * fb[1]
+    if isinstance(e, BinExpr) and e.op == "*":
+        for x, y in ((e.left, e.right), (e.right, e.left)):
+            if is_const(y) and isinstance(y, int):
+                f = linear_bound(x, upper if y >= 0 else not upper)
+                return None if f is None else ({k: v * y for k, v in f[0].items()}, f[1] * y)
+        return None
+    if isinstance(e, CallExpr) and e.fn == "cdiv" and len(e.args) == 2:
+        num, den, ceiling = e.args[0], e.args[1], True
+    elif isinstance(e, BinExpr) and e.op == "//":
+        num, den, ceiling = e.left, e.right, False
+    else:
+        return None
+    if not isinstance(den, int) or den <= 0:
+        return None
+    f = linear_bound(num, upper)  # both divisions grow with the numerator
+    if f is None:
+        return None
+    slack = (den - 1) if ceiling and upper else -(den - 1) if not ceiling and not upper else 0
+    return {k: Fraction(v) / den for k, v in f[0].items()}, Fraction(f[1] + slack) / den
 
 
 class NotInteger(ValueError):

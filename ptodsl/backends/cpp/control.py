@@ -9,8 +9,9 @@ values of the symbols the program uses (sorted by name, ``int64_t``) and ``int p
 NaN bytes, as the simulator's poison mode does, so a kernel reading data nobody wrote shows it.
 
 The entry returns 0, or the 1-based number (in program order) of the bounds guard that stopped
-the call before a write outside a tensor; it then leaves that write's offset, size and dim in the
-exported ``int64_t <entry>_guard[3]`` for the caller's diagnostic.
+the call before an access outside a tensor; it then leaves that access's offset, size and dim in
+the exported ``int64_t <entry>_guard[3]`` for the caller's diagnostic. It returns -1 when a check
+of the CPU header failed and -2 when a GM workspace could not be allocated.
 """
 
 from __future__ import annotations
@@ -127,10 +128,11 @@ static T read_device(const T* p)
     return value;
 }"""
 
-CATCH_BEGIN = ["#ifdef PTO_CPU_SUBSET", "    pto::cpu::clear_failure();", "    try {", "#endif"]
-# -1: a check of the CPU header failed (guards that stop a call return their number, from 1)
-CATCH_END = ["#ifdef PTO_CPU_SUBSET", "    } catch (const pto::cpu::Failure&) {", "        return -1;", "    }",
-             "#endif", "    return 0;"]
+CATCH_BEGIN = ["#ifdef PTO_CPU_SUBSET", "    pto::cpu::clear_failure();", "#endif", "    try {"]
+# -1: a check of the CPU header failed (guards that stop a call return their number, from 1);
+# -2: a GM workspace could not be allocated (E0718), which would otherwise abort the process
+CATCH_END = ["#ifdef PTO_CPU_SUBSET", "    } catch (const pto::cpu::Failure&) {", "        return -1;", "#endif",
+             "    } catch (const std::bad_alloc&) {", "        return -2;", "    }", "    return 0;"]
 
 
 def symbols_of(control: Func) -> list[str]:
@@ -234,7 +236,7 @@ class ControlEmitter:
                                                       else ", as the AICPU runs them on the NPU."),
                "#include <pto/pto-inst.hpp>", *(["#include \"acl/acl.h\""] if npu else []), "",
                "#include <algorithm>", "#include <cmath>", "#include <cstdint>", "#include <cstdio>",
-               "#include <limits>", "#include <vector>", ""]
+               "#include <limits>", "#include <new>", "#include <vector>", ""]
         if npu:
             out += [k.launcher_declaration for k in self.kernels.values()]
             out += ["", NPU_PRELUDE, ""]
@@ -284,6 +286,8 @@ class ControlEmitter:
         if not isinstance(step, int) or step == 0:
             raise unsupported(f"a loop with step {sym.to_text(step)}", op.span)
         if id(op) in self.parallel:
+            oom = self.names.claim(f"{index}_no_memory")
+            self._line(depth, f"bool {oom} = false;")
             self._line(depth, "#pragma omp parallel for schedule(static)")
         cmp = "<" if step > 0 else ">"
         inc = f"++{index}" if step == 1 else f"{index} += {step}"
@@ -294,15 +298,20 @@ class ControlEmitter:
             self._line(depth, "}")
             return
         # An exception may not leave an OpenMP region: each iteration catches the header's
-        # Failure (the message is kept) and the loop rethrows it once all threads are done.
-        self._line(0, "#ifdef PTO_CPU_SUBSET")
+        # Failure (the message is kept) and a failed workspace allocation, and the loop rethrows
+        # them once all threads are done.
         self._line(depth + 1, "try {")
-        self._line(0, "#endif")
         self._block(op.regions[0], depth + 1)
         self._line(0, "#ifdef PTO_CPU_SUBSET")
         self._line(depth + 1, "} catch (const pto::cpu::Failure&) {")
-        self._line(depth + 1, "}")
         self._line(0, "#endif")
+        self._line(depth + 1, "} catch (const std::bad_alloc&) {")
+        self._line(0, "#pragma omp atomic write")
+        self._line(depth + 2, f"{oom} = true;")
+        self._line(depth + 1, "}")
+        self._line(depth, "}")
+        self._line(depth, f"if ({oom}) {{")
+        self._line(depth + 1, "throw std::bad_alloc();")
         self._line(depth, "}")
         self._line(0, "#ifdef PTO_CPU_SUBSET")
         self._line(depth, "if (pto::cpu::failed()) {")
@@ -401,7 +410,9 @@ class ControlEmitter:
         pointer = self._pointer(tensor.name, op)
         index = linear_offset(tuple(op.attrs["index"]), self.origins[tensor.name].strides)
         dtype = op.attrs["dtype"]
-        ctype = "float" if dtype in cxx.FLOAT_DTYPES else cxx_type(dtype)
+        # an integer read is held as int64_t, so that the guards' and offsets' arithmetic on it
+        # (`r + 1 <= R`) cannot overflow the tensor's element type, whatever value the data holds
+        ctype = "float" if dtype in cxx.FLOAT_DTYPES else "int64_t"
         var = self.ctx.names[op.attrs["sym"]]
         if self.host == "npu":
             self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>(read_device({pointer} + "

@@ -25,6 +25,7 @@ import numpy as np
 from ...diagnostics import CompileError, Diagnostic, DiagnosticError, Span
 from ...dtypes import numpy_dtype
 from ..guards import guard_failure
+from ..memory import allocation_failure
 from .build import build_shared, compiler_name, library_function, load_library, pto_isa_bf16_gap
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
@@ -139,7 +140,8 @@ def bind_entry(library: ctypes.CDLL, path: Path, v: Entry) -> Loaded:
     """The entry of variant ``v`` and its failure report, in a loaded library (which may hold
     other programs too)."""
     function = library_function(library, path, v.entry)
-    # 0; the number of the bounds guard that stopped the call; or -1 when a header check failed
+    # 0; the number of the bounds guard that stopped the call; -1 when a header check failed; -2
+    # when a GM workspace could not be allocated
     function.restype = ctypes.c_int
     function.argtypes = [_ctype(p.kind, p.dtype) for p in v.params]
     failure = library_function(library, path, f"{v.entry}_failure")
@@ -201,6 +203,9 @@ def call_loaded(loaded: Loaded, arrays: Mapping[str, np.ndarray], scalars: Mappi
         guard = guards()[stopped - 1]
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(loaded.library, f"{loaded.variant.entry}_guard")
         raise guard_failure(guard.attrs, guard.span, offset, extent, dim)
+    if stopped == -2:
+        raise allocation_failure(f"a GM workspace of the kernels of `{op}`", None, span, "in this kernel",
+                                 (f"library: {loaded.path}",))
     if stopped < 0:
         message = (loaded.failure() or b"").decode("utf-8", errors="replace")
         raise KernelFailure(Diagnostic(

@@ -1,8 +1,9 @@
-"""Run-time bounds guards of writes whose region the checker could not prove inside its tensor.
+"""Run-time bounds guards of accesses whose region the checker could not prove inside its tensor.
 
-Lowering places a ``guard`` op before such a write; the simulator and the control program of the
-CPU build evaluate its condition and, when it fails, stop the call before the write with the same
-diagnostic (E0730), so no backend ever stores outside a tensor.
+Lowering places a ``guard`` op before such a write, view or element read; the simulator, the
+control program of the CPU build and the NPU host program evaluate its condition and, when it
+fails, stop the call before the access with the same diagnostic (E0730), so no backend ever stores
+or loads outside a tensor.
 """
 
 from __future__ import annotations
@@ -17,12 +18,25 @@ class GuardError(DiagnosticError, ValueError):
 def guard_failure(attrs: dict, span: Span | None, offset: int, extent: int, dim: int) -> GuardError:
     """The error of a failed guard, with the values its bound took in this call."""
     tensor, axis = attrs["tensor"], attrs["axis"]
+    access = attrs.get("access", "write")
+    if access == "write":
+        return GuardError(Diagnostic(
+            "E0730", f"this write would store outside `{tensor}` on dim {axis}", span,
+            f"the region is [{offset}, {offset + extent}) on dim {axis}, but `{tensor}` has {dim} there",
+            notes=("the call stopped before this write; outputs written earlier in the call keep their values",),
+            help="the region's offset or size comes from a run-time value (a scalar or an element read from a "
+                 "tensor): keep it inside the tensor, or clamp it with min/max before the write"))
+    if access == "view":
+        message = f"this view would read outside `{tensor}` on dim {axis}"
+        label = f"the view starts at {offset} on dim {axis}, but `{tensor}` has {dim} there"
+    else:
+        message = f"this element read would load outside `{tensor}` on dim {axis}"
+        label = f"the index is {offset} on dim {axis}, but `{tensor}` has {dim} there"
     return GuardError(Diagnostic(
-        "E0730", f"this write would store outside `{tensor}` on dim {axis}", span,
-        f"the region is [{offset}, {offset + extent}) on dim {axis}, but `{tensor}` has {dim} there",
-        notes=("the call stopped before this write; outputs written earlier in the call keep their values",),
-        help="the region's offset or size comes from a run-time value (a scalar or an element read from a "
-             "tensor): keep it inside the tensor, or clamp it with min/max before the write"))
+        "E0730", message, span, label,
+        notes=("the call stopped before this read; outputs written earlier in the call keep their values",),
+        help="the offset or index comes from a run-time value (an element read from a tensor, a scalar, a loop "
+             "index): keep it inside the tensor, or clamp it with min/max before the read"))
 
 
 __all__ = ["GuardError", "guard_failure"]

@@ -19,8 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..backends.guards import guard_failure
+from ..backends.memory import allocation_failure
 from ..dtypes import numpy_dtype
-from .operator import Operator, check_run
+from ..inputs import check_aliasing
+from .buffers import tensor_modes
+from .operator import ArgumentValueError, Operator, check_run, dim_spans
 from .package import shadow
 
 _SCALAR_CTYPES = {
@@ -66,15 +69,28 @@ def marshal(operator: Operator, index: int, inputs: tuple[Any, ...], kwargs: Map
     tensors, scalars, _backend = operator.bind(tuple(inputs), dict(kwargs))
     shadows = {name: shadow(v) for name, v in tensors.items()}
     check_run(operator.program, index, shadows, scalars, symbols, lengths=False)  # scalars become numbers
+    # the shadows own no memory: outputs that share device (or host) memory are refused on the
+    # tensors themselves (E0717), and an input sharing memory with an output is copied on the device
+    spans = dim_spans(operator.program)
+    copies, problem = check_aliasing(tensor_modes(operator.program), tensors, spans)
+    if problem is not None:
+        raise ArgumentValueError(problem)
     numpy_in = not any(type(v).__module__.startswith("torch") for v in tensors.values())
     device: dict[str, Any] = {}
     for name, value in tensors.items():
-        device[name] = move(value if type(value).__module__.startswith("torch") else _to_torch(np.asarray(value)))
+        device[name] = _device(lambda v=value: move(v if type(v).__module__.startswith("torch")
+                                                    else _to_torch(np.asarray(v))), f"input `{name}`", spans[name])
+    for name, out in copies:
+        given = tensors[name]
+        if type(given).__module__.startswith("torch") and device[name].data_ptr() == given.data_ptr():  # in place
+            device[name] = _device(device[name].clone, f"a copy of input `{name}`, which shares memory with output "
+                                   f"`{out}`", spans[name])
     allocated = []
     for p in operator.outputs:
         if p.name not in device:
             dtype, shape = operator.output_shape(index, p, symbols)
-            device[p.name] = empty(shape, dtype)
+            device[p.name] = _device(lambda s=shape, d=dtype: empty(s, d), f"output `{p.name}` ({list(shape)} {dtype})",
+                                     spans[p.name])
             allocated.append(p.name)
     args: list[Any] = []
     for kind, name, _dtype in params:
@@ -106,6 +122,17 @@ def marshal(operator: Operator, index: int, inputs: tuple[Any, ...], kwargs: Map
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return args, results
+
+
+def _device(make: Callable[[], Any], what: str, span: Any) -> Any:
+    """``make()``, a tensor in device memory, or E0718 naming it when the device has not the memory
+    (torch raises its OutOfMemoryError, a RuntimeError, or MemoryError)."""
+    try:
+        return make()
+    except (MemoryError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "out of memory" not in str(exc).lower():
+            raise
+        raise allocation_failure(what, None, span, "declared here", (f"{type(exc).__name__}: {exc}",)) from None
 
 
 def _eval(e: Any, symbols: Mapping[str, int]) -> int:

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void add_bcast_f32_k0(__gm__ float* bias, __gm__ float* v1, __gm__ float* y, int64_t H, int64_t S, int64_t b, int64_t B);
@@ -44,20 +45,25 @@ extern "C" int add_bcast_f32(float* x, float* bias, float* y, int64_t B, int64_t
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
+    bool b_no_memory = false;
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // add_bcast.pto:3:5
-#ifdef PTO_CPU_SUBSET
         try {
-#endif
         float* v1 = x + b * (H * S);  // add_bcast.pto:4:22
         start_launch(poison);  // add_bcast.pto:4:22
         add_bcast_f32_k0(bias, v1, y, H, S, b, B);  // add_bcast.pto:4:22
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
-        }
 #endif
+        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+            b_no_memory = true;
+        }
+    }
+    if (b_no_memory) {
+        throw std::bad_alloc();
     }
 #ifdef PTO_CPU_SUBSET
     if (pto::cpu::failed()) {
@@ -67,7 +73,9 @@ extern "C" int add_bcast_f32(float* x, float* bias, float* y, int64_t B, int64_t
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void amax_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* t1, __gm__ bfloat16_t* t0, __gm__ bfloat16_t* y, int64_t R, int64_t C);
@@ -44,8 +45,8 @@ extern "C" int amax_rows_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // amax_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // amax_rows.pto:3:12
         bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // amax_rows.pto:3:12
@@ -56,7 +57,9 @@ extern "C" int amax_rows_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

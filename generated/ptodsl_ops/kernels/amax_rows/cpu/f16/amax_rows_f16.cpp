@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* t1, __gm__ half* t0, __gm__ half* y, int64_t R, int64_t C);
@@ -44,8 +45,8 @@ extern "C" int amax_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // amax_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(half)), poison);  // amax_rows.pto:3:12
         half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // amax_rows.pto:3:12
@@ -56,7 +57,9 @@ extern "C" int amax_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void amax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* y, int64_t R, int64_t C);
@@ -44,8 +45,8 @@ extern "C" int amax_rows_i32(int32_t* x, int32_t* y, int64_t C, int64_t R, int p
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // amax_rows.pto:3:12
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(int32_t)), poison);  // amax_rows.pto:3:12
         int32_t* t1 = reinterpret_cast<int32_t*>(t1_bytes.data());  // amax_rows.pto:3:12
@@ -56,7 +57,9 @@ extern "C" int amax_rows_i32(int32_t* x, int32_t* y, int64_t C, int64_t R, int p
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* y, int64_t C, int64_t R);
@@ -44,8 +45,8 @@ extern "C" int amin_cols_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // amin_cols.pto:3:12
         start_launch(poison);  // amin_cols.pto:3:12
         amin_cols_f16_k0(x, y, C, R);  // amin_cols.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int amin_cols_f16(half* x, half* y, int64_t C, int64_t R, int poison)
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

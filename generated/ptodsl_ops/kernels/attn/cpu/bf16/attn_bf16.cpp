@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void attn_bf16_k0(__gm__ bfloat16_t* kj_first, __gm__ bfloat16_t* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S);
@@ -63,8 +64,8 @@ extern "C" int attn_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:4:9
     float* m = reinterpret_cast<float*>(m_bytes.data());  // online_softmax_attn.pto:4:9
     std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:5:9
@@ -228,7 +229,9 @@ extern "C" int attn_bf16(bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

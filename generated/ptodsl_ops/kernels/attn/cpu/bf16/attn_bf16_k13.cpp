@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D)
 {
     using TileT244 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -42,14 +53,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g243 = 0; _g243 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g243) {  // online_softmax_attn.pto:10:13
-            TileT244 t244(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g243 = 0; _g243 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
+            TileT244 t244(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u1c0Gm0(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView0::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t244, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT245 t245(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT245 t245(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
@@ -88,8 +99,8 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k248 = 0; _k248 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k248) {  // online_softmax_attn.pto:17:32
-            TileT249 t249(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k248 = 0; _k248 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
+            TileT249 t249(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u1c0Gm2(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView2::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
@@ -140,17 +151,17 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g263 = 0; _g263 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g263) {  // online_softmax_attn.pto:19:21
-            TileT264 t264(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g263 = 0; _g263 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+            TileT264 t264(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT266 t266(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT266 t266(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t266, 5632);  // online_softmax_attn.pto:19:21
             TROWEXPAND(t266, t254);  // online_softmax_attn.pto:19:21
-            TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t267, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -188,14 +199,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g269 = 0; _g269 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g269) {  // online_softmax_attn.pto:19:17
-            TileT270 t270(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g269 = 0; _g269 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
+            TileT270 t270(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u1c0Gm8(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView8::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t270, t8_u1c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT271 t271(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT271 t271(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t271, t270);  // online_softmax_attn.pto:19:17
@@ -265,8 +276,8 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k278 = 0; _k278 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_k278) {  // online_softmax_attn.pto:20:32
-            TileT279 t279(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k278 = 0; _k278 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
+            TileT279 t279(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u1c0Gm13(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView13::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
@@ -349,14 +360,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g292 = 0; _g292 < (std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) + 63) / 64; ++_g292) {  // online_softmax_attn.pto:21:43
-            TileT293 t293(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g292 = 0; _g292 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+            TileT293 t293(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView19::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t293, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT294 t294(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 0), 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT294 t294(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
 {
     using TileT76 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -42,14 +53,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g75 = 0; _g75 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g75) {  // online_softmax_attn.pto:10:13
-            TileT76 t76(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g75 = 0; _g75 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
+            TileT76 t76(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u2c0Gm0(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t76, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT77 t77(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT77 t77(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
@@ -88,8 +99,8 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k80 = 0; _k80 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k80) {  // online_softmax_attn.pto:17:32
-            TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k80 = 0; _k80 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
+            TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c0Gm2(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
@@ -140,17 +151,17 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g95 = 0; _g95 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g95) {  // online_softmax_attn.pto:19:21
-            TileT96 t96(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+            TileT96 t96(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT98 t98(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT98 t98(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t98, 5632);  // online_softmax_attn.pto:19:21
             TROWEXPAND(t98, t86);  // online_softmax_attn.pto:19:21
-            TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t99, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -188,14 +199,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g101 = 0; _g101 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g101) {  // online_softmax_attn.pto:19:17
-            TileT102 t102(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g101 = 0; _g101 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
+            TileT102 t102(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u2c0Gm8(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t102, t8_u2c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT103 t103(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT103 t103(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t103, t102);  // online_softmax_attn.pto:19:17
@@ -265,8 +276,8 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k110 = 0; _k110 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_k110) {  // online_softmax_attn.pto:20:32
-            TileT111 t111(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k110 = 0; _k110 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+            TileT111 t111(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u2c0Gm13(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView13::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
@@ -349,14 +360,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g124 = 0; _g124 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g124) {  // online_softmax_attn.pto:21:43
-            TileT125 t125(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+            TileT125 t125(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView19::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t125, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT126 t126(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT126 t126(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

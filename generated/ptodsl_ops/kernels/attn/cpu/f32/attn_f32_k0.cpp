@@ -16,8 +16,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
     using TileT10 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
-        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -28,7 +28,7 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // online_softmax_attn.pto:10:13
-            TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
             TileT3 t3(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t3, 16384);  // online_softmax_attn.pto:10:13
@@ -43,7 +43,7 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
             TMOV(t6, t5);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -69,14 +69,14 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t11, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // online_softmax_attn.pto:10:13

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* kj_last, __gm__ float* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S)
 {
     using TileT319 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -16,8 +27,8 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* kj_last, __gm__ flo
     using TileT324 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g315 = 0; _g315 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g315) {  // online_softmax_attn.pto:10:13
-        TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g315 = 0; _g315 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g315) {  // online_softmax_attn.pto:10:13
+        TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -28,7 +39,7 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* kj_last, __gm__ flo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
-            TileT316 t316(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT316 t316(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
             TileT317 t317(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t317, 16384);  // online_softmax_attn.pto:10:13
@@ -43,7 +54,7 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* kj_last, __gm__ flo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t318, t317);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT320 t320(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT320 t320(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
             TMOV(t320, t319);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -69,14 +80,14 @@ extern "C" __global__ AICORE void attn_f32_k16(__gm__ float* kj_last, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t323, t322);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT324 t324(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT324 t324(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t324, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT325 t325(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT325 t325(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t325, t324);  // online_softmax_attn.pto:10:13

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, float scale, int64_t D)
 {
     using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,14 +52,14 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g327 = 0; _g327 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g327) {  // online_softmax_attn.pto:10:13
-            TileT328 t328(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g327 = 0; _g327 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g327) {  // online_softmax_attn.pto:10:13
+            TileT328 t328(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_lastGm0(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView0::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t328, t0_lastGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT329 t329(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT329 t329(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
@@ -87,8 +98,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k332 = 0; _k332 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
-            TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k332 = 0; _k332 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k332) {  // online_softmax_attn.pto:17:32
+            TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
@@ -139,17 +150,17 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g347 = 0; _g347 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
-            TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g347 = 0; _g347 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
+            TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t350, 5632);  // online_softmax_attn.pto:19:21
             TROWEXPAND(t350, t338);  // online_softmax_attn.pto:19:21
-            TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t351, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -187,14 +198,14 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g353 = 0; _g353 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
-            TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g353 = 0; _g353 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g353) {  // online_softmax_attn.pto:19:17
+            TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_lastGm8(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView8::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t354, t8_lastGm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t355, t354);  // online_softmax_attn.pto:19:17
@@ -262,8 +273,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k362 = 0; _k362 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
-            TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k362 = 0; _k362 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k362) {  // online_softmax_attn.pto:20:32
+            TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_lastGm13(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView13::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
@@ -342,8 +353,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g376 = 0; _g376 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g376) {  // online_softmax_attn.pto:21:43
-            TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g376 = 0; _g376 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g376) {  // online_softmax_attn.pto:21:43
+            TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_lastGm19(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView19::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43

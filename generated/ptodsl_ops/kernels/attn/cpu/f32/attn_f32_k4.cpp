@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ float* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S)
 {
     using TileT67 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -16,8 +27,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
     using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g63 = 0; _g63 < (std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) + 63) / 64; ++_g63) {  // online_softmax_attn.pto:10:13
-        TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g63 = 0; _g63 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+        TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_u2c0Gm0(kj_u2c0 + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -28,7 +39,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g62 = 0; _g62 < (S + 63) / 64; ++_g62) {  // online_softmax_attn.pto:10:13
-            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
             TileT65 t65(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t65, 16384);  // online_softmax_attn.pto:10:13
@@ -43,7 +54,7 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
             TMOV(t68, t67);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -69,14 +80,14 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t71, t70);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t72, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - (1 + j_u2 * 2) * 64, 0), 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t73, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t73, t72);  // online_softmax_attn.pto:10:13

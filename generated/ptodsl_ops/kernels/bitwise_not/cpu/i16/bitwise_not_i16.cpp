@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void bitwise_not_i16_k0(__gm__ int16_t* x, __gm__ int16_t* y, int64_t M, int64_t N);
@@ -44,8 +45,8 @@ extern "C" int bitwise_not_i16(int16_t* x, int16_t* y, int64_t M, int64_t N, int
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bitwise_not.pto:2:12
         start_launch(poison);  // bitwise_not.pto:2:12
         bitwise_not_i16_k0(x, y, M, N);  // bitwise_not.pto:2:12
@@ -53,7 +54,9 @@ extern "C" int bitwise_not_i16(int16_t* x, int16_t* y, int64_t M, int64_t N, int
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

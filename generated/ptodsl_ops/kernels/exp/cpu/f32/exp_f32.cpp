@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void exp_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N);
@@ -44,8 +45,8 @@ extern "C" int exp_f32(float* x, float* y, int64_t M, int64_t N, int poison)
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // exp.pto:3:12
         start_launch(poison);  // exp.pto:3:12
         exp_f32_k0(x, y, M, N);  // exp.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int exp_f32(float* x, float* y, int64_t M, int64_t N, int poison)
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

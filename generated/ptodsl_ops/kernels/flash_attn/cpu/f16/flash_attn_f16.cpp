@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale);
@@ -54,8 +55,8 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     std::vector<unsigned char> m_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:5:9
     float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:5:9
     std::vector<unsigned char> l_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:6:9
@@ -155,7 +156,9 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

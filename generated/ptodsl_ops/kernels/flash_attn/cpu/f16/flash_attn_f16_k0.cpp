@@ -18,8 +18,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
     using TileT14 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(std::max<int64_t>(L, 0), 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
+        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
         TASSIGN(t5, 0);  // flash_attn.pto:11:13
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
         GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
@@ -34,7 +34,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
             TileT3 t3(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t3, 8192);  // flash_attn.pto:11:13
@@ -49,7 +49,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t6, 0);  // flash_attn.pto:11:13
             TMOV(t6, t5);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -75,14 +75,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t10, 8192);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t11, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // flash_attn.pto:11:13
@@ -104,7 +104,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            TileT14 t14(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT14 t14(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t14, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
@@ -113,7 +113,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm_
             TLOAD(t14, t0_firstGm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L, 0), 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT15 t15(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t15, 16384);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

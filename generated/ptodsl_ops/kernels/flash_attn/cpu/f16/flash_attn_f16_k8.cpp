@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, int64_t D)
 {
     using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -47,8 +58,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k164) {  // flash_attn.pto:18:32
-            TileT165 t165(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
+        for (int64_t _k164 = 0; _k164 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k164) {  // flash_attn.pto:18:32
+            TileT165 t165(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t165, 2048);  // flash_attn.pto:18:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
             GmView0 s_lastGm0(s_last + _g162 * 64 * 64 + _k164 * 64, GmView0::Shape(t165.GetValidRow(), t165.GetValidCol()));  // flash_attn.pto:18:32
@@ -99,17 +110,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g179 = 0; _g179 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
-            TileT180 t180(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
+        for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
+            TileT180 t180(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t180, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView4 s_lastGm4(s_last + _g162 * 64 * 64 + _g179 * 64, GmView4::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t180, s_lastGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT182 t182(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
+            TileT182 t182(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t182, 22528);  // flash_attn.pto:20:21
             TROWEXPAND(t182, t170);  // flash_attn.pto:20:21
-            TileT183 t183(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
+            TileT183 t183(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t183, 38912);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -147,14 +158,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g185 = 0; _g185 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g185) {  // flash_attn.pto:20:17
-            TileT186 t186(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
+        for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
+            TileT186 t186(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t186, 0);  // flash_attn.pto:20:17
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
             GmView6 t8_lastGm6(t8_last + _g184 * 64 * 64 + _g185 * 64, GmView6::Shape(t186.GetValidRow(), t186.GetValidCol()));  // flash_attn.pto:20:17
             TLOAD(t186, t8_lastGm6);  // flash_attn.pto:20:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT187 t187(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
+            TileT187 t187(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t187, 16384);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t187, t186);  // flash_attn.pto:20:17
@@ -224,8 +235,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
-            TileT195 t195(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
+        for (int64_t _k194 = 0; _k194 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k194) {  // flash_attn.pto:21:32
+            TileT195 t195(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t195, 2048);  // flash_attn.pto:21:32
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
             GmView11 p_1_lastGm11(p_1_last + _g192 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
@@ -308,14 +319,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g208 = 0; _g208 < (std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) + 63) / 64; ++_g208) {  // flash_attn.pto:22:43
-            TileT209 t209(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
+        for (int64_t _g208 = 0; _g208 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g208) {  // flash_attn.pto:22:43
+            TileT209 t209(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t209, 0);  // flash_attn.pto:22:43
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
             GmView17 p_1_lastGm17(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
             TLOAD(t209, p_1_lastGm17);  // flash_attn.pto:22:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT210 t210(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - ((L + 63) / 64 - 1) * 64, 0), 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
+            TileT210 t210(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t210, 16384);  // flash_attn.pto:22:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t210, t209, RoundMode::CAST_RINT);  // flash_attn.pto:22:43

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, int64_t S, int64_t L, int64_t j, int64_t D)
 {
     using TileT79 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -46,8 +57,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        for (int64_t _k80 = 0; _k80 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_k80) {  // flash_attn.pto:18:32
-            TileT81 t81(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
+        for (int64_t _k80 = 0; _k80 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
+            TileT81 t81(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t81, 2048);  // flash_attn.pto:18:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
             GmView0 sGm0(s + _g78 * 64 * 64 + _k80 * 64, GmView0::Shape(t81.GetValidRow(), t81.GetValidCol()));  // flash_attn.pto:18:32
@@ -98,17 +109,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g95 = 0; _g95 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_g95) {  // flash_attn.pto:20:21
-            TileT96 t96(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
+        for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
+            TileT96 t96(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t96, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView4 sGm4(s + _g78 * 64 * 64 + _g95 * 64, GmView4::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t96, sGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT98 t98(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
+            TileT98 t98(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t98, 22528);  // flash_attn.pto:20:21
             TROWEXPAND(t98, t86);  // flash_attn.pto:20:21
-            TileT99 t99(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
+            TileT99 t99(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t99, 38912);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -146,14 +157,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g101 = 0; _g101 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_g101) {  // flash_attn.pto:20:17
-            TileT102 t102(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
+        for (int64_t _g101 = 0; _g101 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
+            TileT102 t102(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t102, 0);  // flash_attn.pto:20:17
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
             GmView6 t8Gm6(t8 + _g100 * 64 * 64 + _g101 * 64, GmView6::Shape(t102.GetValidRow(), t102.GetValidCol()));  // flash_attn.pto:20:17
             TLOAD(t102, t8Gm6);  // flash_attn.pto:20:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT103 t103(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
+            TileT103 t103(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t103, 16384);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t103, t102);  // flash_attn.pto:20:17
@@ -221,8 +232,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k110 = 0; _k110 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_k110) {  // flash_attn.pto:21:32
-            TileT111 t111(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
+        for (int64_t _k110 = 0; _k110 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
+            TileT111 t111(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t111, 2048);  // flash_attn.pto:21:32
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
             GmView11 p_1Gm11(p_1 + _g108 * 64 * 64 + _k110 * 64, GmView11::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
@@ -301,8 +312,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g124 = 0; _g124 < (std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) + 63) / 64; ++_g124) {  // flash_attn.pto:22:43
-            TileT125 t125(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(L - j * 64, 0), 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
+        for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
+            TileT125 t125(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t125, 0);  // flash_attn.pto:22:43
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
             GmView17 p_1Gm17(p_1 + _g108 * 64 * 64 + _g124 * 64, GmView17::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43

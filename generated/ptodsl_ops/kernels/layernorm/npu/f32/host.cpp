@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void layernorm_f32_k0_launch(uint32_t block_dim, void* stream, float* v0, float* gamma, float* beta, float* y, int64_t H, float eps, int64_t r, int64_t R);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H);
@@ -46,8 +47,8 @@ extern "C" int layernorm_bwd_f16(half* x, half* gamma, half* dy, half* dx, half*
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     std::vector<unsigned char> acc_g_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:6:13
     float* acc_g = reinterpret_cast<float*>(acc_g_bytes.data());  // layernorm_bwd.pto:6:13
     std::vector<unsigned char> acc_b_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:7:13
@@ -77,7 +78,9 @@ extern "C" int layernorm_bwd_f16(half* x, half* gamma, half* dy, half* dx, half*
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

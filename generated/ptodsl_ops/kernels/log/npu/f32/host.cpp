@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void log_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* y, int64_t M, int64_t N);

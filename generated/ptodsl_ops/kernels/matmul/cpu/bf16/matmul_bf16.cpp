@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_bf16_k0(__gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* c, int64_t N, int64_t K, int64_t M);
@@ -44,8 +45,8 @@ extern "C" int matmul_bf16(bfloat16_t* a, bfloat16_t* b, float* c, int64_t K, in
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
         matmul_bf16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int matmul_bf16(bfloat16_t* a, bfloat16_t* b, float* c, int64_t K, in
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, int64_t N, int64_t K, int64_t M);
@@ -44,8 +45,8 @@ extern "C" int matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int6
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul.pto:3:12
         start_launch(poison);  // matmul.pto:3:12
         matmul_f16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int6
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M);
@@ -45,8 +46,8 @@ extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias_relu.pto:4:17
         std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
@@ -58,7 +59,9 @@ extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void matmul_bias_relu_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* b, bfloat16_t* a, float* t2, int64_t N, int64_t K, int64_t M);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void matmul_bias_relu_f32_k0_launch(uint32_t block_dim, void* stream, float* b, float* a, float* t2, int64_t N, int64_t K, int64_t M);

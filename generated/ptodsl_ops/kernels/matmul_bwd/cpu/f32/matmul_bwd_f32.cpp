@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N);
@@ -48,8 +49,8 @@ extern "C" int matmul_bwd_f32(float* a, float* b, float* dc, float* da, float* d
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul_bwd.pto:5:29
         std::vector<unsigned char> t2_bytes = workspace((K * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:5:29
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bwd.pto:5:29
@@ -73,7 +74,9 @@ extern "C" int matmul_bwd_f32(float* a, float* b, float* dc, float* da, float* d
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void mul_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* s, __gm__ bfloat16_t* y, int64_t R, int64_t C);
@@ -44,8 +45,8 @@ extern "C" int mul_bcast_bf16(bfloat16_t* x, bfloat16_t* s, bfloat16_t* y, int64
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // mul_bcast.pto:3:12
         start_launch(poison);  // mul_bcast.pto:3:12
         mul_bcast_bf16_k0(x, s, y, R, C);  // mul_bcast.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int mul_bcast_bf16(bfloat16_t* x, bfloat16_t* s, bfloat16_t* y, int64
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

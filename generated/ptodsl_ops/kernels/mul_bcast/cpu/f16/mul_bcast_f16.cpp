@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void mul_bcast_f16_k0(__gm__ half* x, __gm__ half* s, __gm__ half* y, int64_t R, int64_t C);
@@ -44,8 +45,8 @@ extern "C" int mul_bcast_f16(half* x, half* s, half* y, int64_t C, int64_t R, in
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // mul_bcast.pto:3:12
         start_launch(poison);  // mul_bcast.pto:3:12
         mul_bcast_f16_k0(x, s, y, R, C);  // mul_bcast.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int mul_bcast_f16(half* x, half* s, half* y, int64_t C, int64_t R, in
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* y, int64_t H, float eps, int64_t r, int64_t R);
@@ -44,20 +45,25 @@ extern "C" int rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, flo
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
+    bool r_no_memory = false;
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {  // rmsnorm.pto:3:5
-#ifdef PTO_CPU_SUBSET
         try {
-#endif
         bfloat16_t* v0 = x + r * H;  // rmsnorm.pto:4:19
         start_launch(poison);  // rmsnorm.pto:5:21
         rmsnorm_bf16_k0(v0, gamma, y, H, eps, r, R);  // rmsnorm.pto:5:21
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
-        }
 #endif
+        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+            r_no_memory = true;
+        }
+    }
+    if (r_no_memory) {
+        throw std::bad_alloc();
     }
 #ifdef PTO_CPU_SUBSET
     if (pto::cpu::failed()) {
@@ -67,7 +73,9 @@ extern "C" int rmsnorm_bf16(bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, flo
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

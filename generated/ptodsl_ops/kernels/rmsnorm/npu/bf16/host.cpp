@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void rmsnorm_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, bfloat16_t* gamma, bfloat16_t* y, int64_t H, float eps, int64_t r, int64_t R);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, int64_t H);
@@ -46,8 +47,8 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     std::vector<unsigned char> acc_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:5:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // rmsnorm_bwd.pto:5:11
     start_launch(poison);  // rmsnorm_bwd.pto:5:11
@@ -68,7 +69,9 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

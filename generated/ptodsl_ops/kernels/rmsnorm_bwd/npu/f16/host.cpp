@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, int64_t H);

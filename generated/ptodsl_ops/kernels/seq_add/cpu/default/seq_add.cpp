@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0_u2c0, __gm__ float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B);
@@ -46,25 +47,30 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
+    bool b_u2_no_memory = false;
     #pragma omp parallel for schedule(static)
     for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
-#ifdef PTO_CPU_SUBSET
         try {
-#endif
-        const int32_t cur_seq_u2c0 = static_cast<int32_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
+        const int64_t cur_seq_u2c0 = static_cast<int64_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
         float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k0(a0_u2c0, out, S, cur_seq_u2c0, H, b_u2, B);  // seq_add.pto:7:24
-        const int32_t cur_seq_u2c1 = static_cast<int32_t>(act_seqs[b_u2 * 2 + 1]);  // seq_add.pto:5:19
+        const int64_t cur_seq_u2c1 = static_cast<int64_t>(act_seqs[b_u2 * 2 + 1]);  // seq_add.pto:5:19
         float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k1(a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
-        }
 #endif
+        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+            b_u2_no_memory = true;
+        }
+    }
+    if (b_u2_no_memory) {
+        throw std::bad_alloc();
     }
 #ifdef PTO_CPU_SUBSET
     if (pto::cpu::failed()) {
@@ -72,7 +78,7 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
     }
 #endif
     for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int32_t cur_seq_u1c0 = static_cast<int32_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
+        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
         float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k2(a0_u1c0, out, S, cur_seq_u1c0, H, B, b_u1);  // seq_add.pto:7:24
@@ -80,7 +86,9 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

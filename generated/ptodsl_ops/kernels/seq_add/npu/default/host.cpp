@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, float* a0_u2c0, float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B);
@@ -71,13 +72,13 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
     ptodsl_stream = stream;
     ptodsl_failed = false;
     for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
-        const int32_t cur_seq_u2c0 = static_cast<int32_t>(read_device(act_seqs + b_u2 * 2));  // seq_add.pto:5:19
+        const int64_t cur_seq_u2c0 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2));  // seq_add.pto:5:19
         float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         if (ptodsl_failed) {  // seq_add.pto:7:24
             return -1;  // seq_add.pto:7:24
         }
         seq_add_k0_launch(1, ptodsl_stream, a0_u2c0, out, S, cur_seq_u2c0, H, b_u2, B);  // seq_add.pto:7:24
-        const int32_t cur_seq_u2c1 = static_cast<int32_t>(read_device(act_seqs + b_u2 * 2 + 1));  // seq_add.pto:5:19
+        const int64_t cur_seq_u2c1 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2 + 1));  // seq_add.pto:5:19
         float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
         if (ptodsl_failed) {  // seq_add.pto:7:24
             return -1;  // seq_add.pto:7:24
@@ -85,7 +86,7 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
         seq_add_k1_launch(1, ptodsl_stream, a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
     }
     for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int32_t cur_seq_u1c0 = static_cast<int32_t>(read_device(act_seqs + std::max<int64_t>(B, 0) / 2 * 2 + b_u1));  // seq_add.pto:5:19
+        const int64_t cur_seq_u1c0 = static_cast<int64_t>(read_device(act_seqs + std::max<int64_t>(B, 0) / 2 * 2 + b_u1));  // seq_add.pto:5:19
         float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
         if (ptodsl_failed) {  // seq_add.pto:7:24
             return -1;  // seq_add.pto:7:24

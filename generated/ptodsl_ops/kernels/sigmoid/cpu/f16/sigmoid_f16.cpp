@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void sigmoid_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N);
@@ -44,8 +45,8 @@ extern "C" int sigmoid_f16(half* x, half* y, int64_t M, int64_t N, int poison)
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // sigmoid.pto:3:12
         start_launch(poison);  // sigmoid.pto:3:12
         sigmoid_f16_k0(x, y, M, N);  // sigmoid.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int sigmoid_f16(half* x, half* y, int64_t M, int64_t N, int poison)
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

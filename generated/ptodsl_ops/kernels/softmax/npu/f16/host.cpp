@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void softmax_f16_k0_launch(uint32_t block_dim, void* stream, half* row, half* y, int64_t b, int64_t B);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* dx, int64_t b, int64_t B);
@@ -44,21 +45,26 @@ extern "C" int softmax_bwd_bf16(bfloat16_t* y, bfloat16_t* dy, bfloat16_t* dx, i
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
+    bool b_no_memory = false;
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // softmax_bwd.pto:3:5
-#ifdef PTO_CPU_SUBSET
         try {
-#endif
         bfloat16_t* v0 = y + b * 1024;  // softmax_bwd.pto:4:19
         bfloat16_t* v1 = dy + b * 1024;  // softmax_bwd.pto:5:18
         start_launch(poison);  // softmax_bwd.pto:4:14
         softmax_bwd_bf16_k0(v0, v1, dx, b, B);  // softmax_bwd.pto:4:14
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
-        }
 #endif
+        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+            b_no_memory = true;
+        }
+    }
+    if (b_no_memory) {
+        throw std::bad_alloc();
     }
 #ifdef PTO_CPU_SUBSET
     if (pto::cpu::failed()) {
@@ -68,7 +74,9 @@ extern "C" int softmax_bwd_bf16(bfloat16_t* y, bfloat16_t* dy, bfloat16_t* dx, i
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void softmax_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, bfloat16_t* v1, bfloat16_t* dx, int64_t b, int64_t B);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void softmax_bwd_f16_k0_launch(uint32_t block_dim, void* stream, half* v0, half* v1, half* dx, int64_t b, int64_t B);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void softmax_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* v0, float* v1, float* dx, int64_t b, int64_t B);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ half* y, int64_t N, int64_t b, int64_t B);
@@ -44,20 +45,25 @@ extern "C" int softmax_long_f16(half* x, half* y, int64_t B, int64_t N, int pois
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
+    bool b_no_memory = false;
     #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
-#ifdef PTO_CPU_SUBSET
         try {
-#endif
         half* row = x + b * N;  // softmax_long.pto:4:15
         start_launch(poison);  // softmax_long.pto:5:23
         softmax_long_f16_k0(row, y, N, b, B);  // softmax_long.pto:5:23
 #ifdef PTO_CPU_SUBSET
         } catch (const pto::cpu::Failure&) {
-        }
 #endif
+        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+            b_no_memory = true;
+        }
+    }
+    if (b_no_memory) {
+        throw std::bad_alloc();
     }
 #ifdef PTO_CPU_SUBSET
     if (pto::cpu::failed()) {
@@ -67,7 +73,9 @@ extern "C" int softmax_long_f16(half* x, half* y, int64_t B, int64_t N, int pois
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

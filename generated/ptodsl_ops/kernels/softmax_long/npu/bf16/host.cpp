@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* row, bfloat16_t* e, bfloat16_t* y, int64_t N, int64_t b, int64_t B);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void swiglu_f16_k0(__gm__ half* a, __gm__ half* b, __gm__ half* y, int64_t M, int64_t N);
@@ -44,8 +45,8 @@ extern "C" int swiglu_f16(half* a, half* b, half* y, int64_t M, int64_t N, int p
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // swiglu.pto:3:12
         start_launch(poison);  // swiglu.pto:3:12
         swiglu_f16_k0(a, b, y, M, N);  // swiglu.pto:3:12
@@ -53,7 +54,9 @@ extern "C" int swiglu_f16(half* a, half* b, half* y, int64_t M, int64_t N, int p
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ bfloat16_t* v0_first, __gm__ float* acc, int64_t N);
@@ -47,8 +48,8 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
 {
 #ifdef PTO_CPU_SUBSET
     pto::cpu::clear_failure();
-    try {
 #endif
+    try {
     std::vector<unsigned char> acc_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:4:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // tensor_sum.pto:4:11
     if (B >= 1) {  // tensor_sum.pto:5:5
@@ -77,7 +78,9 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
-    }
 #endif
+    } catch (const std::bad_alloc&) {
+        return -2;
+    }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <vector>
 
 extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, float* acc, int64_t N);
