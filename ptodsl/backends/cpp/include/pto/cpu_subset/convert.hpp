@@ -104,11 +104,16 @@ inline double to_double(T value) {
 }
 
 // Convert one element. Floating targets round under `mode`; integer targets round under `mode`
-// and saturate to their range (NaN gives 0), as the vector unit's conversions do.
+// and saturate to their range (NaN gives 0), as the vector unit's conversions do. A float
+// converted to its own type is rounded to an integral value under `mode` (pto-isa's f32 -> f32
+// "round-only" TCVT: CAST_FLOOR is floor); an integer converted to its own type is unchanged.
 template <typename To, typename From>
 inline To convert(From value, RoundMode mode) {
-    if constexpr (std::is_same_v<To, From>) {
+    if constexpr (std::is_same_v<To, From> && !is_float_like_v<To>) {
         return value;
+    } else if constexpr (std::is_same_v<To, From>) {
+        const double x = to_double(value);
+        return std::isfinite(x) ? To(static_cast<float>(std::copysign(round_to_integer(x, mode), x))) : value;
     } else if constexpr (is_float_like_v<To>) {
         if constexpr (std::is_same_v<From, float>) {
             if (mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_NONE) {
