@@ -293,11 +293,13 @@ def describe_op(od: OpDef) -> str:
     if forms:
         lines.append(f"pto-isa instruction{'s' if len(forms) > 1 else ''}: " + ", ".join(forms)
                      + f"; runs on the {od.pipe} pipe")
+    if od.round_mode is not None:
+        lines.append(f"a TCVT from its dtype to the same dtype, rounding to an integral value (mode {od.round_mode})")
     if od.expand is not None:
         lines.append("a composite: lowering expands it into the primitive ops of its template")
     if od.mean_of is not None:
         lines.append(f"computed as `{od.mean_of}`, then scaled by 1 / the extent reduced")
-    if od.commutative:
+    if od.commutative and od.dtypes != BOOL:
         lines.append("commutative: a scalar operand may stand on either side")
     lines.append("every dtype" if od.dtypes == ANY else "float dtypes only" if od.dtypes == FLOATS
                  else "dtypes " + ", ".join(od.dtypes))

@@ -223,15 +223,19 @@ NOT_FUZZED = {
 def test_the_fuzzer_generates_every_op_or_says_why_not():
     from ptodsl.fuzz import gen, interp
 
-    for name in gen.UNARY_SAFE + gen.UNARY_GUARDED:
-        assert OPS[name].kind == "unary" and name in interp.UNARY, name
+    for name in gen.UNARY_SAFE + gen.UNARY_GUARDED + gen.ROUNDING + gen.MATH_OPS:
+        od = OPS[name]
+        assert name in {"unary": interp.UNARY, "binary": interp.BINARY, "ternary": interp.TERNARY}[od.kind], name
+    for name in gen.LOGIC:
+        assert OPS[name].dtypes == ("bool",) and name in interp.LOGIC, name
     for name in gen.REDUCERS:
         assert OPS[name].kind == "reduce" and name in interp.REDUCE, name
         # the interpreter is an independent oracle, but an empty reduction means the same in both
         assert interp.REDUCE[name][1] == OPS[name].identity, name
     spelled = {BINARY_SPELLING.get(k, k) for k in interp.BINARY}
-    assert spelled == {n for n, od in OPS.items() if od.kind == "binary"}
-    covered = set(gen.UNARY_SAFE + gen.UNARY_GUARDED + gen.REDUCERS) | spelled | {"cast", "where"}
+    assert spelled | set(gen.LOGIC) >= {n for n, od in OPS.items() if od.kind == "binary"}
+    covered = set(gen.UNARY_SAFE + gen.UNARY_GUARDED + gen.REDUCERS + gen.ROUNDING + gen.MATH_OPS + gen.LOGIC)
+    covered |= spelled | {"cast", "where"}
     assert not set(NOT_FUZZED) & covered, "remove from NOT_FUZZED what the fuzzer generates now"
     missing = set(OPS) - covered - set(NOT_FUZZED)
     assert not missing, f"the fuzzer never generates {sorted(missing)}: add them to it, or to NOT_FUZZED with a reason"
