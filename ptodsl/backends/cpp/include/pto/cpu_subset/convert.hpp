@@ -104,16 +104,12 @@ inline double to_double(T value) {
 }
 
 // Convert one element. Floating targets round under `mode`; integer targets round under `mode`
-// and saturate to their range (NaN gives 0), as the vector unit's conversions do. A float
-// converted to its own type is rounded to an integral value under `mode` (pto-isa's f32 -> f32
-// "round-only" TCVT: CAST_FLOOR is floor); an integer converted to its own type is unchanged.
+// and saturate to their range (NaN gives 0), as the vector unit's conversions do. An element kept
+// in its own type is unchanged (TCVT itself rounds a float to its own type: see rint_to_integral).
 template <typename To, typename From>
 inline To convert(From value, RoundMode mode) {
-    if constexpr (std::is_same_v<To, From> && !is_float_like_v<To>) {
+    if constexpr (std::is_same_v<To, From>) {
         return value;
-    } else if constexpr (std::is_same_v<To, From>) {
-        const double x = to_double(value);
-        return std::isfinite(x) ? To(static_cast<float>(std::copysign(round_to_integer(x, mode), x))) : value;
     } else if constexpr (is_float_like_v<To>) {
         if constexpr (std::is_same_v<From, float>) {
             if (mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_NONE) {
@@ -139,6 +135,15 @@ inline To convert(From value, RoundMode mode) {
         }
         return static_cast<To>(r);
     }
+}
+
+// TCVT from a float type to itself: pto-isa's "round-only" conversion (f32 -> f32 on A2/A3),
+// rounding to an integral value under `mode` (CAST_FLOOR is floor); infinities and NaN stay.
+template <typename T>
+inline T rint_to_integral(T value, RoundMode mode) {
+    static_assert(is_float_like_v<T>, "rint_to_integral takes a floating-point type");
+    const double x = to_double(value);
+    return std::isfinite(x) ? T(static_cast<float>(std::copysign(round_to_integer(x, mode), x))) : value;
 }
 
 // Element conversion on moves that change the type (an f32 accumulator stored as f16): the
