@@ -41,6 +41,10 @@ X_TO_I32 = {
               1, 1, -1, 1, 70000, -70000, 0, 1, I32[0], -1],
 }
 X_TO_I16 = {m: [max(I16[1], min(I16[0], v)) for v in vs] for m, vs in X_TO_I32.items()}
+I64 = (2**63 - 1, -(2**63))
+X_TO_I64 = {m: [3_000_000_000 if v == I32[0] and x == 3e9 else -3_000_000_000 if v == I32[1] and x == -3e9
+                else I64[0] if v == I32[0] else I64[1] if v == I32[1] else v for x, v in zip(X, vs)]
+            for m, vs in X_TO_I32.items()}
 _EXACT = X[:8]
 X_TO_F16 = {
     "rint": _EXACT + [INF, -INF, INF, -INF, NAN, 40000.0, -40000.0, 0.0, 1.0, 1 + 2 * E10, -1.0, 1.0, INF, -INF,
@@ -78,13 +82,21 @@ H_TO_I8 = {
     "ceil": [1, 2, 3, 0, -1, -2, 127, -128, 127, -128, 0, 127, -128, 0],
     "trunc": [0, 1, 2, 0, -1, -2, 127, -128, 127, -128, 0, 127, -128, 0],
 }
+H_TO_U8 = {
+    "rint": [0, 2, 2, 0, 0, 0, 200, 0, 255, 0, 0, 128, 0, 0],
+    "round": [1, 2, 3, 0, 0, 0, 200, 0, 255, 0, 0, 128, 0, 0],
+    "floor": [0, 1, 2, 0, 0, 0, 200, 0, 255, 0, 0, 127, 0, 0],
+    "ceil": [1, 2, 3, 0, 0, 0, 200, 0, 255, 0, 0, 128, 0, 0],
+    "trunc": [0, 1, 2, 0, 0, 0, 200, 0, 255, 0, 0, 127, 0, 0],
+}
 # bf16 inputs to i32
 B = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.75, -2.75, 2.0**32, -(2.0**32), INF, -INF, NAN, 0.0]
 B_TO_I32 = {m: X_TO_I32[m][:8] + [I32[0], I32[1], I32[0], I32[1], 0, 0] for m in MODES}
 
-CASTS = [("x", "i32", X_TO_I32), ("x", "i16", X_TO_I16), ("x", "f16", X_TO_F16), ("x", "bf16", X_TO_BF16),
-         ("h", "i8", H_TO_I8), ("b", "i32", B_TO_I32)]
-NP = {"i32": np.int32, "i16": np.int16, "i8": np.int8, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+CASTS = [("x", "i32", X_TO_I32), ("x", "i16", X_TO_I16), ("x", "i64", X_TO_I64), ("x", "f16", X_TO_F16),
+         ("x", "bf16", X_TO_BF16), ("h", "i8", H_TO_I8), ("h", "u8", H_TO_U8), ("b", "i32", B_TO_I32)]
+NP = {"i32": np.int32, "i16": np.int16, "i64": np.int64, "i8": np.int8, "u8": np.uint8, "f16": np.float16,
+      "bf16": ml_dtypes.bfloat16}
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +128,7 @@ def _check(op: ptodsl.Operator, backend: str) -> None:
         for mode in MODES:
             want = table[mode]
             out = np.asarray(got[k])[0, :len(want)]
-            expected = np.array(want, np.float64).astype(NP[dtype])
+            expected = np.array(want, object if dtype == "i64" else np.float64).astype(NP[dtype])
             same = (out == expected) | (np.isnan(out.astype(np.float64)) & np.isnan(expected.astype(np.float64)))
             bad = np.flatnonzero(~same)
             inputs = {"x": X, "h": H, "b": B}[src]
