@@ -25,6 +25,7 @@ from .ops import bitwise_not as _PTODSL_M_bitwise_not
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
 from .ops import clamp as _PTODSL_M_clamp
+from .ops import clip as _PTODSL_M_clip
 from .ops import div_bcast as _PTODSL_M_div_bcast
 from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
@@ -35,15 +36,19 @@ from .ops import layernorm as _PTODSL_M_layernorm
 from .ops import layernorm_bwd as _PTODSL_M_layernorm_bwd
 from .ops import log as _PTODSL_M_log
 from .ops import log_softmax as _PTODSL_M_log_softmax
+from .ops import logical as _PTODSL_M_logical
 from .ops import matmul as _PTODSL_M_matmul
 from .ops import matmul_bias_relu as _PTODSL_M_matmul_bias_relu
 from .ops import matmul_bwd as _PTODSL_M_matmul_bwd
 from .ops import mean_rows as _PTODSL_M_mean_rows
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
+from .ops import pow as _PTODSL_M_pow
 from .ops import reciprocal as _PTODSL_M_reciprocal
+from .ops import reduce_axes as _PTODSL_M_reduce_axes
 from .ops import relu as _PTODSL_M_relu
 from .ops import rmsnorm as _PTODSL_M_rmsnorm
 from .ops import rmsnorm_bwd as _PTODSL_M_rmsnorm_bwd
+from .ops import rounding as _PTODSL_M_rounding
 from .ops import rsqrt as _PTODSL_M_rsqrt
 from .ops import scalar_ops as _PTODSL_M_scalar_ops
 from .ops import scale_shift as _PTODSL_M_scale_shift
@@ -61,6 +66,7 @@ from .ops import sum_rows as _PTODSL_M_sum_rows
 from .ops import swiglu as _PTODSL_M_swiglu
 from .ops import tanh as _PTODSL_M_tanh
 from .ops import tensor_sum as _PTODSL_M_tensor_sum
+from .ops import trig as _PTODSL_M_trig
 from .ops import where_relu as _PTODSL_M_where_relu
 
 _PTODSL_NPU = _PTODSL_TORCH.npu_available()  # torch_npu installed: each op also gets an "npu" kernel
@@ -551,6 +557,59 @@ if _PTODSL_NPU:
             _PTODSL_M_clamp._PTODSL_OP,
             (x,),
             {"lo": lo, "hi": hi},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::clip", mutates_args=())
+def clip(
+    x: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Clips into [lo, hi] (scalar or tensor bounds, as torch.clamp) and takes the sign, elementwise.
+
+    Torch custom op ``ptodsl_ops::clip``; see ``ptodsl_ops.clip`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_clip._PTODSL_OP,
+        (x, lo, hi),
+        {},
+        backend,
+    )
+
+
+@clip.register_fake
+def _PTODSL_fake_clip(
+    x: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_clip._PTODSL_OP,
+        (x, lo, hi),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @clip.register_kernel("npu")
+    def _PTODSL_npu_clip(
+        x: torch.Tensor,
+        lo: torch.Tensor,
+        hi: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_clip._PTODSL_OP,
+            (x, lo, hi),
+            {},
         )
 
 
@@ -1057,6 +1116,56 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::logical", mutates_args=())
+def logical(
+    x: torch.Tensor,
+    z: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Selects with masks combined by and, or and not (as numpy's &, | and ~ on bool arrays).
+
+    Torch custom op ``ptodsl_ops::logical``; see ``ptodsl_ops.logical`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_logical._PTODSL_OP,
+        (x, z),
+        {},
+        backend,
+    )
+
+
+@logical.register_fake
+def _PTODSL_fake_logical(
+    x: torch.Tensor,
+    z: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_logical._PTODSL_OP,
+        (x, z),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @logical.register_kernel("npu")
+    def _PTODSL_npu_logical(
+        x: torch.Tensor,
+        z: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_logical._PTODSL_OP,
+            (x, z),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::matmul", mutates_args=())
 def matmul(
     a: torch.Tensor,
@@ -1310,6 +1419,59 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::pow", mutates_args=())
+def pow(
+    x: torch.Tensor,
+    e: torch.Tensor,
+    *,
+    p: float = 1.5,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Elementwise powers (tensor ** tensor, tensor ** scalar, scalar ** tensor), exp2 and log1p.
+
+    Torch custom op ``ptodsl_ops::pow``; see ``ptodsl_ops.pow`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_pow._PTODSL_OP,
+        (x, e),
+        {"p": p},
+        backend,
+    )
+
+
+@pow.register_fake
+def _PTODSL_fake_pow(
+    x: torch.Tensor,
+    e: torch.Tensor,
+    *,
+    p: float = 1.5,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_pow._PTODSL_OP,
+        (x, e),
+        {"p": p},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @pow.register_kernel("npu")
+    def _PTODSL_npu_pow(
+        x: torch.Tensor,
+        e: torch.Tensor,
+        *,
+        p: float = 1.5,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_pow._PTODSL_OP,
+            (x, e),
+            {"p": p},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::reciprocal", mutates_args=())
 def reciprocal(
     x: torch.Tensor,
@@ -1353,6 +1515,56 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_reciprocal._PTODSL_OP,
             (x,),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::reduce_axes", mutates_args=())
+def reduce_axes(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sums, means, maxima and minima over several axes and over leading axes of rank-3 and rank-4 tensors.
+
+    Torch custom op ``ptodsl_ops::reduce_axes``; see ``ptodsl_ops.reduce_axes`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_reduce_axes._PTODSL_OP,
+        (x, w),
+        {},
+        backend,
+    )
+
+
+@reduce_axes.register_fake
+def _PTODSL_fake_reduce_axes(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_reduce_axes._PTODSL_OP,
+        (x, w),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @reduce_axes.register_kernel("npu")
+    def _PTODSL_npu_reduce_axes(
+        x: torch.Tensor,
+        w: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_reduce_axes._PTODSL_OP,
+            (x, w),
             {},
         )
 
@@ -1510,6 +1722,53 @@ if _PTODSL_NPU:
             _PTODSL_M_rmsnorm_bwd._PTODSL_OP,
             (x, gamma, dy),
             {"eps": eps},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::rounding", mutates_args=())
+def rounding(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rounds to an integral value four ways (round, floor, ceil, trunc), in the tensor's float dtype.
+
+    Torch custom op ``ptodsl_ops::rounding``; see ``ptodsl_ops.rounding`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_rounding._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@rounding.register_fake
+def _PTODSL_fake_rounding(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_rounding._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rounding.register_kernel("npu")
+    def _PTODSL_npu_rounding(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rounding._PTODSL_OP,
+            (x,),
+            {},
         )
 
 
@@ -2339,6 +2598,53 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::trig", mutates_args=())
+def trig(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Elementwise sine and cosine (|error| < 2e-7 for |x| <= 1e4 in f32).
+
+    Torch custom op ``ptodsl_ops::trig``; see ``ptodsl_ops.trig`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_trig._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@trig.register_fake
+def _PTODSL_fake_trig(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_trig._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @trig.register_kernel("npu")
+    def _PTODSL_npu_trig(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_trig._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::where_relu", mutates_args=())
 def where_relu(
     x: torch.Tensor,
@@ -2398,6 +2704,7 @@ _PTODSL_TORCH.register_autograd(bitwise_not, _PTODSL_M_bitwise_not._PTODSL_OP, N
 _PTODSL_TORCH.register_autograd(cast_f16_f32, _PTODSL_M_cast_f16_f32._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f32_f16, _PTODSL_M_cast_f32_f16._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clamp, _PTODSL_M_clamp._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(clip, _PTODSL_M_clip._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(div_bcast, _PTODSL_M_div_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(erf, _PTODSL_M_erf._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(exp, _PTODSL_M_exp._PTODSL_OP, None)
@@ -2408,15 +2715,19 @@ _PTODSL_TORCH.register_autograd(layernorm, _PTODSL_M_layernorm._PTODSL_OP, layer
 _PTODSL_TORCH.register_autograd(layernorm_bwd, _PTODSL_M_layernorm_bwd._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(log, _PTODSL_M_log._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(log_softmax, _PTODSL_M_log_softmax._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(logical, _PTODSL_M_logical._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul, _PTODSL_M_matmul._PTODSL_OP, matmul_bwd)
 _PTODSL_TORCH.register_autograd(matmul_bias_relu, _PTODSL_M_matmul_bias_relu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul_bwd, _PTODSL_M_matmul_bwd._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(pow, _PTODSL_M_pow._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reciprocal, _PTODSL_M_reciprocal._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(reduce_axes, _PTODSL_M_reduce_axes._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(relu, _PTODSL_M_relu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rmsnorm, _PTODSL_M_rmsnorm._PTODSL_OP, rmsnorm_bwd)
 _PTODSL_TORCH.register_autograd(rmsnorm_bwd, _PTODSL_M_rmsnorm_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(rounding, _PTODSL_M_rounding._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rsqrt, _PTODSL_M_rsqrt._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(scalar_ops, _PTODSL_M_scalar_ops._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(scale_shift, _PTODSL_M_scale_shift._PTODSL_OP, None)
@@ -2434,4 +2745,5 @@ _PTODSL_TORCH.register_autograd(sum_rows, _PTODSL_M_sum_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(swiglu, _PTODSL_M_swiglu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(tanh, _PTODSL_M_tanh._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(tensor_sum, _PTODSL_M_tensor_sum._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(trig, _PTODSL_M_trig._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(where_relu, _PTODSL_M_where_relu._PTODSL_OP, None)

@@ -45,6 +45,9 @@ class CallTyping:
             return True
         if all(is_float(d) for d in od.dtypes):
             self.err("E0307", f"`{od.name}` needs a float tensor, got {dtype}", span, help="cast first: `cast(x, f32)`")
+        elif od.dtypes == ("bool",):
+            self.err("E0307", f"`{od.name}` takes bool tensors, got {dtype}", span,
+                     help="make a bool tensor with a comparison, e.g. `x > 0.0`")
         else:
             to = "i32" if "i32" in od.dtypes else od.dtypes[0]
             self.err("E0307", f"`{od.name}` takes {', '.join(od.dtypes)} tensors, got {dtype}", span,
@@ -106,9 +109,13 @@ class CallTyping:
             for a in e.args:
                 self.expr(a)
             return None
+        if od.dtypes == ("bool",) and od.kind in ("unary", "binary"):
+            return self.logical_call(e, od)
         if od.kind == "unary":
             t = self.tensor_arg(e, od)
             return None if t is None else self.elementwise(e, fn, [(e.args[0], t)])
+        if od.kind == "ternary":
+            return self.ternary(e, od)
         if od.kind == "binary":
             if not self.arity(e, fn, od.arity):
                 return None
@@ -262,28 +269,23 @@ class CallTyping:
         if t is None:
             return None
         dim_kw, keep_kw = e.keyword("dim"), e.keyword("keepdim")
-        dim = self.const_int(dim_kw.value, "`dim`") if dim_kw else -1
+        axes = self.reduction_axes(dim_kw.value, t) if dim_kw else (t.rank - 1,)
         keep = self.const_bool(keep_kw.value, "`keepdim`") if keep_kw else False
-        if dim is None or keep is None:
+        if axes is None or keep is None:
             return None
-        if not -t.rank <= dim < t.rank:
-            self.err("E0308", f"`dim={dim}` is out of range for a tensor of rank {t.rank}", dim_kw.value.span,
-                     help=f"use a dim in [{-t.rank}, {t.rank - 1}]")
-            return None
-        axis = dim % t.rank
         if not self.dtype_taken(od, t.dtype, e.span):
             return None
-        self.t.call[id(e)] = CallInfo(fn, {"axis": axis, "keepdim": keep})
+        # several axes: tensorize reduces them one at a time (see passes/reduce_axes.py)
+        info = {"axis": axes[0]} if len(axes) == 1 else {"axes": axes}
+        self.t.call[id(e)] = CallInfo(fn, {**info, "keepdim": keep})
         shape = list(t.shape)
         valid = list(t.valid_shape)
-        shape[axis] = 1
-        valid[axis] = 1
+        for axis in axes:
+            shape[axis] = 1
+            valid[axis] = 1
         if not keep:
-            if t.rank == 1:
-                shape, valid = [1], [1]
-            else:
-                del shape[axis]
-                del valid[axis]
+            shape = [s for axis, s in enumerate(shape) if axis not in axes] or [1]
+            valid = [v for axis, v in enumerate(valid) if axis not in axes] or [1]
         return TensorTy(t.dtype, tuple(shape), None if valid == shape else tuple(valid))
 
     def cast(self, e: ast.Call) -> Ty | None:

@@ -253,7 +253,7 @@ def tile_dims(shape: Sequence[sym.Expr], tile: Sequence[int]) -> list[int]:
 
 
 def _tensor_children(e: ast.Expr, t) -> list[ast.Expr]:
-    if isinstance(e, ast.BinOp | ast.Compare):
+    if isinstance(e, ast.BinOp | ast.Compare | ast.BoolOp):
         kids: list[ast.Expr] = [e.left, e.right]
     elif isinstance(e, ast.UnaryOp):
         kids = [e.operand]

@@ -20,6 +20,7 @@ from ..frontend.parser import return_error
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
 from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
+from .elem import ElemTyping
 from .types import (
     INDEX,
     AccessGuard,
@@ -42,7 +43,7 @@ RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "n
 E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
-class Typer(CallTyping):
+class Typer(CallTyping, ElemTyping):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
     def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, int],
@@ -230,8 +231,7 @@ class Typer(CallTyping):
             self.expr(s.value)
             return
         if name in DTYPE_NAMES or name in RESERVED or name in OPS:
-            self.err("E0316", f"`{name}` is a builtin name and cannot be bound", s.target.span,
-                     help="choose another name")
+            self.builtin_name_error(name, s.target.span)
         ty = self.expr(s.value, bind_name=name)
         if ty is None:
             self.scope[name] = Binding(name, "value", ScalarTy("f32"), s.target.span, ir_name="?")  # poisoned
@@ -657,11 +657,7 @@ class Typer(CallTyping):
         if isinstance(e, ast.Compare):
             return self.compare(e)
         if isinstance(e, ast.BoolOp):
-            a, b = self.scalar_value(e.left, "a condition"), self.scalar_value(e.right, "a condition")
-            if a is None or b is None:
-                return None
-            self.t.scalar[id(e)] = sym.logical(e.op, a, b)
-            return ScalarTy("bool")
+            return self.bool_op(e)
         if isinstance(e, ast.Subscript):
             return self.subscript(e, bind_name)
         if isinstance(e, ast.Call):
@@ -675,6 +671,8 @@ class Typer(CallTyping):
         ty = self.expr(e.operand)
         if ty is None:
             return None
+        if e.op == "not" and isinstance(ty, TensorTy):
+            return self.logical(e, "not", [(e.operand, ty)])
         if e.op == "not":
             v = self.scalar_value(e.operand, "a condition", ty)
             if v is None:

@@ -70,9 +70,16 @@ UNARY = {
     "reciprocal": lambda x: 1.0 / x, "abs": np.abs, "neg": np.negative, "relu": lambda x: np.maximum(x, 0.0),
     "sigmoid": _sigmoid, "tanh": np.tanh, "silu": lambda x: x * _sigmoid(x),
     "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+    # rounding to integral values (round: to nearest, ties to even), powers, trigonometry
+    "round": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "sign": np.sign,
+    "exp2": np.exp2, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
 }
 BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "maximum": np.maximum,
-          "minimum": np.minimum}
+          "minimum": np.minimum, "pow": np.power}
+TERNARY = {"clip": lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)}
+# logic on bool tensors, by the operator and by the function spelling
+LOGIC = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
+         "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_not": np.logical_not}
 COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
            "!=": np.not_equal}
 REDUCE = {"sum": (np.sum, 0.0), "amax": (np.max, -np.inf), "amin": (np.min, np.inf), "mean": (np.mean, 0.0)}
@@ -330,6 +337,8 @@ class Interpreter:
             return [self.eval(x, env) for x in e.items]
         if isinstance(e, ast.UnaryOp):
             v = self.eval(e.operand, env)
+            if e.op == "not" and isinstance(v, TV):
+                return self.elementwise(LOGIC["not"], [v], "bool", keep_bool=True)
             if e.op == "not":
                 return not self.truth(v)
             if e.op == "+":
@@ -345,7 +354,10 @@ class Interpreter:
                 return self.elementwise(COMPARE[e.op], [a, b], "bool", keep_bool=True)
             return bool(COMPARE[e.op](a, b))
         if isinstance(e, ast.BoolOp):
-            a = self.truth(self.eval(e.left, env))
+            left = self.eval(e.left, env)
+            if isinstance(left, TV):  # elementwise on masks: both sides, no short circuit
+                return self.elementwise(LOGIC[e.op], [left, self.eval(e.right, env)], "bool", keep_bool=True)
+            a = self.truth(left)
             if e.op == "and":
                 return a and self.truth(self.eval(e.right, env))
             return a or self.truth(self.eval(e.right, env))
@@ -411,9 +423,13 @@ class Interpreter:
         kw = {k.name: k.value for k in e.keywords}
         if name in UNARY:
             return self.unary(name, self.eval(e.args[0], env))
-        if name in ("maximum", "minimum"):
+        if name in ("maximum", "minimum", "pow"):
             a, b = (self.eval(x, env) for x in e.args)
             return self.binop(name, a, b)
+        if name in TERNARY:
+            return self.elementwise(TERNARY[name], [self.eval(x, env) for x in e.args])
+        if name in LOGIC:
+            return self.elementwise(LOGIC[name], [self.eval(x, env) for x in e.args], "bool", keep_bool=True)
         if name == "where":
             c, a, b = (self.eval(x, env) for x in e.args)
             tensors = [v for v in (a, b) if isinstance(v, TV)]
@@ -460,25 +476,22 @@ class Interpreter:
         raise InterpError(f"builtin {name}")
 
     def reduce(self, name: str, v: TV, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
-        dim = int(self.eval(kw["dim"], env)) if "dim" in kw else -1
+        dims = self.eval(kw["dim"], env) if "dim" in kw else -1
         keep = bool(self.eval(kw["keepdim"], env)) if "keepdim" in kw else False
         nd = v.a.ndim
-        axis = dim % nd
+        axes = tuple(sorted(int(d) % nd for d in (dims if isinstance(dims, list) else [dims])))
         fn, ident = REDUCE[name]
-        ext = v.valid[axis]
         data = _f64(v.a)
-        sl = [slice(None)] * nd
-        sl[axis] = slice(0, ext)
-        part = data[tuple(sl)]
-        if ext == 0:
-            out = np.full(part.shape[:axis] + (1,) + part.shape[axis + 1:], ident)
+        # the valid part along the reduced axes; the others keep their full extent (and valid shape)
+        part = data[tuple(slice(0, v.valid[d]) if d in axes else slice(None) for d in range(nd))]
+        if any(v.valid[d] == 0 for d in axes):
+            out = np.full(tuple(1 if d in axes else n for d, n in enumerate(part.shape)), ident)
         else:
-            out = fn(part, axis=axis, keepdims=True)
-        valid = list(v.valid)
-        valid[axis] = 1
+            out = fn(part, axis=axes, keepdims=True)
+        valid = [1 if d in axes else n for d, n in enumerate(v.valid)]
         if not keep:
-            out = np.squeeze(out, axis=axis)
-            del valid[axis]
+            out = out.reshape([n for d, n in enumerate(out.shape) if d not in axes] or [1])
+            valid = [n for d, n in enumerate(valid) if d not in axes] or [1]
         return TV(_round(out, v.dtype), v.dtype, tuple(valid))
 
     def view(self, e: ast.Call, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
@@ -539,4 +552,4 @@ def interpret(kernel: ast.Kernel, variant: Mapping[str, str], symbols: Mapping[s
         raise stop from None
 
 
-__all__ = ["TV", "InterpError", "Interpreter", "Refused", "Stopped", "interpret"]
+__all__ = ["LOGIC", "TERNARY", "TV", "InterpError", "Interpreter", "Refused", "Stopped", "interpret"]

@@ -14,10 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..dtypes import accumulator_dtype
-from ..ops import OPS, Template
+from ..ir import TileType, Value
+from ..ops import OPS, TEMPLATE_COMPARES, Template
 from ..targets import Target
+from .templates import scalar_slots, template_scalars
 
 FILL = "TEXPANDS"  # a select's scalar operand is spread over a tile first
+# Ops whose scalar-first form has no instruction: the scalar is spread over a tile (FILL) and the
+# tile-tile instruction runs (TPOWS takes the exponent as its scalar, never the base).
+LEFT_SCALAR_BY_FILL = ("pow",)
+_TILE = Value("_tile", TileType("ub", "f32", (1,), (1,)))  # a tile operand, for template_scalars
 
 # Other forms of an op, used when the target has no instruction for the op's own form in the dtype
 # but has all of these: TABS is float-only on Ascend 910B, and |x| == max(x, -x) exactly.
@@ -29,34 +35,36 @@ def instructions(name: str, attrs: Mapping[str, Any]) -> set[str]:
     chooses them; a composite's are those of its template."""
     od = OPS[name]
     if od.expand is not None:
-        return _template(od.expand)
+        return _template(od.expand, frozenset(scalar_slots(od, attrs)))
     scalar = "scalar" in attrs or "scalar2" in attrs
     if od.kind == "select":
         return {od.pto, FILL} if scalar else {od.pto}
     if not scalar:
         return {od.pto} if od.pto else set()
+    if attrs.get("side") == "left" and name in LEFT_SCALAR_BY_FILL:
+        return {FILL, od.pto}  # the scalar spread over a tile, then the tile-tile form
     out = {od.pto_scalar} if od.pto_scalar else set()
     if attrs.get("side") == "left" and name == "sub":
         out.add(OPS["neg"].pto)  # s - x is emitted as -(x - s)
     return out
 
 
-def _template(node: Template) -> set[str]:
+def _template(node: Template, scalars: frozenset[str] = frozenset()) -> set[str]:
+    """The instructions of a template whose operand names in ``scalars`` are scalars."""
     if isinstance(node, (str, float)):
         return set()
     name, *args = node
     if name == "let":
-        _var, value, body = args
-        return _template(value) | _template(body)
+        var, value, body = args
+        return _template(value, scalars) | _template(body, scalars - {var})
     out: set[str] = set()
     for a in args:
-        out |= _template(a)
-    attrs: dict[str, Any] = {}
-    if any(isinstance(a, float) for a in args):
-        attrs["scalar"] = next(a for a in args if isinstance(a, float))
-        if isinstance(args[0], float) and not OPS[name].commutative:
-            attrs["side"] = "left"
-    return out | instructions(name, attrs)
+        out |= _template(a, scalars)
+    # a scalar argument stands for itself here; only its position matters
+    shapes = [0.0 if isinstance(a, float) or (isinstance(a, str) and a in scalars) else _TILE for a in args]
+    if name in TEMPLATE_COMPARES:
+        name = "cmp"
+    return out | instructions(name, template_scalars(name, shapes))
 
 
 def fallback(target: Target, name: str, attrs: Mapping[str, Any], dtype: str) -> Template | None:
@@ -98,4 +106,4 @@ def unsupported_instructions(target: Target, name: str, attrs: Mapping[str, Any]
     return sorted(i for i in instructions(name, attrs) if not target.computes(i, dtype))
 
 
-__all__ = ["FALLBACKS", "cast_route", "compute_dtype", "fallback", "instructions", "unsupported_instructions"]
+__all__ = ["FALLBACKS", "LEFT_SCALAR_BY_FILL", "cast_route", "compute_dtype", "fallback", "instructions", "unsupported_instructions"]

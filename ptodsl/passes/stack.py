@@ -70,13 +70,15 @@ def _logical_2d(shape: tuple[int, ...]) -> tuple[int, int]:
 def scratch_tiles(op: Op) -> int:
     """The tiles the emitter declares for one tile instruction besides its operands: scratch tiles
     and views over its operands' memory (``KernelEmitter._reduce``, ``_compare``, ``_select``,
-    ``_expand``)."""
+    ``_expand``, ``kernel_elem._pow``)."""
     name = op.name[len("tile."):]
     if name == "cmp":
         return 1  # the mask view
     if name == "where":
         # a fill per scalar operand, views of the destination and both sources, the mask view, a tmp
         return sum(k in op.attrs for k in ("scalar", "scalar2")) + 3 + 1 + 1
+    if name == "pow":
+        return 2 if op.attrs.get("side") == "left" else 1  # TPOW's scratch, and the tile of a scalar base
     if name in OPS and OPS[name].kind == "reduce":
         src: TileType = op.operands[1].type
         return 1 if int(op.attrs["axis"]) % src.rank == src.rank - 1 else 0  # a row reduction's tmp

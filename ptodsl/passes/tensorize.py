@@ -18,6 +18,7 @@ from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.schedule import schedule_attrs
 from ..ops import OPS
 from ..schedule import Schedule
+from .reduce_axes import reduce_axes
 
 
 def _post_order(node: ast.Node | None):
@@ -233,14 +234,16 @@ class _Builder:
         attrs = dict(call.attrs)
         tensors = [v for v, _ in operands if v is not None]
         scalars = [(s, i) for i, (v, s) in enumerate(operands) if v is None]
-        if scalars and call.op not in ("where",):
+        if scalars and OPS[call.op].kind not in ("select", "ternary"):
             scalar, pos = scalars[0]
             attrs["scalar"] = scalar
             if pos == 0 and not OPS[call.op].commutative:
                 attrs["side"] = "left"
-        elif scalars:
+        elif scalars:  # by position: the second operand in `scalar`, the third in `scalar2`
             for scalar, pos in scalars:
                 attrs["scalar" if pos == 1 else "scalar2"] = scalar
+        if OPS[call.op].kind == "reduce" and "axes" in call.attrs:
+            return reduce_axes(self, call, tensors[0], out, e.span)
         if OPS[call.op].kind == "reduce" and not call.attrs["keepdim"]:
             # reduce with keepdim, then drop the axis: the reshape is free on a contiguous tensor
             src = self.t.ty[id(e.args[0])]
@@ -258,7 +261,7 @@ class _Builder:
         return out
 
     def operands(self, e: ast.Expr) -> list[tuple[Value | None, sym.Expr | None]]:
-        if isinstance(e, ast.BinOp | ast.Compare):
+        if isinstance(e, ast.BinOp | ast.Compare | ast.BoolOp):
             args = [e.left, e.right]
         elif isinstance(e, ast.UnaryOp):
             args = [e.operand]

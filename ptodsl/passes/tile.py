@@ -20,10 +20,12 @@ from ..dtypes import accumulator_dtype
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.opdefs import Handlers
 from ..ir.schedule import schedule_of
-from ..ops import OPS, Template
+from ..ops import OPS, TEMPLATE_COMPARES, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
+from .templates import template_names, template_scalars
+from .tile_rows import reduction_tile, whole_rows
 
 # How each op family of the tensor level becomes tile work: TILING for every op, COMPUTE for the
 # computations whose result has a destination region.
@@ -149,6 +151,7 @@ class _Tiler:
     def grid(self, shape: Sequence[sym.Expr], valid: Sequence[sym.Expr], tile: Sequence[int], span,
              skip_axis: int | None = None):
         """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth)."""
+        tile = whole_rows(tile, shape, valid, skip_axis)
         tshape, offs, tvalid = [], [], []
         depth = 0
         for d, (s, v, t) in enumerate(zip(shape, valid, tile)):
@@ -304,8 +307,7 @@ class _Tiler:
             return
         # a composite, or an op the target computes in another form: evaluate the template over
         # primitive tile ops
-        names = {"x": srcs[0]} | ({"y": srcs[1]} if len(srcs) > 1 else {})
-        result = self.template(form, names, dst, span, top=True)
+        result = self.template(form, template_names(OPS[name], srcs, attrs), dst, span, top=True)
         assert result is dst
 
     def template(self, node: Template, names: dict, dst: Value, span, top: bool = False):
@@ -319,14 +321,14 @@ class _Tiler:
             bound = self.template(value, names, dst, span)
             return self.template(body, names | {var: bound}, dst, span, top)
         vals = [self.template(a, names, dst, span) for a in args]
-        out = dst if top else self.tile(dst.type.dtype, dst.type.shape, dst.type.valid, span)
+        if name in TEMPLATE_COMPARES:  # a comparison: a bool tile for a `where` of the template
+            out = self.tile("bool", dst.type.shape, dst.type.valid, span)
+            name, attrs = "cmp", {"mode": name}
+        else:
+            out = dst if top else self.tile(dst.type.dtype, dst.type.shape, dst.type.valid, span)
+            attrs = {}
         tiles = [v for v in vals if isinstance(v, Value)]
-        attrs = {}
-        scalars = [v for v in vals if not isinstance(v, Value)]
-        if scalars:
-            attrs["scalar"] = scalars[0]
-            if not isinstance(vals[0], Value) and name not in ("add", "mul", "maximum", "minimum"):
-                attrs["side"] = "left"
+        attrs |= template_scalars(name, vals)
         self.compute(name, out, tiles, attrs, span)
         return out
 
@@ -344,10 +346,11 @@ class _Tiler:
     def reduction(self, op: Op, dest) -> None:
         src = op.operands[0]
         st: TensorType = src.type
-        axis = op.attrs["axis"]
+        axis = op.attrs["axis"] % st.rank
         tile = self.vec_tile(st.rank, op)
         if tile is None:
             return
+        tile = reduction_tile(tile, axis)
         od = OPS[op.name]
         acc_dt = accumulator_dtype(st.dtype)
         out_dt = op.result.type.dtype
@@ -493,3 +496,6 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
+
+
+from . import tile_elem  # noqa: E402,F401  (registers the handlers of issue 23's op families)

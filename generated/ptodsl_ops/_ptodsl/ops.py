@@ -19,10 +19,13 @@ import numpy as np
 
 from .dtypes import DTYPE_NAMES, DTYPES, value_range
 
-# A composite's body: nested tuples over op names. "x"/"y" name the operands; floats are scalar
-# operands of the scalar forms (``("add", "x", 1.0)`` is TADDS); ``("let", "u", value, body)``
-# computes ``value`` once and names it ``u`` inside ``body``.
+# A composite's body: nested tuples over op names. "x"/"y"/"z" name the operands (a scalar operand
+# of the op stands for its name); floats are scalar operands of the scalar forms (``("add", "x",
+# 1.0)`` is TADDS); ``("let", "u", value, body)`` computes ``value`` once and names it ``u`` inside
+# ``body``; a comparison mode (``("gt", "x", 0.0)``, see TEMPLATE_COMPARES) is a `cmp` giving a
+# bool tile, which ``("where", cond, a, b)`` selects with.
 Template = tuple | str | float
+TEMPLATE_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 # Element types an op is defined on (``OpDef.dtypes``).
@@ -30,12 +33,15 @@ FLOATS: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if DTYPES[d].is_float)
 ANY: tuple[str, ...] = DTYPE_NAMES
 INTS_TO_32: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if not DTYPES[d].is_float and d != "bool"
                                     and DTYPES[d].itemsize <= 4)
+NUMBERS: tuple[str, ...] = tuple(d for d in DTYPE_NAMES if d != "bool")
+SIGNED: tuple[str, ...] = tuple(d for d in NUMBERS if d != "u8")
+BOOL: tuple[str, ...] = ("bool",)
 
 
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    kind: str  # unary | binary | reduce | cast | compare | select | matmul
+    kind: str  # unary | binary | ternary | reduce | cast | compare | select | matmul
     arity: int
     doc: str
     pto: str | None = None  # tile-tile instruction
@@ -51,14 +57,20 @@ class OpDef:
     col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
     acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
     mean_of: str | None = None  # reductions: computed as that reduction, then scaled by 1 / extent
+    round_mode: str | None = None  # unary ops that are a TCVT to their own dtype under this RoundMode
 
     def __post_init__(self) -> None:
         # a row that contradicts itself would be caught only where some stage reads the wrong field
-        want = {"unary": 1, "binary": 2, "reduce": 1, "cast": 1, "compare": 2, "select": 3, "matmul": 2}
+        want = {"unary": 1, "binary": 2, "ternary": 3, "reduce": 1, "cast": 1, "compare": 2, "select": 3,
+                "matmul": 2}
         if self.kind not in want or self.arity != want[self.kind]:
             raise ValueError(f"op {self.name}: kind {self.kind!r} takes {want.get(self.kind)} operands, not {self.arity}")
-        if (self.expand is None) == (self.pto is None and self.kind in ("unary", "binary")):
+        if (self.expand is None) == (self.pto is None and self.kind in ("unary", "binary", "ternary")):
             raise ValueError(f"op {self.name}: an elementwise op has an instruction or a template, exactly one")
+        if self.kind == "ternary" and self.expand is None:
+            raise ValueError(f"op {self.name}: a three-operand op is a composite (its IR exists at the tensor level only)")
+        if self.round_mode is not None and (self.kind, self.pto) != ("unary", "TCVT"):
+            raise ValueError(f"op {self.name}: a rounding mode belongs to a unary op computed by TCVT")
         reduce_fields = (self.identity, self.combine, self.row_pto, self.col_pto)
         if self.kind == "reduce" and self.mean_of is None and None in reduce_fields:
             raise ValueError(f"op {self.name}: a reduction needs identity, combine, row_pto and col_pto")
@@ -72,7 +84,7 @@ class OpDef:
             raise ValueError(f"op {self.name}: dtypes {self.dtypes!r} are not ptodsl dtypes")
         if self.commutative and self.kind != "binary":
             raise ValueError(f"op {self.name}: only binary ops are commutative")
-        if self.sim is None and self.kind in ("unary", "binary", "reduce"):
+        if self.sim is None and self.kind in ("unary", "binary", "ternary", "reduce"):
             # the simulator runs a primitive's; a composite's is what its template is tested against
             raise ValueError(f"op {self.name}: needs `sim`, its numpy meaning")
 
@@ -113,6 +125,56 @@ def _horner(coeffs: tuple[float, ...], var: str) -> Template:
     return node
 
 
+# exp2(x) = exp(n * HI) * exp(n * LO + f * ln 2) with n = floor(x), f = x - n in [0, 1) and
+# HI + LO = ln 2, HI of 15 significant bits: n * HI is exact for every n whose result is finite,
+# so neither exp sees a rounded large argument (exp(x * ln 2) would carry |x| ulps of error). At
+# most 4e-7 relative error from numpy's exp2 for results in f32's normal range, measured in f32.
+# An infinite x (x == n) takes f = 0, not inf - inf.
+_LN2 = 0.6931471805599453
+_LN2_HI, _LN2_LO = 0.693145751953125, 1.428606765330187e-06
+_EXP2 = ("let", "n", ("floor", "x"),
+         ("let", "f", ("where", ("eq", "x", "n"), 0.0, ("sub", "x", "n")),
+          ("mul", ("exp", ("mul", "n", _LN2_HI)), ("exp", ("add", ("mul", "n", _LN2_LO), ("mul", "f", _LN2))))))
+
+# log1p(x) = log(u) * x / (u - 1) with u = 1 + x rounded (Goldberg's form: the quotient corrects
+# the rounding of u), x itself where u rounds to 1, and log(u) where 1 + x was exact (x = -1 and
+# x = inf included). At most 4e-7 relative error from numpy's log1p over (-1, inf), in f32.
+_LOG1P = ("let", "u", ("add", "x", 1.0),
+          ("let", "d", ("sub", "u", 1.0),
+           ("let", "l", ("log", "u"),
+            ("where", ("eq", "u", 1.0), "x",
+             ("where", ("eq", "d", "x"), "l", ("mul", "l", ("div", "x", "d")))))))
+
+# sin and cos reduce x by the nearest multiple n (sin) or odd half-multiple m + 1/2 (cos) of pi,
+# subtracting n * pi in three parts (Cody and Waite: each part has at most 11 significant bits, so
+# n * part is exact for |n| < 2^12), and evaluate sin(r) = r + r^3 S(r^2) on |r| <= pi/2 with S
+# fitted to sin's relative error (1e-8 in exact arithmetic), times (-1)^n as 1 - 2 * (n mod 2).
+# In f32: at most 1.5e-7 absolute error from numpy's for |x| <= 1e4, 1e-6 for |x| <= 1e5; past
+# that the reduction loses the digits of r, and a reduced value beyond [-2, 2] (|x| >~ 1e7) gives
+# 0. The trig functions of the vector unit would need a reduction of their own: pto-isa has none.
+_PI_A, _PI_B, _PI_C = 3.140625, 0.0009675025939941406, 1.5099580252808664e-07
+_INV_PI = 0.3183098861837907
+_SIN_S = (-0.16666656732559204, 0.008332972414791584, -0.0001980264496523887, 2.5903266305249417e-06)
+
+
+def _trig(k: str, sign: Template) -> Template:
+    """sign * sin(x - k * pi), the reduced argument bounded to [-2, 2] (0 beyond: see above)."""
+    r0 = ("sub", ("sub", ("sub", "x", ("mul", k, _PI_A)), ("mul", k, _PI_B)), ("mul", k, _PI_C))
+    poly = ("let", "u", ("mul", "r", "r"), ("add", "r", ("mul", ("mul", "r", "u"), _horner(_SIN_S, "u"))))
+    return ("let", "r0", r0, ("let", "r", ("where", ("gt", ("abs", "r0"), 2.0), 0.0, "r0"), ("mul", sign, poly)))
+
+
+def _odd(n: str) -> Template:
+    """n mod 2 for an integral n, as 0.0 or 1.0 (exact: n / 2 and its floor are exact)."""
+    return ("sub", n, ("mul", ("floor", ("mul", n, 0.5)), 2.0))
+
+
+_SIN = ("let", "n", ("round", ("mul", "x", _INV_PI)), _trig("n", ("add", ("mul", _odd("n"), -2.0), 1.0)))
+# cos(x) = cos((m + 1/2) pi + r) = -(-1)^m sin(r)
+_COS = ("let", "m", ("floor", ("mul", "x", _INV_PI)),
+        ("let", "k", ("add", "m", 0.5), _trig("k", ("sub", ("mul", _odd("m"), 2.0), 1.0))))
+
+
 _ROWS = [
     # binary arithmetic (tile-tile and tile-scalar forms)
     OpDef("add", "binary", 2, "x + y", "TADD", "TADDS", sim=np.add, dtypes=ANY, commutative=True),
@@ -145,6 +207,34 @@ _ROWS = [
     OpDef("erf", "unary", 1, "the error function, as tanh(x * S(x^2)) with a fitted S (|error| < 3e-7)",
           sim=_erf, expand=("let", "c", ("minimum", ("maximum", "x", -4.0), 4.0),
                             ("let", "u", ("mul", "c", "c"), ("tanh", ("mul", "c", _horner(_ERF_S, "u")))))),
+    # ---- issue 23: the elementwise ops of PyPTO's models (rounding, powers, trig, logic, clip)
+    # rounding to an integral value in the same dtype: TCVT float -> float under a RoundMode
+    OpDef("round", "unary", 1, "round to the nearest integer, ties to even (torch.round)", "TCVT", sim=np.rint,
+          round_mode="rint"),
+    OpDef("floor", "unary", 1, "the largest integer <= x", "TCVT", sim=np.floor, round_mode="floor"),
+    OpDef("ceil", "unary", 1, "the smallest integer >= x", "TCVT", sim=np.ceil, round_mode="ceil"),
+    OpDef("trunc", "unary", 1, "x rounded toward zero", "TCVT", sim=np.trunc, round_mode="trunc"),
+    OpDef("pow", "binary", 2, "x ** y, as C's pow (NaN for x < 0 and a y that is not an integer)", "TPOW", "TPOWS",
+          sim=np.power),
+    OpDef("exp2", "unary", 1, "2 ** x, as exp(n HI) exp(n LO + f ln 2) (relative error < 4e-7)", sim=np.exp2,
+          expand=_EXP2),
+    OpDef("log1p", "unary", 1, "log(1 + x), accurate near 0 (relative error < 4e-7)", sim=np.log1p, expand=_LOG1P),
+    OpDef("sin", "unary", 1, "sine, reduced by pi and a fitted polynomial (|error| < 2e-7 for |x| <= 1e4)",
+          sim=np.sin, expand=_SIN),
+    OpDef("cos", "unary", 1, "cosine, reduced by pi and a fitted polynomial (|error| < 2e-7 for |x| <= 1e4)",
+          sim=np.cos, expand=_COS),
+    OpDef("sign", "unary", 1, "-1, 0 or 1 by the sign of x (NaN stays NaN)", sim=np.sign, dtypes=SIGNED,
+          expand=("where", ("gt", "x", 0.0), 1.0, ("where", ("lt", "x", 0.0), -1.0, "x"))),
+    OpDef("clip", "ternary", 3, "min(max(x, lo), hi), as torch.clamp", dtypes=NUMBERS,
+          sim=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), expand=("minimum", ("maximum", "x", "y"), "z")),
+    # logic on bool tensors (comparison masks): bitwise on the packed mask bytes
+    OpDef("logical_and", "binary", 2, "x and y, elementwise on bool tensors", "TAND", sim=np.logical_and,
+          dtypes=BOOL, commutative=True),
+    OpDef("logical_or", "binary", 2, "x or y, elementwise on bool tensors", "TOR", sim=np.logical_or,
+          dtypes=BOOL, commutative=True),
+    OpDef("logical_not", "unary", 1, "not x, elementwise on a bool tensor", "TNOT", sim=np.logical_not,
+          dtypes=BOOL),
+    # ---- end of issue 23's elementwise ops
     # reductions over one axis; partial results across tiles are merged with ``combine``
     OpDef("sum", "reduce", 1, "sum over one axis", sim=np.sum, identity=0.0, combine="add",
           row_pto="TROWSUM", col_pto="TCOLSUM", dtypes=ANY),
@@ -157,7 +247,7 @@ _ROWS = [
     # conversions, comparisons, selection
     OpDef("cast", "cast", 1, "convert to another dtype", "TCVT", dtypes=ANY),
     OpDef("cmp", "compare", 2, "elementwise comparison, giving bool", "TCMP", "TCMPS", dtypes=ANY),
-    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", dtypes=ANY),
+    OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", dtypes=ANY, sim=np.where),
     # cube
     OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC",
           dtypes=ANY),  # f16/bf16/f32 products into f32, i8 into i32 (the cube's static checks)
@@ -203,11 +293,13 @@ def describe_op(od: OpDef) -> str:
     if forms:
         lines.append(f"pto-isa instruction{'s' if len(forms) > 1 else ''}: " + ", ".join(forms)
                      + f"; runs on the {od.pipe} pipe")
+    if od.round_mode is not None:
+        lines.append(f"a TCVT from its dtype to the same dtype, rounding to an integral value (mode {od.round_mode})")
     if od.expand is not None:
         lines.append("a composite: lowering expands it into the primitive ops of its template")
     if od.mean_of is not None:
         lines.append(f"computed as `{od.mean_of}`, then scaled by 1 / the extent reduced")
-    if od.commutative:
+    if od.commutative and od.dtypes != BOOL:
         lines.append("commutative: a scalar operand may stand on either side")
     lines.append("every dtype" if od.dtypes == ANY else "float dtypes only" if od.dtypes == FLOATS
                  else "dtypes " + ", ".join(od.dtypes))

@@ -13,6 +13,7 @@ be; the scratch of one instruction is dead after it, so all instructions share t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import sym
@@ -86,6 +87,9 @@ class _Tensor:
 # The C++ of each op family inside a compute kernel (``ir/opdefs.py``); the control program's
 # ops have theirs in control.py.
 KERNEL = Handlers("the kernel emitter")
+# Elementwise ops whose instruction takes more than its tiles and scalar (a rounding mode, a
+# scratch tile): op name -> emitter(KernelEmitter, op, depth), registered by kernel_elem.py.
+ARITH_FORMS: dict[str, Callable] = {}
 
 
 class KernelEmitter:
@@ -414,8 +418,12 @@ class KernelEmitter:
 
     @KERNEL.on("unary", "binary")
     def _arith(self, op: Op, depth: int) -> None:
-        tiles = self._operands(op)
         name = op.name[len("tile."):]
+        special = ARITH_FORMS.get(name)
+        if special is not None:
+            special(self, op, depth)
+            return
+        tiles = self._operands(op)
         od = OPS[name]
         if od.pto is None:
             raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
@@ -444,6 +452,11 @@ class KernelEmitter:
         tiles = self._operands(op)
         if "bool" in (tiles[0].dtype, tiles[1].dtype):
             raise unsupported("a cast to or from bool", op.span)
+        if tiles[0].dtype == tiles[1].dtype:
+            # TCVT to the same float dtype rounds to an integral value (pto-isa's f32 -> f32
+            # "round-only" conversion); an identity cast is a copy
+            self._emit(depth, MOVE, [tiles[0].var, tiles[1].var], op)
+            return
         mode = ROUND_MODES.get(op.attrs.get("mode", "rint"))
         if mode is None:
             raise unsupported(f"the rounding mode `{op.attrs.get('mode')}`", op.span)
@@ -528,7 +541,8 @@ class KernelEmitter:
         if axis == t.rank - 1:
             tmp = self._scratch(src, op, depth)
             self._emit(depth, od.row_pto, [dst.var, src.var, tmp], op)
-        elif axis == t.rank - 2 and all(d == 1 for d in t.shape[:-2]):
+        elif all(d == 1 for k, d in enumerate(t.shape[:-1]) if k != axis):
+            # the tile is 2-D with the reduced axis as its rows (see passes/reduce_axes.py)
             self._emit(depth, od.col_pto, [dst.var, src.var], op)
         else:
             raise unsupported(f"a reduction over axis {axis} of a rank-{t.rank} tile", op.span)
@@ -565,10 +579,18 @@ class KernelEmitter:
         self.scratch_count += 1
         return alias, var
 
-    def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None) -> str:
-        """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak."""
+    def _scratch(self, like: TileInfo, op: Op, depth: int, rows: int | None = None, valid: bool = False) -> str:
+        """A scratch tile shaped like ``like`` (or ``rows`` of its rows), above the planned peak;
+        ``valid``: with ``like``'s valid extents (instructions that check operands' valid shapes
+        against each other), else wholly valid."""
         rows = like.rows if rows is None else rows
         ctype = scratch_type(like.dtype, rows, like.cols)
+        extents = ""
+        if valid:
+            vr, vc = like.valid()
+            ctype = ctype[:-1] + f", {vr if isinstance(vr, int) else 'DYNAMIC'}, {vc if isinstance(vc, int) else 'DYNAMIC'}>"
+            dynamic = [self._e(v) for v in (vr, vc) if not isinstance(v, int)]
+            extents = f"({', '.join(dynamic)})" if dynamic else ""
         alias, var = self._scratch_names(ctype, "TileTmp", "tmp")
         self.operands[var] = Operand(like.dtype, _layout("row", like.cols), "Vec")
         offset = self.scratch_cursor
@@ -577,7 +599,7 @@ class KernelEmitter:
         if self.scratch_cursor > self.scratch_peak:
             self.scratch_peak = self.scratch_cursor
             self.scratch_span = op.span
-        self._line(depth, f"{alias} {var};", op.span)
+        self._line(depth, f"{alias} {var}{extents};", op.span)
         self._line(depth, f"TASSIGN({var}, {offset});", op.span)
         self.scratch_offsets[var] = offset
         return var
@@ -611,3 +633,5 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
+
+from . import kernel_elem  # noqa: E402,F401  (registers issue 23's instruction forms in ARITH_FORMS)

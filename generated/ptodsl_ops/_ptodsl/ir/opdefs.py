@@ -433,6 +433,11 @@ def _language(name: str) -> list[IROp]:
                 IROp(T, TILE_LEVELS, "binary", (Arg("dst", TILE, "dst"), Arg("x", TILE), Arg("y", TILE, optional=True)),
                      (), attrs, (same_dtype("dst", "x", "y"), same_shape("dst", "x", "y"), one_of("y", "scalar")),
                      pipe=od.pipe)]
+    if od.kind == "ternary":
+        # always a composite: tiling expands it into the primitives of its template, so it has no
+        # tile-level op; a scalar operand stands in `scalar` (the second) or `scalar2` (the third)
+        return [IROp(name, ("tensor",), "ternary", (Arg("x", TENSOR), Arg("yz", TENSOR, many=True)), (TENSOR,),
+                     (SCALAR, Attr("scalar2", "expr")), (same_dtype("x", "yz", "result"), _operand_count("yz")))]
     if od.kind == "reduce":
         return [IROp(name, ("tensor",), "reduce", (Arg("x", TENSOR),), (TENSOR,),
                      (AXIS, Attr("keepdim", "bool")), (same_dtype("x", "result"),)),
@@ -475,6 +480,14 @@ def _select_arity(name: str) -> Rule:
         return None if given == 2 else f"{given} values to select from"
 
     return Rule("two values to select from: operands or scalar / scalar2", check)
+
+
+def _operand_count(name: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        given = len(bound[name]) + ("scalar" in op.attrs) + ("scalar2" in op.attrs)
+        return None if given == 2 else f"{given} operands besides the first"
+
+    return Rule("two operands besides the first: tensors or scalar / scalar2", check)
 
 
 def _table() -> dict[str, IROp]:

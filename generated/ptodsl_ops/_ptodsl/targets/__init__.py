@@ -136,8 +136,11 @@ class Target:
         return self.vector_instructions.get(instruction)
 
     def computes(self, instruction: str, dtype: str) -> bool:
-        """Whether the vector ``instruction`` takes data tiles of ``dtype`` on this target."""
+        """Whether the vector ``instruction`` takes data tiles of ``dtype`` on this target (for a
+        conversion: converts ``dtype`` to itself, which rounds to an integral value)."""
         rule = self.vector_rule(instruction)
+        if rule is not None and rule.casts is not None:
+            return rule.converts(dtype, dtype)
         return rule is not None and rule.takes(dtype)
 
     def converts(self, to: str, src: str) -> bool:

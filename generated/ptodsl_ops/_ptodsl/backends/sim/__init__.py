@@ -23,6 +23,7 @@ from ...ir import Func, Module, Op, TensorType, TileType
 from ...ir.opdefs import Handlers
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
+from .convert import convert
 
 INT_POISON = -0x5A5A5A5A
 
@@ -122,14 +123,14 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _round_to(values: np.ndarray, dtype: str, mode: str = "rint") -> np.ndarray:
+def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """A computed result stored in ``dtype``: rounded to nearest even (integers: saturated);
+    ``tile.cast`` converts under its rounding mode (``convert.py``)."""
     npd = numpy_dtype(dtype)
     if DTYPES[dtype].is_float or dtype == "bool":
         return values.astype(npd)
-    f = {"rint": np.rint, "round": lambda x: np.floor(x + 0.5), "floor": np.floor, "ceil": np.ceil,
-         "trunc": np.trunc}[mode]
     if values.dtype.kind == "f":
-        values = f(values)
+        values = np.rint(values)
     info = np.iinfo(npd)
     return np.clip(values, info.min, info.max).astype(npd)
 
@@ -407,7 +408,7 @@ def _reduce(m: Machine, op: Op) -> None:
 def _cast(m: Machine, op: Op) -> None:
     dst, (src,) = _tiles(m, op)
     reg = dst.region()
-    dst.data[reg] = _round_to(_f32(src.data[reg]), op.attrs["to"], op.attrs.get("mode", "rint"))
+    dst.data[reg] = convert(src.data[reg], op.operands[1].type.dtype, op.attrs["to"], op.attrs.get("mode", "rint"))
 
 
 @SIM.on("compare")

@@ -104,7 +104,8 @@ inline double to_double(T value) {
 }
 
 // Convert one element. Floating targets round under `mode`; integer targets round under `mode`
-// and saturate to their range (NaN gives 0), as the vector unit's conversions do.
+// and saturate to their range (NaN gives 0), as the vector unit's conversions do. An element kept
+// in its own type is unchanged (TCVT itself rounds a float to its own type: see rint_to_integral).
 template <typename To, typename From>
 inline To convert(From value, RoundMode mode) {
     if constexpr (std::is_same_v<To, From>) {
@@ -134,6 +135,15 @@ inline To convert(From value, RoundMode mode) {
         }
         return static_cast<To>(r);
     }
+}
+
+// TCVT from a float type to itself: pto-isa's "round-only" conversion (f32 -> f32 on A2/A3),
+// rounding to an integral value under `mode` (CAST_FLOOR is floor); infinities and NaN stay.
+template <typename T>
+inline T rint_to_integral(T value, RoundMode mode) {
+    static_assert(is_float_like_v<T>, "rint_to_integral takes a floating-point type");
+    const double x = to_double(value);
+    return std::isfinite(x) ? T(static_cast<float>(std::copysign(round_to_integer(x, mode), x))) : value;
 }
 
 // Element conversion on moves that change the type (an f32 accumulator stored as f16): the

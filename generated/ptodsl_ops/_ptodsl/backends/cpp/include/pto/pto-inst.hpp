@@ -18,7 +18,8 @@
 //              L0B, L0C, bias, scaling; sizes from PTO_CPU_*_BYTES), TASSIGN(global_tensor, ptr)
 //   memory     TLOAD, TSTORE (atomic add, Acc narrowing), TMOV, TEXTRACT, TFILLPAD, TFILLPAD_INPLACE
 //   vector     TADD TSUB TMUL TDIV TMAX TMIN; TADDS TSUBS TMULS TDIVS (both operand orders) TMAXS
-//              TMINS; TEXP TLOG TSQRT TRSQRT TRECIP TABS TNEG TRELU TNOT; TEXPANDS; TCVT; TCMP TCMPS TSEL
+//              TMINS; TEXP TLOG TSQRT TRSQRT TRECIP TABS TNEG TRELU TNOT; TEXPANDS; TCVT; TCMP TCMPS TSEL;
+//              TPOW TPOWS (PowAlgorithm); TAND TOR
 //   reduce     TROWSUM TROWMAX TROWMIN; TCOLSUM TCOLMAX TCOLMIN
 //   broadcast  TROWEXPAND TCOLEXPAND; TROWEXPAND{ADD,SUB,MUL,DIV,MAX,MIN};
 //              TCOLEXPAND{ADD,SUB,MUL,DIV,MAX,MIN}
@@ -70,6 +71,7 @@
 #include "cpu_subset/sync.hpp"
 #include "cpu_subset/ops_memory.hpp"
 #include "cpu_subset/ops_vector.hpp"
+#include "cpu_subset/ops_elem.hpp"
 #include "cpu_subset/ops_reduce.hpp"
 #include "cpu_subset/ops_cube.hpp"
 #pragma GCC visibility pop

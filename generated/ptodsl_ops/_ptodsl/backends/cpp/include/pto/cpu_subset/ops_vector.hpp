@@ -255,7 +255,8 @@ AICORE inline RecordEvent TNOT(TileDataDst& dst, TileDataSrc& src) {
 
 // ---------------------------------------------------------------------------- conversion
 
-// dst = src converted to dst's element type, rounded under `mode`, over the source's valid region.
+// dst = src converted to dst's element type, rounded under `mode`, over the source's valid region;
+// a float converted to its own type is rounded to an integral value (pto-isa's f32 -> f32 form).
 template <typename TileDataD, typename TileDataS>
 AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
     using D = typename TileDataD::DType;
@@ -268,7 +269,12 @@ AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
     cpu::require_covers<TileDataD>(rows, cols, "TCVT", "dst");
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
-            out[cpu::element_offset<TileDataD>(r, c)] = cpu::convert<D>(in[cpu::element_offset<TileDataS>(r, c)], mode);
+            const S value = in[cpu::element_offset<TileDataS>(r, c)];
+            if constexpr (std::is_same_v<D, S> && cpu::is_float_like_v<D>) {
+                out[cpu::element_offset<TileDataD>(r, c)] = cpu::rint_to_integral(value, mode);
+            } else {
+                out[cpu::element_offset<TileDataD>(r, c)] = cpu::convert<D>(value, mode);
+            }
         }
     }
     return {};
