@@ -38,6 +38,14 @@ SIGNED: tuple[str, ...] = tuple(d for d in NUMBERS if d != "u8")
 BOOL: tuple[str, ...] = ("bool",)
 
 
+# The cube, as the language defines it (the same on every target; each target file's
+# ``cube_dtypes`` and ``cube_stores`` say what its chip does): the dtype a matmul of each input dtype
+# accumulates in on L0C, and the dtypes that accumulator may be written out as (``out_dtype``),
+# converted once on its way out of L0C.
+MATMUL_ACCUMULATOR: dict[str, str] = {"f16": "f32", "bf16": "f32", "f32": "f32", "i8": "i32"}
+MATMUL_OUT: dict[str, tuple[str, ...]] = {"f32": ("f32", "f16", "bf16"), "i32": ("i32",)}
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -56,6 +64,7 @@ class OpDef:
     row_pto: str | None = None  # reductions along the last axis (one value per row)
     col_pto: str | None = None  # reductions along the second-to-last axis (one value per column)
     acc_pto: str | None = None  # the accumulating form (matmul: adds to the accumulator it is given)
+    bias_pto: str | None = None  # the form that starts from a bias row (matmul: one value per column)
     mean_of: str | None = None  # reductions: computed as that reduction, then scaled by 1 / extent
     round_mode: str | None = None  # unary ops that are a TCVT to their own dtype under this RoundMode
 
@@ -250,7 +259,7 @@ _ROWS = [
     OpDef("where", "select", 3, "where(cond, x, y)", "TSEL", dtypes=ANY, sim=np.where),
     # cube
     OpDef("matmul", "matmul", 2, "matrix product on the cube unit", "TMATMUL", pipe="M", acc_pto="TMATMUL_ACC",
-          dtypes=ANY),  # f16/bf16/f32 products into f32, i8 into i32 (the cube's static checks)
+          bias_pto="TMATMUL_BIAS", dtypes=tuple(MATMUL_ACCUMULATOR)),
 ]
 
 OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
@@ -289,7 +298,8 @@ def describe_op(od: OpDef) -> str:
     lines = [f"{od.name}: {od.kind} op taking {od.arity} operand{'s' if od.arity != 1 else ''}: {od.doc}"]
     forms = [f"{what} {ins}" for what, ins in (("tile-tile", od.pto), ("tile-scalar", od.pto_scalar),
                                                 ("per row", od.row_pto), ("per column", od.col_pto),
-                                                ("accumulating", od.acc_pto)) if ins]
+                                                ("accumulating", od.acc_pto), ("with a bias", od.bias_pto))
+             if ins]
     if forms:
         lines.append(f"pto-isa instruction{'s' if len(forms) > 1 else ''}: " + ", ".join(forms)
                      + f"; runs on the {od.pipe} pipe")

@@ -35,6 +35,8 @@ class LoopSchedule:
 class Schedule:
     vec_tile: tuple[int, ...] | None = None
     cube_tile: dict[str, tuple[int, int]] | None = None  # "m"/"k"/"n" -> (L0 tile, L1 tile)
+    # a matmul's k tiles split over this many partial products (``cube_tile.split_k``), summed at the end
+    split_k: int = 1
     loops: dict[str, LoopSchedule] = field(default_factory=dict)
     valid_shapes: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
     pass_options: dict[str, int] = field(default_factory=lambda: dict(PASS_OPTION_DEFAULTS))

@@ -64,6 +64,11 @@ def matmul(a, b):
     return a.astype(np.float64) @ b.astype(np.float64)
 
 
+def bmm(a, b):
+    c = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    return c, c
+
+
 def scalar_ops(x, s=0.25):
     return (x.astype(np.float64) - 1.5) * 2.0 / 4.0 + s
 
@@ -132,6 +137,20 @@ def to_f32(x):
     return x.astype(np.float32)
 
 
+def _bf16(x):
+    """Rounded to bf16 (to nearest even), where the kernel keeps a value in bf16."""
+    import ml_dtypes
+
+    return np.asarray(x).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def ffn(x, w1, w2, act=0):
+    # the first product leaves the cube as bf16, and so does the activation: a sum of 256 terms
+    # each off by a bf16 rounding would otherwise differ by more than bf16's tolerance
+    h = _bf16(x.astype(np.float64) @ w1.astype(np.float64))
+    return _bf16(silu(h) if act == 0 else gelu(h)) @ w2.astype(np.float64)
+
+
 def sum_rows(x):
     return x.astype(np.float64).sum(axis=-1, keepdims=True)
 
@@ -158,6 +177,14 @@ def attention(q, k, v, scale):
     return (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
 
 
+def mha_sdpa(q, k, v, scale):
+    """softmax(q k^T * scale) v per batch entry and head, in f64; the test of the torch equivalent
+    (specs/test_mha_sdpa_torch.py) holds it to torch's scaled_dot_product_attention."""
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2)) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+
+
 def rmsnorm(x, gamma, eps=1e-6):
     x = x.astype(np.float64)
     inv = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
@@ -175,6 +202,18 @@ def log_softmax(x):
     x = x.astype(np.float64)
     s = x - x.max(axis=-1, keepdims=True)
     return s - np.log(np.exp(s).sum(axis=-1, keepdims=True))
+
+
+def matmul_bias(x, w, bias):
+    return x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
+
+
+def matmul_i8(a, b):
+    return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+def matmul_splitk(a, b, bias):
+    return a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64)
 
 
 def matmul_bias_relu(a, b, bias):
@@ -326,10 +365,45 @@ def torch_matmul(a, b):
     return a.float() @ b.float()
 
 
+def torch_bmm(a, b):
+    # torch.matmul broadcasts the batch dims; the cube accumulates in f32 and rounds once to T
+    c = a.float() @ b.float()
+    return c, c.to(a.dtype)
+
+
+def torch_matmul_bias(x, w, bias):
+    import torch
+
+    return torch.nn.functional.linear(x.float(), w.float(), bias.float()).to(x.dtype)
+
+
+def torch_matmul_i8(a, b):
+    # torch has no int8 matmul on the CPU: the int32 products are exact in int64
+    return (a.long() @ b.long().T).int()
+
+
+def torch_matmul_splitk(a, b, bias):
+    return (a.float() @ b.float() + bias).to(a.dtype)
+
+
 def torch_matmul_bias_relu(a, b, bias):
     import torch
 
     return torch.relu(a.float() @ b.float() + bias)
+
+
+def torch_mha_sdpa(q, k, v, scale):
+    import torch
+
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+
+
+def torch_ffn(x, w1, w2, act=0):
+    import torch
+
+    h = (x.float() @ w1.float()).to(x.dtype)  # the first product leaves the cube as bf16
+    a = torch.nn.functional.silu(h.float()) if act == 0 else torch.nn.functional.gelu(h.float(), approximate="tanh")
+    return (a.to(x.dtype).float() @ w2.float()).to(x.dtype)
 
 
 def torch_mean_rows(x):

@@ -94,7 +94,10 @@ def test_the_seed_set_covers_the_language():
                       "cast(", "where(", "keepdim=True", "dim=0)", "dim=-1)", "T: [f16]", "T: [bf16]",
                       "T: [f32]", "for b in loop(B", "elif ", "rv", "cv[", ", s", ":N - ", ".move(", ".assemble(",
                       "zeros([1, N], f32)", "loop(1, M", "= x1[r, ", "view(x0, [1, N], [g", "= x0[g",
-                      " = x1[g", "* x1[g"):
+                      " = x1[g", "* x1[g",
+                      # the cube: batches, transposes, out_dtype, bias, int8, split-K, a computed operand
+                      "= matmul(", "T[B, H, ", "T[B, 1, ", "trans_a=True", "trans_b=True", "out_dtype=T",
+                      "bias=v", "i8[", "out i32[", "split_k: ", "= matmul(cast(", "= matmul(where("):
         assert construct in text, construct
 
 
@@ -197,6 +200,20 @@ def test_the_interpreter_agrees_with_the_library_references():
     got = _spec_case("online_softmax_attn", {"S": 17, "D": 32, "L": 128}, {"T": "f32"},
                      {"q": q, "k": k, "v": v}, {"scale": 0.17})["o"]
     np.testing.assert_allclose(got, refs.attention(q, k, v, scale=0.17), rtol=1e-4, atol=1e-5)
+    # the cube's forms: batch broadcast, both outputs of bmm, a bias, int8 exact, multi-head attention
+    a, b = rng.uniform(-1, 1, (2, 3, 9, 20)).astype(np.float32), rng.uniform(-1, 1, (3, 20, 11)).astype(np.float32)
+    got = _spec_case("bmm", {"B": 2, "H": 3, "M": 9, "K": 20, "N": 11}, {"T": "f32"}, {"a": a, "b": b})
+    np.testing.assert_allclose(got["c"], refs.bmm(a, b)[0], rtol=1e-5, atol=1e-5)
+    x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((7, 30), (12, 30), (12,)))
+    got = _spec_case("matmul_bias", {"M": 7, "K": 30, "N": 12}, {"T": "f32"}, {"x": x, "w": w, "bias": bias})["y"]
+    np.testing.assert_allclose(got, refs.matmul_bias(x, w, bias), rtol=1e-5, atol=1e-5)
+    a8, b8 = (rng.integers(-128, 128, s).astype(np.int8) for s in ((6, 200), (5, 200)))
+    got = _spec_case("matmul_i8", {"M": 6, "K": 200, "N": 5}, {}, {"a": a8, "b": b8, "c": np.zeros((6, 5), np.int32)})
+    np.testing.assert_array_equal(got["c"], refs.matmul_i8(a8, b8))
+    q, k, v = (rng.uniform(-1, 1, (2, 2, n, 16)).astype(np.float32) for n in (5, 9, 9))
+    got = _spec_case("mha_sdpa", {"B": 2, "H": 2, "S": 5, "L": 9, "D": 16}, {"T": "f32"},
+                     {"q": q, "k": k, "v": v}, {"scale": 0.25})["o"]
+    np.testing.assert_allclose(got, refs.mha_sdpa(q, k, v, scale=0.25), rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------ the command

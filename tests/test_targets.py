@@ -39,6 +39,12 @@ def test_ascend910b_numbers() -> None:
     assert t.cube_dtypes == (("f32", "f16", "f16"), ("f32", "bf16", "bf16"), ("f32", "f32", "f32"),
                              ("i32", "i8", "i8"))
     assert t.supports_matmul("f32", "bf16", "bf16") and not t.supports_matmul("f16", "f16", "f16")
+    # the fixpipe narrows an f32 accumulator on its way to GM; an i32 one leaves as it is
+    assert t.stores_from_acc("f32", "bf16") and t.stores_from_acc("i32", "i32")
+    assert not t.stores_from_acc("i32", "f16") and not t.stores_from_acc("f32", "i8")
+    # the A2/A3 bias table takes f16 rows widened to f32, but has no conversion for bf16
+    assert (t.bias_bytes, t.bias_row_bytes) == (KIB, 64)
+    assert t.moves_bias("f32", "f16") and not t.moves_bias("f32", "bf16") and not t.moves_bias("f16", "f16")
 
 
 def test_ascend950_differs_in_ub_and_l0c() -> None:
@@ -46,9 +52,11 @@ def test_ascend950_differs_in_ub_and_l0c() -> None:
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
     assert (a.npu_vector_arch, a.npu_cube_arch) == ("dav-c220-vec", "dav-c220-cube")
     assert (b.npu_vector_arch, b.npu_cube_arch) == ("", "")  # no NPU build recipe for the 950 yet
+    # A5's bias table is 4 KiB and widens bf16 rows too
+    assert b.bias_bytes == 4 * KIB and b.moves_bias("f32", "bf16")
     same = [f.name for f in fields(Target)
             if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch",
-                           "vector_instructions")]
+                           "vector_instructions", "bias_bytes", "bias_moves")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
 
 
@@ -59,7 +67,12 @@ def test_every_shipped_target_is_consistent(name: str) -> None:
     for c, a, b in t.cube_dtypes:
         assert {c, a, b} <= set(DTYPE_NAMES)
     # Buffers are whole numbers of alignment blocks.
-    for size in (t.ub_bytes, t.l1_bytes, t.l0a_bytes, t.l0b_bytes, t.l0c_bytes):
+    for acc, gm in t.cube_stores:
+        assert any(c == acc for c, _, _ in t.cube_dtypes) and gm in DTYPE_NAMES
+    for to, src in t.bias_moves:
+        assert any(c == to for c, _, _ in t.cube_dtypes) and src in DTYPE_NAMES
+    assert t.bias_row_bytes % t.ub_block_bytes == 0
+    for size in (t.ub_bytes, t.l1_bytes, t.l0a_bytes, t.l0b_bytes, t.l0c_bytes, t.bias_bytes):
         assert size % t.ub_block_bytes == 0
     assert t.vector_repeat_bytes % t.ub_block_bytes == 0
 

@@ -22,6 +22,7 @@ from .ops import amax_rows as _PTODSL_M_amax_rows
 from .ops import amin_cols as _PTODSL_M_amin_cols
 from .ops import attn as _PTODSL_M_attn
 from .ops import bitwise_not as _PTODSL_M_bitwise_not
+from .ops import bmm as _PTODSL_M_bmm
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
 from .ops import clamp as _PTODSL_M_clamp
@@ -29,6 +30,7 @@ from .ops import clip as _PTODSL_M_clip
 from .ops import div_bcast as _PTODSL_M_div_bcast
 from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
+from .ops import ffn as _PTODSL_M_ffn
 from .ops import flash_attn as _PTODSL_M_flash_attn
 from .ops import gelu as _PTODSL_M_gelu
 from .ops import gelu_bwd as _PTODSL_M_gelu_bwd
@@ -38,9 +40,13 @@ from .ops import log as _PTODSL_M_log
 from .ops import log_softmax as _PTODSL_M_log_softmax
 from .ops import logical as _PTODSL_M_logical
 from .ops import matmul as _PTODSL_M_matmul
+from .ops import matmul_bias as _PTODSL_M_matmul_bias
 from .ops import matmul_bias_relu as _PTODSL_M_matmul_bias_relu
 from .ops import matmul_bwd as _PTODSL_M_matmul_bwd
+from .ops import matmul_i8 as _PTODSL_M_matmul_i8
+from .ops import matmul_splitk as _PTODSL_M_matmul_splitk
 from .ops import mean_rows as _PTODSL_M_mean_rows
+from .ops import mha_sdpa as _PTODSL_M_mha_sdpa
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
 from .ops import pow as _PTODSL_M_pow
 from .ops import reciprocal as _PTODSL_M_reciprocal
@@ -413,6 +419,56 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::bmm", mutates_args=())
+def bmm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched matrix product a[b, h] @ b[h] for every batch entry b (batch dims broadcast as torch.matmul), written in f32 and rounded to T.
+
+    Torch custom op ``ptodsl_ops::bmm``; see ``ptodsl_ops.bmm`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_bmm._PTODSL_OP,
+        (a, b),
+        {},
+        backend,
+    )
+
+
+@bmm.register_fake
+def _PTODSL_fake_bmm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_bmm._PTODSL_OP,
+        (a, b),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @bmm.register_kernel("npu")
+    def _PTODSL_npu_bmm(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_bmm._PTODSL_OP,
+            (a, b),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::cast_f16_f32", mutates_args=())
 def cast_f16_f32(
     x: torch.Tensor,
@@ -754,6 +810,62 @@ if _PTODSL_NPU:
             _PTODSL_M_exp._PTODSL_OP,
             (x,),
             {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::ffn", mutates_args=())
+def ffn(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    *,
+    act: int = 0,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Feed-forward block act(x @ w1) @ w2 (act silu or gelu) with bf16 matmul outputs and a runtime batch B.
+
+    Torch custom op ``ptodsl_ops::ffn``; see ``ptodsl_ops.ffn`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_ffn._PTODSL_OP,
+        (x, w1, w2),
+        {"act": act},
+        backend,
+    )
+
+
+@ffn.register_fake
+def _PTODSL_fake_ffn(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    *,
+    act: int = 0,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_ffn._PTODSL_OP,
+        (x, w1, w2),
+        {"act": act},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @ffn.register_kernel("npu")
+    def _PTODSL_npu_ffn(
+        x: torch.Tensor,
+        w1: torch.Tensor,
+        w2: torch.Tensor,
+        *,
+        act: int = 0,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_ffn._PTODSL_OP,
+            (x, w1, w2),
+            {"act": act},
         )
 
 
@@ -1216,6 +1328,59 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::matmul_bias", mutates_args=())
+def matmul_bias(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Linear layer x @ w.T + bias with the bias added in the cube (TMATMUL_BIAS), accumulated in f32 and rounded once to T.
+
+    Torch custom op ``ptodsl_ops::matmul_bias``; see ``ptodsl_ops.matmul_bias`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_matmul_bias._PTODSL_OP,
+        (x, w, bias),
+        {},
+        backend,
+    )
+
+
+@matmul_bias.register_fake
+def _PTODSL_fake_matmul_bias(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_matmul_bias._PTODSL_OP,
+        (x, w, bias),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul_bias.register_kernel("npu")
+    def _PTODSL_npu_matmul_bias(
+        x: torch.Tensor,
+        w: torch.Tensor,
+        bias: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul_bias._PTODSL_OP,
+            (x, w, bias),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::matmul_bias_relu", mutates_args=())
 def matmul_bias_relu(
     a: torch.Tensor,
@@ -1322,6 +1487,109 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::matmul_i8", mutates_args=())
+def matmul_i8(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Quantised matrix product a @ b.T of int8 operands, accumulated exactly in int32 on the cube.
+
+    Torch custom op ``ptodsl_ops::matmul_i8``; see ``ptodsl_ops.matmul_i8`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_matmul_i8._PTODSL_OP,
+        (a, b),
+        {},
+        backend,
+    )
+
+
+@matmul_i8.register_fake
+def _PTODSL_fake_matmul_i8(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_matmul_i8._PTODSL_OP,
+        (a, b),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul_i8.register_kernel("npu")
+    def _PTODSL_npu_matmul_i8(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul_i8._PTODSL_OP,
+            (a, b),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::matmul_splitk", mutates_args=())
+def matmul_splitk(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """a @ b + bias for a long K, as split-K partial products summed in f32 and rounded once to T.
+
+    Torch custom op ``ptodsl_ops::matmul_splitk``; see ``ptodsl_ops.matmul_splitk`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_matmul_splitk._PTODSL_OP,
+        (a, b, bias),
+        {},
+        backend,
+    )
+
+
+@matmul_splitk.register_fake
+def _PTODSL_fake_matmul_splitk(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_matmul_splitk._PTODSL_OP,
+        (a, b, bias),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @matmul_splitk.register_kernel("npu")
+    def _PTODSL_npu_matmul_splitk(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        bias: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_matmul_splitk._PTODSL_OP,
+            (a, b, bias),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::mean_rows", mutates_args=())
 def mean_rows(
     x: torch.Tensor,
@@ -1366,6 +1634,62 @@ if _PTODSL_NPU:
             _PTODSL_M_mean_rows._PTODSL_OP,
             (x,),
             {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::mha_sdpa", mutates_args=())
+def mha_sdpa(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Multi-head attention softmax(q k^T * scale) v over [B, H] heads, written with batched matmuls.
+
+    Torch custom op ``ptodsl_ops::mha_sdpa``; see ``ptodsl_ops.mha_sdpa`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_mha_sdpa._PTODSL_OP,
+        (q, k, v),
+        {"scale": scale},
+        backend,
+    )
+
+
+@mha_sdpa.register_fake
+def _PTODSL_fake_mha_sdpa(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_mha_sdpa._PTODSL_OP,
+        (q, k, v),
+        {"scale": scale},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @mha_sdpa.register_kernel("npu")
+    def _PTODSL_npu_mha_sdpa(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        scale: float,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_mha_sdpa._PTODSL_OP,
+            (q, k, v),
+            {"scale": scale},
         )
 
 
@@ -2701,6 +3025,7 @@ _PTODSL_TORCH.register_autograd(amax_rows, _PTODSL_M_amax_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(amin_cols, _PTODSL_M_amin_cols._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(attn, _PTODSL_M_attn._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bitwise_not, _PTODSL_M_bitwise_not._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(bmm, _PTODSL_M_bmm._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f16_f32, _PTODSL_M_cast_f16_f32._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f32_f16, _PTODSL_M_cast_f32_f16._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clamp, _PTODSL_M_clamp._PTODSL_OP, None)
@@ -2708,6 +3033,7 @@ _PTODSL_TORCH.register_autograd(clip, _PTODSL_M_clip._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(div_bcast, _PTODSL_M_div_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(erf, _PTODSL_M_erf._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(exp, _PTODSL_M_exp._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(ffn, _PTODSL_M_ffn._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(flash_attn, _PTODSL_M_flash_attn._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(gelu, _PTODSL_M_gelu._PTODSL_OP, gelu_bwd)
 _PTODSL_TORCH.register_autograd(gelu_bwd, _PTODSL_M_gelu_bwd._PTODSL_OP, None)
@@ -2717,9 +3043,13 @@ _PTODSL_TORCH.register_autograd(log, _PTODSL_M_log._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(log_softmax, _PTODSL_M_log_softmax._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(logical, _PTODSL_M_logical._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul, _PTODSL_M_matmul._PTODSL_OP, matmul_bwd)
+_PTODSL_TORCH.register_autograd(matmul_bias, _PTODSL_M_matmul_bias._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul_bias_relu, _PTODSL_M_matmul_bias_relu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul_bwd, _PTODSL_M_matmul_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(matmul_i8, _PTODSL_M_matmul_i8._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(matmul_splitk, _PTODSL_M_matmul_splitk._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(mha_sdpa, _PTODSL_M_mha_sdpa._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(pow, _PTODSL_M_pow._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reciprocal, _PTODSL_M_reciprocal._PTODSL_OP, None)

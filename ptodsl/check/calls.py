@@ -1,21 +1,22 @@
 """Typing of the language's builtin calls: elementwise ops from the op table, reductions, casts,
-matmul, views, local tensors and the loop predicates. Mixed into the checker's Typer."""
+views, local tensors and the loop predicates (matmul: ``matmul.py``). Mixed into the checker's Typer."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .. import sym
-from ..diagnostics import Label, did_you_mean
+from ..diagnostics import did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
+from .matmul import MATMUL_KEYWORDS, MatmulTyping
 from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
-    "matmul": ("trans_a", "trans_b", "out_dtype"), "cast": ("mode",), "view": ("valid_shape",),
+    "matmul": MATMUL_KEYWORDS, "cast": ("mode",), "view": ("valid_shape",),
     "loop": ("name",), "loop_unroll": ("name",),
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
@@ -29,7 +30,7 @@ def fmt_shape(shape: Sequence[sym.Expr]) -> str:
     return "[" + ", ".join(sym.to_text(s) for s in shape) + "]"
 
 
-class CallTyping:
+class CallTyping(MatmulTyping):
     """Needs from the Typer: err, expr, elementwise, scalar_value, dim_list, const_int, const_bool,
     make_view, ranges and loop_stack."""
 
@@ -309,50 +310,3 @@ class CallTyping:
             mode = kw.value.value
         self.t.call[id(e)] = CallInfo("cast", {"to": d.dtype, "mode": mode})
         return TensorTy(d.dtype, t.shape, t.valid)
-
-    def matmul(self, e: ast.Call, od: OpDef) -> Ty | None:
-        if not self.arity(e, "matmul", od.arity):
-            return None
-        a, b = self.expr(e.args[0]), self.expr(e.args[1])
-        if a is None or b is None:
-            return None
-        for x, t in ((e.args[0], a), (e.args[1], b)):
-            if not isinstance(t, TensorTy) or t.rank != 2:
-                self.err("E0314", "`matmul` takes two 2-D tensors", x.span,
-                         f"this is {'a tensor of rank ' + str(t.rank) if isinstance(t, TensorTy) else 'not a tensor'}")
-                return None
-        flags = {}
-        for k in ("trans_a", "trans_b"):
-            kw = e.keyword(k)
-            flags[k] = self.const_bool(kw.value, f"`{k}`") if kw else False
-            if flags[k] is None:
-                return None
-        out = a.dtype if a.dtype == "f32" else "f32"
-        kw = e.keyword("out_dtype")
-        if kw is not None:
-            d = self.expr(kw.value)
-            if not isinstance(d, DtypeTy):
-                self.err("E0313", "`out_dtype` is a dtype", kw.value.span)
-                return None
-            out = d.dtype
-        if not self.dtype_taken(od, a.dtype, e.span):
-            return None
-        if a.dtype != b.dtype:
-            self.err("E0303", f"mixed dtypes: {a.dtype} and {b.dtype}", e.span,
-                     secondary=[Label(e.args[0].span, f"this is {a.dtype}"), Label(e.args[1].span, f"this is {b.dtype}")],
-                     help="cast one operand")
-            return None
-        m, k1 = (a.shape[1], a.shape[0]) if flags["trans_a"] else (a.shape[0], a.shape[1])
-        mv = a.valid_shape[1] if flags["trans_a"] else a.valid_shape[0]
-        k2, n = (b.shape[1], b.shape[0]) if flags["trans_b"] else (b.shape[0], b.shape[1])
-        nv = b.valid_shape[0] if flags["trans_b"] else b.valid_shape[1]
-        if k1 != k2:
-            self.err("E0314", f"matmul inner dims differ: {sym.to_text(k1)} and {sym.to_text(k2)}", e.span,
-                     secondary=[Label(e.args[0].span, f"shape {fmt_shape(a.shape)}"),
-                                Label(e.args[1].span, f"shape {fmt_shape(b.shape)}")],
-                     help="the left operand's columns must equal the right operand's rows (see trans_a/trans_b)")
-            return None
-        self.t.call[id(e)] = CallInfo("matmul", {**flags, "out_dtype": out, "in_dtype": a.dtype})
-        valid = (mv, nv)
-        return TensorTy(out, (m, n), None if valid == (m, n) else valid)
-

@@ -7,10 +7,7 @@ Every limit comes from the spec's target (``ptodsl/targets/*.yaml``); nothing he
   for every dtype of the tensors that tile covers, per dtype variant. Only tensors whose last dim
   is not statically smaller than the tile are counted: for those the tile row is clipped to the
   tensor and the tile's own last dim never reaches the hardware.
-* E0604 — a cube tile ``{m, k, n: [L0, L1]}``: positive extents, L1 a multiple of L0, L0 at most
-  ``max_mkn``, and the k and n L0 extents ``cube_c0_bytes``-aligned for the matmul's input dtype.
-* E0605 — a cube tile over the L0A (m×k×in), L0B (k×n×in), L0C (m×n×4) or L1 ((m×k + k×n)×in at
-  the L1 extents) capacity of the target. Checked only when the kernel has a matmul.
+* E0604, E0605, E0822 — the cube tile and split_k: ``cube_schedule.py``.
 The UB a kernel needs is not estimated here: memory planning, which sees the tiles the passes
 really keep and how long each lives, checks it per compute kernel (E0611). ``ptodsl check`` runs
 the passes, so it reports that too. (E0606, an all-tiles-live estimate made here, is retired.)
@@ -25,7 +22,7 @@ the accumulation dtype). Both branches of an ``if`` count; nested loops are bodi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import sym
@@ -35,13 +32,12 @@ from ..frontend import ast
 from ..frontend.spec import Spec
 from ..ops import OPS
 from ..targets import Target
+from .cube_schedule import check_cube
 from .loops import LoopSite, loop_sites
 from .types import CheckedKernel, TensorTy
 
 E_TILE_SHAPE = "E0602"
 E_TILE_ALIGN = "E0603"
-E_CUBE_TILE = "E0604"
-E_CUBE_CAPACITY = "E0605"
 
 Path = tuple[str, ...]
 
@@ -60,7 +56,7 @@ def run(checked: Sequence[CheckedKernel], spec: Spec, target: Target, diags: Dia
         sites = loop_sites(checked[0].kernel)
         _check_alignment(checked, sites, tiles, spec, target, diags)
     if kernel is not None:
-        _check_cube(kernel, checked, spec, target, diags)
+        check_cube(kernel, checked, spec, target, diags)
 
 
 # ------------------------------------------------------------------ vec tiles: shape (E0602)
@@ -325,111 +321,3 @@ def _check_alignment(checked: Sequence[CheckedKernel], sites: list[LoopSite],
 
 def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-# ------------------------------------------------------------------ cube tiles (E0604, E0605)
-
-
-def _has_matmul(kernel: ast.Kernel) -> bool:
-    return any(isinstance(n, ast.Call) and n.func_name == "matmul" for n in ast.walk(kernel))
-
-
-def _matmul_in_dtypes(checked: Iterable[CheckedKernel]) -> dict[str, set[str]]:
-    """Input dtype of the kernel's matmuls -> the variants in which it occurs."""
-    out: dict[str, set[str]] = {}
-    for ck in checked:
-        for info in ck.typing.call.values():
-            if info.op == "matmul" and "in_dtype" in info.attrs:
-                out.setdefault(info.attrs["in_dtype"], set()).add(ck.variant_name)
-    return out
-
-
-def _check_cube(kernel: ast.Kernel, checked: Sequence[CheckedKernel], spec: Spec, target: Target,
-                diags: Diagnostics) -> None:
-    cube = spec.schedule.cube_tile
-    if cube is None or not _has_matmul(kernel):
-        return
-    ok = True
-    for axis in ("m", "k", "n"):
-        if axis not in cube:
-            ok = False
-            continue
-        ok &= _check_cube_axis(axis, cube[axis], spec, target, diags)
-    if not ok:
-        return
-    in_dtypes = _matmul_in_dtypes(checked)
-    _check_cube_alignment(cube, in_dtypes, spec, target, diags)
-    _check_cube_capacity(cube, in_dtypes, spec, target, diags)
-
-
-def _check_cube_axis(axis: str, levels: tuple[int, int], spec: Spec, target: Target, diags: Diagnostics) -> bool:
-    path = ("schedule", "cube_tile", axis)
-    l0, l1 = levels
-    span = spec.spans.at(path)
-    if l0 <= 0 or l1 <= 0:
-        diags.error(E_CUBE_TILE, f"cube tile `{axis}: [{l0}, {l1}]` has an extent that is not positive", span,
-                    "[L0, L1] extents must be positive", help=f"e.g. `{axis}: [128, 256]`")
-        return False
-    if l1 % l0:
-        lo, hi = l1 // l0 * l0, (l1 // l0 + 1) * l0
-        sizes = f": {lo} or {hi}" if lo else f", e.g. {hi}"
-        diags.error(E_CUBE_TILE, f"the L1 tile of `{axis}` ({l1}) is not a multiple of its L0 tile ({l0})", span,
-                    "L1 is split into whole L0 tiles",
-                    help=f"make the L1 extent a multiple of {l0}{sizes}")
-        return False
-    if l0 > target.max_mkn:
-        diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is larger than one matmul instruction takes "
-                    f"({target.max_mkn} on {target.name})", span, "too large",
-                    help=f"use an L0 extent of at most {target.max_mkn}")
-        return False
-    return True
-
-
-def _check_cube_alignment(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, set[str]], spec: Spec,
-                          target: Target, diags: Diagnostics) -> None:
-    c0 = target.cube_c0_bytes
-    for axis in ("k", "n"):
-        l0 = cube[axis][0]
-        bad = sorted((d for d in in_dtypes if l0 * itemsize(d) % c0), key=itemsize)
-        if not bad:
-            continue
-        quantum = math.lcm(*(c0 // math.gcd(c0, itemsize(d)) for d in bad))
-        lo, hi = l0 // quantum * quantum, (l0 // quantum + 1) * quantum
-        sizes = f": {lo} or {hi}" if lo else f", e.g. {hi}"
-        variants = sorted(set().union(*(in_dtypes[d] for d in bad)) - {""})
-        notes = [f"a cube fractal row is {c0} bytes on {target.name}"]
-        if variants:
-            notes.append("in the dtype variant" + ("s " if len(variants) > 1 else " ") + ", ".join(variants))
-        diags.error(E_CUBE_TILE, f"the L0 tile of `{axis}` ({l0}) is not {c0}-byte aligned for matmul inputs of "
-                    + _join(bad), spec.spans.at(("schedule", "cube_tile", axis)),
-                    f"{l0} × {itemsize(bad[0])} bytes ({bad[0]}) = {l0 * itemsize(bad[0])} bytes", notes=notes,
-                    help=f"make the L0 extent of `{axis}` a multiple of {quantum}{sizes}")
-
-
-def _check_cube_capacity(cube: dict[str, tuple[int, int]], in_dtypes: dict[str, set[str]], spec: Spec,
-                         target: Target, diags: Diagnostics) -> None:
-    if not in_dtypes:
-        return
-    dtype = max(in_dtypes, key=itemsize)  # the widest input fills the buffers first
-    size = itemsize(dtype)
-    acc = itemsize(target.accumulator_of(dtype) or "f32")
-    (m0, m1), (k0, k1), (n0, n1) = cube["m"], cube["k"], cube["n"]
-    needs = [
-        ("L0A", "m × k", f"{m0} × {k0} × {size}", m0 * k0 * size, target.l0a_bytes, "m or k"),
-        ("L0B", "k × n", f"{k0} × {n0} × {size}", k0 * n0 * size, target.l0b_bytes, "k or n"),
-        ("L0C", "m × n", f"{m0} × {n0} × {acc}", m0 * n0 * acc, target.l0c_bytes, "m or n"),
-        ("L1", "(m × k + k × n)", f"({m1} × {k1} + {k1} × {n1}) × {size}", (m1 * k1 + k1 * n1) * size,
-         target.l1_bytes, "the L1 extents"),
-    ]
-    key = spec.spans.key(("schedule", "cube_tile")) or spec.spans.at(("schedule", "cube_tile"))
-    variants = sorted(in_dtypes[dtype] - {""})
-    for buf, formula, numbers, need, have, shrink in needs:
-        if need <= have:
-            continue
-        notes = [f"{formula} elements of {dtype}" + (" (the accumulator is 4 bytes)" if buf == "L0C" else "")]
-        if variants:
-            notes.append("in the dtype variant" + ("s " if len(variants) > 1 else " ") + ", ".join(variants))
-        diags.error(E_CUBE_CAPACITY, f"the cube tile needs {need} bytes of {buf}, but {target.name} has {have}",
-                    key, f"{numbers} = {need} bytes", secondary=[Label(spec.spans.at(("schedule", "cube_tile")),
-                                                                      "the cube tile")],
-                    notes=notes, help=f"shrink {shrink} so that the tile fits in {have} bytes")

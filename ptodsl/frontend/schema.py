@@ -44,6 +44,9 @@ _CUBE_LEVEL = ListOf(item=Int(min=1, checked_by=("E0604",)), min_len=2, max_len=
                      desc="[L0 tile, L1 tile] along this matmul axis")
 _UNROLL = ListOf(item=Int(min=1, max=MAX_UNROLL_FACTOR, checked_by=("E0504", "E0510")), min_len=1, unique=True,
                  checked_by=("E0505",), desc="unroll factors, largest first; the remainder falls to smaller ones")
+CUBE_AXES = ("m", "k", "n")
+# More partials than this would mostly hold workspace: each is a full copy of the product in f32.
+MAX_SPLIT_K = 64
 # Dims of a valid shape: an integer, or an expression over symbols and runtime scalars (`N`, `cur_seq`).
 _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a symbol expression",
                 form="an integer or an expression over symbols", example="N", desc="a symbol expression")
@@ -79,8 +82,11 @@ def spec_schema() -> Obj:
             "vec_tile": ListOf(item=_TILE_DIM, min_len=1, desc="default vector tile shape for tensor ops"),
             "cube_tile": Obj(
                 desc="matmul tiles: [L0, L1] per axis",
-                fields={"m": _CUBE_LEVEL, "k": _CUBE_LEVEL, "n": _CUBE_LEVEL},
-                required=("m", "k", "n"),
+                fields={"m": _CUBE_LEVEL, "k": _CUBE_LEVEL, "n": _CUBE_LEVEL,
+                        "split_k": Int(min=1, max=MAX_SPLIT_K, default=1,
+                                       desc="partial products a matmul's k tiles are split over (disjoint k "
+                                            "ranges, each into its own accumulator), summed at the end")},
+                required=CUBE_AXES,
             ),
             "loops": MapOf(key=Ident(role="loop name"), value=loop, placeholder="<loop>",
                            desc="per-loop schedules, by the loop's `name=`"),

@@ -19,7 +19,7 @@ from ..escape import unprintable
 from ..schedule import PASS_OPTION_DEFAULTS, LoopSchedule, Schedule
 from ..yamlio.nodes import YMap, YNode, YSeq, compose
 from ..yamlio.schema import E_NAME, E_VALUE, Path, op_name_problem, validate
-from .schema import DEFAULT_TARGET, spec_schema
+from .schema import CUBE_AXES, DEFAULT_TARGET, spec_schema
 
 E_READ = "E0203"
 E_EMPTY = "E0204"
@@ -217,7 +217,8 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
     cube = sched.get("cube_tile")
     schedule = Schedule(
         vec_tile=_tuple(sched.get("vec_tile")),
-        cube_tile=None if cube is None else {axis: (v[0], v[1]) for axis, v in cube.items()},
+        cube_tile=None if cube is None else {axis: (v[0], v[1]) for axis, v in cube.items() if axis in CUBE_AXES},
+        split_k=1 if cube is None else cube.get("split_k", 1),
         loops={
             name: LoopSchedule(_tuple(loop.get("unroll")), _tuple(loop.get("vec_tile")), loop.get("submit_before_loop"))
             for name, loop in sched.get("loops", {}).items()

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .gen_matmul import MATMUL_FEATURES, cube_tile, matmul_block, matmul_shapes, wants_matmul
+
 # Every switch of the generator. A program uses a random subset of the enabled ones.
 ALL_FEATURES: frozenset[str] = frozenset({
     "elementwise",  # top-level elementwise chains
@@ -67,7 +69,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     # Compiler bugs this fuzzer found (see FOUND_BUG_FEATURES).
     "low_rank_write",
     "where_any_tile",
-})
+}) | MATMUL_FEATURES
 
 # Features that hit known compiler bugs, each with the bug; the regression seed set leaves them out
 # until the fix lands. Empty: the classes the fuzzer was built against (stale loop indices in
@@ -163,6 +165,7 @@ class Program:
     vec_tile: list[int]
     scalars: dict[str, float]
     expect_reject: bool = False  # the generator knowingly wrote an invalid program
+    cube: dict[str, Any] | None = None  # the cube_tile of a program with matmul blocks
 
     @property
     def op(self) -> str:
@@ -189,6 +192,8 @@ class Program:
             lines.append("symbols: {" + ", ".join(f"{k}: {v}" for k, v in self.fixed.items()) + "}")
         lines.append("schedule:")
         lines.append(f"  vec_tile: {self.vec_tile}")
+        if self.cube:
+            lines.append("  cube_tile: {" + ", ".join(f"{k}: {v}" for k, v in self.cube.items()) + "}")
         loops = {k: v for b in self.blocks for k, v in b.loops.items() if v}
         if loops:
             lines.append("  loops:")
@@ -218,7 +223,8 @@ class Program:
         blocks = [replace(b, lines=list(b.lines), loops={k: dict(v) for k, v in b.loops.items()},
                           valid_shapes=dict(b.valid_shapes), params=list(b.params)) for b in self.blocks]
         return replace(self, blocks=blocks, shapes=dict(self.shapes), fixed=dict(self.fixed),
-                       params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars))
+                       params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars),
+                       cube=None if self.cube is None else dict(self.cube))
 
 
 # ---------------------------------------------------------------------------------- generator
@@ -498,6 +504,8 @@ class Gen:
         self.nblock += 1
         k = self.nblock
         r = self.rng
+        if kind == "matmul":
+            return matmul_block(self, k, self.mm_rng)
         if kind == "elementwise":
             y = self.out("M, N")
             ctx = self.top_ctx()
@@ -812,6 +820,9 @@ class Gen:
         if not avail:
             avail = ["elementwise"]
         kinds = [r.choice(avail) for _ in range(min(self.max_blocks, r.choice([1, 1, 2, 2, 3])))]
+        self.mm_rng = wants_matmul(self.seed, self)
+        if self.mm_rng is not None:
+            kinds[-1] = "matmul"
         fixed: dict[str, int] = {}
         self.fixed_n_valid = 0
         align = 8 if self.dtype == "f32" else 16
@@ -848,7 +859,12 @@ class Gen:
                     if "vec_tile" in st:
                         st["vec_tile"][-1] = -(-st["vec_tile"][-1] // 32) * 32
         scalars = {"s": round(r.uniform(-2.0, 2.0), 2)} if "s" in self.params else {}
-        prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars)
+        cube = None
+        if self.mm_rng is not None:
+            matmul_shapes(self.mm_rng, shapes)
+            cube = cube_tile(self, self.mm_rng)
+        prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
+                       cube=cube)
         for p in prog.used_params():
             for d in p.dims:
                 if not d.isdigit() and d not in shapes:

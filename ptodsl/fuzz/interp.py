@@ -462,18 +462,42 @@ class Interpreter:
             v = self.tensor(self.eval(e.args[0], env))
             return TV(np.swapaxes(v.a, -1, -2), v.dtype, v.valid[:-2] + (v.valid[-1], v.valid[-2]))
         if name == "matmul":
-            a = self.tensor(self.eval(e.args[0], env))
-            b = self.tensor(self.eval(e.args[1], env))
-            aa = _f64(a.a)[tuple(slice(0, v) for v in a.valid)]
-            bb = _f64(b.a)[tuple(slice(0, v) for v in b.valid)]
-            if "trans_a" in kw and self.eval(kw["trans_a"], env):
-                aa = np.swapaxes(aa, -1, -2)
-            if "trans_b" in kw and self.eval(kw["trans_b"], env):
-                bb = np.swapaxes(bb, -1, -2)
-            out_dt = self.dtype(kw["out_dtype"].id) if "out_dtype" in kw else a.dtype
-            r = _round(aa @ bb, out_dt)
-            return TV(r, out_dt, r.shape)
+            return self.matmul(e, kw, env)
         raise InterpError(f"builtin {name}")
+
+    def matmul(self, e: ast.Call, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
+        """torch.matmul's meaning (docs/LANGUAGE.md §1.4): the last two dims multiply, the dims
+        before them broadcast; float products summed exactly here (f64) and int8 ones exactly in
+        integers, plus the bias row, then rounded once to ``out_dtype`` (the accumulator's dtype,
+        f32 or i32, by default)."""
+        a = self.tensor(self.eval(e.args[0], env))
+        b = self.tensor(self.eval(e.args[1], env))
+        exact = a.dtype == "i8"
+
+        def values(v: TV) -> np.ndarray:
+            data = v.a.astype(np.int64) if exact else _f64(v.a)
+            return data[tuple(slice(0, n) for n in v.valid)]
+
+        aa, bb = values(a), values(b)
+        if "trans_a" in kw and self.eval(kw["trans_a"], env):
+            aa = np.swapaxes(aa, -1, -2)
+        if "trans_b" in kw and self.eval(kw["trans_b"], env):
+            bb = np.swapaxes(bb, -1, -2)
+        prod = np.matmul(aa, bb)
+        if "bias" in kw:
+            bias = self.tensor(self.eval(kw["bias"], env))
+            prod = prod + values(bias)[: prod.shape[-1]]
+        out_dt = self.dtype(kw["out_dtype"].id) if "out_dtype" in kw else ("i32" if exact else "f32")
+        # the result has the broadcast static shape; what lies past the valid region is unwritten
+        sa, sb = a.a.shape, b.a.shape
+        if "trans_a" in kw and self.eval(kw["trans_a"], env):
+            sa = sa[:-2] + (sa[-1], sa[-2])
+        if "trans_b" in kw and self.eval(kw["trans_b"], env):
+            sb = sb[:-2] + (sb[-1], sb[-2])
+        shape = (*np.broadcast_shapes(sa[:-2], sb[:-2]), sa[-2], sb[-1])
+        full = np.full(shape, np.nan if DTYPES[out_dt].is_float else 0).astype(numpy_dtype(out_dt))
+        full[tuple(slice(0, n) for n in prod.shape)] = _round(prod, out_dt)
+        return TV(full, out_dt, prod.shape)
 
     def reduce(self, name: str, v: TV, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
         dims = self.eval(kw["dim"], env) if "dim" in kw else -1

@@ -140,6 +140,8 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
             arrays[p.name] = row_indices(program.seed, shape, env["M"], numpy_dtype(dtype))
         elif DTYPES[dtype].is_float:
             arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
+        elif dtype == "i8":  # matmul operands: the whole int8 range
+            arrays[p.name] = rng.integers(int(p.lo), int(p.hi) + 1, size=shape).astype(numpy_dtype(dtype))
         else:
             # i32 inputs are lengths and branch selectors: fractions of N, half of them small.
             n = env.get("N", 8)

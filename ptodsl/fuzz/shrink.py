@@ -76,7 +76,7 @@ def candidates(p: Program) -> Iterator[Program]:
                     q.blocks[bi].loops[loop]["unroll"] = [1]
                 yield q
     # sizes
-    for name in ("B", "M", "N"):
+    for name in ("B", "H", "M", "N", "K", "P"):
         v = p.shapes.get(name)
         if not v or name in p.fixed:
             continue

@@ -2,7 +2,7 @@
 
 Keys are flat so the textual IR needs no nested attribute syntax::
 
-    vec_tile = [8, 128]            cube_tile.m = [64, 128]
+    vec_tile = [8, 128]            cube_tile.m = [64, 128]        cube_tile.split_k = 2
     loop.b.unroll = [4, 2, 1]      loop.b.vec_tile = [1, 256]      option.max_paths = 64
 
 The module also names its target (``target``) and the passes already applied (``passes``), so a
@@ -25,6 +25,8 @@ def schedule_attrs(s: Schedule) -> dict[str, Any]:
         out["vec_tile"] = tuple(s.vec_tile)
     for axis, levels in sorted((s.cube_tile or {}).items()):
         out[f"cube_tile.{axis}"] = tuple(levels)
+    if s.split_k != 1:
+        out["cube_tile.split_k"] = s.split_k
     for name, ls in sorted(s.loops.items()):
         for f in LOOP_FIELDS:
             v = getattr(ls, f)
@@ -48,10 +50,13 @@ def schedule_of(module: Module) -> Schedule:
     cube: dict[str, tuple[int, int]] = {}
     loops: dict[str, dict[str, Any]] = {}
     options = dict(PASS_OPTION_DEFAULTS)
+    split_k = 1
     for key, v in module.attrs.items():
         head, _, rest = key.partition(".")
         if key == "vec_tile":
             vec_tile = tuple(int(x) for x in v)
+        elif key == "cube_tile.split_k":
+            split_k = int(v)
         elif head == "cube_tile" and rest:
             cube[rest] = (int(v[0]), int(v[1]))
         elif head == "loop" and "." in rest:
@@ -60,7 +65,7 @@ def schedule_of(module: Module) -> Schedule:
                 loops.setdefault(name, {})[f] = bool(v) if f == "submit_before_loop" else tuple(int(x) for x in v)
         elif head == "option" and rest:
             options[rest] = int(v)
-    return Schedule(vec_tile, cube or None, {n: LoopSchedule(**fs) for n, fs in loops.items()},
+    return Schedule(vec_tile, cube or None, split_k, {n: LoopSchedule(**fs) for n, fs in loops.items()},
                     pass_options=options)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, Value
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, in_kernel_loop
 from ..ops import OPS
 from .context import Pass, PassContext
 from .unroll import _subst_attr, _subst_type
@@ -205,7 +205,7 @@ def _kernel_boundary(op: Op) -> bool:
     """Control work that partitioning keeps on the AICPU: compute kernels end there, and no tile
     survives into the next one, so a load is never forwarded across it."""
     if op.name == "loop":
-        return op.attrs.get("kind") != "grid"
+        return not in_kernel_loop(op)
     return op.name in ("if", "read", "print")
 
 

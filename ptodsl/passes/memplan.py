@@ -35,7 +35,8 @@ from .context import Pass, PassContext, on_compute_kernels
 BUFFER, BUFFER_OF = "buffer", "buffer_of"
 
 SHOWN_PLACES = 4  # source places labelled in an over-capacity error; the rest are counted in a note
-SPACE_FIELD = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
+SPACE_FIELD = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes",
+               "bt": "bias_bytes"}
 
 
 def physical(t: TileType, block: int) -> tuple[str, tuple[int, int]]:

@@ -17,15 +17,15 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, in_kernel_loop
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 
-CUBE_SPACES = {"l1", "l0a", "l0b", "l0c"}
+CUBE_SPACES = {"l1", "l0a", "l0b", "l0c", "bt"}
 
 
 def is_control(op: Op) -> bool:
-    return IR_OPS[op.name].control and not (op.name == "loop" and op.attrs.get("kind") == "grid")
+    return IR_OPS[op.name].control and not in_kernel_loop(op)
 
 
 def kind_of(op: Op) -> str:

@@ -267,8 +267,11 @@ class _Builder:
             args = [e.operand]
         elif isinstance(e, ast.Call):
             args = list(e.args)
-            if self.t.call[id(e)].op == "cast":
+            op = self.t.call[id(e)].op
+            if op == "cast":
                 args = args[:1]
+            elif op == "matmul" and e.keyword("bias") is not None:
+                args.append(e.keyword("bias").value)  # the tensor op's optional third operand
         else:
             args = []
         out = []

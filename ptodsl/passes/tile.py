@@ -5,8 +5,9 @@ Produces: a ``level tile`` module in which every computation is a grid of tile o
 ``cdiv(valid, tile)`` per dim; each tile carries its valid extent ``min(valid - offset, tile)``, so
 tails are exact and nothing outside a valid region is ever stored. Broadcast operands are loaded
 once and expanded; reductions whose axis spans several tiles combine per-tile partials in an f32
-(or integer) accumulator; composite ops expand into primitives from the op table. An op whose only
-use is the ``assemble`` right after it stores straight into the destination region.
+(or integer) accumulator; composite ops expand into primitives from the op table; matmuls take
+the cube path (``cube.py``). An op whose only use is the ``assemble`` right after it stores
+straight into the destination region.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..ops import OPS, TEMPLATE_COMPARES, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
+from .cube import CubeTiling
 from .templates import template_names, template_scalars
 from .tile_rows import reduction_tile, whole_rows
 
@@ -33,7 +35,7 @@ TILING = Handlers("tiling")
 COMPUTE = Handlers("tiling a computation")
 
 
-class _Tiler:
+class _Tiler(CubeTiling):
     def __init__(self, func: Func, ctx: PassContext, schedule: Schedule):
         self.func = func
         self.ctx = ctx
@@ -58,7 +60,10 @@ class _Tiler:
         self.emit(Op("tile.alloc", [], {}, [v], span=span))
         return v
 
-    def vec_tile(self, rank: int, op: Op) -> tuple[int, ...] | None:
+    def vec_tile(self, rank: int, op: Op, pad: bool = False) -> tuple[int, ...] | None:
+        """The vector tile in effect for an op whose output has ``rank`` dims; one of fewer dims is
+        reported (E0601), or with ``pad`` (work the compiler adds, not the user's op) extended
+        with leading 1s."""
         sched = self.schedule
         tile = sched.vec_tile
         where = ("schedule", "vec_tile")
@@ -73,6 +78,8 @@ class _Tiler:
             tile = self.ctx.target.default_vec_tile
             tile = (1,) * (rank - len(tile)) + tuple(tile)
         tile = tuple(tile)
+        if len(tile) < rank and pad:
+            return (1,) * (rank - len(tile)) + tile
         if len(tile) < rank:
             key = (where, rank, op.span)
             if key not in self.reported:
@@ -397,75 +404,8 @@ class _Tiler:
         self.store(dest, res, offs, op.span)
         self.close(depth)
 
-    def cube_tile(self, m, k, n) -> tuple[int, int, int]:
-        """L0 tile extents of m, k, n: the schedule's, else the default, never above a static dim."""
-        given = self.schedule.cube_tile or {}
-        sizes = []
-        for axis, dim in (("m", m), ("k", k), ("n", n)):
-            t = given[axis][0] if axis in given else self.ctx.target.default_cube_tile[axis]
-            sizes.append(min(t, dim) if sym.is_const(dim) else t)
-        return tuple(sizes)
-
-    @COMPUTE.on("matmul")
-    def matmul(self, op: Op, dest) -> None:
-        """The cube path: GM -> L1 (Mat) -> L0A/L0B (Left/Right) -> L0C (Acc) -> GM.
-
-        The first k tile starts the accumulation (TMATMUL) and the rest continue it (TMATMUL_ACC),
-        so the k loop is peeled rather than branching on the first iteration.
-        """
-        a, b = op.operands
-        ta, tb = op.attrs.get("trans_a", False), op.attrs.get("trans_b", False)
-        at: TensorType = a.type
-        bt: TensorType = b.type
-        rt: TensorType = op.result.type
-        acc_dt = rt.dtype
-        if acc_dt not in ("f32", "i32"):
-            self.ctx.diags.error("E0800", f"matmul into {acc_dt} is not supported yet", op.span,
-                                 help="use out_dtype=f32 and cast the result")
-            return
-        in_dt = at.dtype
-        m, k = (at.shape[1], at.shape[0]) if ta else (at.shape[0], at.shape[1])
-        vm, vk = (at.valid_shape[1], at.valid_shape[0]) if ta else (at.valid_shape[0], at.valid_shape[1])
-        n = bt.shape[0] if tb else bt.shape[1]
-        vn = bt.valid_shape[0] if tb else bt.valid_shape[1]
-        tm, tk, tn = self.cube_tile(m, k, n)
-        (tshape, offs, tvalid, depth) = self.grid((m, n), (vm, vn), (tm, tn), op.span)
-        tm, tn = tshape
-        acc = Value(self.fresh("t"), TileType("l0c", acc_dt, (tm, tn), tuple(tvalid)))
-        self.emit(Op("tile.alloc", [], {}, [acc], span=op.span))
-        nk = sym.ceildiv(vk, tk)
-
-        def k_step(koff, first: bool) -> None:
-            kvalid = sym.min_(sym.sub(vk, koff), tk)
-            operands = []
-            for src, trans, space, rows, cols in (
-                (a, ta, "l0a", (tm, offs[0], tvalid[0]), (tk, koff, kvalid)),
-                (b, tb, "l0b", (tk, koff, kvalid), (tn, offs[1], tvalid[1])),
-            ):
-                (r, ro, rv), (c, co, cv) = rows, cols
-                lshape, loffs, lvalid = ((c, r), (co, ro), (cv, rv)) if trans else ((r, c), (ro, co), (rv, cv))
-                l1 = Value(self.fresh("t"), TileType("l1", in_dt, lshape, lvalid))
-                self.emit(Op("tile.alloc", [], {}, [l1], span=op.span))
-                self.emit(Op("tile.load", [l1, src], {"offsets": loffs}, span=op.span))
-                l0 = Value(self.fresh("t"), TileType(space, in_dt, (r, c), (rv, cv)))
-                self.emit(Op("tile.alloc", [], {}, [l0], span=op.span))
-                self.emit(Op("tile.mov", [l0, l1], {"transpose": True} if trans else {}, span=op.span))
-                operands.append(l0)
-            if first:
-                self.emit(Op("tile.matmul", [acc, *operands], {}, span=op.span))
-            else:
-                self.emit(Op("tile.matmul_acc", [acc, acc, *operands], {}, span=op.span))
-
-        k_step(0, True)
-        if nk != 1:
-            kidx = self.fresh("k")
-            self.out.append([])
-            self.out[-1].append(Op("loop", [], {"index": kidx, "lo": 1, "hi": nk, "step": 1, "name": kidx,
-                                                "kind": "grid"}, span=op.span))
-            k_step(sym.mul(sym.Sym(kidx), tk), False)
-            self.close(1)
-        self.store(dest, acc, offs, op.span)
-        self.close(depth)
+    # the cube path (passes/cube.py)
+    matmul = COMPUTE.on("matmul")(CubeTiling.matmul)
 
     def copy(self, op: Op) -> None:
         dst, src = op.operands

@@ -112,6 +112,10 @@ class Target:
     ub_block_bytes: int
     max_event_ids: int
     cube_dtypes: tuple[tuple[str, str, str], ...]  # (accumulator, left, right)
+    cube_stores: tuple[tuple[str, str], ...]  # (accumulator, GM) dtypes TSTORE converts on the way out of L0C
+    bias_bytes: int  # the bias table (BT) a TMATMUL_BIAS reads its bias row from
+    bias_row_bytes: int  # a bias row (L1 and BT tile) is a whole number of these
+    bias_moves: tuple[tuple[str, str], ...]  # (bias table, L1) dtypes TMOV converts into the bias table
     max_mkn: int
     cube_fractal_rows: int
     cube_c0_bytes: int
@@ -127,6 +131,14 @@ class Target:
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
+
+    def stores_from_acc(self, acc: str, gm: str) -> bool:
+        """Whether TSTORE writes an ``acc`` accumulator to ``gm`` data (converting on the way)."""
+        return (acc, gm) in self.cube_stores
+
+    def moves_bias(self, to: str, src: str) -> bool:
+        """Whether TMOV brings an L1 row of ``src`` into a bias table of ``to``."""
+        return (to, src) in self.bias_moves
 
     def accumulator_of(self, dtype: str) -> str | None:
         """The L0C dtype a matmul of ``dtype`` inputs accumulates in, if the cube takes them."""
@@ -149,8 +161,8 @@ class Target:
         return rule is not None and rule.converts(to, src)
 
 
-TRANSFER_PATHS = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l1_to_l0a", "l1_to_l0b", "l0c_to_l1",
-                  "ub_to_ub")
+TRANSFER_PATHS = ("gm_to_ub", "gm_to_l1", "ub_to_gm", "l0c_to_gm", "l1_to_l0a", "l1_to_l0b", "l1_to_bt",
+                  "l0c_to_l1", "ub_to_ub")
 
 
 def _WIDTH_TABLE(value) -> Obj:  # noqa: N802 - a schema constructor, named like the others
@@ -184,6 +196,12 @@ _TARGET_FIELDS = {
     "max_event_ids": Int(min=1, desc="event ids per pipe pair for set_flag/wait_flag"),
     "cube_dtypes": ListOf(item=ListOf(item=dtype_name(), min_len=3, max_len=3), min_len=1,
                           desc="(accumulator, left, right) dtype triples matmul supports"),
+    "cube_stores": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
+                          desc="(accumulator, GM) dtype pairs TSTORE writes out of L0C, converting on the way"),
+    "bias_bytes": _bytes("bias table (BT) bytes, where TMATMUL_BIAS reads its bias row"),
+    "bias_row_bytes": _bytes("a bias row in L1 and in the bias table is a whole number of these bytes"),
+    "bias_moves": ListOf(item=ListOf(item=dtype_name(), min_len=2, max_len=2), min_len=1,
+                         desc="(bias table, L1) dtype pairs TMOV moves into the bias table, converting"),
     "max_mkn": Int(min=1, desc="largest m, k, n of one matmul instruction"),
     "cube_fractal_rows": Int(min=1, desc="rows of a cube fractal"),
     "cube_c0_bytes": Int(min=1, desc="bytes of a cube fractal row"),
@@ -274,9 +292,11 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         return None
     return Target(
         name=name,
-        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "default_vec_tile", "vector_instructions",
-                                                       "timing", "stack")},
+        **{k: v for k, v in data.items() if k not in ("cube_dtypes", "cube_stores", "bias_moves", "default_vec_tile",
+                                                       "vector_instructions", "timing", "stack")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
+        cube_stores=tuple(tuple(t) for t in data["cube_stores"]),
+        bias_moves=tuple(tuple(t) for t in data["bias_moves"]),
         default_vec_tile=tuple(data["default_vec_tile"]),
         vector_instructions=rules,
         timing=_timing(data["timing"]),

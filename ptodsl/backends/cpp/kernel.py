@@ -36,6 +36,7 @@ ROUND_MODES = {"none": "CAST_NONE", "rint": "CAST_RINT", "round": "CAST_ROUND", 
 # Broadcasts and fills are structure, not operators of the language, so the op table has no row
 # for them; these are their pto-isa instructions.
 ROW_EXPAND, COL_EXPAND, FILL, MOVE = "TROWEXPAND", "TCOLEXPAND", "TEXPANDS", "TMOV"
+LOAD, STORE = "TLOAD", "TSTORE"
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Operand:
 
     dtype: str
     layout: str  # row | col1 (column-major, one column) | col
-    kind: str  # Vec | Mat | Left | Right | Acc
+    kind: str  # Vec | Mat | Left | Right | Acc | Bias, or GM for the global side of a transfer
 
 
 @dataclass(frozen=True)
@@ -155,22 +156,28 @@ class KernelEmitter:
                 base = op.result.name.lstrip("_") or op.result.name
                 var = self.names.claim(base if base not in self.names.taken else f"{base}Tile")
                 alias = self.names.claim("Tile" + camel(var))
-                info = describe(op, var, alias)
-                self.tiles[op.result.name] = info
-                # the layout the emitted type has (Vec tiles, per-row values too, are row-major)
-                blayout = "col" if "BLayout::ColMajor" in cxx_tile_type(info, self.target) else "row"
-                self.operands[var] = Operand(info.dtype, _layout(blayout, info.cols), info.kind)
+                self.tiles[op.result.name] = describe(op, var, alias)
         self._mark_transposed()
+        for info in self.tiles.values():
+            # the layout the emitted type has (Vec tiles, per-row values too, are row-major)
+            blayout = "col" if "BLayout::ColMajor" in cxx_tile_type(info, self.target) else "row"
+            self.operands[info.var] = Operand(info.dtype, _layout(blayout, info.cols), info.kind)
 
     def _mark_transposed(self) -> None:
         """A Mat tile feeding a transposed TMOV holds its data transposed: it is loaded through a
-        column-major (DN) view, so the move itself is a plain TMOV."""
+        column-major (DN) view, so the move itself is a plain TMOV. A Mat tile moved into the bias
+        table is a plain row (row-major, no fractals), as TMOV into a Bias tile takes it."""
         plain: set[str] = set()
         for op in self.func.walk():
             if op.name == "tile.mov":
                 src = self.tiles.get(op.operands[1].name)
-                if src is None:
-                    raise unsupported("a move out of something that is not a tile", op.span)
+                dst = self.tiles.get(op.operands[0].name)
+                if src is None or dst is None:
+                    raise unsupported("a move between things that are not tiles", op.span)
+                if dst.kind == "Bias":
+                    if src.kind != "Mat" or op.attrs.get("transpose"):
+                        raise unsupported(f"a move into the bias table out of a {src.kind} tile", op.span)
+                    src.bias_row = True
                 if op.attrs.get("transpose"):
                     if src.kind != "Mat":
                         raise unsupported(f"a transposed move out of a {src.kind} tile", op.span)
@@ -178,7 +185,7 @@ class KernelEmitter:
                 else:
                     plain.add(src.value)
         for info in self.tiles.values():
-            if info.transposed and info.value in plain:
+            if info.transposed and (info.value in plain or info.bias_row):
                 raise unsupported("a Mat tile moved both transposed and not transposed", info.span)
 
     def declaration(self) -> str:
@@ -308,7 +315,8 @@ class KernelEmitter:
                               "tensor", op.span)
         if len(tensor.shape) > 5:
             raise unsupported("a GM tensor of rank above 5", op.span)
-        if tile.kind not in ("Vec", "Mat", "Acc") or (op.name == "tile.load" and tile.kind == "Acc"):
+        if tile.kind not in ("Vec", "Mat", "Acc") or (op.name == "tile.load" and tile.kind == "Acc") \
+                or (op.name == "tile.store" and tile.kind == "Mat"):
             raise unsupported(f"{op.name} with a {tile.kind} tile", op.span)
         if tile.dtype == "bool" and gm_v.name not in self.plan.workspace_params:
             # A comparison result is a packed predicate (a bit per element); GM bool tensors of the
@@ -317,9 +325,12 @@ class KernelEmitter:
             raise unsupported(f"moving a comparison mask to or from the operator's bool tensor `{gm_v.name}`",
                               op.span, "compute the mask inside the kernel that selects with it")
         view = self._gm_view(tensor, tile, op.attrs["offsets"], gm_v, op.span, depth)
+        gm = Operand(tensor.dtype, "row", "GM")
         if op.name == "tile.load":
+            self._use(LOAD, (self.operands[tile.var], gm), op.span)
             self._line(depth, f"TLOAD({tile.var}, {view});", op.span)
         else:
+            self._use(STORE, (gm, self.operands[tile.var]), op.span)
             self._line(depth, f"TSTORE({view}, {tile.var});", op.span)
 
     def _gm_view(self, tensor: _Tensor, tile: TileInfo, offsets: list[sym.Expr], gm: Value,
@@ -330,9 +341,10 @@ class KernelEmitter:
         strides = list(tensor.strides)
         dn = tile.transposed
         if tile.transposed:
-            # A [r, c] block of row-major data read as the column-major [c, r] matrix it is.
-            extents = [extents[1], extents[0]]
-            strides = [strides[1], strides[0]]
+            # A [r, c] block of row-major data read as the column-major [c, r] matrix it is (the
+            # dims before them, a batch entry, have extent 1).
+            extents = [*extents[:-2], extents[-1], extents[-2]]
+            strides = [*strides[:-2], strides[-1], strides[-2]]
         # The 2-D extents of rank <= 2 tiles are the tile's own valid extents: name them so.
         getters: dict[int, str] = {}
         if rank <= 2:
@@ -402,6 +414,10 @@ class KernelEmitter:
     def _matmul_acc(self, op: Op, depth: int) -> None:
         self._emit(depth, OPS["matmul"].acc_pto, [t.var for t in self._operands(op, cube=True)], op)
 
+    @KERNEL.on("matmul_bias")
+    def _matmul_bias(self, op: Op, depth: int) -> None:
+        self._emit(depth, OPS["matmul"].bias_pto, [t.var for t in self._operands(op, cube=True)], op)
+
     @KERNEL.on("fill_tile")
     def _fill(self, op: Op, depth: int) -> None:
         dst = self._operands(op)[0]
@@ -410,8 +426,11 @@ class KernelEmitter:
     def _emit(self, depth: int, instr: str | None, args: list[str], op: Op) -> None:
         if instr is None:
             raise unsupported(f"`{op.name}` (the op table names no pto-isa instruction for it)", op.span)
-        self.uses.append(InstructionUse(instr, tuple(self.operands[a] for a in args if a in self.operands), op.span))
+        self._use(instr, tuple(self.operands[a] for a in args if a in self.operands), op.span)
         self._line(depth, f"{instr}({', '.join(args)});", op.span)
+
+    def _use(self, instr: str, operands: tuple[Operand, ...], span: Span | None) -> None:
+        self.uses.append(InstructionUse(instr, operands, span))
 
     def _scalar(self, e: sym.Expr, dtype: str) -> str:
         return cxx.scalar_value(e, dtype, self.ctx)

@@ -9,7 +9,9 @@ rectangular only while the valid region is whole rows of the inner dims, which
 Cube tiles use the fractal layouts pto-isa's matmul path expects: ``Mat`` tiles in NZ layout
 (column-major boxes of row-major 16 x 32-byte fractals) when loaded from row-major (ND) data, in
 ZN layout when loaded from column-major (DN) data, which is how a transposed operand reaches the
-cube; ``TileLeft`` / ``TileRight`` / ``TileAcc`` for L0A / L0B / L0C.
+cube; ``TileLeft`` / ``TileRight`` / ``TileAcc`` for L0A / L0B / L0C. A bias row is a one-row,
+row-major ``Mat`` tile moved into a ``Bias`` tile (the bias table), as pto-isa's TMATMUL_BIAS
+tests place it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ...ir import Op, TileType
 from ...targets import Target
 from .cxx import cxx_type, unsupported
 
-SPACE_KIND = {"ub": "Vec", "l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc"}
+SPACE_KIND = {"ub": "Vec", "l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc", "bt": "Bias"}
 
 
 @dataclass
@@ -37,6 +39,7 @@ class TileInfo:
     offset: int
     span: Span | None
     transposed: bool = False  # a Mat tile holding its IR shape transposed (for a transposed TMOV)
+    bias_row: bool = False  # a Mat tile holding a bias row on its way to the bias table (plain row-major)
 
     @property
     def kind(self) -> str:
@@ -127,6 +130,10 @@ def cxx_tile_type(info: TileInfo, target: Target) -> str:
     if kind == "Vec":
         _require((cols * size) % align == 0, info, f"a row-major tile row of {cols * size} bytes")
         return f"Tile<TileType::Vec, {ctype}, {rows}, {cols}, BLayout::RowMajor, {vr}, {vc}>"
+    if kind == "Bias" or info.bias_row:
+        # a bias row: one row, a whole number of the bias table's bursts, no fractals (TMovToBt)
+        _require(rows == 1 and (cols * size) % target.bias_row_bytes == 0, info, "a bias row of this shape")
+        return f"Tile<TileType::{'Bias' if kind == 'Bias' else 'Mat'}, {ctype}, 1, {cols}, BLayout::RowMajor, 1, {vc}>"
     # Boxed cube layouts: 16-row fractals of 32 bytes (or the transpose for ZN / TileRight).
     c0 = target.cube_c0_bytes // size
     if kind == "Mat":

@@ -20,7 +20,7 @@ from ...cost.timeline import Timeline
 from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
-from ...ir.opdefs import Handlers
+from ...ir.opdefs import IR_OPS, Handlers
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
 from .convert import convert
@@ -155,7 +155,8 @@ def run(func: Func, tensors: Mapping[str, np.ndarray], scalars: Mapping[str, sym
     return m
 
 
-SPACE_BYTES = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes"}
+SPACE_BYTES = {"ub": "ub_bytes", "l1": "l1_bytes", "l0a": "l0a_bytes", "l0b": "l0b_bytes", "l0c": "l0c_bytes",
+               "bt": "bias_bytes"}
 
 
 def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
@@ -333,7 +334,9 @@ def _store(m: Machine, op: Op) -> None:
     src = m.tiles[op.operands[1].name]
     offs = [m.evi(o) for o in op.attrs["offsets"]]
     sl = _slices(offs, src.valid, gm.shape, op, "tile store")
-    gm[sl] = src.data[src.region()]
+    # an f32 accumulator leaving L0C for f16 / bf16 data is rounded once, to nearest even
+    values = src.data[src.region()]
+    gm[sl] = values if values.dtype == gm.dtype else _round_to(values, op.operands[0].type.dtype)
     m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
 
 
@@ -368,24 +371,40 @@ def _mov(m: Machine, op: Op) -> None:
     dst, (src,) = _tiles(m, op)
     piece = src.data[src.region()]
     if op.attrs.get("transpose"):
-        piece = piece.T
+        piece = np.swapaxes(piece, -1, -2)
     reg = dst.region()
-    dst.data[reg] = piece[reg]
+    dst.data[reg] = piece[reg]  # into the bias table, an f16 / bf16 row widens to f32 exactly
 
 
-@SIM.on("matmul", "matmul_acc")
+def _matrix(t: _Tile) -> tuple[np.ndarray, int, int]:
+    """A cube tile as its 2-D matrix (the dims before the last two are 1) and its valid extents."""
+    return t.data.reshape(t.data.shape[-2:]), t.valid[-2], t.valid[-1]
+
+
+def _cube_values(a: np.ndarray) -> np.ndarray:
+    """Products accumulate in f32, or exactly for 8-bit integers (i32 accumulators)."""
+    return a.astype(np.int64) if a.dtype.kind in "iu" else _f32(a)
+
+
+@SIM.on("matmul", "matmul_acc", "matmul_bias")
 @_timed
 def _matmul(m: Machine, op: Op) -> None:
-    dst, srcs = _tiles(m, op)
-    reg = dst.region()
-    a, b = srcs[-2], srcs[-1]
-    k = a.valid[1]
-    if b.valid[0] != k:
-        raise SimError(f"matmul k extents differ: left {k}, right {b.valid[0]}", op)
-    prod = _f32(a.data[: dst.valid[0], :k]) @ _f32(b.data[:k, : dst.valid[1]])
-    if len(srcs) == 3:  # matmul_acc: adds to the accumulator it is given
-        prod = _f32(srcs[0].data[reg]) + prod
-    dst.data[reg] = prod.astype(dst.data.dtype)
+    d = IR_OPS[op.name]
+    bound = dict(zip((x.name for x in d.args), op.operands))
+    dst = m.tiles[op.operands[0].name]
+    (a, am, k), (b, bk, bn) = (_matrix(m.tiles[bound[x].name]) for x in ("a", "b"))
+    out, rows, cols = _matrix(dst)
+    if bk != k:
+        raise SimError(f"matmul k extents differ: left {k}, right {bk}", op)
+    if (am, bn) != (rows, cols):
+        raise SimError(f"a {am}x{k} by {bk}x{bn} product into a {rows}x{cols} accumulator", op)
+    prod = _cube_values(a[:rows, :k]) @ _cube_values(b[:k, :cols])
+    if "acc" in bound:  # matmul_acc: adds to the accumulator it is given
+        prod = _cube_values(_matrix(m.tiles[bound["acc"].name])[0][:rows, :cols]) + prod
+    if "bias" in bound:  # matmul_bias: one value per column, added after the product
+        bias = m.tiles[bound["bias"].name]
+        prod = prod + _cube_values(bias.data[: cols])
+    out[:rows, :cols] = prod.astype(out.dtype)
 
 
 @SIM.on("reduce")

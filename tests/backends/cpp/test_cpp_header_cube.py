@@ -155,16 +155,17 @@ extern "C" void mm_extract(float* c, half* a_big, half* b, int row0, int col0) {
     TSTORE(gc, acc);
 }
 
-// C = A x B + bias; the bias row goes GM -> L1 -> bias table.
-extern "C" void mm_bias(float* c, half* a, half* b, float* bias) {
+// C = A x B + bias; the bias row goes GM -> L1 -> bias table, an f16 row widened to f32 on the way.
+template <typename B>
+void matmul_bias(float* c, half* a, half* b, B* bias) {
     TileLeft<half, M, K, DYNAMIC, DYNAMIC> la;
     TileRight<half, K, N, DYNAMIC, DYNAMIC> rb;
     operands<float, half, MatNZ<half, M, K>, MatNZ<half, K, N>>(la, rb, a, b, M, K, N, K);
-    Tile<TileType::Mat, float, 1, N> mbias;
+    Tile<TileType::Mat, B, 1, N> mbias;
     Tile<TileType::Bias, float, 1, N> tbias;
     TASSIGN(mbias, 131072);
     TASSIGN(tbias, 0);
-    GlobalTensor<float, Shape<1, 1, 1, 1, N>, Stride<1, 1, 1, N, 1>> gb(bias);
+    GlobalTensor<B, Shape<1, 1, 1, 1, N>, Stride<1, 1, 1, N, 1>> gb(bias);
     TLOAD(mbias, gb);
     TMOV(tbias, mbias);
     TileAcc<float, M, N> acc;
@@ -173,6 +174,8 @@ extern "C" void mm_bias(float* c, half* a, half* b, float* bias) {
     GlobalTensor<float, Shape<1, 1, 1, M, N>, Stride<1, 1, 1, N, 1>> gc(c);
     TSTORE(gc, acc);
 }
+extern "C" void mm_bias(float* c, half* a, half* b, float* bias) { matmul_bias(c, a, b, bias); }
+extern "C" void mm_bias_f16(float* c, half* a, half* b, half* bias) { matmul_bias(c, a, b, bias); }
 
 // An Acc tile moved to L1 and narrowed to f16 on the way (TMOV out of L0C).
 extern "C" void acc_to_l1_f16(half* c, half* a, half* b) {
@@ -281,11 +284,12 @@ def test_textract_window(lib, row0, col0):
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
 
 
-def test_matmul_bias(lib):
+@pytest.mark.parametrize("fn, dtype", [("mm_bias", np.float32), ("mm_bias_f16", np.float16)])
+def test_matmul_bias(lib, fn, dtype):
     a, b = operands(np.float16, K, K)
-    bias = RNG.uniform(-3, 3, N).astype(np.float32)
+    bias = RNG.uniform(-3, 3, N).astype(dtype)
     c = np.zeros((M, N), np.float32)
-    call(lib, "mm_bias", c, a, b, bias)
+    call(lib, fn, c, a, b, bias)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64) + bias, rtol=1e-5, atol=1e-5)
 
 

@@ -64,3 +64,22 @@ def test_matmul_dtypes_come_from_cube_dtypes() -> None:
 def test_check_target_rules_flag(capsys) -> None:
     assert main(["check", "--target-rules", "specs/add_one.yaml"]) == 0
     assert "E0810" not in capsys.readouterr().err
+
+
+def test_the_cube_stores_and_bias_moves_come_from_the_target() -> None:
+    """TSTORE out of L0C converts only `cube_stores` pairs, TMOV into the bias table only
+    `bias_moves` pairs, and TMATMUL_BIAS needs a Bias tile of the accumulator's dtype."""
+    t = load_target("ascend910b")
+    bias = compile_spec("specs/matmul_bias.yaml", Diagnostics())  # f16 out, an f16 bias widened to f32
+    assert spec_violations(bias, t) == []
+    no_f16_out = dataclasses.replace(t, cube_stores=tuple(p for p in t.cube_stores if p != ("f32", "f16")))
+    labels = [d.label for d in spec_violations(bias, no_f16_out)]
+    assert any("TSTORE does not write a f32 accumulator as f16" in label for label in labels), labels
+    no_widening = dataclasses.replace(t, bias_moves=(("f32", "f32"), ("i32", "i32")))
+    found = spec_violations(bias, no_widening)
+    assert [d.code for d in found] and all(d.code == "E0810" for d in found)
+    assert any("TMOV does not move a f16 row into a f32 bias table" in d.label for d in found)
+    assert all(d.span is not None and d.span.file.endswith("matmul_bias.pto") for d in found)
+    i8 = compile_spec("specs/matmul_i8.yaml", Diagnostics())
+    no_int = dataclasses.replace(t, cube_dtypes=tuple(c for c in t.cube_dtypes if c[0] != "i32"))
+    assert any("TMATMUL takes no (i32, i8, i8)" in d.label for d in spec_violations(i8, no_int))

@@ -25,7 +25,7 @@ from ..targets import WIDTHS, Target
 
 LOADS = {"ub": "gm_to_ub", "l1": "gm_to_l1"}
 STORES = {"ub": "ub_to_gm", "l0c": "l0c_to_gm", "l1": "gm_to_l1"}
-MOVES = {"l0a": "l1_to_l0a", "l0b": "l1_to_l0b", "l1": "l0c_to_l1", "ub": "ub_to_ub"}
+MOVES = {"l0a": "l1_to_l0a", "l0b": "l1_to_l0b", "bt": "l1_to_bt", "l1": "l0c_to_l1", "ub": "ub_to_ub"}
 # Instructions of the tile ops that are not language ops.
 STRUCTURAL = {"fill_tile": "TEXPANDS", "expand": "TROWEXPAND"}
 
@@ -104,11 +104,13 @@ def _mov(tl: Timeline, op: Op, types: list, valid: list) -> float:
     return tl.target.timing.transfer_cycles(MOVES.get(types[0].space, "ub_to_ub"), nbytes(types[1].dtype, valid[1]))
 
 
-@COST.on("matmul", "matmul_acc")
+@COST.on("matmul", "matmul_acc", "matmul_bias")
 def _matmul(tl: Timeline, op: Op, types: list, valid: list) -> float:
     t = tl.target.timing
-    (m, k), (_, n) = valid[-2], valid[-1]
-    width = DTYPES[types[-2].dtype].itemsize
+    names = [a.name for a in IR_OPS[op.name].args]
+    left, right = names.index("a"), names.index("b")
+    (m, k), (_, n) = valid[left][-2:], valid[right][-2:]
+    width = DTYPES[types[left].dtype].itemsize
     rows, c0 = tl.target.cube_fractal_rows, tl.target.cube_c0_bytes
     fractals = ceil(m / rows) * ceil(k / (c0 // width)) * ceil(n / rows)
     return t.cube_head_cycles + fractals * t.cube_fractal_cycles[WIDTHS.get(width, "b32")]

@@ -16,7 +16,7 @@ from typing import Any
 from ..diagnostics import Span
 from ..sym import Expr
 
-SPACES = ("gm", "ub", "l1", "l0a", "l0b", "l0c")
+SPACES = ("gm", "ub", "l1", "l0a", "l0b", "l0c", "bt")  # bt: the bias table a TMATMUL_BIAS reads
 
 
 @dataclass(frozen=True)

@@ -319,20 +319,83 @@ def broadcasts_to(src: str, dst: str) -> Rule:
 def moved_shape(dst: str, src: str) -> Rule:
     def check(op: Op, bound: dict) -> str | None:
         d, s = tuple(bound[dst].type.shape), tuple(bound[src].type.shape)
-        want = s[::-1] if op.attrs.get("transpose") else s
+        want = (*s[:-2], s[-1], s[-2]) if op.attrs.get("transpose") else s
         return None if d == want else f"{dst} {list(d)} is not {src} {list(s)}{' transposed' if s != want else ''}"
 
-    return Rule(f"{dst} has {src}'s shape (reversed when transposed)", check)
+    return Rule(f"{dst} has {src}'s shape (its last two dims swapped when transposed)", check)
+
+
+def moved_dtype(dst: str, src: str) -> Rule:
+    """A move keeps the dtype, except into the bias table, which takes a half-float L1 row widened
+    to the f32 accumulator's dtype (whether the target converts it is a target rule)."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d, s = bound[dst].type, bound[src].type
+        if d.dtype == s.dtype:
+            return None
+        if d.space == "bt" and s.space == "l1" and d.dtype == "f32" and s.dtype in ("f16", "bf16"):
+            return None
+        return f"dtypes {dst} {d.dtype}, {src} {s.dtype} differ"
+
+    return Rule(f"{dst} has {src}'s dtype (an f16 / bf16 row may widen to f32 into the bias table)", check)
+
+
+def stored_dtype(dst: str, src: str) -> Rule:
+    """A store keeps the dtype, except out of L0C, whose fixpipe narrows an f32 accumulator to
+    f16 / bf16 on the way (whether the target does is a target rule)."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d, s = bound[dst].type, bound[src].type
+        if d.dtype == s.dtype:
+            return None
+        if s.space == "l0c" and s.dtype == "f32" and d.dtype in ("f16", "bf16"):
+            return None
+        return f"dtypes {dst} {d.dtype}, {src} {s.dtype} differ"
+
+    return Rule(f"{dst} has {src}'s dtype (an f32 accumulator may narrow to f16 / bf16)", check)
 
 
 def matmul_shapes(dst: str, a: str, b: str) -> Rule:
+    """The last two dims multiply; dims before them (a batch index fixed by the tiles' offsets)
+    are 1."""
+
     def check(op: Op, bound: dict) -> str | None:
+        for x in (dst, a, b):
+            lead = bound[x].type.shape[:-2]
+            if any(d != 1 for d in lead):
+                return f"{x} has leading dims {list(lead)}, not 1"
         (m, n), (am, ak), (bk, bn) = (bound[x].type.shape[-2:] for x in (dst, a, b))
         if (am, bn, ak) != (m, n, bk):
             return f"[{am}, {ak}] x [{bk}, {bn}] does not give [{m}, {n}]"
         return None
 
-    return Rule(f"{dst}[m, n] = {a}[m, k] x {b}[k, n]", check)
+    return Rule(f"{dst}[m, n] = {a}[m, k] x {b}[k, n], any leading dims 1", check)
+
+
+def bias_row(bias: str, dst: str) -> Rule:
+    """A bias row: one dim covering the accumulator's columns."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        s, n = bound[bias].type.shape, bound[dst].type.shape[-1]
+        return None if len(s) == 1 and s[0] >= n else f"{bias} {list(s)} is not a row of at least {n}"
+
+    return Rule(f"{bias} is one row covering {dst}'s columns", check)
+
+
+def matmul_ranks(a: str, b: str, result: str, bias: str) -> Rule:
+    """A batched product: operands of rank 2 to 4, the result of the larger rank, a bias of rank 1."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        ra, rb, rr = (bound[x].type.rank for x in (a, b, result))
+        if not (2 <= ra <= 4 and 2 <= rb <= 4):
+            return f"{a} has rank {ra}, {b} rank {rb}"
+        if rr != max(ra, rb):
+            return f"{result} has rank {rr}, not {max(ra, rb)}"
+        if bound.get(bias) is not None and bound[bias].type.rank != 1:
+            return f"{bias} has rank {bound[bias].type.rank}"
+        return None
+
+    return Rule(f"{a}, {b} of rank 2 to 4, {result} of the larger rank, {bias} of rank 1", check)
 
 
 def in_space(name: str, *spaces: str) -> Rule:
@@ -346,8 +409,16 @@ def in_space(name: str, *spaces: str) -> Rule:
 # ------------------------------------------------------------------ declarations
 
 # grid: a tile grid of one op; implicit: the loop(1) around top-level work; peeled: a first or last
-# iteration split off a loop
-LOOP_KINDS = ("grid", "implicit", "peeled")
+# iteration split off a loop; split: the partial products of a split-K matmul, over disjoint k
+# ranges, each into its own slice of a GM workspace (iterations independent of each other)
+LOOP_KINDS = ("grid", "implicit", "peeled", "split")
+# Loops that run inside a compute kernel rather than in the control program.
+KERNEL_LOOP_KINDS = frozenset({"grid", "split"})
+
+
+def in_kernel_loop(op: Op) -> bool:
+    """A loop the tiling pass made over tiles: it stays inside its compute kernel."""
+    return op.name == "loop" and op.attrs.get("kind") in KERNEL_LOOP_KINDS
 SCALAR = Attr("scalar", "expr")
 SIDE = Attr("side", "name", choices=("left",))
 AXIS = Attr("axis", "int", required=True)
@@ -393,18 +464,23 @@ def _structural() -> list[IROp]:
         IROp("tile.load", TILE_LEVELS, "load", (Arg("dst", TILE, "dst"), Arg("src", TENSOR)), (), (OFFSETS,),
              (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("src")), pipe="MTE2"),
         IROp("tile.store", TILE_LEVELS, "store", (Arg("dst", TENSOR, "dst"), Arg("src", TILE)), (), (OFFSETS,),
-             (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst")), pipe="MTE3",
+             (stored_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst")), pipe="MTE3",
              pipe_by_space=(("l0c", "FIX"),), pipe_space_of=1),
         IROp("tile.fill", TILE_LEVELS, "fill_tile", (Arg("dst", TILE, "dst"),), (), (Attr("scalar", required=True),),
              pipe="V"),
         IROp("tile.expand", TILE_LEVELS, "expand", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (), (),
              (same_dtype("dst", "src"), broadcasts_to("src", "dst")), pipe="V"),
         IROp("tile.mov", TILE_LEVELS, "mov", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (),
-             (Attr("transpose", "bool"),), (same_dtype("dst", "src"), moved_shape("dst", "src")), pipe="MTE1"),
+             (Attr("transpose", "bool"),), (moved_dtype("dst", "src"), moved_shape("dst", "src")), pipe="MTE1"),
         IROp("tile.matmul_acc", TILE_LEVELS, "matmul_acc",
              (Arg("dst", TILE, "acc"), Arg("acc", TILE), Arg("a", TILE), Arg("b", TILE)), (), (),
              (same_dtype("dst", "acc"), same_dtype("a", "b"), same_shape("dst", "acc"), matmul_shapes("dst", "a", "b"),
               in_space("dst", "l0c"), in_space("a", "l0a"), in_space("b", "l0b")), pipe=OPS["matmul"].pipe),
+        IROp("tile.matmul_bias", TILE_LEVELS, "matmul_bias",
+             (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE), Arg("bias", TILE)), (), (),
+             (same_dtype("dst", "bias"), same_dtype("a", "b"), matmul_shapes("dst", "a", "b"), bias_row("bias", "dst"),
+              in_space("dst", "l0c"), in_space("a", "l0a"), in_space("b", "l0b"), in_space("bias", "bt")),
+             pipe=OPS["matmul"].pipe, doc="dst = a x b + bias, one bias value per column"),
         # the block level: launches from the control program, synchronisation inside compute kernels
         IROp("launch", ("block",), "launch", (Arg("tensors", TENSOR, many=True),), (),
              (Attr("kernel", "name", True), Attr("scalars", "exprs", True)), control=True),
@@ -465,9 +541,10 @@ def _language(name: str) -> list[IROp]:
                      (), attrs, (*rules, same_dtype("dst", "xy"), same_shape("dst", "cond", "xy"), _select_arity("xy")),
                      pipe=od.pipe)]
     if od.kind == "matmul":
-        return [IROp(name, ("tensor",), "matmul", (Arg("a", TENSOR), Arg("b", TENSOR)), (TENSOR,),
-                     (Attr("trans_a", "bool"), Attr("trans_b", "bool"), Attr("out_dtype", "dtype"),
-                      Attr("in_dtype", "dtype")), (same_dtype("a", "b"), dtype_from("result", "out_dtype"))),
+        return [IROp(name, ("tensor",), "matmul", (Arg("a", TENSOR), Arg("b", TENSOR), Arg("bias", TENSOR, optional=True)),
+                     (TENSOR,), (Attr("trans_a", "bool"), Attr("trans_b", "bool"), Attr("out_dtype", "dtype"),
+                                 Attr("in_dtype", "dtype")),
+                     (same_dtype("a", "b"), dtype_from("result", "out_dtype"), matmul_ranks("a", "b", "result", "bias"))),
                 IROp(T, TILE_LEVELS, "matmul", (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE)), (), (),
                      (same_dtype("a", "b"), matmul_shapes("dst", "a", "b"), in_space("dst", "l0c"),
                       in_space("a", "l0a"), in_space("b", "l0b")), pipe=od.pipe)]

@@ -73,7 +73,7 @@ def target_defines(target: Any) -> dict[str, object]:
     t = target
     return {"PTO_CPU_CHECK_FLAGS": None, "PTO_CPU_UB_BYTES": t.ub_bytes, "PTO_CPU_L1_BYTES": t.l1_bytes,
             "PTO_CPU_L0A_BYTES": t.l0a_bytes, "PTO_CPU_L0B_BYTES": t.l0b_bytes, "PTO_CPU_L0C_BYTES": t.l0c_bytes,
-            "PTO_CPU_ADDRESS_ALIGN": t.ub_block_bytes}
+            "PTO_CPU_BIAS_BYTES": t.bias_bytes, "PTO_CPU_ADDRESS_ALIGN": t.ub_block_bytes}
 
 
 def unbuildable_reason(v: Entry) -> str | None:

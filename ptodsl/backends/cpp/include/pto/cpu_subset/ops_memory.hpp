@@ -185,16 +185,26 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     return {};
 }
 
-// Copy the valid region to the same indices (L1 -> L0A/L0B, and between vector tiles); as in
+// Copy the valid region to the same indices (L1 -> L0A/L0B/Bias, and between vector tiles); as in
 // pto-isa, source and destination have the same valid shape. Moving out of an Acc tile may narrow
-// f32 to f16 / bf16.
+// f32 to f16 / bf16; moving an L1 row into the bias table may widen f16 / bf16 to f32 (which
+// targets convert which is the target file's rule, not this header's).
 template <typename DstTileData, typename SrcTileData>
 AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
     static_assert(is_tile_data_v<DstTileData> && is_tile_data_v<SrcTileData>, "TMOV: both operands must be tiles");
     using D = typename DstTileData::DType;
     using S = typename SrcTileData::DType;
-    static_assert(std::is_same_v<D, S> || (SrcTileData::Loc == TileType::Acc && std::is_same_v<S, float>),
-                  "TMOV: the element types must match (only an f32 Acc tile may narrow on the way out)");
+    constexpr bool widens_bias = DstTileData::Loc == TileType::Bias && SrcTileData::Loc == TileType::Mat &&
+                                 std::is_same_v<D, float> &&
+                                 (std::is_same_v<S, half> || std::is_same_v<S, bfloat16_t>);
+    static_assert(std::is_same_v<D, S> || (SrcTileData::Loc == TileType::Acc && std::is_same_v<S, float>) ||
+                      widens_bias,
+                  "TMOV: the element types must match (only an f32 Acc tile may narrow on the way out, and an "
+                  "f16 / bf16 row widen to f32 into the bias table)");
+    static_assert(DstTileData::Loc != TileType::Bias ||
+                      (SrcTileData::Loc == TileType::Mat && DstTileData::Rows == 1 && SrcTileData::Rows == 1 &&
+                       DstTileData::Cols == SrcTileData::Cols),
+                  "TMOV: a Bias tile is filled from a one-row Mat tile of the same static shape");
     D* out = cpu::elements(dst, "TMOV");
     const S* in = cpu::elements(src, "TMOV");
     const unsigned rows = dst.GetValidRow();

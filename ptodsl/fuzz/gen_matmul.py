@@ -1,0 +1,123 @@
+"""Matmul blocks of the random program generator (:mod:`ptodsl.fuzz.gen`): the cube path.
+
+A block writes one product ``y = matmul(a, b, ...)`` with a random mix of the language's matmul
+forms: batch dims broadcast as torch.matmul does (a missing dim, a dim of 1, a rank-2 operand),
+``trans_a`` / ``trans_b``, ``out_dtype`` rounded on the way out of L0C, a ``bias`` row, int8
+operands accumulated exactly in i32, and a left operand computed by a vector expression (so a
+vector kernel feeds the cube through GM). ``cube_tile.split_k`` comes with the program's YAML.
+
+Its choices draw from a random stream of their own, so programs without a matmul block are the
+same with the matmul features on or off (the regression seed sets keep their programs).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .gen import Block, Gen
+
+MATMUL_FEATURES = frozenset({
+    "matmul",  # y = matmul(a, b) blocks, with trans_a / trans_b
+    "bmm",  # batched operands of rank 3 and 4, batch dims broadcast (missing, 1, or equal)
+    "mm_out",  # out_dtype=T (f16 / bf16 rounded once on the way out of L0C)
+    "mm_bias",  # bias=v, a row of f32 (or T for f16 / f32 programs; i32 for int8)
+    "mm_i8",  # int8 x int8 -> int32
+    "mm_split",  # cube_tile.split_k: partial products summed by a vector kernel
+})
+
+# (a's batch dims, b's batch dims): each pair broadcasts, as torch.matmul's do
+BATCHES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("B",), ()), ((), ("B",)), (("B",), ("B",)), (("1",), ("B",)), (("B", "H"), ("H",)),
+    (("B", "1"), ("B", "H")), (("H",), ("B", "H")), (("B", "H"), ("B", "H")),
+)
+MM_BLOCK_CHANCE = 0.2  # a program's last block becomes a matmul block this often
+
+
+def _broadcast(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    n = max(len(a), len(b))
+    a, b = ("1",) * (n - len(a)) + a, ("1",) * (n - len(b)) + b
+    return tuple(y if x == "1" else x for x, y in zip(a, b))
+
+
+def wants_matmul(seed: int, gen: Gen) -> random.Random | None:
+    """The matmul stream of ``seed`` when its program gets a matmul block, else None."""
+    if not gen.has("matmul"):
+        return None
+    rng = random.Random(f"matmul:{seed}")
+    return rng if rng.random() < MM_BLOCK_CHANCE else None
+
+
+def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
+    from .gen import Block, leaf
+
+    int8 = gen.has("mm_i8") and rng.random() < 0.3
+    in_dt, acc = ("i8", "i32") if int8 else ("T", "f32")
+    ba, bb = rng.choice(BATCHES) if gen.has("bmm") and rng.random() < 0.6 else ((), ())
+    batch = _broadcast(ba, bb)
+    ta, tb = rng.random() < 0.3, rng.random() < 0.3
+    # the left operand as a vector expression of the [M, N] inputs: K is then N
+    computed = not (int8 or batch or ta) and rng.random() < 0.3
+    kk = "N" if computed else "K"
+    nn = "N" if not (batch or int8 or computed) and rng.random() < 0.4 else "P"
+    out = acc
+    if not int8 and gen.has("mm_out") and rng.random() < 0.5:
+        out = "T"
+    lo, hi = (-128.0, 127.0) if int8 else (-1.0, 1.0)
+    a_dims = (*ba, *((kk, "M") if ta else ("M", kk)))
+    b_dims = (*bb, *((nn, kk) if tb else (kk, nn)))
+    names: list[str] = []
+    if computed:
+        ctx = gen.top_ctx()
+        a_ex = gen.expr(ctx, "T", "full", 2)
+        names += gen._names(ctx)
+    else:
+        a = gen.param(f"a{k}", f"{in_dt}[{', '.join(a_dims)}]", "in", in_dt, a_dims, lo, hi)
+        a_ex = leaf(a, in_dt)
+        names.append(a)
+    b = gen.param(f"b{k}", f"{in_dt}[{', '.join(b_dims)}]", "in", in_dt, b_dims, lo, hi)
+    names.append(b)
+    flags = []
+    if ta:
+        flags.append("trans_a=True")
+    if tb:
+        flags.append("trans_b=True")
+    if out != acc or rng.random() < 0.3:
+        flags.append(f"out_dtype={out}")
+    if gen.has("mm_bias") and rng.random() < 0.4:
+        # the 910B's bias table widens f16 rows to f32, but not bf16 ones
+        choices = ["i32"] if int8 else ["f32"] + (["T"] if gen.dtype in ("f16", "f32") else [])
+        bdt = rng.choice(choices)
+        bias = gen.param(f"v{k}", f"{bdt}[{nn}]", "in", bdt, (nn,))
+        flags.append(f"bias={bias}")
+        names.append(bias)
+    y = gen.out(", ".join((*batch, "M", nn)), dtype=out)
+    if out == "T" and (*batch, "M", nn) == ("M", "N"):
+        gen.full_outs.append(y)  # a later block may read it: a cube kernel feeding a vector one
+    tail = "".join(f", {f}" for f in flags)
+    line: Any = [f"{y}[:] = matmul(", a_ex, f", {b}{tail})"] if computed else f"{y}[:] = matmul({a_ex.render()}, {b}{tail})"
+    return Block("matmul", [(0, line)], [y, *names])
+
+
+def matmul_shapes(rng: random.Random, shapes: dict[str, int]) -> None:
+    """Sizes of the symbols matmul blocks use besides M and N."""
+    shapes.setdefault("K", rng.choice([rng.randint(1, 40), rng.randint(30, 140)]))
+    shapes.setdefault("P", rng.randint(1, 70))
+    shapes.setdefault("B", rng.randint(1, 3))
+    shapes.setdefault("H", rng.randint(1, 3))
+
+
+def cube_tile(gen: Gen, rng: random.Random) -> dict[str, Any]:
+    """L0 / L1 extents every matmul dtype takes (k and n a whole cube fractal row for i8, the
+    narrowest), and a split_k now and then."""
+    out: dict[str, Any] = {}
+    for axis, l0s in (("m", (16, 32)), ("k", (32, 64)), ("n", (32, 64))):
+        l0 = rng.choice(l0s)
+        out[axis] = [l0, l0 * rng.choice((1, 2))]
+    if gen.has("mm_split") and rng.random() < 0.4:
+        out["split_k"] = rng.choice((2, 3, 4))
+    return out
+
+
+__all__ = ["MATMUL_FEATURES", "cube_tile", "matmul_block", "matmul_shapes", "wants_matmul"]
