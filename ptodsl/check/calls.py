@@ -127,6 +127,8 @@ class CallTyping:
                 self.err("E0303", "the condition of `where` must be a bool tensor", e.args[0].span,
                          help="compare tensors: `where(x > 0, x, y)`")
                 return None
+            if all(isinstance(t, ScalarTy) for t in ts[1:]):
+                return self.where_of_scalars(e, c, ts[1:])
             res = self.elementwise(e, "where", list(zip(e.args[1:], ts[1:])))
             if not isinstance(res, TensorTy):
                 return None
@@ -139,6 +141,26 @@ class CallTyping:
         if od.kind == "matmul":
             return self.matmul(e, od)
         return None
+
+    def where_of_scalars(self, e: ast.Call, cond: TensorTy, arms: list) -> Ty | None:
+        """``where(c, a, b)`` with two scalar arms: a tensor of the condition's shape. A typed arm
+        (a scalar parameter, a value read from a tensor) gives its dtype; two literals give f32
+        when either is a float, else i32 (the tensor dtype an integer literal takes)."""
+        strong = [(a, t) for a, t in zip(e.args[1:], arms) if not t.weak]
+        if len({t.dtype for _, t in strong}) > 1:
+            (a0, t0), (a1, t1) = strong
+            self.err("E0303", f"mixed dtypes: {t0.dtype} and {t1.dtype}", e.span,
+                     secondary=[Label(a0.span, f"this is {t0.dtype}"), Label(a1.span, f"this is {t1.dtype}")],
+                     help=f"convert one side, e.g. `cast(..., {t0.dtype})`")
+            return None
+        if strong:
+            dtype = strong[0][1].dtype
+        elif all(t.dtype == "bool" for t in arms):
+            dtype = "bool"
+        else:
+            dtype = "f32" if any(is_float(t.dtype) for t in arms) else "i32"
+        return self.elementwise(e, "where", [(e.args[0], TensorTy(dtype, cond.shape, cond.valid)),
+                                             *zip(e.args[1:], arms)])
 
     def cdiv_call(self, e: ast.Call) -> Ty | None:
         """``cdiv(a, b)``: the number of blocks of ``b`` that cover ``a`` (ceiling division)."""
