@@ -12,6 +12,7 @@ from ..frontend.spec import Spec
 from ..targets import load_target
 from . import dataflow, loops, schedule
 from .backward import check_backward
+from .cases import check_case_inputs
 from .typer import Typer, did_you_mean
 from .types import CheckedKernel
 
@@ -38,6 +39,7 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics,
         return []
     _check_dtype_vars(kernel, spec, diags)
     check_backward(spec, kernel, diags, sources)
+    check_case_inputs(kernel, spec, diags)
     valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
                     for name, dims in spec.schedule.valid_shapes.items()}
     out: list[CheckedKernel] = []

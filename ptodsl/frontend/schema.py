@@ -30,6 +30,7 @@ from ..yamlio.schema import (
     dtype_name,
     to_json_schema,
 )
+from .input_schema import NESTED_NUMBERS, InputEntry
 
 # ------------------------------------------------------------------ the spec file format
 
@@ -110,6 +111,9 @@ def spec_schema() -> Obj:
                             placeholder="<param>",
                             desc="[low, high] of one input's random values, overriding data_range"),
             "name": Str(desc="test name shown in reports"),
+            "inputs": MapOf(key=Ident(role="tensor parameter name"), value=InputEntry(), placeholder="<param>",
+                            desc="explicit values of inputs: a nested list, a .npy file of the spec's folder, or "
+                                 "a generator (permutation, arange, full, randint, cumsum)"),
         },
     )
     return Obj(
@@ -159,6 +163,7 @@ def json_schema() -> dict[str, Any]:
     schema = to_json_schema(spec_schema(), "ptodsl operator spec",
                             "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
                             "torch equivalent, tests and backward spec.")
+    schema["$defs"]["nested_numbers"] = NESTED_NUMBERS
     return {"$schema": schema.pop("$schema"), "$id": SPEC_SCHEMA_ID, **schema}
 
 

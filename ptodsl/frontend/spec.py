@@ -242,6 +242,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             data_range=_tuple(t.get("data_range")),
             ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
+            inputs=dict(t.get("inputs", {})),
         )
         for i, t in enumerate(data.get("tests", []))
     )
@@ -333,13 +334,19 @@ def path_problem(path: str) -> str | None:
 
 
 def check_spec_files(spec: Spec, diags: Diagnostics) -> None:
-    """Every file a spec names (its source and reference) lies inside its root; reported as E0219."""
+    """Every file a spec names (its source, reference, backward spec and the .npy inputs of its
+    cases) lies inside its root; reported as E0219."""
     root = spec_root(spec.path)
     named = [(spec.source, ("source",), "`source:`")]
     if spec.reference_path is not None:
         named.append((spec.reference_path, ("reference",), "`reference:`"))
     if spec.backward_path is not None:
         named.append((spec.backward_path, ("backward", "spec"), "`backward.spec:`"))
+    for case in spec.tests:
+        for name, entry in case.inputs.items():
+            if "file" in entry:
+                named.append((os.path.normpath(os.path.join(spec.folder, entry["file"])),
+                              ("tests", case.index, "inputs", name), f"`tests[{case.index}].inputs.{name}`"))
     for path, key, what in named:
         problem = path_problem(path)
         if problem is None and outside_root(path, root):
