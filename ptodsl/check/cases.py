@@ -20,13 +20,11 @@ from .typer import did_you_mean
 E_INPUT_NAME = "E0860"
 
 
-def check_case_inputs(kernel: ast.Kernel, spec: Spec, diags: Diagnostics,
-                      defined: Mapping[str, sym.Expr] | None = None) -> None:
-    """Report every ``inputs:`` entry that names no input tensor or cannot make its array.
-    ``defined`` gives the dims the spec defines by others (``symbols: {D: 2*H}``)."""
+def check_case_inputs(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> None:
+    """Report every ``inputs:`` entry that names no input tensor or cannot make its array."""
     params = {p.name: p for p in kernel.params}
     for case in spec.tests:
-        env = case_dims(spec, case.shapes, defined or {})
+        env = case_dims(spec, case.shapes)
         variant = spec.variant_of(case)
         for name, entry in case.inputs.items():
             where = ("tests", case.index, "inputs", name)
@@ -50,15 +48,12 @@ def check_case_inputs(kernel: ast.Kernel, spec: Spec, diags: Diagnostics,
                             help=exc.help)
 
 
-def case_dims(spec: Spec, shapes: Mapping[str, int], defined: Mapping[str, sym.Expr]) -> dict[str, int]:
-    """The dims a case binds: the fixed symbols, its shapes, and the dims defined by them."""
-    env: dict[str, int] = dict(spec.symbols) | dict(shapes)
-    for name, expr in defined.items():
-        try:
-            env.setdefault(name, int(sym.evaluate(expr, env)))
-        except KeyError:
-            pass
-    return env
+def case_dims(spec: Spec, shapes: Mapping[str, int]) -> dict[str, int]:
+    """The dims a case binds: the fixed symbols, its shapes, and the dims defined by them
+    (a case that breaks a definition is E0866, reported by ``check_relations``)."""
+    env: dict[str, sym.Number] = dict(spec.symbols) | dict(shapes)
+    sym.bind_defined(spec.defined, env)
+    return {k: int(v) for k, v in env.items()}
 
 
 def _name_error(spec: Spec, kernel: ast.Kernel, name: str, p: ast.Param | None, where: tuple,

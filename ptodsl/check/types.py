@@ -59,6 +59,9 @@ class Binding:
     param: ast.Param | None = None
     ir_name: str = ""  # unique name in the IR (locals may be rebound)
     view: ViewInfo | None = None
+    # a scalar local's value (`off = maximum(blk, 0)`): its uses stand for the expression, since
+    # the IR has no scalar definitions besides element reads
+    value: sym.Expr | None = None
 
     @property
     def writable(self) -> bool:
