@@ -115,6 +115,8 @@ class CallTyping:
             ts = [self.expr(a) for a in e.args]
             if any(t is None for t in ts):
                 return None
+            if all(isinstance(t, ScalarTy) for t in ts):
+                return self.scalar_binary(e, fn, ts)
             return self.elementwise(e, fn, list(zip(e.args, ts)))
         if od.kind == "select":
             if not self.arity(e, fn, od.arity):
@@ -141,6 +143,22 @@ class CallTyping:
         if od.kind == "matmul":
             return self.matmul(e, od)
         return None
+
+    def scalar_binary(self, e: ast.Call, fn: str, ts: list) -> Ty | None:
+        """``maximum``/``minimum`` of two scalars is a scalar (an offset clamped with
+        ``maximum(blk, 0)``); other binary ops take a tensor."""
+        if fn not in ("maximum", "minimum"):
+            self.err("E0311", f"`{fn}` takes a tensor", e.span, help="write scalar arithmetic with operators")
+            return None
+        a, b = (self.t.scalar.get(id(x)) for x in e.args)
+        if a is not None and b is not None:
+            self.t.scalar[id(e)] = sym.max_(a, b) if fn == "maximum" else sym.min_(a, b)
+        lt, rt = ts
+        if lt.ratio or rt.ratio:  # a true quotient of integers: a float, as in Python
+            return ScalarTy("f32", weak=lt.weak and rt.weak, ratio=True)
+        dtype = lt.dtype if not lt.weak else rt.dtype if not rt.weak else (
+            "f32" if is_float(lt.dtype) or is_float(rt.dtype) else INDEX)
+        return ScalarTy(dtype, weak=lt.weak and rt.weak)
 
     def where_of_scalars(self, e: ast.Call, cond: TensorTy, arms: list) -> Ty | None:
         """``where(c, a, b)`` with two scalar arms: a tensor of the condition's shape. A typed arm

@@ -17,10 +17,12 @@ a loop adds the union of its iterations' rectangles (rows ``y[b, :]`` of ``loop(
 then-branches of ``is_loop_begin``/``is_loop_end`` at the top of a loop body count after the loop.
 Two walks run: a strict one (a loop may run zero times) proves coverage, a lenient one (every loop
 runs) proves gaps; what lies between is W0404.
-* E0403 — one loop body reads a region of a tensor and writes a different region of the same
-  tensor that may overlap it. PyPTO builds one dataflow graph per body and such a pair is a cycle
-  in it. Writing exactly the region that is read (``y[b, :] = y[b, :] + 1``) is fine, and so is a
-  pair of regions that are provably disjoint.
+* E0403 — one loop body reads a region of a tensor and then (in program order, or in the same
+  statement) writes a different region of the same tensor that may overlap it. PyPTO builds one
+  dataflow graph per body and such a pair is a cycle in it. Writing exactly the region that is
+  read (``y[b, :] = y[b, :] + 1``) is fine, and so is a pair of regions that are provably
+  disjoint, and a read that comes after the write: it reads what the write stored (a local
+  assembled block by block, ``kj[0:32, :] = ...; kj[32:64, :] = ...``, then read whole).
 """
 
 from __future__ import annotations
@@ -442,6 +444,7 @@ class _Flow:
 
     # -------------------------------------------------------------- E0403
     def check_cycles(self, body: _Body, diags: Diagnostics) -> None:
+        order = {id(a): k for k, a in enumerate(body.accesses)}
         writes = [a for a in body.accesses if a.write]
         reads = [a for a in body.accesses if not a.write]
         flagged: set[str] = set()
@@ -450,6 +453,11 @@ class _Flow:
                 continue
             for r in reads:
                 if r.base != w.base or _exclusive(r.branch, w.branch):
+                    continue
+                if order[id(w)] < order[id(r)] and r.stmt is not w.stmt:
+                    # A read after the write, in program order, reads what it wrote: an edge of
+                    # the body's graph, not a cycle (a local assembled block by block, then read
+                    # whole). Only a read the write comes after may see either value.
                     continue
                 if r.region == w.region or _disjoint(r.region, w.region, self.ranges):
                     continue
