@@ -63,6 +63,31 @@ def to_numpy(x: Any) -> np.ndarray:
     return x
 
 
+def dtype_of(x: Any) -> tuple[str | None, str]:
+    """The ptodsl dtype of an array or a torch tensor (None when ptodsl has no such element type)
+    and the name to show for it: the ptodsl name, else numpy's (``float64``, ``complex64``), else
+    torch's without its prefix (``float8_e4m3fn``), the same for a tensor and its numpy stand-in."""
+    if is_torch(x):
+        import torch
+
+        if x.dtype == torch.bfloat16:
+            return "bf16", "bf16"
+        name = str(x.dtype).removeprefix("torch.")
+        try:
+            got = from_numpy(np.dtype(name))
+        except TypeError:  # no numpy counterpart (float8, quantized, complex32)
+            got = None
+        return got, got or name
+    got = from_numpy(x.dtype)
+    return got, got or str(x.dtype)
+
+
+def _torch_strided() -> Any:
+    import torch
+
+    return torch.strided
+
+
 def to_torch(a: np.ndarray) -> Any:
     import torch
 
@@ -150,24 +175,29 @@ class Operator:
                 raise self._error(ArgumentTypeError, "E0705", p,
                                   f"`{p.name}` must be a numpy array or torch tensor, got {type(x).__name__}",
                                   "declared as a tensor here", f"pass e.g. `np.asarray({p.name})`")
-            a = to_numpy(x)
-            got = from_numpy(a.dtype)
+            # the dtype is checked before any conversion: numpy has no float8 or quantized dtype
+            got, shown = dtype_of(x)
             want = p.dtype
             if want in prog.dtypes:
                 if want in variant and variant[want] != got:
                     raise self._error(ArgumentTypeError, "E0700", p,
-                                      f"`{p.name}` has dtype {got}, but `{want}` is {variant[want]} from an earlier "
+                                      f"`{p.name}` has dtype {shown}, but `{want}` is {variant[want]} from an earlier "
                                       "argument", f"dtype `{want}`", f"pass `{p.name}` as {variant[want]}")
                 if got not in prog.dtypes[want]:
                     raise self._error(ArgumentTypeError, "E0700", p,
-                                      f"`{p.name}` has dtype {got or a.dtype}, expected one of "
+                                      f"`{p.name}` has dtype {shown}, expected one of "
                                       + ", ".join(prog.dtypes[want]), f"dtype `{want}`",
                                       f"convert it, e.g. to {prog.dtypes[want][0]}")
                 variant[want] = got  # type: ignore[assignment]
             elif got != want:
                 raise self._error(ArgumentTypeError, "E0700", p,
-                                  f"`{p.name}` has dtype {got or a.dtype}, expected {want}",
+                                  f"`{p.name}` has dtype {shown}, expected {want}",
                                   f"declared {want} here", f"convert it to {want} first")
+            if is_torch(x) and x.layout != _torch_strided():
+                raise self._error(ArgumentTypeError, "E0705", p,
+                                  f"`{p.name}` is a {str(x.layout).removeprefix('torch.')} tensor, not a dense one",
+                                  "declared as a tensor here", f"pass `{p.name}.to_dense()`")
+            a = to_numpy(x)
             if a.ndim != len(p.dims):
                 raise self._error(ArgumentValueError, "E0701", p,
                                   f"`{p.name}` has rank {a.ndim} (shape {list(a.shape)}), expected rank {len(p.dims)}",
@@ -200,6 +230,14 @@ class Operator:
                 else:
                     symbols[d] = n
                     origin[d] = p.name
+        problem = sym.bind_defined(prog.defined, symbols)
+        if problem is not None:
+            at = origin.get(problem.dim) or next((origin[k] for k in sorted(problem.values) if k in origin), None)
+            raise self._error(ArgumentValueError, "E0866", prog.param(at) if at else None,
+                              f"the argument shapes break the spec's definition: {problem.message()}",
+                              f"`{problem.dim}` is bound here" if at == origin.get(problem.dim) else "bound here",
+                              f"pass tensors whose dims satisfy `{problem.dim} = {sym.to_text(problem.definition)}` "
+                              "(the YAML's `symbols:`)")
         return index, arrays, symbols
 
     def output_shape(self, index: int, p: ParamInfo, symbols: Mapping[str, int]) -> tuple[str, tuple[int, ...]]:

@@ -94,6 +94,22 @@ def identifier_problem(name: str) -> str | None:
     return None
 
 
+# The keyword arguments a call of an op takes besides the kernel's parameters, each with what it
+# is for: ``ptodsl.load``'s Operator, the generated wrappers (``ops/<op>.py``) and the generated
+# torch ops. A parameter of one of these names could never be passed, so the checker refuses it
+# (E0322); tests/gen checks that the wrappers take no other keyword of their own.
+CALL_KEYWORDS: dict[str, str] = {
+    "backend": "every call of an op takes `backend=` (sim, cpu or npu) besides its parameters",
+    "device": "a generated wrapper takes `device=` (the NPU to run on) besides its parameters",
+}
+
+
+def parameter_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a kernel parameter (it becomes a keyword argument of every call of
+    the op), or None when it can."""
+    return identifier_problem(name) or CALL_KEYWORDS.get(name)
+
+
 def op_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name an op: it is also the C symbol of the kernel library's entry."""
     problem = identifier_problem(name)
