@@ -28,7 +28,7 @@ def parse_definition(text: str) -> tuple[sym.Expr | None, str | None]:
         return None, (f"`{text}` is not a linear combination of dims with integer coefficients "
                       "(sums, differences and integer multiples only)")
     if not sym.free_symbols(e):
-        return None, f"`{text}` names no dim: fix the value as an integer instead"
+        return None, f"`{text}` names no dim"
     return e, None
 
 
@@ -59,7 +59,8 @@ def definitions(given: Mapping[str, str], fixed: Mapping[str, int], spans, diags
         if problem is not None:
             diags.error(E_DEFINITION, f"`symbols: {{{name}: {text}}}` cannot define `{name}`: {problem}",
                         spans.at(("symbols", name)), "not a usable definition",
-                        help="write a sum of dims times integers, e.g. `D: 2*H` or `S: Q + K`; a product "
+                        help=f"fix it as an integer, unquoted: `{name}: {text.strip()}`" if "names no dim" in problem
+                        else "write a sum of dims times integers, e.g. `D: 2*H` or `S: Q + K`; a product "
                              "of dims or a division is no definition ptodsl can solve")
             continue
         parsed[name] = e
