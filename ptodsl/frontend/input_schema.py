@@ -105,15 +105,15 @@ class InputEntry(Schema):
                             f"{len(node.pairs)}", node.span, "one key: the generator",
                             help=f"write one of {', '.join(GENERATORS)}, e.g. `{{permutation: N}}`")
             return INVALID
-        if len(got) != 1:  # the one generator's argument was reported already
-            return INVALID
-        if keys[0] == "cumsum" and len(got["cumsum"]) != 1:
-            span = node.pairs[0].value.span
+        inner = node.pairs[0].value
+        if keys[0] == "cumsum" and isinstance(inner, YMap) and len(inner.pairs) != 1:
             ctx.diags.error(E_GENERATOR, f"`{path_str((*path, 'cumsum'))}` takes `range:` or `total:`, "
-                            f"found {len(got['cumsum'])} keys", span, "one of `range`, `total`",
+                            f"found {len(inner.pairs)} keys", inner.span, "one of `range`, `total`",
                             help="`cumsum: {range: [0, 64]}` (random lengths) or `cumsum: {total: S}` "
                                  "(random cut points of S)")
             return INVALID
+        if len(got) != 1 or (keys[0] == "cumsum" and len(got["cumsum"]) != 1):
+            return INVALID  # the generator's argument was reported already
         return got
 
     def json(self) -> dict[str, Any]:
