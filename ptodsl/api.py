@@ -88,7 +88,8 @@ def program_of(compiled: Compiled) -> Program:
         ir_source=lambda index: (compiled.stages["tensor"].funcs[index], compiled.stages["block"]),
         target=compiled.target, cpu_source=lambda index: emitted(compiled, index), tile=compiled.stages.get("tile"),
         cases=tuple(spec.tests), reference=reference, torch_equivalent=spec.torch,
-        tile_hint=tuple(tiles[0]) if tiles else None)
+        tile_hint=tuple(tiles[0]) if tiles else None, data_dir=spec.folder,
+        defined=dict(spec.defined))
     compiled.__dict__["_program"] = program
     return program
 

@@ -13,15 +13,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
+from typing import Any
 
 from . import sym
+from .cases import InputError, TestCase, build_input, case_seed
 from .check import CheckedKernel, check
 from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
 from .frontend import ast
 from .frontend.parser import parse_module
 from .frontend.spec import Spec, load_spec, variant_name
-from .ir import IRSyntaxError, Module, parse
+from .ir import Func, IRSyntaxError, Module, TensorType, parse
 from .ir.schedule import passes_applied, reschedule, with_pass
 from .ir.verify import VerifyError, verify
 from .passes import PIPELINE, check_pipeline, tensorize
@@ -241,15 +243,40 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
     for f in ir.funcs:
         dims = {str(s) for p in f.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
         mine = [c for c in spec.tests
-                if dims <= set(c.shapes) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
+                if dims <= set(_case_dims(spec, c)) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
         case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
         if case is None:
             cases.append(Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
             continue
-        reads = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
-                 for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
-        cases.append(Case(f.name, dict(case.shapes), dict(case.scalars), reads))
+        reads: dict[str, Any] = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
+                                 for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
+        reads |= _explicit_inputs(f, spec, case)
+        cases.append(Case(f.name, _case_dims(spec, case), dict(case.scalars), reads))
     return cases
+
+
+def _case_dims(spec: Spec, case: TestCase) -> dict[str, int]:
+    """A case's shapes with the dims the spec defines by them (``symbols: {D: 2*H}``)."""
+    full: dict[str, Any] = dict(spec.symbols) | dict(case.shapes)
+    sym.bind_defined(spec.defined, full)
+    return {k: int(v) for k, v in full.items() if k not in spec.symbols or k in case.shapes}
+
+
+def _explicit_inputs(f: Func, spec: Spec, case: TestCase) -> dict[str, Any]:
+    """The arrays a case's ``inputs:`` gives, as the golden harness makes them, so that the cost
+    model reads the values that matter (segment offsets, indices) rather than a bound."""
+    out: dict[str, Any] = {}
+    env = _case_dims(spec, case)
+    for p in f.params:
+        entry = case.inputs.get(p.name)
+        if entry is None or not isinstance(p.type, TensorType):
+            continue
+        try:
+            shape = tuple(int(sym.evaluate(d, env)) for d in p.type.shape)
+            out[p.name] = build_input(p.name, entry, shape, p.type.dtype, case_seed(spec.op, case), env, spec.folder)
+        except (KeyError, InputError):
+            continue  # the checker reported it; the model keeps its bound
+    return out
 
 
 def pass_names() -> list[str]:

@@ -80,7 +80,95 @@ def add(a: Expr, b: Expr) -> Expr:
     if is_const(b) and isinstance(a, BinExpr) and a.op in "+-" and is_const(a.right):
         c = a.right if a.op == "+" else -a.right
         return add(a.left, c + b)
-    return BinExpr("+", a, b)
+    collected = _collected("+", a, b)
+    return collected if collected is not None else BinExpr("+", a, b)
+
+
+# ---------------------------------------------------------------- canonical sums
+# A sum of products of integers and symbols (any other node, `min(...)` or `x // 2`, counts as one
+# opaque factor) as {monomial: coefficient}; a monomial is a sorted tuple of factors, () for the
+# constant. `add` and `sub` rebuild their result from it when terms cancel or merge (`2*H - H` is
+# `H`, `(i + e) - i` is `e`), and keep the tree as written otherwise, so printed IR stays familiar.
+
+_Poly = dict[tuple, int]
+_MAX_TERMS = 16  # products of sums grow fast; past this the expression is kept as written
+
+
+def _factor_key(f: Expr) -> tuple:
+    return (0, f.name) if isinstance(f, Sym) else (1, to_text(f))
+
+
+def _poly(e: Expr) -> _Poly | None:
+    if isinstance(e, bool) or isinstance(e, float):
+        return None
+    if isinstance(e, int):
+        return {(): e} if e else {}
+    if isinstance(e, NegExpr):
+        p = _poly(e.operand)
+        return None if p is None else {k: -v for k, v in p.items()}
+    if isinstance(e, BinExpr) and e.op in ("+", "-", "*"):
+        pa, pb = _poly(e.left), _poly(e.right)
+        if pa is None or pb is None:
+            return None
+        if e.op == "*":
+            out: _Poly = {}
+            for ka, va in pa.items():
+                for kb, vb in pb.items():
+                    k = tuple(sorted(ka + kb, key=_factor_key))
+                    out[k] = out.get(k, 0) + va * vb
+        else:
+            sign = 1 if e.op == "+" else -1
+            out = dict(pa)
+            for k, v in pb.items():
+                out[k] = out.get(k, 0) + sign * v
+        out = {k: v for k, v in out.items() if v}
+        return out if len(out) <= _MAX_TERMS else None
+    if isinstance(e, BinExpr) and e.op in _CMP or isinstance(e, BinExpr) and e.op in ("and", "or"):
+        return None
+    return {(e,): 1}
+
+
+def _monomial(factors: tuple) -> Expr:
+    out: Expr | None = None
+    for f in factors:
+        out = f if out is None else BinExpr("*", out, f)
+    assert out is not None
+    return out
+
+
+def _rebuild(p: _Poly) -> Expr:
+    """The canonical sum: positive terms first, in the order they came, then the negative ones,
+    then the constant; each term a product of its factors times its coefficient."""
+    const = p.get((), 0)
+    terms = [(k, v) for k, v in p.items() if k != ()]
+    terms = [t for t in terms if t[1] > 0] + [t for t in terms if t[1] < 0]
+    out: Expr | None = None
+    for k, v in terms:
+        term = _monomial(k) if abs(v) == 1 else BinExpr("*", _monomial(k), abs(v))
+        if out is None:
+            out = term if v > 0 else NegExpr(term)
+        else:
+            out = BinExpr("+" if v > 0 else "-", out, term)
+    if out is None:
+        return const
+    if const:
+        out = BinExpr("+" if const > 0 else "-", out, abs(const))
+    return out
+
+
+def _collected(op: str, a: Expr, b: Expr) -> Expr | None:
+    """``a op b`` rebuilt in canonical form when some of its terms cancel or merge, else None."""
+    pa, pb = _poly(a), _poly(b)
+    if pa is None or pb is None:
+        return None
+    sign = 1 if op == "+" else -1
+    out = dict(pa)
+    for k, v in pb.items():
+        out[k] = out.get(k, 0) + sign * v
+    out = {k: v for k, v in out.items() if v}
+    if len(out) >= len(pa) + len(pb):
+        return None
+    return _rebuild(out)
 
 
 def sub(a: Expr, b: Expr) -> Expr:
@@ -100,7 +188,8 @@ def sub(a: Expr, b: Expr) -> Expr:
         return a.left
     if isinstance(a, BinExpr) and a.op == "+" and a.left == b:
         return a.right
-    return BinExpr("-", a, b)
+    collected = _collected("-", a, b)
+    return collected if collected is not None else BinExpr("-", a, b)
 
 
 def mul(a: Expr, b: Expr) -> Expr:
@@ -477,6 +566,55 @@ def linear_bound(e: Expr, upper: bool) -> tuple[dict[str, Number], Number] | Non
         return None
     slack = (den - 1) if ceiling and upper else -(den - 1) if not ceiling and not upper else 0
     return {k: Fraction(v) / den for k, v in f[0].items()}, Fraction(f[1] + slack) / den
+@dataclass(frozen=True)
+class Unsatisfied:
+    """A dim definition (``D = 2*H``) the bound dims break: ``dim`` is ``given`` but its definition
+    makes it ``defined`` (None when no integer value of the definition's unbound dim gives it)."""
+
+    dim: str
+    definition: Expr
+    given: Number
+    defined: Number | None
+    values: dict[str, Number]  # the dims of the definition that were bound
+
+    def message(self) -> str:
+        shown = ", ".join(f"{k} = {v}" for k, v in sorted(self.values.items()))
+        if self.defined is None:
+            return (f"`{self.dim}` is {self.given}, but `{self.dim} = {to_text(self.definition)}` has no "
+                    f"solution in whole dims{' with ' + shown if shown else ''}")
+        return (f"`{self.dim}` is {self.given}, but `{self.dim} = {to_text(self.definition)}` makes it "
+                f"{self.defined} ({shown})")
+
+
+def bind_defined(defined: Mapping[str, Expr], values: dict[str, Number]) -> Unsatisfied | None:
+    """Complete ``values`` with the dims ``defined`` gives (``{"D": 2*H}`` sets D from H, or H from
+    D when only D is bound: a definition with one unbound dim is solved for it), and return the
+    first definition the values break, or None. ``values`` is updated in place."""
+    changed = True
+    while changed:
+        changed = False
+        for dim, e in defined.items():
+            free = free_symbols(e)
+            missing = sorted(free - set(values))
+            if not missing:
+                v = evaluate(e, values)
+                if dim not in values:
+                    values[dim] = v
+                    changed = True
+                elif values[dim] != v:
+                    return Unsatisfied(dim, e, values[dim], v, {k: values[k] for k in free})
+            elif len(missing) == 1 and dim in values:
+                form = linear(e)
+                if form is None or not form[0].get(missing[0]):
+                    continue
+                coeffs, const = form
+                rest = const + sum(c * values[k] for k, c in coeffs.items() if k != missing[0])
+                solved, left = divmod(values[dim] - rest, coeffs[missing[0]])
+                if left or solved < 0:
+                    return Unsatisfied(dim, e, values[dim], None, {k: values[k] for k in free if k in values})
+                values[missing[0]] = solved
+                changed = True
+    return None
 
 
 class NotInteger(ValueError):

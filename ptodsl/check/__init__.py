@@ -12,6 +12,8 @@ from ..frontend.spec import Spec
 from ..targets import load_target
 from . import dataflow, loops, schedule
 from .backward import check_backward
+from .cases import check_case_inputs
+from .relations import check_relations, fixed_and_defined
 from .typer import Typer, did_you_mean
 from .types import CheckedKernel
 
@@ -38,6 +40,9 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics,
         return []
     _check_dtype_vars(kernel, spec, diags)
     check_backward(spec, kernel, diags, sources)
+    if not check_relations(kernel, spec, diags):
+        return []
+    check_case_inputs(kernel, spec, diags)
     valid_shapes = {name: (dims, spec.spans.at(("schedule", "valid_shapes", name)))
                     for name, dims in spec.schedule.valid_shapes.items()}
     out: list[CheckedKernel] = []
@@ -45,7 +50,7 @@ def check(module: ast.Module, spec: Spec, diags: Diagnostics,
     first = len(diags.items)
     for variant in variants(spec):
         before = len(diags.errors)
-        typer = Typer(kernel, variant, dict(spec.symbols), valid_shapes, diags)
+        typer = Typer(kernel, variant, fixed_and_defined(spec), valid_shapes, diags)
         ck = typer.run()
         out.append(ck)
         if len(diags.errors) == before:

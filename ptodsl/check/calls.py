@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import sym
-from ..diagnostics import did_you_mean
+from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
@@ -123,6 +123,8 @@ class CallTyping(MatmulTyping):
             ts = [self.expr(a) for a in e.args]
             if any(t is None for t in ts):
                 return None
+            if all(isinstance(t, ScalarTy) for t in ts):
+                return self.scalar_binary(e, fn, ts)
             return self.elementwise(e, fn, list(zip(e.args, ts)))
         if od.kind == "select":
             if not self.arity(e, fn, od.arity):
@@ -135,6 +137,8 @@ class CallTyping(MatmulTyping):
                 self.err("E0303", "the condition of `where` must be a bool tensor", e.args[0].span,
                          help="compare tensors: `where(x > 0, x, y)`")
                 return None
+            if all(isinstance(t, ScalarTy) for t in ts[1:]):
+                return self.where_of_scalars(e, c, ts[1:])
             res = self.elementwise(e, "where", list(zip(e.args[1:], ts[1:])))
             if not isinstance(res, TensorTy):
                 return None
@@ -147,6 +151,42 @@ class CallTyping(MatmulTyping):
         if od.kind == "matmul":
             return self.matmul(e, od)
         return None
+
+    def scalar_binary(self, e: ast.Call, fn: str, ts: list) -> Ty | None:
+        """``maximum``/``minimum`` of two scalars is a scalar (an offset clamped with
+        ``maximum(blk, 0)``); other binary ops take a tensor."""
+        if fn not in ("maximum", "minimum"):
+            self.err("E0311", f"`{fn}` takes a tensor", e.span, help="write scalar arithmetic with operators")
+            return None
+        a, b = (self.t.scalar.get(id(x)) for x in e.args)
+        if a is not None and b is not None:
+            self.t.scalar[id(e)] = sym.max_(a, b) if fn == "maximum" else sym.min_(a, b)
+        lt, rt = ts
+        if lt.ratio or rt.ratio:  # a true quotient of integers: a float, as in Python
+            return ScalarTy("f32", weak=lt.weak and rt.weak, ratio=True)
+        dtype = lt.dtype if not lt.weak else rt.dtype if not rt.weak else (
+            "f32" if is_float(lt.dtype) or is_float(rt.dtype) else INDEX)
+        return ScalarTy(dtype, weak=lt.weak and rt.weak)
+
+    def where_of_scalars(self, e: ast.Call, cond: TensorTy, arms: list) -> Ty | None:
+        """``where(c, a, b)`` with two scalar arms: a tensor of the condition's shape. A typed arm
+        (a scalar parameter, a value read from a tensor) gives its dtype; two literals give f32
+        when either is a float, else i32 (the tensor dtype an integer literal takes)."""
+        strong = [(a, t) for a, t in zip(e.args[1:], arms) if not t.weak]
+        if len({t.dtype for _, t in strong}) > 1:
+            (a0, t0), (a1, t1) = strong
+            self.err("E0303", f"mixed dtypes: {t0.dtype} and {t1.dtype}", e.span,
+                     secondary=[Label(a0.span, f"this is {t0.dtype}"), Label(a1.span, f"this is {t1.dtype}")],
+                     help=f"convert one side, e.g. `cast(..., {t0.dtype})`")
+            return None
+        if strong:
+            dtype = strong[0][1].dtype
+        elif all(t.dtype == "bool" for t in arms):
+            dtype = "bool"
+        else:
+            dtype = "f32" if any(is_float(t.dtype) for t in arms) else "i32"
+        return self.elementwise(e, "where", [(e.args[0], TensorTy(dtype, cond.shape, cond.valid)),
+                                             *zip(e.args[1:], arms)])
 
     def cdiv_call(self, e: ast.Call) -> Ty | None:
         """``cdiv(a, b)``: the number of blocks of ``b`` that cover ``a`` (ceiling division)."""

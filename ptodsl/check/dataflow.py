@@ -18,9 +18,12 @@ then-branches of ``is_loop_begin``/``is_loop_end`` at the top of a loop body cou
 Two walks run: a strict one (a loop may run zero times) proves coverage, a lenient one (every loop
 runs) proves gaps; what lies between is W0404.
 * E0403 — one loop body reads a region of a tensor and writes a different region of the same
-  tensor that may overlap it. PyPTO builds one dataflow graph per body and such a pair is a cycle
-  in it. Writing exactly the region that is read (``y[b, :] = y[b, :] + 1``) is fine, and so is a
-  pair of regions that are provably disjoint.
+  tensor that may overlap it. PyPTO builds one
+  dataflow graph per body and such a pair is a cycle in it. Writing exactly the region that is
+  read (``y[b, :] = y[b, :] + 1``) is fine, and so is a pair of regions that are provably
+  disjoint, and a read that the body's earlier writes cover, with those writes: it reads only
+  what they stored (a local assembled block by block, ``kj[0:32, :] = ...; kj[32:64, :] = ...``,
+  then read whole).
 """
 
 from __future__ import annotations
@@ -442,8 +445,10 @@ class _Flow:
 
     # -------------------------------------------------------------- E0403
     def check_cycles(self, body: _Body, diags: Diagnostics) -> None:
+        order = {id(a): k for k, a in enumerate(body.accesses)}
         writes = [a for a in body.accesses if a.write]
         reads = [a for a in body.accesses if not a.write]
+        own = {id(r) for r in reads if self._own(body, r)}
         flagged: set[str] = set()
         for w in writes:
             if w.base in flagged:
@@ -451,11 +456,27 @@ class _Flow:
             for r in reads:
                 if r.base != w.base or _exclusive(r.branch, w.branch):
                     continue
+                if id(r) in own and order[id(w)] < order[id(r)]:
+                    continue  # it reads what this write (with the others before it) stored
                 if r.region == w.region or _disjoint(r.region, w.region, self.ranges):
                     continue
                 flagged.add(w.base)
                 self.report_cycle(body, w, r, diags)
                 break
+
+    def _own(self, body: _Body, r: _Access) -> bool:
+        """Whether the writes before ``r`` in the body, on its path, cover what it reads: it then
+        reads only what the body stored (a local assembled block by block, then read whole), so
+        with those writes it is an edge of the body's graph, not a cycle. A read that also sees
+        data from before the body (``h[0:2, :] = ...`` then ``h[b, :]``) stays a cycle with those
+        writes, and any read with an overlapping write after it."""
+        state = State()
+        for a in body.accesses:
+            if a is r:
+                break
+            if a.write and a.base == r.base and a.stmt is not r.stmt and _on_path(a.branch, r.branch):
+                state.add(a.base, a.region)
+        return r.base in state and verdict(state, r.base, r.region, self.ranges) == COVERED
 
     def report_cycle(self, body: _Body, w: _Access, r: _Access, diags: Diagnostics) -> None:
         name = _display_name(self.ck, w.base)
@@ -488,6 +509,12 @@ def _children(e: ast.Expr) -> list[ast.Expr]:
     if isinstance(e, ast.Attribute):
         return [e.value]
     return []
+
+
+def _on_path(write: Branch, read: Branch) -> bool:
+    """Whether a write in branch ``write`` runs whenever a later read in branch ``read`` does: it
+    sits in the same arms as the read, or in arms around them."""
+    return read[:len(write)] == write
 
 
 def _exclusive(a: Branch, b: Branch) -> bool:

@@ -46,7 +46,7 @@ E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it
 class Typer(CallTyping, ElemTyping):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
-    def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, int],
+    def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, sym.Expr],
                  valid_shapes: dict, diags: Diagnostics):
         self.kernel = kernel
         self.variant = variant
@@ -142,7 +142,9 @@ class Typer(CallTyping, ElemTyping):
                         self.err("E0300", f"`{d.value}` is reserved and cannot name a dim", d.span,
                                  help="rename the symbol")
                     if d.value not in self.symbols:
-                        self.symbols[d.value] = SymbolInfo(d.value, self.fixed.get(d.value), (p.name, axis), d.span)
+                        value = self.fixed.get(d.value)
+                        self.symbols[d.value] = SymbolInfo(d.value, value if isinstance(value, int) else None,
+                                                           (p.name, axis), d.span)
                     shape.append(self.fixed.get(d.value, sym.Sym(d.value)))
                 b = Binding(p.name, "param", TensorTy(dtype or "f32", tuple(shape)), p.span, p, p.name)
             self.names_used[p.name] = 1
@@ -150,7 +152,9 @@ class Typer(CallTyping, ElemTyping):
             self.scope[p.name] = b
         for s, v in self.fixed.items():
             if s not in self.symbols:
-                self.symbols[s] = SymbolInfo(s, v, None, self.kernel.span)
+                self.symbols[s] = SymbolInfo(s, v if isinstance(v, int) else None, None, self.kernel.span)
+            for free in sym.free_symbols(v):  # a dim only a definition names (`D: 2*H`), solved at call time
+                self.symbols.setdefault(free, SymbolInfo(free, None, None, self.kernel.span))
         self.block(self.kernel.body)
         return CheckedKernel(self.kernel, dict(self.variant), params, self.symbols, self.t, self.loops)
 
@@ -265,8 +269,8 @@ class Typer(CallTyping, ElemTyping):
             read = self.t.read.get(id(s.value))
             if read is not None:
                 b.ir_name = read[2]
-            elif id(s.value) in self.t.scalar:
-                b.expr = self.t.scalar[id(s.value)]
+            else:
+                b.value = self.t.scalar.get(id(s.value))
         self.scope[name] = b
         self.t.defines[id(s)] = b
         self.t.binding[id(s.target)] = b
@@ -645,7 +649,7 @@ class Typer(CallTyping, ElemTyping):
                 return None
             self.t.binding[id(e)] = b
             if isinstance(b.ty, ScalarTy):
-                self.t.scalar[id(e)] = b.expr if b.expr is not None else sym.Sym(b.ir_name) \
+                self.t.scalar[id(e)] = b.value if b.value is not None else sym.Sym(b.ir_name) \
                     if b.kind != "symbol" or b.name not in self.fixed else self.fixed[b.name]
             if b.view is not None:
                 self.t.view[id(e)] = b.view

@@ -59,9 +59,9 @@ class Binding:
     param: ast.Param | None = None
     ir_name: str = ""  # unique name in the IR (locals may be rebound)
     view: ViewInfo | None = None
-    # a scalar local bound to a computed value (`t = s * 2.0`): its uses are this expression, since
-    # no IR op defines the name (a local bound straight to an element read is the read's symbol)
-    expr: sym.Expr | None = None
+    # a scalar local's value (`off = maximum(blk, 0)`): its uses stand for the expression, since
+    # the IR has no scalar definitions besides element reads
+    value: sym.Expr | None = None
 
     @property
     def writable(self) -> bool:

@@ -2,14 +2,17 @@
 walked with concrete dims but no data, charging each tile op to the pipeline model.
 
 It is what the compiler uses to compare schedules before any input exists. Values read from
-tensors at run time (``read``) are unknown here: they take the value the caller gives for that
-tensor (the top of the test case's range for it, so lengths read from tensors are modelled at their
-largest), else 1."""
+tensors at run time (``read``) take the test case's own values where its ``inputs:`` gives that
+tensor, else the value the caller gives for it (the top of the test case's range for it, so
+lengths read from tensors are modelled at their largest), else 1."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from .. import sym
 from ..ir import Func, Module, Op, TileType
@@ -31,10 +34,11 @@ class Estimate:
 
 
 def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
-             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, int] | None = None,
+             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, Any] | None = None,
              max_ops: int = MAX_OPS) -> Estimate:
     """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1); ``reads``
-    gives, per tensor parameter, the value element reads of it return."""
+    gives, per tensor parameter, the value element reads of it return, or the array they read
+    (a case's explicit input)."""
     func = block.func(control)
     env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
     env |= dict(scalars or {}) | dict(symbols)
@@ -44,12 +48,27 @@ def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Ta
 
 
 class _Run:
-    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, int], max_ops: int):
+    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, Any], max_ops: int):
         self.reads = reads
         self.budget = max_ops
         self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
         self.timeline = timeline
         self.gm_bytes = 0
+
+    def read(self, op: Op, env: dict) -> sym.Number:
+        """What an element read gives: the case's own value at the index when it gives the tensor's
+        values, else the one value it stands for (the top of its range)."""
+        given = self.reads.get(op.operands[0].name, READ_VALUE)
+        if not isinstance(given, np.ndarray):
+            return given
+        try:
+            index = tuple(int(sym.evaluate(i, env)) for i in op.attrs["index"])
+        except (KeyError, TypeError):
+            return READ_VALUE
+        if len(index) != given.ndim or not all(0 <= i < n for i, n in zip(index, given.shape)):
+            return READ_VALUE
+        value = given[index].item()
+        return int(value) if float(value).is_integer() else float(value)
 
     def block(self, ops: list[Op], env: dict, valid: dict) -> None:
         for op in ops:
@@ -68,7 +87,7 @@ class _Run:
         elif name == "if":
             self.block(op.regions[0] if sym.evaluate(op.attrs["cond"], env) else op.regions[1], env, valid)
         elif name == "read":
-            env[op.attrs["sym"]] = self.reads.get(op.operands[0].name, READ_VALUE)
+            env[op.attrs["sym"]] = self.read(op, env)
         elif name == "launch":
             self.launch(self.kernels[op.attrs["kernel"]], op, env)
         elif name.startswith("sync."):

@@ -30,6 +30,7 @@ from ..yamlio.schema import (
     dtype_name,
     to_json_schema,
 )
+from .input_schema import NESTED_NUMBERS, InputEntry
 
 # ------------------------------------------------------------------ the spec file format
 
@@ -116,6 +117,9 @@ def spec_schema() -> Obj:
                             placeholder="<param>",
                             desc="[low, high] of one input's random values, overriding data_range"),
             "name": Str(desc="test name shown in reports"),
+            "inputs": MapOf(key=Ident(role="tensor parameter name"), value=InputEntry(), placeholder="<param>",
+                            desc="explicit values of inputs: a nested list, a .npy file of the spec's folder, or "
+                                 "a generator (permutation, arange, full, randint, cumsum)"),
         },
     )
     return Obj(
@@ -130,8 +134,15 @@ def spec_schema() -> Obj:
                             what="a list of dtypes"),
                 placeholder="<T>", desc="dtype variables and their variants; one kernel per binding",
             ),
-            "symbols": MapOf(key=Ident(role="symbol name"), value=Int(min=1, max=DIM_MAX), placeholder="<symbol>",
-                             desc="symbols fixed at compile time"),
+            "symbols": MapOf(key=Ident(role="symbol name"),
+                             value=OneOf(alts=(Int(min=1, max=DIM_MAX),
+                                               Str(pattern=r"[A-Za-z0-9_ +\-*/%()]+", what="a dim expression",
+                                                   form="an integer or a linear expression over dims",
+                                                   example="2*H")),
+                                         what="an integer or a dim expression"),
+                             placeholder="<symbol>",
+                             desc="symbols fixed at compile time (an integer), or defined by other dims "
+                                  "(a linear expression such as `2*H`, checked at every call)"),
             "schedule": schedule,
             "target": Enum(values=target_names, what="target", code=E_TARGET, default=DEFAULT_TARGET,
                            desc="hardware model (a file in ptodsl/targets)"),
@@ -165,6 +176,7 @@ def json_schema() -> dict[str, Any]:
     schema = to_json_schema(spec_schema(), "ptodsl operator spec",
                             "The NAME.yaml beside NAME.pto: dtypes, symbols, schedule, target, reference, "
                             "torch equivalent, tests and backward spec.")
+    schema["$defs"]["nested_numbers"] = NESTED_NUMBERS
     return {"$schema": schema.pop("$schema"), "$id": SPEC_SCHEMA_ID, **schema}
 
 

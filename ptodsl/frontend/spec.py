@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import sym
 from ..cases import TestCase
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
 from ..escape import unprintable
 from ..schedule import PASS_OPTION_DEFAULTS, LoopSchedule, Schedule
 from ..yamlio.nodes import YMap, YNode, YSeq, compose
 from ..yamlio.schema import E_NAME, E_VALUE, Path, op_name_problem, validate
+from .relations import definitions
 from .schema import CUBE_AXES, DEFAULT_TARGET, spec_schema
 
 E_READ = "E0203"
@@ -117,6 +119,8 @@ class Spec:
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
     torch: str | None = None  # a function of the reference file: the op in eager torch, for bench
+    # dims defined by other dims (`symbols: {D: 2*H}`), in terms of dims no definition defines
+    defined: dict[str, sym.Expr] = field(default_factory=dict)
     backward: Backward | None = None  # the spec of the op's gradients (docs/LANGUAGE.md §2.1)
 
     @property
@@ -186,14 +190,14 @@ def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
                     secondary=[Label(spans.at(("dtypes", var)), f"variants of `{var}` declared here")],
                     help=f"add `{dtype}` to the variants of `{var}`, or test one of them",
                 )
-        for sym, value in test.get("shapes", {}).items():
-            if sym in symbols and symbols[sym] != value:
-                path = ("tests", i, "shapes", sym)
+        for dim, value in test.get("shapes", {}).items():
+            if dim in symbols and symbols[dim] != value:
+                path = ("tests", i, "shapes", dim)
                 diags.error(
-                    E_TEST_SHAPE, f"test {i} sets `{sym} = {value}`, but `symbols:` fixes `{sym} = {symbols[sym]}`",
+                    E_TEST_SHAPE, f"test {i} sets `{dim} = {value}`, but `symbols:` fixes `{dim} = {symbols[dim]}`",
                     spans.value(path), "conflicts with the fixed value",
-                    secondary=[Label(spans.at(("symbols", sym)), "fixed here")],
-                    help=f"remove `{sym}` from the test's shapes",
+                    secondary=[Label(spans.at(("symbols", dim)), "fixed here")],
+                    help=f"remove `{dim}` from the test's shapes",
                 )
         low_high = test.get("data_range")
         if low_high is not None and not low_high[0] < low_high[1]:
@@ -210,7 +214,7 @@ def _tuple(value: Any) -> tuple | None:
     return None if value is None else tuple(value)
 
 
-def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
+def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: dict[str, sym.Expr]) -> Spec:
     folder = os.path.dirname(path) or "."
     source = os.path.normpath(os.path.join(folder, data.get("source", f"{op}.pto")))
     sched = data.get("schedule", {})
@@ -243,6 +247,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             data_range=_tuple(t.get("data_range")),
             ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
+            inputs=dict(t.get("inputs", {})),
         )
         for i, t in enumerate(data.get("tests", []))
     )
@@ -257,6 +262,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
         doc=data.get("doc", ""),
         dtypes={k: tuple(v) if isinstance(v, list) else (v,) for k, v in data.get("dtypes", {}).items()},
         symbols=dict(data.get("symbols", {})),
+        defined=defined,
         schedule=schedule,
         target=data.get("target", DEFAULT_TARGET),
         reference=reference,
@@ -303,11 +309,15 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
         if problem is not None:
             diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
                         Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
+    symbols = data.get("symbols", {})
+    fixed = {k: v for k, v in symbols.items() if isinstance(v, int)}
+    defined = definitions({k: v for k, v in symbols.items() if isinstance(v, str)}, fixed, spans, diags)
+    data["symbols"] = fixed  # the cross-field checks compare test shapes with the fixed values
     _check_tests(data, spans, diags)
     _check_loops(data, spans, diags)
     if len(diags.errors) > before or op is None:
         return None
-    return _build(data, path, op, spans)
+    return _build(data, path, op, spans, defined)
 
 
 def spec_root(spec_path: str) -> str:
@@ -334,13 +344,19 @@ def path_problem(path: str) -> str | None:
 
 
 def check_spec_files(spec: Spec, diags: Diagnostics) -> None:
-    """Every file a spec names (its source and reference) lies inside its root; reported as E0219."""
+    """Every file a spec names (its source, reference, backward spec and the .npy inputs of its
+    cases) lies inside its root; reported as E0219."""
     root = spec_root(spec.path)
     named = [(spec.source, ("source",), "`source:`")]
     if spec.reference_path is not None:
         named.append((spec.reference_path, ("reference",), "`reference:`"))
     if spec.backward_path is not None:
         named.append((spec.backward_path, ("backward", "spec"), "`backward.spec:`"))
+    for case in spec.tests:
+        for name, entry in case.inputs.items():
+            if "file" in entry:
+                named.append((os.path.normpath(os.path.join(spec.folder, entry["file"])),
+                              ("tests", case.index, "inputs", name), f"`tests[{case.index}].inputs.{name}`"))
     for path, key, what in named:
         problem = path_problem(path)
         if problem is None and outside_root(path, root):

@@ -46,6 +46,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "unroll_lists",  # `unroll: [4, 2, 1]` on loops
     "casts",  # f32 <-> T casts
     "where",  # comparisons and where(...)
+    "where_scalars",  # where(cond, a, b) with two scalar arms (an f32 tensor of the condition's shape)
     "f16", "bf16",  # dtype variants other than f32
     "tails",  # tile shapes that do not divide the dims
     "loop_tiles",  # per-loop vec_tile overrides
@@ -366,6 +367,12 @@ class Gen:
         if kind == "where":
             c = r.choice(ctx.conds)
             thr = r.choice(["0.0", "0.5", "-0.25"])
+            if self.has("where_scalars") and (dtype == "f32" or self.has("casts")) and r.random() < 0.3:
+                # two scalar arms: the select makes an f32 tensor of the condition's shape
+                a, b = self.scalar_operand(ctx), self.scalar_operand(ctx)
+                sel = Ex("where({} " + r.choice([">", "<", ">="]) + " " + thr + ", {}, {})", (c, a, b), "f32",
+                         cls, max(abs(a.bound), abs(b.bound)))
+                return sel if dtype == "f32" else Ex("cast({}, " + dtype + ")", (sel,), dtype, cls, sel.bound)
             a = self.expr(ctx, dtype, "full", depth - 1)
             b = self.expr(ctx, dtype, r.choice(["full", "full"] + (["row"] if ctx.row else [])), depth - 1)
             cond, kids = "{} " + r.choice([">", "<", ">="]) + " " + thr, (c,)

@@ -49,18 +49,25 @@ def _rel(path: str, root: str) -> str | None:
 
 
 def _spec_files(c: Compiled, root: str, diags: Diagnostics) -> dict[str, str] | None:
-    """The files one spec is made of (YAML, .pto, reference), by path relative to ``root``."""
+    """The files one spec is made of (YAML, .pto, reference, the .npy inputs of its cases), by path
+    relative to ``root``."""
     spec = c.spec
     files = {spec.path: ("the spec", None), spec.source: ("its `source:`", "source")}
     if spec.reference is not None:
         files[os.path.normpath(os.path.join(spec.folder, spec.reference.file))] = ("its reference", "reference")
+    for case in spec.tests:
+        for name, entry in case.inputs.items():
+            if "file" in entry:
+                files[os.path.normpath(os.path.join(spec.folder, entry["file"]))] = (
+                    f"the input `{name}` of test {case.index}", ("tests", case.index, "inputs", name))
     out: dict[str, str] = {}
     for path, (what, key) in files.items():
         rel = _rel(path, root)
         if rel is None:
-            diags.error("E0215" if key == "source" else "E0213",
-                        f"{what} `{path}` lies outside the specs folder `{root}`, so it cannot be packaged",
-                        spec.spans.at((key,)) if key else None, "outside the specs folder",
+            code = "E0215" if key == "source" else "E0864" if isinstance(key, tuple) else "E0213"
+            diags.error(code, f"{what} `{path}` lies outside the specs folder `{root}`, so it cannot be packaged",
+                        spec.spans.at(key if isinstance(key, tuple) else (key,)) if key else None,
+                        "outside the specs folder",
                         help="move the file into the specs folder (a sub-folder is fine)")
             return None
         out[rel] = path

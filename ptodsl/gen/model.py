@@ -10,8 +10,9 @@ has: an op name that would shadow one of the package's modules.
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .. import sym
 from ..api import program_of
 from ..diagnostics import Diagnostic, Label, Span
 from ..driver import Compiled
@@ -87,6 +88,7 @@ class OpModel:
     variants: tuple[VariantModel, ...]
     cases: tuple[CaseModel, ...]
     backward: str | None = None  # the op of its spec's `backward:`, an op of the same package
+    defined: dict[str, str] = field(default_factory=dict)  # dims defined by others, `D: 2*H`
 
     @property
     def inputs(self) -> tuple[ParamModel, ...]:
@@ -153,6 +155,7 @@ class OpModel:
             lines.append("Dtype variants: " + "; ".join(f"{k} in {', '.join(v)}" for k, v in self.dtype_vars.items())
                          + ".")
         parts = [f"{k} = {v} (fixed)" for k, v in self.symbols.items()]
+        parts += [f"{k} = {v} (checked at each call)" for k, v in self.defined.items()]
         if self.runtime_symbols:
             parts.append(f"{', '.join(self.runtime_symbols)} from the arguments' shapes")
         if parts:
@@ -218,6 +221,7 @@ def op_model(compiled: Compiled, spec_rel: str, files: dict[str, str], kernels: 
         target=spec.target,
         params=params,
         symbols=dict(sorted(spec.symbols.items())),
+        defined={k: sym.to_text(v) for k, v in spec.defined.items()},
         dtype_vars={k: tuple(v) for k, v in sorted(spec.dtypes.items())},
         variants=tuple(variants),
         cases=tuple(CaseModel(c.index, case_id(spec, c)) for c in spec.tests),

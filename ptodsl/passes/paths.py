@@ -41,13 +41,36 @@ def _copy(loop: Op, index_value: sym.Expr | None, decisions: dict, suffix: str) 
     return _decide(body, {sym.substitute(k, env): v for k, v in decisions.items()})
 
 
+def _defined(ops: list[Op]) -> set[str]:
+    """The names of the values and read symbols the ops define, nested regions included."""
+    out: set[str] = set()
+    for op in ops:
+        for o in op.walk():
+            out.update(r.name for r in o.results)
+            if "sym" in o.attrs:
+                out.add(o.attrs["sym"])
+    return out
+
+
+def _suffix(names: set[str], which: str) -> str:
+    """``_first``, unless a name of the body plus it is another name of the body: an inner loop
+    peeled already left ``row`` and ``row_first`` in the middle copy, whose outer first copy
+    would make two ``row_first`` (then ``_first2``, ...)."""
+    suffix, k = f"_{which}", 1
+    while any(n + suffix in names for n in names):
+        k += 1
+        suffix = f"_{which}{k}"
+    return suffix
+
+
 def peel(loop: Op) -> list[Op] | None:
     a = loop.attrs
     conds = [o.attrs["cond"] for op in loop.regions[0] for o in op.walk() if o.name == "if"]
     if not mentions(conds, a["index"], a["lo"], a["hi"], a["step"]):
         return None
     n, plan = peel_plan(a["index"], a["lo"], a["hi"], a["step"])
-    first, middle, final = (_copy(loop, c.value, c.decisions, "" if c.value is None else f"_{c.which}")
+    names = _defined(loop.regions[0])
+    first, middle, final = (_copy(loop, c.value, c.decisions, "" if c.value is None else _suffix(names, c.which))
                             for c in plan)
     span = loop.span
     mid_attrs = dict(a) | {"lo": sym.add(a["lo"], a["step"]), "hi": plan[2].value}

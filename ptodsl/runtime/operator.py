@@ -232,6 +232,14 @@ class Operator:
                 else:
                     symbols[d] = n
                     origin[d] = p.name
+        problem = sym.bind_defined(prog.defined, symbols)
+        if problem is not None:
+            at = origin.get(problem.dim) or next((origin[k] for k in sorted(problem.values) if k in origin), None)
+            raise self._error(ArgumentValueError, "E0866", prog.param(at) if at else None,
+                              f"the argument shapes break the spec's definition: {problem.message()}",
+                              f"`{problem.dim}` is bound here" if at == origin.get(problem.dim) else "bound here",
+                              f"pass tensors whose dims satisfy `{problem.dim} = {sym.to_text(problem.definition)}` "
+                              "(the YAML's `symbols:`)")
         return index, arrays, symbols
 
     def output_shape(self, index: int, p: ParamInfo, symbols: Mapping[str, int]) -> tuple[str, tuple[int, ...]]:

@@ -243,7 +243,7 @@ def test_duplicate_key_points_at_both() -> None:
 @pytest.mark.parametrize(
     ("text", "code", "line", "at", "words"),
     [
-        ("op: x\nsymbols: {N: abc}\n", "E0207", 2, "abc", "must be an integer, found a string `abc`"),
+        ("op: x\nsymbols: {N: 1.5}\n", "E0207", 2, "1.5", "must be an integer or a dim expression, found a number"),
         ("op: x\nsymbols: [N]\n", "E0207", 2, "[N]", "must be a mapping, found a list"),
         ("op: x\nschedule: [1]\n", "E0207", 2, "[1]", "must be a mapping, found a list"),
         ("op: x\nschedule:\n  vec_tile: {a: 1}\n", "E0207", 3, "{a: 1}", "must be a list of integers, found a mapping"),
@@ -413,7 +413,7 @@ def test_non_mapping_document(text: str, found: str) -> None:
 def test_all_errors_are_reported() -> None:
     text = """op: x
 dtype: {T: [f32]}
-symbols: {N: zero}
+symbols: {N: [0]}
 schedule:
   vec_tile: [a, b]
   loops:
@@ -522,8 +522,8 @@ def test_deep_nesting_is_a_diagnostic(text: str) -> None:
 def test_yaml_11_number_surprises_are_avoided() -> None:
     spec, _ = parse("op: x\nsymbols: {A: 010, B: 0x10, C: 1_000}\n")
     assert spec is not None and spec.symbols == {"A": 10, "B": 16, "C": 1000}
-    d = only_error("op: x\nsymbols: {N: 1:30}\n")  # base 60 in YAML 1.1
-    assert d.code == "E0207" and "`1:30`" in d.message
+    d = only_error("op: x\nsymbols: {N: 1:30}\n")  # base 60 in YAML 1.1: a string, and no dim expression
+    assert d.code == "E0209" and "`1:30`" in d.message
     spec, _ = parse("op: x\ntests:\n  - {rtol: 1.0e5, atol: 2E-3}\n")
     assert spec is not None and (spec.tests[0].rtol, spec.tests[0].atol) == (1.0e5, 2e-3)
 

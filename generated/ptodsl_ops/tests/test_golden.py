@@ -160,6 +160,7 @@ CASES = [
     pytest.param("scale_shift", 1, id="scale_shift[f16-tail]"),
     pytest.param("seq_add", 0, id="seq_add[B4-S16-H64]"),
     pytest.param("seq_add", 1, id="seq_add[tails]"),
+    pytest.param("seq_add", 2, id="seq_add[edges]"),
     pytest.param("sigmoid", 0, id="sigmoid[f32-M8-N256]"),
     pytest.param("sigmoid", 1, id="sigmoid[f32-tails]"),
     pytest.param("sigmoid", 2, id="sigmoid[f16-tails]"),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import sym
-from ..cases import TestCase
+from ..cases import InputError, TestCase, build_input, case_seed
 from ..cost.timeline import Timeline
 from ..dtypes import DTYPES, numpy_dtype
 from .operator import Operator, run_kernel
@@ -58,7 +58,12 @@ class CaseError(Exception):
 def case_id(op: str, case: TestCase, backend: str | None = None) -> str:
     """Readable ids such as ``softmax[bf16-B33]``: dtypes, then the case name or its shapes."""
     parts = [case.dtypes[k] for k in sorted(case.dtypes)]
-    parts.append(case.name or "-".join(f"{k}{v}" for k, v in case.shapes.items()) or f"case{case.index}")
+    if case.name:
+        parts.append(case.name)
+    else:
+        # cases of one shape told apart by what they give explicitly
+        parts.append("-".join([f"{k}{v}" for k, v in case.shapes.items()] + sorted(case.inputs))
+                     or f"case{case.index}")
     if backend:
         parts.append(backend)
     return f"{op}[{'-'.join(parts)}]"
@@ -85,15 +90,28 @@ def import_file(path: str) -> Any:
 
 
 def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The case's inputs: those its ``inputs:`` gives, made as given, the others drawn at random
+    from its seed (in parameter order, so giving one input leaves the others' values alone only
+    when it comes last). A dim the case does not give raises KeyError; an unusable ``inputs:``
+    entry raises :class:`CaseError` at it."""
     prog = op.program
-    seed = case.seed if case.seed is not None else zlib.crc32(f"{prog.op}:{case.index}".encode())
+    seed = case_seed(prog.op, case)
     rng = np.random.default_rng(seed)
     variant = prog.variant_of_case(case)
     env = dict(prog.symbols) | dict(case.shapes)
+    sym.bind_defined(prog.defined, env)  # a case that breaks a definition fails at the call, E0866
     arrays: dict[str, np.ndarray] = {}
     for p in op.inputs:
         dtype = variant.get(p.dtype, p.dtype)
         shape = tuple(int(sym.evaluate(d if isinstance(d, int) else sym.Sym(d), env)) for d in p.dims or ())
+        if p.name in case.inputs:
+            try:
+                arrays[p.name] = build_input(p.name, case.inputs[p.name], shape, dtype, seed, env,
+                                             prog.data_dir or ".")
+            except InputError as exc:
+                raise CaseError(("tests", case.index, "inputs", p.name, *exc.where), exc.message, exc.label,
+                                exc.help, exc.code) from None
+            continue
         info = DTYPES[dtype]
         given = case.ranges.get(p.name) or case.data_range
         if info.is_float:
@@ -144,7 +162,8 @@ def run_case(op: Operator, case: TestCase, reference: Callable[..., Any] | None,
                         f"{'s' if len(expected) != 1 else ''}, the op has {len(op.outputs)} ("
                         + ", ".join(p.name for p in op.outputs) + ")", "this function",
                         "return one array per `out`/`inout` parameter, in parameter order")
-    tensors = dict(inputs)
+    written = {p.name for p in op.outputs}  # an inout's input stays what the case gave, in result.inputs
+    tensors = {k: (v.copy() if k in written else v) for k, v in inputs.items()}
     index, arrays, symbols = op.resolve(tensors)
     for s, v in case.shapes.items():
         symbols.setdefault(s, v)

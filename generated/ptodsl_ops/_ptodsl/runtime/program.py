@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,8 @@ class Program:
     torch_equivalent: str | None = None  # a function of the reference file
     tile_hint: tuple[int, ...] | None = None  # the first vec_tile, to place mismatches in tails
     backward: Backward | None = None
+    data_dir: str | None = None  # the folder the cases' `.npy` inputs are named relative to
+    defined: dict[str, sym.Expr] = field(default_factory=dict)  # dims defined by others (`D: 2*H`)
 
     def kernel_for(self, variant: Mapping[str, str]) -> int:
         for i, v in enumerate(self.variants):
@@ -201,6 +203,8 @@ def program_json(p: Program, rel: Callable[[str], str], ir_files: Mapping[int, M
                     "dim_spans": [sp(s) for s in q.dim_spans]} for q in p.params],
         "span": sp(p.span), "variants": variants,
         "cases": [c.to_json() for c in p.cases],
+        **({"defined": {k: sym.to_text(v) for k, v in p.defined.items()}} if p.defined else {}),
+        **({"data_dir": rel(p.data_dir)} if p.data_dir is not None and any(c.files() for c in p.cases) else {}),
         "reference": [rel(p.reference[0]), p.reference[1]] if p.reference else None,
         "torch": p.torch_equivalent, "tile_hint": list(p.tile_hint) if p.tile_hint else None,
         "backward": None if back is None else {"op": back.op, "inputs": [list(x) for x in back.inputs],
@@ -255,6 +259,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         symbols=dict(data["symbols"]), params=params, span=span_of(data["span"], root), variants=variants,
         ir_source=ir_source, target=load_target(data["target"]), cpu_source=cpu_source,
         cases=tuple(TestCase.from_json(c) for c in data["cases"]),
+        data_dir=os.path.join(root, data["data_dir"]) if data.get("data_dir") else None,
+        defined={k: sym.parse(v) for k, v in data.get("defined", {}).items()},
         reference=(os.path.join(root, ref[0]), ref[1]) if ref else None, torch_equivalent=data.get("torch"),
         tile_hint=tuple(data["tile_hint"]) if data.get("tile_hint") else None,
         backward=None if back is None else Backward(back["op"], tuple(tuple(x) for x in back["inputs"]),

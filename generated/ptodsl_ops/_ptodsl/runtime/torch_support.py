@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import sym
 from ..diagnostics import Diagnostic, DiagnosticError
 from ..dtypes import numpy_dtype
 from .operator import ArgumentValueError, Operator, is_torch, to_numpy, to_torch
@@ -128,6 +129,7 @@ def fake(op: PackagedOp, inputs: Sequence[torch.Tensor],
                 symbols.setdefault(d, n)
         if p.dtype in prog.dtypes:
             dtypes.setdefault(p.dtype, t.dtype)
+    sym.bind_defined(prog.defined, symbols)  # dims defined by others (`D: 2*H`); validate refused a breach
     results = []
     for p in operator.outputs:
         if p.name in given:  # in-out: returned updated, with the input's shape and dtype

@@ -27,8 +27,8 @@ extern "C" __global__ AICORE void attn_bf16_k8(__gm__ bfloat16_t* kj_u2c1, __gm_
     using TileT156 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g147 = 0; _g147 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-        TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g147 = 0; _g147 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+        TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_u2c1Gm0(kj_u2c1 + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -39,7 +39,7 @@ extern "C" __global__ AICORE void attn_bf16_k8(__gm__ bfloat16_t* kj_u2c1, __gm_
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // online_softmax_attn.pto:10:13
-            TileT148 t148(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT148 t148(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
             TileT149 t149(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t149, 8192);  // online_softmax_attn.pto:10:13
@@ -54,7 +54,7 @@ extern "C" __global__ AICORE void attn_bf16_k8(__gm__ bfloat16_t* kj_u2c1, __gm_
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t150, t149);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT152 t152(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT152 t152(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
             TMOV(t152, t151);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -80,14 +80,14 @@ extern "C" __global__ AICORE void attn_bf16_k8(__gm__ bfloat16_t* kj_u2c1, __gm_
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t155, t154);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT156 t156(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT156 t156(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t156, 8192);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t156, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT157 t157(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT157 t157(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t157, t156);  // online_softmax_attn.pto:10:13

@@ -127,8 +127,8 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
         attn_f16_k5(t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:36
         attn_f16_k6(vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        half* kj_u2c1 = k + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        half* vj_u2c1 = v + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+        half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+        half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
         std::vector<unsigned char> t0_u2c1_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
         start_launch(poison);  // online_softmax_attn.pto:21:22

@@ -53,14 +53,14 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g159 = 0; _g159 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-            TileT160 t160(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g159 = 0; _g159 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
+            TileT160 t160(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u2c1Gm0(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView0::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t160, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT161 t161(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT161 t161(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
@@ -99,8 +99,8 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
-            TileT165 t165(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k164 = 0; _k164 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
+            TileT165 t165(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c1Gm2(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView2::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
@@ -151,17 +151,17 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-            TileT180 t180(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+            TileT180 t180(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT182 t182(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT182 t182(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t182, 5632);  // online_softmax_attn.pto:19:21
             TROWEXPAND(t182, t170);  // online_softmax_attn.pto:19:21
-            TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t183, 9728);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -199,14 +199,14 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
-            TileT186 t186(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
+            TileT186 t186(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u2c1Gm8(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView8::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t186, t8_u2c1Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT187 t187(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT187 t187(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t187, t186);  // online_softmax_attn.pto:19:17
@@ -276,8 +276,8 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-            TileT195 t195(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k194 = 0; _k194 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+            TileT195 t195(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u2c1Gm13(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView13::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
@@ -360,14 +360,14 @@ extern "C" __global__ AICORE void attn_f16_k9(__gm__ float* t0_u2c1, __gm__ floa
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g208 = 0; _g208 < ceil_div(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-            TileT209 t209(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g208 = 0; _g208 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+            TileT209 t209(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u2c1Gm19(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView19::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t209, p_1_u2c1Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT210 t210(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (j_u2 * 2 + 1)) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT210 t210(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

@@ -163,8 +163,8 @@ extern "C" int attn_f16(void* stream, half* q, half* k, half* v, half* o, float 
             return -1;  // online_softmax_attn.pto:21:36
         }
         attn_f16_k6_launch(1, ptodsl_stream, vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        half* kj_u2c1 = k + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        half* vj_u2c1 = v + (1 + (j_u2 * 2 + 1)) * 64 * D;  // online_softmax_attn.pto:9:14
+        half* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
+        half* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
         if (ptodsl_failed) {  // online_softmax_attn.pto:21:22

@@ -1,0 +1,56 @@
+"""Dims defined by other dims (``symbols: {D: 2*H}``) against the kernel and the test cases.
+
+The definitions were parsed and made acyclic by :mod:`ptodsl.frontend.relations`. Here every dim
+a definition uses must be one a call can bind: a dim of some parameter, or the one dim of a
+definition whose defined dim a parameter has (``x: f32[B, D]`` binds D, so ``D: 2*H`` gives H);
+and each test case's dims must satisfy the definitions (E0866), as every call's must.
+"""
+
+from __future__ import annotations
+
+from .. import sym
+from ..diagnostics import Diagnostics
+from ..frontend import ast
+from ..frontend.relations import E_DEFINITION
+from ..frontend.spec import Spec
+
+E_UNSATISFIED = "E0866"
+
+
+def check_relations(kernel: ast.Kernel, spec: Spec, diags: Diagnostics) -> bool:
+    """Report definitions no call could bind, and cases whose dims break one; False on an error
+    of the definitions themselves (the kernel is not typed with them then)."""
+    dims = {d.value for p in kernel.params for d in p.dims or () if isinstance(d.value, str)}
+    ok = True
+    for name, e in spec.defined.items():
+        unbound = sorted(sym.free_symbols(e) - dims)
+        if not unbound or (len(unbound) == 1 and name in dims):
+            continue
+        ok = False
+        what = ", ".join(f"`{u}`" for u in unbound)
+        why = (f"and `{name}` is no parameter's dim to solve it from" if len(unbound) == 1
+               else f"and only one dim can be solved from `{name}`")
+        diags.error(E_DEFINITION, f"`{name} = {sym.to_text(e)}` uses {what}, which no parameter's shape binds, {why}",
+                    spec.spans.at(("symbols", name)), "a call could not bind this",
+                    help=f"use dims of `{kernel.name}`'s parameters, or give `{name}` to a parameter so that "
+                         f"{what} is solved from it")
+    if not ok:
+        return False
+    for case in spec.tests:
+        values = {k: v for k, v in (dict(spec.symbols) | dict(case.shapes)).items()}
+        problem = sym.bind_defined(spec.defined, values)
+        if problem is None:
+            continue
+        key = ("tests", case.index, "shapes", problem.dim)
+        diags.error(E_UNSATISFIED, f"test {case.index}: {problem.message()}", spec.spans.at(key),
+                    "breaks the definition", help=f"give dims with `{problem.dim} = {sym.to_text(problem.definition)}`"
+                    f", or give only the dims it is defined by")
+    return True
+
+
+def fixed_and_defined(spec: Spec) -> dict[str, sym.Expr]:
+    """What the checker substitutes for dims: the fixed values and the definitions."""
+    return {**spec.symbols, **spec.defined}
+
+
+__all__ = ["check_relations", "fixed_and_defined"]
