@@ -21,7 +21,7 @@ from .check import CheckedKernel, check
 from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
 from .diagnostics import CompileError, Diagnostic, Diagnostics, Span, register_source
 from .frontend import ast
-from .frontend.parser import parse_module
+from .frontend.parser import parse_module, read_source
 from .frontend.spec import Spec, load_spec, variant_name
 from .ir import Func, IRSyntaxError, Module, TensorType, parse
 from .ir.schedule import passes_applied, reschedule, with_pass
@@ -82,7 +82,7 @@ def compile_spec(yaml_path: str, diags: Diagnostics | None = None, verify_ir: bo
     diags = diags if diags is not None else Diagnostics()
     sources = sources or {}
     spec = load_spec(yaml_path, diags, sources)
-    text = sources[spec.source] if spec.source in sources else read_text(spec.source, diags)
+    text = sources[spec.source] if spec.source in sources else read_source(spec.source, diags)
     module = parse_module(text, spec.source, diags) if text is not None else None
     if module is None:
         raise CompileError(diags.items)

@@ -18,6 +18,7 @@ from typing import Any
 
 from .diagnostics import Diagnostics, Span
 from .frontend.parser import parse_module
+from .frontend.text import BOM
 
 E_FMT_MEANING = "E0252"
 E_FMT_CHECK = "E0253"
@@ -213,7 +214,13 @@ def _comments(text: str) -> list[str]:
 
 def format_source(text: str, path: str, diags: Diagnostics) -> str | None:
     """``text`` formatted, or None with diagnostics when it cannot be formatted without risk: the file
-    does not parse, or the new layout would parse to another AST or lose a comment."""
+    does not parse, or the new layout would parse to another AST or lose a comment.
+
+    A byte-order mark at the start is kept (and none is added): it is how the author's editor
+    saves the file, not layout; the parser ignores it, as the compiler does."""
+    if text.startswith(BOM):
+        new = format_source(text[len(BOM):], path, diags)
+        return None if new is None else BOM + new
     before = parse_module(text, path, diags)
     if before is None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 import threading
 import unicodedata
@@ -28,6 +29,7 @@ from .grammar import (
     DEDENT,
     END,
     INDENT,
+    MAX_TOKENS,
     NL,
     OPENERS,
     BadDedent,
@@ -35,12 +37,14 @@ from .grammar import (
     LayoutError,
     PtoIndenter,
     TabIndent,
+    TooManyTokens,
     describe_terminal,
     get_parser,
     is_keyword,
     literal_of,
     terminal_info,
 )
+from .text import MAX_SOURCE_BYTES, refuse_misleading, strip_bom, too_large
 
 # Deeper trees are rejected rather than risking Python's recursion limit in later passes, which
 # walk the AST recursively. Real kernels stay far below this.
@@ -64,7 +68,7 @@ def parse_module(text: str, path: str, diags: Diagnostics) -> ast.Module | None:
 def parse_file(path: str) -> ast.Module:
     """Read and parse a .pto file; raise :class:`CompileError` with every diagnostic on error."""
     diags = Diagnostics()
-    text = _read_source(path, diags)
+    text = read_source(path, diags)
     module = parse_module(text, path, diags) if text is not None else None
     diags.raise_if_errors()
     assert module is not None
@@ -90,15 +94,23 @@ def _parse_fragment(text: str, path: str, start: str, kind: type) -> Any:
 
 
 # Characters that str.splitlines() (used to show source lines) treats as line breaks but the lexer
-# does not; they are blanked in the displayed copy so that line numbers agree.
-_EXTRA_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# does not, and the bidirectional controls (which would reorder the shown line on a terminal); they
+# are blanked in the displayed copy so that line numbers and carets agree with the file.
+_EXTRA_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _parse(text: str, path: str, start: str, diags: Diagnostics) -> ast.Node | None:
+    text = strip_bom(text)  # as editors do, positions do not count the mark
+    if too_large(len(text)):  # a text handed over directly (an editor's buffer), not read here
+        diags.error("E0118", f"cannot read {path}: it is larger than {MAX_SOURCE_BYTES >> 20} MiB", Span(path, 1, 1),
+                    "far too long for a kernel", help="a .pto file is a short program; check that this is the right file")
+        return None
     source = text.replace("\r\n", "\n").replace("\r", "\n")
     if start != "expr" and not source.endswith("\n"):
         source += "\n"  # every statement, including the last, ends with a newline token
     register_source(path, _EXTRA_LINE_BREAKS.sub(" ", source))
+    if not refuse_misleading(source, path, diags):
+        return None
     parser = get_parser()
     terminal_info()  # derived from the parser tables before any parse can use the post-lexer
     with _LOCK:
@@ -110,8 +122,14 @@ def _parse(text: str, path: str, start: str, diags: Diagnostics) -> ast.Node | N
     return _Builder(path, diags).build(tree)
 
 
-def _read_source(path: str, diags: Diagnostics) -> str | None:
+def read_source(path: str, diags: Diagnostics) -> str | None:
+    """The text of a .pto file, or None with an E0118 diagnostic: missing, unreadable, larger than
+    1 MiB (checked before reading it) or not UTF-8. A byte-order mark is left for the parser."""
     try:
+        if too_large(os.path.getsize(path)):
+            diags.error("E0118", f"cannot read {path}: it is larger than {MAX_SOURCE_BYTES >> 20} MiB", None,
+                        help="a .pto file is a short program; check that this is the right file")
+            return None
         data = Path(path).read_bytes()
     except FileNotFoundError:
         diags.error("E0118", f"cannot read {path}: no such file", help="check the path; it is relative to the current directory")
@@ -124,7 +142,7 @@ def _read_source(path: str, diags: Diagnostics) -> str | None:
         diags.error("E0118", f"cannot read {path}: {reason}", help="check that the file exists and is readable")
         return None
     try:
-        return data.decode("utf-8-sig")  # tolerate a byte-order mark written by some editors
+        return data.decode("utf-8")  # a byte-order mark is dropped by the parser, wherever the text comes from
     except UnicodeDecodeError as exc:
         before = data[: exc.start].decode("utf-8", errors="replace")
         line = before.count("\n") + 1
@@ -214,6 +232,12 @@ class _Reporter:
             self._mismatch(exc)
         elif isinstance(exc, BadDedent):
             self._bad_dedent(exc)
+        elif isinstance(exc, TooManyTokens):
+            tok = exc.token
+            self.diags.error("E0122", f"the file is too long: more than {MAX_TOKENS} tokens", self._tok_span(tok),
+                             f"token {MAX_TOKENS + 1} is here",
+                             help="a kernel this long would take minutes to compile; split the work into several "
+                                  "ops (specs), or compute repeated steps with a loop")
         elif isinstance(exc, TabIndent):
             self.diags.error("E0107", "tab in indentation", Span(self.path, exc.line, exc.col), "tab character",
                              help="indent with spaces only (4 per level)")
@@ -808,4 +832,4 @@ def _name_span(param: ast.Param) -> Span:
     return Span(param.span.file, param.span.line, param.span.col, param.span.line, param.span.col + len(param.name))
 
 
-__all__ = ["CompileError", "expected_phrase", "parse_expr", "parse_file", "parse_module", "parse_stmt"]
+__all__ = ["CompileError", "expected_phrase", "parse_expr", "parse_file", "parse_module", "parse_stmt", "read_source"]

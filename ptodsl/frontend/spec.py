@@ -16,12 +16,13 @@ from typing import Any
 from .. import sym
 from ..cases import TestCase
 from ..diagnostics import CompileError, Diagnostics, Label, Span, register_source
-from ..escape import unprintable
+from ..escape import BIDI_CONTROLS, unprintable
 from ..schedule import PASS_OPTION_DEFAULTS, LoopSchedule, Schedule
 from ..yamlio.nodes import YMap, YNode, YSeq, compose
 from ..yamlio.schema import E_NAME, E_VALUE, Path, op_name_problem, validate
 from .relations import definitions
 from .schema import CUBE_AXES, DEFAULT_TARGET, spec_schema
+from .text import MAX_SOURCE_BYTES, refuse_misleading, strip_bom
 
 E_READ = "E0203"
 E_EMPTY = "E0204"
@@ -32,7 +33,7 @@ E_TEST_DTYPE_VARIANT = "E0217"
 E_TEST_SHAPE = "E0218"
 E_PATH = "E0219"
 E_SUBMIT = "E0235"
-MAX_SPEC_BYTES = 1 << 20  # a spec is a page of YAML; anything far larger is not one
+MAX_SPEC_BYTES = MAX_SOURCE_BYTES  # the YAML and the .pto of a spec have one limit
 ROOT_ENV = "PTODSL_SPEC_ROOT"
 
 
@@ -284,9 +285,14 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     Never raises on user input. Does not look at other files (see :func:`load_spec`).
     """
     before = len(diags.errors)
+    text = strip_bom(text)  # PyYAML would skip it too, but count it in the columns of line 1
     if len(text) > MAX_SPEC_BYTES:
         diags.error(E_READ, f"spec file `{path}` is larger than {MAX_SPEC_BYTES >> 20} MiB", Span(path, 1, 1),
                     "far too long for a spec", help="a spec is a short YAML file; check that this is the right file")
+        return None
+    if not refuse_misleading(text, path, diags):
+        # shown with those characters blanked: a terminal would reorder the line, or break it
+        register_source(path, "".join(" " if c in BIDI_CONTROLS or c in "\u2028\u2029" else c for c in text))
         return None
     root = compose(text, path, diags)
     if root is None:

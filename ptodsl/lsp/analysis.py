@@ -21,6 +21,7 @@ from ..frontend import ast
 from ..frontend.parser import parse_module
 from ..frontend.schema import spec_schema
 from ..frontend.spec import load_spec
+from ..frontend.text import strip_bom
 from ..ops import OPS, STRUCTURE_BUILTINS, describe_op
 from ..yamlio.schema import Bool, Enum, ListOf, MapOf, Obj, OneOf, Schema
 
@@ -86,7 +87,7 @@ def _text(path: str, sources: Mapping[str, str]) -> str | None:
         return sources[path]
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            return strip_bom(f.read())  # positions do not count a byte-order mark, as in the compiler
     except (OSError, UnicodeDecodeError):
         return None
 

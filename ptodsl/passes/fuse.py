@@ -33,38 +33,22 @@ body stays in UB.
 
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import Mapping
 from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, Value
-from ..ir.opdefs import IR_OPS, in_kernel_loop
-from ..ops import OPS
+from ..ir.opdefs import in_kernel_loop
 from .context import Pass, PassContext
+from .merge import Access, can_merge, hoistable, merge_loops, rename_index, same_grid
+from .merge import is_grid as _is_grid
+from .merge import reads_writes as _reads_writes
+from .remat import bases, rematerialise
 from .unroll import _subst_attr, _subst_type
 
-# The longest elementwise chain recomputed in place of a workspace load: recomputing costs vector
-# work per tile, a workspace costs a store and a load per tile; a short chain is the cheaper.
-MAX_REMAT_OPS = 4
 # the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
 LOWEST = {"f32": -3.4028234663852886e38, "bf16": -3.3895313892515355e38, "f16": -65504.0}
-
-
-def _reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
-    d = IR_OPS.get(op.name)
-    if d is None:
-        return list(op.operands), []
-    r, w = d.reads_writes(len(op.operands))
-    return [op.operands[i] for i in r], [op.operands[i] for i in w]
-
-
-def _bases(func: Func) -> dict[str, str]:
-    """GM value name -> the name of the tensor it views (itself for parameters and workspaces)."""
-    base: dict[str, str] = {}
-    for op in func.walk():
-        if op.name in ("view", "reshape"):
-            src = op.operands[0].name
-            base[op.result.name] = base.get(src, src)
-    return base
 
 
 def _loads_and_stores(ops: list[Op]):
@@ -96,111 +80,6 @@ def _tile_access(ops: list[Op]) -> tuple[set[str], set[str], set[str]]:
     return read, written, defined
 
 
-def _rename_index(ops: list[Op], old: str, new: str) -> None:
-    env = {old: sym.Sym(new)}
-    for op in ops:
-        for o in op.walk():
-            o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
-                       for k, v in o.attrs.items()}
-            for r in o.results:
-                r.type = _subst_type(r.type, env)
-
-
-def _is_grid(op: Op) -> bool:
-    return op.name == "loop" and op.attrs.get("kind") == "grid"
-
-
-def _same_bounds(a: Op, b: Op, env: dict[str, sym.Expr]) -> bool:
-    return all(a.attrs[k] == _subst_attr(b.attrs[k], env) for k in ("lo", "hi", "step"))
-
-
-def _nest_env(a: Op, b: Op) -> dict[str, sym.Expr]:
-    """Index renaming of b's grid nest onto a's: the outer indices, and inner ones while both
-    bodies are one grid loop with the same bounds (such nests cover the same index sets)."""
-    env: dict[str, sym.Expr] = {b.attrs["index"]: sym.Sym(a.attrs["index"])}
-    ra, rb = a.regions[0], b.regions[0]
-    while (len(ra) == 1 and len(rb) == 1 and _is_grid(ra[0]) and _is_grid(rb[0])
-           and _same_bounds(ra[0], rb[0], env)):
-        env[rb[0].attrs["index"]] = sym.Sym(ra[0].attrs["index"])
-        ra, rb = ra[0].regions[0], rb[0].regions[0]
-    return env
-
-
-def _same_grid(a: Op, b: Op) -> bool:
-    return _is_grid(a) and _is_grid(b) and _same_bounds(a, b, {})
-
-
-def _can_merge(a: Op, b: Op, carried_ok: frozenset[str] = frozenset()) -> bool:
-    a_loads, a_stores = _loads_and_stores(a.regions[0])
-    b_loads, b_stores = _loads_and_stores(b.regions[0])
-    written = {t for t, _ in a_stores}
-    env = _nest_env(a, b)
-    renamed = {(t, tuple(sym.substitute(x, env) for x in o)) for t, o in b_loads if o is not None}
-    for t, o in renamed:
-        if t in written and (t, o) not in set(a_stores):
-            return False
-    if any(t in written for t, o in b_loads if o is None):
-        return False
-    if {t for t, _ in b_stores} & ({t for t, _ in a_loads} | written):
-        return False
-    # a tile that outlives an iteration of a (an accumulator) holds a's final value only after the
-    # whole loop: b may neither read nor change it
-    a_read, a_written, a_defined = _tile_access(a.regions[0])
-    b_read, b_written, _ = _tile_access(b.regions[0])
-    carried = a_written - a_defined - carried_ok
-    if carried & (b_read | b_written) or (a_read - a_defined) & b_written:
-        return False
-    return True
-
-
-def _touches(loop: Op) -> tuple[set[str], set[str]]:
-    """(every value named in ``loop``, the GM values it stores to)."""
-    names: set[str] = set()
-    stored: set[str] = set()
-    for o in loop.walk():
-        names.update(v.name for v in o.operands)
-        names.update(v.name for v in o.results)
-        if o.name == "tile.store":
-            stored.add(o.operands[0].name)
-    return names, stored
-
-
-def _hoistable(op: Op, loop: Op, base: dict[str, str]) -> bool:
-    """Whether ``op`` may run before ``loop`` instead of after it: it touches no value the loop
-    touches, and a load of it reads no tensor the loop stores to."""
-    if op.name in ("alloc", "guard"):
-        return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
-    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store":
-        return False
-    names, stored = _touches(loop)
-    stored_bases = {base.get(s, s) for s in stored}
-    if op.name == "tile.load":
-        dst, gm = op.operands
-        return dst.name not in names and base.get(gm.name, gm.name) not in stored_bases
-    return not any(v.name in names for v in op.operands + op.results)
-
-
-def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
-    out: list[Op] = []
-    pending: list[Op] = []
-    for op in ops:
-        op.regions = [merge_loops(r, base) for r in op.regions]
-        prev = out[-1] if out else None
-        if prev is not None and prev.name == "loop" and _hoistable(op, prev, base):
-            pending.append(op)
-            continue
-        if prev is not None and _same_grid(prev, op) and _can_merge(prev, op):
-            _rename_index(op.regions[0], op.attrs["index"], prev.attrs["index"])
-            prev.regions[0] = merge_loops(prev.regions[0] + op.regions[0], base)
-            out[-1:-1] = pending
-        else:
-            out.extend(pending)
-            out.append(op)
-        pending = []
-    out.extend(pending)
-    return out
-
-
 def _kernel_boundary(op: Op) -> bool:
     """Control work that partitioning keeps on the AICPU: compute kernels end there, and no tile
     survives into the next one, so a load is never forwarded across it."""
@@ -209,18 +88,66 @@ def _kernel_boundary(op: Op) -> bool:
     return op.name in ("if", "read", "print")
 
 
-def forward(ops: list[Op], rename: dict[str, Value], base: dict[str, str],
-            stored: dict[tuple[str, Any], Value] | None = None) -> list[Op]:
+class _Known:
+    """GM regions whose value a tile holds, (tensor, offsets) -> tile, indexed by the tensor each
+    region views and by tile, so that forgetting what a store or a tile write invalidates costs
+    what it removes, not the size of the map."""
+
+    def __init__(self, base: dict[str, str]):
+        self.base = base
+        self.map: dict[tuple[str, Any], Value] = {}
+        self.by_base: dict[str, set[tuple[str, Any]]] = {}
+        self.by_tile: dict[str, set[tuple[str, Any]]] = {}
+
+    def copy(self) -> _Known:
+        new = _Known(self.base)
+        for k, v in self.map.items():
+            new.put(k, v)
+        return new
+
+    def get(self, key: tuple[str, Any]) -> Value | None:
+        return self.map.get(key)
+
+    def put(self, key: tuple[str, Any], tile: Value) -> None:
+        self._drop(key)
+        self.map[key] = tile
+        self.by_base.setdefault(self.base.get(key[0], key[0]), set()).add(key)
+        self.by_tile.setdefault(tile.name, set()).add(key)
+
+    def _drop(self, key: tuple[str, Any]) -> None:
+        tile = self.map.pop(key, None)
+        if tile is not None:
+            self.by_base[self.base.get(key[0], key[0])].discard(key)
+            self.by_tile[tile.name].discard(key)
+
+    def forget_gm(self, name: str) -> None:
+        """Every region of the tensor ``name`` views."""
+        for key in list(self.by_base.get(self.base.get(name, name), ())):
+            self._drop(key)
+
+    def forget_tile(self, tile: Value) -> None:
+        for key in list(self.by_tile.get(tile.name, ())):
+            if self.map[key] is tile:
+                self._drop(key)
+
+    def forget_tiles(self, names: set[str]) -> None:
+        for name in names:
+            for key in list(self.by_tile.get(name, ())):
+                self._drop(key)
+
+    def clear(self) -> None:
+        self.map.clear()
+        self.by_base.clear()
+        self.by_tile.clear()
+
+
+def forward(ops: list[Op], rename: Mapping[str, Value], base: dict[str, str], seed: _Known | None = None) -> list[Op]:
     """Store-to-load forwarding in one region; ``rename`` maps dropped tiles to their stand-ins and
-    ``stored`` holds what the enclosing region knows on entry (GM region -> tile holding it)."""
-    stored = dict(stored or {})
+    ``seed`` holds what the enclosing region knows on entry (GM region -> tile holding it)."""
+    # a tile dropped inside the region is renamed only there (a ChainMap layer, not a copy)
+    rename = rename.new_child() if isinstance(rename, ChainMap) else ChainMap(dict(rename))
+    stored = seed.copy() if seed is not None else _Known(base)
     out: list[Op] = []
-
-    def forget_gm(name: str) -> None:
-        nonlocal stored
-        b = base.get(name, name)
-        stored = {k: v for k, v in stored.items() if base.get(k[0], k[0]) != b}
-
     for op in ops:
         op.operands = [rename.get(v.name, v) for v in op.operands]
         if op.regions:
@@ -228,22 +155,22 @@ def forward(ops: list[Op], rename: dict[str, Value], base: dict[str, str],
             _, inner_stores = _loads_and_stores(inner)
             _, written_tiles, _ = _tile_access(inner)
             for t, _ in inner_stores:
-                forget_gm(t)
-            stored = {k: v for k, v in stored.items() if v.name not in written_tiles}
+                stored.forget_gm(t)
+            stored.forget_tiles(written_tiles)
             # a grid loop runs in the same compute kernel as the ops around it: what is known
             # before it and that no iteration changes is known in every iteration
-            seed = stored if _is_grid(op) else {}
-            op.regions = [forward(r, dict(rename), base, seed) for r in op.regions]
+            inner_seed = stored if _is_grid(op) else None
+            op.regions = [forward(r, rename, base, inner_seed) for r in op.regions]
             if _kernel_boundary(op):
-                stored = {}
+                stored.clear()
             out.append(op)
             continue
         if _kernel_boundary(op):
-            stored = {}
+            stored.clear()
         if op.name == "tile.store":
             gm, tile = op.operands
-            forget_gm(gm.name)
-            stored[(gm.name, op.attrs["offsets"])] = tile
+            stored.forget_gm(gm.name)
+            stored.put((gm.name, op.attrs["offsets"]), tile)
         elif op.name == "tile.load":
             dst, gm = op.operands
             key = (gm.name, op.attrs["offsets"])
@@ -252,12 +179,12 @@ def forward(ops: list[Op], rename: dict[str, Value], base: dict[str, str],
                 rename[dst.name] = src
                 continue
             # a second load of the same region reuses the first tile while neither changed
-            stored = {k: v for k, v in stored.items() if v is not dst}
-            stored[key] = dst
+            stored.forget_tile(dst)
+            stored.put(key, dst)
         elif op.name.startswith("tile.") and op.operands:
             # a tile op writes its destination: a forwarded tile must not be overwritten later
-            _, writes = _reads_writes(op)
-            stored = {k: v for k, v in stored.items() if all(v is not w for w in writes)}
+            for w in _reads_writes(op)[1]:
+                stored.forget_tile(w)
         out.append(op)
     return out
 
@@ -297,148 +224,6 @@ def drop_identity_casts(func: Func) -> None:
 
     func.body = _filter(func.body, keep)
     _rename_values(func.body, rename)
-
-
-# ------------------------------------------------------------------ rematerialisation
-
-
-def _elementwise(op: Op) -> bool:
-    if op.name in ("tile.expand", "tile.fill"):
-        return True
-    od = OPS.get(op.name[len("tile."):]) if op.name.startswith("tile.") else None
-    return od is not None and od.kind in ("unary", "binary", "cast", "compare", "select")
-
-
-def _grid_nest(op: Op) -> list[Op]:
-    """The grid loops of a perfect nest rooted at ``op``, outermost first."""
-    nest = [op]
-    while len(nest[-1].regions[0]) == 1 and _is_grid(nest[-1].regions[0][0]):
-        nest.append(nest[-1].regions[0][0])
-    return nest
-
-
-def _chain(body: list[Op], upto: int, tile: Value, read_only: set[str], base: dict[str, str],
-           outside_ok) -> list[Op] | None:
-    """The ops of ``body[:upto]`` that compute ``tile`` (with their tile.allocs), if that is a short
-    elementwise chain whose leaves are loads of read-only tensors or tiles ``outside_ok`` accepts."""
-    defs: dict[str, Op] = {}
-    allocs: dict[str, Op] = {}
-    for op in body[:upto]:
-        if op.regions:
-            # a tile written inside a nested loop (a reduction's accumulator) is no plain value:
-            # recomputing it would need the loop, not only the ops beside it
-            for inner in op.walk():
-                for w in _reads_writes(inner)[1] if inner is not op else ():
-                    defs[w.name] = None
-            continue
-        if op.name == "tile.alloc":
-            allocs[op.result.name] = op
-        elif op.name.startswith("tile.") and op.name != "tile.store":
-            for w in _reads_writes(op)[1]:
-                if w.name in defs:
-                    defs[w.name] = None  # written twice in the body: not a plain value
-                else:
-                    defs[w.name] = op
-    need = [tile]
-    seen: set[str] = set()
-    chain: list[Op] = []
-    while need:
-        v = need.pop()
-        if v.name in seen:
-            continue
-        seen.add(v.name)
-        op = defs.get(v.name)
-        if op is None:
-            if v.name in defs or v.name in allocs or not outside_ok(v):
-                return None  # written twice, never written here, or a tile that may change
-            continue
-        if v.name not in allocs:
-            return None
-        if op.name == "tile.load":
-            if base.get(op.operands[1].name, op.operands[1].name) not in read_only:
-                return None
-        elif not _elementwise(op) or _reads_writes(op)[1] != [v] or v in _reads_writes(op)[0]:
-            return None
-        else:
-            need.extend(_reads_writes(op)[0])
-        chain += [allocs[v.name], op]
-    if sum(1 for o in chain if o.name != "tile.alloc" and o.name != "tile.load") > MAX_REMAT_OPS:
-        return None
-    order = {id(o): i for i, o in enumerate(body)}
-    return sorted(chain, key=lambda o: order[id(o)])
-
-
-class _Remat:
-    def __init__(self, func: Func):
-        self.func = func
-        self.base = _bases(func)
-        stored = {self.base.get(o.operands[0].name, o.operands[0].name) for o in func.walk() if o.name == "tile.store"}
-        self.read_only = {p.name for p in func.params if p.is_tensor} - stored
-        self.count = 0
-        self.changed = False
-
-    def region(self, ops: list[Op]) -> None:
-        for op in ops:
-            for r in op.regions:
-                self.region(r)
-        for j, consumer in enumerate(ops):
-            if not _is_grid(consumer):
-                continue
-            for i in range(j):
-                if _is_grid(ops[i]):
-                    self.pair(ops, i, j)
-
-    def pair(self, ops: list[Op], i: int, j: int) -> None:
-        pnest, cnest = _grid_nest(ops[i]), _grid_nest(ops[j])
-        depth = min(len(pnest), len(cnest))
-        env: dict[str, sym.Expr] = {}
-        for p, c in zip(pnest[:depth], cnest[:depth]):
-            if not _same_bounds(c, p, env):
-                return
-            env[p.attrs["index"]] = sym.Sym(c.attrs["index"])
-        pbody, cbody = pnest[depth - 1].regions[0], cnest[depth - 1].regions[0]
-        _, between_written, between_defined = _tile_access(ops[i:j + 1])
-        workspaces = {o.result.name for o in self.func.walk() if o.name == "alloc"}
-
-        def outside_ok(v: Value) -> bool:
-            return v.name not in between_written and v.name not in between_defined
-
-        for k, store in enumerate(pbody):
-            if store.name != "tile.store" or store.operands[0].name not in workspaces:
-                continue
-            ws = store.operands[0]
-            offsets = _subst_attr(store.attrs["offsets"], env)
-            chain = _chain(pbody, k, store.operands[1], self.read_only, self.base, outside_ok)
-            if chain is None:
-                continue
-            for load in list(cbody):
-                if (load.name == "tile.load" and load.operands[1] is ws and load.attrs["offsets"] == offsets
-                        and _subst_type(store.operands[1].type, env) == load.operands[0].type):
-                    at = cbody.index(load)
-                    cbody[at:at + 1] = self.clone(chain, env, store.operands[1], load.operands[0])
-                    self.changed = True
-
-    def clone(self, chain: list[Op], env: dict[str, sym.Expr], result: Value, into: Value) -> list[Op]:
-        self.count += 1
-        values: dict[str, Value] = {result.name: into}
-        out = []
-        for op in chain:
-            if op.name == "tile.alloc" and op.result.name == result.name:
-                continue  # the consumer's tile takes the result
-            results = []
-            for r in op.results:
-                values[r.name] = Value(f"{r.name}_re{self.count}", _subst_type(r.type, env))
-                results.append(values[r.name])
-            attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
-                     for k, v in op.attrs.items()}
-            out.append(Op(op.name, [values.get(v.name, v) for v in op.operands], attrs, results, [], op.span))
-        return out
-
-
-def rematerialise(func: Func) -> bool:
-    r = _Remat(func)
-    r.region(func.body)
-    return r.changed
 
 
 # ------------------------------------------------------------------ common subexpressions
@@ -500,15 +285,17 @@ class _Online:
             a = ops[i]
             j = i + 1
             before, after = [], []  # ops between A and B: hoisted above A, or casts of A's max kept below
+            acc: Access | None = None
             while _is_grid(a) and j < len(ops) and not _is_grid(ops[j]):
-                if _hoistable(ops[j], a, self.base):
+                acc = acc or Access.of(a.regions[0], self.base)
+                if hoistable(ops[j], acc):
                     before.append(ops[j])
                 elif ops[j].name == "tile.cast" and not ops[j].regions:
                     after.append(ops[j])
                 else:
                     break
                 j += 1
-            if _is_grid(a) and j < len(ops) and _same_grid(a, ops[j]):
+            if _is_grid(a) and j < len(ops) and same_grid(a, ops[j]):
                 merged = self.pair(a, ops[j], after)
                 if merged is not None:
                     ops[i:j + 1] = before + [merged] + after
@@ -535,7 +322,8 @@ class _Online:
             if c.operands[1] is not m or c.operands[0].type.dtype not in LOWEST:
                 return None
             views[c.operands[0].name] = c
-        if not _can_merge(a, b, frozenset({m.name})):
+        if not can_merge(a, b, Access.of(body_a, self.base), Access.of(b.regions[0], self.base),
+                         frozenset({m.name})):
             return None
         # B may use the max only as sum([cast](exp(t - expand(max)))) accumulated into one tile L
         body_b = b.regions[0]
@@ -567,7 +355,7 @@ class _Online:
         widened = t_a[0] == "tile.cast" and t_a[2].dtype == "f32" and t_a[3] == (t_b,)
         if t_b != t_a and not widened:
             return None
-        _rename_index(body_b, b.attrs["index"], a.attrs["index"])
+        rename_index(body_b, b.attrs["index"], a.attrs["index"])
         a.regions[0] = body_a + body_b
         return self.rescale(a, upd[0], m, r, acc, expands[0], views[expands[0].operands[1].name])
 
@@ -784,7 +572,7 @@ def run(module: Module, ctx: PassContext) -> Module:
 
     fresh = module.clone()  # passes never mutate their input
     for f in fresh.funcs:
-        base = _bases(f)
+        base = bases(f)
         drop_identity_casts(f)
         f.body = merge_loops(f.body, base)
         f.body = forward(f.body, {}, base)

@@ -21,7 +21,9 @@ a warning (W0613), over it an error (E0613).
 
 from __future__ import annotations
 
+import heapq
 from math import prod
+from typing import Any
 
 from ..diagnostics import Label
 from ..dtypes import itemsize
@@ -94,18 +96,34 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
     block = ctx.target.ub_block_bytes
     intervals = _intervals(func)
     placed: dict[str, list[tuple[int, int, int, int, Op]]] = {}  # space -> (start, end, offset, size, alloc)
+    # Tiles are placed in the order their lives start, so a placed tile overlaps this one exactly
+    # while its life has not ended: the live ones are kept in a heap by end, and the ended ones
+    # leave it for good (placing stays linear in the number of tiles, not quadratic).
+    live: dict[str, list[tuple[int, int, tuple[int, int, int, int, Op]]]] = {}  # space -> heap of (end, n, placed)
+    copies: dict[tuple[str, Any], list[tuple[int, int, int, int, Op]]] = {}  # (space, buffer_of) -> placed
     peak: dict[str, int] = {}
-    for _name, (s, e, op) in sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0])):
+    for n, (_name, (s, e, op)) in enumerate(sorted(intervals.items(), key=lambda kv: (kv[1][0], kv[0]))):
         t: TileType = op.result.type
         size = -(-tile_bytes(t, block) // block) * block
-        busy = sorted((off, off + sz) for (s2, e2, off, sz, op2) in placed.get(t.space, [])
-                      if not (e2 < s or s2 > e) or _other_copy(op, op2))
+        heap = live.setdefault(t.space, [])
+        while heap and heap[0][0] < s:
+            heapq.heappop(heap)
+        overlapping = [p for _, _, p in heap]
+        if BUFFER_OF in op.attrs:
+            seen = {id(p) for p in overlapping}
+            overlapping += [p for p in copies.get((t.space, op.attrs[BUFFER_OF]), ())
+                            if id(p) not in seen and _other_copy(op, p[4])]
+        busy = sorted((off, off + sz) for (_, _, off, sz, _) in overlapping)
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
                 break
             offset = max(offset, hi)
-        placed.setdefault(t.space, []).append((s, e, offset, size, op))
+        entry = (s, e, offset, size, op)
+        placed.setdefault(t.space, []).append(entry)
+        heapq.heappush(heap, (e, n, entry))
+        if BUFFER_OF in op.attrs:
+            copies.setdefault((t.space, op.attrs[BUFFER_OF]), []).append(entry)
         layout, (rows, cols) = physical(t, block)
         copy = {k: op.attrs[k] for k in (BUFFER, BUFFER_OF) if k in op.attrs}
         op.attrs = {"offset": offset, "bytes": size, "layout": layout, "rows": rows, "cols": cols, **copy}

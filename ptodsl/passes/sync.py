@@ -28,6 +28,7 @@ class _Deps:
         self.placement = placement_of(func.body)
         self.pos: dict[int, int] = {}
         self.parent: dict[int, tuple[Op | None, list[Op]]] = {}
+        self.at: dict[int, int] = {}  # index of an op in its region (list.index would make placing quadratic)
         self.direct: dict[tuple[int, int], tuple[Op, Op]] = {}
         self.carried: dict[tuple[int, int, int], tuple[Op, Op, Op]] = {}
         self.barriers: dict[tuple[int, int], tuple[Op, Op]] = {}
@@ -38,18 +39,21 @@ class _Deps:
         self.end: dict[int, int] = {}
 
         def index(ops: list[Op], parent: Op | None) -> None:
-            for op in ops:
+            for i, op in enumerate(ops):
                 counter[0] += 1
                 self.pos[id(op)] = counter[0]
+                self.at[id(op)] = i
                 self.parent[id(op)] = (parent, ops)
                 for r in op.regions:
                     index(r, op)
                 self.end[id(op)] = counter[0]
 
         index(func.body, None)
-        # per memory space (only ranges of one space overlap), in the order they were added
+        # per memory space (only ranges of one space overlap), in the order they were added; the
+        # readers by range too, so that the many readers of one tile are skipped together where a
+        # write does not touch it (scanning each made a long kernel quadratic)
         self.writers: dict[str, list[tuple[Range, Op, str, int]]] = {}
-        self.readers: dict[str, list[tuple[Range, Op, str, int]]] = {}
+        self.readers: dict[str, dict[Range, list[tuple[Range, Op, str, int]]]] = {}
         self.added = 0
         self.region(func.body)
 
@@ -75,17 +79,19 @@ class _Deps:
             touched = reads + writes
             found = sorted({x[3]: x for sp in {r[0] for r in touched} for x in self.writers.get(sp, ())
                             if any(overlap(x[0], r) for r in touched)}.values(), key=lambda x: x[3])
-            found += sorted({x[3]: x for sp in {w[0] for w in writes} for x in self.readers.get(sp, ())
-                             if any(overlap(x[0], w) for w in writes)}.values(), key=lambda x: x[3])
+            found += sorted({x[3]: x for sp in {w[0] for w in writes} for rng, xs in self.readers.get(sp, {}).items()
+                             if any(overlap(rng, w) for w in writes) for x in xs}.values(), key=lambda x: x[3])
             for _, a, p, _ in found:
                 self.record(a, p, op, pipe)  # a may be op itself, one iteration earlier
             for w in writes:
                 self.writers[w[0]] = [x for x in self.writers.get(w[0], ()) if not covers(w, x[0])]
-                self.readers[w[0]] = [x for x in self.readers.get(w[0], ()) if not covers(w, x[0])]
+                by_range = self.readers.get(w[0], {})
+                for rng in [rng for rng in by_range if covers(w, rng)]:
+                    del by_range[rng]
                 self.writers[w[0]].append((w, op, pipe, self.added))
                 self.added += 1
             for r in reads:
-                self.readers.setdefault(r[0], []).append((r, op, pipe, self.added))
+                self.readers.setdefault(r[0], {}).setdefault(r, []).append((r, op, pipe, self.added))
                 self.added += 1
 
     def record(self, a: Op, pa: str, b: Op, pb: str) -> None:
@@ -144,18 +150,18 @@ def insert(func: Func, ctx: PassContext) -> None:
         covered[ckey] = deps.pos[id(x)]
         set_op = Op("sync.set", [], {"src": src, "dst": dst, "event": 0})
         wait_op = Op("sync.wait", [], {"src": src, "dst": dst, "event": 0})
-        inserts.append((region, region.index(x) + 1, 0, set_op))
-        inserts.append((region, region.index(y), 1, wait_op))
+        inserts.append((region, deps.at[id(x)] + 1, 0, set_op))
+        inserts.append((region, deps.at[id(y)], 1, wait_op))
         pairs.append((deps.pos[id(x)], deps.pos[id(y)], src, dst, [set_op, wait_op]))
     for loop, src, dst, x, y in _carried_flags(deps):
         body = loop.regions[0]
         outer = deps.parent[id(loop)][1]
         ops = [Op("sync.set", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
         waits = [Op("sync.wait", [], {"src": src, "dst": dst, "event": 0}) for _ in range(2)]
-        inserts.append((outer, outer.index(loop), 2, ops[0]))  # prime
-        inserts.append((body, body.index(y), -1, waits[0]))
-        inserts.append((body, body.index(x) + 1, 0.5, ops[1]))  # before the next op's waits
-        inserts.append((outer, outer.index(loop) + 1, -1, waits[1]))  # drain
+        inserts.append((outer, deps.at[id(loop)], 2, ops[0]))  # prime
+        inserts.append((body, deps.at[id(y)], -1, waits[0]))
+        inserts.append((body, deps.at[id(x)] + 1, 0.5, ops[1]))  # before the next op's waits
+        inserts.append((outer, deps.at[id(loop)] + 1, -1, waits[1]))  # drain
         start, end = deps.pos[id(loop)], deps.end[id(loop)] + 1
         pairs.append((start, end, src, dst, ops + waits))
     barred: set[int] = set()
@@ -165,7 +171,7 @@ def insert(func: Func, ctx: PassContext) -> None:
             continue  # one barrier orders every earlier vector op before y
         barred.add(id(y))
         region = deps.parent[id(y)][1]
-        inserts.append((region, region.index(y), 0, Op("sync.barrier", [], {"pipe": "V"})))
+        inserts.append((region, deps.at[id(y)], 0, Op("sync.barrier", [], {"pipe": "V"})))
     for loop in deps.carried_barriers.values():
         # the previous iteration's vector ops finish before this iteration's start
         inserts.append((loop.regions[0], 0, -2, Op("sync.barrier", [], {"pipe": "V"})))

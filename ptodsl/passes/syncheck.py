@@ -61,6 +61,23 @@ def _balance(ops: list[Op], where: str, problems: list) -> None:
             problems.append(f"{where}: {abs(n)} {what} on {key[0]}->{key[1]} event {key[2]}")
 
 
+class _RangeMax:
+    """The largest of ``values[lo:hi]`` in constant time, after building a sparse table."""
+
+    def __init__(self, values: list[int]):
+        self.table = [values]
+        width = 1
+        while 2 * width <= len(values):
+            prev = self.table[-1]
+            self.table.append([max(prev[k], prev[k + width]) for k in range(len(prev) - width)])
+            width *= 2
+
+    def max(self, lo: int, hi: int) -> int:
+        level = (hi - lo).bit_length() - 1
+        row = self.table[level]
+        return max(row[lo], row[hi - (1 << level)])
+
+
 def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
     placement = placement_of(func.body)
     trace = _trace(func.body)
@@ -80,9 +97,11 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
                 consumed_by[i] = pending[key].pop(0)
             else:
                 problems.append(f"{func.name}: wait {key} at step {i} has no set to consume")
-    # walk the trace keeping, per buffer range, the last writer and the readers since it
-    writers: list[tuple[Range, int]] = []
-    readers: list[tuple[Range, int]] = []
+    # walk the trace keeping, per buffer range, the last writer and the readers since it; by
+    # memory space (ranges of different spaces never overlap), so that a kernel touching many GM
+    # tensors is not checked in time quadratic in their number
+    writers: dict[str, list[tuple[Range, int]]] = {}
+    readers: dict[str, dict[Range, list[int]]] = {}  # and by range: many readers of one tile are skipped at once
     seen: set[tuple[int, int]] = set()
     # trace positions of the waits of each pipe pair, and of the vector barriers, in order
     waits: dict[tuple[str, str], list[int]] = {}
@@ -92,13 +111,19 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
             waits.setdefault((op.attrs["src"], op.attrs["dst"]), []).append(k)
         elif op.name == "sync.barrier":
             barriers.append(k)
+    # per pipe pair, the set each wait consumes (-1: none), for "a wait between i and j consumes a
+    # set made after i" in constant time however far apart the producer and the consumer are
+    latest = {pair: _RangeMax([consumed_by.get(k, -1) for k in ks]) for pair, ks in waits.items()}
     for j, b in enumerate(trace):
         pb = pipe_of(b)
         if pb is None:
             continue
         rb, wb = reads_writes(b, placement)
-        producers = {i for rng, i in writers if any(overlap(rng, x) for x in rb + wb)}
-        producers |= {i for rng, i in readers if any(overlap(rng, x) for x in wb)}
+        touched = rb + wb
+        producers = {i for sp in {x[0] for x in touched} for rng, i in writers.get(sp, ())
+                     if any(overlap(rng, x) for x in touched)}
+        producers |= {i for sp in {x[0] for x in wb} for rng, ks in readers.get(sp, {}).items()
+                      if any(overlap(rng, x) for x in wb) for i in ks}
         for i in sorted(producers):
             a = trace[i]
             pa = pipe_of(a)
@@ -109,16 +134,19 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
                                     "no barrier between them")
                 continue
             between = waits.get((pa, pb), [])
-            ok = any(k in consumed_by and consumed_by[k] > i
-                     for k in between[bisect_right(between, i):bisect_left(between, j)])
+            lo, hi = bisect_right(between, i), bisect_left(between, j)
+            ok = lo < hi and latest[(pa, pb)].max(lo, hi) > i
             if not ok and (id(a), id(b)) not in seen:
                 seen.add((id(a), id(b)))
                 problems.append(MissingSync(func.name, a, b, pa, pb))
         for w in wb:
-            writers = [x for x in writers if not covers(w, x[0])]
-            readers = [x for x in readers if not covers(w, x[0])]
-            writers.append((w, j))
-        readers.extend((r, j) for r in rb)
+            writers[w[0]] = [x for x in writers.get(w[0], ()) if not covers(w, x[0])]
+            by_range = readers.get(w[0], {})
+            for rng in [rng for rng in by_range if covers(w, rng)]:
+                del by_range[rng]
+            writers[w[0]].append((w, j))
+        for r in rb:
+            readers.setdefault(r[0], {}).setdefault(r, []).append(j)
     return problems
 
 

@@ -1,0 +1,225 @@
+"""Merging adjacent grid nests (step 2 of fusion, see ``fuse.py``), in time linear in the program.
+
+A chain of N elementwise statements tiles into N grid nests that merge one after another into the
+first. Deciding each merge needs what the merged loop reads and writes so far; re-reading its whole
+body after every merge made compiling such a chain quadratic (minutes for a thousand statements).
+Here every loop keeps a summary of its accesses (:class:`Access`), computed once and extended
+with the summary of each loop it absorbs; and merging the bodies of two merged loops continues the
+scan of the first body where it stopped instead of scanning both bodies again. The decisions are
+those of a full rescan: a scanned body is a fixpoint of the scan (a pair that cannot merge stays
+unable to once either side has grown), so rescanning it would change nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import sym
+from ..ir import Op, Value
+from ..ir.opdefs import IR_OPS
+from .unroll import _subst_attr, _subst_type
+
+
+def reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
+    d = IR_OPS.get(op.name)
+    if d is None:
+        return list(op.operands), []
+    r, w = d.reads_writes(len(op.operands))
+    return [op.operands[i] for i in r], [op.operands[i] for i in w]
+
+
+def is_grid(op: Op) -> bool:
+    return op.name == "loop" and op.attrs.get("kind") == "grid"
+
+
+def same_bounds(a: Op, b: Op, env: dict[str, sym.Expr]) -> bool:
+    return all(a.attrs[k] == _subst_attr(b.attrs[k], env) for k in ("lo", "hi", "step"))
+
+
+def same_grid(a: Op, b: Op) -> bool:
+    return is_grid(a) and is_grid(b) and same_bounds(a, b, {})
+
+
+def nest_env(a: Op, b: Op) -> dict[str, sym.Expr]:
+    """Index renaming of b's grid nest onto a's: the outer indices, and inner ones while both
+    bodies are one grid loop with the same bounds (such nests cover the same index sets)."""
+    env: dict[str, sym.Expr] = {b.attrs["index"]: sym.Sym(a.attrs["index"])}
+    ra, rb = a.regions[0], b.regions[0]
+    while (len(ra) == 1 and len(rb) == 1 and is_grid(ra[0]) and is_grid(rb[0])
+           and same_bounds(ra[0], rb[0], env)):
+        env[rb[0].attrs["index"]] = sym.Sym(ra[0].attrs["index"])
+        ra, rb = ra[0].regions[0], rb[0].regions[0]
+    return env
+
+
+def rename_index(ops: list[Op], old: str, new: str) -> None:
+    env = {old: sym.Sym(new)}
+    for op in ops:
+        for o in op.walk():
+            o.attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, env))
+                       for k, v in o.attrs.items()}
+            for r in o.results:
+                r.type = _subst_type(r.type, env)
+
+
+class Access:
+    """What a list of ops reads and writes, anywhere inside it: GM regions loaded and stored
+    (tensor name, offsets), tiles read, written and allocated, and every value named."""
+
+    def __init__(self, base: dict[str, str]):
+        self.base = base
+        self.loads: set[tuple[str, Any]] = set()  # (tensor, offsets) of tile.load
+        self.scalar_reads: set[str] = set()  # tensors read by `read` (no offsets)
+        self.loaded: set[str] = set()  # tensors loaded or read
+        self.stores: set[tuple[str, Any]] = set()
+        self.stored: set[str] = set()
+        self.stored_bases: set[str] = set()  # the tensors those view
+        self.read: set[str] = set()  # tiles
+        self.written: set[str] = set()
+        self.defined: set[str] = set()
+        self.carried: set[str] = set()  # written - defined: tiles that outlive an iteration
+        self.free: set[str] = set()  # read - defined
+        self.names: set[str] = set()  # every value an op operates on or defines
+
+    @classmethod
+    def of(cls, ops: list[Op], base: dict[str, str]) -> Access:
+        acc = cls(base)
+        for op in ops:
+            for o in op.walk():
+                acc.names.update(v.name for v in o.operands)
+                acc.names.update(v.name for v in o.results)
+                if o.name == "tile.load":
+                    acc.loads.add((o.operands[1].name, o.attrs["offsets"]))
+                    acc.loaded.add(o.operands[1].name)
+                elif o.name == "tile.store":
+                    acc.stores.add((o.operands[0].name, o.attrs["offsets"]))
+                    acc.stored.add(o.operands[0].name)
+                elif o.name == "read":
+                    acc.scalar_reads.add(o.operands[0].name)
+                    acc.loaded.add(o.operands[0].name)
+                if o.name == "tile.alloc":
+                    acc.defined.add(o.result.name)
+                elif o.name.startswith("tile."):
+                    r, w = reads_writes(o)
+                    acc.read.update(v.name for v in r if o.name != "tile.store" or v is o.operands[1])
+                    acc.written.update(v.name for v in w if o.name != "tile.store")
+        acc.stored_bases = {base.get(s, s) for s in acc.stored}
+        acc.carried = acc.written - acc.defined
+        acc.free = acc.read - acc.defined
+        return acc
+
+    def add(self, other: Access) -> None:
+        """Extend with ``other``'s accesses, in time proportional to ``other``."""
+        self.carried.difference_update(other.defined)
+        self.free.difference_update(other.defined)
+        self.carried.update(t for t in other.written if t not in self.defined and t not in other.defined)
+        self.free.update(t for t in other.read if t not in self.defined and t not in other.defined)
+        for mine, theirs in ((self.loads, other.loads), (self.scalar_reads, other.scalar_reads),
+                             (self.loaded, other.loaded), (self.stores, other.stores), (self.stored, other.stored),
+                             (self.stored_bases, other.stored_bases), (self.read, other.read),
+                             (self.written, other.written), (self.defined, other.defined),
+                             (self.names, other.names)):
+            mine.update(theirs)
+
+
+def can_merge(a: Op, b: Op, acc_a: Access, acc_b: Access, carried_ok: frozenset[str] = frozenset()) -> bool:
+    """Whether grid nest ``b`` may run inside ``a``'s iterations: each iteration of b reads only
+    what the same iteration of a wrote, and no tile carried across a (an accumulator) is touched
+    by b, which may see its value only after the whole loop."""
+    written = acc_a.stored
+    env = nest_env(a, b)
+    for t, o in acc_b.loads:
+        if t in written and (t, tuple(sym.substitute(x, env) for x in o)) not in acc_a.stores:
+            return False
+    if any(t in written for t in acc_b.scalar_reads):
+        return False
+    if any(t in acc_a.loaded or t in written for t in acc_b.stored):
+        return False
+    if any(t in acc_a.carried and t not in carried_ok for t in (*acc_b.read, *acc_b.written)):
+        return False
+    return not any(t in acc_a.free for t in acc_b.written)
+
+
+def hoistable(op: Op, loop: Access) -> bool:
+    """Whether ``op`` may run before the loop summarised by ``loop`` instead of after it: it
+    touches no value the loop touches, and a load of it reads no tensor the loop stores to."""
+    if op.name in ("alloc", "guard"):
+        return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
+    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store":
+        return False
+    if op.name == "tile.load":
+        dst, gm = op.operands
+        return dst.name not in loop.names and loop.base.get(gm.name, gm.name) not in loop.stored_bases
+    return not any(v.name in loop.names for v in op.operands + op.results)
+
+
+class Merger:
+    """Merges adjacent grid nests with equal bounds in a region, nests level by level. Ops between
+    two loops that touch nothing the first touches move above it when the two merge."""
+
+    def __init__(self, base: dict[str, str]):
+        self.base = base
+        # keyed by id(op), with the op itself so that the id stays its own while the entry lives
+        self._access: dict[int, tuple[Op, Access]] = {}
+        self._waiting: dict[int, tuple[Op, int]] = {}  # loop -> how many last ops of its body wait to move up
+
+    def access(self, loop: Op) -> Access:
+        entry = self._access.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = self._access[id(loop)] = (loop, Access.of(loop.regions[0], self.base))
+        return entry[1]
+
+    def region(self, ops: list[Op]) -> list[Op]:
+        out: list[Op] = []
+        pending = self._scan(out, [], ops, fresh=True)
+        return out + pending
+
+    def _scan(self, out: list[Op], pending: list[Op], ops: list[Op], fresh: bool) -> list[Op]:
+        """Continue scanning a region whose ops so far are ``out`` followed by ``pending`` (ops that
+        may still move above the loop ``out[-1]``) with ``ops``; ``fresh`` ops have their regions
+        merged first. Returns the ops still pending at the end."""
+        for op in ops:
+            if fresh:
+                for k, r in enumerate(op.regions):
+                    inner: list[Op] = []
+                    waiting = self._scan(inner, [], r, fresh=True)
+                    op.regions[k] = inner + waiting
+                    if op.name == "loop":
+                        self._waiting[id(op)] = (op, len(waiting))
+            prev = out[-1] if out else None
+            if prev is not None and prev.name == "loop" and hoistable(op, self.access(prev)):
+                pending.append(op)
+                continue
+            if prev is not None and same_grid(prev, op) and can_merge(prev, op, self.access(prev), self.access(op)):
+                self._absorb(prev, op)
+                out[-1:-1] = pending
+            else:
+                out.extend(pending)
+                out.append(op)
+            pending = []
+        return pending
+
+    def _absorb(self, prev: Op, op: Op) -> None:
+        """Append ``op``'s iterations to ``prev``'s and merge the two bodies."""
+        acc = self.access(prev)
+        for o in op.walk():  # their summaries name op's indices, which are renamed now
+            self._access.pop(id(o), None)
+        rename_index(op.regions[0], op.attrs["index"], prev.attrs["index"])
+        body = prev.regions[0]
+        entry = self._waiting.get(id(prev))
+        count = entry[1] if entry is not None and entry[0] is prev else 0
+        pending = body[len(body) - count:] if count else []
+        del body[len(body) - count:]
+        pending = self._scan(body, pending, op.regions[0], fresh=False)
+        body.extend(pending)
+        self._waiting[id(prev)] = (prev, len(pending))
+        acc.add(Access.of([op], self.base))  # after every renaming of op's indices
+
+
+def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
+    """``ops`` with adjacent grid nests merged where :func:`can_merge` allows."""
+    return Merger(base).region(ops)
+
+
+__all__ = ["Access", "Merger", "can_merge", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
+           "rename_index", "same_bounds", "same_grid"]
