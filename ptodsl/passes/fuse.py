@@ -61,7 +61,7 @@ def _bases(func: Func) -> dict[str, str]:
     """GM value name -> the name of the tensor it views (itself for parameters and workspaces)."""
     base: dict[str, str] = {}
     for op in func.walk():
-        if op.name in ("view", "reshape"):
+        if op.name in ("view", "reshape", "permute"):
             src = op.operands[0].name
             base[op.result.name] = base.get(src, src)
     return base

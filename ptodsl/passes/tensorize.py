@@ -18,6 +18,7 @@ from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.schedule import schedule_attrs
 from ..ops import OPS
 from ..schedule import Schedule
+from . import tensorize_layout as layout
 
 
 def tensor_type(t: TensorTy) -> TensorType:
@@ -172,6 +173,7 @@ class _Builder:
             base = self.values[view.base]
             out = Value(self.named(name) if name else self.fresh("v"), tensor_type(self.t.ty[id(e)]))
             self.emit(Op("view", [base], {"offsets": view.offsets}, [out], span=e.span))
+            layout.note_view(self, base, out)
             return out
         call = self.t.call[id(e)]
         if call.op == "identity":
@@ -181,6 +183,8 @@ class _Builder:
             attrs = {} if call.attrs["fill"] is None else {"fill": call.attrs["fill"]}
             self.emit(Op("alloc", [], attrs, [out], span=e.span))
             return out
+        if call.op in layout.LAYOUT_CALLS:
+            return layout.lower(self, e, call, out)
         operands = self.operands(e)
         attrs = dict(call.attrs)
         tensors = [v for v, _ in operands if v is not None]

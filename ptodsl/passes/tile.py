@@ -24,6 +24,7 @@ from ..ops import OPS, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
+from .tile_shape import whole_rows
 
 # How each op family of the tensor level becomes tile work: TILING for every op, COMPUTE for the
 # computations whose result has a destination region.
@@ -144,10 +145,14 @@ class _Tiler:
 
     # ------------------------------------------------------------ grids
     def grid(self, shape: Sequence[sym.Expr], valid: Sequence[sym.Expr], tile: Sequence[int], span,
-             skip_axis: int | None = None):
-        """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth)."""
+             skip_axis: int | None = None, operands: Sequence = ()):
+        """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth).
+        The tile is first narrowed to whole rows (``tile_shape.whole_rows``; ``operands``: the
+        shapes of operands that broadcast over it)."""
         tshape, offs, tvalid = [], [], []
         depth = 0
+        if skip_axis is None:
+            tile = whole_rows(shape, valid, tile, operands)
         for d, (s, v, t) in enumerate(zip(shape, valid, tile)):
             ts = min(t, s) if sym.is_const(s) else t
             if d == skip_axis:
@@ -204,8 +209,8 @@ class _Tiler:
                     lvalid.append(sym.min_(sym.max_(sym.sub(t.valid_shape[d], offs[od]), 0), tshape[od]))
         tl = self.tile(t.dtype, lshape, lvalid, span)
         self.emit(Op("tile.load", [tl, v], {"offsets": tuple(loffs)}, span=span))
-        if not bcast:
-            return tl
+        if not bcast or (pad == 0 and tuple(lshape) == tuple(tshape)):
+            return tl  # a broadcast dim the tile holds one index of spreads over nothing
         full = self.tile(t.dtype, tshape, tvalid, span)
         self.emit(Op("tile.expand", [full, tl], {}, span=span))
         return full
@@ -218,7 +223,8 @@ class _Tiler:
         tile = self.vec_tile(rt.rank, op)
         if tile is None:
             return None
-        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
+        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span,
+                                                operands=[v.type.shape for v in op.operands])
         self.out_valid = rt.valid_shape
         return rt, tshape, offs, tvalid, depth
 
@@ -490,3 +496,5 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
+
+from . import tile_layout  # noqa: E402,F401  (the layout ops' handlers register on TILING/COMPUTE)

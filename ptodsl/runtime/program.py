@@ -48,7 +48,8 @@ class ParamInfo:
 @dataclass(frozen=True)
 class Division:
     """A division in an integer position whose validity depends on runtime dims: ``den`` must be
-    non-zero and, for ``kind == "exact"``, divide ``num``."""
+    non-zero and, for ``kind == "exact"``, divide ``num``; ``kind == "equal"``: a reshape's element
+    counts, ``num == den``."""
 
     kind: str
     num: sym.Expr

@@ -452,3 +452,6 @@ def _arith(m: Machine, op: Op) -> None:
     with np.errstate(all="ignore"):
         out = od.sim(*args)
     dst.data[reg] = _round_to(np.asarray(out), dtype)
+
+
+from . import layout  # noqa: E402,F401  (the layout ops' handlers register on SIM)
