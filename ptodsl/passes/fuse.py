@@ -130,18 +130,23 @@ def _same_grid(a: Op, b: Op) -> bool:
     return _is_grid(a) and _is_grid(b) and _same_bounds(a, b, {})
 
 
-def _can_merge(a: Op, b: Op, carried_ok: frozenset[str] = frozenset()) -> bool:
+def _can_merge(a: Op, b: Op, carried_ok: frozenset[str] = frozenset(), base: dict[str, str] | None = None) -> bool:
+    base = base or {}
+
+    def root(t: str) -> str:  # views, reshapes and permutations read and write their tensor's memory
+        return base.get(t, t)
+
     a_loads, a_stores = _loads_and_stores(a.regions[0])
     b_loads, b_stores = _loads_and_stores(b.regions[0])
-    written = {t for t, _ in a_stores}
+    written = {root(t) for t, _ in a_stores}
     env = _nest_env(a, b)
     renamed = {(t, tuple(sym.substitute(x, env) for x in o)) for t, o in b_loads if o is not None}
     for t, o in renamed:
-        if t in written and (t, o) not in set(a_stores):
+        if root(t) in written and (t, o) not in set(a_stores):
             return False
-    if any(t in written for t, o in b_loads if o is None):
+    if any(root(t) in written for t, o in b_loads if o is None):
         return False
-    if {t for t, _ in b_stores} & ({t for t, _ in a_loads} | written):
+    if {root(t) for t, _ in b_stores} & ({root(t) for t, _ in a_loads} | written):
         return False
     # a tile that outlives an iteration of a (an accumulator) holds a's final value only after the
     # whole loop: b may neither read nor change it
@@ -189,7 +194,7 @@ def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
         if prev is not None and prev.name == "loop" and _hoistable(op, prev, base):
             pending.append(op)
             continue
-        if prev is not None and _same_grid(prev, op) and _can_merge(prev, op):
+        if prev is not None and _same_grid(prev, op) and _can_merge(prev, op, base=base):
             _rename_index(op.regions[0], op.attrs["index"], prev.attrs["index"])
             prev.regions[0] = merge_loops(prev.regions[0] + op.regions[0], base)
             out[-1:-1] = pending
@@ -403,15 +408,23 @@ class _Remat:
         def outside_ok(v: Value) -> bool:
             return v.name not in between_written and v.name not in between_defined
 
+        # a workspace stored again after the producer's store (later in its body, by a nest in
+        # between, or in the consumer before its load) no longer holds what the chain computes
+        between = {self.base.get(gm, gm) for gm in _stored(ops[i + 1:j])}
         for k, store in enumerate(pbody):
             if store.name != "tile.store" or store.operands[0].name not in workspaces:
                 continue
             ws = store.operands[0]
+            if self.base.get(ws.name, ws.name) in between | {self.base.get(g, g) for g in _stored(pbody[k + 1:])}:
+                continue
             offsets = _subst_attr(store.attrs["offsets"], env)
             chain = _chain(pbody, k, store.operands[1], self.read_only, self.base, outside_ok)
             if chain is None:
                 continue
-            for load in list(cbody):
+            original = list(cbody)
+            for at, load in enumerate(original):
+                if self.base.get(ws.name, ws.name) in {self.base.get(g, g) for g in _stored(original[:at])}:
+                    break
                 if (load.name == "tile.load" and load.operands[1] is ws and load.attrs["offsets"] == offsets
                         and _subst_type(store.operands[1].type, env) == load.operands[0].type):
                     at = cbody.index(load)
@@ -433,6 +446,11 @@ class _Remat:
                      for k, v in op.attrs.items()}
             out.append(Op(op.name, [values.get(v.name, v) for v in op.operands], attrs, results, [], op.span))
         return out
+
+
+def _stored(ops: list[Op]) -> set[str]:
+    """The GM values ``ops`` store to."""
+    return {o.operands[0].name for op in ops for o in op.walk() if o.name == "tile.store"}
 
 
 def rematerialise(func: Func) -> bool:
@@ -535,7 +553,7 @@ class _Online:
             if c.operands[1] is not m or c.operands[0].type.dtype not in LOWEST:
                 return None
             views[c.operands[0].name] = c
-        if not _can_merge(a, b, frozenset({m.name})):
+        if not _can_merge(a, b, frozenset({m.name}), self.base):
             return None
         # B may use the max only as sum([cast](exp(t - expand(max)))) accumulated into one tile L
         body_b = b.regions[0]
