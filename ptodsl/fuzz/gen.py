@@ -61,6 +61,8 @@ ALL_FEATURES: frozenset[str] = frozenset({
     # Compiler bugs this fuzzer found (see FOUND_BUG_FEATURES).
     "low_rank_write",
     "where_any_tile",
+    # The layout builtins and rank-3/4 broadcasts (fuzz/gen_layout.py).
+    "reshape", "transpose", "concat", "expand", "clone", "bcast_rank3", "bcast_rank4",
 })
 
 # Features that hit known compiler bugs, each with the bug; the regression seed set leaves them out
@@ -654,6 +656,8 @@ class Gen:
                 ctx.row = [leaf("x0[0, :]", "T", "row")] + ctx.row
             e = self.expr(ctx, "T", "row", 2)
             return Block(kind, [(0, [f"{y}[:] = ", e, ""])], [y, "x0", *self._names(ctx)])
+        if kind in gen_layout.KINDS.values():
+            return gen_layout.block(self, kind)
         raise ValueError(kind)
 
     def use(self, name: str, e: Ex, force: bool = False) -> Ex:
@@ -683,6 +687,7 @@ class Gen:
                  ("begin_end", "loop_begin_end"), ("dyn_view", "views_dynamic"),
                  ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write")]
+        table += [(kind, f) for f, kind in gen_layout.KINDS.items()]
         avail = [k for k, f in table if self.has(f)]
         if not avail:
             avail = ["elementwise"]
@@ -694,22 +699,33 @@ class Gen:
             n = r.choice([align * 2, align * 3, align * 4 + 5, 37, 50])
             fixed["N"] = n
             self.fixed_n_valid = r.randint(1, n - 1)
+        self.need_rows = 1
+        if "lay_concat" in kinds and "N" not in fixed and r.random() < 0.5:
+            fixed["N"] = r.choice([align * 2, align * 3, 20, 37])  # static widths: TCONCAT joins rows on chip
         blocks = [b for b in (self.block(k) for k in kinds) if b is not None]
         m = r.randint(1, 12)
         if "int_div" in kinds or "loop_unroll" in kinds:
             m = r.randint(1, 13)
+        m = max(m, self.need_rows)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}
         if any(b.kind == "nested" for b in blocks):
             shapes["B"] = r.randint(1, 3)
-        rank = 3 if "B" in shapes else 2
+        rank = max(3 if "B" in shapes else 2, gen_layout.rank_of(self))
+        if rank > 2:
+            shapes.setdefault("B", r.randint(1, 3))
+        if rank > 3:
+            shapes["H"] = r.randint(1, 3)
         last = self.lastdim()
         if not self.has("tails"):
             last = n if n % align == 0 else align
             rows = 1
         else:
             rows = r.choice([1, 2, 3, 4, 8])
-        vec_tile = [1] * (rank - 2) + [rows, last]
+        lead = [1] * (rank - 2)
+        if any(b.kind in ("bcast3", "bcast4") for b in blocks):
+            lead = [r.choice([1, 2, 3]) for _ in lead]  # leading tile dims past 1: whole rows must hold
+        vec_tile = lead + [rows, last]
         if not self.has("where_any_tile") and any("where(" in line for b in blocks for line in b.render()):
             vec_tile[-1] = -(-vec_tile[-1] // 32) * 32
             for b in blocks:
@@ -732,3 +748,6 @@ def generate(seed: int, features: frozenset[str] | set[str] = SAFE_FEATURES, max
 
 
 __all__ = ["ALL_FEATURES", "KNOWN_BUG_FEATURES", "SAFE_FEATURES", "Block", "Ex", "Param", "Program", "generate"]
+
+
+from . import gen_layout  # noqa: E402  (the layout blocks build on the classes above)
