@@ -117,6 +117,33 @@ def reshape_strides(shape: Sequence[sym.Expr], strides: Sequence[sym.Expr],
     return tuple(out)
 
 
+def _terms(e: sym.Expr, sign: int, out: dict[str, list], const: list[sym.Number]) -> None:
+    if sym.is_const(e):
+        const[0] += sign * e
+    elif isinstance(e, sym.BinExpr) and e.op in "+-" and len(e.op) == 1:
+        _terms(e.left, sign, out, const)
+        _terms(e.right, sign if e.op == "+" else -sign, out, const)
+    elif isinstance(e, sym.NegExpr):
+        _terms(e.operand, -sign, out, const)
+    else:
+        entry = out.setdefault(sym.to_text(e), [e, 0])
+        entry[1] += sign
+
+
+def total(extents: Sequence[sym.Expr]) -> sym.Expr:
+    """The sum of ``extents`` with terms that cancel dropped (``(D - D // 2) + D // 2`` is ``D``),
+    so that a concat of a split gives back the extent it was split from."""
+    terms: dict[str, list] = {}
+    const: list[sym.Number] = [0]
+    for e in extents:
+        _terms(e, 1, terms, const)
+    out: sym.Expr = 0
+    for e, count in terms.values():
+        for _ in range(abs(count)):
+            out = sym.add(out, e) if count > 0 else sym.sub(out, e)
+    return sym.add(out, const[0])
+
+
 def permute(values: Sequence, perm: Sequence[int]) -> tuple:
     """``values`` in the order of ``perm``: result dim k is source dim ``perm[k]``."""
     return tuple(values[p] for p in perm)
@@ -129,5 +156,5 @@ def inverse(perm: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-__all__ = ["Group", "differ", "factors", "inverse", "permute", "product", "reshape_groups", "reshape_strides",
+__all__ = ["Group", "differ", "factors", "total", "inverse", "permute", "product", "reshape_groups", "reshape_strides",
            "same_product"]

@@ -143,34 +143,55 @@ class LayoutTyping:
                 r[s] = (1, None)
         return r
 
+    def whole_at_call(self, v: sym.Expr, s: sym.Expr, span, what: str) -> bool:
+        """Whether an extent ``s`` with valid extent ``v`` is whole: proven here, or (over dims
+        only) checked by the call before any kernel runs (E0839: ``max(v, 0) == s``, so a
+        negative extent is never whole); False when neither."""
+        r = self.running_ranges()
+        if v == s or sym.prove_le(s, v, r):
+            return True
+        if (sym.free_symbols(v) | sym.free_symbols(s)) - set(self.symbols):
+            return False
+        self.t.requires.append(Requirement("whole", v, s, span, what))
+        return True
+
     def reshaped_valid(self, e: ast.Call, t: TensorTy, shape, groups, span):
         r = self.running_ranges()
         out: list[sym.Expr] = [1] * len(shape)
 
-        def whole(i: int) -> bool:
+        def proven(i: int) -> bool:
             return t.valid_shape[i] == t.shape[i] or sym.prove_le(t.shape[i], t.valid_shape[i], r)
 
+        def required(dims) -> int | None:
+            """The first dim of ``dims`` that can be neither proven nor checked whole, or None."""
+            for i in dims:
+                if not proven(i) and not self.whole_at_call(t.valid_shape[i], t.shape[i], span,
+                                                            f"dim {i} of the reshaped tensor"):
+                    return i
+            return None
+
         for a, b, _ in groups:
-            if all(whole(i) for i in a):
+            if all(proven(i) for i in a):
                 for j in b:
                     out[j] = shape[j]
             elif len(a) == 1 and len(b) == 1:
                 out[b[0]] = t.valid_shape[a[0]]
-            elif len(b) == 1 and all(whole(i) for i in a[1:]):
+            elif len(b) == 1 and required(a[1:]) is None:
                 # merged dims: a partial outermost dim covers that many whole rows of the others
                 out[b[0]] = sym.mul(t.valid_shape[a[0]], shapes.product([t.shape[i] for i in a[1:]]))
+            elif (bad := required(a)) is None:
+                for j in b:
+                    out[j] = shape[j]
             elif not b:
-                out_dim = a[0]
-                self.err(E_PARTIAL_SPLIT, f"this reshape drops dim {out_dim}, whose valid extent "
-                         f"`{sym.to_text(t.valid_shape[out_dim])}` may be 0", span,
+                self.err(E_PARTIAL_SPLIT, f"this reshape drops dim {bad}, whose valid extent "
+                         f"`{sym.to_text(t.valid_shape[bad])}` may be 0", span,
                          secondary=[Label(e.args[0].span, f"valid shape {_fmt(t.valid_shape)}")],
                          help="drop the dim from a tensor whose extent there is certainly valid")
                 return None
             else:
-                partial = next(i for i in a if not whole(i))
-                self.err(E_PARTIAL_SPLIT, f"this reshape splits dims {list(a)} of {_fmt(t.shape)} into "
-                         f"{[shape[j] for j in b]}, but dim {partial} is valid only up to "
-                         f"`{sym.to_text(t.valid_shape[partial])}`", span,
+                self.err(E_PARTIAL_SPLIT, f"this reshape turns dims {', '.join(map(str, a))} of {_fmt(t.shape)} "
+                         f"into {_fmt([shape[j] for j in b])}, but dim {bad} is valid only up to "
+                         f"`{sym.to_text(t.valid_shape[bad])}`", span,
                          "the valid elements would not form a box of the new shape",
                          secondary=[Label(e.args[0].span, f"valid shape {_fmt(t.valid_shape)}")],
                          help="reshape the whole tensor and take the partial view afterwards, or keep the "
@@ -254,9 +275,14 @@ class LayoutTyping:
                          help="distinct symbols are never assumed equal; slice or reshape the parts to agree")
                 return None
         r = self.running_ranges()
-        for item, ty in parts[:-1]:
+        for k, (item, ty) in enumerate(parts):
             v, s = ty.valid_shape[axis], ty.shape[axis]
-            if v != s and not sym.prove_le(s, v, r):
+            # every part but the last is whole along the dim (a later part starts where the earlier
+            # ones end), and the last has an extent of at least 0
+            what = f"part {k} of a concat along dim {axis}"
+            ok = self.whole_at_call(v, s, item.span, what) if k < len(parts) - 1 else \
+                sym.prove_le(0, s, r) or self.whole_at_call(s, s, item.span, what)
+            if not ok:
                 self.err(E_CONCAT_VALID, f"this part is valid only up to `{sym.to_text(v)}` of its "
                          f"{sym.to_text(s)} along dim {axis}, and another part follows it", item.span,
                          "the parts after it would start past a gap",
@@ -264,10 +290,8 @@ class LayoutTyping:
                 return None
         shape = list(first.shape)
         valid = list(first.valid_shape)
-        shape[axis] = 0
-        for _, ty in parts:
-            shape[axis] = sym.add(shape[axis], ty.shape[axis])
-        valid[axis] = sym.add(sym.sub(shape[axis], parts[-1][1].shape[axis]), parts[-1][1].valid_shape[axis])
+        shape[axis] = shapes.total([ty.shape[axis] for _, ty in parts])
+        valid[axis] = shapes.total([ty.shape[axis] for _, ty in parts[:-1]] + [parts[-1][1].valid_shape[axis]])
         for k in range(first.rank):
             if k != axis:
                 for _, ty in parts[1:]:

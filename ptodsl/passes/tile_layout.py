@@ -61,6 +61,9 @@ def transpose(self, op: Op, dest) -> None:
         return
     tile = (1,) * (rt.rank - 2) + _fit(self, tuple(tile[-2:]), rt.dtype)
     tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
+    # a tile dim of 1 inside the grid holds its one index: say so, so the C++ tile types of the
+    # source and the destination mirror each other (TTRANS's rule) where an extent is static
+    tvalid = [1 if t == 1 else v for t, v in zip(tshape, tvalid)]
 
     def swap(xs):
         return [*xs[:-2], xs[-1], xs[-2]]

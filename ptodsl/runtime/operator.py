@@ -285,6 +285,14 @@ def check_divisions(program: Program, index: int, symbols: Mapping[str, int]) ->
                 f"{str(den) if b == str(den) else f'`{b}` is {den}'} ({values})", req.span,
                 "the reshape needs equal element counts", (), (),
                 "pass dims for which the new shape holds exactly the elements of the old one"))
+        if req.kind == "whole":
+            if max(num, 0) == den:
+                continue
+            why = (f"has a negative extent: `{b}` is {den}" if den < 0 else
+                   f"is not whole: its valid extent `{a}` is {num}, its extent `{b}` is {den}")
+            raise ArgumentValueError(Diagnostic(
+                "E0839", f"{req.what} {why} ({values})", req.span, "a layout op needs this extent whole", (), (),
+                "pass dims for which the extent is whole, or change the slice"))
         if den != 0 and (req.kind != "exact" or num % den == 0):
             continue
         why = (f"divides by `{b}`, which is 0" if den == 0 else

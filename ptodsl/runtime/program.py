@@ -49,7 +49,8 @@ class ParamInfo:
 class Division:
     """A division in an integer position whose validity depends on runtime dims: ``den`` must be
     non-zero and, for ``kind == "exact"``, divide ``num``; ``kind == "equal"``: a reshape's element
-    counts, ``num == den``."""
+    counts, ``num == den``; ``kind == "whole"``: a valid extent that, clamped
+    at 0, must equal the extent ``den``."""
 
     kind: str
     num: sym.Expr
