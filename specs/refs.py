@@ -523,3 +523,15 @@ def bias_expand(x, bias):
 
 def torch_bias_expand(x, bias):
     return x + bias.unsqueeze(1).expand(x.shape)
+
+
+def swap_halves(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([x[..., h:], x[..., :h]], axis=-1)
+
+
+def torch_swap_halves(x):
+    import torch
+
+    h = x.shape[-1] // 2
+    return torch.cat([x[..., h:], x[..., :h]], dim=-1)
