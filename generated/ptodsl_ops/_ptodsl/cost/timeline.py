@@ -19,7 +19,7 @@ from math import ceil, prod
 
 from ..dtypes import DTYPES
 from ..ir import Op, TileType
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, Handlers
 from ..ops import OPS
 from ..targets import WIDTHS, Target
 
@@ -27,7 +27,7 @@ LOADS = {"ub": "gm_to_ub", "l1": "gm_to_l1"}
 STORES = {"ub": "ub_to_gm", "l0c": "l0c_to_gm", "l1": "gm_to_l1"}
 MOVES = {"l0a": "l1_to_l0a", "l0b": "l1_to_l0b", "l1": "l0c_to_l1", "ub": "ub_to_ub"}
 # Instructions of the tile ops that are not language ops.
-STRUCTURAL = {"fill": "TEXPANDS", "expand": "TROWEXPAND", "cast": "TCVT"}
+STRUCTURAL = {"fill_tile": "TEXPANDS", "expand": "TROWEXPAND"}
 
 
 @dataclass
@@ -82,33 +82,63 @@ class Timeline:
         self.busy[pipe] = self.busy.get(pipe, 0.0) + cycles
 
     def cycles(self, op: Op, types: list, valid: list[tuple[int, ...]]) -> float:
-        t = self.target.timing
-        name = op.name.removeprefix("tile.")
-        if name == "load":
-            return t.transfer_cycles(LOADS.get(types[0].space, "gm_to_ub"), nbytes(types[0].dtype, valid[0]))
-        if name == "store":
-            return t.transfer_cycles(STORES.get(types[1].space, "ub_to_gm"), nbytes(types[1].dtype, valid[1]))
-        if name == "mov":
-            return t.transfer_cycles(MOVES.get(types[0].space, "ub_to_ub"), nbytes(types[1].dtype, valid[1]))
-        if name in ("matmul", "matmul_acc"):
-            (m, k), (_, n) = valid[-2], valid[-1]
-            width = DTYPES[types[-2].dtype].itemsize
-            rows, c0 = self.target.cube_fractal_rows, self.target.cube_c0_bytes
-            fractals = ceil(m / rows) * ceil(k / (c0 // width)) * ceil(n / rows)
-            return t.cube_head_cycles + fractals * t.cube_fractal_cycles[WIDTHS.get(width, "b32")]
-        od = OPS.get(name)
-        if od is not None and od.kind == "reduce":
-            src = valid[1]
-            last = op.attrs.get("axis") in (None, len(src) - 1, -1)
-            ins = od.row_pto if last else od.col_pto
-            return t.vector_cycles(ins, DTYPES[types[1].dtype].itemsize, prod(src))
-        if od is not None:
-            ins = od.pto_scalar if "scalar" in op.attrs and od.pto_scalar else od.pto
-        else:
-            ins = STRUCTURAL.get(name, name.upper())
-        return t.vector_cycles(ins or name.upper(), DTYPES[types[0].dtype].itemsize, prod(valid[0]))
+        return COST[op](self, op, types, valid)
+
+
+# The cycles of each op family that runs on a pipe (``ir/opdefs.py``).
+COST = Handlers("the cost model")
+
+
+@COST.on("load")
+def _load(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    return tl.target.timing.transfer_cycles(LOADS.get(types[0].space, "gm_to_ub"), nbytes(types[0].dtype, valid[0]))
+
+
+@COST.on("store")
+def _store(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    return tl.target.timing.transfer_cycles(STORES.get(types[1].space, "ub_to_gm"), nbytes(types[1].dtype, valid[1]))
+
+
+@COST.on("mov")
+def _mov(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    return tl.target.timing.transfer_cycles(MOVES.get(types[0].space, "ub_to_ub"), nbytes(types[1].dtype, valid[1]))
+
+
+@COST.on("matmul", "matmul_acc")
+def _matmul(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    t = tl.target.timing
+    (m, k), (_, n) = valid[-2], valid[-1]
+    width = DTYPES[types[-2].dtype].itemsize
+    rows, c0 = tl.target.cube_fractal_rows, tl.target.cube_c0_bytes
+    fractals = ceil(m / rows) * ceil(k / (c0 // width)) * ceil(n / rows)
+    return t.cube_head_cycles + fractals * t.cube_fractal_cycles[WIDTHS.get(width, "b32")]
+
+
+@COST.on("reduce")
+def _reduce(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    od = OPS[op.name.removeprefix("tile.")]
+    src = valid[1]
+    last = op.attrs.get("axis") in (None, len(src) - 1, -1)
+    ins = od.row_pto if last else od.col_pto
+    return tl.target.timing.vector_cycles(ins, DTYPES[types[1].dtype].itemsize, prod(src))
+
+
+@COST.on("unary", "binary", "cast", "compare", "select")
+def _vector(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    od = OPS[op.name.removeprefix("tile.")]
+    ins = od.pto_scalar if "scalar" in op.attrs and od.pto_scalar else od.pto
+    return tl.target.timing.vector_cycles(ins or od.name.upper(), DTYPES[types[0].dtype].itemsize, prod(valid[0]))
+
+
+@COST.on("fill_tile", "expand")
+def _structural(tl: Timeline, op: Op, types: list, valid: list) -> float:
+    ins = STRUCTURAL[IR_OPS[op.name].family]
+    return tl.target.timing.vector_cycles(ins, DTYPES[types[0].dtype].itemsize, prod(valid[0]))
 
 
 def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
     """Bytes of ``valid`` elements of ``dtype``."""
     return prod(valid) * DTYPES[dtype].itemsize
+
+
+from . import timeline_layout  # noqa: E402,F401  (the layout ops' cycles register on COST)

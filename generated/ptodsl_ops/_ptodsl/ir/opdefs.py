@@ -1,53 +1,127 @@
-"""The IR's ops, each defined once: the levels it may appear at, its operands and their roles, the
-attributes it needs, its regions, the pipe it runs on and what it reads and writes.
+"""The IR's ops, each declared once with its signature.
 
-The verifier, the pipe model of the sync pass and checker (``passes/pipes.py``) and the completeness
-tests read this table; the simulator and the C++ emitter are the one place per backend that gives
-each op its meaning. Language ops (``ptodsl.ops``) appear twice: as whole-tensor ops at the tensor
-level and as ``tile.NAME`` destination-passing ops at the tile and block levels.
+A declaration names the levels an op may appear at, its operands (name, kind, whether it is the
+destination, optional or repeated), its results, its attributes (kind, required or not), its
+regions, the type relations between operands (``Rule``), the pipe it runs on, what it reads and
+writes, and its **family**: the meaning the backends give it. The verifier checks every op against
+its declaration (count, kinds, attributes and rules), so a pass that drops an operand of
+``tile.add`` breaks at the pass, not in a backend. The simulator, the C++ emitters, the cost model
+and the tiling pass each keep one table from family to handler; ``tests/ir/test_op_signatures.py``
+fails while a family lacks a handler in any of them.
+
+Language ops (``ptodsl.ops``) appear twice: as whole-tensor ops at the tensor level and as
+``tile.NAME`` destination-passing ops at the tile and block levels, both derived from the op
+table's ``kind``, so a new elementwise op needs no declaration here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..ops import OPS
+from .core import Op, TensorType, TileType
 
 LEVELS = ("tensor", "tile", "block")
-# Operand kinds: "tensor", "tile"; "dst" marks the destination of a destination-passing op.
+ALL = LEVELS
+TILE_LEVELS = ("tile", "block")
+# Operand and result kinds.
 TENSOR, TILE = "tensor", "tile"
-# Attributes whose values are names (loop indices, kernels, pipes, ...) rather than expressions.
-NAME_ATTRS = frozenset({"index", "sym", "name", "unroll_var", "kind", "kernel", "src", "dst", "pipe", "layout"})
+# Attribute kinds: ``expr`` a symbolic scalar (``sym`` expression or number), ``exprs`` a tuple of
+# them, ``name`` an identifier the op binds or refers to, ``int``/``bool``/``text`` literals,
+# ``dtype`` a dtype name, ``any`` structured values the op's family interprets.
+ATTR_KINDS = ("expr", "exprs", "name", "int", "bool", "text", "dtype", "any")
+# Attributes whose values are names rather than expressions (the verifier checks no symbols in them).
+NAME_KINDS = ("name", "text", "dtype", "bool", "int", "any")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One operand: ``role`` is ``in`` (read), ``dst`` (written) or ``acc`` (read and written)."""
+
+    name: str
+    kind: str
+    role: str = "in"
+    optional: bool = False
+    many: bool = False  # any number of them (only the last operand)
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    kind: str = "expr"
+    required: bool = False
+    choices: tuple = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A relation between an op's operands, results and attributes; ``check`` returns what is
+    wrong, or None."""
+
+    text: str
+    check: Callable[[Op, dict], str | None]
 
 
 @dataclass(frozen=True)
 class IROp:
     name: str
     levels: tuple[str, ...]
-    # Kinds of the operands in order; None: any number of operands of ``rest``.
-    operands: tuple[str, ...] | None = None
-    rest: str = TENSOR  # kind of each operand when ``operands`` is None
-    required: tuple[str, ...] = ()  # attributes every instance carries
+    family: str  # the meaning backends dispatch on
+    args: tuple[Arg, ...] = ()
+    results: tuple[str, ...] = ()  # kinds of the results
+    attrs: tuple[Attr, ...] = ()
+    rules: tuple[Rule, ...] = ()
     regions: int = 0
     # The pipe it runs on (block level), by the memory space of operand ``pipe_space_of`` when the
     # pipe depends on it (stores from L0C leave through FIX); None for ops that run on no pipe.
     pipe: str | None = None
     pipe_by_space: tuple[tuple[str, str], ...] = ()
     pipe_space_of: int = 0
-    dest: int | None = None  # index of the operand it writes (destination passing)
-    reads_dest: bool = False  # accumulates into its destination
     control: bool = False  # partitioning keeps it in the control program (scalar and GM bookkeeping)
+    doc: str = ""
 
     def __post_init__(self) -> None:
         bad = set(self.levels) - set(LEVELS)
         if bad:
             raise ValueError(f"IR op {self.name}: unknown levels {sorted(bad)}")
-        if self.dest is not None and self.operands is not None and not 0 <= self.dest < len(self.operands):
-            raise ValueError(f"IR op {self.name}: destination {self.dest} is not an operand")
-        if self.reads_dest and self.dest is None:
-            raise ValueError(f"IR op {self.name}: reads its destination but has none")
+        for a in self.args:
+            if a.kind not in (TENSOR, TILE) or a.role not in ("in", "dst", "acc"):
+                raise ValueError(f"IR op {self.name}: operand {a.name} has kind {a.kind!r}, role {a.role!r}")
+        if any(a.many for a in self.args[:-1]):
+            raise ValueError(f"IR op {self.name}: only the last operand may repeat")
+        seen_optional = False
+        for a in self.args:
+            if seen_optional and not (a.optional or a.many):
+                raise ValueError(f"IR op {self.name}: operand {a.name} follows an optional one")
+            seen_optional |= a.optional
+        if [a.name for a in self.args if a.role != "in"][1:]:
+            raise ValueError(f"IR op {self.name}: at most one destination")
+        for a in self.attrs:
+            if a.kind not in ATTR_KINDS:
+                raise ValueError(f"IR op {self.name}: attribute {a.name} has kind {a.kind!r}")
         if self.pipe_by_space and self.pipe is None:
             raise ValueError(f"IR op {self.name}: a per-space pipe needs a default pipe")
+        if len({a.name for a in self.args} | {a.name for a in self.attrs}) != len(self.args) + len(self.attrs):
+            raise ValueError(f"IR op {self.name}: an operand and an attribute share a name")
+
+    # ------------------------------------------------------------ derived facts
+    @property
+    def dest(self) -> int | None:
+        """Index of the operand it writes (destination passing), if any."""
+        return next((i for i, a in enumerate(self.args) if a.role != "in"), None)
+
+    @property
+    def reads_dest(self) -> bool:
+        d = self.dest
+        return d is not None and self.args[d].role == "acc"
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attrs if a.required)
+
+    def attr(self, name: str) -> Attr | None:
+        return next((a for a in self.attrs if a.name == name), None)
 
     def pipe_for(self, operand_spaces: list[str | None]) -> str | None:
         if self.pipe_by_space and self.pipe_space_of < len(operand_spaces):
@@ -56,52 +130,470 @@ class IROp:
 
     def reads_writes(self, n_operands: int) -> tuple[list[int], list[int]]:
         """Operand indices the op reads and writes."""
-        if self.dest is None:
+        d = self.dest
+        if d is None:
             return list(range(n_operands)), []
-        reads = [i for i in range(n_operands) if i != self.dest or self.reads_dest]
-        return reads, [self.dest]
+        reads = [i for i in range(n_operands) if i != d or self.reads_dest]
+        return reads, [d]
+
+    def bind(self, op: Op) -> dict:
+        """Operand and result values by declared name (a repeated operand: a list); raises
+        ValueError when the operands do not fit the declaration."""
+        n, args = len(op.operands), self.args
+        fixed = [a for a in args if not a.optional and not a.many]
+        most = None if any(a.many for a in args) else len(args)
+        if n < len(fixed) or (most is not None and n > most):
+            want = f"{len(fixed)}" if most == len(fixed) else f"{len(fixed)} to {most}" if most else f"{len(fixed)}+"
+            raise ValueError(f"takes {want} operands, has {n}")
+        out: dict = {}
+        rest = list(op.operands)
+        optional_slots = n - len(fixed)
+        for a in args:
+            if a.many:
+                out[a.name] = rest
+                rest = []
+                break
+            if a.optional:
+                if optional_slots <= 0 or not rest:
+                    out[a.name] = None
+                    continue
+                optional_slots -= 1
+            out[a.name] = rest.pop(0)
+        for k, v in out.items():
+            a = next(x for x in args if x.name == k)
+            for x in v if isinstance(v, list) else [] if v is None else [v]:
+                if not isinstance(x.type, TileType if a.kind == TILE else TensorType):
+                    raise ValueError(f"operand `{k}` must be a {a.kind}, is a "
+                                     f"{'tile' if isinstance(x.type, TileType) else 'tensor'}")
+        if len(op.results) != len(self.results):
+            raise ValueError(f"defines {len(self.results)} results, has {len(op.results)}")
+        for i, (kind, r) in enumerate(zip(self.results, op.results)):
+            if not isinstance(r.type, TileType if kind == TILE else TensorType):
+                raise ValueError(f"result {i} must be a {kind}")
+            out[f"result{i}" if len(self.results) > 1 else "result"] = r
+        return out
+
+    def check(self, op: Op) -> str | None:
+        """What is wrong with ``op`` against this declaration, or None."""
+        try:
+            bound = self.bind(op)
+        except ValueError as exc:
+            return str(exc)
+        for key in op.attrs:
+            if self.attr(key) is None:
+                return f"has no attribute {key!r}"
+        for a in self.attrs:
+            if a.name not in op.attrs:
+                if a.required:
+                    return f"missing attribute {a.name!r}"
+                continue
+            value = op.attrs[a.name]
+            if a.choices and value not in a.choices:
+                return f"attribute {a.name} = {value!r} is not one of {list(a.choices)}"
+            if a.kind == "exprs" and not isinstance(value, (tuple, list)):
+                return f"attribute {a.name} must be a list"
+        if len(op.regions) != self.regions:
+            return f"has {len(op.regions)} regions, not {self.regions}"
+        for rule in self.rules:
+            problem = rule.check(op, bound)
+            if problem is not None:
+                return f"{problem} ({rule.text})"
+        return None
 
 
-ALL = ("tensor", "tile", "block")
-TILE_LEVELS = ("tile", "block")
+# ------------------------------------------------------------------ rules
 
-_DEFS: list[IROp] = [
-    # structure, at every level
-    IROp("loop", ALL, (), required=("index", "lo", "hi", "step", "name"), regions=1, control=True),
-    IROp("if", ALL, (), required=("cond",), regions=2, control=True),
-    IROp("print", ALL, None, required=("format", "args"), control=True),
-    IROp("read", ALL, (TENSOR,), required=("index", "sym", "dtype"), control=True),
-    IROp("guard", ALL, (), required=("cond", "tensor", "axis", "offset", "extent", "dim"), control=True),
-    # GM tensors
-    IROp("view", ALL, (TENSOR,), required=("offsets",), control=True),
-    IROp("reshape", ALL, (TENSOR,), control=True),
-    IROp("alloc", ALL, (), control=True),
-    IROp("assemble", ("tensor",), (TENSOR, TENSOR), required=("offsets",)),
-    IROp("fill", ("tensor",), (TENSOR,), required=("offsets", "shape", "scalar")),
-    IROp("broadcast", ("tensor",), (TENSOR,)),
-    # tiles
-    IROp("tile.alloc", TILE_LEVELS, ()),
-    IROp("tile.load", TILE_LEVELS, (TILE, TENSOR), required=("offsets",), pipe="MTE2", dest=0),
-    IROp("tile.store", TILE_LEVELS, (TENSOR, TILE), required=("offsets",), pipe="MTE3",
-         pipe_by_space=(("l0c", "FIX"),), pipe_space_of=1, dest=0),
-    IROp("tile.fill", TILE_LEVELS, (TILE,), required=("scalar",), pipe="V", dest=0),
-    IROp("tile.expand", TILE_LEVELS, (TILE, TILE), pipe="V", dest=0),
-    IROp("tile.mov", TILE_LEVELS, (TILE, TILE), pipe="MTE1", dest=0),
-    IROp("tile.matmul_acc", TILE_LEVELS, None, rest=TILE, pipe=OPS["matmul"].pipe, dest=0, reads_dest=True),
-    # the block level: launches from the control program, synchronisation inside compute kernels
-    IROp("launch", ("block",), None, required=("kernel", "scalars")),
-    IROp("sync.set", ("block",), (), required=("src", "dst", "event")),
-    IROp("sync.wait", ("block",), (), required=("src", "dst", "event")),
-    IROp("sync.barrier", ("block",), (), required=("pipe",)),
-]
-# Every language op, whole-tensor and per tile.
-_DEFS += [IROp(name, ("tensor",), None) for name in OPS]
-_DEFS += [IROp(f"tile.{name}", TILE_LEVELS, None, rest=TILE, pipe=od.pipe, dest=0) for name, od in OPS.items()]
 
-IR_OPS: dict[str, IROp] = {}
-for _d in _DEFS:
-    if _d.name in IR_OPS:
-        raise ValueError(f"IR op {_d.name} is defined twice")
-    IR_OPS[_d.name] = _d
+def _types(bound: dict, names: tuple[str, ...]) -> list[tuple[str, TensorType | TileType]]:
+    out = []
+    for n in names:
+        v = bound.get(n)
+        for x in v if isinstance(v, list) else [] if v is None else [v]:
+            out.append((n, x.type))
+    return out
 
+
+def same_dtype(*names: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        ts = _types(bound, names)
+        dtypes = {t.dtype for _, t in ts}
+        if len(dtypes) > 1:
+            return "dtypes " + ", ".join(f"{n} {t.dtype}" for n, t in ts) + " differ"
+        return None
+
+    return Rule(f"{', '.join(names)} have one dtype", check)
+
+
+def dtype_is(name: str, *dtypes: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        bad = [t.dtype for _, t in _types(bound, (name,)) if t.dtype not in dtypes]
+        return f"{name} is {bad[0]}" if bad else None
+
+    return Rule(f"{name} is {' or '.join(dtypes)}", check)
+
+
+def dtype_from(name: str, attr: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        want = op.attrs.get(attr)
+        bad = [t.dtype for _, t in _types(bound, (name,)) if want is not None and t.dtype != want]
+        return f"{name} is {bad[0]}, {attr} is {want}" if bad else None
+
+    return Rule(f"{name} has the dtype `{attr}` names", check)
+
+
+def same_shape(*names: str) -> Rule:
+    """Static tile shapes are equal (tensors: equal ranks; their dims are symbolic)."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        ts = _types(bound, names)
+        shapes = {tuple(t.shape) if isinstance(t, TileType) else len(t.shape) for _, t in ts}
+        if len(shapes) > 1:
+            return "shapes " + ", ".join(f"{n} {list(t.shape)}" for n, t in ts) + " differ"
+        return None
+
+    return Rule(f"{', '.join(names)} have one shape", check)
+
+
+def same_rank(*names: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        ts = _types(bound, names)
+        if len({len(t.shape) for _, t in ts}) > 1:
+            return "ranks " + ", ".join(f"{n} {len(t.shape)}" for n, t in ts) + " differ"
+        return None
+
+    return Rule(f"{', '.join(names)} have one rank", check)
+
+
+def one_of(operand: str, attr: str) -> Rule:
+    """A second operand or a scalar attribute standing for it, exactly one."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        has_operand, has_attr = bound.get(operand) is not None, attr in op.attrs
+        if has_operand == has_attr:
+            return f"{'both' if has_operand else 'neither'} {operand} and {attr}"
+        return None
+
+    return Rule(f"{operand} or {attr}, not both", check)
+
+
+def offsets_of(tensor: str, attr: str = "offsets") -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        t = bound[tensor].type
+        n = len(op.attrs.get(attr, ()))
+        return f"{n} {attr} for a tensor of rank {t.rank}" if n != t.rank else None
+
+    return Rule(f"one entry of {attr} per dim of {tensor}", check)
+
+
+def reduced_shape(dst: str, src: str) -> Rule:
+    """A reduction's destination is its source with the reduced axis of extent 1."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d, s = bound[dst].type, bound[src].type
+        axis = op.attrs.get("axis", -1)
+        if len(d.shape) != len(s.shape):
+            return f"ranks {dst} {len(d.shape)}, {src} {len(s.shape)} differ"
+        if not isinstance(d, TileType):
+            return None
+        want = list(s.shape)
+        want[int(axis) % len(want)] = 1
+        return None if list(d.shape) == want else f"{dst} {list(d.shape)} is not {src} {list(s.shape)} reduced on {axis}"
+
+    return Rule(f"{dst} is {src} with the axis reduced to 1", check)
+
+
+def broadcasts_to(src: str, dst: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        s, d = bound[src].type.shape, bound[dst].type.shape
+        if len(s) > len(d):
+            return f"{src} has more dims than {dst}"
+        pad = (1,) * (len(d) - len(s)) + tuple(s)
+        if isinstance(bound[dst].type, TileType) and not all(a == b or a == 1 for a, b in zip(pad, d)):
+            return f"{src} {list(s)} does not broadcast to {dst} {list(d)}"
+        return None
+
+    return Rule(f"{src} broadcasts to {dst}", check)
+
+
+def moved_shape(dst: str, src: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        d, s = tuple(bound[dst].type.shape), tuple(bound[src].type.shape)
+        want = s[::-1] if op.attrs.get("transpose") else s
+        return None if d == want else f"{dst} {list(d)} is not {src} {list(s)}{' transposed' if s != want else ''}"
+
+    return Rule(f"{dst} has {src}'s shape (reversed when transposed)", check)
+
+
+def matmul_shapes(dst: str, a: str, b: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        (m, n), (am, ak), (bk, bn) = (bound[x].type.shape[-2:] for x in (dst, a, b))
+        if (am, bn, ak) != (m, n, bk):
+            return f"[{am}, {ak}] x [{bk}, {bn}] does not give [{m}, {n}]"
+        return None
+
+    return Rule(f"{dst}[m, n] = {a}[m, k] x {b}[k, n]", check)
+
+
+def in_space(name: str, *spaces: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        bad = [t.space for _, t in _types(bound, (name,)) if t.space not in spaces]
+        return f"{name} is in {bad[0]}" if bad else None
+
+    return Rule(f"{name} is in {' or '.join(spaces)}", check)
+
+
+# ------------------------------------------------------------------ declarations
+
+# grid: a tile grid of one op; implicit: the loop(1) around top-level work; peeled: a first or last
+# iteration split off a loop
+LOOP_KINDS = ("grid", "implicit", "peeled")
+SCALAR = Attr("scalar", "expr")
+SIDE = Attr("side", "name", choices=("left",))
+AXIS = Attr("axis", "int", required=True)
+OFFSETS = Attr("offsets", "exprs", required=True)
+ROUND = Attr("mode", "name", choices=("none", "rint", "round", "floor", "ceil", "trunc", "odd"))
+
+
+def _structural() -> list[IROp]:
+    return [
+        # structure, at every level
+        IROp("loop", ALL, "loop", attrs=(Attr("index", "name", True), Attr("lo", required=True),
+                                         Attr("hi", required=True), Attr("step", required=True),
+                                         Attr("name", "name", True), Attr("kind", "name", choices=LOOP_KINDS),
+                                         Attr("unroll_var", "name"), Attr("unrolled", "int"),
+                                         Attr("double_buffered", "int")),
+             regions=1, control=True, doc="for index in [lo, hi) by step; a `grid` loop walks a tile grid"),
+        IROp("if", ALL, "if", attrs=(Attr("cond", required=True),), regions=2, control=True),
+        IROp("print", ALL, "print", attrs=(Attr("format", "text", True), Attr("args", "exprs", True)), control=True),
+        IROp("read", ALL, "read", (Arg("src", TENSOR),),
+             attrs=(Attr("index", "exprs", True), Attr("sym", "name", True), Attr("dtype", "dtype", True)),
+             rules=(offsets_of("src", "index"),), control=True, doc="one element of a tensor as a scalar symbol"),
+        IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name", True),
+                                           Attr("axis", "int", True), Attr("offset", required=True),
+                                           Attr("extent", required=True), Attr("dim", required=True)), control=True),
+        # GM tensors
+        IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,), (OFFSETS,),
+             (same_dtype("src", "result"), same_rank("src", "result"), offsets_of("src")), control=True),
+        IROp("reshape", ALL, "reshape", (Arg("src", TENSOR),), (TENSOR,), rules=(same_dtype("src", "result"),),
+             control=True),
+        IROp("alloc", ALL, "alloc", (), (TENSOR,), (Attr("fill", "expr"),), control=True),
+        IROp("assemble", ("tensor",), "assemble", (Arg("dst", TENSOR, "dst"), Arg("src", TENSOR)), (),
+             (OFFSETS,), (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst"))),
+        IROp("fill", ("tensor",), "fill", (Arg("dst", TENSOR, "dst"),), (),
+             (OFFSETS, Attr("shape", "exprs", True), Attr("scalar", required=True)), (offsets_of("dst"),)),
+        IROp("broadcast", ("tensor",), "broadcast", (Arg("src", TENSOR),), (TENSOR,),
+             rules=(same_dtype("src", "result"), broadcasts_to("src", "result"))),
+        # tiles
+        IROp("tile.alloc", TILE_LEVELS, "tile_alloc", (), (TILE,),
+             (Attr("offset", "int"), Attr("bytes", "int"), Attr("layout", "name", choices=("row", "col")),
+              Attr("rows", "int"), Attr("cols", "int"), Attr("buffer", "int"), Attr("buffer_of", "name"))),
+        IROp("tile.load", TILE_LEVELS, "load", (Arg("dst", TILE, "dst"), Arg("src", TENSOR)), (), (OFFSETS,),
+             (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("src")), pipe="MTE2"),
+        IROp("tile.store", TILE_LEVELS, "store", (Arg("dst", TENSOR, "dst"), Arg("src", TILE)), (), (OFFSETS,),
+             (same_dtype("dst", "src"), same_rank("dst", "src"), offsets_of("dst")), pipe="MTE3",
+             pipe_by_space=(("l0c", "FIX"),), pipe_space_of=1),
+        IROp("tile.fill", TILE_LEVELS, "fill_tile", (Arg("dst", TILE, "dst"),), (), (Attr("scalar", required=True),),
+             pipe="V"),
+        IROp("tile.expand", TILE_LEVELS, "expand", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (), (),
+             (same_dtype("dst", "src"), broadcasts_to("src", "dst")), pipe="V"),
+        IROp("tile.mov", TILE_LEVELS, "mov", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (),
+             (Attr("transpose", "bool"),), (same_dtype("dst", "src"), moved_shape("dst", "src")), pipe="MTE1"),
+        IROp("tile.matmul_acc", TILE_LEVELS, "matmul_acc",
+             (Arg("dst", TILE, "acc"), Arg("acc", TILE), Arg("a", TILE), Arg("b", TILE)), (), (),
+             (same_dtype("dst", "acc"), same_dtype("a", "b"), same_shape("dst", "acc"), matmul_shapes("dst", "a", "b"),
+              in_space("dst", "l0c"), in_space("a", "l0a"), in_space("b", "l0b")), pipe=OPS["matmul"].pipe),
+        # the block level: launches from the control program, synchronisation inside compute kernels
+        IROp("launch", ("block",), "launch", (Arg("tensors", TENSOR, many=True),), (),
+             (Attr("kernel", "name", True), Attr("scalars", "exprs", True)), control=True),
+        IROp("sync.set", ("block",), "sync_set", attrs=_SYNC),
+        IROp("sync.wait", ("block",), "sync_wait", attrs=_SYNC),
+        IROp("sync.barrier", ("block",), "sync_barrier", attrs=(Attr("pipe", "name", True),)),
+    ]
+
+
+_SYNC = (Attr("src", "name", True), Attr("dst", "name", True), Attr("event", "int", True))
+
+
+def _language(name: str) -> list[IROp]:
+    """The whole-tensor op and the tile op of a language op, from its op table kind."""
+    od = OPS[name]
+    T = f"tile.{name}"
+    if od.kind == "unary":
+        return [IROp(name, ("tensor",), "unary", (Arg("x", TENSOR),), (TENSOR,),
+                     rules=(same_dtype("x", "result"), same_rank("x", "result"))),
+                IROp(T, TILE_LEVELS, "unary", (Arg("dst", TILE, "dst"), Arg("x", TILE)),
+                     rules=(same_dtype("dst", "x"), same_shape("dst", "x")), pipe=od.pipe)]
+    if od.kind == "binary":
+        attrs = (SCALAR, SIDE)
+        return [IROp(name, ("tensor",), "binary", (Arg("x", TENSOR), Arg("y", TENSOR, optional=True)), (TENSOR,),
+                     attrs, (same_dtype("x", "y", "result"), one_of("y", "scalar"))),
+                IROp(T, TILE_LEVELS, "binary", (Arg("dst", TILE, "dst"), Arg("x", TILE), Arg("y", TILE, optional=True)),
+                     (), attrs, (same_dtype("dst", "x", "y"), same_shape("dst", "x", "y"), one_of("y", "scalar")),
+                     pipe=od.pipe)]
+    if od.kind == "reduce":
+        return [IROp(name, ("tensor",), "reduce", (Arg("x", TENSOR),), (TENSOR,),
+                     (AXIS, Attr("keepdim", "bool")), (same_dtype("x", "result"),)),
+                IROp(T, TILE_LEVELS, "reduce", (Arg("dst", TILE, "dst"), Arg("x", TILE)), (), (AXIS,),
+                     (same_dtype("dst", "x"), reduced_shape("dst", "x")), pipe=od.pipe)]
+    if od.kind == "cast":
+        attrs = (Attr("to", "dtype", True), ROUND)
+        return [IROp(name, ("tensor",), "cast", (Arg("x", TENSOR),), (TENSOR,), attrs,
+                     (dtype_from("result", "to"), same_rank("x", "result"))),
+                IROp(T, TILE_LEVELS, "cast", (Arg("dst", TILE, "dst"), Arg("x", TILE)), (), attrs,
+                     (dtype_from("dst", "to"), same_shape("dst", "x")), pipe=od.pipe)]
+    if od.kind == "compare":
+        attrs = (Attr("mode", "name", True, ("lt", "le", "gt", "ge", "eq", "ne")), SCALAR, SIDE)
+        return [IROp(name, ("tensor",), "compare", (Arg("x", TENSOR), Arg("y", TENSOR, optional=True)), (TENSOR,),
+                     attrs, (same_dtype("x", "y"), dtype_is("result", "bool"), one_of("y", "scalar"))),
+                IROp(T, TILE_LEVELS, "compare", (Arg("dst", TILE, "dst"), Arg("x", TILE), Arg("y", TILE, optional=True)),
+                     (), attrs, (same_dtype("x", "y"), dtype_is("dst", "bool"), same_shape("dst", "x", "y"),
+                                 one_of("y", "scalar")), pipe=od.pipe)]
+    if od.kind == "select":
+        attrs = (SCALAR, Attr("scalar2", "expr"))
+        rules = (dtype_is("cond", "bool"),)
+        return [IROp(name, ("tensor",), "select", (Arg("cond", TENSOR), Arg("xy", TENSOR, many=True)), (TENSOR,),
+                     attrs, (*rules, same_dtype("xy", "result"), _select_arity("xy"))),
+                IROp(T, TILE_LEVELS, "select", (Arg("dst", TILE, "dst"), Arg("cond", TILE), Arg("xy", TILE, many=True)),
+                     (), attrs, (*rules, same_dtype("dst", "xy"), same_shape("dst", "cond", "xy"), _select_arity("xy")),
+                     pipe=od.pipe)]
+    if od.kind == "matmul":
+        return [IROp(name, ("tensor",), "matmul", (Arg("a", TENSOR), Arg("b", TENSOR)), (TENSOR,),
+                     (Attr("trans_a", "bool"), Attr("trans_b", "bool"), Attr("out_dtype", "dtype"),
+                      Attr("in_dtype", "dtype")), (same_dtype("a", "b"), dtype_from("result", "out_dtype"))),
+                IROp(T, TILE_LEVELS, "matmul", (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE)), (), (),
+                     (same_dtype("a", "b"), matmul_shapes("dst", "a", "b"), in_space("dst", "l0c"),
+                      in_space("a", "l0a"), in_space("b", "l0b")), pipe=od.pipe)]
+    raise ValueError(f"op {name}: no IR declaration for kind {od.kind!r}")
+
+
+# ------------------------------------------------------------------ layout ops (issue 23 §2)
+
+
+def permuted_shape(dst: str, src: str, attr: str = "perm") -> Rule:
+    """The result's dims are the source's in the order ``perm`` gives (result dim k = source dim
+    ``perm[k]``), its valid extents too."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        s, d = bound[src].type, bound[dst].type
+        perm = [int(p) for p in op.attrs.get(attr, ())]
+        if sorted(perm) != list(range(len(s.shape))):
+            return f"{attr} {perm} is not an order of {len(s.shape)} dims"
+        if tuple(d.shape) != tuple(s.shape[p] for p in perm):
+            return f"{dst} {list(d.shape)} is not {src} {list(s.shape)} in the order {perm}"
+        return None
+
+    return Rule(f"{dst} is {src} with its dims in the order `{attr}`", check)
+
+
+def swapped_last(dst: str, src: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        s, d = tuple(bound[src].type.shape), tuple(bound[dst].type.shape)
+        if len(s) < 2:
+            return f"{src} has rank {len(s)}; a transpose swaps its last two dims"
+        want = s[:-2] + (s[-1], s[-2])
+        return None if d == want else f"{dst} {list(d)} is not {src} {list(s)} with its last two dims swapped"
+
+    return Rule(f"{dst} is {src} with its last two dims swapped", check)
+
+
+def concat_shapes(dst: str, a: str, b: str) -> Rule:
+    """Tiles joined along their last dim: the rows agree and the destination holds both rows."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d, x, y = (tuple(bound[n].type.shape) for n in (dst, a, b))
+        if not (d[:-1] == x[:-1] == y[:-1]) or d[-1] < x[-1] + y[-1]:
+            return f"{dst} {list(d)} does not hold {a} {list(x)} and {b} {list(y)} side by side"
+        return None
+
+    return Rule(f"{dst} holds {a} and {b} side by side along the last dim", check)
+
+
+def _layout() -> list[IROp]:
+    """Reshape (declared with the GM ops above), permute, transpose, concat and clone."""
+    perm = Attr("perm", "exprs", True)
+    return [
+        # a relabelling of GM memory: the source's dims in another order, its last dim staying last
+        IROp("permute", ALL, "permute", (Arg("src", TENSOR),), (TENSOR,), (perm,),
+             (same_dtype("src", "result"), same_rank("src", "result"), permuted_shape("result", "src")),
+             control=True, doc="the source's dims in the order `perm`; no data moves"),
+        IROp("transpose", ("tensor",), "transpose", (Arg("src", TENSOR),), (TENSOR,), (),
+             (same_dtype("src", "result"), same_rank("src", "result"), swapped_last("result", "src")),
+             doc="the last two dims swapped: data moves through tiles (TTRANS)"),
+        IROp("concat", ("tensor",), "concat", (Arg("parts", TENSOR, many=True),), (TENSOR,), (AXIS,),
+             (same_dtype("parts", "result"), same_rank("parts", "result")),
+             doc="the parts one after the other along `axis`"),
+        IROp("clone", ("tensor",), "broadcast", (Arg("src", TENSOR),), (TENSOR,), (),
+             (same_dtype("src", "result"), same_rank("src", "result"), broadcasts_to("src", "result")),
+             doc="a copy of the source in a tensor of its own"),
+        IROp("tile.trans", TILE_LEVELS, "trans", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (), (),
+             (same_dtype("dst", "src"), swapped_last("dst", "src")), pipe="V"),
+        IROp("tile.concat", TILE_LEVELS, "concat_tile", (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE)),
+             (), (), (same_dtype("dst", "a", "b"), concat_shapes("dst", "a", "b")), pipe="V",
+             doc="b's valid columns right after a's valid columns, row by row"),
+    ]
+
+
+# ------------------------------------------------------------------ end of layout ops
+
+
+def _select_arity(name: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        given = len(bound[name]) + ("scalar" in op.attrs) + ("scalar2" in op.attrs)
+        return None if given == 2 else f"{given} values to select from"
+
+    return Rule("two values to select from: operands or scalar / scalar2", check)
+
+
+def _table() -> dict[str, IROp]:
+    out: dict[str, IROp] = {}
+    for d in _structural() + _layout() + [d for name in OPS for d in _language(name)]:
+        if d.name in out:
+            raise ValueError(f"IR op {d.name} is declared twice")
+        out[d.name] = d
+    return out
+
+
+IR_OPS: dict[str, IROp] = _table()
 LEVEL_OPS: dict[str, frozenset[str]] = {lv: frozenset(n for n, d in IR_OPS.items() if lv in d.levels) for lv in LEVELS}
+FAMILIES: frozenset[str] = frozenset(d.family for d in IR_OPS.values())
+
+
+def family(op: Op) -> str:
+    return IR_OPS[op.name].family
+
+
+def families_at(level: str, control: bool | None = None) -> frozenset[str]:
+    """The families of the ops of ``level`` (only control ops, or only the others, when asked)."""
+    return frozenset(d.family for d in IR_OPS.values()
+                     if level in d.levels and (control is None or d.control == control))
+
+
+@dataclass
+class Handlers:
+    """A backend's table from family to handler, filled by the ``on`` decorator; ``missing``
+    lists the families of a level it has no handler for (the completeness tests ask)."""
+
+    what: str
+    table: dict[str, Callable] = field(default_factory=dict)
+
+    def on(self, *families: str) -> Callable:
+        def register(fn: Callable) -> Callable:
+            for f in families:
+                if f not in FAMILIES:
+                    raise ValueError(f"{self.what}: no IR op has the family {f!r}")
+                if f in self.table:
+                    raise ValueError(f"{self.what}: family {f!r} has two handlers")
+                self.table[f] = fn
+            return fn
+
+        return register
+
+    def __getitem__(self, op: Op) -> Callable:
+        return self.table[IR_OPS[op.name].family]
+
+    def get(self, op: Op) -> Callable | None:
+        d = IR_OPS.get(op.name)
+        return None if d is None else self.table.get(d.family)
+
+    def missing(self, families: frozenset[str]) -> set[str]:
+        return set(families) - set(self.table)

@@ -1,16 +1,17 @@
 """The IR verifier: structural invariants every pass must keep, checked after each pass in tests.
 
 It checks that values are defined before use and not redefined, that each op belongs to the
-module's level and has the operand kinds and attributes it needs, that tile shapes are static and
-positive with one valid extent per dim, and that every symbol an expression uses is bound: a dim
-of a parameter, a scalar parameter, an enclosing loop index, or a scalar read earlier.
+module's level and fits its declaration in ``opdefs.py`` (operand count and kinds, results,
+attributes, regions and the declared type rules), that tile shapes are static and positive with one
+valid extent per dim, and that every symbol an expression uses is bound: a dim of a parameter, a
+scalar parameter, an enclosing loop index, or a scalar read earlier.
 """
 
 from __future__ import annotations
 
 from .. import sym
-from .core import Func, Module, Op, TensorType, TileType
-from .opdefs import IR_OPS, LEVEL_OPS, NAME_ATTRS, TENSOR, TILE
+from .core import Func, Module, Op, TileType
+from .opdefs import IR_OPS, LEVEL_OPS, NAME_KINDS
 
 
 class VerifyError(AssertionError):
@@ -32,10 +33,32 @@ def verify(module: Module) -> None:
             raise VerifyError(f"function @{f.name} is defined twice")
         names.add(f.name)
         _Verifier(f, allowed, module.level).run()
+    kernels = {f.name: f for f in module.funcs if f.kind in ("vector", "cube")}
+    for f in module.funcs:
+        for op in f.walk():
+            if op.name == "launch":
+                _check_launch(f, op, kernels)
+
+
+def _check_launch(func: Func, op: Op, kernels: dict[str, Func]) -> None:
+    """A launch passes each tensor and scalar parameter of the kernel it starts, in order."""
+    kernel = kernels.get(op.attrs["kernel"])
+    where = f" in @{func.name} at launch" + (f" ({op.span})" if op.span else "")
+    if kernel is None:
+        raise VerifyError(f"launch of @{op.attrs['kernel']}, which is no compute kernel of the module" + where, op.span)
+    tensors = [p for p in kernel.params if p.is_tensor]
+    scalars = [p for p in kernel.params if not p.is_tensor]
+    if len(tensors) != len(op.operands) or len(scalars) != len(op.attrs["scalars"]):
+        raise VerifyError(f"launch of @{kernel.name} passes {len(op.operands)} tensors and {len(op.attrs['scalars'])} "
+                          f"scalars for {len(tensors)} and {len(scalars)}" + where, op.span)
+    for p, v in zip(tensors, op.operands):
+        if p.type.dtype != v.type.dtype or p.type.rank != v.type.rank:
+            raise VerifyError(f"launch of @{kernel.name} passes %{v.name} ({v.type.dtype}, rank {v.type.rank}) "
+                              f"for {p.name} ({p.type.dtype}, rank {p.type.rank})" + where, op.span)
 
 
 class _Verifier:
-    def __init__(self, func: Func, allowed: set[str], level: str):
+    def __init__(self, func: Func, allowed: frozenset[str], level: str):
         self.func = func
         self.allowed = allowed
         self.level = level
@@ -76,26 +99,25 @@ class _Verifier:
     def op(self, op: Op) -> None:
         if op.name not in self.allowed:
             self.fail(op, f"op {op.name} is not part of the {self.level} level")
-        for attr in IR_OPS[op.name].required:
-            if attr not in op.attrs:
-                self.fail(op, f"missing attribute {attr!r}")
+        d = IR_OPS[op.name]
+        problem = d.check(op)
+        if problem is not None:
+            self.fail(op, f"{op.name} {problem}")
         for v in op.operands:
             if v.name not in self.defined:
                 self.fail(op, f"%{v.name} is used before it is defined")
         for key, value in op.attrs.items():
-            if key not in NAME_ATTRS:
+            if d.attr(key).kind not in NAME_KINDS:
                 self.exprs(op, value)
-        self.kinds(op)
         for r in op.results:
             if r.name in self.defined:
                 self.fail(op, f"%{r.name} is defined twice")
             self.defined.add(r.name)
             t = r.type
-            shape = t.shape
-            for d in shape:
-                self.exprs(op, d)
+            for dim in t.shape:
+                self.exprs(op, dim)
             if isinstance(t, TileType):
-                if any(not isinstance(d, int) or d <= 0 for d in t.shape):
+                if any(not isinstance(dim, int) or dim <= 0 for dim in t.shape):
                     self.fail(op, f"tile %{r.name} needs a static positive shape, has {list(t.shape)}")
                 if len(t.valid) != len(t.shape):
                     self.fail(op, f"tile %{r.name} has {len(t.valid)} valid extents for {len(t.shape)} dims")
@@ -111,35 +133,8 @@ class _Verifier:
             self.symbols.add(op.attrs["index"])
             if "unroll_var" in op.attrs:
                 self.symbols.add(op.attrs["unroll_var"])
-            if len(op.regions) != 1:
-                self.fail(op, "a loop has one region")
             self.block(op.regions[0])
             self.symbols = saved
-        elif op.name == "if":
-            if len(op.regions) != 2:
-                self.fail(op, "an if has a then and an else region")
+        else:
             for region in op.regions:
                 self.block(region)
-        elif op.regions:
-            self.fail(op, "only loop and if have regions")
-        if len(op.regions) != IR_OPS[op.name].regions:
-            self.fail(op, f"{op.name} has {IR_OPS[op.name].regions} regions, not {len(op.regions)}")
-
-    def kinds(self, op: Op) -> None:
-        """Operand kinds as the op's definition states them: tile ops take tiles (destination first),
-        loads and stores pair a tile with a tensor, everything else takes tensors."""
-        d = IR_OPS[op.name]
-        want = d.operands if d.operands is not None else (d.rest,) * len(op.operands)
-        kind = {TENSOR: TensorType, TILE: TileType}
-        if len(want) != len(op.operands) or (d.dest is not None and not op.operands) or \
-                any(not isinstance(v.type, kind[k]) for v, k in zip(op.operands, want)):
-            got = ", ".join("tile" if isinstance(v.type, TileType) else "tensor" for v in op.operands)
-            self.fail(op, f"wrong operand kinds ({got or 'none'})")
-        if op.name == "tile.alloc":
-            if len(op.results) != 1 or not isinstance(op.result.type, TileType):
-                self.fail(op, "tile.alloc defines one tile")
-            return
-        if op.name in ("tile.load", "tile.store"):
-            gm = op.operands[1] if op.name == "tile.load" else op.operands[0]
-            if len(op.attrs["offsets"]) != gm.type.rank:
-                self.fail(op, f"{len(op.attrs['offsets'])} offsets for a tensor of rank {gm.type.rank}")

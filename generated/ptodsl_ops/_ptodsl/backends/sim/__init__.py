@@ -20,6 +20,7 @@ from ...cost.timeline import Timeline
 from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
+from ...ir.opdefs import Handlers
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
 
@@ -104,6 +105,10 @@ class Machine:
         return np.full(shape, INT_POISON, npd) if np.dtype(npd).itemsize >= 4 else np.full(shape, -1, npd)
 
 
+# The simulator's meaning of each op family of the tile and block levels (``ir/opdefs.py``).
+SIM = Handlers("the simulator")
+
+
 def gm_root(a: np.ndarray) -> np.ndarray:
     """The array that owns the memory of a view (a view of a view of a parameter: the parameter)."""
     while isinstance(a.base, np.ndarray):
@@ -173,6 +178,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     return m
 
 
+@SIM.on("launch")
 def _launch(m: Machine, op: Op) -> None:
     kernel = m.kernels[op.attrs["kernel"]]
     tensor_params = [p for p in kernel.params if p.is_tensor]
@@ -195,82 +201,105 @@ def _block(m: Machine, ops: list[Op]) -> None:
 
 
 def _op(m: Machine, op: Op) -> None:
-    name = op.name
-    if name == "loop":
-        lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
-        idx = op.attrs["index"]
-        for i in range(lo, hi, step):
-            m.env[idx] = i
-            for region in op.regions[:1]:
-                _block(m, region)
-        return
-    if name == "if":
-        branch = op.regions[0] if m.ev(op.attrs["cond"]) else op.regions[1]
-        _block(m, branch)
-        return
-    if name == "alloc":
-        r = op.result
-        t: TensorType = r.type
-        m.tensors[r.name] = m.fresh(t.dtype, tuple(m.evi(s) for s in t.shape))
-        return
-    if name == "view":
-        base = m.tensors[op.operands[0].name]
-        t = op.result.type
-        offs = [m.evi(o) for o in op.attrs["offsets"]]
-        # A view may reach past its parent (its valid shape is clipped there); only the part inside
-        # the parent exists, and loads/stores are checked against it.
-        shape = [max(0, min(m.evi(s), b - o)) for s, o, b in zip(t.shape, offs, base.shape)]
-        if any(o < 0 or o > b for o, b in zip(offs, base.shape)):
-            raise SimError(f"view offset {offs} is outside a tensor of shape {list(base.shape)}", op)
-        m.tensors[op.result.name] = base[tuple(slice(o, o + n) for o, n in zip(offs, shape))]
-        return
-    if name == "reshape":
-        base = m.tensors[op.operands[0].name]
-        m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
-        return
-    if name == "read":
-        base = m.tensors[op.operands[0].name]
-        idx = tuple(m.evi(i) for i in op.attrs["index"])
-        if any(not 0 <= i < s for i, s in zip(idx, base.shape)):
-            raise SimError(f"element read {list(idx)} is outside a tensor of shape {list(base.shape)}", op)
-        v = base[idx]
-        m.env[op.attrs["sym"]] = v.item() if hasattr(v, "item") else v
-        return
-    if name == "print":
-        args = [m.ev(a) for a in op.attrs["args"]]
-        text = _print_text(op.attrs["format"], args)
-        m.printed.append(text)
-        print(text)
-        return
-    if name == "launch":
-        _launch(m, op)
-        return
-    if name == "guard":
-        if not m.ev(op.attrs["cond"]):
-            a = op.attrs
-            raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
-        return
-    if name.startswith("sync."):
-        if m.timeline is not None:  # the simulator runs one op at a time; only the cost model waits
-            m.timeline.sync(op)
-        return
-    if name == "tile.alloc":
-        r = op.result
-        t: TileType = r.type
-        valid = tuple(max(0, min(m.evi(v), s)) for v, s in zip(t.valid, t.shape))
-        for v, s in zip(t.valid, t.shape):
-            if m.evi(v) > s:
-                raise SimError(f"valid extent {m.evi(v)} exceeds the tile dim {s}", op)
-        if m.arenas is not None and "offset" in op.attrs:
-            data = _placed(m, op, t)
-        else:
-            data = m.fresh(t.dtype, t.shape)
-        m.tiles[r.name] = _Tile(data, valid)
-        return
-    _tile_op(m, op)
-    if m.timeline is not None:
-        m.timeline.run(op, [m.tiles[v.name].valid if v.name in m.tiles else m.tensors[v.name].shape
-                            for v in op.operands])
+    SIM[op](m, op)
+
+
+def _timed(fn):
+    """A tile op that the cost model charges to its pipe once it has run."""
+
+    def run(m: Machine, op: Op) -> None:
+        fn(m, op)
+        if m.timeline is not None:
+            m.timeline.run(op, [m.tiles[v.name].valid if v.name in m.tiles else m.tensors[v.name].shape
+                                for v in op.operands])
+
+    return run
+
+
+@SIM.on("loop")
+def _loop(m: Machine, op: Op) -> None:
+    lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
+    idx = op.attrs["index"]
+    for i in range(lo, hi, step):
+        m.env[idx] = i
+        _block(m, op.regions[0])
+
+
+@SIM.on("if")
+def _if(m: Machine, op: Op) -> None:
+    _block(m, op.regions[0] if m.ev(op.attrs["cond"]) else op.regions[1])
+
+
+@SIM.on("alloc")
+def _alloc(m: Machine, op: Op) -> None:
+    r = op.result
+    t: TensorType = r.type
+    m.tensors[r.name] = m.fresh(t.dtype, tuple(m.evi(s) for s in t.shape))
+
+
+@SIM.on("view")
+def _view(m: Machine, op: Op) -> None:
+    base = m.tensors[op.operands[0].name]
+    t = op.result.type
+    offs = [m.evi(o) for o in op.attrs["offsets"]]
+    # A view may reach past its parent (its valid shape is clipped there); only the part inside
+    # the parent exists, and loads/stores are checked against it.
+    shape = [max(0, min(m.evi(s), b - o)) for s, o, b in zip(t.shape, offs, base.shape)]
+    if any(o < 0 or o > b for o, b in zip(offs, base.shape)):
+        raise SimError(f"view offset {offs} is outside a tensor of shape {list(base.shape)}", op)
+    m.tensors[op.result.name] = base[tuple(slice(o, o + n) for o, n in zip(offs, shape))]
+
+
+@SIM.on("reshape")
+def _reshape(m: Machine, op: Op) -> None:
+    base = m.tensors[op.operands[0].name]
+    m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
+
+
+@SIM.on("read")
+def _read(m: Machine, op: Op) -> None:
+    base = m.tensors[op.operands[0].name]
+    idx = tuple(m.evi(i) for i in op.attrs["index"])
+    if any(not 0 <= i < s for i, s in zip(idx, base.shape)):
+        raise SimError(f"element read {list(idx)} is outside a tensor of shape {list(base.shape)}", op)
+    v = base[idx]
+    m.env[op.attrs["sym"]] = v.item() if hasattr(v, "item") else v
+
+
+@SIM.on("print")
+def _print(m: Machine, op: Op) -> None:
+    args = [m.ev(a) for a in op.attrs["args"]]
+    text = _print_text(op.attrs["format"], args)
+    m.printed.append(text)
+    print(text)
+
+
+@SIM.on("guard")
+def _guard(m: Machine, op: Op) -> None:
+    if not m.ev(op.attrs["cond"]):
+        a = op.attrs
+        raise guard_failure(a, op.span, m.evi(a["offset"]), m.evi(a["extent"]), m.evi(a["dim"]))
+
+
+@SIM.on("sync_set", "sync_wait", "sync_barrier")
+def _sync(m: Machine, op: Op) -> None:
+    if m.timeline is not None:  # the simulator runs one op at a time; only the cost model waits
+        m.timeline.sync(op)
+
+
+@SIM.on("tile_alloc")
+def _tile_alloc(m: Machine, op: Op) -> None:
+    r = op.result
+    t: TileType = r.type
+    valid = tuple(max(0, min(m.evi(v), s)) for v, s in zip(t.valid, t.shape))
+    for v, s in zip(t.valid, t.shape):
+        if m.evi(v) > s:
+            raise SimError(f"valid extent {m.evi(v)} exceeds the tile dim {s}", op)
+    if m.arenas is not None and "offset" in op.attrs:
+        data = _placed(m, op, t)
+    else:
+        data = m.fresh(t.dtype, t.shape)
+    m.tiles[r.name] = _Tile(data, valid)
 
 
 def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
@@ -285,95 +314,144 @@ def _placed(m: Machine, op: Op, t: TileType) -> np.ndarray:
     return data
 
 
-def _tile_op(m: Machine, op: Op) -> None:
-    name = op.name[len("tile."):]
-    if name == "load":
-        dst = m.tiles[op.operands[0].name]
-        gm = m.tensors[op.operands[1].name]
-        offs = [m.evi(o) for o in op.attrs["offsets"]]
-        sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
-        dst.data[dst.region()] = gm[sl]
-        m.count("load", gm, int(np.prod(dst.valid)) * gm.dtype.itemsize)
-        return
-    if name == "store":
-        gm = m.tensors[op.operands[0].name]
-        src = m.tiles[op.operands[1].name]
-        offs = [m.evi(o) for o in op.attrs["offsets"]]
-        sl = _slices(offs, src.valid, gm.shape, op, "tile store")
-        gm[sl] = src.data[src.region()]
-        m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
-        return
+@SIM.on("load")
+@_timed
+def _load(m: Machine, op: Op) -> None:
     dst = m.tiles[op.operands[0].name]
-    srcs = [m.tiles[v.name] for v in op.operands[1:]]
-    reg = dst.region()
-    if name == "fill":
-        value = m.ev(op.attrs["scalar"])
-        dtype = op.operands[0].type.dtype
-        dst.data[reg] = _round_to(np.asarray(value, np.float64 if DTYPES[dtype].is_float else np.int64), dtype)
-        return
-    if name == "expand":
-        src = srcs[0]
-        piece = src.data[src.region()]
-        piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
-        # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
-        # data-dependent valid shape can make smaller than the source's.
-        piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
-        dst.data[reg] = np.broadcast_to(piece, dst.valid)
-        return
-    if name == "mov":
-        src = srcs[0]
-        piece = src.data[src.region()]
-        if op.attrs.get("transpose"):
-            piece = piece.T
-        dst.data[reg] = piece[reg]
-        return
-    if name in ("matmul", "matmul_acc"):
-        a, b = srcs[-2], srcs[-1]
-        k = a.valid[1]
-        if b.valid[0] != k:
-            raise SimError(f"matmul k extents differ: left {k}, right {b.valid[0]}", op)
-        prod = _f32(a.data[: dst.valid[0], :k]) @ _f32(b.data[:k, : dst.valid[1]])
-        if name == "matmul_acc":
-            prod = _f32(srcs[0].data[reg]) + prod
-        dst.data[reg] = prod.astype(dst.data.dtype)
-        return
+    gm = m.tensors[op.operands[1].name]
+    offs = [m.evi(o) for o in op.attrs["offsets"]]
+    sl = _slices(offs, dst.valid, gm.shape, op, "tile load")
+    dst.data[dst.region()] = gm[sl]
+    m.count("load", gm, int(np.prod(dst.valid)) * gm.dtype.itemsize)
+
+
+@SIM.on("store")
+@_timed
+def _store(m: Machine, op: Op) -> None:
+    gm = m.tensors[op.operands[0].name]
+    src = m.tiles[op.operands[1].name]
+    offs = [m.evi(o) for o in op.attrs["offsets"]]
+    sl = _slices(offs, src.valid, gm.shape, op, "tile store")
+    gm[sl] = src.data[src.region()]
+    m.count("store", gm, int(np.prod(src.valid)) * gm.dtype.itemsize)
+
+
+def _tiles(m: Machine, op: Op) -> tuple[_Tile, list[_Tile]]:
+    return m.tiles[op.operands[0].name], [m.tiles[v.name] for v in op.operands[1:]]
+
+
+@SIM.on("fill_tile")
+@_timed
+def _fill(m: Machine, op: Op) -> None:
+    dst, _ = _tiles(m, op)
+    value = m.ev(op.attrs["scalar"])
     dtype = op.operands[0].type.dtype
-    od = OPS.get(name)
-    if od is not None and od.kind == "reduce":
-        src = srcs[0]
-        axis = op.attrs["axis"]
-        vals = _f32(src.data[src.region()])
-        if vals.shape[axis] == 0:
-            out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], od.identity_for(dtype),
-                          vals.dtype)
-        else:
-            out = od.sim(vals, axis=axis, keepdims=True)
-        dst.data[reg] = _round_to(out[tuple(slice(0, v) for v in dst.valid)], dtype)
-        return
+    dst.data[dst.region()] = _round_to(np.asarray(value, np.float64 if DTYPES[dtype].is_float else np.int64), dtype)
+
+
+@SIM.on("expand")
+@_timed
+def _expand(m: Machine, op: Op) -> None:
+    dst, (src,) = _tiles(m, op)
+    piece = src.data[src.region()]
+    piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
+    # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
+    # data-dependent valid shape can make smaller than the source's.
+    piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
+    dst.data[dst.region()] = np.broadcast_to(piece, dst.valid)
+
+
+@SIM.on("mov")
+@_timed
+def _mov(m: Machine, op: Op) -> None:
+    dst, (src,) = _tiles(m, op)
+    piece = src.data[src.region()]
+    if op.attrs.get("transpose"):
+        piece = piece.T
+    reg = dst.region()
+    dst.data[reg] = piece[reg]
+
+
+@SIM.on("matmul", "matmul_acc")
+@_timed
+def _matmul(m: Machine, op: Op) -> None:
+    dst, srcs = _tiles(m, op)
+    reg = dst.region()
+    a, b = srcs[-2], srcs[-1]
+    k = a.valid[1]
+    if b.valid[0] != k:
+        raise SimError(f"matmul k extents differ: left {k}, right {b.valid[0]}", op)
+    prod = _f32(a.data[: dst.valid[0], :k]) @ _f32(b.data[:k, : dst.valid[1]])
+    if len(srcs) == 3:  # matmul_acc: adds to the accumulator it is given
+        prod = _f32(srcs[0].data[reg]) + prod
+    dst.data[reg] = prod.astype(dst.data.dtype)
+
+
+@SIM.on("reduce")
+@_timed
+def _reduce(m: Machine, op: Op) -> None:
+    dst, (src,) = _tiles(m, op)
+    dtype = op.operands[0].type.dtype
+    od = OPS[op.name.removeprefix("tile.")]
+    axis = op.attrs["axis"]
+    vals = _f32(src.data[src.region()])
+    if vals.shape[axis] == 0:
+        out = np.full([1 if d == axis else n for d, n in enumerate(vals.shape)], od.identity_for(dtype), vals.dtype)
+    else:
+        out = od.sim(vals, axis=axis, keepdims=True)
+    dst.data[dst.region()] = _round_to(out[tuple(slice(0, v) for v in dst.valid)], dtype)
+
+
+@SIM.on("cast")
+@_timed
+def _cast(m: Machine, op: Op) -> None:
+    dst, (src,) = _tiles(m, op)
+    reg = dst.region()
+    dst.data[reg] = _round_to(_f32(src.data[reg]), op.attrs["to"], op.attrs.get("mode", "rint"))
+
+
+@SIM.on("compare")
+@_timed
+def _compare(m: Machine, op: Op) -> None:
+    dst, srcs = _tiles(m, op)
+    reg = dst.region()
     args = [_f32(s.data[reg]) for s in srcs]
-    if name == "cast":
-        src = srcs[0].data[reg]
-        dst.data[reg] = _round_to(_f32(src), op.attrs["to"], op.attrs.get("mode", "rint"))
-        return
-    if name == "cmp":
-        f = COMPARE_SIM[op.attrs["mode"]]
-        if "scalar" in op.attrs:
-            s = m.ev(op.attrs["scalar"])
-            out = f(s, args[0]) if op.attrs.get("side") == "left" else f(args[0], s)
-        else:
-            out = f(args[0], args[1])
-        dst.data[reg] = out
-        return
-    if name == "where":
-        cond = srcs[0].data[reg].astype(bool)
-        rest = args[1:]
-        a = m.ev(op.attrs["scalar"]) if "scalar" in op.attrs else rest.pop(0)
-        b = m.ev(op.attrs["scalar2"]) if "scalar2" in op.attrs else rest.pop(0)
-        dst.data[reg] = _round_to(np.asarray(np.where(cond, a, b), np.float32), dtype)
-        return
+    f = COMPARE_SIM[op.attrs["mode"]]
+    if "scalar" in op.attrs:
+        s = m.ev(op.attrs["scalar"])
+        out = f(s, args[0]) if op.attrs.get("side") == "left" else f(args[0], s)
+    else:
+        out = f(args[0], args[1])
+    dst.data[reg] = out
+
+
+@SIM.on("select")
+@_timed
+def _select(m: Machine, op: Op) -> None:
+    dst, srcs = _tiles(m, op)
+    reg = dst.region()
+    dtype = op.operands[0].type.dtype
+    cond = srcs[0].data[reg].astype(bool)
+    rest = [_f32(s.data[reg]) for s in srcs[1:]]
+    a = m.ev(op.attrs["scalar"]) if "scalar" in op.attrs else rest.pop(0)
+    b = m.ev(op.attrs["scalar2"]) if "scalar2" in op.attrs else rest.pop(0)
+    dst.data[reg] = _round_to(np.asarray(np.where(cond, a, b), np.float32), dtype)
+
+
+@SIM.on("unary", "binary")
+@_timed
+def _arith(m: Machine, op: Op) -> None:
+    dst, srcs = _tiles(m, op)
+    reg = dst.region()
+    dtype = op.operands[0].type.dtype
+    od = OPS[op.name.removeprefix("tile.")]
+    args = [_f32(s.data[reg]) for s in srcs]
     if "scalar" in op.attrs:
         s = np.float32(m.ev(op.attrs["scalar"])) if DTYPES[dtype].is_float else m.ev(op.attrs["scalar"])
         args = [s, args[0]] if op.attrs.get("side") == "left" else [args[0], s]
     with np.errstate(all="ignore"):
         out = od.sim(*args)
     dst.data[reg] = _round_to(np.asarray(out), dtype)
+
+
+from . import layout  # noqa: E402,F401  (the layout ops' handlers register on SIM)
