@@ -124,3 +124,17 @@ def test_a_transpose_under_a_tile_of_one_row_builds(write_spec):
     op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 32]}\n"))
     x = np.random.default_rng(4).standard_normal((5, 7)).astype(np.float32)
     np.testing.assert_array_equal(op(x, backend="cpu"), (x * 2.0).T)
+
+
+def test_a_reshape_of_a_block_view_past_the_end_of_its_tensor(write_spec):
+    # the last block of rows reaches past k: the simulator's view holds only the rows inside, and
+    # its reshape must keep just those (numpy's reshape refused the smaller array)
+    pto = ("kernel k(k: f32[L, D], y: out f32[LD]):\n"
+           "    for j in loop(cdiv(L, BL)):\n"
+           "        kj = view(k, [BL, D], [j * BL, 0])\n"
+           "        f = reshape(kj, [BL * D])\n"
+           "        y[j * BL * D:j * BL * D + BL * D] = f * 2.0\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nsymbols: {D: 16, BL: 4}\nschedule: {vec_tile: [64]}\n"))
+    k = np.random.default_rng(8).standard_normal((6, 16)).astype(np.float32)
+    for backend in ("sim", "cpu"):
+        np.testing.assert_array_equal(op(k, y=np.zeros(96, np.float32), backend=backend), (k * 2.0).reshape(-1))
