@@ -69,6 +69,17 @@ def block(g: Any, kind: str) -> Block:
         y = g.out(", ".join(dims[p] for p in perm))
         inner = r.choice([x3, f"abs({x3})", f"({x3} + 0.5)", f"({x3} * {x3})"])
         return Block(kind, [(0, f"{y}[:] = permute({inner}, [{', '.join(map(str, perm))}])")], [y, x3])
+    if kind == "lay_concat" and g.has("views_dynamic") and r.random() < 0.3:
+        # a last part valid only up to a length read at run time (its tile may have no column)
+        y = g.out("M, N", "inout")
+        idx = g.idx()
+        loop = f"L{k}"
+        g.input2("x0")
+        g.input2("x1")
+        lines = [(0, f'for r in loop(M, name="{loop}"):'), (1, f"n{k} = {idx}[r]"),
+                 (1, f"v{k} = view(x0, [1, N - 1], [r, 1], valid_shape=[1, n{k} // 2])"),
+                 (1, f"{y}[r:r + 1, :] = concat([x1[r:r + 1, 0:1] * 2.0, v{k}], dim=-1)")]
+        return Block(kind, lines, [y, "x0", "x1", idx], {loop: {}})
     if kind == "lay_concat":
         ctx = g.top_ctx()
         a, b = g.expr(ctx, depth=2), g.expr(ctx, depth=2)

@@ -85,7 +85,9 @@ def _row_concat(self, op: Op) -> int | None:
     widths = [p.type.shape[-1] for p in parts]
     if not all(isinstance(w, int) for w in widths):
         return None
-    if any(p.type.valid_shape[-1] != p.type.shape[-1] for p in parts[:-1]):
+    # every part whole along the row: a part of no valid column would be a tile of none, which
+    # pto-isa refuses (the copies into regions skip it instead)
+    if any(p.type.valid_shape[-1] != p.type.shape[-1] for p in parts):
         return None
     tile = self.vec_tile(rt.rank, op)
     rule = self.ctx.target.vector_rule(CONCAT)

@@ -138,3 +138,22 @@ def test_a_reshape_of_a_block_view_past_the_end_of_its_tensor(write_spec):
     k = np.random.default_rng(8).standard_normal((6, 16)).astype(np.float32)
     for backend in ("sim", "cpu"):
         np.testing.assert_array_equal(op(k, y=np.zeros(96, np.float32), backend=backend), (k * 2.0).reshape(-1))
+
+
+def test_a_concat_whose_last_part_may_have_no_valid_column(write_spec):
+    # TCONCAT would join a tile of no valid column, which pto-isa refuses (E0712 on cpu): a row
+    # with a partial part is written part by part (found by the fuzzer's data-dependent concat)
+    pto = ("kernel k(x: f32[M, N], lens: i32[M], y: inout f32[M, N2]):\n"
+           "    for r in loop(M):\n"
+           "        n = lens[r]\n"
+           "        v = view(x, [1, N], [r, 0], valid_shape=[1, n])\n"
+           "        y[r:r + 1, :] = concat([x[r:r + 1, :] * 2.0, v], dim=-1)\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nsymbols: {N: 16, N2: 32}\nschedule: {vec_tile: [1, 64]}\n"))
+    x = np.random.default_rng(9).standard_normal((4, 16)).astype(np.float32)
+    lens = np.array([0, 5, 16, 9], np.int32)
+    want = np.full((4, 32), -1.0, np.float32)
+    for r, n in enumerate(lens):
+        want[r, :16] = 2.0 * x[r]
+        want[r, 16:16 + n] = x[r, :n]
+    for backend in ("sim", "cpu"):
+        np.testing.assert_array_equal(op(x, lens, y=np.full((4, 32), -1.0, np.float32), backend=backend), want)
