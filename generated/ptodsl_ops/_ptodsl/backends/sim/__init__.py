@@ -253,7 +253,8 @@ def _view(m: Machine, op: Op) -> None:
 @SIM.on("reshape")
 def _reshape(m: Machine, op: Op) -> None:
     base = m.tensors[op.operands[0].name]
-    m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
+    shape = tuple(m.evi(s) for s in op.operands[0].type.shape)
+    m.tensors[op.result.name] = layout.reshaped(base, shape, tuple(m.evi(s) for s in op.result.type.shape))
 
 
 @SIM.on("read")

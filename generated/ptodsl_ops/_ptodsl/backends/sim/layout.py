@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import shapes
 from ...ir import Op
 from . import SIM, Machine, SimError, _tiles, _timed
+
+
+def reshaped(base: np.ndarray, shape: tuple[int, ...], new_shape: tuple[int, ...]) -> np.ndarray:
+    """``base`` (a tensor of ``shape``) under ``new_shape``, sharing its memory. A view that reaches
+    past its parent holds only the part inside it (``_view``): its reshape keeps the same part,
+    the rows of a clipped outermost dim merged with the whole dims inside it (the checker allows
+    a partial dim no other way, E0832)."""
+    if base.shape == shape:
+        return base.reshape(new_shape)
+    strides = shapes.reshape_strides(shape, [s // base.itemsize for s in base.strides], new_shape)
+    if strides is None:
+        raise SimError(f"a reshape of a {list(shape)} view to {list(new_shape)} that is no relabelling")
+    inside = list(new_shape)
+    for a, b, _ in shapes.reshape_groups(shape, new_shape):
+        if len(b) == 1 and a:
+            inside[b[0]] = base.shape[a[0]] * int(np.prod([shape[i] for i in a[1:]], dtype=np.int64))
+        elif any(base.shape[i] != shape[i] for i in a):
+            inside = [0] * len(new_shape)  # a clipped dim split: no part of it is valid
+    return np.lib.stride_tricks.as_strided(base, tuple(inside), tuple(s * base.itemsize for s in strides))
 
 
 @SIM.on("permute")
