@@ -24,7 +24,7 @@ from ..ops import OPS, Template
 from ..schedule import Schedule
 from . import native
 from .context import Pass, PassContext
-from .tile_shape import whole_rows
+from .tile_shape import spread_rows, whole_rows
 
 # How each op family of the tensor level becomes tile work: TILING for every op, COMPUTE for the
 # computations whose result has a destination region.
@@ -145,14 +145,12 @@ class _Tiler:
 
     # ------------------------------------------------------------ grids
     def grid(self, shape: Sequence[sym.Expr], valid: Sequence[sym.Expr], tile: Sequence[int], span,
-             skip_axis: int | None = None, operands: Sequence = ()):
-        """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth).
-        The tile is first narrowed to whole rows (``tile_shape.whole_rows``; ``operands``: the
-        shapes of operands that broadcast over it)."""
+             skip_axis: int | None = None):
+        """Open loops over the tile grid; returns (tile shape, tile offsets, tile valid, depth)."""
         tshape, offs, tvalid = [], [], []
         depth = 0
         if skip_axis is None:
-            tile = whole_rows(shape, valid, tile, operands)
+            tile = whole_rows(shape, valid, tile)
         for d, (s, v, t) in enumerate(zip(shape, valid, tile)):
             ts = min(t, s) if sym.is_const(s) else t
             if d == skip_axis:
@@ -223,8 +221,8 @@ class _Tiler:
         tile = self.vec_tile(rt.rank, op)
         if tile is None:
             return None
-        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span,
-                                                operands=[v.type.shape for v in op.operands])
+        tile = spread_rows(rt.shape, tile, [v.type.shape for v in op.operands])
+        tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
         self.out_valid = rt.valid_shape
         return rt, tshape, offs, tvalid, depth
 

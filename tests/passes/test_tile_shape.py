@@ -10,7 +10,7 @@ import pytest
 
 import ptodsl
 from ptodsl import sym
-from ptodsl.passes.tile_shape import whole_rows
+from ptodsl.passes.tile_shape import spread_rows, whole_rows
 
 S, B = sym.Sym("S"), sym.Sym("B")
 
@@ -24,11 +24,11 @@ def test_a_row_dim_that_may_be_partial_makes_the_dims_before_it_one():
 
 def test_an_operand_broadcast_along_some_row_dims_only_makes_the_dims_before_them_one():
     full = [B, 8, 64]
-    assert whole_rows(full, full, [2, 4, 64], [[B, 1, 64]]) == (1, 4, 64)  # per batch: one row for all
-    assert whole_rows(full, full, [2, 4, 64], [[1, 1, 64]]) == (2, 4, 64)  # one row for the whole tile
-    assert whole_rows(full, full, [2, 4, 64], [[B, 8, 1]]) == (2, 4, 64)  # one value per row
-    assert whole_rows(full, full, [2, 4, 64], [[8, 64]]) == (1, 4, 64)  # a missing leading dim spreads
-    assert whole_rows([2, 3, 4, 64], [2, 3, 4, 64], [2, 3, 4, 64], [[2, 1, 4, 1]]) == (1, 1, 4, 64)
+    assert spread_rows(full, [2, 4, 64], [[B, 1, 64]]) == (1, 4, 64)  # per batch: one row for all
+    assert spread_rows(full, [2, 4, 64], [[1, 1, 64]]) == (2, 4, 64)  # one row for the whole tile
+    assert spread_rows(full, [2, 4, 64], [[B, 8, 1]]) == (2, 4, 64)  # one value per row
+    assert spread_rows(full, [2, 4, 64], [[8, 64]]) == (1, 4, 64)  # a missing leading dim spreads
+    assert spread_rows([2, 3, 4, 64], [2, 3, 4, 64], [[2, 1, 4, 1]]) == (1, 1, 4, 64)
 
 
 PTO = """kernel k(x: f32[S, H], z: f32[B, S, H], m: f32[B, 1, H], v: f32[B, S, 1],
