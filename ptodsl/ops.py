@@ -289,7 +289,8 @@ COMPARE_SIM = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.gr
 BINARY_SPELLING = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 
 # Builtins that are structure, not arithmetic; the checker knows their signatures.
-STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "tensor", "zeros", "ones", "full", "loop",
+STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "permute", "unsqueeze", "squeeze", "concat", "expand",
+                      "clone", "tensor", "zeros", "ones", "full", "loop",
                       "loop_unroll", "is_loop_begin", "is_loop_end", "print")
 
 

@@ -54,7 +54,7 @@ def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
     of the loop around them."""
     base: dict[str, str] = {p.name: p.name for p in func.params if p.is_tensor}
     for o in func.walk():
-        if o.name in ("view", "reshape") and o.operands[0].name in base:
+        if o.name in ("view", "reshape", "permute") and o.operands[0].name in base:
             base[o.result.name] = base[o.operands[0].name]
     out: dict[str, tuple[int, str | None]] = {}
 

@@ -634,3 +634,62 @@ def torch_reduce_axes(x, w):
 
 
 # ---- end of issue 23's references
+# ---------------------------------------------------------------- layout ops
+
+
+def transpose2d(x):
+    return np.ascontiguousarray(x.T)
+
+
+def torch_transpose2d(x):
+    return x.transpose(0, 1).contiguous()
+
+
+def permute_heads(x):
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+
+
+def torch_permute_heads(x):
+    return x.permute(0, 2, 1, 3).contiguous()
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def torch_rotate_half(x):
+    import torch
+
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+def reshape_heads(x, h):
+    b, s, heads, d = h.shape
+    return x.reshape(b, s, heads, d) + h, h.reshape(b, s, heads * d)
+
+
+def torch_reshape_heads(x, h):
+    b, s, heads, d = h.shape
+    return x.reshape(b, s, heads, d) + h, h.reshape(b, s, heads * d)
+
+
+def bias_expand(x, bias):
+    return x + bias[:, None, :]
+
+
+def torch_bias_expand(x, bias):
+    return x + bias.unsqueeze(1).expand(x.shape)
+
+
+def swap_halves(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([x[..., h:], x[..., :h]], axis=-1)
+
+
+def torch_swap_halves(x):
+    import torch
+
+    h = x.shape[-1] // 2
+    return torch.cat([x[..., h:], x[..., :h]], dim=-1)

@@ -14,7 +14,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "ptodsl"
 
 STAGES = [
-    {"sym", "dtypes", "ops", "diagnostics", "targets", "escape", "cxx_names", "yamlio", "schedule", "progress", "staging",
+    {"sym", "shapes", "dtypes", "ops", "diagnostics", "targets", "escape", "cxx_names", "yamlio", "schedule", "progress",
+     "staging",
      "cases", "__version__"},
     {"frontend"},
     {"check"},

@@ -21,12 +21,14 @@ from .ops import add_one as _PTODSL_M_add_one
 from .ops import amax_rows as _PTODSL_M_amax_rows
 from .ops import amin_cols as _PTODSL_M_amin_cols
 from .ops import attn as _PTODSL_M_attn
+from .ops import bias_expand as _PTODSL_M_bias_expand
 from .ops import bitwise_not as _PTODSL_M_bitwise_not
 from .ops import bmm as _PTODSL_M_bmm
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
 from .ops import clamp as _PTODSL_M_clamp
 from .ops import clip as _PTODSL_M_clip
+from .ops import concat_last as _PTODSL_M_concat_last
 from .ops import div_bcast as _PTODSL_M_div_bcast
 from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
@@ -48,10 +50,12 @@ from .ops import matmul_splitk as _PTODSL_M_matmul_splitk
 from .ops import mean_rows as _PTODSL_M_mean_rows
 from .ops import mha_sdpa as _PTODSL_M_mha_sdpa
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
+from .ops import permute_heads as _PTODSL_M_permute_heads
 from .ops import pow as _PTODSL_M_pow
 from .ops import reciprocal as _PTODSL_M_reciprocal
 from .ops import reduce_axes as _PTODSL_M_reduce_axes
 from .ops import relu as _PTODSL_M_relu
+from .ops import reshape_heads as _PTODSL_M_reshape_heads
 from .ops import rmsnorm as _PTODSL_M_rmsnorm
 from .ops import rmsnorm_bwd as _PTODSL_M_rmsnorm_bwd
 from .ops import rounding as _PTODSL_M_rounding
@@ -69,9 +73,11 @@ from .ops import sqrt as _PTODSL_M_sqrt
 from .ops import sub_bcast as _PTODSL_M_sub_bcast
 from .ops import sum_cols as _PTODSL_M_sum_cols
 from .ops import sum_rows as _PTODSL_M_sum_rows
+from .ops import swap_halves as _PTODSL_M_swap_halves
 from .ops import swiglu as _PTODSL_M_swiglu
 from .ops import tanh as _PTODSL_M_tanh
 from .ops import tensor_sum as _PTODSL_M_tensor_sum
+from .ops import transpose2d as _PTODSL_M_transpose2d
 from .ops import trig as _PTODSL_M_trig
 from .ops import where_relu as _PTODSL_M_where_relu
 
@@ -372,6 +378,56 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::bias_expand", mutates_args=())
+def bias_expand(
+    x: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Adds a per-batch bias to every position of the sequence (explicit expand).
+
+    Torch custom op ``ptodsl_ops::bias_expand``; see ``ptodsl_ops.bias_expand`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_bias_expand._PTODSL_OP,
+        (x, bias),
+        {},
+        backend,
+    )
+
+
+@bias_expand.register_fake
+def _PTODSL_fake_bias_expand(
+    x: torch.Tensor,
+    bias: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_bias_expand._PTODSL_OP,
+        (x, bias),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @bias_expand.register_kernel("npu")
+    def _PTODSL_npu_bias_expand(
+        x: torch.Tensor,
+        bias: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_bias_expand._PTODSL_OP,
+            (x, bias),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::bitwise_not", mutates_args=())
 def bitwise_not(
     x: torch.Tensor,
@@ -665,6 +721,53 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_clip._PTODSL_OP,
             (x, lo, hi),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::concat_last", mutates_args=())
+def concat_last(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Rotates the halves of each row as RoPE does, concat([-x2, x1]) along the last dim.
+
+    Torch custom op ``ptodsl_ops::concat_last``; see ``ptodsl_ops.concat_last`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_concat_last._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@concat_last.register_fake
+def _PTODSL_fake_concat_last(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_concat_last._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @concat_last.register_kernel("npu")
+    def _PTODSL_npu_concat_last(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_concat_last._PTODSL_OP,
+            (x,),
             {},
         )
 
@@ -1743,6 +1846,53 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::permute_heads", mutates_args=())
+def permute_heads(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Moves the head dim in front of the sequence dim, as attention kernels do ([B, S, H, D] to [B, H, S, D]).
+
+    Torch custom op ``ptodsl_ops::permute_heads``; see ``ptodsl_ops.permute_heads`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_permute_heads._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@permute_heads.register_fake
+def _PTODSL_fake_permute_heads(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_permute_heads._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @permute_heads.register_kernel("npu")
+    def _PTODSL_npu_permute_heads(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_permute_heads._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::pow", mutates_args=())
 def pow(
     x: torch.Tensor,
@@ -1936,6 +2086,56 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_relu._PTODSL_OP,
             (x,),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::reshape_heads", mutates_args=())
+def reshape_heads(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Splits [B, S, H*D] into heads ([B, S, H, D]) and merges heads back, adding the two for the split.
+
+    Torch custom op ``ptodsl_ops::reshape_heads``; see ``ptodsl_ops.reshape_heads`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_reshape_heads._PTODSL_OP,
+        (x, h),
+        {},
+        backend,
+    )
+
+
+@reshape_heads.register_fake
+def _PTODSL_fake_reshape_heads(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_reshape_heads._PTODSL_OP,
+        (x, h),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @reshape_heads.register_kernel("npu")
+    def _PTODSL_npu_reshape_heads(
+        x: torch.Tensor,
+        h: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_reshape_heads._PTODSL_OP,
+            (x, h),
             {},
         )
 
@@ -2778,6 +2978,53 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::swap_halves", mutates_args=())
+def swap_halves(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Swaps the halves of each row in place (a copy of the old values first, with clone).
+
+    Torch custom op ``ptodsl_ops::swap_halves``; see ``ptodsl_ops.swap_halves`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_swap_halves._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@swap_halves.register_fake
+def _PTODSL_fake_swap_halves(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_swap_halves._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @swap_halves.register_kernel("npu")
+    def _PTODSL_npu_swap_halves(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_swap_halves._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::swiglu", mutates_args=())
 def swiglu(
     a: torch.Tensor,
@@ -2922,6 +3169,53 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::transpose2d", mutates_args=())
+def transpose2d(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Transposes a matrix (swaps its two dims).
+
+    Torch custom op ``ptodsl_ops::transpose2d``; see ``ptodsl_ops.transpose2d`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_transpose2d._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@transpose2d.register_fake
+def _PTODSL_fake_transpose2d(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_transpose2d._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @transpose2d.register_kernel("npu")
+    def _PTODSL_npu_transpose2d(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_transpose2d._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::trig", mutates_args=())
 def trig(
     x: torch.Tensor,
@@ -3024,12 +3318,14 @@ _PTODSL_TORCH.register_autograd(add_one, _PTODSL_M_add_one._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(amax_rows, _PTODSL_M_amax_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(amin_cols, _PTODSL_M_amin_cols._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(attn, _PTODSL_M_attn._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(bias_expand, _PTODSL_M_bias_expand._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bitwise_not, _PTODSL_M_bitwise_not._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bmm, _PTODSL_M_bmm._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f16_f32, _PTODSL_M_cast_f16_f32._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f32_f16, _PTODSL_M_cast_f32_f16._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clamp, _PTODSL_M_clamp._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clip, _PTODSL_M_clip._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(concat_last, _PTODSL_M_concat_last._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(div_bcast, _PTODSL_M_div_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(erf, _PTODSL_M_erf._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(exp, _PTODSL_M_exp._PTODSL_OP, None)
@@ -3051,10 +3347,12 @@ _PTODSL_TORCH.register_autograd(matmul_splitk, _PTODSL_M_matmul_splitk._PTODSL_O
 _PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mha_sdpa, _PTODSL_M_mha_sdpa._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(permute_heads, _PTODSL_M_permute_heads._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(pow, _PTODSL_M_pow._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reciprocal, _PTODSL_M_reciprocal._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reduce_axes, _PTODSL_M_reduce_axes._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(relu, _PTODSL_M_relu._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(reshape_heads, _PTODSL_M_reshape_heads._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rmsnorm, _PTODSL_M_rmsnorm._PTODSL_OP, rmsnorm_bwd)
 _PTODSL_TORCH.register_autograd(rmsnorm_bwd, _PTODSL_M_rmsnorm_bwd._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rounding, _PTODSL_M_rounding._PTODSL_OP, None)
@@ -3072,8 +3370,10 @@ _PTODSL_TORCH.register_autograd(sqrt, _PTODSL_M_sqrt._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(sub_bcast, _PTODSL_M_sub_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(sum_cols, _PTODSL_M_sum_cols._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(sum_rows, _PTODSL_M_sum_rows._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(swap_halves, _PTODSL_M_swap_halves._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(swiglu, _PTODSL_M_swiglu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(tanh, _PTODSL_M_tanh._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(tensor_sum, _PTODSL_M_tensor_sum._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(transpose2d, _PTODSL_M_transpose2d._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(trig, _PTODSL_M_trig._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(where_relu, _PTODSL_M_where_relu._PTODSL_OP, None)

@@ -10,6 +10,7 @@ from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
 from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
+from .layout import LAYOUT_BUILTINS, LAYOUT_KEYWORDS
 from .matmul import MATMUL_KEYWORDS, MatmulTyping
 from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
@@ -17,7 +18,7 @@ from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
     "matmul": MATMUL_KEYWORDS, "cast": ("mode",), "view": ("valid_shape",),
-    "loop": ("name",), "loop_unroll": ("name",),
+    "loop": ("name",), "loop_unroll": ("name",), **LAYOUT_KEYWORDS,
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
@@ -94,14 +95,8 @@ class CallTyping(MatmulTyping):
             return self.view_call(e)
         if fn in ("tensor", "zeros", "ones", "full"):
             return self.local_tensor(e, fn)
-        if fn in ("transpose", "reshape"):
-            self.err("E0800", f"`{fn}` is not supported by the compiler yet", e.span,
-                     help="write the algorithm without it for now: `matmul(..., trans_a=, trans_b=)` "
-                          "transposes an operand, and a reduction with `keepdim=False` drops its axis")
-            for a in e.args:
-                if not isinstance(a, ast.ListExpr):  # a shape: checking it as a value says nothing more
-                    self.expr(a)
-            return None
+        if fn in LAYOUT_BUILTINS:
+            return self.layout_call(e, fn)
         od = OPS.get(fn)
         if od is None or fn == "cmp":
             cands = [n for n in OPS if n != "cmp"] + ["cdiv"] + list(STRUCTURE_BUILTINS)

@@ -30,7 +30,7 @@ from typing import Any
 from .. import sym
 
 LOOP_PREDICATES = ("is_loop_begin", "is_loop_end")
-ALLOC_OPS = ("alloc", "view", "reshape")  # may precede top-level work without being wrapped
+ALLOC_OPS = ("alloc", "view", "reshape", "permute")  # may precede top-level work without being wrapped
 
 
 def stays_top_level(op: str, pending: bool) -> bool:

@@ -21,6 +21,7 @@ from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
 from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .elem import ElemTyping
+from .layout import LayoutTyping
 from .types import (
     INDEX,
     AccessGuard,
@@ -43,7 +44,7 @@ RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "n
 E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
-class Typer(CallTyping, ElemTyping):
+class Typer(CallTyping, ElemTyping, LayoutTyping):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
     def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, sym.Expr],

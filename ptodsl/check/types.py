@@ -144,9 +144,11 @@ class Typing:
 @dataclass(frozen=True)
 class Requirement:
     """A division in an integer position whose validity depends on runtime dims: ``den`` must be
-    non-zero and, for ``kind == "exact"`` (a ``/``), divide ``num``."""
+    non-zero and, for ``kind == "exact"`` (a ``/``), divide ``num``; or, for ``kind == "equal"``,
+    the two element counts a reshape equates (``num == den``); ``kind == "whole"``: an extent a
+    layout op needs whole, its valid extent clamped at 0 equal to it (``max(num, 0) == den``)."""
 
-    kind: str  # exact | nonzero
+    kind: str  # exact | nonzero | equal | whole
     num: sym.Expr
     den: sym.Expr
     span: Span

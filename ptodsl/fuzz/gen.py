@@ -70,6 +70,8 @@ ALL_FEATURES: frozenset[str] = frozenset({
     # Compiler bugs this fuzzer found (see FOUND_BUG_FEATURES).
     "low_rank_write",
     "where_any_tile",
+    # The layout builtins and rank-3/4 broadcasts (fuzz/gen_layout.py).
+    "reshape", "transpose", "concat", "expand", "clone", "bcast_rank3", "bcast_rank4",
 }) | MATMUL_FEATURES
 
 # Features that hit known compiler bugs, each with the bug; the regression seed set leaves them out
@@ -770,6 +772,8 @@ class Gen:
                 ctx.row = [leaf("x0[0, :]", "T", "row")] + ctx.row
             e = self.expr(ctx, "T", "row", 2)
             return Block(kind, [(0, [f"{y}[:] = ", e, ""])], [y, "x0", *self._names(ctx)])
+        if kind in gen_layout.KINDS.values():
+            return gen_layout.block(self, kind)
         raise ValueError(kind)
 
     def reduce_nd(self) -> Block:
@@ -823,6 +827,7 @@ class Gen:
                  ("gather", "gather"),
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write"),
                  ("reduce_nd", "reduce_rank34")]
+        table += [(kind, f) for f, kind in gen_layout.KINDS.items()]
         avail = [k for k, f in table if self.has(f)]
         if not avail:
             avail = ["elementwise"]
@@ -837,10 +842,14 @@ class Gen:
             n = r.choice([align * 2, align * 3, align * 4 + 5, 37, 50])
             fixed["N"] = n
             self.fixed_n_valid = r.randint(1, n - 1)
+        self.need_rows = 1
+        if "lay_concat" in kinds and "N" not in fixed and r.random() < 0.5:
+            fixed["N"] = r.choice([align * 2, align * 3, 20, 37])  # static widths: TCONCAT joins rows on chip
         blocks = [b for b in (self.block(k) for k in kinds) if b is not None]
         m = r.randint(1, 12)
         if "int_div" in kinds or "loop_unroll" in kinds:
             m = r.randint(1, 13)
+        m = max(m, self.need_rows)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}
         if any(b.kind == "nested" for b in blocks):
@@ -848,7 +857,11 @@ class Gen:
         if any(b.kind == "reduce_nd" for b in blocks):
             shapes["B"] = r.randint(1, 5)
             shapes["P"] = r.randint(1, 4)
-        rank = 4 if "P" in shapes else 3 if "B" in shapes else 2
+        rank = max(4 if "P" in shapes else 3 if "B" in shapes else 2, gen_layout.rank_of(self))
+        if rank > 2:
+            shapes.setdefault("B", r.randint(1, 3))
+        if gen_layout.rank_of(self) > 3:
+            shapes["H"] = r.randint(1, 3)
         last = self.lastdim()
         if not self.has("tails"):
             last = n if n % align == 0 else align
@@ -856,7 +869,8 @@ class Gen:
         else:
             rows = r.choice([1, 2, 3, 4, 8])
         lead = [1] * (rank - 2)
-        if self.has("tails") and "P" in shapes:  # middle dims that end in tails: rows fold (E0800 before)
+        if (self.has("tails") and "P" in shapes  # middle dims that end in tails: rows fold (E0800 before)
+                or any(b.kind in ("bcast3", "bcast4") for b in blocks)):  # leading tile dims past 1
             lead = [r.choice([1, 2, 3]) for _ in lead]
         vec_tile = lead + [rows, last]
         if not self.has("where_any_tile") and any("where(" in line for b in blocks for line in b.render()):
@@ -887,3 +901,6 @@ def generate(seed: int, features: frozenset[str] | set[str] = SAFE_FEATURES, max
 
 __all__ = ["ALL_FEATURES", "KNOWN_BUG_FEATURES", "LOGIC", "MATH_OPS", "ROUNDING", "SAFE_FEATURES", "Block", "Ex",
            "Param", "Program", "generate"]
+
+
+from . import gen_layout  # noqa: E402  (the layout blocks build on the classes above)

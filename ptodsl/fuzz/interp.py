@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from ..frontend import ast
+from . import interp_layout
 
 
 class InterpError(Exception):
@@ -458,9 +459,8 @@ class Interpreter:
         if name == "cdiv":
             a, b = (self.eval(x, env) for x in e.args)
             return -(-a // b)
-        if name == "transpose":
-            v = self.tensor(self.eval(e.args[0], env))
-            return TV(np.swapaxes(v.a, -1, -2), v.dtype, v.valid[:-2] + (v.valid[-1], v.valid[-2]))
+        if name in interp_layout.NAMES:
+            return interp_layout.call(self, name, e, kw, env)
         if name == "matmul":
             return self.matmul(e, kw, env)
         raise InterpError(f"builtin {name}")

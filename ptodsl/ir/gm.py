@@ -2,8 +2,9 @@
 into, its offset there and the root's element strides.
 
 Roots are dense, C-contiguous buffers: the operator's tensor arguments and the control program's
-workspaces (``alloc``). A ``view`` shares its parent's strides at an offset; a ``reshape`` is a
-new dense shape over the same bytes, which is only meaningful for a dense parent.
+workspaces (``alloc``). A ``view`` shares its parent's strides at an offset; a ``reshape`` labels
+the same bytes with other dims (``shapes.reshape_strides``: only where each group of dims it
+merges or splits is contiguous); a ``permute`` orders the parent's dims and strides anew.
 
 A compute kernel sees each tensor parameter through its type's shape only. When the strides of
 the root a launch passes are those of that shape laid out densely (the common case: a row of a
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .. import sym
+from ..shapes import permute, reshape_strides
 from .core import Func, Module, Op, TensorType, Value
 
 
@@ -82,11 +84,15 @@ def trace_origins(control: Func) -> dict[str, Origin]:
         elif op.name == "reshape":
             parent = origins[op.operands[0].name]
             source: TensorType = op.operands[0].type
-            if parent.strides != dense_strides(source.shape):
+            strides = reshape_strides(source.shape, parent.strides, op.result.type.shape)
+            if strides is None:
                 raise GmLayoutError("a reshape of a strided view", op,
                                     "reshape the whole tensor, or a view that is contiguous")
-            t = op.result.type
-            origins[op.result.name] = Origin(parent.root, None, dense_strides(t.shape), parent.workspace)
+            origins[op.result.name] = Origin(parent.root, None, strides, parent.workspace)
+        elif op.name == "permute":
+            parent = origins[op.operands[0].name]
+            perm = [int(p) for p in op.attrs["perm"]]
+            origins[op.result.name] = Origin(parent.root, None, permute(parent.strides, perm), parent.workspace)
         elif any(isinstance(r.type, TensorType) for r in op.results):
             raise GmLayoutError(f"the op `{op.name}` making a GM tensor in a control program", op)
     return origins

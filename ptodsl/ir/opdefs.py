@@ -551,6 +551,76 @@ def _language(name: str) -> list[IROp]:
     raise ValueError(f"op {name}: no IR declaration for kind {od.kind!r}")
 
 
+# ------------------------------------------------------------------ layout ops (issue 23 §2)
+
+
+def permuted_shape(dst: str, src: str, attr: str = "perm") -> Rule:
+    """The result's dims are the source's in the order ``perm`` gives (result dim k = source dim
+    ``perm[k]``), its valid extents too."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        s, d = bound[src].type, bound[dst].type
+        perm = [int(p) for p in op.attrs.get(attr, ())]
+        if sorted(perm) != list(range(len(s.shape))):
+            return f"{attr} {perm} is not an order of {len(s.shape)} dims"
+        if tuple(d.shape) != tuple(s.shape[p] for p in perm):
+            return f"{dst} {list(d.shape)} is not {src} {list(s.shape)} in the order {perm}"
+        return None
+
+    return Rule(f"{dst} is {src} with its dims in the order `{attr}`", check)
+
+
+def swapped_last(dst: str, src: str) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        s, d = tuple(bound[src].type.shape), tuple(bound[dst].type.shape)
+        if len(s) < 2:
+            return f"{src} has rank {len(s)}; a transpose swaps its last two dims"
+        want = s[:-2] + (s[-1], s[-2])
+        return None if d == want else f"{dst} {list(d)} is not {src} {list(s)} with its last two dims swapped"
+
+    return Rule(f"{dst} is {src} with its last two dims swapped", check)
+
+
+def concat_shapes(dst: str, a: str, b: str) -> Rule:
+    """Tiles joined along their last dim: the rows agree and the destination holds both rows."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d, x, y = (tuple(bound[n].type.shape) for n in (dst, a, b))
+        if not (d[:-1] == x[:-1] == y[:-1]) or d[-1] < x[-1] + y[-1]:
+            return f"{dst} {list(d)} does not hold {a} {list(x)} and {b} {list(y)} side by side"
+        return None
+
+    return Rule(f"{dst} holds {a} and {b} side by side along the last dim", check)
+
+
+def _layout() -> list[IROp]:
+    """Reshape (declared with the GM ops above), permute, transpose, concat and clone."""
+    perm = Attr("perm", "exprs", True)
+    return [
+        # a relabelling of GM memory: the source's dims in another order, its last dim staying last
+        IROp("permute", ALL, "permute", (Arg("src", TENSOR),), (TENSOR,), (perm,),
+             (same_dtype("src", "result"), same_rank("src", "result"), permuted_shape("result", "src")),
+             control=True, doc="the source's dims in the order `perm`; no data moves"),
+        IROp("transpose", ("tensor",), "transpose", (Arg("src", TENSOR),), (TENSOR,), (),
+             (same_dtype("src", "result"), same_rank("src", "result"), swapped_last("result", "src")),
+             doc="the last two dims swapped: data moves through tiles (TTRANS)"),
+        IROp("concat", ("tensor",), "concat", (Arg("parts", TENSOR, many=True),), (TENSOR,), (AXIS,),
+             (same_dtype("parts", "result"), same_rank("parts", "result")),
+             doc="the parts one after the other along `axis`"),
+        IROp("clone", ("tensor",), "broadcast", (Arg("src", TENSOR),), (TENSOR,), (),
+             (same_dtype("src", "result"), same_rank("src", "result"), broadcasts_to("src", "result")),
+             doc="a copy of the source in a tensor of its own"),
+        IROp("tile.trans", TILE_LEVELS, "trans", (Arg("dst", TILE, "dst"), Arg("src", TILE)), (), (),
+             (same_dtype("dst", "src"), swapped_last("dst", "src")), pipe="V"),
+        IROp("tile.concat", TILE_LEVELS, "concat_tile", (Arg("dst", TILE, "dst"), Arg("a", TILE), Arg("b", TILE)),
+             (), (), (same_dtype("dst", "a", "b"), concat_shapes("dst", "a", "b")), pipe="V",
+             doc="b's valid columns right after a's valid columns, row by row"),
+    ]
+
+
+# ------------------------------------------------------------------ end of layout ops
+
+
 def _select_arity(name: str) -> Rule:
     def check(op: Op, bound: dict) -> str | None:
         given = len(bound[name]) + ("scalar" in op.attrs) + ("scalar2" in op.attrs)
@@ -569,7 +639,7 @@ def _operand_count(name: str) -> Rule:
 
 def _table() -> dict[str, IROp]:
     out: dict[str, IROp] = {}
-    for d in _structural() + [d for name in OPS for d in _language(name)]:
+    for d in _structural() + _layout() + [d for name in OPS for d in _language(name)]:
         if d.name in out:
             raise ValueError(f"IR op {d.name} is declared twice")
         out[d.name] = d

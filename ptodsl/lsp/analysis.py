@@ -30,8 +30,14 @@ _CODE = re.compile(r"\b[EWN]\d{4}\b")
 
 STRUCTURE_DOCS = {
     "view": "view(x, shape, offset, valid_shape=...): a window of a tensor, no copy",
-    "transpose": "transpose(x): a 2-D tile with its axes swapped",
+    "transpose": "transpose(x, d0, d1): dims d0 and d1 swapped (TTRANS when the last dim moves)",
     "reshape": "reshape(x, shape): the same elements under another shape",
+    "unsqueeze": "unsqueeze(x, dim): a dim of 1 inserted at dim",
+    "squeeze": "squeeze(x, dim): the dim of 1 at dim removed",
+    "permute": "permute(x, order): result dim k is x's dim order[k]",
+    "concat": "concat([a, b, ...], dim=0): the parts one after the other along dim",
+    "expand": "expand(x, shape): x's dims of 1 repeated to shape (-1 keeps a dim)",
+    "clone": "clone(x): a copy of x in a tensor of its own",
     "tensor": "tensor(shape, dtype): a local tensor, uninitialised",
     "zeros": "zeros(shape, dtype): a local tensor of zeros",
     "ones": "ones(shape, dtype): a local tensor of ones",

@@ -69,7 +69,7 @@ class _Partitioner:
         out: list[Op] = []
         run: list[Op] = []
         for op in ops:
-            if op.name in ("alloc", "view", "reshape", "guard") and run:
+            if op.name in ("alloc", "view", "reshape", "permute", "guard") and run:
                 # GM allocations, views and bounds guards depend on no tile work: hoist them above
                 # the open run instead of cutting it (a cut there would split tiles still live)
                 out.append(op)

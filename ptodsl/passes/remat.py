@@ -28,7 +28,7 @@ def bases(func: Func) -> dict[str, str]:
     """GM value name -> the name of the tensor it views (itself for parameters and workspaces)."""
     base: dict[str, str] = {}
     for op in func.walk():
-        if op.name in ("view", "reshape"):
+        if op.name in ("view", "reshape", "permute"):
             src = op.operands[0].name
             base[op.result.name] = base.get(src, src)
     return base
@@ -159,6 +159,12 @@ class _Remat:
         for k, op in enumerate(ops):
             for t in _tiles_set(op):
                 where.setdefault(t, []).append(k)
+        # top-level positions storing into each GM tensor (through its views), for "not stored again between"
+        stored_at: dict[str, list[int]] = {}
+        for k, op in enumerate(ops):
+            for gm in {self.base.get(g, g) for g in _stored([op])}:
+                stored_at.setdefault(gm, []).append(k)
+        self._stored_at = stored_at
         producers: dict[str, list[int]] = {}  # workspace -> the earlier nests storing it
         for j, cnest in nests.items():
             candidates = sorted({i for level in loads[j] for ws in level for i in producers.get(ws, ())})
@@ -187,9 +193,23 @@ class _Remat:
         writers = self._writers.get(id(pbody))
         if writers is None or writers[0] is not pbody:
             writers = self._writers[id(pbody)] = (pbody, _Writers(pbody))
+        root = self.base.get
+        # a workspace stored again after the producer's store (later in its body, by an op in
+        # between, or in the consumer before its load) no longer holds what the chain computes
+        last_store = {root(g, g): k for k, op in enumerate(pbody) for g in _stored([op])}
+        first_store: dict[str, int] = {}
+        for k, op in enumerate(cbody):
+            for g in _stored([op]):
+                first_store.setdefault(root(g, g), k)
+
+        def stored_between(gm: str) -> bool:
+            at = self._stored_at.get(gm, ())
+            n = bisect_left(at, i + 1)
+            return n < len(at) and at[n] < j
+
         by_ws: dict[str, list[Op]] = {}
-        for load in cbody:
-            if load.name == "tile.load":
+        for k, load in enumerate(cbody):
+            if load.name == "tile.load" and k <= first_store.get(root(load.operands[1].name, load.operands[1].name), k):
                 by_ws.setdefault(load.operands[1].name, []).append(load)
         replaced: dict[int, list[Op]] = {}
         new_tiles: set[str] = set()
@@ -197,6 +217,8 @@ class _Remat:
             if store.name != "tile.store" or store.operands[0].name not in self.workspaces:
                 continue
             ws = store.operands[0]
+            if last_store.get(root(ws.name, ws.name), k) > k or stored_between(root(ws.name, ws.name)):
+                continue
             offsets = _subst_attr(store.attrs["offsets"], env)
             matching = [load for load in by_ws.get(ws.name, ())
                         if id(load) not in replaced and load.operands[1] is ws and load.attrs["offsets"] == offsets
@@ -241,3 +263,8 @@ def rematerialise(func: Func) -> bool:
 
 
 __all__ = ["MAX_REMAT_OPS", "bases", "grid_nest", "rematerialise"]
+
+
+def _stored(ops: list[Op]) -> set[str]:
+    """The GM values ``ops`` store to."""
+    return {o.operands[0].name for op in ops for o in op.walk() if o.name == "tile.store"}

@@ -7,7 +7,7 @@ PyPTO's FAQ names). What fills the frame of a ptodsl kernel is the objects its C
 
 - a pto-isa ``Tile`` per ``tile.alloc``, and the scratch tiles and tile views some instructions
   take (a row reduction's tmp, a compare's mask view, a select's views, fills and tmp, the row a
-  scalar is spread over before a broadcast down the columns);
+  scalar is spread over before a broadcast down the columns, a transpose's tmp);
 - a ``GlobalTensor`` per ``tile.load``/``tile.store``, with a ``Stride`` temporary when one of its
   strides is known only at run time (a symbolic dim, or strides passed to the kernel) and a
   ``Shape`` temporary then or when one of its extents is (a tail tile);
@@ -70,7 +70,7 @@ def _logical_2d(shape: tuple[int, ...]) -> tuple[int, int]:
 def scratch_tiles(op: Op) -> int:
     """The tiles the emitter declares for one tile instruction besides its operands: scratch tiles
     and views over its operands' memory (``KernelEmitter._reduce``, ``_compare``, ``_select``,
-    ``_expand``, ``kernel_elem._pow``)."""
+    ``_expand``, ``kernel_elem._pow``, ``kernel_layout._trans``)."""
     name = op.name[len("tile."):]
     if name == "cmp":
         return 1  # the mask view
@@ -85,6 +85,8 @@ def scratch_tiles(op: Op) -> int:
     if name == "expand":
         (rd, cd), (rs, cs) = _logical_2d(op.operands[0].type.shape), _logical_2d(op.operands[1].type.shape)
         return 1 if rs == cs == 1 and cd != 1 and rd != 1 else 0  # the row a single value is spread over
+    if name == "trans":
+        return 1  # TTRANS's tmp (kernel_layout._trans)
     return 0
 
 

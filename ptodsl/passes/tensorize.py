@@ -18,6 +18,7 @@ from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.schedule import schedule_attrs
 from ..ops import OPS
 from ..schedule import Schedule
+from . import tensorize_layout as layout
 from .reduce_axes import reduce_axes
 
 
@@ -221,6 +222,7 @@ class _Builder:
             if view.given is not None:
                 attrs["valid_given"] = view.given  # what the call-time length check reads (E0711)
             self.emit(Op("view", [base], attrs, [out], span=e.span))
+            layout.note_view(self, base, out)
             return out
         call = self.t.call[id(e)]
         if call.op == "identity":
@@ -230,6 +232,8 @@ class _Builder:
             attrs = {} if call.attrs["fill"] is None else {"fill": call.attrs["fill"]}
             self.emit(Op("alloc", [], attrs, [out], span=e.span))
             return out
+        if call.op in layout.LAYOUT_CALLS:
+            return layout.lower(self, e, call, out)
         operands = self.operands(e)
         attrs = dict(call.attrs)
         tensors = [v for v, _ in operands if v is not None]

@@ -28,6 +28,7 @@ from .context import Pass, PassContext
 from .cube import CubeTiling
 from .templates import template_names, template_scalars
 from .tile_rows import reduction_tile, whole_rows
+from .tile_shape import spread_rows
 
 # How each op family of the tensor level becomes tile work: TILING for every op, COMPUTE for the
 # computations whose result has a destination region.
@@ -217,8 +218,8 @@ class _Tiler(CubeTiling):
                     lvalid.append(sym.min_(sym.max_(sym.sub(t.valid_shape[d], offs[od]), 0), tshape[od]))
         tl = self.tile(t.dtype, lshape, lvalid, span)
         self.emit(Op("tile.load", [tl, v], {"offsets": tuple(loffs)}, span=span))
-        if not bcast:
-            return tl
+        if not bcast or (pad == 0 and tuple(lshape) == tuple(tshape)):
+            return tl  # a broadcast dim the tile holds one index of spreads over nothing
         full = self.tile(t.dtype, tshape, tvalid, span)
         self.emit(Op("tile.expand", [full, tl], {}, span=span))
         return full
@@ -231,6 +232,7 @@ class _Tiler(CubeTiling):
         tile = self.vec_tile(rt.rank, op)
         if tile is None:
             return None
+        tile = spread_rows(rt.shape, tile, [v.type.shape for v in op.operands])
         tshape, offs, tvalid, depth = self.grid(rt.shape, rt.valid_shape, tile, op.span)
         self.out_valid = rt.valid_shape
         return rt, tshape, offs, tvalid, depth
@@ -438,4 +440,7 @@ def run(module: Module, ctx: PassContext) -> Module:
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
 
 
-from . import tile_elem  # noqa: E402,F401  (registers the handlers of issue 23's op families)
+from . import (
+    tile_elem,  # noqa: E402,F401  (registers the handlers of issue 23's op families)
+    tile_layout,  # noqa: E402,F401  (the layout ops' handlers register on TILING/COMPUTE)
+)

@@ -171,6 +171,16 @@ def e0715_rows_not_a_multiple_of_the_block(env: Env) -> Diagnostic:
     return argument_error(lambda: op(x32(rows=20, cols=64)))
 
 
+def e0833_heads_that_do_not_fill_the_hidden_dim(env: Env) -> Diagnostic:
+    op = ptodsl.load("tests/golden_codes/ops/split_heads.yaml")
+    return argument_error(lambda: op(np.ones((4, 100), np.float32), np.ones((4, 2, 64), np.float32)))
+
+
+def e0839_rotate_by_more_columns_than_a_row_has(env: Env) -> Diagnostic:
+    op = ptodsl.load("tests/golden_codes/ops/rotate_cols.yaml")
+    return argument_error(lambda: op(np.ones((4, 2), np.float32)))
+
+
 SCALE_PTO = "kernel scale(x: f32[M, N], y: out f32[M, N]):\n    y[:] = x * 2.0\n"
 
 
@@ -785,6 +795,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0730_row_index_past_the_end,
     e0730_gathered_row_past_the_end,
     e0730_element_read_at_a_negative_index,
+    e0833_heads_that_do_not_fill_the_hidden_dim,
+    e0839_rotate_by_more_columns_than_a_row_has,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

@@ -175,3 +175,23 @@ def test_a_reduction_accumulated_in_a_loop_is_not_recomputed_from_its_initial_fi
     want = np.broadcast_to(np.minimum(x1.min(0, keepdims=True), x0[:1]), (3, 40))
     for backend in ("sim", "cpu"):
         np.testing.assert_array_equal(op(x0, x1, backend=backend), want)
+
+
+def test_a_workspace_stored_again_in_between_is_not_recomputed_from_its_first_store(write_spec):
+    # z is filled with zeros (one grid loop, merged with the unrelated first statement), then
+    # overwritten with x (a second loop), then read: recomputing the read from the first store
+    # gave the zeros back (found by the random-program fuzzer with the layout blocks, seed 500).
+    pto = ("kernel k(a: f32[M, N], x: f32[M, N], y0: out f32[M, N], y: out f32[M, N]):\n"
+           "    y0[:] = a + 1.0\n"
+           "    z = zeros([M, N], f32)\n"
+           "    z[:] = x\n"
+           "    c = z * 1.0\n"
+           "    z[:] = z + 1.0\n"
+           "    y[:] = c * 2.0 - z\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [1, 64]\n"))
+    rng = np.random.default_rng(5)
+    a, x = (rng.standard_normal((3, 40)).astype(np.float32) for _ in range(2))
+    for backend in ("sim", "cpu"):
+        _, y = op(a, x, backend=backend)
+        np.testing.assert_allclose(y, x - 1.0, rtol=1e-6, atol=1e-6)
+

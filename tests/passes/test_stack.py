@@ -36,7 +36,7 @@ INLINE = {
 }
 # Library specs covering row and column reductions, broadcasts, tails, cube kernels, grid loops.
 LIBRARY = ["softmax", "layernorm_bwd", "seq_add", "add_bcast", "sum_cols", "matmul", "flash_attn",
-           "where_relu", "scalar_ops"]
+           "where_relu", "scalar_ops", "transpose2d", "concat_last", "permute_heads", "bias_expand"]
 
 
 def _inline(tmp_path: Path, name: str) -> str:

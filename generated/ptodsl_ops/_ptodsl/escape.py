@@ -73,11 +73,18 @@ def _docstring_plain(c: str) -> bool:
     return c in "\n\t" or (c >= " " and c != "\x7f" and not _unsafe_unicode(c))
 
 
+# The explicit bidirectional formatting characters (embeddings, overrides, isolates and their
+# terminators): they reorder how the text around them is displayed, so code can read differently
+# from what it is ("Trojan source", CVE-2021-42574).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def _unsafe_unicode(c: str) -> bool:
     n = ord(c)
-    # C1 controls, the Unicode line/paragraph separators (str.splitlines breaks on them), BOM and
-    # surrogates (not encodable as UTF-8).
-    return 0x80 <= n < 0xA0 or n in (0x2028, 0x2029, 0x85, 0xFEFF) or 0xD800 <= n < 0xE000
+    # C1 controls, the Unicode line/paragraph separators (str.splitlines breaks on them), BOM,
+    # bidirectional controls and surrogates (not encodable as UTF-8).
+    return (0x80 <= n < 0xA0 or n in (0x2028, 0x2029, 0x85, 0xFEFF) or c in BIDI_CONTROLS
+            or 0xD800 <= n < 0xE000)
 
 
 def py_string(text: str) -> str:
@@ -111,4 +118,4 @@ def unprintable(text: str, allow_newline: bool = False) -> str | None:
     return None
 
 
-__all__ = ["cpp_comment", "cpp_string", "py_comment", "py_docstring", "py_string", "unprintable"]
+__all__ = ["BIDI_CONTROLS", "cpp_comment", "cpp_string", "py_comment", "py_docstring", "py_string", "unprintable"]

@@ -504,3 +504,6 @@ def emit_control(module: Module, control: Func, kernels: dict[str, KernelSource]
 
 
 __all__ = ["ControlSource", "EntryParam", "emit_control", "symbols_of"]
+
+
+from . import control_layout  # noqa: E402,F401  (the layout ops' C++ registers on CONTROL)

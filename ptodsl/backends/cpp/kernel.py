@@ -570,7 +570,8 @@ class KernelEmitter:
     def _expand(self, op: Op, depth: int) -> None:
         tiles = self._operands(op)
         """Broadcast src over dst: one value per row (TROWEXPAND), one per column (TCOLEXPAND),
-        or a single value, spread along a row first and then down the columns."""
+        a single value, spread along a row first and then down the columns, or the same rows under
+        more dims (TMOV). Tiling keeps every broadcast one of these (``passes/tile_shape.py``)."""
         dst, src = tiles
         rd, cd = logical_2d(dst.tile_type.shape)
         rs, cs = logical_2d(src.tile_type.shape)
@@ -578,6 +579,9 @@ class KernelEmitter:
             self._emit(depth, COL_EXPAND, [dst.var, src.var], op)
         elif rs == rd and cs == 1:
             self._emit(depth, ROW_EXPAND, [dst.var, src.var], op)
+        elif (rs, cs) == (rd, cd):
+            # only leading dims of 1 added (a [S, H] value written as [1, S, H]): the same rows
+            self._emit(depth, MOVE, [dst.var, src.var], op)
         elif rs == 1 and cs == 1:
             row = self._scratch(dst, op, depth, rows=1)
             self._emit(depth, ROW_EXPAND, [row, src.var], op)
@@ -653,4 +657,7 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
 
-from . import kernel_elem  # noqa: E402,F401  (registers issue 23's instruction forms in ARITH_FORMS)
+from . import (
+    kernel_elem,  # noqa: E402,F401  (registers issue 23's instruction forms in ARITH_FORMS)
+    kernel_layout,  # noqa: E402,F401  (the layout ops' C++ registers on KERNEL)
+)

@@ -255,7 +255,8 @@ def _view(m: Machine, op: Op) -> None:
 @SIM.on("reshape")
 def _reshape(m: Machine, op: Op) -> None:
     base = m.tensors[op.operands[0].name]
-    m.tensors[op.result.name] = base.reshape(tuple(m.evi(s) for s in op.result.type.shape))
+    shape = tuple(m.evi(s) for s in op.operands[0].type.shape)
+    m.tensors[op.result.name] = layout.reshaped(base, shape, tuple(m.evi(s) for s in op.result.type.shape))
 
 
 @SIM.on("read")
@@ -472,3 +473,6 @@ def _arith(m: Machine, op: Op) -> None:
     with np.errstate(all="ignore"):
         out = od.sim(*args)
     dst.data[reg] = _round_to(np.asarray(out), dtype)
+
+
+from . import layout  # noqa: E402,F401  (the layout ops' handlers register on SIM)

@@ -322,17 +322,34 @@ class Operator:
 
 
 def check_divisions(program: Program, index: int, symbols: Mapping[str, int]) -> None:
-    """The divisions the kernel relies on (``loop(L / BL)``) must hold for these dims."""
+    """The divisions the kernel relies on (``loop(L / BL)``) and the element counts its reshapes
+    equate must hold for these dims."""
     for req in program.variants[index].requires:
         try:
             num, den = int(sym.evaluate(req.num, symbols)), int(sym.evaluate(req.den, symbols))
         except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError):
             continue  # not decidable from the dims alone: the checker only admits dims here
-        if den != 0 and (req.kind != "exact" or num % den == 0):
-            continue
         names = sorted(sym.free_symbols(req.num) | sym.free_symbols(req.den))
         values = ", ".join(f"{n} = {symbols[n]}" for n in names if n in symbols)
         a, b = sym.to_text(req.num), sym.to_text(req.den)
+        if req.kind == "equal":
+            if num == den:
+                continue
+            raise ArgumentValueError(Diagnostic(
+                "E0833", f"{req.what} differ: the tensor's `{a}` is {num}, the new shape's "
+                f"{str(den) if b == str(den) else f'`{b}` is {den}'} ({values})", req.span,
+                "the reshape needs equal element counts", (), (),
+                "pass dims for which the new shape holds exactly the elements of the old one"))
+        if req.kind == "whole":
+            if max(num, 0) == den:
+                continue
+            why = (f"has a negative extent: `{b}` is {den}" if den < 0 else
+                   f"is not whole: its valid extent `{a}` is {num}, its extent `{b}` is {den}")
+            raise ArgumentValueError(Diagnostic(
+                "E0839", f"{req.what} {why} ({values})", req.span, "a layout op needs this extent whole", (), (),
+                "pass dims for which the extent is whole, or change the slice"))
+        if den != 0 and (req.kind != "exact" or num % den == 0):
+            continue
         why = (f"divides by `{b}`, which is 0" if den == 0 else
                f"needs `{b}` to divide `{a}`, but {num} / {den} is not an integer")
         raise ArgumentValueError(Diagnostic(

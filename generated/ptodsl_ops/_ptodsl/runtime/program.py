@@ -48,7 +48,9 @@ class ParamInfo:
 @dataclass(frozen=True)
 class Division:
     """A division in an integer position whose validity depends on runtime dims: ``den`` must be
-    non-zero and, for ``kind == "exact"``, divide ``num``."""
+    non-zero and, for ``kind == "exact"``, divide ``num``; ``kind == "equal"``: a reshape's element
+    counts, ``num == den``; ``kind == "whole"``: a valid extent that, clamped
+    at 0, must equal the extent ``den``."""
 
     kind: str
     num: sym.Expr

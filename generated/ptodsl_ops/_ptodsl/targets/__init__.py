@@ -46,6 +46,7 @@ class InstructionRule:
     dtypes: frozenset[str] | None  # dtypes of its data tiles; None when the rule lists casts
     casts: frozenset[tuple[str, str]] | None  # TCVT's (to, from) pairs
     layouts: tuple[tuple[str, ...], ...]  # per tile operand (the last repeats); empty: any layout
+    max_elements: int | None = None  # the most elements a tile operand may span (index registers)
 
     def layouts_of(self, k: int) -> tuple[str, ...] | None:
         """The layouts tile operand ``k`` may have, or None when the header asserts none."""
@@ -222,6 +223,8 @@ _TARGET_FIELDS = {
                             desc="(to, from) dtype pairs a conversion takes"),
             "layouts": ListOf(item=ListOf(item=Enum(values=LAYOUTS, what="tile layout"), min_len=1), min_len=1,
                               desc="per tile operand (the last repeating), the layouts it may have"),
+            "max_elements": Int(min=1, desc="the most elements a tile operand may span (its storage, rows x "
+                                "row stride), where the implementation indexes them in narrow registers"),
         }, required=("header",)),
         placeholder="<instruction>",
         desc="per pto-isa vector instruction, the dtypes and layouts it accepts"),
@@ -287,6 +290,7 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
             dtypes=frozenset(entry["dtypes"]) if "dtypes" in entry else None,
             casts=frozenset(tuple(p) for p in entry["casts"]) if "casts" in entry else None,
             layouts=tuple(tuple(ls) for ls in entry.get("layouts", ())),
+            max_elements=entry.get("max_elements"),
         )
     if len(diags.errors) > before:
         return None

@@ -24,6 +24,7 @@
 //   broadcast  TROWEXPAND TCOLEXPAND; TROWEXPAND{ADD,SUB,MUL,DIV,MAX,MIN};
 //              TCOLEXPAND{ADD,SUB,MUL,DIV,MAX,MIN}
 //   cube       TMATMUL TMATMUL_ACC TMATMUL_BIAS
+//   layout     TTRANS (with its scratch tile), TCONCAT
 //   sync       pipe_t (PIPE_S PIPE_V PIPE_M PIPE_MTE1 PIPE_MTE2 PIPE_MTE3 PIPE_ALL PIPE_FIX),
 //              event_t (EVENT_ID0..7), set_flag, wait_flag, pipe_barrier (global; no-ops)
 //
@@ -74,6 +75,7 @@
 #include "cpu_subset/ops_elem.hpp"
 #include "cpu_subset/ops_reduce.hpp"
 #include "cpu_subset/ops_cube.hpp"
+#include "cpu_subset/ops_layout.hpp"
 #pragma GCC visibility pop
 
 #endif
