@@ -442,5 +442,3 @@ PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), 
 
 from . import tile_elem  # noqa: E402,F401  (registers the handlers of issue 23's op families)
 from . import tile_layout  # noqa: E402,F401  (the layout ops' handlers register on TILING/COMPUTE)
-    tile_layout,  # noqa: E402,F401  (the layout ops' handlers register on TILING/COMPUTE)
-)

@@ -659,5 +659,3 @@ __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kern
 
 from . import kernel_elem  # noqa: E402,F401  (registers issue 23's instruction forms in ARITH_FORMS)
 from . import kernel_layout  # noqa: E402,F401  (the layout ops' C++ registers on KERNEL)
-    kernel_layout,  # noqa: E402,F401  (the layout ops' C++ registers on KERNEL)
-)
