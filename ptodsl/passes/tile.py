@@ -439,6 +439,4 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
 
-
-from . import tile_elem  # noqa: E402,F401  (registers the handlers of issue 23's op families)
-from . import tile_layout  # noqa: E402,F401  (the layout ops' handlers register on TILING/COMPUTE)
+from . import tile_elem, tile_layout  # noqa: E402,F401  (they register their families' handlers on TILING/COMPUTE)
