@@ -20,6 +20,7 @@ from ..frontend.parser import return_error
 from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
 from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
+from .scopes import ScopeRules, trip_guard
 from .types import (
     INDEX,
     AccessGuard,
@@ -42,7 +43,7 @@ RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "n
 E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
-class Typer(CallTyping):
+class Typer(CallTyping, ScopeRules):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
     def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, int],
@@ -63,6 +64,8 @@ class Typer(CallTyping):
         self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
         self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
         self.root_dims: dict[str, tuple[sym.Expr, ...]] = {}  # ir_name of a viewed tensor -> its dims
+        self.scope_init()
+        self.ck_params: dict[str, Binding] = {}  # the kernel's parameters by name
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -146,6 +149,7 @@ class Typer(CallTyping):
                 b = Binding(p.name, "param", TensorTy(dtype or "f32", tuple(shape)), p.span, p, p.name)
             self.names_used[p.name] = 1
             params[p.name] = b
+            self.ck_params[p.name] = b
             self.scope[p.name] = b
         for s, v in self.fixed.items():
             if s not in self.symbols:
@@ -232,6 +236,7 @@ class Typer(CallTyping):
         if name in DTYPE_NAMES or name in RESERVED or name in OPS:
             self.err("E0316", f"`{name}` is a builtin name and cannot be bound", s.target.span,
                      help="choose another name")
+        self.check_rebind(name, old, s.target.span)
         ty = self.expr(s.value, bind_name=name)
         if ty is None:
             self.scope[name] = Binding(name, "value", ScalarTy("f32"), s.target.span, ir_name="?")  # poisoned
@@ -291,6 +296,9 @@ class Typer(CallTyping):
                 if b is None and s not in self.symbols:
                     self.err("E0300", f"unknown name `{s}` in a valid shape", yspan,
                              help=did_you_mean(s, list(self.scope)) or "use a symbol, loop index or scalar")
+                    return None
+                if b is not None and b.kind == "gone":
+                    self.gone_use(b, yspan)
                     return None
                 if b is not None and b.kind == "scalar":
                     e = sym.substitute(e, {s: sym.Sym(b.ir_name)})
@@ -542,6 +550,10 @@ class Typer(CallTyping):
             if old is not None and old.kind in ("param", "symbol", "scalar") and outer is None:
                 self.err("E0316", f"loop index `{t.id}` shadows {old.kind} `{t.id}`", t.span,
                          secondary=[Label(old.span, "bound here")], help="choose another index name")
+        guard = trip_guard(start, stop, step, {r[2] for r in self.t.read.values()}, self.ck_params,
+                           self.proof_ranges())
+        if guard is not None:
+            self.t.trips[id(s)] = guard
         info = LoopInfo(name, index.id, start, stop, step, s.targets[1].id if unroll else None, s.span,
                         len(self.loop_stack), self.loop_stack[-1].name if self.loop_stack else None)
         self.loops.append(info)
@@ -554,6 +566,7 @@ class Typer(CallTyping):
             self.scope[k.id] = kb
             self.k_used[id(kb)] = False
         self.loop_stack.append(info)
+        frame = self.open_frame("loop", name, s.span)
         self.block(s.body)
         self.loop_stack.pop()
         if unroll and not self.k_used.pop(id(kb)) and s.span not in self.k_flagged:
@@ -564,28 +577,18 @@ class Typer(CallTyping):
                      help=f"handle all `{k.id}` steps (index `[{index.id}:{index.id} + {k.id}, ...]` where the "
                      f"body indexes `[{index.id}, ...]`), or write `for {index.id} in loop(...)` and let "
                      "`unroll:` in the YAML repeat a one-step body")
-        self.merge_scope(saved, [self.scope])
-
-    def merge_scope(self, saved: dict[str, Binding], branches: list[dict[str, Binding]]) -> None:
-        """Names bound in a body survive it; rebinding a name keeps the latest binding."""
-        merged = dict(saved)
-        for scope in branches:
-            for name, b in scope.items():
-                if b.kind == "index" and name not in saved:
-                    continue
-                if len(branches) > 1 and name not in saved and not all(name in s for s in branches):
-                    continue
-                merged[name] = b
-        self.scope = merged
+        self.close_frame(frame, saved, [self.scope])
 
     def if_stmt(self, s: ast.If) -> None:
         self.condition(s.cond)
         saved = dict(self.scope)
+        frame = self.open_frame("if", "", s.span)
         self.block(s.body)
         then_scope = self.scope
         self.scope = dict(saved)
+        self.next_arm(frame)
         self.block(s.orelse)
-        self.merge_scope(saved, [then_scope, self.scope])
+        self.close_frame(frame, saved, [then_scope, self.scope])
 
     def condition(self, e: ast.Expr) -> None:
         ty = self.expr(e)
@@ -614,6 +617,10 @@ class Typer(CallTyping):
             return None
         if b.kind == "error":
             return None
+        if b.kind == "gone":
+            self.gone_use(b, n.span)
+            return None
+        self.note_use(b, n.span)
         if id(b) in self.k_used:
             self.k_used[id(b)] = True
         return b
@@ -939,7 +946,16 @@ class Typer(CallTyping):
             else:
                 self.err("E0800", "element reads need a named tensor", e.span)
                 return None
+            param = self.ck_params.get(base_name)
+            if param is not None and param.param is not None and param.param.mode == "in":
+                shared = self.read_cache.get((base_name, tuple(idx)))
+                if shared is not None:  # the same element, read earlier where this point sees it
+                    self.t.read[id(e)] = (base_name, tuple(idx), shared)
+                    self.t.scalar[id(e)] = sym.Sym(shared)
+                    return ScalarTy(bt.dtype)
             name = self.ir_name(bind_name or f"s{next(self.fresh)}")
+            if param is not None and param.param is not None and param.param.mode == "in":
+                self.shared_read(base_name, tuple(idx), name)
             self.access_guards(e, base_name, tuple(idx), (1,) * len(idx), dims)
             self.t.read[id(e)] = (base_name, tuple(idx), name)
             self.t.scalar[id(e)] = sym.Sym(name)
@@ -984,6 +1000,15 @@ class Typer(CallTyping):
         self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v, given)
         return TensorTy(bt.dtype, tuple(shape), v)
 
+    def proof_ranges(self) -> dict[str, sym.Bounds]:
+        """:meth:`ranges` for the run-time checks: a kernel runs only when every dim is at least 1 (a
+        zero dim returns at once or is refused)."""
+        r = self.ranges()
+        for s in self.symbols:
+            if s not in self.fixed:
+                r[s] = (1, None)
+        return r
+
     def access_guards(self, e: ast.Expr, tensor: str, offsets, extents, dims) -> None:
         """Run-time guards for the bounds of a read that the checker cannot prove inside ``tensor``.
 
@@ -993,10 +1018,7 @@ class Typer(CallTyping):
         runs only when every dim is at least 1 (a zero dim returns at once or is refused), which
         the proof may assume.
         """
-        r = self.ranges()
-        for s in self.symbols:
-            if s not in self.fixed:
-                r[s] = (1, None)
+        r = self.proof_ranges()
         guards = []
         for axis, (o, n, d) in enumerate(zip(offsets, extents, dims)):
             if sym.prove_le(0, o, r) and _ends_inside(o, n, d, r):
