@@ -60,6 +60,7 @@ class Typer(CallTyping, ScopeRules):
         self.loop_stack: list[LoopInfo] = []
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
+        self.source_names: set[str] | None = None  # every name the kernel's text uses (fresh_symbol)
         self.named_checked: set[tuple[str, Span]] = set()
         self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
         self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
@@ -953,7 +954,7 @@ class Typer(CallTyping, ScopeRules):
                     self.t.read[id(e)] = (base_name, tuple(idx), shared)
                     self.t.scalar[id(e)] = sym.Sym(shared)
                     return ScalarTy(bt.dtype)
-            name = self.ir_name(bind_name or f"s{next(self.fresh)}")
+            name = self.ir_name(bind_name or self.fresh_symbol())
             if param is not None and param.param is not None and param.param.mode == "in":
                 self.shared_read(base_name, tuple(idx), name)
             self.access_guards(e, base_name, tuple(idx), (1,) * len(idx), dims)
@@ -999,6 +1000,20 @@ class Typer(CallTyping, ScopeRules):
         v = None if tuple(valid) == tuple(shape) else tuple(valid)
         self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v, given)
         return TensorTy(bt.dtype, tuple(shape), v)
+
+    def fresh_symbol(self) -> str:
+        """A name for an element read the kernel does not bind to a name: ``s0``, ``s1``, ..., skipping
+        every name the kernel's text uses (a read called ``s1`` inside ``for s1 in loop(...)`` would
+        be the loop index to every later pass)."""
+        if self.source_names is None:
+            self.source_names = {n.id for n in ast.walk(self.kernel) if isinstance(n, ast.Name)}
+            for p in self.kernel.params:
+                self.source_names.add(p.name)
+                self.source_names |= {d.value for d in p.dims or () if isinstance(d.value, str)}
+        while True:
+            name = f"s{next(self.fresh)}"
+            if name not in self.source_names:
+                return name
 
     def proof_ranges(self) -> dict[str, sym.Bounds]:
         """:meth:`ranges` for the run-time checks: a kernel runs only when every dim is at least 1 (a

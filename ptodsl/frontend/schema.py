@@ -48,6 +48,15 @@ _UNROLL = ListOf(item=Int(min=1, max=MAX_UNROLL_FACTOR, checked_by=("E0504", "E0
 _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a symbol expression",
                 form="an integer or an expression over symbols", example="N", desc="a symbol expression")
 
+def _literal_tensor(depth: int) -> ListOf:
+    """Nested lists of numbers, ``depth`` levels at most: the literal values of a tensor input."""
+    number = OneOf(alts=(Int(), Float()), what="a number")
+    item: Any = number
+    for _ in range(depth - 1):
+        item = OneOf(alts=(number, ListOf(item=item)), what="a number or a list")
+    return ListOf(item=item, desc="the values, as nested lists in the tensor's shape")
+
+
 PASS_OPTIONS = Obj(
     desc="options for the compiler passes; omitted options take their default",
     fields={
@@ -110,6 +119,10 @@ def spec_schema() -> Obj:
                             placeholder="<param>",
                             desc="[low, high] of one input's random values, overriding data_range"),
             "name": Str(desc="test name shown in reports"),
+            "inputs": MapOf(key=Ident(role="tensor parameter name"), value=_literal_tensor(4),
+                            placeholder="<param>",
+                            desc="literal values of one input, nested lists in its shape (the values that "
+                                 "matter: lengths, offsets, block tables), instead of random ones"),
         },
     )
     return Obj(

@@ -177,3 +177,20 @@ def test_an_output_written_only_in_a_data_loop_may_be_unwritten(compile_text):
     assert compile_text(pto, "schedule: {vec_tile: [1, 16]}\n") == ["W0404"]
     assert compile_text(pto.replace("loop(lens[b]", "loop(max(lens[b], 1)"),
                         "schedule: {vec_tile: [1, 16]}\n") == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_is_never_named_like_a_loop_index(write_spec, backend):
+    """Unbound reads are named s0, s1, ...; a loop index of that name must not be taken for one."""
+    pto = ("kernel k(x: f32[B, N], w: f32[B], y: out f32[B, N]):\n"
+           "    for s0 in loop(B, name=\"rows\"):\n"
+           "        y[s0, :] = x[s0, :] * w[s0]\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 16]}\n"))
+    x = np.arange(48, dtype=np.float32).reshape(3, 16)
+    w = np.array([2.0, -5.0, 0.5], np.float32)
+    np.testing.assert_allclose(op(x, w, backend=backend), x * w[:, None])
+    pto = ("kernel k(x: f32[B, N], w: i32[B], y: out f32[B, N]):\n"
+           "    for s0 in loop(B, name=\"rows\"):\n"
+           "        y[s0:s0 + 1, :] = x[max(w[s0], 0):max(w[s0], 0) + 1, :] * 2.0\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 16]}\n"))
+    np.testing.assert_allclose(op(x, np.array([2, -5, 1], np.int32), backend=backend), x[[2, 0, 1]] * 2.0)

@@ -210,6 +210,12 @@ def e0233_case_misses_a_dim(env: Env) -> list[Diagnostic]:
                       "def scale(x):\n    return x * 2\n")
 
 
+def e0872_literal_input_of_another_shape(env: Env) -> list[Diagnostic]:
+    # x is [2, 3] in this case, and the literal gives it 2 rows of 2
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2, N: 3}, "
+                      "inputs: {x: [[1, 2], [3, 4]]}}\n", "def scale(x):\n    return x * 2\n")
+
+
 def e0234_torch_function_misspelt(env: Env) -> list[Diagnostic]:
     """`ptodsl bench` looks up a spec's torch equivalent, misspelt in the YAML."""
     from ptodsl.golden import load_torch
@@ -770,6 +776,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0232_reference_takes_too_many_arguments,
     e0232_reference_returns_too_few_outputs,
     e0233_case_misses_a_dim,
+    e0872_literal_input_of_another_shape,
     e0234_torch_function_misspelt,
     e0234_torch_without_reference,
     e0700_float64_input,
