@@ -194,3 +194,60 @@ def test_a_read_is_never_named_like_a_loop_index(write_spec, backend):
            "        y[s0:s0 + 1, :] = x[max(w[s0], 0):max(w[s0], 0) + 1, :] * 2.0\n")
     op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 16]}\n"))
     np.testing.assert_allclose(op(x, np.array([2, -5, 1], np.int32), backend=backend), x[[2, 0, 1]] * 2.0)
+
+
+def test_a_local_of_the_body_written_in_parts_and_read_whole_is_no_cycle(compile_text, write_spec):
+    """PyPTO's paged attention assembles a tile of keys from blocks into a local of the loop body,
+    then reads it whole: a fresh tensor each iteration, so no value enters the body's graph (E0403
+    is for tensors the body both reads and writes across iterations)."""
+    body = ("    for b in loop(B, name=\"b_loop\"):\n"
+            "        y[b, :] = x[b, :]\n"
+            "        for j in loop(cdiv(lens[b], 2), name=\"j_loop\"):\n"
+            "{decl}"
+            "            t[0:1, :] = x[max(ids[b, j * 2], 0), :]\n"
+            "            t[1:2, :] = x[max(ids[b, j * 2 + 1], 0), :]\n"
+            "            y[b, :] = y[b, :] + sum(t, dim=0, keepdim=True)\n")
+    head = "kernel k(x: f32[B, N], lens: i32[B], ids: i32[B, M], y: out f32[B, N]):\n"
+    inside = head + body.format(decl="            t = tensor([2, N], f32)\n")
+    assert compile_text(inside, "schedule: {vec_tile: [1, 16]}\n") == []
+    outside = head + "    t = tensor([2, N], f32)\n" + body.format(decl="")
+    assert "E0403" in compile_text(outside, "schedule: {vec_tile: [1, 16]}\n")
+    op = ptodsl.load(write_spec("k", inside, "op: k\nschedule: {vec_tile: [1, 16]}\n"))
+    x = np.arange(48, dtype=np.float32).reshape(3, 16)
+    ids = np.array([[2, 1, 0, -1], [1, 1, 1, 1], [0, 0, 0, 0]], np.int32)
+    lens = np.array([3, 0, 4], np.int32)
+    want = x.copy()
+    for b in range(3):
+        for j in range(-(-lens[b] // 2)):
+            want[b] += x[max(ids[b, 2 * j], 0)] + x[max(ids[b, 2 * j + 1], 0)]
+    np.testing.assert_allclose(op(x, lens, ids), want)
+
+
+BEGIN_END = """\
+kernel k(x: f32[L, N], lens: i32[1], y: inout f32[1, N]):
+    acc = tensor([1, N], f32)
+    for j in loop(lens[0], name="j_loop"):
+        if is_loop_begin(j):
+            if is_loop_end(j):
+                y[:] = x[j, :]
+            else:
+                {first}
+        else:
+            acc[:] = acc + x[j, :]
+            if is_loop_end(j):
+                y[:] = acc
+"""
+
+
+def test_accumulators_written_where_the_first_iteration_is_not_the_last(compile_text, write_spec):
+    """PyPTO's varlen attention: a first iteration that is also the last writes the output at once,
+    else it starts the accumulators, which the later iterations read."""
+    good = BEGIN_END.replace("{first}", "acc[:] = x[j, :]")
+    assert compile_text(good, "schedule: {vec_tile: [1, 16]}\n") == []
+    bad = BEGIN_END.replace("{first}", "y[:] = x[j, :]")
+    assert "E0402" in compile_text(bad, "schedule: {vec_tile: [1, 16]}\n")
+    op = ptodsl.load(write_spec("k", good, "op: k\nschedule: {vec_tile: [1, 16]}\n"))
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    for n in (1, 2, 4):
+        np.testing.assert_allclose(op(x, np.array([n], np.int32), y=np.zeros((1, 16), np.float32)),
+                                   x[:n].sum(axis=0, keepdims=True))
