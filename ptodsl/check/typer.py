@@ -790,8 +790,13 @@ class Typer(CallTyping, ScopeRules):
                     dims.append((x, t.shape[d - pad], t.valid_shape[d - pad]))
             real = [(x, s, v) for x, s, v in dims if s != 1]
             if not real:
+                # every operand has one element here: the result holds it only where all of them
+                # do (a one-row view at a row index read from a tensor may hold none)
                 shape.append(1)
-                valid.append(min((v for _, _, v in dims), key=lambda v: 0 if v == 1 else 1))
+                v = dims[0][2]
+                for _, _, v2 in dims[1:]:
+                    v = sym.min_(v, v2, self.ranges())
+                valid.append(v)
                 continue
             s0 = real[0][1]
             for x, s, _ in real[1:]:

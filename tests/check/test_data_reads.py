@@ -251,3 +251,22 @@ def test_accumulators_written_where_the_first_iteration_is_not_the_last(compile_
     for n in (1, 2, 4):
         np.testing.assert_allclose(op(x, np.array([n], np.int32), y=np.zeros((1, 16), np.float32)),
                                    x[:n].sum(axis=0, keepdims=True))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_view_holding_nothing_times_a_column_writes_nothing(write_spec, backend):
+    """A view at row R (a row index read from a tensor may point at the end) holds no row; an
+    elementwise result of it and a one-element operand holds none either, so the write stores
+    nothing and the row keeps its values (found by `ptodsl fuzz --count 300 --seed 23`)."""
+    pto = ("kernel k(x: f32[R, N], c: f32[R, 1], y: inout f32[R, N], ids: i32[R]):\n"
+           "    for r in loop(R, name=\"rows\"):\n"
+           "        v = x[ids[r], :]\n"
+           "        y[r, :] = c[r, :] * v\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 64]}\n"))
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    c = np.full((5, 1), 2.0, np.float32)
+    ids = np.array([0, 1, 2, 5, 4], np.int32)
+    y = op(x, c, y=np.full((5, 4), 7.0, np.float32), ids=ids, backend=backend)
+    want = x[[0, 1, 2, 0, 4]] * 2.0
+    want[3] = 7.0
+    np.testing.assert_allclose(y, want)
