@@ -270,3 +270,15 @@ def test_a_row_view_holding_nothing_times_a_column_writes_nothing(write_spec, ba
     want = x[[0, 1, 2, 0, 4]] * 2.0
     want[3] = 7.0
     np.testing.assert_allclose(y, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integer_written_into_a_narrower_tensor_wraps_on_every_backend(write_spec, backend):
+    """The control program computes integers in int64 and the fill takes the element type: both
+    wrap, as the C++ kernels do (the simulator saturated)."""
+    pto = ("kernel k(lens: i32[B], c: out i32[B, 1]):\n"
+           "    for b in loop(B, name=\"rows\"):\n"
+           "        c[b, 0] = lens[b] * 2 + 1\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 8]}\n"))
+    lens = np.array([3, 2**31 - 1, -(2**31)], np.int32)
+    np.testing.assert_array_equal(op(lens, backend=backend)[:, 0], [7, -1, 1])
