@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
 
-import numpy as np
-
 from . import sym
 from .check import CheckedKernel, check
 from .cost.choose import DEFAULT_DIM, Candidate, Case, choose, left_out
@@ -250,7 +248,7 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
             continue
         reads = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
                  for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
-        reads |= {name: int(np.max(values)) for name, values in case.inputs.items() if np.size(values)}
+        reads |= dict(case.inputs)  # literal values: each read takes its own element
         cases.append(Case(f.name, dict(case.shapes), dict(case.scalars), reads))
     return cases
 

@@ -142,8 +142,13 @@ def _planted_exp_bug(monkeypatch) -> None:
 
 
 def _exp_seed() -> int:
-    return next(s for s in range(1000) if "exp(" in generate(s, FEATURES, max_blocks=3).pto()
-                and len(generate(s, FEATURES, max_blocks=3).blocks) >= 2)
+    """A program of two blocks or more computing exp in a top-level elementwise block, whose every
+    element is compared (an exp in a branch or a loop of a length read from data may not run)."""
+    def fits(p) -> bool:
+        return len(p.blocks) >= 2 and any(b.kind == "elementwise" and "exp(" in "\n".join(b.render())
+                                          for b in p.blocks)
+
+    return next(s for s in range(1000) if fits(generate(s, FEATURES, max_blocks=3)))
 
 
 def test_a_planted_wrong_answer_is_a_mismatch(monkeypatch):

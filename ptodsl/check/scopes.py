@@ -111,7 +111,6 @@ class ScopeRules:
                 placeholder = Binding(name, "gone", b.ty, b.span, ir_name=b.ir_name)
                 self.gone[id(placeholder)] = Gone(b, frame)
                 merged[name] = placeholder
-        # a name used inside counts as used by the enclosing loops too (note_use saw every frame)
         self.scope = merged
 
     def gone_use(self, b: Binding, span: Span) -> None:

@@ -4,12 +4,14 @@ walked with concrete dims but no data, charging each tile op to the pipeline mod
 It is what the compiler uses to compare schedules before any input exists. Values read from
 tensors at run time (``read``) are unknown here: they take the value the caller gives for that
 tensor (the top of the test case's range for it, so lengths read from tensors are modelled at their
-largest), else 1."""
+largest), or the element itself where the case gives the tensor's values literally (its
+``inputs:``: cumulative lengths or a block table make no sense as one value), else 1."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, TileType
@@ -31,10 +33,11 @@ class Estimate:
 
 
 def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
-             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, int] | None = None,
+             scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, Any] | None = None,
              max_ops: int = MAX_OPS) -> Estimate:
     """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1); ``reads``
-    gives, per tensor parameter, the value element reads of it return."""
+    gives, per tensor parameter, the value element reads of it return, or its values as nested
+    lists."""
     func = block.func(control)
     env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
     env |= dict(scalars or {}) | dict(symbols)
@@ -44,7 +47,7 @@ def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Ta
 
 
 class _Run:
-    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, int], max_ops: int):
+    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, Any], max_ops: int):
         self.reads = reads
         self.budget = max_ops
         self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
@@ -68,7 +71,10 @@ class _Run:
         elif name == "if":
             self.block(op.regions[0] if sym.evaluate(op.attrs["cond"], env) else op.regions[1], env, valid)
         elif name == "read":
-            env[op.attrs["sym"]] = self.reads.get(op.operands[0].name, READ_VALUE)
+            given = self.reads.get(op.operands[0].name, READ_VALUE)
+            if isinstance(given, (list, tuple)):
+                given = _element(given, [int(sym.evaluate(i, env)) for i in op.attrs["index"]])
+            env[op.attrs["sym"]] = given
         elif name == "launch":
             self.launch(self.kernels[op.attrs["kernel"]], op, env)
         elif name.startswith("sync."):
@@ -89,3 +95,13 @@ class _Run:
         self.timeline.begin_kernel()
         self.block(kernel.body, inner, {})
         self.timeline.end_kernel()
+
+
+def _element(values: Any, index: list[int]) -> Any:
+    """``values[i][j]...``, or READ_VALUE where the index leaves the lists (a guard stops the real
+    call there; the model only needs some value)."""
+    for i in index:
+        if not isinstance(values, (list, tuple)) or not 0 <= i < len(values):
+            return READ_VALUE
+        values = values[i]
+    return values if isinstance(values, (int, float)) else READ_VALUE

@@ -50,7 +50,7 @@ _DIM_EXPR = Str(pattern=r"(?=.*[A-Za-z0-9_])[A-Za-z0-9_ +\-*/()%]+", what="a sym
 
 def _literal_tensor(depth: int) -> ListOf:
     """Nested lists of numbers, ``depth`` levels at most: the literal values of a tensor input."""
-    number = OneOf(alts=(Int(), Float()), what="a number")
+    number = OneOf(alts=(Int(min=-(2**63), max=2**63 - 1), Float()), what="a number")
     item: Any = number
     for _ in range(depth - 1):
         item = OneOf(alts=(number, ListOf(item=item)), what="a number or a list")

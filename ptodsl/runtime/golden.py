@@ -125,10 +125,12 @@ def literal_input(case: TestCase, name: str, dtype: str, shape: tuple[int, ...])
     array of the input's dtype and of the shape the case's dims give it."""
     where = ("tests", case.index, "inputs", name)
     try:
-        values = np.array(case.inputs[name], dtype=np.float64)
-    except (ValueError, TypeError):
+        values = np.array(case.inputs[name])  # integers stay exact (int64), floats are float64
+    except (ValueError, TypeError, OverflowError):
+        values = None
+    if values is None or values.dtype.kind not in "iuf":
         raise CaseError(where, f"the values of `{name}` are not a rectangular list of numbers", "ragged or not numbers",
-                        "write one nested list per axis, every row of the same length", E_LITERAL) from None
+                        "write one nested list per axis, every row of the same length", E_LITERAL)
     if values.shape != shape:
         raise CaseError(where, f"the values of `{name}` have shape {list(values.shape)}, but this case makes `{name}` "
                         f"{list(shape)}", "these values", "give exactly the input's elements, nested per axis, or "
