@@ -24,12 +24,15 @@ class TestCase:
     data_range: tuple[float, float] | None = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     name: str | None = None
+    # literal values of inputs (nested lists, in the parameter's shape): `cu_seqlens: [0, 17, 40, 41]`
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "shapes": self.shapes, "dtypes": self.dtypes, "scalars": self.scalars,
                 "rtol": self.rtol, "atol": self.atol, "seed": self.seed,
                 "data_range": list(self.data_range) if self.data_range else None,
-                "ranges": {k: list(v) for k, v in self.ranges.items()}, "name": self.name}
+                "ranges": {k: list(v) for k, v in self.ranges.items()}, "name": self.name,
+                "inputs": dict(self.inputs)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TestCase:

@@ -91,11 +91,20 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
     variant = prog.variant_of_case(case)
     env = dict(prog.symbols) | dict(case.shapes)
     arrays: dict[str, np.ndarray] = {}
+    names = {p.name for p in op.inputs}
+    for name in case.inputs:
+        if name not in names:
+            raise CaseError(("tests", case.index, "inputs", name), f"`{name}` is not a tensor input of `{prog.op}`",
+                            "no such input", "give literal values of tensor inputs only: "
+                            + ", ".join(f"`{n}`" for n in sorted(names)), E_LITERAL)
     for p in op.inputs:
         dtype = variant.get(p.dtype, p.dtype)
         shape = tuple(int(sym.evaluate(d if isinstance(d, int) else sym.Sym(d), env)) for d in p.dims or ())
         info = DTYPES[dtype]
         given = case.ranges.get(p.name) or case.data_range
+        if p.name in case.inputs:
+            arrays[p.name] = literal_input(case, p.name, dtype, shape)
+            continue
         if info.is_float:
             lo, hi = given or DEFAULT_RANGE
             a = rng.uniform(lo, hi, size=shape).astype(numpy_dtype(dtype))
@@ -106,6 +115,34 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
             a = rng.integers(int(lo), int(hi) + 1, size=shape).astype(numpy_dtype(dtype))
         arrays[p.name] = a
     return arrays, dict(case.scalars)
+
+
+E_LITERAL = "E0872"
+
+
+def literal_input(case: TestCase, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The case's literal values of input ``name`` (``inputs: {cu_seqlens: [0, 17, 40, 41]}``), as an
+    array of the input's dtype and of the shape the case's dims give it."""
+    where = ("tests", case.index, "inputs", name)
+    try:
+        values = np.array(case.inputs[name])  # integers stay exact (int64), floats are float64
+    except (ValueError, TypeError, OverflowError):
+        values = None
+    if values is None or values.dtype.kind not in "iuf":
+        raise CaseError(where, f"the values of `{name}` are not a rectangular list of numbers", "ragged or not numbers",
+                        "write one nested list per axis, every row of the same length", E_LITERAL)
+    if values.shape != shape:
+        raise CaseError(where, f"the values of `{name}` have shape {list(values.shape)}, but this case makes `{name}` "
+                        f"{list(shape)}", "these values", "give exactly the input's elements, nested per axis, or "
+                        "change the case's shapes", E_LITERAL)
+    info = DTYPES[dtype]
+    if not info.is_float and dtype != "bool":
+        lo, hi = (np.iinfo(numpy_dtype(dtype)).min, np.iinfo(numpy_dtype(dtype)).max)
+        bad = values[(values != np.round(values)) | (values < lo) | (values > hi)]
+        if bad.size:
+            raise CaseError(where, f"`{name}` is {dtype}, which cannot hold {bad.flat[0]:g}", "these values",
+                            f"give integers from {lo} to {hi}", E_LITERAL)
+    return values.astype(numpy_dtype(dtype))
 
 
 def as_ref_input(a: np.ndarray) -> np.ndarray:
