@@ -292,6 +292,8 @@ BINARY_SPELLING = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
 STRUCTURE_BUILTINS = ("view", "transpose", "reshape", "permute", "unsqueeze", "squeeze", "concat", "expand",
                       "clone", "tensor", "zeros", "ones", "full", "loop",
                       "loop_unroll", "is_loop_begin", "is_loop_end", "print")
+# Builtins on scalars (dims, loop indices, values read from tensors), evaluated by the control program.
+SCALAR_BUILTINS = ("cdiv", "min", "max")
 
 
 def describe_op(od: OpDef) -> str:

@@ -183,6 +183,56 @@ def mha_sdpa(q, k, v, scale):
     s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2)) * scale
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return np.matmul(p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+# The fixed symbols of paged_attention.yaml and varlen_attention.yaml: the references need them, as
+# the kernels take 2-D views whose shapes do not carry them (a test checks they agree).
+PAGED_NQ = 64  # query heads
+PAGED_BLOCK = 16  # keys per block of the paged caches
+VARLEN_D = 64  # head dim
+
+
+def paged_attention(q, k, v, block_table, kv_act_seqs, atten_out, softmax_scale):
+    """Query row (b * S1 + s1) * NQ + h attends to the first kv_act_seqs[b] - (S1 - 1 - s1) keys of
+    batch b; key t lives in row block_table[b, t // BLK] * BLK + t % BLK of KV head h // group."""
+    out = atten_out.astype(np.float64).copy()
+    batches = kv_act_seqs.shape[0]
+    s1_len = q.shape[0] // (batches * PAGED_NQ)
+    d = q.shape[1]
+    group = PAGED_NQ // (k.shape[1] // d)
+    for b in range(batches):
+        for s1 in range(s1_len):
+            seen = int(kv_act_seqs[b]) - (s1_len - 1 - s1)
+            if seen <= 0:
+                continue  # no keys: the rows keep their values
+            rows = [int(block_table[b, t // PAGED_BLOCK]) * PAGED_BLOCK + t % PAGED_BLOCK for t in range(seen)]
+            for h in range(PAGED_NQ):
+                cols = slice(h // group * d, (h // group + 1) * d)
+                r = (b * s1_len + s1) * PAGED_NQ + h
+                s = k[rows, cols].astype(np.float64) @ q[r].astype(np.float64) * softmax_scale
+                p = np.exp(s - s.max())
+                out[r] = p @ v[rows, cols].astype(np.float64) / p.sum()
+    return out
+
+
+def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output, softmax_scale=0.125):
+    """Per sequence b and head h: O = softmax(s) v, L = sum(exp(s - M)), M = max(s), with s the
+    scaled scores of its query rows against its key rows; rows outside every sequence keep theirs."""
+    o = output.astype(np.float64).copy()
+    l_out, m_out = l_output.astype(np.float64).copy(), m_output.astype(np.float64).copy()
+    for b in range(len(cu_seqlens_q) - 1):
+        qs, qe = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        ks, ke = int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1])
+        if qe <= qs or ke <= ks:
+            continue
+        for h in range(q.shape[1] // VARLEN_D):
+            cols = slice(h * VARLEN_D, (h + 1) * VARLEN_D)
+            s = q[qs:qe, cols].astype(np.float64) @ k[ks:ke, cols].astype(np.float64).T * softmax_scale
+            m = s.max(axis=-1, keepdims=True)
+            p = np.exp(s - m)
+            lsum = p.sum(axis=-1, keepdims=True)
+            o[qs:qe, cols] = p / lsum @ v[ks:ke, cols].astype(np.float64)
+            l_out[qs:qe, h] = lsum[:, 0]
+            m_out[qs:qe, h] = m[:, 0]
+    return o, l_out, m_out
 
 
 def rmsnorm(x, gamma, eps=1e-6):
@@ -304,6 +354,55 @@ def torch_attention(q, k, v, scale):
     import torch
 
     return torch.softmax((q @ k.T).float() * scale, -1).to(q.dtype) @ v
+
+
+def torch_paged_attention(q, k, v, block_table, kv_act_seqs, atten_out, softmax_scale):
+    """scaled_dot_product_attention per query token over the keys gathered from its blocks."""
+    import torch
+    import torch.nn.functional as F
+
+    out = atten_out.clone()
+    batches, d = kv_act_seqs.shape[0], q.shape[1]
+    s1_len = q.shape[0] // (batches * PAGED_NQ)
+    kv_heads = k.shape[1] // d
+    for b in range(batches):
+        for s1 in range(s1_len):
+            seen = int(kv_act_seqs[b]) - (s1_len - 1 - s1)
+            if seen <= 0:
+                continue
+            t = torch.arange(seen)
+            rows = block_table[b, t // PAGED_BLOCK].long() * PAGED_BLOCK + t % PAGED_BLOCK
+            first = (b * s1_len + s1) * PAGED_NQ
+            qh = q[first:first + PAGED_NQ].float().reshape(1, PAGED_NQ, 1, d)
+            kh = k[rows].float().reshape(seen, kv_heads, d).transpose(0, 1).unsqueeze(0)
+            vh = v[rows].float().reshape(seen, kv_heads, d).transpose(0, 1).unsqueeze(0)
+            o = F.scaled_dot_product_attention(qh, kh, vh, scale=softmax_scale, enable_gqa=True)
+            out[first:first + PAGED_NQ] = o.reshape(PAGED_NQ, d).to(out.dtype)
+    return out
+
+
+def torch_varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output, softmax_scale=0.125):
+    """scaled_dot_product_attention per sequence; L and M from the same scores."""
+    import torch
+    import torch.nn.functional as F
+
+    o, l_out, m_out = output.clone(), l_output.clone(), m_output.clone()
+    heads = q.shape[1] // VARLEN_D
+    for b in range(len(cu_seqlens_q) - 1):
+        qs, qe = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        ks, ke = int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1])
+        if qe <= qs or ke <= ks:
+            continue
+        qh = q[qs:qe].float().reshape(qe - qs, heads, VARLEN_D).transpose(0, 1)
+        kh = k[ks:ke].float().reshape(ke - ks, heads, VARLEN_D).transpose(0, 1)
+        vh = v[ks:ke].float().reshape(ke - ks, heads, VARLEN_D).transpose(0, 1)
+        out = F.scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), scale=softmax_scale)
+        o[qs:qe] = out[0].transpose(0, 1).reshape(qe - qs, heads * VARLEN_D).to(o.dtype)
+        s = qh @ kh.transpose(1, 2) * softmax_scale
+        m = s.amax(dim=-1)
+        l_out[qs:qe] = torch.exp(s - m[..., None]).sum(dim=-1).transpose(0, 1)
+        m_out[qs:qe] = m.transpose(0, 1)
+    return o, l_out, m_out
 
 
 def torch_to_f32(x):

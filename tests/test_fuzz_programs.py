@@ -10,9 +10,12 @@ The seed set runs every generator feature (``SAFE_FEATURES`` is all of them whil
 ptodsl.fuzz.gen.KNOWN_BUG_FEATURES and FOUND_BUG_FEATURES are empty), including those that found
 the bugs this suite guards: stale loop indices in unrolled copies, flooring `/`, one-row broadcast
 writes, valid extents outside their view (refused at the call, E0711), loop_unroll bodies ignoring
-k, lower-rank writes, `where` under vec tiles whose row is not a whole number of bool blocks, and
+k, lower-rank writes, `where` under vec tiles whose row is not a whole number of bool blocks,
 views and element reads at row indices read from a tensor (refused as lengths when inside the
-tensor; read outside it by the cpu backend when not; the call must stop there, E0730).
+tensor; read outside it by the cpu backend when not; the call must stop there, E0730), and control
+driven by data: trip counts, extents and conditions from values read from tensors, at another loop
+depth than the read (an integer written into an i32 output wrapped on the cpu backend and
+saturated on the simulator; a corrupt length must stop the call, E0870).
 """
 
 from __future__ import annotations
@@ -102,8 +105,30 @@ def test_the_seed_set_covers_the_language():
                       " = x1[g", "* x1[g",
                       # the cube: batches, transposes, out_dtype, bias, int8, split-K, a computed operand
                       "= matmul(", "T[B, H, ", "T[B, 1, ", "trans_a=True", "trans_b=True", "out_dtype=T",
-                      "bias=v", "i8[", "out i32[", "split_k: ", "= matmul(cast(", "= matmul(where("):
+                      "bias=v", "i8[", "out i32[", "split_k: ", "= matmul(cast(", "= matmul(where(",
+                      # data-driven control: trip counts, extents, conditions and fills from reads
+                      "for j in loop(cdiv(n", "for j in loop(cdiv(lens[r]", "loop(cdiv(min(", "= min(n",
+                      "[r, 0] = n", "if x1[r, 0] > 0.0:", "for q in loop(cdiv(cu[sg + 1] - st",
+                      "valid_shape=[min(cu[sg + 1]"):
         assert construct in text, construct
+
+
+def test_data_driven_programs_run_and_stop_where_they_must(tmp_path):
+    """The data-driven blocks run, stop at an access outside a tensor (E0730) and stop before a
+    loop of a corrupt trip count (E0870), each on some seed, and the simulator agrees every time."""
+    from ptodsl.fuzz.run import Prepared, prepare, run_sim
+
+    feats = frozenset({"data_trips", "data_conds", "data_cu", "tails"})
+    seen, failures = set(), []
+    for seed in range(300, 320):
+        prep = prepare(generate(seed, feats, max_blocks=1), str(tmp_path))
+        assert isinstance(prep, Prepared), prep
+        seen.add(prep.stop_code if prep.stop is not None else "runs")
+        outcome = run_sim(prep)
+        if outcome is not None and outcome.kind != "ok":
+            failures.append(outcome)
+    assert seen == {"runs", "E0730", "E0870"}
+    assert not failures, "\n".join(f"{o.seed}: {o.kind} {o.detail}" for o in failures)
 
 
 def test_known_bug_features_are_off_in_the_seed_set():

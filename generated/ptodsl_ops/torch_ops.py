@@ -50,6 +50,7 @@ from .ops import matmul_splitk as _PTODSL_M_matmul_splitk
 from .ops import mean_rows as _PTODSL_M_mean_rows
 from .ops import mha_sdpa as _PTODSL_M_mha_sdpa
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
+from .ops import paged_attention as _PTODSL_M_paged_attention
 from .ops import permute_heads as _PTODSL_M_permute_heads
 from .ops import pow as _PTODSL_M_pow
 from .ops import reciprocal as _PTODSL_M_reciprocal
@@ -79,6 +80,7 @@ from .ops import tanh as _PTODSL_M_tanh
 from .ops import tensor_sum as _PTODSL_M_tensor_sum
 from .ops import transpose2d as _PTODSL_M_transpose2d
 from .ops import trig as _PTODSL_M_trig
+from .ops import varlen_attention as _PTODSL_M_varlen_attention
 from .ops import where_relu as _PTODSL_M_where_relu
 
 _PTODSL_NPU = _PTODSL_TORCH.npu_available()  # torch_npu installed: each op also gets an "npu" kernel
@@ -1846,6 +1848,71 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::paged_attention", mutates_args=())
+def paged_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_table: torch.Tensor,
+    kv_act_seqs: torch.Tensor,
+    atten_out: torch.Tensor,
+    *,
+    softmax_scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Paged incremental flash attention (GLM-4.5): each query head attends to the first kv_act_seqs[b] keys of its batch, gathered block by block through block_table from the paged K/V caches, with an online softmax over tiles of S2T keys; rows of a query with no keys keep atten_out's values.
+
+    Torch custom op ``ptodsl_ops::paged_attention``; see ``ptodsl_ops.paged_attention`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_paged_attention._PTODSL_OP,
+        (q, k, v, block_table, kv_act_seqs, atten_out),
+        {"softmax_scale": softmax_scale},
+        backend,
+    )
+
+
+@paged_attention.register_fake
+def _PTODSL_fake_paged_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_table: torch.Tensor,
+    kv_act_seqs: torch.Tensor,
+    atten_out: torch.Tensor,
+    *,
+    softmax_scale: float,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_paged_attention._PTODSL_OP,
+        (q, k, v, block_table, kv_act_seqs, atten_out),
+        {"softmax_scale": softmax_scale},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @paged_attention.register_kernel("npu")
+    def _PTODSL_npu_paged_attention(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        block_table: torch.Tensor,
+        kv_act_seqs: torch.Tensor,
+        atten_out: torch.Tensor,
+        *,
+        softmax_scale: float,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_paged_attention._PTODSL_OP,
+            (q, k, v, block_table, kv_act_seqs, atten_out),
+            {"softmax_scale": softmax_scale},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::permute_heads", mutates_args=())
 def permute_heads(
     x: torch.Tensor,
@@ -3263,6 +3330,77 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::varlen_attention", mutates_args=())
+def varlen_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    output: torch.Tensor,
+    l_output: torch.Tensor,
+    m_output: torch.Tensor,
+    *,
+    softmax_scale: float = 0.125,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Variable-length flash attention over packed sequences located by cu_seqlens_q and cu_seqlens_k: O = softmax(q k^T * scale) v per sequence and head, with L (the softmax denominator) and M (the row maximum); rows outside every sequence keep their values.
+
+    Torch custom op ``ptodsl_ops::varlen_attention``; see ``ptodsl_ops.varlen_attention`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_varlen_attention._PTODSL_OP,
+        (q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output),
+        {"softmax_scale": softmax_scale},
+        backend,
+    )
+
+
+@varlen_attention.register_fake
+def _PTODSL_fake_varlen_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    output: torch.Tensor,
+    l_output: torch.Tensor,
+    m_output: torch.Tensor,
+    *,
+    softmax_scale: float = 0.125,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_varlen_attention._PTODSL_OP,
+        (q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output),
+        {"softmax_scale": softmax_scale},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @varlen_attention.register_kernel("npu")
+    def _PTODSL_npu_varlen_attention(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu_seqlens_q: torch.Tensor,
+        cu_seqlens_k: torch.Tensor,
+        output: torch.Tensor,
+        l_output: torch.Tensor,
+        m_output: torch.Tensor,
+        *,
+        softmax_scale: float = 0.125,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_varlen_attention._PTODSL_OP,
+            (q, k, v, cu_seqlens_q, cu_seqlens_k, output, l_output, m_output),
+            {"softmax_scale": softmax_scale},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::where_relu", mutates_args=())
 def where_relu(
     x: torch.Tensor,
@@ -3347,6 +3485,7 @@ _PTODSL_TORCH.register_autograd(matmul_splitk, _PTODSL_M_matmul_splitk._PTODSL_O
 _PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mha_sdpa, _PTODSL_M_mha_sdpa._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(paged_attention, _PTODSL_M_paged_attention._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(permute_heads, _PTODSL_M_permute_heads._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(pow, _PTODSL_M_pow._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reciprocal, _PTODSL_M_reciprocal._PTODSL_OP, None)
@@ -3376,4 +3515,5 @@ _PTODSL_TORCH.register_autograd(tanh, _PTODSL_M_tanh._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(tensor_sum, _PTODSL_M_tensor_sum._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(transpose2d, _PTODSL_M_transpose2d._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(trig, _PTODSL_M_trig._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(varlen_attention, _PTODSL_M_varlen_attention._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(where_relu, _PTODSL_M_where_relu._PTODSL_OP, None)

@@ -9,7 +9,7 @@ from .. import sym
 from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
-from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
+from ..ops import OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, OpDef
 from .layout import LAYOUT_BUILTINS, LAYOUT_KEYWORDS
 from .matmul import MATMUL_KEYWORDS, MatmulTyping
 from .paths import loop_conditions
@@ -21,6 +21,7 @@ CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     "loop": ("name",), "loop_unroll": ("name",), **LAYOUT_KEYWORDS,
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
+ELEMENTWISE_EXTREME = {"min": "minimum", "max": "maximum"}
 
 
 def is_float(dtype: str) -> bool:
@@ -91,6 +92,8 @@ class CallTyping(MatmulTyping):
             return None
         if fn == "cdiv":
             return self.cdiv_call(e)
+        if fn in ("min", "max"):
+            return self.scalar_extreme(e, fn)
         if fn == "view":
             return self.view_call(e)
         if fn in ("tensor", "zeros", "ones", "full"):
@@ -99,7 +102,7 @@ class CallTyping(MatmulTyping):
             return self.layout_call(e, fn)
         od = OPS.get(fn)
         if od is None or fn == "cmp":
-            cands = [n for n in OPS if n != "cmp"] + ["cdiv"] + list(STRUCTURE_BUILTINS)
+            cands = [n for n in OPS if n != "cmp"] + list(SCALAR_BUILTINS) + list(STRUCTURE_BUILTINS)
             self.err("E0301", f"unknown function `{fn}`", e.func.span,
                      help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
             for a in e.args:
@@ -197,6 +200,39 @@ class CallTyping(MatmulTyping):
         self.t.scalar[id(e)] = sym.ceildiv(a, b)
         tys = [self.t.ty.get(id(x)) for x in e.args]
         return ScalarTy(INDEX, weak=all(isinstance(t, ScalarTy) and t.weak for t in tys))
+
+    def scalar_extreme(self, e: ast.Call, fn: str) -> Ty | None:
+        """``min(a, b, ...)`` / ``max(a, b, ...)`` of scalars: a length clipped to a tile
+        (``min(cur_seq - s2 * S2T, S2T)``), an index kept inside a table (``max(block_table[b, j], 0)``).
+        The result is an integer when every argument is one, so it may bound a loop or a view."""
+        if len(e.args) < 2 or e.keywords:
+            self.err("E0302", f"`{fn}` takes two or more scalars", e.span,
+                     help=f"write `{fn}(a, b)`" + (f"; for tensors, `{ELEMENTWISE_EXTREME[fn]}(a, b)`" if e.args else ""))
+            for a in e.args:
+                self.expr(a)
+            return None
+        tys = [self.expr(a) for a in e.args]
+        if any(t is None for t in tys):
+            return None
+        for a, t in zip(e.args, tys):
+            if not isinstance(t, ScalarTy):
+                self.err("E0311", f"`{fn}` takes scalars", a.span,
+                         "this is a tensor" if isinstance(t, TensorTy) else "this is a dtype",
+                         help=f"for the elementwise {fn}imum of tensors, write `{ELEMENTWISE_EXTREME[fn]}(a, b)`")
+                return None
+        values = [self.t.scalar.get(id(a)) for a in e.args]
+        if all(v is not None for v in values):
+            r = self.ranges()
+            v = values[0]
+            for x in values[1:]:
+                v = sym.min_(v, x, r) if fn == "min" else sym.max_(v, x, r)
+            self.t.scalar[id(e)] = v
+        weak = all(t.weak for t in tys)
+        if all(not is_float(t.dtype) or t.ratio for t in tys):
+            if any(t.ratio for t in tys):
+                return ScalarTy("f32", weak=weak, ratio=True)
+            return ScalarTy(next((t.dtype for t in tys if not t.weak), INDEX), weak=weak)
+        return ScalarTy(next((t.dtype for t in tys if not t.weak and is_float(t.dtype)), "f32"), weak=weak)
 
     def loop_predicate(self, e: ast.Call, fn: str) -> Ty | None:
         if len(e.args) != 1 or e.keywords or not isinstance(e.args[0], ast.Name):

@@ -74,6 +74,7 @@ class _Body:
     """The accesses of one loop body (nested loops are bodies of their own)."""
 
     name: str
+    loop: str | None = None  # the loop's name; None at the top level
     accesses: list[_Access] = field(default_factory=list)
 
 
@@ -237,6 +238,8 @@ class _Flow:
         self.reads: list[_Read] = []
         self.writes: dict[str, list[Span]] = {}
         self.final = State()
+        self.fresh: dict[str, str | None] = {}  # local tensor -> the loop whose body declares it
+        self.not_last: set[str] = set()  # loops whose is_loop_end is assumed false (not_last_walk)
 
     def run(self) -> None:
         for p in self.ck.kernel.params:
@@ -287,6 +290,8 @@ class _Flow:
             return
         self.expr(s.value, s, init)
         call = self.t.call.get(id(s.value))
+        if b is not None and b.kind == "local":
+            self.fresh[b.ir_name] = self.loops[-1] if self.loops else None
         if b is not None and b.kind == "local" and call is not None and call.op == "tensor":
             self.decls[b.ir_name] = _Decl(b.name, s.value.span, tuple(self.loops), False)
             init.pop(b.ir_name, None)  # a declaration in a loop body is a fresh tensor each iteration
@@ -312,7 +317,7 @@ class _Flow:
         self.loops.append(info.name)
         self.at.append(_LoopAt(info, trips, first, last))
         self.extras.append([])
-        self.bodies.append(_Body(f"loop `{info.name}`"))
+        self.bodies.append(_Body(f"loop `{info.name}`", info.name))
         saved, self.branch = self.branch, ()
         body_out = self.block(s.body, init.copy())
         self.branch = saved
@@ -354,12 +359,20 @@ class _Flow:
             index = at.info.index
             begin = call.op == "is_loop_begin"
             at_value = at.first if begin else at.last
-            fresh = [(base, sym_region(r, {index: at_value})) for base, cov in then_out.items()
-                     for r in cov.rects if base not in init or r not in init[base].rects
-                     if base not in self.decls or at.info.name not in self.decls[base].loops]
+
+            def fresh_in(out: State) -> list[tuple[str, Region]]:
+                return [(base, sym_region(r, {index: at_value})) for base, cov in out.items()
+                        for r in cov.rects if base not in init or r not in init[base].rects
+                        if base not in self.decls or at.info.name not in self.decls[base].loops]
+
+            fresh = fresh_in(then_out)
             if begin:
-                # The else-branch runs only after the first iteration, which took the then-branch.
-                for base, r in fresh:
+                # The else-branch runs only after the first iteration, which took the then-branch
+                # and was not the last: an `if is_loop_end(i):` inside it took its else-arm (PyPTO's
+                # varlen attention writes its accumulators only there), so that arm's writes count.
+                carried = fresh_in(self.not_last_walk(s.body, init, at)) if _mentions_end(s.body, self.t, at) \
+                    else fresh
+                for base, r in carried:
                     else_in.add(base, r)
             if saved == () and self.at and self.at[-1] is at:
                 self.extras[-1] += fresh  # the first (last) iteration runs whenever the loop does
@@ -367,9 +380,29 @@ class _Flow:
         else_out = self.block(s.orelse, else_in)
         self.branch = saved
         static = self.t.scalar.get(id(s.cond))
+        if at is not None and call.op == "is_loop_end" and at.info.name in self.not_last:
+            static = False
         if isinstance(static, bool):
             return then_out if static else else_out
         return join(then_out, else_out, self.ranges)
+
+    def not_last_walk(self, body: Sequence[ast.Stmt], init: State, at: _LoopAt) -> State:
+        """The state after ``body`` (the first iteration's arm) when ``is_loop_end`` of ``at``'s loop
+        is false, walked without recording anything: the normal walk has recorded it already."""
+        reads, writes = len(self.reads), {k: len(v) for k, v in self.writes.items()}
+        accesses = [len(b.accesses) for b in self.bodies]
+        done, extras = len(self.done), [len(e) for e in self.extras]
+        self.not_last.add(at.info.name)
+        try:
+            return self.block(body, init.copy())
+        finally:
+            self.not_last.discard(at.info.name)
+            del self.reads[reads:], self.done[done:]
+            self.writes = {k: v[:writes[k]] for k, v in self.writes.items() if k in writes}
+            for b, n in zip(self.bodies, accesses):
+                del b.accesses[n:]
+            for e, n in zip(self.extras, extras):
+                del e[n:]
 
     def _loop_of(self, call: CallInfo | None) -> _LoopAt | None:
         if call is None or call.op not in ("is_loop_begin", "is_loop_end"):
@@ -451,7 +484,10 @@ class _Flow:
         own = {id(r) for r in reads if self._own(body, r)}
         flagged: set[str] = set()
         for w in writes:
-            if w.base in flagged:
+            # a local declared in this body is a new tensor every iteration: no value of it enters
+            # the body's graph, so writing part of it and then reading it (PyPTO's paged attention
+            # assembles a [S2T, D] block of keys from blocks of BLK rows) is no cycle
+            if w.base in flagged or body.loop is not None and self.fresh.get(w.base, "") == body.loop:
                 continue
             for r in reads:
                 if r.base != w.base or _exclusive(r.branch, w.branch):
@@ -490,6 +526,16 @@ class _Flow:
                    "output in overlapping regions makes a cycle in it"],
             help=f"write exactly the region that is read, read regions that cannot overlap the written one, "
             f"or copy what is read into a local before the loop and read `{name}` from that copy")
+
+
+def _mentions_end(body: Sequence[ast.Stmt], t, at: _LoopAt) -> bool:
+    """Whether ``body`` branches on ``is_loop_end`` of ``at``'s loop."""
+    for st in body:
+        for node in ast.walk(st):
+            call = t.call.get(id(node))
+            if call is not None and call.op == "is_loop_end" and call.attrs.get("loop") == at.info.name:
+                return True
+    return False
 
 
 def _children(e: ast.Expr) -> list[ast.Expr]:

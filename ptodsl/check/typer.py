@@ -22,6 +22,7 @@ from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .elem import ElemTyping
 from .layout import LayoutTyping
+from .scopes import ScopeRules, trip_guard
 from .types import (
     INDEX,
     AccessGuard,
@@ -44,7 +45,7 @@ RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "n
 E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
-class Typer(CallTyping, ElemTyping, LayoutTyping):
+class Typer(CallTyping, ElemTyping, LayoutTyping, ScopeRules):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
     def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, sym.Expr],
@@ -61,10 +62,13 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
         self.loop_stack: list[LoopInfo] = []
         self.names_used: dict[str, int] = {}
         self.fresh = itertools.count()
+        self.source_names: set[str] | None = None  # every name the kernel's text uses (fresh_symbol)
         self.named_checked: set[tuple[str, Span]] = set()
         self.k_used: dict[int, bool] = {}  # id of a loop_unroll `k` binding -> read in its body
         self.k_flagged: set[Span] = set()  # loop_unroll loops with a one-step write reported
         self.root_dims: dict[str, tuple[sym.Expr, ...]] = {}  # ir_name of a viewed tensor -> its dims
+        self.scope_init()
+        self.ck_params: dict[str, Binding] = {}  # the kernel's parameters by name
 
     # ------------------------------------------------------------ helpers
     def err(self, code: str, msg: str, span: Span, label: str = "", **kw) -> None:
@@ -150,6 +154,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
                 b = Binding(p.name, "param", TensorTy(dtype or "f32", tuple(shape)), p.span, p, p.name)
             self.names_used[p.name] = 1
             params[p.name] = b
+            self.ck_params[p.name] = b
             self.scope[p.name] = b
         for s, v in self.fixed.items():
             if s not in self.symbols:
@@ -237,6 +242,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
             return
         if name in DTYPE_NAMES or name in RESERVED or name in OPS:
             self.builtin_name_error(name, s.target.span)
+        self.check_rebind(name, old, s.target.span)
         ty = self.expr(s.value, bind_name=name)
         if ty is None:
             self.scope[name] = Binding(name, "value", ScalarTy("f32"), s.target.span, ir_name="?")  # poisoned
@@ -296,6 +302,9 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
                 if b is None and s not in self.symbols:
                     self.err("E0300", f"unknown name `{s}` in a valid shape", yspan,
                              help=did_you_mean(s, list(self.scope)) or "use a symbol, loop index or scalar")
+                    return None
+                if b is not None and b.kind == "gone":
+                    self.gone_use(b, yspan)
                     return None
                 if b is not None and b.kind == "scalar":
                     e = sym.substitute(e, {s: sym.Sym(b.ir_name)})
@@ -547,6 +556,10 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
             if old is not None and old.kind in ("param", "symbol", "scalar") and outer is None:
                 self.err("E0316", f"loop index `{t.id}` shadows {old.kind} `{t.id}`", t.span,
                          secondary=[Label(old.span, "bound here")], help="choose another index name")
+        guard = trip_guard(start, stop, step, {r[2] for r in self.t.read.values()}, self.ck_params,
+                           self.proof_ranges())
+        if guard is not None:
+            self.t.trips[id(s)] = guard
         info = LoopInfo(name, index.id, start, stop, step, s.targets[1].id if unroll else None, s.span,
                         len(self.loop_stack), self.loop_stack[-1].name if self.loop_stack else None)
         self.loops.append(info)
@@ -559,6 +572,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
             self.scope[k.id] = kb
             self.k_used[id(kb)] = False
         self.loop_stack.append(info)
+        frame = self.open_frame("loop", name, s.span)
         self.block(s.body)
         self.loop_stack.pop()
         if unroll and not self.k_used.pop(id(kb)) and s.span not in self.k_flagged:
@@ -569,28 +583,18 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
                      help=f"handle all `{k.id}` steps (index `[{index.id}:{index.id} + {k.id}, ...]` where the "
                      f"body indexes `[{index.id}, ...]`), or write `for {index.id} in loop(...)` and let "
                      "`unroll:` in the YAML repeat a one-step body")
-        self.merge_scope(saved, [self.scope])
-
-    def merge_scope(self, saved: dict[str, Binding], branches: list[dict[str, Binding]]) -> None:
-        """Names bound in a body survive it; rebinding a name keeps the latest binding."""
-        merged = dict(saved)
-        for scope in branches:
-            for name, b in scope.items():
-                if b.kind == "index" and name not in saved:
-                    continue
-                if len(branches) > 1 and name not in saved and not all(name in s for s in branches):
-                    continue
-                merged[name] = b
-        self.scope = merged
+        self.close_frame(frame, saved, [self.scope])
 
     def if_stmt(self, s: ast.If) -> None:
         self.condition(s.cond)
         saved = dict(self.scope)
+        frame = self.open_frame("if", "", s.span)
         self.block(s.body)
         then_scope = self.scope
         self.scope = dict(saved)
+        self.next_arm(frame)
         self.block(s.orelse)
-        self.merge_scope(saved, [then_scope, self.scope])
+        self.close_frame(frame, saved, [then_scope, self.scope])
 
     def condition(self, e: ast.Expr) -> None:
         ty = self.expr(e)
@@ -619,6 +623,10 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
             return None
         if b.kind == "error":
             return None
+        if b.kind == "gone":
+            self.gone_use(b, n.span)
+            return None
+        self.note_use(b, n.span)
         if id(b) in self.k_used:
             self.k_used[id(b)] = True
         return b
@@ -785,8 +793,13 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
                     dims.append((x, t.shape[d - pad], t.valid_shape[d - pad]))
             real = [(x, s, v) for x, s, v in dims if s != 1]
             if not real:
+                # every operand has one element here: the result holds it only where all of them
+                # do (a one-row view at a row index read from a tensor may hold none)
                 shape.append(1)
-                valid.append(min((v for _, _, v in dims), key=lambda v: 0 if v == 1 else 1))
+                v = dims[0][2]
+                for _, _, v2 in dims[1:]:
+                    v = sym.min_(v, v2, self.ranges())
+                valid.append(v)
                 continue
             s0 = real[0][1]
             for x, s, _ in real[1:]:
@@ -942,7 +955,16 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
             else:
                 self.err("E0800", "element reads need a named tensor", e.span)
                 return None
-            name = self.ir_name(bind_name or f"s{next(self.fresh)}")
+            param = self.ck_params.get(base_name)
+            if param is not None and param.param is not None and param.param.mode == "in":
+                shared = self.read_cache.get((base_name, tuple(idx)))
+                if shared is not None:  # the same element, read earlier where this point sees it
+                    self.t.read[id(e)] = (base_name, tuple(idx), shared)
+                    self.t.scalar[id(e)] = sym.Sym(shared)
+                    return ScalarTy(bt.dtype)
+            name = self.ir_name(bind_name or self.fresh_symbol())
+            if param is not None and param.param is not None and param.param.mode == "in":
+                self.shared_read(base_name, tuple(idx), name)
             self.access_guards(e, base_name, tuple(idx), (1,) * len(idx), dims)
             self.t.read[id(e)] = (base_name, tuple(idx), name)
             self.t.scalar[id(e)] = sym.Sym(name)
@@ -987,6 +1009,29 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
         self.t.view[id(e)] = ViewInfo(base, tuple(offsets), tuple(shape), v, given)
         return TensorTy(bt.dtype, tuple(shape), v)
 
+    def fresh_symbol(self) -> str:
+        """A name for an element read the kernel does not bind to a name: ``s0``, ``s1``, ..., skipping
+        every name the kernel's text uses (a read called ``s1`` inside ``for s1 in loop(...)`` would
+        be the loop index to every later pass)."""
+        if self.source_names is None:
+            self.source_names = {n.id for n in ast.walk(self.kernel) if isinstance(n, ast.Name)}
+            for p in self.kernel.params:
+                self.source_names.add(p.name)
+                self.source_names |= {d.value for d in p.dims or () if isinstance(d.value, str)}
+        while True:
+            name = f"s{next(self.fresh)}"
+            if name not in self.source_names:
+                return name
+
+    def proof_ranges(self) -> dict[str, sym.Bounds]:
+        """:meth:`ranges` for the run-time checks: a kernel runs only when every dim is at least 1 (a
+        zero dim returns at once or is refused)."""
+        r = self.ranges()
+        for s in self.symbols:
+            if s not in self.fixed:
+                r[s] = (1, None)
+        return r
+
     def access_guards(self, e: ast.Expr, tensor: str, offsets, extents, dims) -> None:
         """Run-time guards for the bounds of a read that the checker cannot prove inside ``tensor``.
 
@@ -996,10 +1041,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping):
         runs only when every dim is at least 1 (a zero dim returns at once or is refused), which
         the proof may assume.
         """
-        r = self.ranges()
-        for s in self.symbols:
-            if s not in self.fixed:
-                r[s] = (1, None)
+        r = self.proof_ranges()
         guards = []
         for axis, (o, n, d) in enumerate(zip(offsets, extents, dims)):
             if sym.prove_le(0, o, r) and _ends_inside(o, n, d, r):

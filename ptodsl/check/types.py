@@ -138,6 +138,8 @@ class Typing:
     loop: dict[int, LoopInfo] = field(default_factory=dict)
     read: dict[int, tuple[str, tuple[sym.Expr, ...], str]] = field(default_factory=dict)  # base, idx, sym
     access: dict[int, tuple[AccessGuard, ...]] = field(default_factory=dict)  # a view or read -> its guards
+    # a `for` whose trip count depends on data -> (trip count, the call's largest dim), checked before it
+    trips: dict[int, tuple[sym.Expr, sym.Expr]] = field(default_factory=dict)
     requires: list[Requirement] = field(default_factory=list)  # checked at call time, before any kernel
 
 

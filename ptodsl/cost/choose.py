@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..diagnostics import Diagnostics
 from ..ir import Module, TensorType
@@ -41,7 +42,8 @@ class Case:
     control: str  # the control program of the variant
     symbols: dict[str, int]
     scalars: dict[str, float]
-    reads: dict[str, int] = dataclasses.field(default_factory=dict)  # tensor -> value its element reads give
+    # tensor -> the value its element reads give, or its values as nested lists (a case's `inputs:`)
+    reads: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclass

@@ -61,6 +61,9 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "logic",  # `and`/`or`/`not` of comparisons in the condition of `where`
     "reduce_rank34",  # reductions over any axis of rank-3 and rank-4 tensors, tiles with middle tails
     "reduce_multi",  # ... over several axes at once, dim=[...]
+    "data_trips",  # loops whose trip count, valid extents (min) and offsets come from lengths read from a tensor
+    "data_conds",  # inline conditions on values read from tensors (`if x1[r, 0] > 0.0:`)
+    "data_cu",  # cumulative offsets read in an outer loop driving an inner loop's bound, offsets and extents
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -682,6 +685,10 @@ class Gen:
                 e = Ex("({} * {})", (e, leaf(element, "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
             lines.append((1, [f"{y}[r, :] = ", e, ""]))
             return Block(kind, lines, [y, "x0", "x1", *self._names(ctx), gidx], {loop: settings})
+        if kind == "ragged":
+            return self.ragged(k)
+        if kind == "varlen":
+            return self.varlen(k)
         if kind == "static_view":
             y = self.out("M, N", "inout")
             loop = f"L{k}"
@@ -797,6 +804,74 @@ class Gen:
         arg = r.choice([x, f"{x} * 0.5 + 0.25", f"abs({x})", f"exp({x})"])
         keeps = ", keepdim=True" if keep else r.choice(["", ", keepdim=False"])
         return Block("reduce_nd", [(0, f"{y}[:] = {op}({arg}, dim={dim}{keeps})")], [y, x])
+    def ragged(self, k: int) -> Block:
+        """Row r holds lens[r] columns, walked in blocks of ``bw``: a trip count read from data (at
+        the row loop's depth, used in the block loop's), a valid extent mixing the read with the
+        block index through `min`, sometimes an inline condition on data, and the length written
+        into an output (a fill). Lengths may be negative (an empty loop), past N (a view outside
+        the row: E0730) or 2**31 - 1 (more trips than any dim: E0870)."""
+        r = self.rng
+        y = self.out("M, N", "inout")  # columns past a row's length keep their values
+        lens = self.param("lens", "i32[M]", "in", "i32", ("M",), role="length")
+        fill = self.param(f"c{k}", "out i32[M, 1]", "out", "i32", ("M", "1"))
+        outer, inner = f"L{k}", f"L{k}j"
+        settings: dict[str, Any] = {}
+        self.unroll(inner, settings, index_reads=True)
+        self.loop_tile(settings)
+        bw = r.choice([4, 8, 16])
+        n = f"n{k}" if r.random() < 0.6 else "lens[r]"  # bound in the outer body, or read inline
+        trips = r.choice([f"cdiv({n}, {bw})", f"cdiv({n}, {bw})", f"cdiv(min({n}, N), {bw})"])
+        v = f"v{k}"
+        ctx = self.row_ctx("r", [leaf(v)], conds=False)
+        cols = f"r:r + 1, j * {bw}:j * {bw} + {bw}"
+        ctx.full = [e for e in ctx.full if e.dtype == "T"] + [leaf(f"x1[{cols}]")]
+        if self.has("casts"):
+            ctx.full.append(leaf(f"{self.input2('xf', 'f32')}[{cols}]", "f32"))
+        ctx.row, ctx.col, ctx.no_reduce = [], [], True  # operands of the block's [1, bw] shape only
+        lines: list[tuple[int, Any]] = [(0, f'for r in loop(M, name="{outer}"):')]
+        if n != "lens[r]":
+            lines.append((1, f"{n} = lens[r]"))
+        lines += [(1, f"{fill}[r, 0] = {n} * 2 + 1"),
+                  (1, f'for j in loop({trips}, name="{inner}"):'),
+                  (2, f"w{k} = min({n} - j * {bw}, {bw})"),
+                  (2, f"{v} = view(x0, [1, {bw}], [r, j * {bw}], valid_shape=[1, w{k}])")]
+        target = f"{y}[r:r + 1, j * {bw}:j * {bw} + {bw}] = "
+        e = self.use(v, self.expr(ctx, depth=2))
+        if self.has("data_conds") and r.random() < 0.5:
+            cond = r.choice(["x1[r, 0] > 0.0", f"{n} > {r.randint(0, 20)}", "x1[r, N - 1] < 0.25"])
+            lines += [(2, f"if {cond}:"), (3, [target, e, ""])]
+            if r.random() < 0.5:
+                lines += [(2, "else:"), (3, [target, self.use(v, self.expr(ctx, depth=1)), ""])]
+        else:
+            lines.append((2, [target, e, ""]))
+        return Block("ragged", lines, [y, fill, lens, "x0", "x1", *self._names(ctx)], {inner: settings})
+
+    def varlen(self, k: int) -> Block:
+        """Segments of rows located by cumulative offsets cu (S entries): each segment's rows in
+        blocks of ``br``, the offsets read at the segment loop's depth and used in the block loop's
+        bound, view offsets, valid extent and write region (the same read twice in one slice is one
+        value). Offsets may go down (an empty segment), past M (E0730) or to 2**31 - 1 (E0870)."""
+        r = self.rng
+        y = self.out("M, N", "inout")  # rows outside every segment keep their values
+        cu = self.param("cu", "i32[S]", "in", "i32", ("S",), role="cumulative")
+        outer, inner = f"L{k}", f"L{k}q"
+        settings: dict[str, Any] = {}
+        self.unroll(inner, settings, index_reads=True)
+        br = r.choice([2, 3, 4])
+        st, rows, v, u = f"st{k}", f"rows{k}", f"v{k}", f"u{k}"
+        ctx = self.row_ctx("r", [leaf(v), leaf(u)], conds=False)
+        ctx.full = [e for e in ctx.full if "[r" not in e.form]
+        if self.has("casts"):
+            ctx.full.append(leaf(f"view({self.input2('xf', 'f32')}, [{br}, N], [{rows}, 0])", "f32"))
+        ctx.col, ctx.no_reduce = [], True
+        lines: list[tuple[int, Any]] = [
+            (0, f'for sg in loop(S - 1, name="{outer}"):'), (1, f"{st} = cu[sg]"),
+            (1, f'for q in loop(cdiv(cu[sg + 1] - {st}, {br}), name="{inner}"):'),
+            (2, f"{rows} = {st} + q * {br}"),
+            (2, f"{v} = view(x0, [{br}, N], [{rows}, 0], valid_shape=[min(cu[sg + 1] - {rows}, {br}), N])"),
+            (2, f"{u} = view(x1, [{br}, N], [{rows}, 0])"),
+            (2, [f"{y}[{st} + q * {br}:{st} + q * {br} + {br}, :] = ", self.use(v, self.expr(ctx, depth=2)), ""])]
+        return Block("varlen", lines, [y, cu, "x0", "x1", *self._names(ctx)], {inner: settings})
 
     def use(self, name: str, e: Ex, force: bool = False) -> Ex:
         """``e``, made to read the view ``name`` if it does not already (``force``: at top level)."""
@@ -824,7 +899,7 @@ class Gen:
                  ("row_loop", "row_loop"), ("accum", "locals"), ("branch", "branches"),
                  ("begin_end", "loop_begin_end"), ("dyn_view", "views_dynamic"),
                  ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
-                 ("gather", "gather"),
+                 ("gather", "gather"), ("ragged", "data_trips"), ("varlen", "data_cu"),
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write"),
                  ("reduce_nd", "reduce_rank34")]
         table += [(kind, f) for f, kind in gen_layout.KINDS.items()]
@@ -854,6 +929,8 @@ class Gen:
         shapes = {"M": m, "N": n}
         if any(b.kind == "nested" for b in blocks):
             shapes["B"] = r.randint(1, 3)
+        if any(b.kind == "varlen" for b in blocks):
+            shapes["S"] = r.randint(1, 5)
         if any(b.kind == "reduce_nd" for b in blocks):
             shapes["B"] = r.randint(1, 5)
             shapes["P"] = r.randint(1, 4)

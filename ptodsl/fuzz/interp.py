@@ -33,9 +33,15 @@ class Refused(Exception):
 
 
 class Stopped(Exception):
-    """An access leaves its tensor at run time (docs/LANGUAGE.md §3.7): a write region outside the
-    tensor, a view that starts before it or past its end, an element read outside it. The call is
-    expected to stop there with E0730 on every backend; outputs are not compared."""
+    """An access leaves its tensor at run time (docs/LANGUAGE.md §3.7): a write storing outside the
+    tensor, a view that starts before it or past its end, an element read outside it (E0730); or a
+    loop whose trip count comes from values read from tensors would run more times than the largest
+    dim of the call (E0870). The call is expected to stop there with ``code`` on every backend;
+    outputs are not compared."""
+
+    def __init__(self, reason: str, code: str = "E0730"):
+        super().__init__(reason)
+        self.code = code
 
 
 @dataclass
@@ -45,6 +51,17 @@ class TV:
     a: np.ndarray
     dtype: str
     valid: tuple[int, ...]
+
+
+@dataclass
+class Target:
+    """A region written: the tensor, the region's offsets and the shape the statement names. The
+    region may reach outside the tensor as long as what is stored does not (§3.7)."""
+
+    base: np.ndarray
+    dtype: str
+    offsets: tuple[int, ...]
+    shape: tuple[int, ...]
 
 
 @dataclass
@@ -114,6 +131,8 @@ class Interpreter:
         self.valid_shapes = dict(valid_shapes or {})
         self.steps = 0
         self.max_steps = max_steps
+        self.from_data: set[str] = set()  # scalar locals computed from values read from tensors
+        self.largest_dim = 1
 
     # ------------------------------------------------------------------ entry
     def run(self, arrays: dict[str, np.ndarray], scalars: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -123,6 +142,7 @@ class Interpreter:
             if p.is_tensor:
                 a = arrays[p.name]
                 env[p.name] = TV(a, self.dtype(p.dtype), a.shape)
+                self.largest_dim = max([self.largest_dim, *a.shape])
             else:
                 if p.name in scalars and scalars[p.name] is not None:
                     env[p.name] = scalars[p.name]
@@ -133,9 +153,9 @@ class Interpreter:
         self.block(self.kernel.body, env)
         return arrays
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, code: str = "E0730") -> None:
         if self.stops:
-            raise Stopped(reason)
+            raise Stopped(reason, code)
         self.stopped = self.stopped or reason
 
     def dtype(self, name: str) -> str:
@@ -156,6 +176,10 @@ class Interpreter:
             if isinstance(st.target, ast.Name):
                 value = self.eval(st.value, env)
                 name = st.target.id
+                if not isinstance(value, TV) and self.reads_data(st.value, env):
+                    self.from_data.add(name)
+                else:
+                    self.from_data.discard(name)
                 if isinstance(value, TV) and name in self.valid_shapes:
                     vs = tuple(self.eval_dim(d, env) for d in self.valid_shapes[name])
                     value = TV(value.a, value.dtype, tuple(max(0, min(v, s, c)) for v, s, c in
@@ -183,11 +207,7 @@ class Interpreter:
                     value = self.eval(e.args[0], env)
                     offs = [self.eval(o, env) for o in e.args[1].items]
                     v = self.tensor(value)
-                    if any(o < 0 or o + n > size for o, n, size in zip(offs, v.a.shape, target.a.shape)):
-                        self.stop(f"assemble at {offs} of a {list(v.a.shape)} value into {list(target.a.shape)}")
-                        return
-                    sl = tuple(slice(o, o + s) for o, s in zip(offs, v.a.shape))
-                    self.write(TV(target.a[sl], target.dtype, target.a[sl].shape), v)
+                    self.write(Target(target.a, target.dtype, tuple(int(o) for o in offs), v.a.shape), v)
                     return
             raise InterpError("expression statement")
         if isinstance(st, ast.For):
@@ -218,6 +238,11 @@ class Interpreter:
         else:
             start, stop = args[0], args[1]
             step = args[2] if len(args) > 2 else 1
+        trips = max(-(-(stop - start) // step), 0)
+        if trips > self.largest_dim and any(self.reads_data(a, env) for a in call.args):
+            self.stop(f"loop `{self.loop_name(st)}` of {trips} trips read from data, over the largest dim "
+                      f"{self.largest_dim}", "E0870")
+            return
         steps = list(range(start, stop, step))
         if not steps:
             return
@@ -226,6 +251,24 @@ class Interpreter:
             if len(st.targets) > 1:
                 env[st.targets[1].id] = 1
             self.block(st.body, env)
+
+    def reads_data(self, e: ast.Expr, env: dict[str, Any]) -> bool:
+        """Whether ``e`` depends on a value read from a tensor: an element read in it, or a scalar
+        local computed from one."""
+        for node in ast.walk(e):
+            if isinstance(node, ast.Name) and node.id in self.from_data:
+                return True
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                t = env.get(node.value.id)
+                if isinstance(t, TV) and len(node.indices) == t.a.ndim and \
+                        not any(isinstance(i, ast.Slice) for i in node.indices):
+                    return True
+        return False
+
+    @staticmethod
+    def loop_name(st: ast.For) -> str:
+        kw = st.iter.keyword("name") if isinstance(st.iter, ast.Call) else None
+        return kw.value.value if kw is not None and isinstance(kw.value, ast.Str) else f"{st.targets[0].id}_loop"
 
     @staticmethod
     def truth(v: Any) -> bool:
@@ -260,8 +303,8 @@ class Interpreter:
                 lo, hi = 0, size
             if lo > hi:
                 raise InterpError(f"slice {lo}:{hi} of negative size")
-            if lo < 0 or lo > size or write and hi > size:
-                self.stop(f"{'write' if write else 'read'} of [{lo}, {hi}) in a dim of {size}")
+            if not write and (lo < 0 or lo > size):
+                self.stop(f"read of [{lo}, {hi}) in a dim of {size}")
                 lo, hi = 0, max(0, min(hi - lo, size))  # the run after a stop only looks for a refusal
             sl.append(slice(lo, hi))
             offsets.append(lo)
@@ -269,6 +312,8 @@ class Interpreter:
             valid.append(max(0, min(t.valid[d] - lo, hi - lo)))
         if len(indices) > t.a.ndim:
             raise InterpError("too many indices")
+        if write:
+            return Target(t.a, t.dtype, tuple(offsets), tuple(shape))
         return self.sub(t, offsets, shape, valid)
 
     @staticmethod
@@ -286,18 +331,28 @@ class Interpreter:
         clipped = tuple(min(v, n) for v, n in zip(valid, part.shape))
         return TV(padded, t.dtype, clipped)
 
-    def write(self, region: TV, value: Any) -> None:
-        shape = region.a.shape
+    def write(self, region: TV | Target, value: Any) -> None:
+        """Store the valid part of ``value`` (all of a scalar or of a broadcast dim) into ``region``;
+        a stored part that reaches past the tensor's end stops the call (E0730)."""
+        if isinstance(region, TV):
+            region = Target(region.a, region.dtype, (0,) * region.a.ndim, region.a.shape)
+        shape = region.shape
         if isinstance(value, TV):
             if value.a.ndim > len(shape):
                 raise InterpError("value of higher rank than its target")
             data = np.broadcast_to(value.a, shape) if value.a.shape != shape else value.a
             valid = _bvalid([value], shape)
-            valid = tuple(min(v, r) for v, r in zip(valid, region.valid))
-            sl = tuple(slice(0, v) for v in valid)
-            region.a[sl] = _round(data[sl], region.dtype)
         else:
-            region.a[...] = _round(np.full(shape, value), region.dtype)
+            data, valid = np.full(shape, value), tuple(shape)
+        # each dim is checked on its own, as the guards do: a dim storing nothing is never outside
+        if any(v > 0 and (o < 0 or o + v > n) for o, v, n in zip(region.offsets, valid, region.base.shape)):
+            self.stop(f"write of {list(valid)} at {list(region.offsets)} into {list(region.base.shape)}")
+            return
+        if not all(v > 0 for v in valid):
+            return  # stores nothing
+        sl = tuple(slice(0, v) for v in valid)
+        dst = tuple(slice(o, o + v) for o, v in zip(region.offsets, valid))
+        region.base[dst] = _round(data[sl], region.dtype)
 
     # ------------------------------------------------------------------ expressions
     def int(self, e: ast.Expr | None, env: dict[str, Any], default: int) -> int:
@@ -461,6 +516,11 @@ class Interpreter:
             return -(-a // b)
         if name in interp_layout.NAMES:
             return interp_layout.call(self, name, e, kw, env)
+        if name in ("min", "max"):  # of scalars (tensors take minimum/maximum)
+            values = [self.eval(x, env) for x in e.args]
+            if any(isinstance(v, TV) for v in values):
+                raise InterpError(f"{name} of a tensor")
+            return min(values) if name == "min" else max(values)
         if name == "matmul":
             return self.matmul(e, kw, env)
         raise InterpError(f"builtin {name}")

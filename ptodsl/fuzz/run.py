@@ -89,7 +89,8 @@ class Prepared:
     expected: dict[str, np.ndarray]
     outputs: list[str]
     dtypes: dict[str, str] = field(default_factory=dict)
-    stop: str | None = None  # the oracle's reason why the call must stop with E0730 (outputs not compared)
+    stop: str | None = None  # the oracle's reason why the call must stop (outputs not compared)
+    stop_code: str = "E0730"  # with which diagnostic: an access outside a tensor, or E0870 (trip count)
 
 
 @contextmanager
@@ -138,6 +139,9 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
             arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(dtype))
         elif p.role == "index":
             arrays[p.name] = row_indices(program.seed, shape, env["M"], numpy_dtype(dtype))
+        elif p.role in ("length", "cumulative"):
+            arrays[p.name] = data_lengths(program.seed, shape, env["N" if p.role == "length" else "M"],
+                                          p.role == "cumulative", numpy_dtype(dtype))
         elif DTYPES[dtype].is_float:
             arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
         elif dtype == "i8":  # matmul operands: the whole int8 range
@@ -172,6 +176,23 @@ def compared_as(dtype: str, variant: str) -> str:
     if dtype in TOLERANCES and variant in TOLERANCES and TOLERANCES[variant] > TOLERANCES[dtype]:
         return variant
     return dtype
+def data_lengths(seed: int, shape: tuple[int, ...], extent: int, cumulative: bool, dtype: np.dtype) -> np.ndarray:
+    """Lengths in [-2, extent] (row lengths of a ragged block), or offsets rising from 0 to at most
+    ``extent`` (cumulative lengths of segments). For a third of the seeds one entry is off: past
+    ``extent`` (an access outside the tensor, E0730), 2**31 - 1 (more trips than any dim, E0870) or
+    negative (an empty loop; a segment whose offsets go down). A generator of its own, so the other
+    inputs of a program stay as they were."""
+    rng = np.random.default_rng([seed, 2])
+    if cumulative:
+        out = np.minimum(np.cumsum(rng.integers(0, max(extent // 2, 1) + 1, size=shape)), extent)
+        if out.size:
+            out.flat[0] = 0
+    else:
+        out = rng.integers(-2, extent + 1, size=shape)
+    if out.size and rng.random() < 1 / 3:
+        bad = [extent + 1, extent + 17, 2**31 - 1, -3]
+        out.flat[int(rng.integers(0, out.size))] = bad[int(rng.integers(0, len(bad)))]
+    return out.astype(dtype)
 
 
 def compare(got: np.ndarray, want: np.ndarray, dtype: str) -> str:
@@ -234,7 +255,7 @@ def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -
     except Refused as why:
         return refused_at_call(program, op, index, arrays, scalars, symbols, str(why))
     except Stopped as why:
-        return Prepared(program, op, index, symbols, arrays, scalars, {}, outputs, dtypes, str(why))
+        return Prepared(program, op, index, symbols, arrays, scalars, {}, outputs, dtypes, str(why), why.code)
     except (InterpError, Exception):  # noqa: BLE001 - the oracle's own failure
         return Outcome(program.seed, "interp", "interp", traceback.format_exc(limit=-3))
     return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes)
@@ -245,14 +266,15 @@ def stopped_or_refused(prep: Prepared, exc: Exception, backend: str) -> Outcome 
     guard (E0730), else a refusal of a program the oracle runs (a read refused as a length, E0711;
     a guard that should not fail)."""
     code = exc.diagnostic.code  # type: ignore[attr-defined]
-    if prep.stop is not None and code == "E0730":
+    if prep.stop is not None and code == prep.stop_code:
         return None
     why = f" (the oracle stops: {prep.stop})" if prep.stop is not None else " (the oracle runs it)"
     return Outcome(prep.program.seed, "rejected", backend, f"{code}{why}\n{exc}")
 
 
 def ran_past_a_stop(prep: Prepared, backend: str) -> Outcome:
-    return Outcome(prep.program.seed, "mismatch", backend, f"the call ran although it must stop (E0730): {prep.stop}")
+    return Outcome(prep.program.seed, "mismatch", backend,
+                   f"the call ran although it must stop ({prep.stop_code}): {prep.stop}")
 
 
 def refused_at_call(program: Program, op, index: int, arrays: dict[str, np.ndarray], scalars: dict,

@@ -22,7 +22,7 @@ from ..frontend.parser import parse_module
 from ..frontend.schema import spec_schema
 from ..frontend.spec import load_spec
 from ..frontend.text import strip_bom
-from ..ops import OPS, STRUCTURE_BUILTINS, describe_op
+from ..ops import OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, describe_op
 from ..yamlio.schema import Bool, Enum, ListOf, MapOf, Obj, OneOf, Schema
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -48,6 +48,8 @@ STRUCTURE_DOCS = {
     "is_loop_end": "is_loop_end(i): true in the last iteration of the loop of index i",
     "print": "print(...): print values from a kernel (debugging)",
     "cdiv": "cdiv(a, b): a / b rounded up, for symbols and integers",
+    "min": "min(a, b, ...): the smallest of scalars (dims, indices, values read from tensors)",
+    "max": "max(a, b, ...): the largest of scalars (dims, indices, values read from tensors)",
 }
 
 
@@ -236,7 +238,7 @@ def builtin_doc(name: str) -> str | None:
 def pto_completions() -> list[tuple[str, str, str]]:
     """(label, kind, detail) of what may be typed in a .pto: builtins, dtypes, keywords."""
     items = [(n, "function", OPS[n].doc) for n in sorted(OPS)]
-    items += [(n, "function", STRUCTURE_DOCS[n]) for n in sorted(STRUCTURE_BUILTINS) + ["cdiv"]
+    items += [(n, "function", STRUCTURE_DOCS[n]) for n in sorted(STRUCTURE_BUILTINS) + list(SCALAR_BUILTINS)
               if n in STRUCTURE_DOCS]
     items += [(d, "type", "dtype") for d in DTYPE_NAMES]
     items += [(k, "keyword", "keyword") for k in sorted(KEYWORDS | {"True", "False", "out", "inout"})]

@@ -34,7 +34,8 @@ def wrap_top_level(ops: list[Op], counter) -> list[Op]:
     body: list[Op] = []
     pending: list[Op] = []
     for op in ops + [None]:
-        if op is None or stays_top_level(op.name, bool(pending)):
+        # a trip-count guard belongs to the loop right after it (the checker's model leaves it out)
+        if op is None or stays_top_level(op.name, bool(pending)) or op.attrs.get("access") == "trips":
             if pending:
                 name = f"_top{next(counter)}"
                 body.append(Op("loop", [], {"index": name, "lo": 0, "hi": 1, "step": 1, "name": name,

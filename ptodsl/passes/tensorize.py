@@ -49,6 +49,7 @@ class _Builder:
         self.blocks: list[list[Op]] = [[]]
         self.used: set[str] = set()
         self.reads_done: set[int] = set()  # element reads (AST node ids) already emitted
+        self.syms_done: set[str] = set()  # and the symbols they define
 
     def emit(self, op: Op) -> Op:
         self.blocks[-1].append(op)
@@ -107,6 +108,12 @@ class _Builder:
                 self.write(s)
         elif isinstance(s, ast.For):
             lp = self.t.loop[id(s)]
+            trips = self.t.trips.get(id(s))
+            if trips is not None:  # a trip count from data, checked against the call's largest dim
+                count, bound = trips
+                self.emit(Op("guard", [], {"cond": sym.compare("<=", count, bound), "access": "trips",
+                                           "loop": lp.name, "offset": count, "extent": 0, "dim": bound},
+                             span=s.iter.span))
             attrs = {"index": lp.index, "lo": lp.start, "hi": lp.stop, "step": lp.step, "name": lp.name}
             if lp.unrolled:
                 attrs["unroll_var"] = lp.unrolled
@@ -137,10 +144,11 @@ class _Builder:
                     self.emit_read(node)
 
     def emit_read(self, e: ast.Expr) -> None:
-        if id(e) in self.reads_done:
-            return
-        self.reads_done.add(id(e))
         base, idx, symname = self.t.read[id(e)]
+        if id(e) in self.reads_done or symname in self.syms_done:
+            return  # the checker shares one read of an input element among the points it dominates
+        self.reads_done.add(id(e))
+        self.syms_done.add(symname)
         self.access_guards(e, "read")
         self.emit(Op("read", [self.values[base]], {"index": idx, "sym": symname, "dtype": self.t.ty[id(e)].dtype},
                      span=e.span))

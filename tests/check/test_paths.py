@@ -46,6 +46,20 @@ SPREAD = {
                                      "    if t > 0:\n        y[1, :] = x[1, :]\n", None, 2),
     "step_two": ("    for b in loop(0, B, 2, name=\"rows\"):\n        s = n[b]\n        y[b, :] = x[b, :]\n" + IF,
                  [2, 1], 4),
+    # trip counts read from data: an inline `if` on data is a runtime branch, unroll lists split a
+    # runtime trip count, and first/last peeling sits behind guards on it (LANGUAGE.md §3.4)
+    "data_trips_inline_if_unrolled_8421": (
+        "    for b in loop(B, name=\"outer\"):\n        for j in loop(cdiv(n[b], 16), name=\"rows\"):\n"
+        "            y[b, :] = x[b, :]\n            if x[b, j] > 0.0:\n                y[b, :] = x[b, :] + 1.0\n",
+        [8, 4, 2, 1], 256),
+    "data_trips_peeled_and_unrolled": (
+        "    for b in loop(B, name=\"outer\"):\n        for j in loop(n[b] - n[0], name=\"rows\"):\n"
+        "            y[b, :] = x[b, :]\n            if is_loop_begin(j):\n                y[b, :] = x[b, :] + 1.0\n"
+        "            if is_loop_end(j) and n[j] > 2:\n                y[b, :] = x[b, :] + 2.0\n", [4, 2, 1], 2 ** 4),
+    "top_level_data_loop_after_work": (
+        "    y[0, :] = x[0, :]\n    if n[1] > 0:\n        y[1, :] = x[1, :]\n"
+        "    for j in loop(n[0], name=\"rows\"):\n        if n[j] > 0:\n            y[j, :] = x[j, :]\n",
+        [2, 1], 4),
     "loop_unroll": ("    for b, kk in loop_unroll(B, name=\"rows\"):\n        s = n[b]\n"
                     "        y[b:b + kk, :] = x[b:b + kk, :]\n        if s > 0:\n"
                     "            y[b:b + kk, :] = x[b:b + kk, :] + 1.0\n", [4, 2, 1], 2),

@@ -381,6 +381,16 @@ def e0730_gathered_row_past_the_end(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0870_length_read_as_unsigned(env: Env) -> Diagnostic:
+    # -1 written as unsigned 32-bit data and read back as i32 gives 2**31 - 1 columns: 33554432
+    # blocks of 64 where the call's largest dim is 256; the call stops before the loop.
+    op = ptodsl.load("tests/golden_codes/ops/ragged_rows.yaml")
+    lens = np.array([100, 2**31 - 1], np.int32)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x32(2), lens, y=np.zeros((2, 256), np.float32), backend="cpu" if shutil.which("g++") else "sim")
+    return info.value.diagnostic
+
+
 def e0730_element_read_at_a_negative_index(env: Env) -> Diagnostic:
     op = ptodsl.load("tests/golden_codes/ops/pick_elements.yaml")
     with pytest.raises(ptodsl.GuardError) as info:
@@ -797,6 +807,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0730_element_read_at_a_negative_index,
     e0833_heads_that_do_not_fill_the_hidden_dim,
     e0839_rotate_by_more_columns_than_a_row_has,
+    e0870_length_read_as_unsigned,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,

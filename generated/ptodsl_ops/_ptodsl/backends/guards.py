@@ -3,7 +3,9 @@
 Lowering places a ``guard`` op before such a write, view or element read; the simulator, the
 control program of the CPU build and the NPU host program evaluate its condition and, when it
 fails, stop the call before the access with the same diagnostic (E0730), so no backend ever stores
-or loads outside a tensor.
+or loads outside a tensor. A loop whose trip count comes from data has a guard of the same form
+before it (``access = "trips"``): a count past the call's largest dim stops the call (E0870)
+instead of running for hours.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ class GuardError(DiagnosticError, ValueError):
 
 def guard_failure(attrs: dict, span: Span | None, offset: int, extent: int, dim: int) -> GuardError:
     """The error of a failed guard, with the values its bound took in this call."""
-    tensor, axis = attrs["tensor"], attrs["axis"]
     access = attrs.get("access", "write")
+    if access == "trips":
+        return GuardError(Diagnostic(
+            "E0870", f"loop `{attrs['loop']}` would run {offset} times, more than the largest dim of the call",
+            span, f"its trip count comes from data; the call's largest dim is {dim}",
+            notes=("the call stopped before this loop; outputs written earlier in the call keep their values",),
+            help="check the lengths read from the tensors; a negative or zero trip count is an empty loop, and "
+                 "a bound clamped with `min(..., N)` to a dim needs no check"))
+    tensor, axis = attrs["tensor"], attrs["axis"]
     if access == "write":
         return GuardError(Diagnostic(
             "E0730", f"this write would store outside `{tensor}` on dim {axis}", span,

@@ -440,10 +440,13 @@ def _structural() -> list[IROp]:
         IROp("read", ALL, "read", (Arg("src", TENSOR),),
              attrs=(Attr("index", "exprs", True), Attr("sym", "name", True), Attr("dtype", "dtype", True)),
              rules=(offsets_of("src", "index"),), control=True, doc="one element of a tensor as a scalar symbol"),
-        IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name", True),
-                                           Attr("axis", "int", True), Attr("offset", required=True),
+        # an access's bounds (E0730: `tensor`, `axis`), or a loop's trip count read from data against
+        # the call's largest dim (E0870: access `trips`, `loop`, the count as `offset`, the bound as `dim`)
+        IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name"),
+                                           Attr("axis", "int"), Attr("offset", required=True),
                                            Attr("extent", required=True), Attr("dim", required=True),
-                                           Attr("access", "name", choices=("write", "read", "view"))), control=True),
+                                           Attr("access", "name", choices=("write", "read", "view", "trips")),
+                                           Attr("loop", "name")), control=True),
         # GM tensors
         IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,),
              (OFFSETS, Attr("valid_given", "exprs", doc="the valid shape as written, read by E0711's check")),

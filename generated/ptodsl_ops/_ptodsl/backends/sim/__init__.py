@@ -351,7 +351,18 @@ def _fill(m: Machine, op: Op) -> None:
     dst, _ = _tiles(m, op)
     value = m.ev(op.attrs["scalar"])
     dtype = op.operands[0].type.dtype
-    dst.data[dst.region()] = _round_to(np.asarray(value, np.float64 if DTYPES[dtype].is_float else np.int64), dtype)
+    if DTYPES[dtype].is_float or dtype == "bool":
+        dst.data[dst.region()] = _round_to(np.asarray(value, np.float64), dtype)
+    else:
+        dst.data[dst.region()] = _int_scalar(value, dtype)
+
+
+def _int_scalar(value, dtype: str) -> np.ndarray:
+    """An integer scalar as an element of ``dtype``, as the C++ kernels convert it: the control
+    program computes in int64 and the instruction takes the element type, both wrapping (a length
+    of 2**31 - 1 read from a tensor, doubled and written into an i32 tensor, is -2)."""
+    v = (int(value) + 2**63) % 2**64 - 2**63
+    return np.asarray(np.int64(v)).astype(numpy_dtype(dtype))
 
 
 @SIM.on("expand")
