@@ -116,6 +116,7 @@ class Spec:
     reference: Reference | None
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
+    bench: tuple[TestCase, ...] = ()  # chip-filling cases, modelled and timed only (never golden-tested)
     torch: str | None = None  # a function of the reference file: the op in eager torch, for bench
     backward: Backward | None = None  # the spec of the op's gradients (docs/LANGUAGE.md §2.1)
 
@@ -160,19 +161,20 @@ def _check_loops(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
             )
 
 
-def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
+def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics, key: str = "tests") -> None:
     declared: dict[str, Any] = data.get("dtypes", {})
     symbols: dict[str, int] = data.get("symbols", {})
-    for i, test in enumerate(data.get("tests") or []):
+    what = "test" if key == "tests" else "bench case"
+    for i, test in enumerate(data.get(key) or []):
         if not isinstance(test, dict):  # reported already
             continue
         for var, dtype in test.get("dtypes", {}).items():
-            path = ("tests", i, "dtypes", var)
+            path = (key, i, "dtypes", var)
             if var not in declared:
                 if ("dtypes", var) in spans:  # declared, with a value reported as invalid already
                     continue
                 diags.error(
-                    E_TEST_DTYPE_VAR, f"test {i} binds `{var}`, which `dtypes:` does not declare",
+                    E_TEST_DTYPE_VAR, f"{what} {i} binds `{var}`, which `dtypes:` does not declare",
                     spans.key(path), "not a declared dtype variable",
                     help=(f"declared dtype variables: {', '.join(declared)}" if declared else
                           f"declare it, e.g. `dtypes: {{{var}: [{dtype}]}}`"),
@@ -181,16 +183,16 @@ def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
             variants = declared[var] if isinstance(declared[var], list) else [declared[var]]
             if dtype not in variants:
                 diags.error(
-                    E_TEST_DTYPE_VARIANT, f"test {i} uses `{var} = {dtype}`, which is not a declared variant",
+                    E_TEST_DTYPE_VARIANT, f"{what} {i} uses `{var} = {dtype}`, which is not a declared variant",
                     spans.value(path), f"`{var}` is one of {', '.join(variants)}",
                     secondary=[Label(spans.at(("dtypes", var)), f"variants of `{var}` declared here")],
                     help=f"add `{dtype}` to the variants of `{var}`, or test one of them",
                 )
         for sym, value in test.get("shapes", {}).items():
             if sym in symbols and symbols[sym] != value:
-                path = ("tests", i, "shapes", sym)
+                path = (key, i, "shapes", sym)
                 diags.error(
-                    E_TEST_SHAPE, f"test {i} sets `{sym} = {value}`, but `symbols:` fixes `{sym} = {symbols[sym]}`",
+                    E_TEST_SHAPE, f"{what} {i} sets `{sym} = {value}`, but `symbols:` fixes `{sym} = {symbols[sym]}`",
                     spans.value(path), "conflicts with the fixed value",
                     secondary=[Label(spans.at(("symbols", sym)), "fixed here")],
                     help=f"remove `{sym}` from the test's shapes",
@@ -198,8 +200,8 @@ def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
         low_high = test.get("data_range")
         if low_high is not None and not low_high[0] < low_high[1]:
             diags.error(
-                E_VALUE, f"`tests[{i}].data_range` must be [low, high] with low < high, found {low_high}",
-                spans.value(("tests", i, "data_range")), "low must be below high",
+                E_VALUE, f"`{key}[{i}].data_range` must be [low, high] with low < high, found {low_high}",
+                spans.value((key, i, "data_range")), "low must be below high",
             )
 
 
@@ -230,7 +232,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
     if "reference" in data:
         file, function = data["reference"].rsplit(":", 1)
         reference = Reference(file, function)
-    tests = tuple(
+    tests, bench = (tuple(
         TestCase(
             index=i,
             shapes=dict(t.get("shapes", {})),
@@ -243,8 +245,8 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
         )
-        for i, t in enumerate(data.get("tests", []))
-    )
+        for i, t in enumerate(data.get(key, []))
+    ) for key in ("tests", "bench"))
     backward = None
     if "backward" in data:
         backward = Backward(data["backward"]["spec"], tuple(data["backward"].get("saves", ())))
@@ -260,6 +262,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
         target=data.get("target", DEFAULT_TARGET),
         reference=reference,
         tests=tests,
+        bench=bench,
         spans=spans,
         torch=data.get("torch"),
         backward=backward,
@@ -303,6 +306,7 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
             diags.error(E_NAME, f"the op name defaults to the file stem `{op}`, which is not a valid name",
                         Span(path, 1, 1), problem, help="add an `op:` key with a valid name")
     _check_tests(data, spans, diags)
+    _check_tests(data, spans, diags, "bench")
     _check_loops(data, spans, diags)
     if len(diags.errors) > before or op is None:
         return None
