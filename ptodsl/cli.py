@@ -358,7 +358,11 @@ def _library_stats(folder: str, out: _Out, bench: bool = False) -> int:
             out.diagnostics(diags.items)
             failed.append(path)
             continue
-        rows.append((op, collect(op, bench=bench)))
+        try:
+            rows.append((op, collect(op, bench=bench)))
+        except CompileError as exc:  # a case of the spec is wrong: the rest of the library is still summarised
+            out.diagnostics(exc.diagnostics)
+            failed.append(path)
     out.say((render_bench_summary if bench else render_summary)(rows, failed), end="")
     extra = {}
     if bench:

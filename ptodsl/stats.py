@@ -31,7 +31,7 @@ from .check import paths
 from .cost.chip import Chip
 from .cost.dryrun import estimate
 from .dtypes import DTYPES
-from .golden import case_id, run_case
+from .golden import case_id, run_case, test_error
 from .ir import Func, Module, Op
 from .passes import stack
 
@@ -182,6 +182,11 @@ def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStat
     """One bench case through the dry run: its GM traffic against the minimum, and both models."""
     cid = case_id(op.spec, case)
     symbols = dict(op.spec.symbols) | dict(case.shapes)
+    for p in [*op.inputs, *op.outputs]:
+        for d in p.dims or ():
+            if not isinstance(d, int) and d not in symbols:
+                raise test_error(op.spec, ("bench", case.index), f"the bench case gives no size for the dim symbol `{d}`",
+                                 "this case", f"add it to the case: `shapes: {{{d}: ...}}`", "E0233")
     scalars = {p.name: case.scalars.get(p.name, p.default) for p in op.scalars}
     func = block.func(control)
     reads = {p.name: int((case.ranges.get(p.name) or case.data_range)[1])

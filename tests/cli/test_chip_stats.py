@@ -121,3 +121,15 @@ def test_every_library_spec_has_bench_cases():
     for path in sorted((ROOT / "specs").glob("*.yaml")):
         spec = load_spec(str(path), Diagnostics())
         assert spec is not None and spec.bench, path.name
+
+
+def test_a_bench_case_without_a_dim_is_reported_at_the_case(tmp_path, capsys):
+    lib = _library(tmp_path, ("add_one", "exp"))
+    text = (lib / "add_one.yaml").read_text()
+    (lib / "add_one.yaml").write_text(text[: text.index("bench:")] + "bench:\n  - {shapes: {M: 8}}\n")
+    code, _, err = run(capsys, "ir", str(lib / "add_one.yaml"), "--stats", "--bench")
+    assert code == 1 and "error[E0233]: the bench case gives no size for the dim symbol `N`" in err
+    assert "add_one.yaml:" in err and "{shapes: {M: 8}}" in err
+    # in a folder, the other specs are still summarised
+    code, out, err = run(capsys, "ir", str(lib), "--stats", "--bench")
+    assert code == 1 and "error[E0233]" in err and "exp[f32-M4096-N4096]" in out
