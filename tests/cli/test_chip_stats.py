@@ -4,11 +4,13 @@ a bench-sized case on a backend: `bench --bench` is exercised on a spec whose be
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 from ptodsl import cli
+from ptodsl.bench import bench
 from ptodsl.diagnostics import Diagnostics
 from ptodsl.frontend.spec import load_spec
 
@@ -89,12 +91,13 @@ def test_bench_times_the_bench_cases_only(tmp_path, capsys):
     lib = _library(tmp_path, ("add_one",))
     text = (lib / "add_one.yaml").read_text()
     (lib / "add_one.yaml").write_text(text[: text.index("bench:")] + "bench:\n  - {shapes: {M: 16, N: 512}}\n")
-    code, out, _ = run(capsys, "bench", str(lib), "--backend", "sim", "--bench", "--format", "json")
-    doc = json.loads(out)
-    assert code == 0, doc
-    (row,) = doc["rows"]
-    assert row["case"] == "add_one[M16-N512]" and row["error"] is None and row["seconds"] > 0
-    assert row["modelled_us"] > row["chip_roofline_us"] > 0
+    rows: list = []
+    failed = bench([str(lib)], backend="sim", out=io.StringIO(), rows=rows, min_round_s=0.0, rounds=1,
+                   bench_cases=True)
+    assert failed == 0
+    (row,) = rows
+    assert row.case == "add_one[M16-N512]" and row.error is None and row.seconds > 0
+    assert row.modelled_us > row.chip_roofline_us > 0
 
 
 def test_test_never_runs_bench_cases(tmp_path, capsys):
