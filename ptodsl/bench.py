@@ -1,7 +1,9 @@
 """``ptodsl bench``: per spec case, the kernel's time on a backend next to numpy's reference and
 torch's equivalent, all measured in the same run, the GM traffic the Block IR moves against the
-compulsory minimum, and the pipeline cost model's estimated cycles against its roofline (both from
-:mod:`ptodsl.stats`: a model of one NPU core, not a measurement).
+compulsory minimum, the pipeline cost model's estimated cycles against its roofline (a model of one
+NPU core) and the chip model's time against the chip's roofline (all from :mod:`ptodsl.stats`:
+models, not measurements). ``--bench`` times each spec's chip-filling ``bench:`` cases instead of
+its ``tests:`` (modelled by the dry run: they are too large to simulate for the model columns).
 
 Times are the best of a few rounds, each long enough to be measured (see :func:`measure`); the
 first call is a warm-up, so a cpu build or cache lookup is not counted. Idle OpenMP threads sleep
@@ -76,19 +78,21 @@ class Row:
     traffic: float | None = None  # GM bytes moved / compulsory minimum
     cycles: float | None = None  # the pipeline cost model's estimate of the case (one core)
     roofline: float | None = None  # the busiest pipe's work: the estimate's lower bound
+    modelled_us: float | None = None  # the chip model's time of the case (cost/chip.py)
+    chip_roofline_us: float | None = None  # the chip's lower bound for the case
     error: str | None = None
     spec: str | None = None  # the spec file the case comes from
 
 
-def bench_case(op: Operator, case, backend: str, with_torch: bool,
-               model: dict[str, tuple[float | None, float, float]], min_round_s: float = MIN_ROUND_S,
-               rounds: int = ROUNDS) -> Row:
+def bench_case(op: Operator, case, backend: str, with_torch: bool, model: dict[str, tuple],
+               min_round_s: float = MIN_ROUND_S, rounds: int = ROUNDS) -> Row:
     """One case measured on ``backend`` and, when torch is there, its torch equivalent; ``model``
-    gives (GM ratio, modelled cycles, roofline cycles) by case id (:func:`modelled`);
-    ``min_round_s`` and ``rounds`` are :func:`measure`'s."""
+    gives (GM ratio, modelled cycles, roofline cycles, chip us, chip roofline us) by case id
+    (:func:`modelled`); ``min_round_s`` and ``rounds`` are :func:`measure`'s."""
     cid = case_id(op.spec, case)
-    traffic, cycles, roofline = model.get(cid, (None, None, None))
-    row = Row(cid, traffic=traffic, cycles=cycles, roofline=roofline)
+    traffic, cycles, roofline, chip_us, chip_roofline = model.get(cid, (None,) * 5)
+    row = Row(cid, traffic=traffic, cycles=cycles, roofline=roofline, modelled_us=chip_us,
+              chip_roofline_us=chip_roofline)
     inputs, scalars = make_inputs(op, case)
     index, arrays, symbols = op.resolve(dict(inputs))
     for s, v in case.shapes.items():
@@ -115,26 +119,31 @@ def bench_case(op: Operator, case, backend: str, with_torch: bool,
     return row
 
 
-def modelled(op: Operator) -> dict[str, tuple[float | None, float, float]]:
-    """Per case id: GM bytes moved / the compulsory minimum, and the cost model's estimated and
-    roofline cycles, from one simulator run of the Block IR (``ptodsl ir --stats``)."""
+def modelled(op: Operator, bench_cases: bool = False) -> dict[str, tuple]:
+    """Per case id: GM bytes moved / the compulsory minimum, the cost model's estimated and
+    roofline cycles (one core), and the chip model's time and roofline in microseconds, from one
+    simulator run of the Block IR (``ptodsl ir --stats``); of the bench cases, from the dry run
+    (``ptodsl ir --stats --bench``)."""
     from .stats import collect
 
     out = {}
-    for variant in collect(op):
+    for variant in collect(op, bench=bench_cases):
         cycles = {cid: (est, bound) for cid, est, bound, _ in variant.cycles}
+        chip = {c.case: (c.modelled_us, c.chip_roofline_us) for c in variant.chip}
         for cid, moved, minimum in variant.traffic:
             est, bound = cycles.get(cid, (None, None))
-            out[cid] = (moved / minimum if minimum else None, est, bound)
+            out[cid] = (moved / minimum if minimum else None, est, bound, *chip.get(cid, (None, None)))
     return out
 
 
 def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out: TextIO | None = None,
-          rows: list[Row] | None = None, min_round_s: float = MIN_ROUND_S, rounds: int = ROUNDS) -> int:
+          rows: list[Row] | None = None, min_round_s: float = MIN_ROUND_S, rounds: int = ROUNDS,
+          bench_cases: bool = False) -> int:
     """Benchmark every case of the specs under ``paths``, printing a row per case as it is done
     (to ``out``, by default the ``sys.stdout`` of the moment) and appending it to ``rows``; returns
     how many cases could not run. ``min_round_s`` and ``rounds`` are :func:`measure`'s (a test
-    that only needs every case to run gives 0 and 1)."""
+    that only needs every case to run gives 0 and 1). ``bench_cases`` times each spec's
+    chip-filling ``bench:`` cases instead of its ``tests:``."""
     rows = rows if rows is not None else []
     out = out if out is not None else sys.stdout
     from .frontend.spec import load_spec
@@ -146,13 +155,13 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
     out.write(columns.header())
     failed = 0
     for path in [p for root in paths for p in spec_paths(root)]:
-        if k and not any(k in case_id(s, c) for s in [load_spec(path)] for c in s.tests):
+        if k and not any(k in case_id(s, c) for s in [load_spec(path)] for c in _cases(s, bench_cases)):
             continue
         try:
             t0 = time.perf_counter()
             op = load(path)
             compile_s = time.perf_counter() - t0
-            model = modelled(op)
+            model = modelled(op, bench_cases)
         except CompileError as e:
             rows.append(Row(path, error=e.diagnostics[0].message, spec=path))
             out.write(columns.row(rows[-1]))
@@ -161,7 +170,7 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
         # the IR verifier runs after every pass of every compile: its share of compile time is shown
         out.write(f"# {path}: compiled in {compile_s * 1e3:.0f} ms, IR verification "
                   f"{op.compiled.verify_seconds * 1e3:.0f} ms of it\n")
-        for case in op.spec.tests:
+        for case in _cases(op.spec, bench_cases):
             if k and k not in case_id(op.spec, case):
                 continue
             try:
@@ -175,6 +184,10 @@ def bench(paths: Sequence[str], backend: str = "cpu", k: str | None = None, out:
             out.write(columns.row(row))
             out.flush()
     return failed
+
+
+def _cases(spec, bench_cases: bool) -> tuple:
+    return spec.bench if bench_cases else spec.tests
 
 
 def _ms(s: float | None) -> str:
@@ -197,7 +210,8 @@ class Columns:
     def names(self) -> list[str]:
         b = self.backend
         return ([f"{b} ms", "numpy ms"] + (["torch ms"] if self.with_torch else []) + [f"{b}/numpy"]
-                + ([f"{b}/torch"] if self.with_torch else []) + ["GM traffic", "model cyc", "/roofline"])
+                + ([f"{b}/torch"] if self.with_torch else []) + ["GM traffic", "model cyc", "/roofline", "chip us",
+                                                                  "/chip roof"])
 
     def header(self) -> str:
         return "case".ljust(self.case_width) + "".join(c.rjust(self.width) for c in self.names()) + "\n"
@@ -211,6 +225,8 @@ class Columns:
         cells.append("-" if r.traffic is None else f"{r.traffic:.2f}")
         cells.append("-" if r.cycles is None else f"{r.cycles:.0f}")
         cells.append(_ratio(r.cycles, r.roofline))
+        cells.append("-" if r.modelled_us is None else f"{r.modelled_us:.1f}")
+        cells.append(_ratio(r.modelled_us, r.chip_roofline_us))
         return name + "".join(c.rjust(self.width) for c in cells) + "\n"
 
 

@@ -254,7 +254,8 @@ def stats_json(v: Any) -> dict[str, Any]:
             "traffic": [{"case": cid, "moved": moved, "minimum": minimum,
                          "ratio": moved / minimum if minimum else None} for cid, moved, minimum in v.traffic],
             "cycles": [{"case": cid, "estimate": est, "roofline": bound, "bound_pipe": pipe}
-                       for cid, est, bound, pipe in v.cycles]}
+                       for cid, est, bound, pipe in v.cycles],
+            "chip": [c.to_json() for c in v.chip], "bench": v.bench}
 
 
 def _unbuildable(op, case) -> str | None:
@@ -276,6 +277,9 @@ def cmd_ir(args, out: _Out) -> int:
         out.error("give either a spec or printed IR, not both or neither",
                   "`ptodsl ir NAME.yaml`, or `ptodsl ir --from NAME.tile.ir` on IR it printed")
         return EXIT_USER
+    if args.bench and not args.stats:
+        out.error("`--bench` models the spec's bench cases for `--stats`", "add `--stats`")
+        return EXIT_USER
     if args.ir_file is not None and (args.stats or args.variant):
         out.error("`--stats` and `--variant` read the spec, which printed IR does not carry",
                   "run them on the spec the IR came from")
@@ -285,7 +289,7 @@ def cmd_ir(args, out: _Out) -> int:
             out.error(f"`{args.spec}` is a folder: the IR is printed one spec at a time",
                       "pass one spec (NAME.yaml), or add `--stats` for a summary of every spec in the folder")
             return EXIT_USER
-        return _library_stats(args.spec, out)
+        return _library_stats(args.spec, out, args.bench)
     try:
         if args.ir_file is not None:
             c = lower_ir(args.ir_file, diags, verify_ir=not args.no_verify)
@@ -300,7 +304,7 @@ def cmd_ir(args, out: _Out) -> int:
         from .stats import collect, render
 
         op = Operator(c)
-        stats = collect(op)
+        stats = collect(op, bench=args.bench)
         out.say(render(op, stats), end="")
         out.result(op=op.spec.op, spec=op.spec.path, target=op.spec.target, stats=[stats_json(v) for v in stats])
         return EXIT_OK
@@ -340,10 +344,10 @@ def cmd_ir(args, out: _Out) -> int:
     return EXIT_OK
 
 
-def _library_stats(folder: str, out: _Out) -> int:
+def _library_stats(folder: str, out: _Out, bench: bool = False) -> int:
     from .api import Operator
     from .driver import compile_spec
-    from .stats import collect, render_summary
+    from .stats import NEAR_ROOFLINE, collect, render_bench_summary, render_summary
 
     rows, failed = [], []
     for path in _specs([folder], out):
@@ -354,10 +358,22 @@ def _library_stats(folder: str, out: _Out) -> int:
             out.diagnostics(diags.items)
             failed.append(path)
             continue
-        rows.append((op, collect(op)))
-    out.say(render_summary(rows, failed), end="")
+        try:
+            rows.append((op, collect(op, bench=bench)))
+        except CompileError as exc:  # a case of the spec is wrong: the rest of the library is still summarised
+            out.diagnostics(exc.diagnostics)
+            failed.append(path)
+    out.say((render_bench_summary if bench else render_summary)(rows, failed), end="")
+    extra = {}
+    if bench:
+        worst = {op.spec.op: max(ratios) for op, stats in rows
+                 if (ratios := [c.roofline_ratio for s in stats for c in s.chip if c.roofline_ratio is not None])}
+        extra["bench_summary"] = {"worst_ratio": worst, "near_factor": NEAR_ROOFLINE,
+                                  "near": sum(r <= NEAR_ROOFLINE for r in worst.values()), "ops": len(worst),
+                                  "without_bench_cases": [op.spec.op for op, stats in rows
+                                                          if not any(s.chip for s in stats)]}
     out.result(specs=[{"op": op.spec.op, "spec": op.spec.path, "target": op.spec.target,
-                       "stats": [stats_json(v) for v in stats]} for op, stats in rows], failed=failed)
+                       "stats": [stats_json(v) for v in stats]} for op, stats in rows], failed=failed, **extra)
     return EXIT_USER if failed else EXIT_OK
 
 
@@ -469,7 +485,8 @@ def cmd_bench(args, out: _Out) -> int:
         return EXIT_USER
     rows: list[Any] = []
     # JSON mode: the table still prints as rows are measured, on stderr, and the rows go in the document
-    failed = bench(paths, backend=args.backend, k=args.k, out=sys.stderr if out.json else None, rows=rows)
+    failed = bench(paths, backend=args.backend, k=args.k, out=sys.stderr if out.json else None, rows=rows,
+                   bench_cases=args.bench)
     out.result(backend=args.backend, rows=[dataclasses.asdict(r) for r in rows],
                summary={"cases": len(rows), "errors": failed})
     return EXIT_USER if failed else EXIT_OK
@@ -590,6 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", action="store_true",
                    help="paths, kernels, peak on-chip bytes and GM traffic vs the minimum, per variant; "
                    "of a folder, one summary of every spec in it")
+    s.add_argument("--bench", action="store_true",
+                   help="with --stats: model the spec's chip-filling `bench:` cases (dry run, no data) "
+                   "instead of simulating its test cases")
     s.set_defaults(fn=cmd_ir)
 
     s = sub.add_parser("tune", parents=[common], help="search a spec's tiles by the cost model")
@@ -626,6 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.add_argument("--backend", choices=("sim", "cpu"), default="cpu")
     s.add_argument("-k", default=None, metavar="NAME", help="only cases whose id contains NAME")
+    s.add_argument("--bench", action="store_true",
+                   help="time the specs' chip-filling `bench:` cases instead of their test cases")
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("fuzz", parents=[common], help="differential testing with random programs")

@@ -9,18 +9,63 @@
 - GM bytes moved by the Block IR for each test case, counted while the simulator runs it, next to
   the compulsory minimum (every input read once, every output written once);
 - estimated cycles from the pipeline cost model (``cost/timeline.py``, target ``timing:``
-  data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio.
+  data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio;
+- the chip model (``cost/chip.py``, target ``chip:`` data): launches, the most blocks of one
+  launch, the most cores one launch keeps busy, the modelled time, the chip's roofline (the
+  compulsory GM traffic through the shared HBM, or each kind's work spread over all its cores),
+  their ratio and what bounds the time.
+
+With ``bench=True`` the spec's ``bench:`` cases, far too large to simulate, are modelled by the dry
+run (``cost/dryrun.py``) instead of running its ``tests:`` on the simulator: GM bytes are the
+modelled ones and there is no per-tensor breakdown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 
+from . import sym
 from .api import Operator
 from .check import paths
-from .golden import case_id, run_case
+from .cost.chip import Chip
+from .cost.dryrun import estimate
+from .dtypes import DTYPES
+from .golden import case_id, run_case, test_error
 from .ir import Func, Module, Op
 from .passes import stack
+
+# An op whose worst bench case is modelled within this factor of the chip's roofline counts as
+# using the chip well in the library summary of `ptodsl ir specs/ --stats --bench`.
+NEAR_ROOFLINE = 1.3
+
+
+@dataclass
+class ChipStats:
+    """The chip model's account of one case (``cost/chip.py``), as ``--stats`` prints it."""
+
+    case: str
+    launches: int
+    block_dim: int  # the most blocks of one launch
+    cores_used: int  # the most cores one launch keeps busy
+    modelled_us: float
+    chip_roofline_us: float
+    bound: str | None  # "HBM", a pipe or "launch": what the modelled time is mostly spent on
+
+    @property
+    def roofline_ratio(self) -> float | None:
+        return self.modelled_us / self.chip_roofline_us if self.chip_roofline_us else None
+
+    @classmethod
+    def of(cls, case: str, chip: Chip, minimum: int) -> ChipStats:
+        """``chip`` after the run of ``case``, whose compulsory GM traffic is ``minimum`` bytes."""
+        return cls(case, int(round(chip.launches)), chip.block_dim, chip.cores_used, chip.us(chip.time),
+                   chip.us(chip.roofline(minimum)), chip.bound)
+
+    def to_json(self) -> dict:
+        return {"case": self.case, "launches": self.launches, "block_dim": self.block_dim,
+                "cores_used": self.cores_used, "modelled_us": self.modelled_us,
+                "chip_roofline_us": self.chip_roofline_us, "roofline_ratio": self.roofline_ratio, "bound": self.bound}
 
 
 def max_body_paths(ops: list[Op]) -> int:
@@ -44,6 +89,8 @@ class VariantStats:
     by_tensor: dict[str, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
     # input -> (grid nests that read it one after another, the loop around them or None): its passes
     passes: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    chip: list[ChipStats] = field(default_factory=list)
+    bench: bool = False  # the cases are the spec's bench cases, modelled (not simulated)
 
 
 def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
@@ -86,7 +133,9 @@ def _kernels_of(block: Module, control: Func) -> list[Func]:
     return [f for f in block.funcs if f.name in names]
 
 
-def collect(op: Operator) -> list[VariantStats]:
+def collect(op: Operator, bench: bool = False) -> list[VariantStats]:
+    """Per variant: its kernels and, per case, the traffic and the models; ``bench`` models the
+    spec's bench cases instead of simulating its test cases."""
     block = op.compiled.stages["block"]
     frames = {e.kernel: e.bytes for e in stack.estimates(block, op.compiled.target)}
     out = []
@@ -103,6 +152,13 @@ def collect(op: Operator) -> list[VariantStats]:
                           sum(k.kind == "vector" for k in kernels), sum(k.kind == "cube" for k in kernels), peak,
                           {k.name: frames[k.name] for k in kernels}, op.compiled.target.stack.limit_bytes)
         vs.passes = input_passes(op.compiled.stages["tile"].funcs[index])
+        if bench:
+            vs.bench = True
+            for case in op.spec.bench:
+                if op.spec.variant_of(case) == ck.variant:
+                    _model_case(op, block, control.name, case, vs)
+            out.append(vs)
+            continue
         for case in op.spec.tests:
             if op.spec.variant_of(case) != ck.variant:
                 continue
@@ -114,11 +170,46 @@ def collect(op: Operator) -> list[VariantStats]:
             t = r.timeline
             if t is not None:
                 vs.cycles.append((case_id(op.spec, case), t.estimate, t.bound, t.bound_pipe))
+                vs.chip.append(ChipStats.of(case_id(op.spec, case), t.chip, minimum))
             sizes = {name: a.nbytes for name, a in [*r.inputs.items(), *r.outputs.items()]}
             vs.by_tensor[case_id(op.spec, case)] = {
                 name: (t["load"], t["store"], sizes.get(name, 0)) for name, t in r.traffic_by_tensor.items()}
         out.append(vs)
     return out
+
+
+def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStats) -> None:
+    """One bench case through the dry run: its GM traffic against the minimum, and both models."""
+    cid = case_id(op.spec, case)
+    symbols = dict(op.spec.symbols) | dict(case.shapes)
+    for p in [*op.inputs, *op.outputs]:
+        for d in p.dims or ():
+            if not isinstance(d, int) and d not in symbols:
+                raise test_error(op.spec, ("bench", case.index), f"the bench case gives no size for the dim symbol `{d}`",
+                                 "this case", f"add it to the case: `shapes: {{{d}: ...}}`", "E0233")
+    scalars = {p.name: case.scalars.get(p.name, p.default) for p in op.scalars}
+    func = block.func(control)
+    reads = {p.name: int((case.ranges.get(p.name) or case.data_range)[1])
+             for p in func.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
+    e = estimate(block, control, symbols, op.compiled.target, {k: v for k, v in scalars.items() if v is not None},
+                 reads)
+    variant = op.spec.variant_of(case)
+    minimum = 0
+    for p in [*op.inputs, *op.outputs]:
+        dims = [int(sym.evaluate(d if isinstance(d, int) else sym.Sym(d), symbols)) for d in p.dims or ()]
+        minimum += prod(dims) * DTYPES[variant.get(p.dtype, p.dtype)].itemsize
+    t = e.timeline
+    vs.traffic.append((cid, e.gm_bytes, minimum))
+    vs.cycles.append((cid, t.estimate, t.bound, t.bound_pipe))
+    vs.chip.append(ChipStats.of(cid, t.chip, minimum))
+
+
+def chip_line(c: ChipStats) -> str:
+    ratio = c.roofline_ratio
+    return (f"{c.launches} launch{'es' if c.launches != 1 else ''}, block_dim {c.block_dim}, "
+            f"{c.cores_used} core{'s' if c.cores_used != 1 else ''} used; modelled {c.modelled_us:.2f} us, "
+            f"chip roofline {c.chip_roofline_us:.2f} us, {'-' if ratio is None else f'{ratio:.2f}x'}, "
+            f"bound: {c.bound or '-'}")
 
 
 def render(op: Operator, stats: list[VariantStats]) -> str:
@@ -132,14 +223,20 @@ def render(op: Operator, stats: list[VariantStats]) -> str:
             frames = ", ".join(f"{k[k.rfind('_') + 1:]} {v}" for k, v in s.stack.items())
             lines.append(f"    stack bytes per kernel (estimate; limit {s.stack_limit}): {frames}")
         cycles = {c[0]: c[1:] for c in s.cycles}
+        chip = {c.case: c for c in s.chip}
         for cid, moved, minimum in s.traffic:
             ratio = moved / minimum if minimum else float("nan")
-            line = f"    {cid}: GM bytes moved {moved}, minimum {minimum}, ratio {ratio:.2f}"
+            line = (f"    {cid}: GM bytes {'modelled' if s.bench else 'moved'} {moved}, minimum {minimum}, "
+                    f"ratio {ratio:.2f}")
             if cid in cycles:
                 est, bound, pipe = cycles[cid]
                 line += (f"; est. {est:.0f} cycles, roofline {bound:.0f} ({pipe}-bound), "
                          f"{est / bound if bound else float('nan'):.2f}x")
             lines.append(line)
+            if cid in chip:
+                lines.append(f"      chip: {chip_line(chip[cid])}")
+        if s.bench and not s.traffic:
+            lines.append("    no bench cases")
     return "\n".join(lines) + "\n"
 
 
@@ -217,4 +314,36 @@ def render_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["AT_MINIMUM", "VariantStats", "collect", "excess", "render", "render_summary"]
+def render_bench_summary(rows: list[tuple[Operator, list[VariantStats]]], failed: list[str]) -> str:
+    """The library on chip-filling shapes: per bench case the chip model's columns, then per spec
+    its worst ratio to the chip roofline, and how many ops come within ``NEAR_ROOFLINE`` of it."""
+    lines = [f"{'case':44} {'launches':>8} {'blocks':>6} {'cores':>5} {'modelled us':>12} {'roofline us':>12} "
+             f"{'ratio':>8} bound"]
+    worst: list[tuple[str, float, str]] = []
+    without: list[str] = []
+    for op, stats in rows:
+        cases = [c for s in stats for c in s.chip]
+        if not cases:
+            without.append(op.spec.op)
+            continue
+        for c in cases:
+            ratio = c.roofline_ratio
+            lines.append(f"{c.case:44} {c.launches:>8} {c.block_dim:>6} {c.cores_used:>5} {c.modelled_us:>12.2f} "
+                         f"{c.chip_roofline_us:>12.2f} {'-' if ratio is None else f'{ratio:.2f}x':>8} {c.bound or '-'}")
+        rated = [c for c in cases if c.roofline_ratio is not None]
+        if rated:
+            w = max(rated, key=lambda c: c.roofline_ratio)
+            worst.append((op.spec.op, w.roofline_ratio, w.case))
+    lines.append("\nworst ratio to the chip roofline, per spec:")
+    lines += [f"  {name:28} {ratio:>10.2f}x  ({case})" for name, ratio, case in worst]
+    near = sum(r <= NEAR_ROOFLINE for _, r, _ in worst)
+    lines.append(f"\n{near} of {len(worst)} ops within {NEAR_ROOFLINE:.1f}x of the chip roofline in every bench case")
+    if without:
+        lines.append("no bench cases: " + ", ".join(without))
+    if failed:
+        lines.append("not compiled: " + ", ".join(failed))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["AT_MINIMUM", "NEAR_ROOFLINE", "ChipStats", "VariantStats", "chip_line", "collect", "excess", "render",
+           "render_bench_summary", "render_summary"]

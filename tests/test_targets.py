@@ -47,7 +47,7 @@ def test_ascend910b_numbers() -> None:
     assert t.moves_bias("f32", "f16") and not t.moves_bias("f32", "bf16") and not t.moves_bias("f16", "f16")
 
 
-def test_ascend950_differs_in_ub_and_l0c() -> None:
+def test_ascend950_differs_in_ub_l0c_and_the_chip() -> None:
     a, b = load_target("ascend910b"), load_target("ascend950")
     assert (b.ub_bytes, b.l0c_bytes) == (248 * KIB, 256 * KIB)
     assert (a.npu_vector_arch, a.npu_cube_arch) == ("dav-c220-vec", "dav-c220-cube")
@@ -56,8 +56,29 @@ def test_ascend950_differs_in_ub_and_l0c() -> None:
     assert b.bias_bytes == 4 * KIB and b.moves_bias("f32", "bf16")
     same = [f.name for f in fields(Target)
             if f.name not in ("name", "description", "ub_bytes", "l0c_bytes", "npu_vector_arch", "npu_cube_arch",
-                           "vector_instructions", "bias_bytes", "bias_moves")]
+                           "vector_instructions", "bias_bytes", "bias_moves", "chip")]
     assert all(getattr(a, n) == getattr(b, n) for n in same)
+
+
+def test_the_chip_of_each_target() -> None:
+    """Core counts from pto-isa's own kernels (910B: 24 AIC, 48 AIV; 950PR: 32 AIC, 64 AIV, from
+    CANN's platform_config as pto-isa's a5 gemm_ar README quotes it), one AIC to two AIV."""
+    a, b = load_target("ascend910b").chip, load_target("ascend950").chip
+    assert (a.aic_cores, a.aiv_cores) == (24, 48) and (b.aic_cores, b.aiv_cores) == (32, 64)
+    assert a.cores("cube") == 24 and a.cores("vector") == 48
+    for c in (a, b):
+        assert c.aiv_cores == 2 * c.aic_cores
+        assert c.hbm_gib_per_s == pytest.approx(1.6e12 / 2**30, rel=1e-4)  # 1.6 TB/s
+        assert c.launch_us > 0 and c.cross_core_flag_cycles > 0
+
+
+def test_a_chip_without_bandwidth_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "chip.yaml"
+    path.write_text(_good_text().replace("hbm_gib_per_s: 1490.1", "hbm_gib_per_s: 0"))
+    with pytest.raises(CompileError) as err:
+        load_target_file(str(path))
+    (d,) = err.value.diagnostics
+    assert d.code == "E0209" and "hbm_gib_per_s" in d.message and d.span is not None
 
 
 @pytest.mark.parametrize("name", target_names())
@@ -152,6 +173,9 @@ HARDWARE_LITERALS = [
     r"\bALIGN\s*=", r"\bFRACTAL_ROWS\b", r"\bMAX_TILE_RANK\b", r"\bACC_BYTES\b", r"\bNPU_ARCH\b",
     r"\bDEFAULT_VEC_TILE\b", r"\bDEFAULT_CUBE_TILE\b", r"max_events: int = \d", r"dav-\d{4}",
     r"\b(196608|524288|131072|65536)\b", r"SLayout::\w+, 512\b", r"\b(32768|24576)\b",
+    # the chip: core counts, the HBM bandwidth, a launch's cost
+    r"\b(aic|aiv|cube|vector|cores?)\w*\s*[=:]\s*(20|24|32|40|48|64)\b", r"\b1490(\.1)?\b", r"\b1\.6e12\b",
+    r"\b(launch|flag)\w*\s*[=:]\s*\d",
 ]
 
 

@@ -1,14 +1,24 @@
 """The cost model over the Block IR alone: the control program and the kernels it launches are
 walked with concrete dims but no data, charging each tile op to the pipeline model.
 
-It is what the compiler uses to compare schedules before any input exists. Values read from
-tensors at run time (``read``) take the test case's own values where its ``inputs:`` gives that
-tensor, else the value the caller gives for it (the top of the test case's range for it, so
-lengths read from tensors are modelled at their largest), else 1."""
+It is what the compiler uses to compare schedules before any input exists, and what models the
+chip on shapes far too large to simulate. Values read from tensors at run time (``read``) take the
+test case's own values where its ``inputs:`` gives that tensor, else the value the caller gives
+for it (the top of the test case's range for it, so lengths read from tensors are modelled at their
+largest), else 1.
+
+A loop of many iterations (or a launch of many blocks) is not walked through: where the
+iterations are alike (:mod:`.alike`: the same cost-deciding values, and every expression deciding
+them monotone in the index, so only the first and last iterations can differ), the dry run walks
+the first few until one iteration advances the model exactly as the one before it (the pipes are
+in their steady state), checks that the second-to-last iteration is alike too, advances the model
+by that one iteration's amounts times the iterations it skips, and walks the last two. A
+16M-element softmax or a 4096^3 matmul is modelled from a few hundred ops.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +26,15 @@ import numpy as np
 
 from .. import sym
 from ..ir import Func, Module, Op, TileType
+from ..ir.opdefs import launched_params
 from ..targets import Target
+from .alike import cost_exprs, kernel_exprs, monotone_in
 from .timeline import Timeline, nbytes
 
 READ_VALUE = 1
 MAX_OPS = 200_000  # a dry run that would walk more ops than this stops (TooLong)
+SAMPLE_FROM = 10  # loops of fewer iterations are walked through
+WARM_UP = 6  # at most this many first iterations to reach a steady state before sampling anyway
 
 
 class TooLong(Exception):
@@ -31,29 +45,34 @@ class TooLong(Exception):
 class Estimate:
     timeline: Timeline
     gm_bytes: int  # bytes loaded from and stored to GM
+    walked: int = 0  # ops the dry run walked (sampling keeps it small on chip-filling shapes)
 
 
 def estimate(block: Module, control: str, symbols: Mapping[str, int], target: Target,
              scalars: Mapping[str, sym.Number] | None = None, reads: Mapping[str, Any] | None = None,
-             max_ops: int = MAX_OPS) -> Estimate:
+             max_ops: int = MAX_OPS, sample: bool = True) -> Estimate:
     """The modelled run of ``control`` with the dims ``symbols`` (scalars default to 1); ``reads``
     gives, per tensor parameter, the value element reads of it return, or the array they read
-    (a case's explicit input)."""
+    (a case's explicit input). ``sample=False`` walks every iteration of every loop (what sampling
+    must agree with)."""
     func = block.func(control)
     env: dict[str, sym.Number] = {p.name: 1 for p in func.params if not p.is_tensor}
     env |= dict(scalars or {}) | dict(symbols)
-    run = _Run(block, Timeline(target), dict(reads or {}), max_ops)
+    run = _Run(block, Timeline(target), dict(reads or {}), max_ops, sample)
     run.block(func.body, env, {})
-    return Estimate(run.timeline, run.gm_bytes)
+    return Estimate(run.timeline, int(round(run.gm_bytes)), max_ops - run.budget)
 
 
 class _Run:
-    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, Any], max_ops: int):
+    def __init__(self, block: Module, timeline: Timeline, reads: dict[str, Any], max_ops: int, sample: bool):
         self.reads = reads
         self.budget = max_ops
         self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
         self.timeline = timeline
-        self.gm_bytes = 0
+        self.gm_bytes = 0.0
+        self.sample = sample
+        self.trace: list = []  # the cost-deciding values evaluated so far in the current iteration
+        self._exprs: dict[int, list[sym.Expr]] = {}  # loop op id -> the expressions its body's cost depends on
 
     def read(self, op: Op, env: dict) -> sym.Number:
         """What an element read gives: the case's own value at the index when it gives the tensor's
@@ -81,11 +100,18 @@ class _Run:
         name = op.name
         if name == "loop":
             lo, hi, step = (int(sym.evaluate(op.attrs[k], env)) for k in ("lo", "hi", "step"))
-            for i in range(lo, hi, step):
-                env[op.attrs["index"]] = i
+            self.trace.append(len(range(lo, hi, step)))
+            index = op.attrs["index"]
+
+            def one(i: int) -> None:
+                env[index] = i
                 self.block(op.regions[0], env, valid)
+
+            self.iterate(range(lo, hi, step), one, lambda: monotone_in(self._loop_exprs(op), index, env))
         elif name == "if":
-            self.block(op.regions[0] if sym.evaluate(op.attrs["cond"], env) else op.regions[1], env, valid)
+            cond = bool(sym.evaluate(op.attrs["cond"], env))
+            self.trace.append(cond)
+            self.block(op.regions[0] if cond else op.regions[1], env, valid)
         elif name == "read":
             env[op.attrs["sym"]] = self.read(op, env)
         elif name == "launch":
@@ -94,7 +120,9 @@ class _Run:
             self.timeline.sync(op)
         elif name == "tile.alloc":
             t: TileType = op.result.type
-            valid[op.result.name] = tuple(max(0, min(int(sym.evaluate(v, env)), s)) for v, s in zip(t.valid, t.shape))
+            v = tuple(max(0, min(int(sym.evaluate(x, env)), s)) for x, s in zip(t.valid, t.shape))
+            valid[op.result.name] = v
+            self.trace.append(v)
         elif name.startswith("tile."):
             extents = [valid.get(v.name, ()) for v in op.operands]
             if name in ("tile.load", "tile.store"):
@@ -103,8 +131,129 @@ class _Run:
             self.timeline.run(op, extents)
 
     def launch(self, kernel: Func, op: Op, env: dict) -> None:
-        scalars = [p for p in kernel.params if not p.is_tensor]
-        inner = {p.name: sym.evaluate(e, env) for p, e in zip(scalars, op.attrs["scalars"])}
-        self.timeline.begin_kernel()
-        self.block(kernel.body, inner, {})
-        self.timeline.end_kernel()
+        inner = {p.name: sym.evaluate(e, env) for p, e in zip(launched_params(kernel), op.attrs["scalars"])}
+        blocks = int(sym.evaluate(op.attrs.get("block_dim", 1), env))
+        self.trace.append(("launch", kernel.name, blocks))
+        index, count = kernel.attrs.get("block_index"), kernel.attrs.get("block_count")
+        if count is not None:
+            inner[count] = blocks
+        tl = self.timeline
+        tl.begin_launch(kernel.kind)
+
+        def one(b: int) -> None:
+            benv = dict(inner)
+            if index is not None:
+                benv[index] = b
+            tl.begin_kernel()
+            self.block(kernel.body, benv, {})
+            tl.end_kernel()
+
+        self.iterate(range(blocks), one,
+                     lambda: index is None or monotone_in(kernel_exprs(kernel), index, inner))
+        tl.end_launch()
+
+    def _loop_exprs(self, op: Op) -> list[sym.Expr]:
+        out = self._exprs.get(id(op))
+        if out is None:
+            out = self._exprs[id(op)] = list(cost_exprs(op.regions[0], self.kernels))
+        return out
+
+    # ------------------------------------------------------------------ sampling
+    def iterate(self, trips: range, one: Callable[[int], None], monotone: Callable[[], bool]) -> None:
+        """Run ``one`` for every index of ``trips``, or for a few when the iterations are alike
+        (module docstring): the model then advances by the skipped iterations' amounts."""
+        n = len(trips)
+        if not self.sample or n < SAMPLE_FROM:
+            for i in trips:
+                one(i)
+            return
+        traces: list[tuple] = []
+        deltas: list[dict] = []
+        done = 0
+        while done < WARM_UP:
+            before = self._state()
+            traces.append(self._traced(one, trips[done]))
+            deltas.append(_diff(self._state(), before))
+            done += 1
+            if done >= 3 and (traces[-1] != traces[1] or _same(deltas[-1], deltas[-2])):
+                break
+        last = n - 2
+        alike = traces[-1] == traces[1] and monotone()
+        if alike:
+            saved = self._state()
+            probe = self._traced(one, trips[last])
+            self._set_state(saved)
+            alike = probe == traces[1]
+        self.trace.append(tuple(traces))
+        if not alike:
+            for k in range(done, n):
+                one(trips[k])
+            return
+        self._advance(deltas[-1], last - done)
+        self.trace.append(("skipped", last - done))
+        one(trips[last])
+        one(trips[last + 1])
+
+    def _traced(self, one: Callable[[int], None], i: int) -> tuple:
+        outer, self.trace = self.trace, []
+        try:
+            one(i)
+            return tuple(self.trace)
+        finally:
+            self.trace = outer
+
+    def _state(self) -> dict:
+        s = self.timeline.state()
+        s[("run", "gm_bytes")] = self.gm_bytes
+        s[("run", "blocks")] = [tuple(r) for r in self.timeline.chip.runs]
+        return s
+
+    def _set_state(self, s: dict) -> None:
+        self.gm_bytes = s[("run", "gm_bytes")]
+        self.timeline.chip.runs = [list(r) for r in s[("run", "blocks")]]
+        self.timeline.set_state({k: v for k, v in s.items() if k[0] != "run"})
+
+    def _advance(self, delta: dict, times: int) -> None:
+        """The model as if ``times`` more iterations had each changed it by ``delta``."""
+        if times <= 0:
+            return
+        now = self._state()
+        blocks = delta.pop(("run", "blocks"))
+        out = {k: now.get(k, 0.0) + times * delta.get(k, 0.0) for k in set(now) | set(delta)
+               if k != ("run", "blocks")}
+        out[("run", "blocks")] = now[("run", "blocks")]
+        self._set_state(out)
+        chip = self.timeline.chip
+        for cycles, count in blocks:
+            chip.block(cycles, {}, int(count) * times)
+
+
+def _diff(after: dict, before: dict) -> dict:
+    """What one iteration changed: numbers by their difference; the blocks it added to the launch."""
+    out = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(after) | set(before) if k[0] != "run"
+           or k[1] == "gm_bytes"}
+    out[("run", "blocks")] = _added_runs(before[("run", "blocks")], after[("run", "blocks")])
+    return out
+
+
+def _added_runs(before: list[tuple], after: list[tuple]) -> list[tuple]:
+    """The [duration, count] runs of blocks ``after`` has beyond ``before`` (a prefix of it, its last
+    run perhaps grown)."""
+    if not before:
+        return list(after)
+    k = len(before) - 1
+    head = [(after[k][0], after[k][1] - before[k][1])] if after[k][1] > before[k][1] else []
+    return head + list(after[k + 1:])
+
+
+def _same(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if k == ("run", "blocks"):
+            if x != y:
+                return False
+        elif abs(x - y) > 1e-9 * max(1.0, abs(x), abs(y)):
+            return False
+    return True

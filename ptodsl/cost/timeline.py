@@ -5,12 +5,14 @@ Every tile op runs on one pipe (``ir/opdefs.py``) for a number of cycles taken f
 matmuls by cube fractal products. Each pipe executes its ops in order; an op starts when its pipe
 is free and after every ``sync.wait`` its pipe has passed, which releases when the matching
 ``sync.set`` was issued, i.e. when the setting pipe had finished its earlier ops. So pipes overlap
-exactly as far as the synchronisation the compiler placed allows. Launches of compute kernels run
-one after another on one core.
+exactly as far as the synchronisation the compiler placed allows.
 
-Two numbers come out per run: the estimate (the sum over launches of the last pipe to finish) and
-the roofline bound (the busiest pipe's total work): estimate / bound is 1.0 when the busiest pipe
-never waits."""
+Two views come out of one run. The one-core view, which the schedule search and ``ptodsl tune``
+compare: every block of every launch run one after another on one core, the estimate (the sum
+over blocks of the last pipe to finish) against the roofline bound (the busiest pipe's total
+work); estimate / bound is 1.0 when the busiest pipe never waits. And the chip view
+(:class:`~.chip.Chip`): each finished block handed to the chip, which spreads a launch's blocks
+over the cores of their kind, limits each launch by the shared HBM and charges launches."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..ir import Op, TileType
 from ..ir.opdefs import IR_OPS, Handlers
 from ..ops import OPS
 from ..targets import WIDTHS, Target
+from .chip import Chip
 
 LOADS = {"ub": "gm_to_ub", "l1": "gm_to_l1"}
 STORES = {"ub": "ub_to_gm", "l0c": "l0c_to_gm", "l1": "gm_to_l1"}
@@ -37,14 +40,34 @@ class Timeline:
     gate: dict[str, float] = field(default_factory=dict)  # pipe -> the latest wait it passed
     events: dict[tuple, float] = field(default_factory=dict)  # (src, dst, event) -> release time
     busy: dict[str, float] = field(default_factory=dict)  # pipe -> total cycles of work, all launches
-    elapsed: float = 0.0  # cycles of the launches finished so far
+    elapsed: float = 0.0  # cycles of the blocks finished so far, one after another
+    chip: Chip = None  # type: ignore[assignment]  # the chip the blocks run on; made from the target
+    _busy_at_start: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chip is None:
+            self.chip = Chip(self.target)
+
+    def begin_launch(self, kind: str) -> None:
+        """A launch of a compute kernel of ``kind`` starts; its blocks follow (``begin_kernel``)."""
+        self.chip.begin_launch(kind)
+
+    def end_launch(self) -> None:
+        self.chip.end_launch()
 
     def begin_kernel(self) -> None:
+        """One block starts on a fresh core."""
         self.free, self.gate, self.events = {}, {}, {}
+        self._busy_at_start = dict(self.busy)
 
-    def end_kernel(self) -> None:
-        self.elapsed += max(self.free.values(), default=0.0)
+    def end_kernel(self) -> float:
+        """The block under way is done; returns its cycles (also handed to the chip)."""
+        cycles = max(self.free.values(), default=0.0)
+        self.elapsed += cycles
         self.free = {}
+        work = {p: c - self._busy_at_start.get(p, 0.0) for p, c in self.busy.items()}
+        self.chip.block(cycles, {p: c for p, c in work.items() if c})
+        return cycles
 
     @property
     def estimate(self) -> float:
@@ -77,9 +100,34 @@ class Timeline:
         if pipe is None:
             return
         cycles = self.cycles(op, types, valid)
+        family = IR_OPS[op.name].family
+        if family in ("load", "store"):  # GM traffic, which every core shares through the HBM
+            k = 0 if family == "load" else 1
+            self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
         start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0))
         self.free[pipe] = start + cycles
         self.busy[pipe] = self.busy.get(pipe, 0.0) + cycles
+
+    def state(self) -> dict:
+        """Every number the model accumulates, flat (with the chip's), for the dry run's sampling:
+        iterations alike in everything that decides their cost advance it by the same amounts."""
+        s: dict = {("free", k): v for k, v in self.free.items()}
+        s |= {("gate", k): v for k, v in self.gate.items()}
+        s |= {("events", k): v for k, v in self.events.items()}
+        s |= {("busy", k): v for k, v in self.busy.items()}
+        s |= {("start", k): v for k, v in self._busy_at_start.items()}
+        s[("elapsed", "")] = self.elapsed
+        return s | self.chip.state()
+
+    def set_state(self, s: dict) -> None:
+        group = {g: {} for g in ("free", "gate", "events", "busy", "start")}
+        for (g, k), v in s.items():
+            if g in group:
+                group[g][k] = v
+        self.free, self.gate, self.events, self.busy = group["free"], group["gate"], group["events"], group["busy"]
+        self._busy_at_start = group["start"]
+        self.elapsed = s[("elapsed", "")]
+        self.chip.set_state(s)
 
     def cycles(self, op: Op, types: list, valid: list[tuple[int, ...]]) -> float:
         return COST[op](self, op, types, valid)

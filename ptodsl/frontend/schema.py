@@ -152,6 +152,8 @@ def spec_schema() -> Obj:
             "torch": Ident(role="function name",
                            desc="torch equivalent for `ptodsl bench`: a function of the reference file"),
             "tests": ListOf(item=test, keep_valid=True, desc="golden test cases"),
+            "bench": ListOf(item=test, keep_valid=True, desc="chip-filling cases that `ptodsl ir --stats --bench` "
+                            "models and `ptodsl bench --bench` times; never run by `ptodsl test`"),
             "backward": Obj(
                 desc="the spec computing this op's gradients (docs/LANGUAGE.md §2.1)",
                 fields={

@@ -119,6 +119,7 @@ class Spec:
     reference: Reference | None
     tests: tuple[TestCase, ...]
     spans: SpanMap = field(compare=False, repr=False)
+    bench: tuple[TestCase, ...] = ()  # chip-filling cases, modelled and timed only (never golden-tested)
     torch: str | None = None  # a function of the reference file: the op in eager torch, for bench
     # dims defined by other dims (`symbols: {D: 2*H}`), in terms of dims no definition defines
     defined: dict[str, sym.Expr] = field(default_factory=dict)
@@ -165,19 +166,20 @@ def _check_loops(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
             )
 
 
-def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> None:
+def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics, key: str = "tests") -> None:
     declared: dict[str, Any] = data.get("dtypes", {})
     symbols: dict[str, int] = data.get("symbols", {})
-    for i, test in enumerate(data.get("tests") or []):
+    what = "test" if key == "tests" else "bench case"
+    for i, test in enumerate(data.get(key) or []):
         if not isinstance(test, dict):  # reported already
             continue
         for var, dtype in test.get("dtypes", {}).items():
-            path = ("tests", i, "dtypes", var)
+            path = (key, i, "dtypes", var)
             if var not in declared:
                 if ("dtypes", var) in spans:  # declared, with a value reported as invalid already
                     continue
                 diags.error(
-                    E_TEST_DTYPE_VAR, f"test {i} binds `{var}`, which `dtypes:` does not declare",
+                    E_TEST_DTYPE_VAR, f"{what} {i} binds `{var}`, which `dtypes:` does not declare",
                     spans.key(path), "not a declared dtype variable",
                     help=(f"declared dtype variables: {', '.join(declared)}" if declared else
                           f"declare it, e.g. `dtypes: {{{var}: [{dtype}]}}`"),
@@ -186,16 +188,16 @@ def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
             variants = declared[var] if isinstance(declared[var], list) else [declared[var]]
             if dtype not in variants:
                 diags.error(
-                    E_TEST_DTYPE_VARIANT, f"test {i} uses `{var} = {dtype}`, which is not a declared variant",
+                    E_TEST_DTYPE_VARIANT, f"{what} {i} uses `{var} = {dtype}`, which is not a declared variant",
                     spans.value(path), f"`{var}` is one of {', '.join(variants)}",
                     secondary=[Label(spans.at(("dtypes", var)), f"variants of `{var}` declared here")],
                     help=f"add `{dtype}` to the variants of `{var}`, or test one of them",
                 )
         for dim, value in test.get("shapes", {}).items():
             if dim in symbols and symbols[dim] != value:
-                path = ("tests", i, "shapes", dim)
+                path = (key, i, "shapes", dim)
                 diags.error(
-                    E_TEST_SHAPE, f"test {i} sets `{dim} = {value}`, but `symbols:` fixes `{dim} = {symbols[dim]}`",
+                    E_TEST_SHAPE, f"{what} {i} sets `{dim} = {value}`, but `symbols:` fixes `{dim} = {symbols[dim]}`",
                     spans.value(path), "conflicts with the fixed value",
                     secondary=[Label(spans.at(("symbols", dim)), "fixed here")],
                     help=f"remove `{dim}` from the test's shapes",
@@ -203,8 +205,8 @@ def _check_tests(data: dict[str, Any], spans: SpanMap, diags: Diagnostics) -> No
         low_high = test.get("data_range")
         if low_high is not None and not low_high[0] < low_high[1]:
             diags.error(
-                E_VALUE, f"`tests[{i}].data_range` must be [low, high] with low < high, found {low_high}",
-                spans.value(("tests", i, "data_range")), "low must be below high",
+                E_VALUE, f"`{key}[{i}].data_range` must be [low, high] with low < high, found {low_high}",
+                spans.value((key, i, "data_range")), "low must be below high",
             )
 
 
@@ -236,7 +238,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
     if "reference" in data:
         file, function = data["reference"].rsplit(":", 1)
         reference = Reference(file, function)
-    tests = tuple(
+    tests, bench = (tuple(
         TestCase(
             index=i,
             shapes=dict(t.get("shapes", {})),
@@ -250,8 +252,8 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
             name=t.get("name"),
             inputs=dict(t.get("inputs", {})),
         )
-        for i, t in enumerate(data.get("tests", []))
-    )
+        for i, t in enumerate(data.get(key, []))
+    ) for key in ("tests", "bench"))
     backward = None
     if "backward" in data:
         backward = Backward(data["backward"]["spec"], tuple(data["backward"].get("saves", ())))
@@ -268,6 +270,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
         target=data.get("target", DEFAULT_TARGET),
         reference=reference,
         tests=tests,
+        bench=bench,
         spans=spans,
         torch=data.get("torch"),
         backward=backward,
@@ -320,6 +323,7 @@ def parse_spec(text: str, path: str, diags: Diagnostics) -> Spec | None:
     defined = definitions({k: v for k, v in symbols.items() if isinstance(v, str)}, fixed, spans, diags)
     data["symbols"] = fixed  # the cross-field checks compare test shapes with the fixed values
     _check_tests(data, spans, diags)
+    _check_tests(data, spans, diags, "bench")
     _check_loops(data, spans, diags)
     if len(diags.errors) > before or op is None:
         return None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .. import sym
 from ..shapes import permute, reshape_strides
 from .core import Func, Module, Op, TensorType, Value
+from .opdefs import launched_params
 
 
 class GmLayoutError(Exception):
@@ -103,8 +104,9 @@ def launches(control: Func) -> Iterator[Op]:
 
 
 def kernel_env(kernel: Func, launch: Op) -> dict[str, sym.Expr]:
-    """Kernel scalar parameter -> the control-program expression the launch passes."""
-    scalars = [p for p in kernel.params if not p.is_tensor]
+    """Kernel scalar parameter -> the control-program expression the launch passes (a block's
+    index and count, ``opdefs.block_params``, are not passed by the launch)."""
+    scalars = launched_params(kernel)
     return {p.name: e for p, e in zip(scalars, launch.attrs["scalars"])}
 
 

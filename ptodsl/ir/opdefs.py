@@ -486,7 +486,11 @@ def _structural() -> list[IROp]:
              pipe=OPS["matmul"].pipe, doc="dst = a x b + bias, one bias value per column"),
         # the block level: launches from the control program, synchronisation inside compute kernels
         IROp("launch", ("block",), "launch", (Arg("tensors", TENSOR, many=True),), (),
-             (Attr("kernel", "name", True), Attr("scalars", "exprs", True)), control=True),
+             (Attr("kernel", "name", True), Attr("scalars", "exprs", True),
+              Attr("block_dim", "expr", doc="how many blocks run the kernel, each with its own block index "
+                   "(the kernel's `block_index` and `block_count` attributes); absent: 1")),
+             control=True, doc="start a compute kernel; `scalars` fill its scalar parameters in order, "
+             "except the ones its `block_index` and `block_count` attributes name"),
         IROp("sync.set", ("block",), "sync_set", attrs=_SYNC),
         IROp("sync.wait", ("block",), "sync_wait", attrs=_SYNC),
         IROp("sync.barrier", ("block",), "sync_barrier", attrs=(Attr("pipe", "name", True),)),
@@ -494,6 +498,39 @@ def _structural() -> list[IROp]:
 
 
 _SYNC = (Attr("src", "name", True), Attr("dst", "name", True), Attr("event", "int", True))
+
+
+@dataclass(frozen=True)
+class FuncAttr:
+    """An attribute of a function (``Func.attrs``) whose meaning every backend shares. ``kinds``
+    are the function kinds that may carry it; a ``param`` attribute names one of the function's
+    scalar parameters. Attributes not declared here (the memory plan's ``*_bytes``, a control
+    program's ``variant``) are bookkeeping of the pass that writes them."""
+
+    name: str
+    kinds: tuple[str, ...]
+    param: bool = False
+    doc: str = ""
+
+
+# Blocks: a launch with ``block_dim`` runs its kernel once per block, on as many cores as the chip
+# has of the kernel's kind, each block with fresh on-chip buffers. The parameters these name are
+# not passed by the launch: each block receives its own index (0 .. block_dim - 1) and the count.
+FUNC_ATTRS: dict[str, FuncAttr] = {a.name: a for a in (
+    FuncAttr("block_index", ("vector", "cube"), param=True, doc="the scalar parameter that receives the block's index"),
+    FuncAttr("block_count", ("vector", "cube"), param=True, doc="the scalar parameter that receives the number of blocks"),
+)}
+
+
+def block_params(kernel) -> tuple[str, ...]:
+    """The scalar parameters of ``kernel`` (a ``Func``) that each block receives rather than the launch."""
+    return tuple(kernel.attrs[k] for k in ("block_index", "block_count") if k in kernel.attrs)
+
+
+def launched_params(kernel) -> list:
+    """The scalar parameters of ``kernel`` a launch's ``scalars`` fill, in order."""
+    own = block_params(kernel)
+    return [p for p in kernel.params if not p.is_tensor and p.name not in own]
 
 
 def _language(name: str) -> list[IROp]:

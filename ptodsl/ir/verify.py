@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import sym
 from .core import Func, Module, Op, TileType
-from .opdefs import IR_OPS, LEVEL_OPS, NAME_KINDS
+from .opdefs import FUNC_ATTRS, IR_OPS, LEVEL_OPS, NAME_KINDS, launched_params
 
 
 class VerifyError(AssertionError):
@@ -32,12 +32,35 @@ def verify(module: Module) -> None:
         if f.name in names:
             raise VerifyError(f"function @{f.name} is defined twice")
         names.add(f.name)
+        _check_func_attrs(f)
         _Verifier(f, allowed, module.level).run()
     kernels = {f.name: f for f in module.funcs if f.kind in ("vector", "cube")}
     for f in module.funcs:
         for op in f.walk():
             if op.name == "launch":
                 _check_launch(f, op, kernels)
+
+
+def _check_func_attrs(func: Func) -> None:
+    """Declared function attributes (``opdefs.FUNC_ATTRS``) sit on the kinds of function they are
+    declared for, and those naming a parameter name a distinct scalar parameter of the function."""
+    named: dict[str, str] = {}
+    for key, value in func.attrs.items():
+        decl = FUNC_ATTRS.get(key)
+        if decl is None:
+            continue
+        where = f" in @{func.name}"
+        if func.kind not in decl.kinds:
+            raise VerifyError(f"attribute {key} on a {func.kind} function; it belongs on {' or '.join(decl.kinds)} "
+                              "functions" + where, func.span)
+        if decl.param:
+            p = func.param(value) if isinstance(value, str) else None
+            if p is None or p.is_tensor:
+                raise VerifyError(f"attribute {key} = {value!r} names no scalar parameter" + where, func.span)
+            if value in named:
+                raise VerifyError(f"attributes {named[value]} and {key} name the same parameter {value}" + where,
+                                  func.span)
+            named[value] = key
 
 
 def _check_launch(func: Func, op: Op, kernels: dict[str, Func]) -> None:
@@ -47,7 +70,7 @@ def _check_launch(func: Func, op: Op, kernels: dict[str, Func]) -> None:
     if kernel is None:
         raise VerifyError(f"launch of @{op.attrs['kernel']}, which is no compute kernel of the module" + where, op.span)
     tensors = [p for p in kernel.params if p.is_tensor]
-    scalars = [p for p in kernel.params if not p.is_tensor]
+    scalars = launched_params(kernel)
     if len(tensors) != len(op.operands) or len(scalars) != len(op.attrs["scalars"]):
         raise VerifyError(f"launch of @{kernel.name} passes {len(op.operands)} tensors and {len(op.attrs['scalars'])} "
                           f"scalars for {len(tensors)} and {len(scalars)}" + where, op.span)

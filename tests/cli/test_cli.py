@@ -109,6 +109,7 @@ def _json_commands(tmp: Path) -> list[tuple[list[str], int | None]]:
         (["ir"], 1),
         (["ir", str(lib)], 1),
         (["ir", str(lib), "--stats"], 0),
+        (["ir", str(lib), "--stats", "--bench"], 0),
         (["explain", "E0700"], 0),
         (["explain", "add"], 0),
         (["explain", "E9999"], 1),
@@ -145,7 +146,7 @@ def _doc_sections() -> dict[str, str]:
 
 COMMON_FIELDS = {"version", "command", "ptodsl", "exit_code", "diagnostics", "internal_error", "interrupted"}
 # fields whose keys are data (dtype names, buffer names, a JSON Schema), not names the doc can list
-DATA_KEYED = {"schema", "peak_bytes", "stack_bytes", "variants"}
+DATA_KEYED = {"schema", "peak_bytes", "stack_bytes", "variants", "worst_ratio"}
 
 
 def _keys(value, top: bool = True) -> set[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ... import sym
 from ...escape import cpp_comment, cpp_string
 from ...ir import Func, Module, Op, TensorType
-from ...ir.opdefs import Handlers
+from ...ir.opdefs import Handlers, block_params
 from . import cxx
 from .cxx import ExprContext, Names, cxx_type, unsupported
 from .gm import Origin, explicit_strides, kernel_env, linear_offset, trace_origins, walk_ops
@@ -441,6 +441,8 @@ class ControlEmitter:
         kernel = self.module.func(op.attrs["kernel"])
         if kernel is None or kernel.name not in self.kernels:
             raise unsupported(f"a launch of the unknown kernel `{op.attrs['kernel']}`", op.span)
+        if "block_dim" in op.attrs or block_params(kernel):
+            raise unsupported("a launch of several blocks (`block_dim`)", op.span)
         env = kernel_env(kernel, op)
         strided = self.strided.get(kernel.name, set())
         tensors = iter(op.operands)

@@ -20,7 +20,7 @@ from ...cost.timeline import Timeline
 from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
 from ...ir import Func, Module, Op, TensorType, TileType
-from ...ir.opdefs import IR_OPS, Handlers
+from ...ir.opdefs import IR_OPS, Handlers, launched_params
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
 from .convert import convert
@@ -182,19 +182,38 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
 
 @SIM.on("launch")
 def _launch(m: Machine, op: Op) -> None:
+    """Run the kernel once per block, one block after another. Each block is a core of its own:
+    it starts from fresh on-chip buffers and receives its index and the block count in the
+    parameters the kernel's ``block_index`` and ``block_count`` attributes name."""
     kernel = m.kernels[op.attrs["kernel"]]
     tensor_params = [p for p in kernel.params if p.is_tensor]
-    scalar_params = [p for p in kernel.params if not p.is_tensor]
-    env = {p.name: m.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
-    k = Machine(env, m.poison, arenas=m.arenas, kernels=m.kernels, traffic=m.traffic,
-                traffic_by_buffer=m.traffic_by_buffer, timeline=m.timeline)
-    for p, v in zip(tensor_params, op.operands):
-        k.tensors[p.name] = m.tensors[v.name]
-    if k.timeline is not None:
-        k.timeline.begin_kernel()
-    _block(k, kernel.body)
-    if k.timeline is not None:
-        k.timeline.end_kernel()
+    env = {p.name: m.ev(e) for p, e in zip(launched_params(kernel), op.attrs["scalars"])}
+    blocks = m.evi(op.attrs.get("block_dim", 1))
+    if blocks < 1:
+        raise SimError(f"a launch of {blocks} blocks", op)
+    index, count = kernel.attrs.get("block_index"), kernel.attrs.get("block_count")
+    if m.timeline is not None:
+        m.timeline.begin_launch(kernel.kind)
+    for b in range(blocks):
+        benv = dict(env)
+        if index is not None:
+            benv[index] = b
+        if count is not None:
+            benv[count] = blocks
+        arenas = m.arenas
+        if blocks > 1 and arenas is not None:
+            arenas = {space: np.zeros(a.size, np.uint8) for space, a in arenas.items()}
+        k = Machine(benv, m.poison, arenas=arenas, kernels=m.kernels, traffic=m.traffic,
+                    traffic_by_buffer=m.traffic_by_buffer, timeline=m.timeline)
+        for p, v in zip(tensor_params, op.operands):
+            k.tensors[p.name] = m.tensors[v.name]
+        if k.timeline is not None:
+            k.timeline.begin_kernel()
+        _block(k, kernel.body)
+        if k.timeline is not None:
+            k.timeline.end_kernel()
+    if m.timeline is not None:
+        m.timeline.end_launch()
 
 
 def _block(m: Machine, ops: list[Op]) -> None:

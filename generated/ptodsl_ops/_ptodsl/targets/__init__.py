@@ -102,6 +102,23 @@ class StackModel:
 
 
 @dataclass(frozen=True)
+class ChipModel:
+    """The chip around the cores, for the chip model (``cost/chip.py``; sources in the file): how
+    many cores of each kind run a launch's blocks, the HBM bandwidth they all share, and what a
+    launch and a cross-core flag cost."""
+
+    aic_cores: int  # cube cores
+    aiv_cores: int  # vector cores
+    hbm_gib_per_s: float  # GM (HBM) bandwidth of the whole chip, shared by every core
+    launch_us: float  # one kernel launch on the stream, until the next kernel starts
+    cross_core_flag_cycles: int  # one cross-core flag, from its set to the wait that sees it
+
+    def cores(self, kind: str) -> int:
+        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on."""
+        return self.aic_cores if kind == "cube" else self.aiv_cores
+
+
+@dataclass(frozen=True)
 class Target:
     name: str  # the file stem
     description: str
@@ -129,6 +146,7 @@ class Target:
     vector_instructions: dict[str, InstructionRule]  # pto-isa instruction name -> what it accepts
     timing: Timing  # the pipes' speeds, for the cost model
     stack: StackModel  # a compute kernel's stack frame: its limit and the sizes of what it holds
+    chip: ChipModel  # cores per kind, the shared HBM, launch and flag costs
 
     def supports_matmul(self, c: str, a: str, b: str) -> bool:
         return (c, a, b) in self.cube_dtypes
@@ -186,6 +204,14 @@ _STACK_FIELDS = {
     "loop_bytes": _bytes("the index and bound of one loop"),
 }
 
+_CHIP_FIELDS = {
+    "aic_cores": Int(min=1, desc="cube (AIC) cores"),
+    "aiv_cores": Int(min=1, desc="vector (AIV) cores"),
+    "hbm_gib_per_s": Float(min=0, desc="HBM bandwidth of the chip, shared by all cores, GiB/s (above 0)"),
+    "launch_us": Float(min=0, desc="microseconds from one kernel launch to the next kernel's start"),
+    "cross_core_flag_cycles": Int(min=0, desc="cycles from a cross-core flag's set to the wait that sees it"),
+}
+
 _TARGET_FIELDS = {
     "description": Str(desc="one line about the hardware"),
     "ub_bytes": _bytes("unified buffer bytes per vector core"),
@@ -240,6 +266,8 @@ _TARGET_FIELDS = {
     }, required=("clock_hz", "gib_per_s", "vector", "cube_head_cycles", "cube_fractal_cycles")),
     "stack": Obj(desc="a compute kernel's scalar stack frame: the compiler's limit and the bytes of each object "
                  "an emitted kernel declares", fields=_STACK_FIELDS, required=tuple(_STACK_FIELDS)),
+    "chip": Obj(desc="the chip around the cores: cores per kind, the shared HBM bandwidth, launch and flag costs",
+                fields=_CHIP_FIELDS, required=tuple(_CHIP_FIELDS)),
 }
 # Every field of the file is required: a missing number would otherwise become a silent default.
 TARGET_SCHEMA = Obj(desc="a hardware model", fields=_TARGET_FIELDS, required=tuple(_TARGET_FIELDS))
@@ -275,6 +303,10 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         node = root.get("stack").value.get("warn_bytes")
         diags.error(E_RULE, "`stack.warn_bytes` is above `stack.limit_bytes`", node.value.span, "warns past the limit",
                     help="warn somewhat below the limit, where a kernel's estimate is near it")
+    if len(diags.errors) == before and not data["chip"]["hbm_gib_per_s"] > 0:
+        node = root.get("chip").value.get("hbm_gib_per_s")
+        diags.error(E_RULE, "`chip.hbm_gib_per_s` must be above 0", node.value.span, "no bandwidth",
+                    help="the HBM bandwidth of the whole chip in GiB/s, e.g. 1490.1 for 1.6 TB/s")
     if len(diags.errors) > before:
         return None
     rules = {}
@@ -297,7 +329,7 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
     return Target(
         name=name,
         **{k: v for k, v in data.items() if k not in ("cube_dtypes", "cube_stores", "bias_moves", "default_vec_tile",
-                                                       "vector_instructions", "timing", "stack")},
+                                                       "vector_instructions", "timing", "stack", "chip")},
         cube_dtypes=tuple(tuple(t) for t in data["cube_dtypes"]),
         cube_stores=tuple(tuple(t) for t in data["cube_stores"]),
         bias_moves=tuple(tuple(t) for t in data["bias_moves"]),
@@ -305,6 +337,7 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
         vector_instructions=rules,
         timing=_timing(data["timing"]),
         stack=StackModel(**data["stack"]),
+        chip=ChipModel(**data["chip"]),
     )
 
 
@@ -361,5 +394,5 @@ def target_json_schema() -> dict:
     return to_json_schema(TARGET_SCHEMA, "ptodsl hardware target")
 
 
-__all__ = ["LAYOUTS", "TARGET_SCHEMA", "InstructionRule", "StackModel", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
+__all__ = ["LAYOUTS", "ChipModel", "TARGET_SCHEMA", "InstructionRule", "StackModel", "Target", "load_target", "load_target_file", "parse_target", "target_json_schema",
            "target_names"]
