@@ -238,7 +238,6 @@ class _Flow:
         self.reads: list[_Read] = []
         self.writes: dict[str, list[Span]] = {}
         self.final = State()
-        self.fresh: dict[str, str | None] = {}  # local tensor -> the loop whose body declares it
         self.not_last: set[str] = set()  # loops whose is_loop_end is assumed false (not_last_walk)
 
     def run(self) -> None:
@@ -290,8 +289,6 @@ class _Flow:
             return
         self.expr(s.value, s, init)
         call = self.t.call.get(id(s.value))
-        if b is not None and b.kind == "local":
-            self.fresh[b.ir_name] = self.loops[-1] if self.loops else None
         if b is not None and b.kind == "local" and call is not None and call.op == "tensor":
             self.decls[b.ir_name] = _Decl(b.name, s.value.span, tuple(self.loops), False)
             init.pop(b.ir_name, None)  # a declaration in a loop body is a fresh tensor each iteration
@@ -484,10 +481,7 @@ class _Flow:
         own = {id(r) for r in reads if self._own(body, r)}
         flagged: set[str] = set()
         for w in writes:
-            # a local declared in this body is a new tensor every iteration: no value of it enters
-            # the body's graph, so writing part of it and then reading it (PyPTO's paged attention
-            # assembles a [S2T, D] block of keys from blocks of BLK rows) is no cycle
-            if w.base in flagged or body.loop is not None and self.fresh.get(w.base, "") == body.loop:
+            if w.base in flagged:
                 continue
             for r in reads:
                 if r.base != w.base or _exclusive(r.branch, w.branch):

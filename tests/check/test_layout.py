@@ -88,12 +88,12 @@ def test_layout_results_and_their_valid_shapes(write_spec):
     assert text(ty["t"].shape) == ["B", "D", "H", "S"]
     assert text(ty["u"].shape) == ["B", "1", "S", "E"] and text(ty["s"].shape) == ["B", "S", "E"]
     assert text(ty["e"].shape) == ["B", "S", "E"]
-    assert text(ty["c"].shape) == ["B", "S + S", "E"]
+    assert text(ty["c"].shape) == ["B", "S * 2", "E"]
     # a partial dim kept whole, merged as the outermost dim, transposed, or concatenated last
     n = "min(max(n, 0), S)"
     assert text(ty["m"].valid) == [n, "E"]
     assert text(ty["w"].valid) == ["1", "E", n]
-    assert text(ty["f"].shape) == ["1", "S + S", "E"] and text(ty["f"].valid) == ["1", f"S + {n}", "E"]
+    assert text(ty["f"].shape) == ["1", "S * 2", "E"] and text(ty["f"].valid) == ["1", f"S + {n}", "E"]
 
 
 @pytest.mark.parametrize(("line", "code"), [

@@ -74,9 +74,11 @@ def test_ptodsl_bench_prints_a_row_per_case(gxx, capsys, monkeypatch):
     assert lines[0].split()[:3] == ["case", "cpu", "ms"] and "numpy ms" in lines[0] and "GM traffic" in lines[0]
     note, row = lines[1:]
     assert note.startswith("# specs/add_one.yaml: compiled in") and "IR verification" in note
-    cells = row.split()  # ..., GM traffic, modelled cycles, their ratio to the roofline
-    assert row.startswith("add_one[tiny]") and cells[-3] == "1.00" and float(cells[-2]) > 0
-    assert cells[-1].endswith("x") and float(cells[-1][:-1]) >= 1.0
+    cells = row.split()  # ..., GM traffic, model cycles, /roofline, chip us, /chip roofline
+    assert "chip us" in lines[0] and "/chip roof" in lines[0]
+    assert row.startswith("add_one[tiny]") and cells[-5] == "1.00" and float(cells[-4]) > 0
+    assert cells[-3].endswith("x") and float(cells[-3][:-1]) >= 1.0
+    assert float(cells[-2]) > 0 and cells[-1].endswith("x") and float(cells[-1][:-1]) >= 1.0
 
 
 def test_local_declared_among_top_level_statements_reaches_later_loops(gxx, write_spec):
