@@ -24,12 +24,18 @@ class TestCase:
     data_range: tuple[float, float] | None = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     name: str | None = None
+    # explicit values of some inputs, as nested lists in the parameter's shape (index data whose
+    # repetitions, orders or out-of-range entries a random draw would not give)
+    inputs: dict[str, list] = field(default_factory=dict)
+    # the code of the diagnostic the call must stop with (index data outside the tensor it indexes)
+    refuses: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "shapes": self.shapes, "dtypes": self.dtypes, "scalars": self.scalars,
                 "rtol": self.rtol, "atol": self.atol, "seed": self.seed,
                 "data_range": list(self.data_range) if self.data_range else None,
-                "ranges": {k: list(v) for k, v in self.ranges.items()}, "name": self.name}
+                "ranges": {k: list(v) for k, v in self.ranges.items()}, "name": self.name,
+                "inputs": dict(self.inputs), "refuses": self.refuses}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TestCase:
@@ -37,7 +43,7 @@ class TestCase:
         return cls(int(data["index"]), dict(data.get("shapes", {})), dict(data.get("dtypes", {})),
                    dict(data.get("scalars", {})), data.get("rtol"), data.get("atol"), data.get("seed"),
                    tuple(rng) if rng else None, {k: tuple(v) for k, v in data.get("ranges", {}).items()},
-                   data.get("name"))
+                   data.get("name"), dict(data.get("inputs", {})), data.get("refuses"))
 
 
 __all__ = ["TestCase"]

@@ -245,8 +245,13 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
             continue
         reads = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
                  for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
+        reads |= {name: int(max(_flat(values), default=0)) for name, values in case.inputs.items()}
         cases.append(Case(f.name, dict(case.shapes), dict(case.scalars), reads))
     return cases
+
+
+def _flat(values) -> list[float]:
+    return [x for v in values for x in _flat(v)] if isinstance(values, list) else [values]
 
 
 def pass_names() -> list[str]:

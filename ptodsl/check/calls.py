@@ -9,7 +9,7 @@ from .. import sym
 from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
-from ..ops import OPS, STRUCTURE_BUILTINS, OpDef
+from ..ops import INDEXING, OPS, STRUCTURE_BUILTINS, OpDef
 from .paths import loop_conditions
 from .types import INDEX, CallInfo, DtypeTy, ScalarTy, TensorTy, Ty
 
@@ -17,6 +17,7 @@ CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
     "matmul": ("trans_a", "trans_b", "out_dtype"), "cast": ("mode",), "view": ("valid_shape",),
     "loop": ("name",), "loop_unroll": ("name",),
+    **{name: io.keywords for name, io in INDEXING.items()},
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
@@ -90,6 +91,8 @@ class CallTyping:
             return self.view_call(e)
         if fn in ("tensor", "zeros", "ones", "full"):
             return self.local_tensor(e, fn)
+        if fn in INDEXING:
+            return self.index_call(e, fn, bind_name)
         if fn in ("transpose", "reshape"):
             self.err("E0800", f"`{fn}` is not supported by the compiler yet", e.span,
                      help="write the algorithm without it for now: `matmul(..., trans_a=, trans_b=)` "
@@ -100,7 +103,7 @@ class CallTyping:
             return None
         od = OPS.get(fn)
         if od is None or fn == "cmp":
-            cands = [n for n in OPS if n != "cmp"] + ["cdiv"] + list(STRUCTURE_BUILTINS)
+            cands = [n for n in OPS if n != "cmp"] + ["cdiv"] + list(STRUCTURE_BUILTINS) + list(INDEXING)
             self.err("E0301", f"unknown function `{fn}`", e.func.span,
                      help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
             for a in e.args:

@@ -139,3 +139,5 @@ def _structural(tl: Timeline, op: Op, types: list, valid: list) -> float:
 def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
     """Bytes of ``valid`` elements of ``dtype``."""
     return prod(valid) * DTYPES[dtype].itemsize
+
+from . import timeline_index  # noqa: E402,F401  (registers the indexing ops' cycles)

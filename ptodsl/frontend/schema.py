@@ -26,6 +26,7 @@ from ..yamlio.schema import (
     MapOf,
     Obj,
     OneOf,
+    Schema,
     Str,
     dtype_name,
     to_json_schema,
@@ -60,6 +61,17 @@ PASS_OPTIONS = Obj(
                                    "kernel, where they fit on chip"),
     },
 )
+
+
+MAX_INPUT_RANK = 5  # nesting of an explicit test input (`tests[i].inputs`)
+
+
+def _nested_numbers(depth: int) -> Schema:
+    """A list of numbers, or of such lists, at most ``depth`` deep."""
+    item: Schema = OneOf(alts=(Int(), Float()), what="a number")
+    for _ in range(depth):
+        item = ListOf(item=OneOf(alts=(Int(), Float(), item), what="a number or a list"), min_len=1)
+    return item
 
 
 @cache
@@ -110,6 +122,13 @@ def spec_schema() -> Obj:
                             placeholder="<param>",
                             desc="[low, high] of one input's random values, overriding data_range"),
             "name": Str(desc="test name shown in reports"),
+            "inputs": MapOf(key=Ident(role="tensor parameter name"), value=_nested_numbers(MAX_INPUT_RANK),
+                            placeholder="<param>",
+                            desc="explicit values of an input, nested lists in its shape (index data: orders, "
+                            "repetitions, out-of-range entries); the other inputs stay random"),
+            "refuses": Str(pattern=r"E[0-9]{4}", form="a diagnostic code", example="E0730",
+                           desc="the code of the diagnostic the call must stop with (inputs it refuses); the case "
+                           "passes when it does, on every backend"),
         },
     )
     return Obj(

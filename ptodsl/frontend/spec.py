@@ -242,6 +242,8 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap) -> Spec:
             data_range=_tuple(t.get("data_range")),
             ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
+            inputs=dict(t.get("inputs", {})),
+            refuses=t.get("refuses"),
         )
         for i, t in enumerate(data.get("tests", []))
     )

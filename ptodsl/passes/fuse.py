@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import sym
 from ..ir import Func, Module, Op, Value
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, indexed_gm
 from ..ops import OPS
 from .context import Pass, PassContext
 from .unroll import _subst_attr, _subst_type
@@ -55,6 +55,16 @@ def _reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
         return list(op.operands), []
     r, w = d.reads_writes(len(op.operands))
     return [op.operands[i] for i in r], [op.operands[i] for i in w]
+
+
+def _gm_touching(op: Op) -> bool:
+    """A tile op other than a load or store that reads or writes a GM tensor (a gather or scatter
+    through an index tile): the region it touches is known only to the data."""
+    r, w = indexed_gm(op)
+    return bool(r or w)
+
+
+_gm_reads_writes = indexed_gm
 
 
 def _bases(func: Func) -> dict[str, str]:
@@ -77,6 +87,10 @@ def _loads_and_stores(ops: list[Op]):
                 stores.append((o.operands[0].name, o.attrs["offsets"]))
             elif o.name in ("read",):
                 loads.append((o.operands[0].name, None))
+            elif _gm_touching(o):
+                r, w = _gm_reads_writes(o)
+                loads.extend((v.name, None) for v in r)
+                stores.extend((v.name, None) for v in w)
     return loads, stores
 
 
@@ -170,8 +184,8 @@ def _hoistable(op: Op, loop: Op, base: dict[str, str]) -> bool:
     touches, and a load of it reads no tensor the loop stores to."""
     if op.name in ("alloc", "guard"):
         return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
-    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store":
-        return False
+    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or _gm_touching(op):
+        return False  # (a gather or scatter never runs before the loop that may hold its index guards)
     names, stored = _touches(loop)
     stored_bases = {base.get(s, s) for s in stored}
     if op.name == "tile.load":
@@ -255,6 +269,8 @@ def forward(ops: list[Op], rename: dict[str, Value], base: dict[str, str],
             stored = {k: v for k, v in stored.items() if v is not dst}
             stored[key] = dst
         elif op.name.startswith("tile.") and op.operands:
+            for gm in _gm_reads_writes(op)[1]:
+                forget_gm(gm.name)  # a scatter: any row of it may have changed
             # a tile op writes its destination: a forwarded tile must not be overwritten later
             _, writes = _reads_writes(op)
             stored = {k: v for k, v in stored.items() if all(v is not w for w in writes)}
@@ -373,6 +389,7 @@ class _Remat:
         self.func = func
         self.base = _bases(func)
         stored = {self.base.get(o.operands[0].name, o.operands[0].name) for o in func.walk() if o.name == "tile.store"}
+        stored |= {self.base.get(v.name, v.name) for o in func.walk() if _gm_touching(o) for v in _gm_reads_writes(o)[1]}
         self.read_only = {p.name for p in func.params if p.is_tensor} - stored
         self.count = 0
         self.changed = False
@@ -459,7 +476,7 @@ def cse(func: Func) -> None:
             op.regions = [region(r) for r in op.regions]
             reads, dests = _reads_writes(op) if op.name.startswith("tile.") else ([], [])
             if (op.name.startswith("tile.") and op.name not in ("tile.load", "tile.store", "tile.alloc")
-                    and len(dests) == 1 and writes.get(dests[0].name) == 1
+                    and not _gm_touching(op) and len(dests) == 1 and writes.get(dests[0].name) == 1
                     and all(writes.get(v.name) == 1 for v in reads)):
                 key = (op.name, repr(sorted(op.attrs.items())), tuple(v.name for v in reads), dests[0].type)
                 if key in seen:
@@ -670,6 +687,7 @@ def _invariant_loads(outer: Op, inner: Op, base: dict[str, str]) -> list[Op]:
     """Loads of ``inner``'s body that every iteration of ``outer`` repeats: their offsets and
     tile do not depend on the outer index, and nothing in the nest stores to their tensor."""
     stored = {base.get(o.operands[0].name, o.operands[0].name) for o in outer.walk() if o.name == "tile.store"}
+    stored |= {base.get(v.name, v.name) for o in outer.walk() if _gm_touching(o) for v in _gm_reads_writes(o)[1]}
     idx = outer.attrs["index"]
     return [o for o in inner.regions[0] if o.name == "tile.load"
             and not _mentions(o.attrs["offsets"], idx) and not _mentions(o.operands[0].type.valid, idx)
@@ -742,6 +760,7 @@ def sweep(func: Func) -> None:
                 readers.add(op.operands[1].name)
             elif op.name.startswith("tile."):
                 tile_readers.update(v.name for v in _reads_writes(op)[0])
+                readers.update(v.name for v in _gm_reads_writes(op)[0])
             else:
                 readers.update(v.name for v in op.operands)
                 tile_readers.update(v.name for v in op.operands)
@@ -751,11 +770,14 @@ def sweep(func: Func) -> None:
         def keep(op: Op, dead=dead, uses=uses, tile_readers=tile_readers) -> bool:
             if op.name == "tile.store" and op.operands[0].name in dead:
                 return False
+            if _gm_touching(op) and any(v.name in dead for v in _gm_reads_writes(op)[1]):
+                return False  # a scatter into a workspace nobody reads
             if op.name == "alloc" and op.result.name in dead:
                 return False
             if op.name == "tile.alloc" and uses.get(op.result.name, 0) == 0:
                 return False
             if (op.name.startswith("tile.") and op.name not in ("tile.store", "tile.alloc") and op.operands
+                    and not _gm_reads_writes(op)[1]
                     and all(w.name not in tile_readers for w in _reads_writes(op)[1])
                     and _reads_writes(op)[1]):
                 return False  # computes a tile nobody reads

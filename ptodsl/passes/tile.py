@@ -490,3 +490,4 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
+from . import tile_index  # noqa: E402,F401  (registers the indexing ops' handlers)

@@ -19,7 +19,8 @@ import numpy as np
 from .. import sym
 from ..cases import TestCase
 from ..cost.timeline import Timeline
-from ..dtypes import DTYPES, numpy_dtype
+from ..diagnostics import DiagnosticError
+from ..dtypes import DTYPES, numpy_dtype, value_range
 from .operator import Operator, run_kernel
 
 # (rtol, atol) per output dtype; integers and bool compare exactly.
@@ -30,6 +31,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 DEFAULT_RANGE = (-1.0, 1.0)
 DEFAULT_INT_RANGE = (0, 10)
+E_INPUT = "E0857"  # an explicit test input that does not fit its parameter
 WORKSPACES = "(workspaces)"  # traffic_by_tensor key of GM memory no parameter owns
 
 
@@ -91,11 +93,22 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
     variant = prog.variant_of_case(case)
     env = dict(prog.symbols) | dict(case.shapes)
     arrays: dict[str, np.ndarray] = {}
+    names = [p.name for p in op.inputs]
+    for name in case.inputs:
+        if name not in names:
+            raise CaseError(("tests", case.index, "inputs", name), f"`{name}` is not an input tensor of the op",
+                            "no such input", f"give values for one of its inputs: {', '.join(names) or 'none'}",
+                            E_INPUT)
     for p in op.inputs:
         dtype = variant.get(p.dtype, p.dtype)
         shape = tuple(int(sym.evaluate(d if isinstance(d, int) else sym.Sym(d), env)) for d in p.dims or ())
         info = DTYPES[dtype]
         given = case.ranges.get(p.name) or case.data_range
+        if p.name in case.inputs:
+            # drawn all the same, so the other inputs of the case do not change with this one
+            rng.random(size=shape)
+            arrays[p.name] = explicit_input(case, p.name, dtype, shape)
+            continue
         if info.is_float:
             lo, hi = given or DEFAULT_RANGE
             a = rng.uniform(lo, hi, size=shape).astype(numpy_dtype(dtype))
@@ -106,6 +119,33 @@ def make_inputs(op: Operator, case: TestCase) -> tuple[dict[str, np.ndarray], di
             a = rng.integers(int(lo), int(hi) + 1, size=shape).astype(numpy_dtype(dtype))
         arrays[p.name] = a
     return arrays, dict(case.scalars)
+
+
+def explicit_input(case: TestCase, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The values a case gives for input ``name`` (``inputs:``), checked against its shape and dtype."""
+    where = ("tests", case.index, "inputs", name)
+    values = case.inputs[name]
+    try:
+        a = np.asarray(values, dtype=np.float64 if DTYPES[dtype].is_float else object)
+    except ValueError:
+        a = None
+    if a is None or a.dtype == object and any(isinstance(v, list) for v in a.reshape(-1)):
+        raise CaseError(where, f"the values given for `{name}` are not a rectangular array",
+                        "nested lists of unequal lengths", f"give `{name}` as nested lists in its shape "
+                        f"{list(shape)}", E_INPUT)
+    if a.shape != shape:
+        raise CaseError(where, f"the values given for `{name}` have shape {list(a.shape)}, the case needs "
+                        f"{list(shape)}", f"shape {list(a.shape)}",
+                        "give one value per element, nested in the parameter's shape for this case's dims", E_INPUT)
+    if not DTYPES[dtype].is_float:
+        lo, hi = value_range(dtype)
+        flat = [v for v in a.reshape(-1)]
+        bad = next((v for v in flat if not float(v).is_integer() or not lo <= int(v) <= hi), None)
+        if bad is not None:
+            raise CaseError(where, f"`{bad}` given for `{name}` is not a {dtype} value", f"{name} is {dtype}",
+                            f"give integers from {lo} to {hi}", E_INPUT)
+        return np.array([int(v) for v in flat], dtype=numpy_dtype(dtype)).reshape(shape)
+    return a.astype(numpy_dtype(dtype))
 
 
 def as_ref_input(a: np.ndarray) -> np.ndarray:
@@ -130,6 +170,8 @@ def run_case(op: Operator, case: TestCase, reference: Callable[..., Any] | None,
     except KeyError as exc:
         raise CaseError(where, f"the case gives no size for the dim symbol `{exc.args[0]}`", "this case",
                         f"add it to the case: `shapes: {{{exc.args[0]}: ...}}`", "E0233") from None
+    if case.refuses is not None:
+        return _refused(op, case, inputs, scalars, backend, poison, level)
     try:
         ref_out = reference(*(as_ref_input(inputs[p.name]) for p in op.inputs), **scalars)
     except Exception as exc:  # the reference is the user's code
@@ -182,6 +224,32 @@ def run_case(op: Operator, case: TestCase, reference: Callable[..., Any] | None,
     result.ok = not reports
     result.report = "\n".join(reports)
     return result
+
+
+def _refused(op: Operator, case: TestCase, inputs: dict[str, np.ndarray], scalars: dict[str, Any], backend: str,
+             poison: bool, level: str) -> CaseResult:
+    """A case whose inputs the call must refuse (`refuses: CODE`): it passes when the call stops
+    with that diagnostic, on whichever backend runs it, and fails when the call runs to the end."""
+    prog = op.program
+    tensors = dict(inputs)
+    index, arrays, symbols = op.resolve(tensors)
+    for s, v in case.shapes.items():
+        symbols.setdefault(s, v)
+    for p in op.outputs:
+        if p.name not in arrays:
+            dtype, shape = op.output_shape(index, p, symbols)
+            arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
+    full_scalars = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
+    try:
+        run_kernel(prog, index, arrays, full_scalars, symbols, backend, poison=poison, level=level)
+    except DiagnosticError as exc:
+        code = exc.diagnostic.code
+        ok = code == case.refuses
+        report = (f"refused as expected ({code}: {exc.diagnostic.message})" if ok else
+                  f"the call stopped with {code} ({exc.diagnostic.message}), not the expected {case.refuses}")
+        return CaseResult(prog.op, case, ok, report, inputs=inputs)
+    return CaseResult(prog.op, case, False, f"the call was expected to stop with {case.refuses}, but it ran to "
+                      "the end", inputs=inputs)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
@@ -237,5 +305,5 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     return "\n".join(lines)
 
 
-__all__ = ["TOLERANCES", "CaseError", "CaseResult", "as_ref_input", "case_id", "compare", "import_file",
-           "make_inputs", "run_case", "tolerance"]
+__all__ = ["TOLERANCES", "CaseError", "CaseResult", "as_ref_input", "case_id", "compare", "explicit_input",
+           "import_file", "make_inputs", "run_case", "tolerance"]

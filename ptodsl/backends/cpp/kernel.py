@@ -611,3 +611,5 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
+
+from . import kernel_index  # noqa: E402,F401  (registers the indexing ops' C++)

@@ -452,3 +452,5 @@ def _arith(m: Machine, op: Op) -> None:
     with np.errstate(all="ignore"):
         out = od.sim(*args)
     dst.data[reg] = _round_to(np.asarray(out), dtype)
+
+from . import indexing  # noqa: E402,F401  (registers the indexing ops' handlers)
