@@ -186,9 +186,10 @@ class IndexTyping:
                      help=f"convert it: `cast(..., {dst.dtype})`")
             return
         if src.rank != dst.rank:
-            self.err(E_SHAPES, f"`scatter_update` writes rows of rank {dst.rank - 1}, the source has rank "
-                     f"{src.rank}", e.args[3].span, f"shape {fmt_shape(src.shape)}",
-                     help=f"give the source `{b.name}`'s rank: one row per index")
+            self.err(E_SHAPES, f"`scatter_update` into `{b.name}` (rank {dst.rank}) takes a source of rank "
+                     f"{dst.rank}, not {src.rank}", e.args[3].span, f"shape {fmt_shape(src.shape)}",
+                     secondary=[Label(b.span, f"`{b.name}` is {fmt_shape(dst.shape)}")],
+                     help=f"give the source `{b.name}`'s rank: one row of `{b.name}` per index")
             return
         if not self._same_dims(e, "the rows of the source", src.shape[1:], dst.shape[1:], e.args[3]):
             return
@@ -332,19 +333,20 @@ class IndexTyping:
         """``v, i = topk(x, k)``: one local per result."""
         e = s.value
         fn = e.func_name if isinstance(e, ast.Call) else None
+        tys = None
         if fn not in MULTI_RESULT:
             what = f"`{fn}`" if fn else "this expression"
             self.err(E_UNPACK, f"{what} gives one value; it cannot be bound to {len(s.targets)} names", s.span,
                      help="bind it to one name: `v = ...`; `topk` is the builtin with two results")
-            if isinstance(e, ast.Expr):
-                self.expr(e)
-            return
-        if len(s.targets) != MULTI_RESULT[fn]:
+            self.expr(e)
+        elif len(s.targets) != MULTI_RESULT[fn]:
             self.err(E_UNPACK, f"`{fn}` gives {MULTI_RESULT[fn]} results, not {len(s.targets)}", s.span,
                      help=f"write `{INDEXING[fn].signature}`")
-            return
-        tys = self._type_topk(e)
+        else:
+            tys = self._type_topk(e)
         if tys is None:
+            for target in s.targets:  # poisoned: their uses stay quiet
+                self.scope[target.id] = Binding(target.id, "error", ScalarTy("f32"), target.span, ir_name="?")
             return
         self.bind_results(s, tys)
 

@@ -68,9 +68,10 @@ MAX_INPUT_RANK = 5  # nesting of an explicit test input (`tests[i].inputs`)
 
 def _nested_numbers(depth: int) -> Schema:
     """A list of numbers, or of such lists, at most ``depth`` deep."""
-    item: Schema = OneOf(alts=(Int(), Float()), what="a number")
+    lo, hi = -(2**63), 2**64 - 1  # the widest integer element types' bounds; each parameter's are checked later
+    item: Schema = OneOf(alts=(Int(min=lo, max=hi), Float()), what="a number")
     for _ in range(depth):
-        item = ListOf(item=OneOf(alts=(Int(), Float(), item), what="a number or a list"), min_len=1)
+        item = ListOf(item=OneOf(alts=(Int(min=lo, max=hi), Float(), item), what="a number or a list"), min_len=1)
     return item
 
 

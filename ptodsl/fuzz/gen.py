@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .gen_index import INDEX_FEATURES, index_block
+
 # Every switch of the generator. A program uses a random subset of the enabled ones.
 ALL_FEATURES: frozenset[str] = frozenset({
     "elementwise",  # top-level elementwise chains
@@ -52,6 +54,13 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
     "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
     "chains",  # a block reads the output an earlier block wrote
+    # Indexing builtins (gen_index.py): index tensors with in-range and out-of-range values.
+    "gather",  # index_select along dim 0 or -1, gather along -1
+    "scatter",  # scatter_update of rows into an inout tensor
+    "arange",  # arange ramps added to an input
+    "triu",  # triu / tril with literal and symbolic diagonals
+    "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
+    "topk",  # v, i = topk(x, k) and argsort, ties from small integers
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -116,6 +125,9 @@ class Param:
     dims: tuple[str, ...] = ()
     lo: float = -1.0  # input data range
     hi: float = 1.0
+    index_of: str | None = None  # an index tensor: its values lie in [0, this dim) ...
+    oob: bool = False  # ... but for one of them, maybe, which the call must refuse (E0730)
+    ints: tuple[int, int] | None = None  # small integer data in [lo, hi] (ties for argmax / topk)
 
 
 @dataclass
@@ -231,6 +243,8 @@ class Gen:
         self.params: dict[str, Param] = {}
         self.nblock = 0
         self.full_outs: list[str] = []  # [M, N] outputs written whole by an earlier block
+        self.fixed_extra: dict[str, int] = {}  # symbols a block needs fixed in the YAML (topk rows)
+        self.topk_rows = 0  # the longest row a top-k block ranks: the vec tile's last dim must hold it
 
     def has(self, name: str) -> bool:
         return name in self.f
@@ -431,6 +445,8 @@ class Gen:
         self.nblock += 1
         k = self.nblock
         r = self.rng
+        if kind in INDEX_FEATURES:
+            return index_block(self, kind, k)
         if kind == "elementwise":
             y = self.out("M, N")
             ctx = self.top_ctx()
@@ -682,7 +698,8 @@ class Gen:
                  ("row_loop", "row_loop"), ("accum", "locals"), ("branch", "branches"),
                  ("begin_end", "loop_begin_end"), ("dyn_view", "views_dynamic"),
                  ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
-                 ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write")]
+                 ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write"),
+                 *INDEX_FEATURES.items()]
         avail = [k for k, f in table if self.has(f)]
         if not avail:
             avail = ["elementwise"]
@@ -700,6 +717,10 @@ class Gen:
             m = r.randint(1, 13)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}
+        fixed.update(self.fixed_extra)
+        shapes.update(self.fixed_extra)
+        if any("K" in p.dims for p in self.params.values()):
+            shapes["K"] = r.randint(1, 12)
         if any(b.kind == "nested" for b in blocks):
             shapes["B"] = r.randint(1, 3)
         rank = 3 if "B" in shapes else 2
@@ -709,6 +730,8 @@ class Gen:
             rows = 1
         else:
             rows = r.choice([1, 2, 3, 4, 8])
+        if self.topk_rows > last:  # a top-k row is ranked within one tile
+            last = -(-self.topk_rows // align) * align
         vec_tile = [1] * (rank - 2) + [rows, last]
         if not self.has("where_any_tile") and any("where(" in line for b in blocks for line in b.render()):
             vec_tile[-1] = -(-vec_tile[-1] // 32) * 32

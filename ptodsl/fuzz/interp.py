@@ -20,6 +20,8 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from ..frontend import ast
+from . import interp_index as ix
+from .interp_index import Stopped
 
 
 class InterpError(Exception):
@@ -59,6 +61,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+INDEXING_CALLS = ("arange", "index_select", "gather", "triu", "tril", "argmax", "argmin", "argsort")
 UNARY = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "abs": np.abs, "neg": np.negative, "relu": lambda x: np.maximum(x, 0.0),
@@ -149,6 +152,13 @@ class Interpreter:
                 for a in e.args:  # evaluated for their errors; what a print shows is not compared
                     self.eval(a, env)
                 return
+            if isinstance(e, ast.Call) and e.func_name == "scatter_update":
+                dst = self.tensor(self.eval(e.args[0], env))
+                if int(self.eval(e.args[1], env)) % dst.a.ndim != 0:
+                    raise InterpError("scatter_update along another dim than 0")
+                index, src = self.tensor(self.eval(e.args[2], env)), self.tensor(self.eval(e.args[3], env))
+                ix.scatter_update(dst, index, src, _round)
+                return
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
                 target = self.eval(e.func.value, env)
                 if e.func.attr == "move":
@@ -162,6 +172,16 @@ class Interpreter:
                     self.write(TV(target.a[sl], target.dtype, target.a[sl].shape), v)
                     return
             raise InterpError("expression statement")
+        if isinstance(st, ast.Unpack):
+            e = st.value
+            if not (isinstance(e, ast.Call) and e.func_name == "topk"):
+                raise InterpError("a tuple binding of something else than topk")
+            kw = {k.name: k.value for k in e.keywords}
+            x = self.tensor(self.eval(e.args[0], env))
+            largest = bool(self.eval(kw["largest"], env)) if "largest" in kw else True
+            values, indices = ix.topk(x, int(self.eval(e.args[1], env)), largest, TV)
+            env[st.targets[0].id], env[st.targets[1].id] = values, indices
+            return
         if isinstance(st, ast.For):
             self.loop(st, env)
             return
@@ -396,6 +416,8 @@ class Interpreter:
         if name == "cdiv":
             a, b = (self.eval(x, env) for x in e.args)
             return -(-a // b)
+        if name in INDEXING_CALLS:
+            return self.indexing(name, e, kw, env)
         if name == "transpose":
             v = self.tensor(self.eval(e.args[0], env))
             return TV(np.swapaxes(v.a, -1, -2), v.dtype, v.valid[:-2] + (v.valid[-1], v.valid[-2]))
@@ -411,6 +433,35 @@ class Interpreter:
             out_dt = self.dtype(kw["out_dtype"].id) if "out_dtype" in kw else a.dtype
             r = _round(aa @ bb, out_dt)
             return TV(r, out_dt, r.shape)
+        raise InterpError(f"builtin {name}")
+
+    def indexing(self, name: str, e: ast.Call, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
+        args = list(e.args)
+        if name == "arange":
+            dtype = "i32"
+            if args and isinstance(args[-1], ast.Name) and self.dtype(args[-1].id) in DTYPES:
+                dtype = self.dtype(args.pop().id)
+            bounds = [int(self.eval(a, env)) for a in args]
+            start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
+            return ix.arange(start, stop, dtype, TV)
+        x = self.tensor(self.eval(args[0], env))
+        if name in ("index_select", "gather"):
+            axis = int(self.eval(args[1], env))
+            index = self.tensor(self.eval(args[2], env))
+            if name == "gather":
+                if axis % x.a.ndim != x.a.ndim - 1:
+                    raise InterpError("gather along another dim than the last")
+                return ix.gather(x, index, TV)
+            return ix.index_select(x, axis, index, TV)
+        if name in ("triu", "tril"):
+            d = args[1] if len(args) > 1 else kw.get("diagonal")
+            return ix.triangle(x, name == "tril", 0 if d is None else int(self.eval(d, env)), TV)
+        if name in ("argmax", "argmin"):
+            keep = bool(self.eval(kw["keepdim"], env)) if "keepdim" in kw else False
+            return ix.argreduce(x, name == "argmax", keep, TV)
+        if name == "argsort":
+            desc = bool(self.eval(kw["descending"], env)) if "descending" in kw else False
+            return ix.argsort(x, desc, TV)
         raise InterpError(f"builtin {name}")
 
     def reduce(self, name: str, v: TV, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
@@ -482,4 +533,4 @@ def interpret(kernel: ast.Kernel, variant: Mapping[str, str], symbols: Mapping[s
     return Interpreter(kernel, variant, symbols, valid_shapes).run(arrays, scalars)
 
 
-__all__ = ["TV", "InterpError", "Interpreter", "interpret"]
+__all__ = ["TV", "InterpError", "Interpreter", "Stopped", "interpret"]

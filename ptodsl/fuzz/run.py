@@ -35,7 +35,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from .gen import Program
-from .interp import InterpError, Refused, interpret
+from .interp import InterpError, Refused, Stopped, interpret
 
 # (rtol, atol) per output dtype for a chain of ops; atol is scaled by the output's magnitude.
 TOLERANCES: dict[str, tuple[float, float]] = {"f32": (1e-4, 1e-4), "f16": (2e-2, 2e-2), "bf16": (8e-2, 8e-2)}
@@ -87,6 +87,7 @@ class Prepared:
     expected: dict[str, np.ndarray]
     outputs: list[str]
     dtypes: dict[str, str] = field(default_factory=dict)
+    stops: str | None = None  # why the oracle says the call must stop with E0730 (an index out of range)
 
 
 @contextmanager
@@ -133,6 +134,16 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
         if p.kind == "out":
             fill = np.nan if DTYPES[dtype].is_float else 0
             arrays[p.name] = np.full(shape, fill).astype(numpy_dtype(dtype))
+        elif p.index_of is not None:
+            # positions in [0, dim) of the dim indexed, repeats included; maybe one outside it
+            bound = int(p.index_of) if p.index_of.isdigit() else env[p.index_of]
+            a = rng.integers(0, bound, size=shape)
+            if p.oob and a.size and rng.random() < 0.6:
+                at = tuple(int(rng.integers(0, s)) for s in shape)
+                a[at] = rng.choice([-1, -bound, bound, bound + 5])
+            arrays[p.name] = a.astype(numpy_dtype(dtype))
+        elif p.ints is not None:
+            arrays[p.name] = rng.integers(p.ints[0], p.ints[1] + 1, size=shape).astype(numpy_dtype(dtype))
         elif DTYPES[dtype].is_float:
             arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
         else:
@@ -204,9 +215,28 @@ def prepare(program: Program, folder: str, timeout: float = DEFAULT_TIMEOUT_S) -
         interpret(kernel, {"T": program.dtype}, symbols, expected, scalars, op.spec.schedule.valid_shapes)
     except Refused as why:
         return refused_at_call(program, op, index, arrays, scalars, symbols, str(why))
+    except Stopped as why:
+        return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes, str(why))
     except (InterpError, Exception):  # noqa: BLE001 - the oracle's own failure
         return Outcome(program.seed, "interp", "interp", traceback.format_exc(limit=-3))
     return Prepared(program, op, index, symbols, arrays, scalars, expected, outputs, dtypes)
+
+
+def stopped(prep: Prepared, exc: BaseException | None, backend: str) -> Outcome | None:
+    """The verdict on a run the oracle says must stop with E0730 (``exc``: what the run raised, None
+    when it returned), or on an unexpected stop of a run that should have finished."""
+    from ..diagnostics import DiagnosticError
+
+    code = exc.diagnostic.code if isinstance(exc, DiagnosticError) else None
+    if prep.stops is not None:
+        if code == "E0730":
+            return None
+        what = f"stopped with {code}" if code else "ran to the end" if exc is None else type(exc).__name__
+        return Outcome(prep.program.seed, "mismatch", backend, f"the call {what}, not E0730, although {prep.stops}")
+    if code == "E0730":
+        return Outcome(prep.program.seed, "mismatch", backend, f"the call stopped with E0730 although every "
+                       f"index is in range: {exc.diagnostic.message}")
+    return None
 
 
 def refused_at_call(program: Program, op, index: int, arrays: dict[str, np.ndarray], scalars: dict,
@@ -238,7 +268,7 @@ def check_outputs(prep: Prepared, arrays: dict[str, np.ndarray], backend: str) -
 
 def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | None:
     from ..api import run_kernel
-    from ..diagnostics import CompileError
+    from ..diagnostics import CompileError, DiagnosticError
 
     arrays = {k: v.copy() for k, v in prep.inputs.items()}
     try:
@@ -248,8 +278,14 @@ def run_sim(prep: Prepared, timeout: float = DEFAULT_TIMEOUT_S) -> Outcome | Non
         return Outcome(prep.program.seed, "hang", "sim", str(exc))
     except CompileError as exc:
         return Outcome(prep.program.seed, "rejected", "sim", exc.render())
+    except DiagnosticError as exc:
+        if exc.diagnostic.code == "E0730":
+            return stopped(prep, exc, "sim")
+        return Outcome(prep.program.seed, "crash", "sim", traceback.format_exc(limit=-4))
     except Exception:  # noqa: BLE001
         return Outcome(prep.program.seed, "crash", "sim", traceback.format_exc(limit=-4))
+    if prep.stops is not None:
+        return stopped(prep, None, "sim")
     return check_outputs(prep, arrays, "sim")
 
 
@@ -264,7 +300,7 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
     """
     from ..backends.cpp.build import build_shared, load_library
     from ..backends.cpp.run import bind_entry, build_defines, call_loaded, emitted
-    from ..diagnostics import CompileError
+    from ..diagnostics import CompileError, DiagnosticError
 
     results: list[Outcome | None] = [None] * len(preps)
     variants: list[Any] = [None] * len(preps)
@@ -316,10 +352,14 @@ def run_cpu_batch(preps: Sequence[Prepared], jobs: int = 2, on_start: Callable[[
             # guards and header checks report as they do for a user's call (GuardError, KernelFailure)
             call_loaded(bind_entry(*libs[i], variants[i]), prep.op.compiled, prep.index, arrays, prep.scalars,
                         prep.symbols, poison=True)
+        except DiagnosticError as exc:
+            results[i] = stopped(prep, exc, "cpu") if exc.diagnostic.code == "E0730" else Outcome(
+                prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
+            continue
         except Exception:  # noqa: BLE001
             results[i] = Outcome(prep.program.seed, "crash", "cpu", traceback.format_exc(limit=-4))
             continue
-        results[i] = check_outputs(prep, arrays, "cpu")
+        results[i] = stopped(prep, None, "cpu") if prep.stops is not None else check_outputs(prep, arrays, "cpu")
     return results
 
 

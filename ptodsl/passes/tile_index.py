@@ -252,7 +252,7 @@ def topk(tl: _Tiler, op: Op, dest) -> None:
         return
     if tile[-1] < n:
         tl.ctx.diags.error(
-            E_ROW, f"`topk` ranks a row of {n} elements within one tile, but the vec tile's last dim is {tile[-1]}",
+            E_ROW, f"this op ranks a row of {n} elements within one tile, but the vec tile's last dim is {tile[-1]}",
             op.span, f"rows of {n}", secondary=tl.ctx.labels(("schedule", "vec_tile"), "the tile is set here"),
             help=f"give the loop a vec_tile whose last dim is at least {n}, e.g. {[*tile[:-1], n]}")
         return

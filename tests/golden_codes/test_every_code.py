@@ -345,6 +345,21 @@ def e0730_row_index_past_the_end(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0730_gathered_row_outside_the_table(env: Env) -> Diagnostic:
+    # An embedding id of -1 (a padding id, say): the guard over the ids stops the call before the
+    # gather reads anything, on the cpu backend as on the simulator.
+    op = ptodsl.load("specs/gather_rows.yaml")
+    table = np.arange(40, dtype=np.float32).reshape(10, 4).repeat(16, axis=1)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(table, np.array([3, -1, 2], np.int32), backend="cpu")
+    return info.value.diagnostic
+
+
+def e0857_explicit_input_of_another_shape(env: Env) -> list[Diagnostic]:
+    return case_error(env, "reference: scale_ref.py:scale\ntests:\n  - {shapes: {M: 2, N: 8}, inputs: {x: [[1.5, 2]]}}\n",
+                      "def scale(x):\n    return x * 2\n")
+
+
 def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
     # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
     matmul = ptodsl.load("specs/matmul.yaml")
@@ -737,6 +752,8 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0707_npu_from_a_loaded_spec,
     e0708_tensor_not_on_the_cpu,
     e0709_transposed_output_buffer,
+    e0730_gathered_row_outside_the_table,
+    e0857_explicit_input_of_another_shape,
     e0710_rows_of_zero_width,
     e0711_length_beyond_its_dim,
     e0712_check_fails_inside_a_kernel,
