@@ -264,3 +264,24 @@ def test_a_view_made_among_top_level_work_is_seen_by_a_later_loop(tmp_path: Path
     x = np.random.default_rng(1).random((4, 64)).astype(np.float32)
     y, z = op(x, backend=backend)
     np.testing.assert_array_equal(z, x[:2])
+
+
+# ------------------------------------------------------------------ per-chip rules
+
+
+@pytest.mark.parametrize("dim, rejected", [(64, False), (100, True)])
+def test_ascend950_row_gathers_need_whole_rows_in_a_tile(tmp_path: Path, dim: int, rejected: bool):
+    # A5's MGATHER / MSCATTER step table rows by the columns moved: a [8, 64] tile of 100-wide rows
+    # reads a column block of strided rows, which only the 910B form takes
+    from ptodsl.backends.cpp.rules import spec_violations
+
+    pto = ("kernel emb(t: f32[V, D], ids: i32[N], y: out f32[N, D], c: inout f32[V, D]):\n"
+           "    y[:] = index_select(t, 0, ids)\n"
+           "    scatter_update(c, 0, ids, y)\n")
+    for target, want in (("ascend910b", False), ("ascend950", rejected)):
+        path = spec(tmp_path, "emb", pto, f"symbols: {{D: {dim}}}\ntarget: {target}\nschedule: {{vec_tile: [8, 64]}}\n")
+        found = spec_violations(compile_spec(path))
+        assert bool(found) == want, [d.message for d in found]
+        if found:
+            assert {d.code for d in found} == {"E0810"}
+            assert any("MGATHER" in d.message for d in found) and any("MSCATTER" in d.message for d in found)
