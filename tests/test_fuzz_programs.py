@@ -114,8 +114,14 @@ def _planted_exp_bug(monkeypatch) -> None:
 
 
 def _exp_seed() -> int:
-    return next(s for s in range(1000) if "exp(" in generate(s, FEATURES, max_blocks=3).pto()
-                and len(generate(s, FEATURES, max_blocks=3).blocks) >= 2)
+    """An f32 program of several blocks computing exp whose outputs show its error, and that runs to
+    the end: no data-dependent valid extent or index that the call would refuse first (E0711, E0730)."""
+    def fits(p) -> bool:
+        text = p.pto()
+        return (p.dtype == "f32" and len(p.blocks) >= 2 and "exp(" in text and "valid_shape=[1, n" not in text
+                and not any(q.index_of for q in p.params.values()))
+
+    return next(s for s in range(1000) if fits(generate(s, FEATURES, max_blocks=3)))
 
 
 def test_a_planted_wrong_answer_is_a_mismatch(monkeypatch):
