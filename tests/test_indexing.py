@@ -285,3 +285,37 @@ def test_ascend950_row_gathers_need_whole_rows_in_a_tile(tmp_path: Path, dim: in
         if found:
             assert {d.code for d in found} == {"E0810"}
             assert any("MGATHER" in d.message for d in found) and any("MSCATTER" in d.message for d in found)
+
+
+# ------------------------------------------------------------------ the fuzzer finds what these tests guard
+
+
+def test_the_fuzzer_catches_a_missing_index_guard_and_a_wrong_tie(monkeypatch, tmp_path: Path):
+    """With a bug planted, some of the first programs of the indexing features fail: the generator
+    and its oracle would have found it."""
+    from ptodsl.backends.sim import SIM
+    from ptodsl.fuzz.gen import generate
+    from ptodsl.fuzz.run import run_programs
+    from ptodsl.passes import tensorize_index
+
+    def finds(features: str, failing: tuple[str, ...]) -> bool:
+        feats = frozenset(features.split(","))
+        for seed in range(40):
+            p = generate(seed, feats, max_blocks=1)
+            if run_programs([p], ("sim",), str(tmp_path / str(seed)))[0].kind in failing:
+                return True
+        return False
+
+    assert not finds("gather,scatter,argmax", ("mismatch", "crash"))  # nothing to find without a bug
+    with monkeypatch.context() as mp:  # no guards: the call runs (or the simulator's own check fails)
+        mp.setattr(tensorize_index, "index_guards", lambda *a, **k: None)
+        assert finds("gather,scatter", ("mismatch", "crash"))
+
+    def last_of_equals(m, op) -> None:  # the last index among equal values instead of the first
+        dst, src = m.tiles[op.operands[0].name], m.tiles[op.operands[1].name]
+        vals = src.data[src.region()][..., ::-1]
+        pick = np.argmax(vals, axis=-1) if op.name == "tile.argmax" else np.argmin(vals, axis=-1)
+        dst.data[dst.region()] = (vals.shape[-1] - 1 - pick)[..., None]
+
+    monkeypatch.setitem(SIM.table, "argreduce_tile", last_of_equals)
+    assert finds("argmax", ("mismatch",))
