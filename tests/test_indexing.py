@@ -319,3 +319,11 @@ def test_the_fuzzer_catches_a_missing_index_guard_and_a_wrong_tie(monkeypatch, t
 
     monkeypatch.setitem(SIM.table, "argreduce_tile", last_of_equals)
     assert finds("argmax", ("mismatch",))
+
+
+def test_cases_keep_their_explicit_inputs_and_refusals_through_json():
+    # a generated package reads its cases back from op.json; a case using neither key keeps its form
+    t = TestCase(1, {"N": 3}, inputs={"ids": [[1, 2], [3, 4]]}, refuses="E0730")
+    assert TestCase.from_json(t.to_json()) == t
+    plain = TestCase(2, {"N": 3})
+    assert {"inputs", "refuses"}.isdisjoint(plain.to_json()) and TestCase.from_json(plain.to_json()) == plain
