@@ -242,8 +242,8 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
     cases = []
     for f in ir.funcs:
         dims = {str(s) for p in f.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
-        mine = [c for c in spec.tests
-                if dims <= set(_case_dims(spec, c)) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
+        mine = [c for c in spec.tests if c.refuses is None
+                and dims <= set(_case_dims(spec, c)) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
         case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
         if case is None:
             cases.append(Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
