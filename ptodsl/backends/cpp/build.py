@@ -50,10 +50,14 @@ HEADER_DIR = Path(__file__).resolve().parent / "include"
 BASE_FLAGS = ("-O3", "-fPIC", "-shared")
 # The pto-isa programming model places tiles of different element types in the same buffer;
 # strict aliasing would let the optimiser reorder those accesses.
-SAFETY_FLAGS = ("-fno-strict-aliasing",)
-# No kernel reads errno, and without it g++ computes sqrt inline and can vectorise it; every result
-# is the same.
-SPEED_FLAGS = ("-fno-math-errno",)
+# g++ contracts a * b + c into a fused multiply-add wherever the instruction set has one (its
+# default, even in ISO C++ mode): results would then depend on the machine and differ from the
+# simulator's separately rounded steps. The CPU header asks for fused ones where it means them.
+SAFETY_FLAGS = ("-fno-strict-aliasing", "-ffp-contract=off")
+# No kernel reads errno or the floating-point exception flags: without them g++ computes sqrt
+# inline and turns selects between floats into vector blends, so the element loops vectorise.
+# Neither changes a computed value (unlike -ffast-math, which reorders and drops NaN rules).
+SPEED_FLAGS = ("-fno-math-errno", "-fno-trapping-math")
 OWN_HEADER_STD = "-std=c++17"
 # The real library's CPU simulation documents GCC 13 or newer and includes C++20 headers (<bit>),
 # so that path builds in C++20 mode.
