@@ -123,8 +123,9 @@ def gm_root(a: np.ndarray) -> np.ndarray:
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
+    # no copy of f32 data: the ops read their operands and write a new array
     if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-        return a.astype(np.float32)
+        return a.astype(np.float32, copy=False)
     return a
 
 
@@ -133,7 +134,7 @@ def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     ``tile.cast`` converts under its rounding mode (``convert.py``)."""
     npd = numpy_dtype(dtype)
     if DTYPES[dtype].is_float or dtype == "bool":
-        return values.astype(npd)
+        return values.astype(npd, copy=False)
     if values.dtype.kind == "f":
         values = np.rint(values)
     info = np.iinfo(npd)
