@@ -145,7 +145,8 @@ inline void unary(Dst& dst, Src& src, const char* op, F f) {
 // a machine with FMA, so element loops vectorise it (std::exp of a float is a library call per
 // element, and glibc's expf is off by one ulp for about one float in 10^4); std::fma is exact
 // everywhere, so the result is the same on every instruction set.
-inline float exp_f32(float x) {
+// Always inlined: a call per element (g++ declines to inline it into large kernels) cannot vectorise.
+[[gnu::always_inline]] inline float exp_f32(float x) {
     double t = static_cast<double>(x);
     t = t < -160.0 ? -160.0 : t;  // beyond these e^x is 0 or inf in float; NaN passes both
     t = t > 130.0 ? 130.0 : t;
@@ -179,7 +180,7 @@ inline float exp_f32(float x) {
 }
 
 template <typename V>
-inline V exp_of(V x) {
+[[gnu::always_inline]] inline V exp_of(V x) {
     if constexpr (std::is_same_v<V, float>) {
         return exp_f32(x);
     } else {
