@@ -28,8 +28,11 @@ def fake_cxx(tmp: Path, mp: pytest.MonkeyPatch, on_compile: str, on_version: str
     folder = tmp / "bin"
     folder.mkdir(exist_ok=True)
     script = folder / "g++"
+    # it rejects the instruction set probes (-march=...) as it does the OpenMP one, so that only
+    # the build itself reaches `on_compile`
     script.write_text("#!/bin/sh\n"
-                      f'case " $* " in\n  *" --version "*) {on_version}; exit 0 ;;\n  *" -fopenmp "*) exit 1 ;;\nesac\n'
+                      f'case " $* " in\n  *" --version "*) {on_version}; exit 0 ;;\n  *" -fopenmp "*) exit 1 ;;\n'
+                      '  *" -march="*) exit 1 ;;\nesac\n'
                       + on_compile)
     script.chmod(0o755)
     mp.setenv("PTODSL_CXX", str(script))

@@ -468,6 +468,36 @@ def gcc_says(*lines: str) -> str:
     return "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " >&2\nexit 1\n"
 
 
+def e0885_arch_with_a_blank(env: Env) -> list[Diagnostic]:
+    from ptodsl.backends.cpp import load
+
+    env.mp.setattr(load, "_loaded", {})
+    env.mp.setattr(load, "_built", {})
+    env.mp.setenv("PTODSL_CPU_ARCH", "x86-64-v3 -O0")  # two options where one -march name goes
+    return compile_error(lambda: scale_rows()(x32(), w32(), alpha=2.0, backend="cpu"))
+
+
+# The probe of a -march compiled by a stand-in: a script that reports the feature it misses, as the
+# real probe does on a CPU without AVX-512.
+PROBE_MISSES_AVX512 = (
+    'for a; do out="$a"; done\n'
+    "printf '#!/bin/sh\\necho avx512f\\nexit 3\\n' > \"$out\"\n"
+    'chmod +x "$out"\nexit 0\n'
+)
+
+
+def e0886_cpu_without_avx512(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, PROBE_MISSES_AVX512)
+    env.mp.setenv("PTODSL_CPU_ARCH", "x86-64-v4")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
+def e0886_compiler_rejects_the_name(env: Env) -> list[Diagnostic]:
+    fake_cxx(env, gcc_says("cc1plus: error: bad value 'znver9' for '-march=' switch"))
+    env.mp.setenv("PTODSL_CPU_ARCH", "znver9")
+    return compile_error(lambda: build.build_shared({"kernel.cpp": KERNEL}, "scale_rows"))
+
+
 def e0900_no_compiler_installed(env: Env) -> list[Diagnostic]:
     from ptodsl.backends.cpp import load
 
@@ -819,6 +849,9 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0833_heads_that_do_not_fill_the_hidden_dim,
     e0839_rotate_by_more_columns_than_a_row_has,
     e0870_length_read_as_unsigned,
+    e0885_arch_with_a_blank,
+    e0886_cpu_without_avx512,
+    e0886_compiler_rejects_the_name,
     e0900_no_compiler_installed,
     e0901_tile_row_not_32_byte_aligned,
     e0902_pto_isa_checkout_lacks_an_instruction,
@@ -868,7 +901,7 @@ def normalise(text: str, env: Env) -> str:
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("PTODSL_CACHE_DIR", str(tmp_path / "cache"))
-    for var in ("PTO_ISA_ROOT", "PTODSL_CXX", "PTODSL_BUILD_TIMEOUT"):
+    for var in ("PTO_ISA_ROOT", "PTODSL_CXX", "PTODSL_BUILD_TIMEOUT", "PTODSL_CPU_ARCH"):
         monkeypatch.delenv(var, raising=False)
     return Env(tmp_path, monkeypatch)
 

@@ -191,6 +191,26 @@ extern "C" void acc_to_l1_f16(half* c, half* a, half* b) {
     G<half> gc(c, G<half>::Shape(M, N), G<half>::Stride(N));
     TSTORE(gc, out);
 }
+
+// The rounding contract of TMATMUL, one element at a time: C[i][j] is the chain of fused
+// multiply-adds over kk from 0, in order of kk, of the inputs converted to float.
+template <typename In>
+void reference_product(float* c, const In* a, const In* b, int m, int k, int n) {
+    for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+            float acc = 0.0f;
+            for (int kk = 0; kk < k; ++kk) {
+                acc = std::fma(static_cast<float>(a[i * K + kk]), static_cast<float>(b[kk * N + j]), acc);
+            }
+            c[i * N + j] = acc;
+        }
+    }
+}
+extern "C" void ref_f32(float* c, float* a, float* b, int m, int k, int n) { reference_product(c, a, b, m, k, n); }
+extern "C" void ref_f16(float* c, half* a, half* b, int m, int k, int n) { reference_product(c, a, b, m, k, n); }
+extern "C" void ref_bf16(float* c, bfloat16_t* a, bfloat16_t* b, int m, int k, int n) {
+    reference_product(c, a, b, m, k, n);
+}
 """
 
 RNG = np.random.default_rng(7)
@@ -300,3 +320,16 @@ def test_acc_moved_to_l1_narrows(lib):
     full = np.zeros((M, N), np.float32)
     call(lib, "mm_f16", full, a, b, M, K, N, K)
     np.testing.assert_array_equal(c, full.astype(np.float16))
+
+
+@pytest.mark.parametrize("fn", ["mm_f32", "mm_f16", "mm_bf16"])
+@pytest.mark.parametrize("m,k,n", [(M, K, N), (31, 63, 29), (8, 64, 32), (9, 5, 17), (16, 33, 16)])
+def test_matmul_rounds_as_a_chain_of_fused_multiply_adds(lib, fn, m, k, n):
+    """Register blocks and their tails hold every element to the same chain of roundings."""
+    in_t, _ = CASES[fn]
+    a, b = operands(in_t, k, k)
+    c = np.zeros((M, N), np.float32)
+    want = np.zeros((M, N), np.float32)
+    call(lib, fn, c, a, b, m, k, n, k)
+    call(lib, fn.replace("mm_", "ref_"), want, a, b, m, k, n)
+    np.testing.assert_array_equal(c[:m, :n].view(np.uint32), want[:m, :n].view(np.uint32))

@@ -1,0 +1,122 @@
+"""The simulator's batched loops (backends/sim/batch.py): a parallel control-program loop runs all
+its iterations at once, with the same results, traffic and modelled cycles as the loop run
+iteration by iteration, poison included; a loop that turns out not to batch runs element-wise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl import ir
+from ptodsl.backends.sim import batch, batch_ops
+from ptodsl.golden import case_id, run_case
+from ptodsl.ir import TileType
+
+# Specs whose rows loop is a parallel loop of the control program: the cases of three rows or more
+# batch.
+BATCHED_SPECS = ["softmax", "rmsnorm", "layernorm", "log_softmax", "softmax_bwd", "softmax_long"]
+
+
+def both_ways(op, case, monkeypatch):
+    """The case run batched, then element-wise: (result, batched loops) of each."""
+    runs = []
+    for enabled in (True, False):
+        monkeypatch.setattr(batch, "ENABLED", enabled)
+        before = batch.STATS.batched
+        runs.append((run_case(op, case, poison=True), batch.STATS.batched - before))
+    return runs
+
+
+def assert_same(a, b) -> None:
+    assert a.outputs.keys() == b.outputs.keys()
+    for name in a.outputs:
+        assert a.outputs[name].tobytes() == b.outputs[name].tobytes(), name
+    assert a.traffic == b.traffic
+    assert a.traffic_by_tensor == b.traffic_by_tensor
+    assert a.timeline.estimate == pytest.approx(b.timeline.estimate, rel=1e-12)
+    assert a.timeline.bound == pytest.approx(b.timeline.bound, rel=1e-12)
+    assert a.timeline.busy.keys() == b.timeline.busy.keys()
+
+
+@pytest.mark.parametrize("spec", BATCHED_SPECS)
+def test_batched_loops_compute_and_count_as_the_element_wise_loop(spec, monkeypatch):
+    op = ptodsl.load(f"specs/{spec}.yaml")
+    batched_cases = 0
+    for case in op.spec.tests:
+        (batched, loops), (plain, none) = both_ways(op, case, monkeypatch)
+        assert loops <= 1 and none == 0, case_id(op.spec, case)
+        batched_cases += loops
+        assert batched.ok, batched.report
+        assert_same(batched, plain)
+    assert batched_cases >= 2
+
+
+def test_large_batches_are_cut_and_agree(monkeypatch):
+    """More iterations than one batch holds: several batches, the same result."""
+    op = ptodsl.load("specs/softmax.yaml")
+    x = np.random.default_rng(0).standard_normal((50, 1024)).astype(np.float32)
+    monkeypatch.setattr(batch, "BUDGET_BYTES", 20 * 16 * 1024)  # about 20 iterations per batch
+    got = op(x)
+    monkeypatch.setattr(batch, "ENABLED", False)
+    want = op(x)
+    assert got.tobytes() == want.tobytes()
+
+
+def _read_padding(op):
+    """rmsnorm's square x * x claims its tile's whole width as valid, so in a tail tile it reads the
+    padding of the loaded row: a kernel bug that poison must show."""
+    module = op.compiled.stages["block"]
+    squares = {o.operands[0].name for o in module.walk() if o.name == "tile.mul" and len(o.operands) == 3
+               and o.operands[1].name == o.operands[2].name}
+    for o in module.walk():
+        if o.name == "tile.alloc" and o.result.name in squares:
+            t = o.result.type
+            o.result.type = TileType(t.space, t.dtype, t.shape, t.shape)
+    broken = ir.parse(str(module))
+    ir.verify(broken)
+    op.compiled.stages["block"] = broken
+    return op
+
+
+def test_poison_shows_a_kernel_reading_padding_in_a_batched_loop(monkeypatch):
+    op = _read_padding(ptodsl.load("specs/rmsnorm.yaml"))
+    tails = next(c for c in op.spec.tests if c.name == "tails" and c.dtypes["T"] == "f32")  # H = 1000
+    (batched, loops), (plain, _) = both_ways(op, tails, monkeypatch)
+    assert loops == 1
+    assert not batched.ok and not plain.ok
+    assert "NaN" in batched.report
+    assert batched.outputs["y"].tobytes() == plain.outputs["y"].tobytes()
+
+
+def test_a_loop_that_stops_batching_half_way_runs_element_wise(monkeypatch):
+    """A batch that finds it cannot go on after it has stored results starts again element-wise,
+    with the traffic and the timeline counted once."""
+    op = ptodsl.load("specs/softmax.yaml")
+    case = op.spec.tests[0]
+    _, (plain, _) = both_ways(op, case, monkeypatch)
+    monkeypatch.setattr(batch, "ENABLED", True)
+    store = batch_ops.BATCHED["store"]
+    calls = []
+
+    def store_then_give_up(bm, o):
+        store(bm, o)
+        calls.append(o)
+        raise batch.Unbatchable("for the test")
+
+    monkeypatch.setitem(batch_ops.BATCHED, "store", store_then_give_up)
+    fallbacks = batch.STATS.fallbacks
+    result = run_case(op, case, poison=True)
+    assert calls and batch.STATS.fallbacks == fallbacks + 1
+    assert batch.STATS.reasons["for the test"] >= 1
+    assert_same(result, plain)
+
+
+def test_varying_offsets_must_be_affine():
+    values = np.array([0, 3, 6, 9])
+    assert batch.affine(values, "x") == (0, 3)
+    with pytest.raises(batch.Unbatchable):
+        batch.affine(np.array([0, 1, 3, 4]), "x")
+    assert batch.uniform(np.array([5, 5, 5]), "x") == 5
+    with pytest.raises(batch.Unbatchable):
+        batch.uniform(np.array([5, 6, 5]), "x")
