@@ -42,6 +42,7 @@ from typing import Any
 
 from ... import staging
 from ...diagnostics import CompileError, Diagnostic, Span
+from . import arch as _arch
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,14 @@ HEADER_DIR = Path(__file__).resolve().parent / "include"
 BASE_FLAGS = ("-O3", "-fPIC", "-shared")
 # The pto-isa programming model places tiles of different element types in the same buffer;
 # strict aliasing would let the optimiser reorder those accesses.
-SAFETY_FLAGS = ("-fno-strict-aliasing",)
+# g++ contracts a * b + c into a fused multiply-add wherever the instruction set has one (its
+# default, even in ISO C++ mode): results would then depend on the machine and differ from the
+# simulator's separately rounded steps. The CPU header asks for fused ones where it means them.
+SAFETY_FLAGS = ("-fno-strict-aliasing", "-ffp-contract=off")
+# No kernel reads errno or the floating-point exception flags: without them g++ computes sqrt
+# inline and turns selects between floats into vector blends, so the element loops vectorise.
+# Neither changes a computed value (unlike -ffast-math, which reorders and drops NaN rules).
+SPEED_FLAGS = ("-fno-math-errno", "-fno-trapping-math")
 OWN_HEADER_STD = "-std=c++17"
 # The real library's CPU simulation documents GCC 13 or newer and includes C++20 headers (<bit>),
 # so that path builds in C++20 mode.
@@ -153,6 +161,21 @@ def find_toolchain() -> Toolchain:
     return _identify(found, real, stat.st_mtime_ns, stat.st_size, str(cache_root()))
 
 
+def _stamp(real: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(f"{real}\0{mtime_ns}\0{size}".encode()).hexdigest()[:32]
+
+
+def target_arch(toolchain: Toolchain) -> _arch.Arch:
+    """The instruction set kernels are built for (``PTODSL_CPU_ARCH``, :mod:`.arch`): probed once
+    per compiler binary and machine, then read from the cache's toolchains folder."""
+    real = os.path.realpath(toolchain.path)
+    try:
+        stat = os.stat(real)
+    except OSError:
+        return _arch.Arch(_arch.requested(), ())
+    return _arch.choose(toolchain.path, _stamp(real, stat.st_mtime_ns, stat.st_size), str(cache_root()))
+
+
 @cache
 def _identify(path: str, real: str, mtime_ns: int, size: int, root: str) -> Toolchain:
     """Version line and OpenMP support of one compiler binary, remembered in the cache directory.
@@ -160,7 +183,7 @@ def _identify(path: str, real: str, mtime_ns: int, size: int, root: str) -> Tool
     Memoised per cache root as well, so every cache gets its record and a fresh process using it
     never has to run the compiler to identify it.
     """
-    stamp = hashlib.sha256(f"{real}\0{mtime_ns}\0{size}".encode()).hexdigest()[:32]
+    stamp = _stamp(real, mtime_ns, size)
     record = _cpp_dir("toolchains") / f"{stamp}.json"
     try:
         data = json.loads(record.read_text(encoding="utf-8"))
@@ -294,12 +317,16 @@ def _define_flags(defines: Mapping[str, object]) -> list[str]:
 
 
 def compile_flags(toolchain: Toolchain, mode: IncludeMode, flags: Sequence[str],
-                  defines: Mapping[str, object]) -> list[str]:
-    """Every option of the compiler command, in order (sources and output come after)."""
+                  defines: Mapping[str, object], arch: _arch.Arch | None = None) -> list[str]:
+    """Every option of the compiler command, in order (sources and output come after). The
+    instruction set's ``-march`` is part of it, so it is part of the cache key too: a library built
+    for AVX-512 is never handed to a machine that lacks it."""
     return [
         *BASE_FLAGS,
+        *(arch.flags if arch is not None else ()),
         *mode.flags,
         *SAFETY_FLAGS,
+        *SPEED_FLAGS,
         *(["-fopenmp"] if toolchain.openmp else []),
         f"-I{mode.include_dir}",
         *_define_flags(defines),
@@ -412,7 +439,7 @@ def build_shared(sources: Mapping[str, str], name: str, *, flags: Sequence[str] 
         clean_staging()
     toolchain = find_toolchain()
     mode = include_mode()
-    options = compile_flags(toolchain, mode, flags, defines or {})
+    options = compile_flags(toolchain, mode, flags, defines or {}, target_arch(toolchain))
     key = cache_key(sources, name, options, toolchain, mode)
     entry = _entry_dir(key)
     library = _valid_entry(entry, key)

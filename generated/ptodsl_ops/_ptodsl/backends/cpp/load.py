@@ -26,6 +26,7 @@ from ...diagnostics import CompileError, Diagnostic, DiagnosticError, Span
 from ...dtypes import numpy_dtype
 from ..guards import guard_failure
 from ..memory import allocation_failure
+from . import arch
 from .build import build_shared, compiler_name, library_function, load_library, pto_isa_bf16_gap
 
 # ctypes types of the entry's scalar parameters (16-bit float scalars cross as float).
@@ -86,12 +87,12 @@ def unbuildable_reason(v: Entry) -> str | None:
 
 
 def digest(v: Entry, defines: Mapping[str, object]) -> str:
-    """What decides a library's bytes: its sources, defines, compiler and header choice."""
+    """What decides a library's bytes: its sources, defines, compiler, header and instruction set choice."""
     h = hashlib.sha256()
     for name in sorted(v.sources):
         h.update(name.encode() + b"\0" + v.sources[name].encode() + b"\0")
     h.update(repr(sorted(defines.items())).encode())
-    h.update(f"{compiler_name()}\0{os.environ.get('PTO_ISA_ROOT', '')}".encode())
+    h.update(f"{compiler_name()}\0{os.environ.get('PTO_ISA_ROOT', '')}\0{arch.requested()}".encode())
     return h.hexdigest()
 
 

@@ -23,6 +23,7 @@ from ...ir import Func, Module, Op, TensorType, TileType
 from ...ir.opdefs import IR_OPS, Handlers, launched_params
 from ...ops import COMPARE_SIM, OPS
 from ..guards import guard_failure
+from . import batch
 from .convert import convert
 
 INT_POISON = -0x5A5A5A5A
@@ -80,6 +81,10 @@ class Machine:
     # the same bytes by the GM buffer they move (id of the array that owns the memory): which
     # tensor is read more than once, and how much goes through workspaces
     traffic_by_buffer: dict[int, dict[str, int]] = field(default_factory=dict)
+    # the Block IR module and control program this machine runs (a kernel's machine has neither):
+    # the parallel loops of a control program run batched (batch.py)
+    module: Module | None = None
+    control: Func | None = None
 
     def count(self, kind: str, gm: np.ndarray, nbytes: int) -> None:
         self.traffic[kind] += nbytes
@@ -118,8 +123,9 @@ def gm_root(a: np.ndarray) -> np.ndarray:
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
+    # no copy of f32 data: the ops read their operands and write a new array
     if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-        return a.astype(np.float32)
+        return a.astype(np.float32, copy=False)
     return a
 
 
@@ -128,7 +134,7 @@ def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     ``tile.cast`` converts under its rounding mode (``convert.py``)."""
     npd = numpy_dtype(dtype)
     if DTYPES[dtype].is_float or dtype == "bool":
-        return values.astype(npd)
+        return values.astype(npd, copy=False)
     if values.dtype.kind == "f":
         values = np.rint(values)
     info = np.iinfo(npd)
@@ -172,7 +178,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
                 kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
-                timeline=Timeline(target))
+                timeline=Timeline(target), module=module, control=func)
     for p in func.params:
         if p.is_tensor:
             m.tensors[p.name] = tensors[p.name]
@@ -234,6 +240,7 @@ def _timed(fn):
             m.timeline.run(op, [m.tiles[v.name].valid if v.name in m.tiles else m.tensors[v.name].shape
                                 for v in op.operands])
 
+    run.untimed = fn  # type: ignore[attr-defined]  # the batched loops time an op once per batch
     return run
 
 
@@ -241,6 +248,8 @@ def _timed(fn):
 def _loop(m: Machine, op: Op) -> None:
     lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
     idx = op.attrs["index"]
+    if m.control is not None and batch.run_loop(m, op, lo, hi, step, _block):
+        return
     for i in range(lo, hi, step):
         m.env[idx] = i
         _block(m, op.regions[0])

@@ -111,6 +111,11 @@ inline To convert(From value, RoundMode mode) {
     if constexpr (std::is_same_v<To, From>) {
         return value;
     } else if constexpr (is_float_like_v<To>) {
+        if constexpr ((std::is_same_v<To, float> || std::is_same_v<To, double>) &&
+                      (std::is_same_v<From, half> || std::is_same_v<From, bfloat16_t> ||
+                       std::is_same_v<From, float>)) {
+            return To(static_cast<float>(value));  // widening is exact: every mode gives the value itself
+        }
         if constexpr (std::is_same_v<From, float>) {
             if (mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_NONE) {
                 return To(value);  // the bit-exact fast path of the 16-bit types

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 #include "common.hpp"
@@ -94,6 +95,76 @@ inline void atomic_add(T* target, T value) {
     }
 }
 
+// How many consecutive columns of a tile row lie next to each other in memory: the whole row of
+// an unboxed row-major tile, one box row of a boxed tile whose boxes are row-major inside, else 1.
+template <typename TileT>
+constexpr unsigned row_run_cols() {
+    if constexpr (!TileT::isBoxedLayout) {
+        return TileT::isRowMajor ? static_cast<unsigned>(TileT::Cols) : 1u;
+    } else {
+        return TileT::isInnerRowMajor ? static_cast<unsigned>(TileT::InnerCols) : 1u;
+    }
+}
+
+// memcpy of n <= Run elements, with a constant size when the run is whole (a few vector moves
+// instead of a copy loop of unknown length).
+template <unsigned Run, typename T>
+inline void copy_run(T* to, const T* from, unsigned n) {
+    if (n == Run) {
+        std::memcpy(to, from, Run * sizeof(T));
+    } else {
+        std::memcpy(to, from, n * sizeof(T));
+    }
+}
+
+// Columns (r, c), (r, c + 1), ... lie col_step elements apart in a tile, for col_span columns from
+// any multiple of col_span: a whole row of an unboxed tile, one box row of a boxed one.
+template <typename TileT>
+constexpr unsigned col_step() {
+    if constexpr (!TileT::isBoxedLayout) {
+        return TileT::isRowMajor ? 1u : static_cast<unsigned>(TileT::Rows);
+    } else {
+        return TileT::isInnerRowMajor ? 1u : static_cast<unsigned>(TileT::InnerRows);
+    }
+}
+
+template <typename TileT>
+constexpr unsigned col_span() {
+    return static_cast<unsigned>(TileT::isBoxedLayout ? TileT::InnerCols : TileT::Cols);
+}
+
+// fn(r, c, n, src_at, dst_at): columns c .. c+n-1 of row r start at src_at in Src and dst_at in Dst
+// and step by col_step of each, for every row r < rows and every such run of the first `cols`
+// columns, in the order of the element loop (rows, then columns).
+template <typename Dst, typename Src, typename Fn>
+inline void for_matching_runs(unsigned rows, unsigned cols, Fn fn) {
+    constexpr unsigned run = std::gcd(col_span<Dst>(), col_span<Src>());
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; c += run) {
+            fn(r, c, cols - c < run ? cols - c : run, element_offset<Src>(r, c), element_offset<Dst>(r, c));
+        }
+    }
+}
+
+// Whether element (r, c) sits at the same offset in both tile types.
+template <typename A, typename B>
+inline constexpr bool same_layout_v =
+    A::Rows == B::Rows && A::Cols == B::Cols && A::isRowMajor == B::isRowMajor && A::SFractal == B::SFractal &&
+    A::InnerRows == B::InnerRows && A::InnerCols == B::InnerCols;
+
+// fn(r, c, n, at): columns c .. c+n-1 of row r are the n elements of the tile starting at `at`, for
+// every row r < rows and every such run of the first `cols` columns.
+template <typename TileT, typename Fn>
+inline void for_row_runs(unsigned rows, unsigned cols, Fn fn) {
+    constexpr unsigned run = row_run_cols<TileT>();
+    for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned c = 0; c < cols; c += run) {
+            const unsigned n = cols - c < run ? cols - c : run;
+            fn(r, c, n, element_offset<TileT>(r, c));
+        }
+    }
+}
+
 template <typename TileT, typename GlobalT>
 constexpr bool vec_layouts_match() {
     return !TileT::isBoxedLayout &&
@@ -128,6 +199,21 @@ AICORE inline RecordEvent TLOAD(TileData& dst, GlobalData& src) {
     const cpu::GmView<GlobalData> view(src);
     cpu::check_transfer(dst, view, "TLOAD");
     const std::int64_t col_stride = view.stride[4];
+    if (col_stride == 1 && cpu::row_run_cols<TileData>() > 1) {
+        // contiguous GM columns into contiguous runs of the tile: plain copies of the bytes
+        const typename GlobalData::DType* row = nullptr;
+        std::int64_t last = -1;
+        cpu::for_row_runs<TileData>(dst.GetValidRow(), dst.GetValidCol(),
+                                    [&](unsigned r, unsigned c, unsigned n, std::size_t at) {
+                                        if (static_cast<std::int64_t>(r) != last) {
+                                            row = in + view.row_offset(r);
+                                            last = r;
+                                        }
+                                        cpu::copy_run<cpu::row_run_cols<TileData>()>(
+                                            out + at, reinterpret_cast<const T*>(row + c), n);
+                                    });
+        return {};
+    }
     for (std::int64_t r = 0; r < view.rows; ++r) {
         const typename GlobalData::DType* row = in + view.row_offset(r);
         for (std::int64_t c = 0; c < view.cols; ++c) {
@@ -165,6 +251,27 @@ AICORE inline RecordEvent TSTORE(GlobalData& dst, TileData& src) {
     const cpu::GmView<GlobalData> view(dst);
     cpu::check_transfer(src, view, "TSTORE");
     const std::int64_t col_stride = view.stride[4];
+    if (col_stride == 1 && cpu::row_run_cols<TileData>() > 1 && atomicType == AtomicType::AtomicNone) {
+        // contiguous runs of the tile into contiguous GM columns; narrowing converts as it goes
+        G* row = nullptr;
+        std::int64_t last = -1;
+        cpu::for_row_runs<TileData>(src.GetValidRow(), src.GetValidCol(),
+                                    [&](unsigned r, unsigned c, unsigned n, std::size_t at) {
+                                        if (static_cast<std::int64_t>(r) != last) {
+                                            row = out + view.row_offset(r);
+                                            last = r;
+                                        }
+                                        if constexpr (narrows) {
+                                            for (unsigned j = 0; j < n; ++j) {
+                                                row[c + j] = cpu::convert_default<G>(in[at + j]);
+                                            }
+                                        } else {
+                                            cpu::copy_run<cpu::row_run_cols<TileData>()>(
+                                                reinterpret_cast<T*>(row + c), in + at, n);
+                                        }
+                                    });
+        return {};
+    }
     for (std::int64_t r = 0; r < view.rows; ++r) {
         G* row = out + view.row_offset(r);
         for (std::int64_t c = 0; c < view.cols; ++c) {
@@ -213,12 +320,23 @@ AICORE inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src) {
         cpu::fail("TMOV: the source's valid shape is %ux%u, the destination's %ux%u; they must be equal",
                   src.GetValidRow(), src.GetValidCol(), rows, cols);
     }
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned c = 0; c < cols; ++c) {
-            out[cpu::element_offset<DstTileData>(r, c)] =
-                cpu::convert_default<D>(in[cpu::element_offset<SrcTileData>(r, c)]);
-        }
+    if constexpr (std::is_same_v<D, S> && cpu::same_layout_v<DstTileData, SrcTileData> &&
+                  (cpu::row_run_cols<DstTileData>() > 1)) {
+        // one layout on both sides (L1 -> L0A): the runs of a row are copies of bytes
+        cpu::for_row_runs<DstTileData>(rows, cols, [&](unsigned, unsigned, unsigned n, std::size_t at) {
+            std::memmove(out + at, in + at, n * sizeof(D));
+        });
+        return {};
     }
+    // runs of columns with a constant step on both sides (L1 -> L0B changes the box order)
+    constexpr unsigned src_step = cpu::col_step<SrcTileData>();
+    constexpr unsigned dst_step = cpu::col_step<DstTileData>();
+    cpu::for_matching_runs<DstTileData, SrcTileData>(
+        rows, cols, [&](unsigned, unsigned, unsigned n, std::size_t src_at, std::size_t dst_at) {
+            for (unsigned x = 0; x < n; ++x) {
+                out[dst_at + x * dst_step] = cpu::convert_default<D>(in[src_at + x * src_step]);
+            }
+        });
     return {};
 }
 

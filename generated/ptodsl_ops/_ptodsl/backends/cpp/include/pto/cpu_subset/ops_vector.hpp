@@ -18,6 +18,63 @@
 namespace pto {
 namespace cpu {
 
+// The element loops below are written so that g++ -O3 vectorises them: every operand of a row-major
+// unboxed tile is walked as one contiguous run per row (or per tile, when the valid rows fill the
+// rows), the checks run once per instruction, and the per-element work is an inlined lambda. The
+// order of the arithmetic of each element is the scalar loop's, so the results are bit for bit
+// those of the element-at-a-time loop.
+
+// Tiles whose element (r, c) sits at r * Cols + c.
+template <typename TileT>
+inline constexpr bool row_runs_v = !TileT::isBoxedLayout && TileT::isRowMajor;
+
+// Whether a loop writing n elements at `out` while reading n at `in` may run its elements in any
+// order (as a vector loop does): the two runs are the same elements or do not meet. A run that
+// starts inside the other one must go element by element, as the instruction is defined.
+template <typename A, typename B>
+inline bool any_order(const A* out, const B* in, std::size_t n) {
+    const auto o = reinterpret_cast<std::uintptr_t>(out);
+    const auto i = reinterpret_cast<std::uintptr_t>(in);
+    return (o == i && sizeof(A) == sizeof(B)) || o + n * sizeof(A) <= i || i + n * sizeof(B) <= o;
+}
+
+// out[c] = f(a[c], b[c]) for c < n.
+template <typename T, typename A, typename B, typename F>
+inline void binary_run(T* out, const A* a, const B* b, std::size_t n, F& f) {
+    if (any_order(out, a, n) && any_order(out, b, n)) {
+#pragma GCC ivdep
+        for (std::size_t c = 0; c < n; ++c) {
+            out[c] = T(f(widen(a[c]), widen(b[c])));
+        }
+    } else {
+        for (std::size_t c = 0; c < n; ++c) {
+            out[c] = T(f(widen(a[c]), widen(b[c])));
+        }
+    }
+}
+
+// out[c] = f(a[c]) for c < n.
+template <typename T, typename A, typename F>
+inline void unary_run(T* out, const A* a, std::size_t n, F& f) {
+    if (any_order(out, a, n)) {
+#pragma GCC ivdep
+        for (std::size_t c = 0; c < n; ++c) {
+            out[c] = T(f(widen(a[c])));
+        }
+    } else {
+        for (std::size_t c = 0; c < n; ++c) {
+            out[c] = T(f(widen(a[c])));
+        }
+    }
+}
+
+// The rows x cols region of row-major tiles as runs: one run of rows * cols elements when every
+// operand's valid columns fill its rows (a dense block), else one run per row.
+template <typename... Tiles>
+inline bool one_block(unsigned rows, unsigned cols) {
+    return rows <= 1 || ((cols == static_cast<unsigned>(Tiles::Cols)) && ...);
+}
+
 // dst(r, c) = f(src0(r, c), src1(r, c)) over dst's valid region.
 template <typename Dst, typename Src0, typename Src1, typename F>
 inline void binary(Dst& dst, Src0& src0, Src1& src1, const char* op, F f) {
@@ -31,10 +88,21 @@ inline void binary(Dst& dst, Src0& src0, Src1& src1, const char* op, F f) {
     const unsigned cols = dst.GetValidCol();
     require_covers<Src0>(rows, cols, op, "src0");
     require_covers<Src1>(rows, cols, op, "src1");
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned c = 0; c < cols; ++c) {
-            out[element_offset<Dst>(r, c)] =
-                T(f(widen(a[element_offset<Src0>(r, c)]), widen(b[element_offset<Src1>(r, c)])));
+    if constexpr (row_runs_v<Dst> && row_runs_v<Src0> && row_runs_v<Src1>) {
+        if (one_block<Dst, Src0, Src1>(rows, cols)) {
+            binary_run(out, a, b, static_cast<std::size_t>(rows) * cols, f);
+            return;
+        }
+        for (unsigned r = 0; r < rows; ++r) {
+            binary_run(out + static_cast<std::size_t>(r) * Dst::Cols, a + static_cast<std::size_t>(r) * Src0::Cols,
+                       b + static_cast<std::size_t>(r) * Src1::Cols, cols, f);
+        }
+    } else {
+        for (unsigned r = 0; r < rows; ++r) {
+            for (unsigned c = 0; c < cols; ++c) {
+                out[element_offset<Dst>(r, c)] =
+                    T(f(widen(a[element_offset<Src0>(r, c)]), widen(b[element_offset<Src1>(r, c)])));
+            }
         }
     }
 }
@@ -49,10 +117,74 @@ inline void unary(Dst& dst, Src& src, const char* op, F f) {
     const unsigned rows = dst.GetValidRow();
     const unsigned cols = dst.GetValidCol();
     require_covers<Src>(rows, cols, op, "src");
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned c = 0; c < cols; ++c) {
-            out[element_offset<Dst>(r, c)] = T(f(widen(in[element_offset<Src>(r, c)])));
+    if constexpr (row_runs_v<Dst> && row_runs_v<Src>) {
+        if (one_block<Dst, Src>(rows, cols)) {
+            unary_run(out, in, static_cast<std::size_t>(rows) * cols, f);
+            return;
         }
+        for (unsigned r = 0; r < rows; ++r) {
+            unary_run(out + static_cast<std::size_t>(r) * Dst::Cols, in + static_cast<std::size_t>(r) * Src::Cols,
+                      cols, f);
+        }
+    } else {
+        for (unsigned r = 0; r < rows; ++r) {
+            for (unsigned c = 0; c < cols; ++c) {
+                out[element_offset<Dst>(r, c)] = T(f(widen(in[element_offset<Src>(r, c)])));
+            }
+        }
+    }
+}
+
+// e^x of a float, computed in double and rounded to float once: e^x = 2^k * 2^r with k the integer
+// nearest x * log2(e) and |r| <= 1/2 (x * log2(e) carried to about 2^-100 through a two-part
+// constant and the exact error of the product), and 2^r by its Taylor series to degree 11 in fused
+// multiply-adds (relative error near 1e-15, far under the 6e-8 of a float's half ulp). So the
+// result is the correctly rounded float unless e^x lies within about 1e-15 of a rounding boundary
+// (none does among the floats between -110 and 90, every one of which was checked). Overflow gives
+// inf, underflow 0 or the correctly rounded subnormal, NaN stays NaN. Branch-free and call-free on
+// a machine with FMA, so element loops vectorise it (std::exp of a float is a library call per
+// element, and glibc's expf is off by one ulp for about one float in 10^4); std::fma is exact
+// everywhere, so the result is the same on every instruction set.
+// Always inlined: a call per element (g++ declines to inline it into large kernels) cannot vectorise.
+[[gnu::always_inline]] inline float exp_f32(float x) {
+    double t = static_cast<double>(x);
+    t = t < -160.0 ? -160.0 : t;  // beyond these e^x is 0 or inf in float; NaN passes both
+    t = t > 130.0 ? 130.0 : t;
+    constexpr double log2e_hi = 0x1.71547652b82fep+0;  // log2(e) = hi + lo
+    constexpr double log2e_lo = 0x1.777d0ffda0d24p-56;
+    const double y = t * log2e_hi;
+    const double y_err = std::fma(t, log2e_hi, -y) + t * log2e_lo;  // t * log2(e) = y + y_err
+    constexpr double shifter = 0x1.8p52;  // adding it rounds |y| < 2^51 to an integer in the low bits
+    const double shifted = y + shifter;
+    std::uint64_t bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    const double r = (y - (shifted - shifter)) + y_err;
+    // ln(2)^n / n!, the Taylor coefficients of 2^r
+    double p = 4.4455382718708114976e-10;
+    p = std::fma(p, r, 7.0549116208011233299e-9);
+    p = std::fma(p, r, 1.0178086009239699727e-7);
+    p = std::fma(p, r, 1.3215486790144309488e-6);
+    p = std::fma(p, r, 1.5252733804059840280e-5);
+    p = std::fma(p, r, 1.5403530393381609954e-4);
+    p = std::fma(p, r, 1.3333558146428443423e-3);
+    p = std::fma(p, r, 9.6181291076284771620e-3);
+    p = std::fma(p, r, 5.5504108664821579953e-2);
+    p = std::fma(p, r, 2.4022650695910071233e-1);
+    p = std::fma(p, r, 6.9314718055994530942e-1);
+    p = std::fma(p, r, 1.0);
+    // the low 12 bits of (k + 1023), k in [-231, 188], are the biased exponent of 2^k
+    const std::uint64_t scale_bits = (bits + 1023u) << 52;
+    double scale;
+    std::memcpy(&scale, &scale_bits, sizeof scale);
+    return static_cast<float>(p * scale);
+}
+
+template <typename V>
+[[gnu::always_inline]] inline V exp_of(V x) {
+    if constexpr (std::is_same_v<V, float>) {
+        return exp_f32(x);
+    } else {
+        return std::exp(x);
     }
 }
 
@@ -174,9 +306,19 @@ AICORE inline RecordEvent TEXPANDS(TileData& dst, typename TileData::DType scala
     typename TileData::DType* out = cpu::elements(dst, "TEXPANDS");
     const unsigned rows = dst.GetValidRow();
     const unsigned cols = dst.GetValidCol();
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned c = 0; c < cols; ++c) {
-            out[cpu::element_offset<TileData>(r, c)] = scalar;
+    if constexpr (cpu::row_runs_v<TileData>) {
+        const std::size_t n = cpu::one_block<TileData>(rows, cols) ? static_cast<std::size_t>(rows) * cols : cols;
+        for (unsigned r = 0; r < (n == cols ? rows : 1u); ++r) {
+            typename TileData::DType* row = out + static_cast<std::size_t>(r) * TileData::Cols;
+            for (std::size_t c = 0; c < n; ++c) {
+                row[c] = scalar;
+            }
+        }
+    } else {
+        for (unsigned r = 0; r < rows; ++r) {
+            for (unsigned c = 0; c < cols; ++c) {
+                out[cpu::element_offset<TileData>(r, c)] = scalar;
+            }
         }
     }
     return {};
@@ -187,7 +329,7 @@ AICORE inline RecordEvent TEXPANDS(TileData& dst, typename TileData::DType scala
 template <typename TileDataDst, typename TileDataSrc>
 AICORE inline RecordEvent TEXP(TileDataDst& dst, TileDataSrc& src) {
     cpu::require_float<typename TileDataDst::DType>("TEXP");
-    cpu::unary(dst, src, "TEXP", [](auto a) { return std::exp(a); });
+    cpu::unary(dst, src, "TEXP", [](auto a) { return cpu::exp_of(a); });
     return {};
 }
 
@@ -267,6 +409,37 @@ AICORE inline RecordEvent TCVT(TileDataD& dst, TileDataS& src, RoundMode mode) {
     const unsigned rows = src.GetValidRow();
     const unsigned cols = src.GetValidCol();
     cpu::require_covers<TileDataD>(rows, cols, "TCVT", "dst");
+    if constexpr (cpu::row_runs_v<TileDataD> && cpu::row_runs_v<TileDataS>) {
+        // a conversion loop per mode, so that each loop is branch-free and vectorises
+        auto run = [&](auto convert_one) {
+            for (unsigned r = 0; r < rows; ++r) {
+                D* o = out + static_cast<std::size_t>(r) * TileDataD::Cols;
+                const S* i = in + static_cast<std::size_t>(r) * TileDataS::Cols;
+                if (cpu::any_order(o, i, cols)) {
+#pragma GCC ivdep
+                    for (unsigned c = 0; c < cols; ++c) {
+                        o[c] = convert_one(i[c]);
+                    }
+                } else {
+                    for (unsigned c = 0; c < cols; ++c) {
+                        o[c] = convert_one(i[c]);
+                    }
+                }
+            }
+        };
+        if constexpr (std::is_same_v<D, S> && cpu::is_float_like_v<D>) {
+            run([mode](S v) { return cpu::rint_to_integral(v, mode); });
+        } else if constexpr (cpu::is_float_like_v<D> && cpu::is_float_like_v<S>) {
+            if (mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_NONE) {
+                run([](S v) { return cpu::convert<D>(v, RoundMode::CAST_RINT); });
+            } else {
+                run([mode](S v) { return cpu::convert<D>(v, mode); });
+            }
+        } else {
+            run([mode](S v) { return cpu::convert<D>(v, mode); });
+        }
+        return {};
+    }
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             const S value = in[cpu::element_offset<TileDataS>(r, c)];
