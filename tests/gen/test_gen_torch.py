@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -10,7 +11,6 @@ from types import ModuleType
 import pytest
 
 from ptodsl.api import to_torch
-from ptodsl.golden import make_inputs
 
 torch = pytest.importorskip("torch")
 
@@ -37,7 +37,9 @@ def test_opcheck(pkg: ModuleType, spec_path: str):
         pytest.skip(OPCHECK_SKIP[packaged.name])
     operator = packaged.operator
     case = operator.program.cases[0]  # the spec's first golden case: small shapes by convention
-    arrays, scalars = make_inputs(operator, case)
+    # the package's own copy of the runtime: its programs hold its own expression classes
+    packaged_golden = importlib.import_module(f"{pkg.__name__}._ptodsl.runtime.golden")
+    arrays, scalars = packaged_golden.make_inputs(operator, case)
     differentiable = operator.program.backward is not None
     args = tuple(to_torch(arrays[p.name]).requires_grad_(differentiable and arrays[p.name].dtype.kind == "f")
                  for p in operator.inputs)
