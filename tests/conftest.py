@@ -54,10 +54,20 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``wheel`` install packages from an index into a fresh venv (about a minute,
-    and the network): they run only when ``-m`` names them, as CI does after the suite."""
-    if "wheel" in (config.getoption("markexpr", default="") or ""):
-        return
-    kept = [item for item in items if item.get_closest_marker("wheel") is None]
+    and the network), and those marked ``full`` complete the cpu golden matrix (a C++ build per
+    variant of every library spec, minutes): they run only when ``-m`` names them, as CI does
+    after the suite. The pytest plugin's ``-cpu`` items of the library's own specs are left out:
+    tests/backends/emit/test_cpu_golden.py runs the same cases and also compares them with the
+    simulator."""
+    expr = config.getoption("markexpr", default="") or ""
+    specs = (Path(__file__).resolve().parents[1] / "specs").resolve()
+
+    def kept_item(item) -> bool:
+        if item.get_closest_marker("cpu") is not None and Path(str(item.path)).resolve().parent == specs:
+            return False
+        return all(item.get_closest_marker(m) is None for m in ("wheel", "full") if m not in expr)
+
+    kept = [item for item in items if kept_item(item)]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept

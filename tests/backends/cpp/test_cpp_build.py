@@ -359,3 +359,21 @@ def test_pto_isa_bf16_needs_std_bfloat16(cache, monkeypatch, tmp_path, bf16):
         assert gap is None and "-std=c++23" in flags and "-DPTO_CPU_SIM_ENABLE_BF16" in flags
     else:
         assert gap is not None and "std::bfloat16_t" in gap and "-std=c++20" in flags
+
+
+def test_processes_sharing_a_cache_build_a_library_once(cache):
+    """Three processes asking for the same library at once (pytest workers, parallel `ptodsl test`
+    runs): one compiles, the others wait for the entry's lock and find it built."""
+    slow = ANSWER + "".join(f"template <int N> struct S{i} {{ static const int v = S{i}<N - 1>::v + 1; }};\n"
+                            f"template <> struct S{i}<0> {{ static const int v = 0; }};\n"
+                            f"int use{i}() {{ return S{i}<300>::v; }}\n" for i in range(20))
+    script = textwrap.dedent(f"""
+        from ptodsl.backends.cpp.build import STATS, build_shared
+        build_shared({{"answer.cpp": {slow!r}}}, "answer")
+        print(STATS.compiles, STATS.hits)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=os.environ | {"PTODSL_CACHE_DIR": str(cache)}) for _ in range(3)]
+    counts = [tuple(map(int, p.communicate(timeout=300)[0].split())) for p in procs]
+    assert sorted(c for c, _ in counts) == [0, 0, 1], counts
+    assert len(entries(cache)) == 1

@@ -1,15 +1,17 @@
-"""Fixtures of the emitter tests: a private build cache for the session, and the whole library
-built once.
+"""Fixtures of the emitter tests: a private build cache for the session, and the library built
+once.
 
-Every test here builds into one temporary cache (never the user's): an autouse fixture points
-PTODSL_CACHE_DIR at it for each test of this folder only. The ``library`` fixture compiles every
-spec of ``specs/`` and builds all their variants in parallel (one compiler per core) the first time
-a test asks for it; the runtime remembers the libraries it built, so the golden ``-cpu`` items of
-the same session reuse them instead of compiling again.
+Every test here builds into one temporary cache (never the user's), shared by the session's
+pytest-xdist workers: an autouse fixture points PTODSL_CACHE_DIR at it for each test of this folder
+only, and the cache's per-entry locks make each library compile once however many workers ask for
+it. The ``library`` fixture compiles every spec of ``specs/`` and builds, in parallel (one compiler
+per core), the variants of the golden cases the session selected (test_cpu_golden.py: one variant
+per spec in the everyday suite, all of them under ``-m full``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +31,30 @@ def _settings(mp: pytest.MonkeyPatch, cache: Path) -> None:
     mp.delenv("PTODSL_CXX", raising=False)
 
 
+def selected_variants(ops: dict[str, Operator], items: list[pytest.Item]) -> list:
+    """(compiled spec, variant index) of the golden cases among ``items`` (test_case_on_cpu's)."""
+    out, seen = [], set()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "spec_file" not in params or "index" not in params or params["spec_file"] not in ops:
+            continue
+        op = ops[params["spec_file"]]
+        variant = op.spec.variant_of(op.spec.tests[params["index"]])
+        index = next(i for i, ck in enumerate(op.compiled.checked) if ck.variant == variant)
+        if (params["spec_file"], index) not in seen:
+            seen.add((params["spec_file"], index))
+            out.append((op.compiled, index))
+    return out
+
+
 @pytest.fixture(scope="session")
 def emit_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("ptodsl-emit-cache")
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the workers' folders are popen-gwN in the session's folder
+    path = base / "ptodsl-emit-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +69,8 @@ def gxx() -> None:
 
 
 @pytest.fixture(scope="session")
-def library(emit_cache: Path, gxx: None) -> Iterator[dict[str, Operator]]:
-    """Every library spec, loaded, with all its variants built."""
+def library(emit_cache: Path, gxx: None, request: pytest.FixtureRequest) -> Iterator[dict[str, Operator]]:
+    """Every library spec, loaded, with the variants of the session's selected golden cases built."""
     from ptodsl.backends.cpp.run import build_many
 
     with pytest.MonkeyPatch.context() as mp:
@@ -56,5 +79,6 @@ def library(emit_cache: Path, gxx: None) -> Iterator[dict[str, Operator]]:
         ops = {path: ptodsl.load(path) for path in SPECS}
         # reuse=False: a variant another test of this process built (into another cache) is built
         # here too, so the session cache holds every variant whatever ran before
-        build_many([(op.compiled, i) for op in ops.values() for i in range(len(op.compiled.checked))], reuse=False)
+        request.session.ptodsl_library_variants = variants = selected_variants(ops, request.session.items)
+        build_many(variants, reuse=False)
     yield ops

@@ -21,6 +21,7 @@ the cache's ``failed`` folder and the diagnostic shows a one-line command that r
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import hashlib
@@ -447,11 +448,41 @@ def build_shared(sources: Mapping[str, str], name: str, *, flags: Sequence[str] 
         STATS.hits += 1
         log.debug("kernel %s: cache hit %s", name, entry)
         return library
-    if entry.exists():
-        STATS.discarded += 1
-        log.warning("kernel %s: discarding a damaged cache entry %s", name, entry)
-        _discard(entry)
-    return _compile_and_install(sources, name, toolchain, mode, options, key)
+    with _key_lock(key):
+        # another process may have built it while this one waited for the lock
+        library = _valid_entry(entry, key)
+        if library is not None:
+            STATS.hits += 1
+            return library
+        if entry.exists():
+            STATS.discarded += 1
+            log.warning("kernel %s: discarding a damaged cache entry %s", name, entry)
+            _discard(entry)
+        return _compile_and_install(sources, name, toolchain, mode, options, key)
+
+
+@contextlib.contextmanager
+def _key_lock(key: str) -> Iterator[None]:
+    """Hold the cache's lock of one entry: processes sharing a cache (pytest workers, parallel
+    ``ptodsl test`` runs) build each library once, the others wait and find it built. Where
+    file locks are unavailable (no fcntl, a read-only cache) builds proceed unlocked: installing
+    an entry is atomic either way, only the duplicate work is lost."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        folder = _cpp_dir("locks")
+        fd = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except (OSError, CompileError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _check_inputs(sources: Mapping[str, str], name: str, flags: Sequence[str]) -> None:
