@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import ptodsl
-from ptodsl.cxx_names import MACROS, cxx_reserved
+from ptodsl.cxx_names import cxx_reserved
 from ptodsl.diagnostics import CompileError
 from ptodsl.escape import cpp_comment, cpp_string, py_comment, py_docstring, py_string, unprintable
 from ptodsl.gen import build_package
