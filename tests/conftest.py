@@ -52,20 +52,40 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("spec_path", SPECS)
 
 
+# The library-wide checks below take a spec each; on these six (the attention kernels, the largest
+# backward and RoPE) they take half the checks' time, so the everyday suite leaves them to
+# `pytest -m slow` (CI runs it). Their golden cases still run in the everyday suite.
+HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope"}
+LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_case_of_every_library_spec",
+                "test_every_library_spec_without_its_schedule", "test_compiling_from_printed_ir_gives_the_same_block_ir",
+                "test_roundtrip_after_every_pass", "test_fixtures_compile_or_fail_as_they_should"}
+
+
+def _heavy(item) -> bool:
+    if getattr(item, "originalname", None) not in LIBRARY_WIDE:
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(Path(str(v)).stem in HEAVY_SPECS for v in params.values() if isinstance(v, str))
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``wheel`` install packages from an index into a fresh venv (about a minute,
-    and the network), and those marked ``full`` complete the cpu golden matrix (a C++ build per
-    variant of every library spec, minutes): they run only when ``-m`` names them, as CI does
+    and the network), those marked ``full`` complete the cpu golden matrix (a C++ build per
+    variant of every library spec, minutes), and those marked ``slow`` are long end-to-end tests
+    and the library-wide checks of HEAVY_SPECS: they run only when ``-m`` names them, as CI does
     after the suite. The pytest plugin's ``-cpu`` items of the library's own specs are left out:
     tests/backends/emit/test_cpu_golden.py runs the same cases and also compares them with the
     simulator."""
     expr = config.getoption("markexpr", default="") or ""
+    for item in items:
+        if _heavy(item):
+            item.add_marker(pytest.mark.slow)
     specs = (Path(__file__).resolve().parents[1] / "specs").resolve()
 
     def kept_item(item) -> bool:
         if item.get_closest_marker("cpu") is not None and Path(str(item.path)).resolve().parent == specs:
             return False
-        return all(item.get_closest_marker(m) is None for m in ("wheel", "full") if m not in expr)
+        return all(item.get_closest_marker(m) is None for m in ("wheel", "full", "slow") if m not in expr)
 
     kept = [item for item in items if kept_item(item)]
     if len(kept) != len(items):
