@@ -15,6 +15,9 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # 1: innermost grid loops of vector kernels alternate two sets of tiles where they fit. Opt-in for
     # now: it doubles kernel bodies, and with it on the library's cold C++ build takes 30% longer.
     "double_buffer": 0,
+    # 1: pto-isa's fused instructions (a broadcast with a binary op, exp(x - y), multiply-add) where
+    # the target has them (passes/fusedops.py); 0 keeps one instruction per tile op
+    "fused_ops": 1,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

@@ -62,6 +62,9 @@ PASS_OPTIONS = Obj(
         "double_buffer": Bool(default=bool(PASS_OPTION_DEFAULTS["double_buffer"]),
                               desc="alternate two sets of tiles on the iterations of each grid loop of a vector "
                                    "kernel, where they fit on chip"),
+        "fused_ops": Bool(default=bool(PASS_OPTION_DEFAULTS["fused_ops"]),
+                          desc="use pto-isa's fused vector instructions (a broadcast with a binary op, "
+                               "exp(x - y), multiply-add) where the target has them"),
     },
 )
 

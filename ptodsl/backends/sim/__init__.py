@@ -505,4 +505,4 @@ def _arith(m: Machine, op: Op) -> None:
     dst.data[reg] = _round_to(np.asarray(out), dtype)
 
 
-from . import layout  # noqa: E402,F401  (the layout ops' handlers register on SIM)
+from . import fused, layout  # noqa: E402,F401  (the layout and fused ops' handlers register on SIM)
