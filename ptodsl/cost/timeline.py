@@ -209,4 +209,4 @@ def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
     return prod(valid) * DTYPES[dtype].itemsize
 
 
-from . import timeline_fused, timeline_layout  # noqa: E402,F401  (the layout and fused ops' cycles register on COST)
+from . import timeline_fused, timeline_index, timeline_layout  # noqa: E402,F401  (the fused, indexing and layout ops' cycles register on COST)

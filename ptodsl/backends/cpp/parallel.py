@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ... import sym
 from ...ir import Func, Module, Op
+from ...ir.opdefs import indexed_gm
 from .gm import Origin, kernel_env, tensor_args, trace_origins, walk_ops
 
 
@@ -93,6 +94,12 @@ def _kernel_accesses(module: Module, launch: Op, origins: dict[str, Origin],
                 offsets = tuple(sym.add(base, sym.substitute(o, env))
                                 for base, o in zip(origin.offsets, op.attrs["offsets"]))
             writes.setdefault(origin.root, []).append(_Write(offsets, tuple(op.operands[1].type.shape)))
+        else:  # a gather or scatter: rows only the data knows, so nothing about where it writes
+            read, written = indexed_gm(op)
+            reads.update(args[v.name].root for v in read if v.name in args)
+            for v in written:
+                if v.name in args:
+                    writes.setdefault(args[v.name].root, []).append(_Write(None, ()))
 
 
 def _disjoint(writes: list[_Write], index: str, step: int) -> bool:
