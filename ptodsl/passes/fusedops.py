@@ -178,6 +178,8 @@ class _Fuser:
             readers = [(j, o) for j, o in enumerate(ops[i + 1:], i + 1) if any(v.name == e.name for v in o.operands)]
             if len(readers) != self.counts.reads.get(e.name, 0) or not readers:
                 continue  # read outside this region, or not at all
+            if any(j in replace for j, _ in readers):
+                continue  # a reader already takes another broadcast (x[:, :1] * y[:1, :]): one per instruction
             if self._written_between(ops, i, readers[-1][0], p):
                 continue
             fused = [self._fuse_reader(o, e, p, kind) for _, o in readers]
