@@ -66,6 +66,7 @@ from .ops import relu as _PTODSL_M_relu
 from .ops import reshape_heads as _PTODSL_M_reshape_heads
 from .ops import rmsnorm as _PTODSL_M_rmsnorm
 from .ops import rmsnorm_bwd as _PTODSL_M_rmsnorm_bwd
+from .ops import rope as _PTODSL_M_rope
 from .ops import rounding as _PTODSL_M_rounding
 from .ops import rsqrt as _PTODSL_M_rsqrt
 from .ops import scalar_ops as _PTODSL_M_scalar_ops
@@ -2679,6 +2680,59 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::rope", mutates_args=())
+def rope(
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Rotary position embedding (half rotation) with cos and sin of pos * inv_freq computed in the kernel.
+
+    Torch custom op ``ptodsl_ops::rope``; see ``ptodsl_ops.rope`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_rope._PTODSL_OP,
+        (x, pos, inv_freq),
+        {},
+        backend,
+    )
+
+
+@rope.register_fake
+def _PTODSL_fake_rope(
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_rope._PTODSL_OP,
+        (x, pos, inv_freq),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rope.register_kernel("npu")
+    def _PTODSL_npu_rope(
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        inv_freq: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rope._PTODSL_OP,
+            (x, pos, inv_freq),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::rounding", mutates_args=())
 def rounding(
     x: torch.Tensor,
@@ -3864,6 +3918,7 @@ _PTODSL_TORCH.register_autograd(relu, _PTODSL_M_relu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reshape_heads, _PTODSL_M_reshape_heads._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rmsnorm, _PTODSL_M_rmsnorm._PTODSL_OP, rmsnorm_bwd)
 _PTODSL_TORCH.register_autograd(rmsnorm_bwd, _PTODSL_M_rmsnorm_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(rope, _PTODSL_M_rope._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rounding, _PTODSL_M_rounding._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rsqrt, _PTODSL_M_rsqrt._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(scalar_ops, _PTODSL_M_scalar_ops._PTODSL_OP, None)

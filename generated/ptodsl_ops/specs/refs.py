@@ -883,3 +883,23 @@ def torch_gather_last(x, idx, cols):
     import torch
 
     return torch.gather(x, -1, idx.long()), torch.index_select(x, 1, cols.long())
+
+
+def rope(x, pos, inv_freq):
+    # The angle is rounded to f32 as the kernel (and the models) compute it; the rest in f64.
+    angle = (np.asarray(pos, np.float32) * np.asarray(inv_freq, np.float32)).astype(np.float64)
+    (x,) = _as_f64(x)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s = np.cos(angle), np.sin(angle)
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def torch_rope(x, pos, inv_freq):
+    import torch
+
+    angle = pos.float() * inv_freq.float()
+    c, s = torch.cos(angle), torch.sin(angle)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h].float(), x[..., h:].float()
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)
