@@ -64,7 +64,10 @@ PASS_OPTIONS = Obj(
                                    "kernel, where they fit on chip"),
         "fused_ops": Bool(default=bool(PASS_OPTION_DEFAULTS["fused_ops"]),
                           desc="use pto-isa's fused vector instructions (a broadcast with a binary op, "
-                               "exp(x - y), multiply-add) where the target has them"),
+                               "exp(x - y)) where the target has them"),
+        "multiply_add": Bool(default=bool(PASS_OPTION_DEFAULTS["multiply_add"]),
+                             desc="with fused_ops, a product read only by an addition becomes one multiply-add "
+                                  "(TMULADDDST, TFUSEDMULADD; pto-isa's CPU simulation has neither)"),
     },
 )
 

@@ -19,7 +19,10 @@ Every fused op computes what the ops it replaces computed, each intermediate rou
 dtype (the A2/A3 implementations run those instructions in sequence; for the multiply-adds,
 pto-isa's headers do not say whether vmla and vmadd round the product, and its CPU simulation
 does), so results are bitwise those of the unfused form on the simulator and the CPU backend.
-``pass_options: {fused_ops: false}`` keeps the unfused form.
+``pass_options: {fused_ops: false}`` keeps the unfused form; the multiply-adds (3.) are opt-in,
+``pass_options: {multiply_add: true}``: pto-isa's CPU simulation implements neither, so a kernel
+with one builds only against ptodsl's own CPU header and for the NPU (a case run against a
+pto-isa checkout skips, ``backends/cpp/run.unbuildable_reason``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..dtypes import itemsize
 from ..ir import Func, Module, Op, TileType, Value
 from ..ir.opdefs import EXPAND_SUFFIX, FUSED
 from ..ir.schedule import schedule_of
+from ..schedule import PASS_OPTION_DEFAULTS
 from ..targets import Target
 from .context import Pass, PassContext
 from .merge import reads_writes
@@ -101,9 +105,10 @@ def _takes(target: Target, instruction: str, t: TileType) -> bool:
 
 
 class _Fuser:
-    def __init__(self, func: Func, target: Target):
+    def __init__(self, func: Func, target: Target, multiply_add: bool):
         self.func = func
         self.target = target
+        self.multiply_add = multiply_add
         self.counts = _counts(func)
         self.rename: dict[str, Value] = {}
         self.changed = False
@@ -126,7 +131,7 @@ class _Fuser:
         ops = self.casts_first(ops)
         ops = self.broadcasts(ops)
         ops = self.expdifs(ops)
-        return self.multiply_adds(ops)
+        return self.multiply_adds(ops) if self.multiply_add else ops
 
     # ------------------------------------------------------------------ 0. a broadcast's cast first
     def casts_first(self, ops: list[Op]) -> list[Op]:
@@ -318,10 +323,11 @@ def _sweep_allocs(func: Func) -> None:
 
 def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()  # passes never mutate their input
-    if not schedule_of(module).pass_options.get("fused_ops", 1):
+    options = {**PASS_OPTION_DEFAULTS, **schedule_of(module).pass_options}
+    if not options["fused_ops"]:
         return fresh
     for f in fresh.funcs:
-        if _Fuser(f, ctx.target).run():
+        if _Fuser(f, ctx.target, bool(options["multiply_add"])).run():
             _sweep_allocs(f)
     return fresh
 

@@ -17,6 +17,7 @@ from ..diagnostics import CompileError, Diagnostics
 from ..yamlio.nodes import YMap, compose
 from ..yamlio.schema import (
     E_TARGET,
+    Bool,
     Enum,
     Float,
     Int,
@@ -52,6 +53,7 @@ class InstructionRule:
     # the most rows a tile of several rows may have, and the most 32-byte blocks its row may span
     # (8-bit repeat counts and strides)
     max_repeats: int | None = None
+    cpu_sim: bool = True  # pto-isa's CPU simulation implements it (a PTO_ISA_ROOT build can use it)
 
     def layouts_of(self, k: int) -> tuple[str, ...] | None:
         """The layouts tile operand ``k`` may have, or None when the header asserts none."""
@@ -263,6 +265,8 @@ _TARGET_FIELDS = {
                                "most 32-byte blocks its row may span (8-bit repeat counts and strides)"),
             "max_elements": Int(min=1, desc="the most elements a tile operand may span (its storage, rows x "
                                 "row stride), where the implementation indexes them in narrow registers"),
+            "cpu_sim": Bool(default=True, desc="pto-isa's CPU simulation implements it (false: a kernel using it "
+                            "builds against ptodsl's own CPU header and for the NPU, not against a pto-isa checkout)"),
         }, required=("header",)),
         placeholder="<instruction>",
         desc="per pto-isa vector instruction, the dtypes and layouts it accepts"),
@@ -339,6 +343,7 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
             layouts=tuple(tuple(ls) for ls in entry.get("layouts", ())),
             max_elements=entry.get("max_elements"),
             max_repeats=entry.get("max_repeats"),
+            cpu_sim=bool(entry.get("cpu_sim", True)),
         )
     if len(diags.errors) > before:
         return None

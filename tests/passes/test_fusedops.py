@@ -11,6 +11,7 @@ import pytest
 
 import ptodsl
 from ptodsl.backends.cpp.emit import emit_variant
+from ptodsl.backends.cpp.run import unbuildable_reason
 from ptodsl.golden import run_case
 from ptodsl.ir.opdefs import FUSED
 
@@ -48,15 +49,16 @@ KERNELS = {
 }
 
 
-def _load(tmp_path: Path, name: str, fused: bool, dtype: str = "f32") -> ptodsl.Operator:
+def _load(tmp_path: Path, name: str, fused: bool, dtype: str = "f32", muladd: bool = True) -> ptodsl.Operator:
     pto, tile, _, shapes = KERNELS[name]
     (tmp_path / "refs.py").write_text(REFS)
     (tmp_path / f"{name}.pto").write_text(pto)
     yaml = tmp_path / f"{name}_{int(fused)}.yaml"
     tests = "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 13}}\n" if name == "softmax" else ""
     symbols = f"symbols: {{N: {shapes[0][1]}}}\n" if name.startswith("softmax") else ""  # a row in one pass
+    options = f"fused_ops: {str(fused).lower()}" + (", multiply_add: true" if name == "muladd" and muladd else "")
     yaml.write_text(f"op: {name}\nsource: {name}.pto\ndtypes: {{T: [{dtype}]}}\n{symbols}"
-                    f"schedule: {{vec_tile: {tile}, pass_options: {{fused_ops: {str(fused).lower()}}}}}\n{tests}")
+                    f"schedule: {{vec_tile: {tile}, pass_options: {{{options}}}}}\n{tests}")
     return ptodsl.load(str(yaml))
 
 
@@ -110,3 +112,17 @@ def test_softmax_issues_fewer_vector_instructions(tmp_path):
     tiles = -(-13 // 4)
     assert runs[False].instructions["V"] - runs[True].instructions["V"] == tiles
     assert runs[True].estimate < runs[False].estimate
+
+
+def test_multiply_adds_are_opt_in_and_skip_against_a_pto_isa_checkout(tmp_path, monkeypatch):
+    """pto-isa's CPU simulation has no TMULADDDST or TFUSEDMULADD: without `multiply_add: true` the
+    product and the sum stay two instructions, and with it a case run against a pto-isa checkout
+    skips with the reason instead of failing to build."""
+    plain = _load(tmp_path, "muladd", True, muladd=False)
+    assert {"tile.mul", "tile.add"} <= _ops(plain) and not _ops(plain) & set(FUSED)
+    fused = _load(tmp_path, "muladd", True)
+    assert unbuildable_reason(fused.compiled, 0) is None
+    monkeypatch.setenv("PTO_ISA_ROOT", str(tmp_path))
+    assert unbuildable_reason(plain.compiled, 0) is None
+    reason = unbuildable_reason(fused.compiled, 0)
+    assert reason is not None and "TMULADDDST" in reason

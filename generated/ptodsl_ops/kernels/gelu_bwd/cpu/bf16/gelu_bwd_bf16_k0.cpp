@@ -10,6 +10,8 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
     using TileT3 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT31 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -29,16 +31,19 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
     using TileT69 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT73 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT78 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT83 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT88 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT93 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT97 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // gelu_bwd.pto:5:10
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // gelu_bwd.pto:5:10
             pipe_barrier(PIPE_V);
             TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
             TASSIGN(t2, 0);  // gelu_bwd.pto:5:10
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:5:10
             GmView0 xGm0(x + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // gelu_bwd.pto:5:10
@@ -46,7 +51,6 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
             TASSIGN(t3, 4096);  // gelu_bwd.pto:5:10
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t3, t2, RoundMode::CAST_RINT);  // gelu_bwd.pto:5:10
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -58,12 +62,18 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
             TASSIGN(t12, 20480);  // gelu_bwd.pto:7:41
             pipe_barrier(PIPE_V);
             TMULS(t12, t8, 0.044715f);  // gelu_bwd.pto:7:41
+            TileT17 t17(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
+            TASSIGN(t17, 28672);  // gelu_bwd.pto:7:41
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t12, t3, t3);  // gelu_bwd.pto:7:36
+            TMUL(t17, t12, t3);  // gelu_bwd.pto:7:41
+            TileT22 t22(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:36
+            TASSIGN(t22, 20480);  // gelu_bwd.pto:7:36
+            pipe_barrier(PIPE_V);
+            TADD(t22, t3, t17);  // gelu_bwd.pto:7:36
             TileT26 t26(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:14
             TASSIGN(t26, 28672);  // gelu_bwd.pto:7:14
             pipe_barrier(PIPE_V);
-            TMULS(t26, t12, 0.7978845608028654f);  // gelu_bwd.pto:7:14
+            TMULS(t26, t22, 0.7978845608028654f);  // gelu_bwd.pto:7:14
             TileT30 t30(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t30, 20480);  // gelu_bwd.pto:7:9
             TileT31 t31(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
@@ -142,14 +152,20 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
             TASSIGN(t78, 0);  // gelu_bwd.pto:9:53
             pipe_barrier(PIPE_V);
             TMUL(t78, t64, t73);  // gelu_bwd.pto:9:53
+            TileT83 t83(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TASSIGN(t83, 20480);  // gelu_bwd.pto:9:53
             pipe_barrier(PIPE_V);
-            TMULADDDST(t60, t78, t48);  // gelu_bwd.pto:9:35
+            TMUL(t83, t78, t48);  // gelu_bwd.pto:9:53
+            TileT88 t88(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
+            TASSIGN(t88, 0);  // gelu_bwd.pto:9:35
+            pipe_barrier(PIPE_V);
+            TADD(t88, t60, t83);  // gelu_bwd.pto:9:35
             TileT93 t93(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
-            TASSIGN(t93, 0);  // gelu_bwd.pto:9:18
+            TASSIGN(t93, 20480);  // gelu_bwd.pto:9:18
             pipe_barrier(PIPE_V);
-            TMUL(t93, t52, t60);  // gelu_bwd.pto:9:18
+            TMUL(t93, t52, t88);  // gelu_bwd.pto:9:18
             TileT97 t97(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:13
-            TASSIGN(t97, 8192);  // gelu_bwd.pto:9:13
+            TASSIGN(t97, 0);  // gelu_bwd.pto:9:13
             pipe_barrier(PIPE_V);
             TCVT(t97, t93, RoundMode::CAST_RINT);  // gelu_bwd.pto:9:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -158,9 +174,9 @@ extern "C" __global__ AICORE void gelu_bwd_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:13
             GmView2 dxGm2(dx + _g0 * 4 * N + _g1 * 512, GmView2::Shape(t97.GetValidRow(), t97.GetValidCol()), GmView2::Stride(N));  // gelu_bwd.pto:9:13
             TSTORE(dxGm2, t97);  // gelu_bwd.pto:9:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

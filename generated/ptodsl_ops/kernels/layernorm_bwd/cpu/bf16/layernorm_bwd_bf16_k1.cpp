@@ -47,7 +47,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
     using TileT77 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8Re6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
@@ -346,6 +348,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
@@ -375,6 +378,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
@@ -411,25 +415,31 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
+        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
+        pipe_barrier(PIPE_V);
+        TMUL(t81, t79, t62);  // layernorm_bwd.pto:16:28
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t83, 8256);  // layernorm_bwd.pto:16:20
+        TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
         GmView14 acc_gGm14(acc_g + _g61 * 1024, GmView14::Shape(t83.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:16:20
         TLOAD(t83, acc_gGm14);  // layernorm_bwd.pto:16:20
-        pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t85, 12352);  // layernorm_bwd.pto:16:20
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULADDDST(t83, t79, t62);  // layernorm_bwd.pto:16:20
+        TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView15 acc_gGm15(acc_g + _g61 * 1024, GmView15::Shape(t83.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_gGm15, t83);  // layernorm_bwd.pto:16:20
+        GmView15 acc_gGm15(acc_g + _g61 * 1024, GmView15::Shape(t85.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
+        TSTORE(acc_gGm15, t85);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
@@ -443,7 +453,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
         TASSIGN(t89, 8256);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TADD(t89, t87, t79);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -454,6 +463,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, _
         TSTORE(acc_bGm17, t89);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

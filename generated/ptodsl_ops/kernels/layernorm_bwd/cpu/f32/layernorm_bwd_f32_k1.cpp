@@ -40,7 +40,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     using TileT40Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
@@ -248,10 +250,10 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
@@ -261,6 +263,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TASSIGN(t32_re8, 4224);  // layernorm_bwd.pto:13:16
         TileT15Re4Re8 t15_re4_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15_re4_re8, 8320);  // layernorm_bwd.pto:11:13
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
         GmView7 v0Gm7(v0 + _g61 * 1024, GmView7::Shape(t15_re4_re8.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:9:14
@@ -316,7 +319,6 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TASSIGN(t69, 12416);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
         TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
         TASSIGN(t74, 4224);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
@@ -325,34 +327,39 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TROWEXPAND(tmp18, t30);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
         TROWEXPANDMUL(t74, tmp18, t69);  // layernorm_bwd.pto:15:25
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
         GmView10 dxGm10(dx + r * H + _g61 * 1024, GmView10::Shape(t74.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:20
         TSTORE(dxGm10, t74);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TASSIGN(t81, 4224);  // layernorm_bwd.pto:16:28
+        pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        TMUL(t81, t40_re6_re9, t62);  // layernorm_bwd.pto:16:28
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t83, 4224);  // layernorm_bwd.pto:16:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        TASSIGN(t83, 128);  // layernorm_bwd.pto:16:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
         GmView11 acc_gGm11(acc_g + _g61 * 1024, GmView11::Shape(t83.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:16:20
         TLOAD(t83, acc_gGm11);  // layernorm_bwd.pto:16:20
-        pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TASSIGN(t85, 8320);  // layernorm_bwd.pto:16:20
+        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULADDDST(t83, t40_re6_re9, t62);  // layernorm_bwd.pto:16:20
+        TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView12 acc_gGm12(acc_g + _g61 * 1024, GmView12::Shape(t83.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_gGm12, t83);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        GmView12 acc_gGm12(acc_g + _g61 * 1024, GmView12::Shape(t85.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:16:20
+        TSTORE(acc_gGm12, t85);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t87, 128);  // layernorm_bwd.pto:17:20
@@ -367,7 +374,6 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t89, 4224);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t89, t87, t40_re6_re9);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -381,9 +387,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

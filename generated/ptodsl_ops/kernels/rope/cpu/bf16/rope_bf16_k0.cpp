@@ -37,6 +37,8 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT34 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT42 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT44 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT45 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -62,6 +64,8 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT65 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT66 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT68 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT80 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -71,7 +75,9 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT86 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT87 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT92 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT107 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT113 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT116 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT117 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -238,10 +244,16 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             TASSIGN(t36, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t36, t35, -0.16666656732559204f);  // rope.pto:11:9
+            TileT37 t37(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TASSIGN(t37, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t30, t36, t22);  // rope.pto:11:9
+            TMUL(t37, t30, t36);  // rope.pto:11:9
+            TileT38 t38(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TASSIGN(t38, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
-            TMUL(t10, t28, t30);  // rope.pto:11:9
+            TADD(t38, t22, t37);  // rope.pto:11:9
+            pipe_barrier(PIPE_V);
+            TMUL(t10, t28, t38);  // rope.pto:11:9
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
@@ -362,11 +374,17 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             TASSIGN(t67, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t67, t66, -0.16666656732559204f);  // rope.pto:12:9
+            TileT68 t68(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TASSIGN(t68, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t61, t67, t53);  // rope.pto:12:9
+            TMUL(t68, t61, t67);  // rope.pto:12:9
+            TileT69 t69(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TASSIGN(t69, 8704);  // rope.pto:12:9
+            pipe_barrier(PIPE_V);
+            TADD(t69, t53, t68);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TMUL(t42, t59, t61);  // rope.pto:12:9
+            TMUL(t42, t59, t69);  // rope.pto:12:9
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -394,7 +412,6 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     for (int64_t _g74 = 0; _g74 < (R + 7) / 8; ++_g74) {  // rope.pto:14:10
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g75 = 0; _g75 < (F + 127) / 128; ++_g75) {  // rope.pto:14:10
             pipe_barrier(PIPE_V);
@@ -407,31 +424,29 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT77 t77(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:14:10
             TASSIGN(t77, 2048);  // rope.pto:14:10
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t77, t76, RoundMode::CAST_RINT);  // rope.pto:14:10
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT80 t80(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t80, 6144);  // rope.pto:15:25
             TileT72Re1 t72_re1(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:13:10
             TASSIGN(t72_re1, 0);  // rope.pto:13:10
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
             GmView5 v0Gm5(v0 + _g74 * 8 * v0_stride0 + _g75 * 128, GmView5::Shape(t72_re1.GetValidRow(), t72_re1.GetValidCol()), GmView5::Stride(v0_stride0));  // rope.pto:13:10
             TLOAD(t72_re1, v0Gm5);  // rope.pto:13:10
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t80, t72_re1, RoundMode::CAST_RINT);  // rope.pto:13:10
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT81 t81(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t81, 10240);  // rope.pto:15:25
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:25
             GmView6 cGm6(c + _g74 * 8 * F + _g75 * 128, GmView6::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView6::Stride(F));  // rope.pto:15:25
             TLOAD(t81, cGm6);  // rope.pto:15:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT82 t82(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t82, 14336);  // rope.pto:15:25
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t82, t80, t81);  // rope.pto:15:25
@@ -451,18 +466,24 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             TSUB(t92, t82, t87);  // rope.pto:15:25
+            TileT97 t97(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TASSIGN(t97, 14336);  // rope.pto:15:42
+            pipe_barrier(PIPE_V);
+            TMUL(t97, t77, t81);  // rope.pto:15:42
             TileT102 t102(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:51
-            TASSIGN(t102, 14336);  // rope.pto:15:51
+            TASSIGN(t102, 0);  // rope.pto:15:51
             pipe_barrier(PIPE_V);
             TMUL(t102, t80, t86);  // rope.pto:15:51
+            TileT107 t107(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TASSIGN(t107, 4096);  // rope.pto:15:42
             pipe_barrier(PIPE_V);
-            TMULADDDST(t102, t77, t81);  // rope.pto:15:42
+            TADD(t107, t97, t102);  // rope.pto:15:42
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:42
-            GmView8 t7Gm8(t7 + _g74 * 8 * F + _g75 * 128, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()), GmView8::Stride(F));  // rope.pto:15:42
-            TSTORE(t7Gm8, t102);  // rope.pto:15:42
+            GmView8 t7Gm8(t7 + _g74 * 8 * F + _g75 * 128, GmView8::Shape(t107.GetValidRow(), t107.GetValidCol()), GmView8::Stride(F));  // rope.pto:15:42
+            TSTORE(t7Gm8, t107);  // rope.pto:15:42
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
             GmView9 t3Gm9(t3 + _g74 * 8 * (F * 2) + _g75 * 128, GmView9::Shape(t92.GetValidRow(), t92.GetValidCol()), GmView9::Stride(F * 2));  // rope.pto:15:17
@@ -471,9 +492,9 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -500,6 +521,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g114 = 0; _g114 < (R + 7) / 8; ++_g114) {  // rope.pto:15:12
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

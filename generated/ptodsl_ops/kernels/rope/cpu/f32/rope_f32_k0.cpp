@@ -37,6 +37,8 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
     using TileT34 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT37 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT38 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT42 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT44 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT45 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -62,6 +64,8 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
     using TileT65 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT66 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT68 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT69 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT80 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT81 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -69,7 +73,9 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
     using TileT86 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT87 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT92 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT107 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT113 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT116 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -87,7 +93,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
         TLOAD(t4, inv_freqGm0);  // rope.pto:10:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // rope.pto:10:13
@@ -102,7 +108,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
             TASSIGN(t5, 768);  // rope.pto:10:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TCOLEXPAND(t5, t4);  // rope.pto:10:13
             TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
             TASSIGN(t6, 4864);  // rope.pto:10:13
@@ -235,16 +241,22 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             TASSIGN(t36, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t36, t35, -0.16666656732559204f);  // rope.pto:11:9
+            TileT37 t37(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TASSIGN(t37, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t30, t36, t22);  // rope.pto:11:9
+            TMUL(t37, t30, t36);  // rope.pto:11:9
+            TileT38 t38(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TASSIGN(t38, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
-            TMUL(t10, t28, t30);  // rope.pto:11:9
+            TADD(t38, t22, t37);  // rope.pto:11:9
+            pipe_barrier(PIPE_V);
+            TMUL(t10, t28, t38);  // rope.pto:11:9
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
             GmView2 cGm2(c + _g0 * 8 * F + _g1 * 128, GmView2::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
             TSTORE(cGm2, t10);  // rope.pto:11:9
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             TileT42 t42(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t42, 512);  // rope.pto:12:9
             TileT44 t44(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -359,21 +371,27 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             TASSIGN(t67, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t67, t66, -0.16666656732559204f);  // rope.pto:12:9
+            TileT68 t68(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TASSIGN(t68, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t61, t67, t53);  // rope.pto:12:9
+            TMUL(t68, t61, t67);  // rope.pto:12:9
+            TileT69 t69(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TASSIGN(t69, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TMUL(t42, t59, t61);  // rope.pto:12:9
+            TADD(t69, t53, t68);  // rope.pto:12:9
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            TMUL(t42, t59, t69);  // rope.pto:12:9
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
             GmView3 sGm3(s + _g0 * 8 * F + _g1 * 128, GmView3::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
             TSTORE(sGm3, t42);  // rope.pto:12:9
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -381,14 +399,16 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g74 = 0; _g74 < (R + 7) / 8; ++_g74) {  // rope.pto:14:10
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g75 = 0; _g75 < (F + 127) / 128; ++_g75) {  // rope.pto:14:10
             pipe_barrier(PIPE_V);
@@ -400,6 +420,7 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             TLOAD(t76, v1Gm4);  // rope.pto:14:10
             TileT80 t80(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t80, 4096);  // rope.pto:15:25
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
             GmView5 v0Gm5(v0 + _g74 * 8 * v0_stride0 + _g75 * 128, GmView5::Shape(t80.GetValidRow(), t80.GetValidCol()), GmView5::Stride(v0_stride0));  // rope.pto:13:10
             TLOAD(t80, v0Gm5);  // rope.pto:13:10
@@ -411,7 +432,6 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT82 t82(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t82, 12288);  // rope.pto:15:25
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t82, t80, t81);  // rope.pto:15:25
             TileT86 t86(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:34
@@ -426,29 +446,35 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             TMUL(t87, t76, t86);  // rope.pto:15:34
             TileT92 t92(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t92, 24576);  // rope.pto:15:25
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TSUB(t92, t82, t87);  // rope.pto:15:25
+            TileT97 t97(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TASSIGN(t97, 12288);  // rope.pto:15:42
+            pipe_barrier(PIPE_V);
+            TMUL(t97, t76, t81);  // rope.pto:15:42
             TileT102 t102(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:51
-            TASSIGN(t102, 12288);  // rope.pto:15:51
+            TASSIGN(t102, 0);  // rope.pto:15:51
             pipe_barrier(PIPE_V);
             TMUL(t102, t80, t86);  // rope.pto:15:51
+            TileT107 t107(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TASSIGN(t107, 4096);  // rope.pto:15:42
             pipe_barrier(PIPE_V);
-            TMULADDDST(t102, t76, t81);  // rope.pto:15:42
+            TADD(t107, t97, t102);  // rope.pto:15:42
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:42
-            GmView8 t7Gm8(t7 + _g74 * 8 * F + _g75 * 128, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()), GmView8::Stride(F));  // rope.pto:15:42
-            TSTORE(t7Gm8, t102);  // rope.pto:15:42
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            GmView8 t7Gm8(t7 + _g74 * 8 * F + _g75 * 128, GmView8::Shape(t107.GetValidRow(), t107.GetValidCol()), GmView8::Stride(F));  // rope.pto:15:42
+            TSTORE(t7Gm8, t107);  // rope.pto:15:42
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
             GmView9 t3Gm9(t3 + _g74 * 8 * (F * 2) + _g75 * 128, GmView9::Shape(t92.GetValidRow(), t92.GetValidCol()), GmView9::Stride(F * 2));  // rope.pto:15:17
             TSTORE(t3Gm9, t92);  // rope.pto:15:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
@@ -456,11 +482,11 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g111 = 0; _g111 < (R + 7) / 8; ++_g111) {  // rope.pto:15:17
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g112 = 0; _g112 < (F + 127) / 128; ++_g112) {  // rope.pto:15:17
             TileT113 t113(std::min<int64_t>(R - _g111 * 8, 8), std::min<int64_t>(F - _g112 * 128, 128));  // rope.pto:15:17
             TASSIGN(t113, 0);  // rope.pto:15:17
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
             GmView10 t7Gm10(t7 + _g111 * 8 * F + _g112 * 128, GmView10::Shape(t113.GetValidRow(), t113.GetValidCol()), GmView10::Stride(F));  // rope.pto:15:17
             TLOAD(t113, t7Gm10);  // rope.pto:15:17
@@ -469,12 +495,12 @@ extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ flo
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
             GmView11 t3Gm11(t3 + _g111 * 8 * (F * 2) + (_g112 * 128 + F), GmView11::Shape(t113.GetValidRow(), t113.GetValidCol()), GmView11::Stride(F * 2));  // rope.pto:15:17
             TSTORE(t3Gm11, t113);  // rope.pto:15:17
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g114 = 0; _g114 < (R + 7) / 8; ++_g114) {  // rope.pto:15:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g115 = 0; _g115 < (F * 2 + 127) / 128; ++_g115) {  // rope.pto:15:12

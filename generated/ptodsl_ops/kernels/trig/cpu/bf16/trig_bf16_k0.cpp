@@ -35,6 +35,8 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
     using TileT28 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT29 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT31 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT38 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT40 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -62,6 +64,8 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
     using TileT62 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT63 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT64 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT65 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT66 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -204,10 +208,16 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             TASSIGN(t30, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t30, t29, -0.16666656732559204f);  // trig.pto:4:12
+            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TASSIGN(t31, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t24, t30, t16);  // trig.pto:4:12
+            TMUL(t31, t24, t30);  // trig.pto:4:12
+            TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TASSIGN(t32, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TMUL(t5, t22, t24);  // trig.pto:4:12
+            TADD(t32, t16, t31);  // trig.pto:4:12
+            pipe_barrier(PIPE_V);
+            TMUL(t5, t22, t32);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t3, t5, RoundMode::CAST_RINT);  // trig.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -339,10 +349,16 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             TASSIGN(t64, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t64, t63, -0.16666656732559204f);  // trig.pto:5:12
+            TileT65 t65(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TASSIGN(t65, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t58, t64, t50);  // trig.pto:5:12
+            TMUL(t65, t58, t64);  // trig.pto:5:12
+            TileT66 t66(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TASSIGN(t66, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
-            TMUL(t38, t56, t58);  // trig.pto:5:12
+            TADD(t66, t50, t65);  // trig.pto:5:12
+            pipe_barrier(PIPE_V);
+            TMUL(t38, t56, t66);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t36, t38, RoundMode::CAST_RINT);  // trig.pto:5:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);

@@ -33,6 +33,8 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
     using TileT26 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT27 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT28 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT29 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT30 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT34 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT37 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -59,6 +61,8 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
     using TileT58 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT59 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT61 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT62 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileView0 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, 32>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -193,11 +197,17 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
             TASSIGN(t28, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t28, t27, -0.16666656732559204f);  // trig.pto:4:12
+            TileT29 t29(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TASSIGN(t29, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t22, t28, t14);  // trig.pto:4:12
+            TMUL(t29, t22, t28);  // trig.pto:4:12
+            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TASSIGN(t30, 24576);  // trig.pto:4:12
+            pipe_barrier(PIPE_V);
+            TADD(t30, t14, t29);  // trig.pto:4:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TMUL(t3, t20, t22);  // trig.pto:4:12
+            TMUL(t3, t20, t30);  // trig.pto:4:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // trig.pto:4:12
@@ -322,12 +332,18 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
             TASSIGN(t60, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t60, t59, -0.16666656732559204f);  // trig.pto:5:12
+            TileT61 t61(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TASSIGN(t61, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
-            TFUSEDMULADD(t54, t60, t46);  // trig.pto:5:12
+            TMUL(t61, t54, t60);  // trig.pto:5:12
+            TileT62 t62(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TASSIGN(t62, 16384);  // trig.pto:5:12
+            pipe_barrier(PIPE_V);
+            TADD(t62, t46, t61);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TMUL(t34, t52, t54);  // trig.pto:5:12
+            TMUL(t34, t52, t62);  // trig.pto:5:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // trig.pto:5:12
