@@ -18,7 +18,7 @@ each straight-line region:
 Every fused op computes what the ops it replaces computed, each intermediate rounded to the tile's
 dtype (the A2/A3 implementations run those instructions in sequence; for the multiply-adds,
 pto-isa's headers do not say whether vmla and vmadd round the product, and its CPU simulation
-does), so results are bitwise those of the unfused form on the simulator and the CPU backend.
+has neither: ptodsl rounds it, as TMUL then TADD), so results are bitwise those of the unfused form on the simulator and the CPU backend.
 ``pass_options: {fused_ops: false}`` keeps the unfused form; the multiply-adds (3.) are opt-in,
 ``pass_options: {multiply_add: true}``: pto-isa's CPU simulation implements neither, so a kernel
 with one builds only against ptodsl's own CPU header and for the NPU (a case run against a

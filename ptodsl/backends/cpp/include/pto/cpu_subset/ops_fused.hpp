@@ -5,7 +5,7 @@
 // TFUSEDMULADD (dst = src0 * dst + src1). Each computes exactly what its unfused instructions do
 // (a TROWEXPAND or TCOLEXPAND, then the binary instruction; TSUB then TEXP; TMUL then TADD): every
 // intermediate is rounded to the element type, as the A2/A3 implementations run those instructions
-// one after another, and as pto-isa's CPU simulation rounds a multiply-add's product.
+// one after another (a multiply-add's product too: see below).
 #ifndef PTODSL_CPU_SUBSET_OPS_FUSED_HPP
 #define PTODSL_CPU_SUBSET_OPS_FUSED_HPP
 
@@ -163,8 +163,9 @@ PTO_CPU_EXPAND_BINARY(TCOLEXPANDEXPDIF, false, cpu::exp_dif(a, b))
 #undef PTO_CPU_EXPAND_BINARY
 
 // ---------------------------------------------------------------------------- multiply-add
-// The product is rounded to the element type before the add (TMUL then TADD), as pto-isa's CPU
-// simulation computes TMULADDDST; the headers do not say whether vmla / vmadd round once.
+// The product is rounded to the element type before the add (TMUL then TADD), as the simulator
+// does. pto-isa's CPU simulation has no TMULADDDST or TFUSEDMULADD, and its NPU headers do not say
+// whether vmla / vmadd round once, which is why the compiler selects them only on request.
 
 template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>
 AICORE inline RecordEvent TMULADDDST(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {
