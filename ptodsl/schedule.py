@@ -13,8 +13,16 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     "cycle_upper_bound": 10000,  # estimated cycles above which a compute kernel is split in two
     "max_paths": 64,  # most compiled paths one loop body may have (branches x unrolled copies)
     # 1: innermost grid loops of vector kernels alternate two sets of tiles where they fit. Opt-in for
-    # now: it doubles kernel bodies, and with it on the library's cold C++ build takes 30% longer.
+    # now: it doubles kernel bodies; with it on, compiling the library takes about 55% more CPU time
+    # and its cold C++ build about 17% more (layernorm's twice as long).
     "double_buffer": 0,
+    # 1: pto-isa's fused instructions (a broadcast with a binary op, exp(x - y)) where the target has
+    # them (passes/fusedops.py); 0 keeps one instruction per tile op
+    "fused_ops": 1,
+    # 1 (with fused_ops): a product read only by an add as one multiply-add (TMULADDDST,
+    # TFUSEDMULADD). Opt-in: pto-isa's CPU simulation has neither, so such kernels do not build
+    # against a pto-isa checkout, and how vmla / vmadd round on the NPU is not documented
+    "multiply_add": 0,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

@@ -16,6 +16,7 @@ over the cores of their kind, limits each launch by the shared HBM and charges l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import ceil, prod
 
@@ -40,6 +41,7 @@ class Timeline:
     gate: dict[str, float] = field(default_factory=dict)  # pipe -> the latest wait it passed
     events: dict[tuple, float] = field(default_factory=dict)  # (src, dst, event) -> release time
     busy: dict[str, float] = field(default_factory=dict)  # pipe -> total cycles of work, all launches
+    instructions: dict[str, float] = field(default_factory=dict)  # pipe -> instructions issued, all launches
     elapsed: float = 0.0  # cycles of the blocks finished so far, one after another
     chip: Chip = None  # type: ignore[assignment]  # the chip the blocks run on; made from the target
     _busy_at_start: dict[str, float] = field(default_factory=dict)
@@ -104,6 +106,8 @@ class Timeline:
         if family in ("load", "store"):  # GM traffic, which every core shares through the HBM
             k = 0 if family == "load" else 1
             self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
+        extra = EXTRA_INSTRUCTIONS.get(family)
+        self.instructions[pipe] = self.instructions.get(pipe, 0.0) + 1 + (extra(op) if extra else 0)
         start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0))
         self.free[pipe] = start + cycles
         self.busy[pipe] = self.busy.get(pipe, 0.0) + cycles
@@ -115,17 +119,19 @@ class Timeline:
         s |= {("gate", k): v for k, v in self.gate.items()}
         s |= {("events", k): v for k, v in self.events.items()}
         s |= {("busy", k): v for k, v in self.busy.items()}
+        s |= {("instructions", k): v for k, v in self.instructions.items()}
         s |= {("start", k): v for k, v in self._busy_at_start.items()}
         s[("elapsed", "")] = self.elapsed
         return s | self.chip.state()
 
     def set_state(self, s: dict) -> None:
-        group = {g: {} for g in ("free", "gate", "events", "busy", "start")}
+        group = {g: {} for g in ("free", "gate", "events", "busy", "start", "instructions")}
         for (g, k), v in s.items():
             if g in group:
                 group[g][k] = v
         self.free, self.gate, self.events, self.busy = group["free"], group["gate"], group["events"], group["busy"]
         self._busy_at_start = group["start"]
+        self.instructions = group["instructions"]
         self.elapsed = s[("elapsed", "")]
         self.chip.set_state(s)
 
@@ -135,6 +141,8 @@ class Timeline:
 
 # The cycles of each op family that runs on a pipe (``ir/opdefs.py``).
 COST = Handlers("the cost model")
+# Families whose op the emitter writes as more than one instruction: family -> (op -> how many more)
+EXTRA_INSTRUCTIONS: dict[str, Callable[[Op], int]] = {}
 
 
 @COST.on("load")
@@ -186,9 +194,19 @@ def _structural(tl: Timeline, op: Op, types: list, valid: list) -> float:
     return tl.target.timing.vector_cycles(ins, DTYPES[types[0].dtype].itemsize, prod(valid[0]))
 
 
+def _spread_value(op: Op) -> int:
+    """A single value spread over rows and columns: a TROWEXPAND into one row, then a TCOLEXPAND."""
+    d, s = op.operands[0].type.shape, op.operands[1].type.shape
+    rows = prod(d[:-1])
+    return int(prod(s) == 1 and d[-1] != 1 and rows != 1)
+
+
+EXTRA_INSTRUCTIONS["expand"] = _spread_value
+
+
 def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
     """Bytes of ``valid`` elements of ``dtype``."""
     return prod(valid) * DTYPES[dtype].itemsize
 
 
-from . import timeline_index, timeline_layout  # noqa: E402,F401  (the indexing and layout ops' cycles register on COST)
+from . import timeline_fused, timeline_index, timeline_layout  # noqa: E402,F401  (the fused, indexing and layout ops' cycles register on COST)

@@ -62,6 +62,12 @@ PASS_OPTIONS = Obj(
         "double_buffer": Bool(default=bool(PASS_OPTION_DEFAULTS["double_buffer"]),
                               desc="alternate two sets of tiles on the iterations of each grid loop of a vector "
                                    "kernel, where they fit on chip"),
+        "fused_ops": Bool(default=bool(PASS_OPTION_DEFAULTS["fused_ops"]),
+                          desc="use pto-isa's fused vector instructions (a broadcast with a binary op, "
+                               "exp(x - y)) where the target has them"),
+        "multiply_add": Bool(default=bool(PASS_OPTION_DEFAULTS["multiply_add"]),
+                             desc="with fused_ops, a product read only by an addition becomes one multiply-add "
+                                  "(TMULADDDST, TFUSEDMULADD; pto-isa's CPU simulation has neither)"),
     },
 )
 

@@ -72,6 +72,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "triu",  # triu / tril with literal and symbolic diagonals
     "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
     "topk",  # v, i = topk(x, k) and argsort, ties from small integers
+    "pass_options",  # multiply-adds, double buffering, or no fused instructions (drawn apart from the program)
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -183,6 +184,7 @@ class Program:
     scalars: dict[str, float]
     expect_reject: bool = False  # the generator knowingly wrote an invalid program
     cube: dict[str, Any] | None = None  # the cube_tile of a program with matmul blocks
+    options: dict[str, Any] = field(default_factory=dict)  # pass_options besides max_paths
 
     @property
     def op(self) -> str:
@@ -217,10 +219,14 @@ class Program:
             for name, settings in loops.items():
                 inner = ", ".join(f"{k}: {v}" for k, v in settings.items())
                 lines.append(f"    {name}: {{{inner}}}")
+        options = dict(self.options)
         if any("unroll" in settings for settings in loops.values()):
             # Unrolled branchy bodies compile p^f paths (E0509 counts them as the passes do): the
             # generator keeps f <= 4 and allows up to 4^4, so such programs are meant to compile.
-            lines.append("  pass_options: {max_paths: 256}")
+            options["max_paths"] = 256
+        if options:
+            text = {True: "true", False: "false"}
+            lines.append("  pass_options: {" + ", ".join(f"{k}: {text.get(v, v)}" for k, v in options.items()) + "}")
         vs = {k: v for b in self.blocks for k, v in b.valid_shapes.items()}
         if vs:
             lines.append("  valid_shapes:")
@@ -241,7 +247,7 @@ class Program:
                           valid_shapes=dict(b.valid_shapes), params=list(b.params)) for b in self.blocks]
         return replace(self, blocks=blocks, shapes=dict(self.shapes), fixed=dict(self.fixed),
                        params=dict(self.params), vec_tile=list(self.vec_tile), scalars=dict(self.scalars),
-                       cube=None if self.cube is None else dict(self.cube))
+                       cube=None if self.cube is None else dict(self.cube), options=dict(self.options))
 
 
 # ---------------------------------------------------------------------------------- generator
@@ -984,12 +990,28 @@ class Gen:
             matmul_shapes(self.mm_rng, shapes)
             cube = cube_tile(self, self.mm_rng)
         prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
-                       cube=cube)
+                       cube=cube, options=self.pass_options())
         for p in prog.used_params():
             for d in p.dims:
                 if not d.isdigit() and d not in shapes:
                     shapes[d] = 1
         return prog
+
+
+    def pass_options(self) -> dict[str, bool]:
+        """Compiler switches that must not change a result, from their own random stream (the
+        program of a seed stays the same with the feature on or off)."""
+        if not self.has("pass_options"):
+            return {}
+        r = random.Random(self.seed * 1_000_003 + 11)
+        out = {}
+        if r.random() < 0.5:
+            out["multiply_add"] = True
+        if r.random() < 0.3:
+            out["double_buffer"] = True
+        if r.random() < 0.15:
+            out["fused_ops"] = False
+        return out
 
 
 def generate(seed: int, features: frozenset[str] | set[str] = SAFE_FEATURES, max_blocks: int = 3) -> Program:

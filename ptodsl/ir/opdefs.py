@@ -662,6 +662,99 @@ def _layout() -> list[IROp]:
 # ------------------------------------------------------------------ end of layout ops
 
 
+# ------------------------------------------------------------------ fused vector instructions
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A pto-isa instruction that does the work of several tile ops in one (``passes/fusedops.py``
+    selects it). ``op`` is the language op it applies (``expdif``: exp(x - y)); ``spread`` is how
+    its broadcast operand covers the destination: ``row`` (one value per row, the TROWEXPAND*
+    forms), ``col`` (one value per column, TCOLEXPAND*) or None (no broadcast: a multiply-add)."""
+
+    instruction: str
+    op: str
+    spread: str | None = None
+
+
+# The binary ops a row or column broadcast fuses into, by their pto-isa suffix.
+EXPAND_SUFFIX = {"add": "ADD", "sub": "SUB", "mul": "MUL", "div": "DIV", "maximum": "MAX", "minimum": "MIN",
+                 "expdif": "EXPDIF"}
+FUSED: dict[str, Fused] = {
+    **{f"tile.{spread}expand_{op}": Fused(f"T{spread.upper()}EXPAND{suffix}", op, spread)
+       for spread in ("row", "col") for op, suffix in EXPAND_SUFFIX.items()},
+    # dst = a * b + dst (TMULADDDST) and dst = a * dst + b (TFUSEDMULADD): the destination is read
+    "tile.muladddst": Fused("TMULADDDST", "muladddst"),
+    "tile.fusedmuladd": Fused("TFUSEDMULADD", "fusedmuladd"),
+}
+
+
+def spread_operand(op: Op) -> int | None:
+    """The operand index (1 or 2) of a fused broadcast op's broadcast operand: the one whose shape
+    is not the destination's (the second when both are, a broadcast of a single row)."""
+    if FUSED[op.name].spread is None:
+        return None
+    d = tuple(op.operands[0].type.shape)
+    return 1 if tuple(op.operands[1].type.shape) != d and tuple(op.operands[2].type.shape) == d else 2
+
+
+def spread_in_blocks(op: Op) -> bool:
+    """Whether a row broadcast op's per-row operand goes to its instruction as a 32-byte block per
+    row (a TROWEXPAND into a scratch tile first) rather than as one column-major column (read in
+    place, the instruction alone). A column must be contiguous, which a per-row tile of one row is
+    (its rows are a block apart otherwise), and must come second: when both operands cover a one-
+    column destination, pto-isa's implementations take the full operand differently (its CPU
+    simulation src0, A2/A3 the one with the longer rows), and the blocks hold every value either
+    reads."""
+    if FUSED[op.name].spread != "row":
+        return False
+    return spread_operand(op) == 1 or _logical_rows(tuple(op.operands[0].type.shape))[0] != 1
+
+
+def _logical_rows(shape) -> tuple:
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return rows, shape[-1]
+
+
+def spreads(dst: str, x: str, y: str, spread: str) -> Rule:
+    """One of ``x``, ``y`` has the destination's shape; the other holds one value per row of it
+    (``row``: the destination's rows, one column) or one row of it (``col``: its last dim, every
+    other dim 1; it may have fewer dims)."""
+
+    def check(op: Op, bound: dict) -> str | None:
+        d = tuple(bound[dst].type.shape)
+        sx, sy = tuple(bound[x].type.shape), tuple(bound[y].type.shape)
+        if d not in (sx, sy):
+            return f"neither {x} {list(sx)} nor {y} {list(sy)} has {dst}'s shape {list(d)}"
+        other = sy if sx == d else sx
+        (rd, cd), (ro, co) = _logical_rows(d), _logical_rows(other)
+        if len(other) > len(d):
+            return f"the broadcast operand {list(other)} has more dims than {dst}"
+        if spread == "row" and (ro, co) != (rd, 1):
+            return f"{list(other)} is not one value per row of {list(d)}"
+        if spread == "col" and (ro, co) != (1, cd):
+            return f"{list(other)} is not one row of {list(d)}"
+        return None
+
+    return Rule(f"{x} or {y} has {dst}'s shape, the other one value per {spread} of it", check)
+
+
+def _fused() -> list[IROp]:
+    out = []
+    for name, f in FUSED.items():
+        args = (Arg("dst", TILE, "dst" if f.spread else "acc"), Arg("x", TILE), Arg("y", TILE))
+        rules = ((same_dtype("dst", "x", "y"), spreads("dst", "x", "y", f.spread)) if f.spread
+                 else (same_dtype("dst", "x", "y"), same_shape("dst", "x", "y")))
+        doc = {"muladddst": "dst = x * y + dst", "fusedmuladd": "dst = x * dst + y",
+               "expdif": "dst = exp(x - y)"}.get(f.op, f"dst = {f.op}(x, y)")
+        out.append(IROp(name, TILE_LEVELS, "expand_binary" if f.spread else "muladd", args, (), (), rules,
+                        pipe="V", doc=f"{doc}, one operand spread over dst ({f.instruction})" if f.spread
+                        else f"{doc} ({f.instruction})"))
+    return out
+
+
 # ------------------------------------------------------------------ indexing ops (issue 23 §2)
 
 INDEX_DTYPES = ("i32", "i64")  # what an index tensor may hold
@@ -757,7 +850,7 @@ def _operand_count(name: str) -> Rule:
 
 def _table() -> dict[str, IROp]:
     out: dict[str, IROp] = {}
-    for d in _structural() + _layout() + _indexing() + [d for name in OPS for d in _language(name)]:
+    for d in _structural() + _layout() + _fused() + _indexing() + [d for name in OPS for d in _language(name)]:
         if d.name in out:
             raise ValueError(f"IR op {d.name} is declared twice")
         out[d.name] = d

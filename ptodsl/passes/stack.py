@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Label, Span
 from ..ir import Func, Module, Op, TensorType, TileType, gm
-from ..ir.opdefs import indexed_gm
+from ..ir.opdefs import FUSED, indexed_gm, spread_in_blocks
 from ..ops import OPS
 from ..targets import StackModel, Target
 from .context import PassContext
@@ -72,7 +72,7 @@ def _logical_2d(shape: tuple[int, ...]) -> tuple[int, int]:
 def scratch_tiles(op: Op) -> int:
     """The tiles the emitter declares for one tile instruction besides its operands: scratch tiles
     and views over its operands' memory (``KernelEmitter._reduce``, ``_compare``, ``_select``,
-    ``_expand``, ``kernel_elem._pow``, ``kernel_layout._trans``)."""
+    ``_expand``, ``kernel_elem._pow``, ``kernel_layout._trans``, ``kernel_fused._expand_binary``)."""
     if op.name in SCRATCH_TILES:
         return SCRATCH_TILES[op.name]
     name = op.name[len("tile."):]
@@ -91,6 +91,8 @@ def scratch_tiles(op: Op) -> int:
         return 1 if rs == cs == 1 and cd != 1 and rd != 1 else 0  # the row a single value is spread over
     if name == "trans":
         return 1  # TTRANS's tmp (kernel_layout._trans)
+    if op.name in FUSED and FUSED[op.name].spread == "row":
+        return 1 if spread_in_blocks(op) else 2  # the blocks' scratch, or a column view and the tmp
     return 0
 
 

@@ -8,7 +8,7 @@ line and column rather than failing somewhere in a pass.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -17,6 +17,7 @@ from ..diagnostics import CompileError, Diagnostics
 from ..yamlio.nodes import YMap, compose
 from ..yamlio.schema import (
     E_TARGET,
+    Bool,
     Enum,
     Float,
     Int,
@@ -49,6 +50,10 @@ class InstructionRule:
     casts: frozenset[tuple[str, str]] | None  # TCVT's (to, from) pairs
     layouts: tuple[tuple[str, ...], ...]  # per tile operand (the last repeats); empty: any layout
     max_elements: int | None = None  # the most elements a tile operand may span (index registers)
+    # the most rows a tile of several rows may have, and the most 32-byte blocks its row may span
+    # (8-bit repeat counts and strides)
+    max_repeats: int | None = None
+    cpu_sim: bool = True  # pto-isa's CPU simulation implements it (a PTO_ISA_ROOT build can use it)
 
     def layouts_of(self, k: int) -> tuple[str, ...] | None:
         """The layouts tile operand ``k`` may have, or None when the header asserts none."""
@@ -75,11 +80,16 @@ class Timing:
     vector: dict[str, dict[str, tuple[float, float]]]  # instruction -> width -> (cycles/element, fixed)
     cube_head_cycles: int
     cube_fractal_cycles: dict[str, int]  # input width -> cycles per fractal product
+    # instruction -> the instructions it costs as, summed (fused instructions pto-isa measured none of)
+    composed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def transfer_cycles(self, path: str, nbytes: int) -> float:
         return nbytes / (self.gib_per_s[path] * 2**30 / self.clock_hz)
 
     def vector_cycles(self, instruction: str, itemsize: int, elements: int) -> float:
+        parts = self.composed.get(instruction)
+        if parts:
+            return sum(self.vector_cycles(p, itemsize, elements) for p in parts)
         width = WIDTHS.get(itemsize, "b32")
         default = self.vector["default"]
         slope, fixed = self.vector.get(instruction, {}).get(width) or default.get(width) or default["b32"]
@@ -251,8 +261,12 @@ _TARGET_FIELDS = {
                             desc="(to, from) dtype pairs a conversion takes"),
             "layouts": ListOf(item=ListOf(item=Enum(values=LAYOUTS, what="tile layout"), min_len=1), min_len=1,
                               desc="per tile operand (the last repeating), the layouts it may have"),
+            "max_repeats": Int(min=1, desc="for a tile of more than one row, the most rows it may have and the "
+                               "most 32-byte blocks its row may span (8-bit repeat counts and strides)"),
             "max_elements": Int(min=1, desc="the most elements a tile operand may span (its storage, rows x "
                                 "row stride), where the implementation indexes them in narrow registers"),
+            "cpu_sim": Bool(default=True, desc="pto-isa's CPU simulation implements it (false: a kernel using it "
+                            "builds against ptodsl's own CPU header and for the NPU, not against a pto-isa checkout)"),
         }, required=("header",)),
         placeholder="<instruction>",
         desc="per pto-isa vector instruction, the dtypes and layouts it accepts"),
@@ -263,9 +277,12 @@ _TARGET_FIELDS = {
         "vector": MapOf(key=Str(), value=_WIDTH_TABLE(ListOf(item=Float(min=0), min_len=2, max_len=2)),
                         desc="vector instruction -> element width -> [cycles per element, fixed cycles]; "
                         "`default` for the rest"),
+        "composed": MapOf(key=Str(), value=ListOf(item=Str(), min_len=1),
+                          desc="instruction -> the instructions it costs as, summed (fused instructions "
+                          "the vector table has no row for)"),
         "cube_head_cycles": Int(min=0, desc="fixed cycles of one matmul instruction"),
         "cube_fractal_cycles": _WIDTH_TABLE(Int(min=1)),
-    }, required=("clock_hz", "gib_per_s", "vector", "cube_head_cycles", "cube_fractal_cycles")),
+    }, required=("clock_hz", "gib_per_s", "vector", "composed", "cube_head_cycles", "cube_fractal_cycles")),
     "stack": Obj(desc="a compute kernel's scalar stack frame: the compiler's limit and the bytes of each object "
                  "an emitted kernel declares", fields=_STACK_FIELDS, required=tuple(_STACK_FIELDS)),
     "chip": Obj(desc="the chip around the cores: cores per kind, the shared HBM bandwidth, launch and flag costs",
@@ -325,6 +342,8 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
             casts=frozenset(tuple(p) for p in entry["casts"]) if "casts" in entry else None,
             layouts=tuple(tuple(ls) for ls in entry.get("layouts", ())),
             max_elements=entry.get("max_elements"),
+            max_repeats=entry.get("max_repeats"),
+            cpu_sim=bool(entry.get("cpu_sim", True)),
         )
     if len(diags.errors) > before:
         return None
@@ -346,7 +365,7 @@ def parse_target(text: str, name: str, file: str, diags: Diagnostics) -> Target 
 def _timing(data: dict) -> Timing:
     vector = {ins: {w: (float(v[0]), float(v[1])) for w, v in rows.items()} for ins, rows in data["vector"].items()}
     return Timing(data["clock_hz"], dict(data["gib_per_s"]), vector, data["cube_head_cycles"],
-                  dict(data["cube_fractal_cycles"]))
+                  dict(data["cube_fractal_cycles"]), {k: tuple(v) for k, v in data["composed"].items()})
 
 
 def _entry_node(root, instr: str):

@@ -607,17 +607,23 @@ class KernelEmitter:
         ``valid``: with ``like``'s valid extents (instructions that check operands' valid shapes
         against each other), else wholly valid."""
         rows = like.rows if rows is None else rows
-        ctype = scratch_type(like.dtype, rows, like.cols)
+        return self._scratch_tile(like.dtype, rows, like.cols, op, depth, like.valid() if valid else None)
+
+    def _scratch_tile(self, dtype: str, rows: int, cols: int, op: Op, depth: int,
+                      valid: tuple[sym.Expr, sym.Expr] | None = None) -> str:
+        """A ``rows`` x ``cols`` scratch tile above the planned peak, with the ``valid`` extents
+        given, else wholly valid."""
+        ctype = scratch_type(dtype, rows, cols)
         extents = ""
-        if valid:
-            vr, vc = like.valid()
+        if valid is not None:
+            vr, vc = valid
             ctype = ctype[:-1] + f", {vr if isinstance(vr, int) else 'DYNAMIC'}, {vc if isinstance(vc, int) else 'DYNAMIC'}>"
             dynamic = [self._e(v) for v in (vr, vc) if not isinstance(v, int)]
             extents = f"({', '.join(dynamic)})" if dynamic else ""
         alias, var = self._scratch_names(ctype, "TileTmp", "tmp")
-        self.operands[var] = Operand(like.dtype, _layout("row", like.cols), "Vec")
+        self.operands[var] = Operand(dtype, _layout("row", cols), "Vec")
         offset = self.scratch_cursor
-        size = rows * like.cols * _itemsize(like.dtype)
+        size = rows * cols * _itemsize(dtype)
         self.scratch_cursor = _align(offset + size, self.target.ub_block_bytes)
         if self.scratch_cursor > self.scratch_peak:
             self.scratch_peak = self.scratch_cursor
@@ -657,4 +663,4 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
 
-from . import kernel_elem, kernel_index, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)
+from . import kernel_elem, kernel_fused, kernel_index, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)

@@ -47,8 +47,19 @@ def emitted(compiled: Compiled, index: int) -> EmittedVariant:
 
 
 def unbuildable_reason(compiled: Compiled, index: int) -> str | None:
-    """Why this toolchain cannot build the variant faithfully against PTO_ISA_ROOT, or None."""
-    return load.unbuildable_reason(emitted(compiled, index))
+    """Why this toolchain cannot build the variant faithfully against PTO_ISA_ROOT, or None: the
+    compiler lacks a type it needs, or its C++ uses an instruction pto-isa's CPU simulation does
+    not implement (the target's ``cpu_sim: false`` rules)."""
+    v = emitted(compiled, index)
+    reason = load.unbuildable_reason(v)
+    if reason is not None or not os.environ.get("PTO_ISA_ROOT"):
+        return reason
+    missing = sorted(name for name, rule in compiled.target.vector_instructions.items()
+                     if not rule.cpu_sim and any(f"{name}(" in text for text in v.sources.values()))
+    if missing:
+        return (f"pto-isa's CPU simulation does not implement {', '.join(missing)}, which this kernel uses "
+                "(pass_options: {multiply_add: false} keeps the unfused instructions)")
+    return None
 
 
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:

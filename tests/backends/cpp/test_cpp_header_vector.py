@@ -297,6 +297,8 @@ void row_expand_case(T* d, T* a, T* col, int vr, int vc, Op op) {
     GCol<T> gc(col);
     TLOAD(tc, gc);
     td.SetValidShape(vr, vc);
+    ta.SetValidShape(vr, vc);  // the full operand has dst's valid shape, the per-row one its rows
+    tc.SetValidRow(vr);
     op(td, ta, tc);
     store_full(td, d);
 }
@@ -310,6 +312,7 @@ void col_expand_case(T* d, T* a, T* row, int vr, int vc, Op op) {
     GRow<T> gr(row);
     TLOAD(tr, gr);
     td.SetValidShape(vr, vc);
+    ta.SetValidShape(vr, vc);
     op(td, ta, tr);
     store_full(td, d);
 }

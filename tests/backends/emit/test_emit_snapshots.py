@@ -62,5 +62,7 @@ def test_kernel_reads_like_pto_isa():
     assert "#include <pto/pto-inst.hpp>" in kernel and "using namespace pto;" in kernel
     assert "using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;" in kernel
     assert "TASSIGN(t1, 32);" in kernel
-    assert "TROWMAX(t0, t1, tmp0);" in kernel and "TROWEXPAND(t4, t0);" in kernel
+    assert "TROWMAX(t0, t1, tmp0);" in kernel
+    # exp(x - max) in one instruction, the row max read in place through a one-column view
+    assert "TROWEXPANDEXPDIF(t7, t1, view1, tmp2);" in kernel and "TROWEXPAND(" not in kernel
     assert "set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);" in kernel and "pipe_barrier(PIPE_V);" in kernel

@@ -516,4 +516,4 @@ def _arith(m: Machine, op: Op) -> None:
     dst.data[reg] = _round_to(np.asarray(out), dtype)
 
 
-from . import indexing, layout  # noqa: E402,F401  (the indexing and layout ops' handlers register on SIM)
+from . import fused, indexing, layout  # noqa: E402,F401  (the fused, indexing and layout ops' handlers register on SIM)

@@ -21,8 +21,9 @@
 //              TMINS; TEXP TLOG TSQRT TRSQRT TRECIP TABS TNEG TRELU TNOT; TEXPANDS; TCVT; TCMP TCMPS TSEL;
 //              TPOW TPOWS (PowAlgorithm); TAND TOR
 //   reduce     TROWSUM TROWMAX TROWMIN; TCOLSUM TCOLMAX TCOLMIN
-//   broadcast  TROWEXPAND TCOLEXPAND; TROWEXPAND{ADD,SUB,MUL,DIV,MAX,MIN};
-//              TCOLEXPAND{ADD,SUB,MUL,DIV,MAX,MIN}
+//   broadcast  TROWEXPAND TCOLEXPAND
+//   fused      TROWEXPAND{ADD,SUB,MUL,DIV,MAX,MIN,EXPDIF}; TCOLEXPAND{ADD,SUB,MUL,DIV,MAX,MIN,EXPDIF};
+//              TMULADDDST TFUSEDMULADD
 //   cube       TMATMUL TMATMUL_ACC TMATMUL_BIAS
 //   layout     TTRANS (with its scratch tile), TCONCAT
 //   index      Coalesce, GatherOOB, ScatterAtomicOp, ScatterOOB, ScatterConflict; MGATHER<CMode, Mode>,
@@ -78,6 +79,7 @@
 #include "cpu_subset/ops_vector.hpp"
 #include "cpu_subset/ops_elem.hpp"
 #include "cpu_subset/ops_reduce.hpp"
+#include "cpu_subset/ops_fused.hpp"
 #include "cpu_subset/ops_cube.hpp"
 #include "cpu_subset/ops_layout.hpp"
 #include "cpu_subset/ops_index.hpp"

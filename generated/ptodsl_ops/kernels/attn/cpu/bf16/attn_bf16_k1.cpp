@@ -12,7 +12,6 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
     using TileT19 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT29 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -22,6 +21,7 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -40,8 +40,8 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
             TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_firstGm1(s_first + _g12 * 16 * 64 + _g13 * 64, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_firstGm1, t15);  // online_softmax_attn.pto:10:13
@@ -52,25 +52,28 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
         TileT17 t17(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
         TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
         for (int64_t _k18 = 0; _k18 < (std::min<int64_t>(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
@@ -84,20 +87,19 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
             TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 12800);  // online_softmax_attn.pto:12:20
+            TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:12:20
             TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
             pipe_barrier(PIPE_V);
             TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
         GmView3 mGm3(m + _g16 * 16, GmView3::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
         TSTORE(mGm3, t17);  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g22 = 0; _g22 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
             TileT23 t23(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
@@ -106,35 +108,37 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
             GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
             TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT25 t25(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t25, 4608);  // online_softmax_attn.pto:13:21
-            TROWEXPAND(t25, t17);  // online_softmax_attn.pto:13:21
             TileT26 t26(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t26, 8704);  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t26, 4608);  // online_softmax_attn.pto:13:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t26, t23, t25);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
+            TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:13:21
+            TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:21
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:21
+            TROWEXPANDSUB(t26, t23, tmp1);  // online_softmax_attn.pto:13:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
             GmView5 t2_firstGm5(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView5::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
             TSTORE(t2_firstGm5, t26);  // online_softmax_attn.pto:13:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -154,8 +158,8 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
             TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t30, t29);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
             GmView7 p_firstGm7(p_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
             TSTORE(p_firstGm7, t30);  // online_softmax_attn.pto:13:17
@@ -166,13 +170,13 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -203,9 +207,9 @@ extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ fl
             TileT35 t35(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
             TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp1, 12800);  // online_softmax_attn.pto:14:20
-            TROWSUM(t35, t34, tmp1);  // online_softmax_attn.pto:14:20
+            TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp2, 8704);  // online_softmax_attn.pto:14:20
+            TROWSUM(t35, t34, tmp2);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
         }

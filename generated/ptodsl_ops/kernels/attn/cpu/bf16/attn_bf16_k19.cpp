@@ -12,9 +12,9 @@ extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ f
     using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT402 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT407 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g391 = 0; _g391 < (S + 15) / 16; ++_g391) {  // online_softmax_attn.pto:21:22
@@ -93,14 +93,14 @@ extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ f
             GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT402 t402(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t402, 4608);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t402, t401);  // online_softmax_attn.pto:24:25
             TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t403, 8704);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TDIV(t403, t400, t402);  // online_softmax_attn.pto:24:25
+            TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:24:25
+            TROWEXPAND(tmp0, t401);  // online_softmax_attn.pto:24:25
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+            TROWEXPANDDIV(t403, t400, tmp0);  // online_softmax_attn.pto:24:25
             TileT407 t407(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
             TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     using TileT90 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT98 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT99 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,11 +40,11 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     using TileT116 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT120 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT121 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT122 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -64,8 +63,8 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_u2c0Gm1(s_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView1::Shape(t77.GetValidRow(), t77.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_u2c0Gm1, t77);  // online_softmax_attn.pto:10:13
@@ -76,17 +75,19 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -110,7 +111,7 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
             TROWMAX(t82, t81, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t79, t79, t82);  // online_softmax_attn.pto:17:32
@@ -129,8 +130,8 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t86, t84, t79);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g78 * 16, GmView4::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -143,12 +144,12 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t93, t90);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u2c0Gm5(alpha_u2c0 + _g78 * 16, GmView5::Shape(t93.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u2c0Gm5, t93);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
@@ -158,37 +159,39 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT98 t98(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t98, 5632);  // online_softmax_attn.pto:19:21
-            TROWEXPAND(t98, t86);  // online_softmax_attn.pto:19:21
             TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t99, 9728);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t99, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t99, t96, t98);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
+            TROWEXPANDSUB(t99, t96, tmp1);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView7 t8_u2c0Gm7(t8_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView7::Shape(t99.GetValidRow(), t99.GetValidCol()));  // online_softmax_attn.pto:19:21
             TSTORE(t8_u2c0Gm7, t99);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -210,8 +213,8 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t103, t102);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView9 p_1_u2c0Gm9(p_1_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView9::Shape(t103.GetValidRow(), t103.GetValidCol()));  // online_softmax_attn.pto:19:17
             TSTORE(p_1_u2c0Gm9, t103);  // online_softmax_attn.pto:19:17
@@ -236,9 +239,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t107, t105, t106);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView12 t10_u2c0Gm12(t10_u2c0 + _g100 * 16, GmView12::Shape(t107.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -249,18 +252,19 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -286,9 +290,9 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             TileT112 t112(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
-            TROWSUM(t112, t111, tmp1);  // online_softmax_attn.pto:20:32
+            TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TROWSUM(t112, t111, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t109, t109, t112);  // online_softmax_attn.pto:20:32
         }
@@ -314,11 +318,12 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView15 lGm15(l + _g108 * 16, GmView15::Shape(t116.GetValidRow()));  // online_softmax_attn.pto:20:20
         TSTORE(lGm15, t116);  // online_softmax_attn.pto:20:20
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
@@ -334,30 +339,32 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             GmView17 alpha_u2c0Gm17(alpha_u2c0 + _g108 * 16, GmView17::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t120, alpha_u2c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT121 t121(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t121, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t121, t120);  // online_softmax_attn.pto:21:22
             TileT122 t122(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t122, 8704);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TMUL(t122, t119, t121);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TASSIGN(t122, 4608);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t120);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t122, t119, tmp3);  // online_softmax_attn.pto:21:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView18 t13_u2c0Gm18(t13_u2c0 + _g108 * 16 * D + _g118 * 64, GmView18::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
             TSTORE(t13_u2c0Gm18, t122);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
@@ -377,12 +384,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
             GmView20 t15_u2c0Gm20(t15_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView20::Shape(t126.GetValidRow(), t126.GetValidCol()));  // online_softmax_attn.pto:21:43
             TSTORE(t15_u2c0Gm20, t126);  // online_softmax_attn.pto:21:43
         }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     }
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
     using TileT258 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT261 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT264 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT266 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT267 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT270 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT271 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,10 +40,10 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
     using TileT284 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT287 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT288 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT289 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT290 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT293 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -63,8 +62,8 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_u1c0Gm1(s_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView1::Shape(t245.GetValidRow(), t245.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_u1c0Gm1, t245);  // online_softmax_attn.pto:10:13
@@ -75,17 +74,19 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -109,7 +110,7 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
             TROWMAX(t250, t249, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t247, t247, t250);  // online_softmax_attn.pto:17:32
@@ -128,8 +129,8 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t254, t252, t247);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g246 * 16, GmView4::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -142,12 +143,12 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
         TASSIGN(t261, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t261, t258);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u1c0Gm5(alpha_u1c0 + _g246 * 16, GmView5::Shape(t261.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u1c0Gm5, t261);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g263 = 0; _g263 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
@@ -157,37 +158,39 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT266 t266(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t266, 5632);  // online_softmax_attn.pto:19:21
-            TROWEXPAND(t266, t254);  // online_softmax_attn.pto:19:21
             TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t267, 9728);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t267, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t267, t264, t266);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
+            TROWEXPANDSUB(t267, t264, tmp1);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView7 t8_u1c0Gm7(t8_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView7::Shape(t267.GetValidRow(), t267.GetValidCol()));  // online_softmax_attn.pto:19:21
             TSTORE(t8_u1c0Gm7, t267);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -209,8 +212,8 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t271, t270);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView9 p_1_u1c0Gm9(p_1_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView9::Shape(t271.GetValidRow(), t271.GetValidCol()));  // online_softmax_attn.pto:19:17
             TSTORE(p_1_u1c0Gm9, t271);  // online_softmax_attn.pto:19:17
@@ -235,9 +238,9 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t275, t273, t274);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView12 t10_u1c0Gm12(t10_u1c0 + _g268 * 16, GmView12::Shape(t275.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -248,11 +251,13 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -283,9 +288,9 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             TileT280 t280(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
-            TROWSUM(t280, t279, tmp1);  // online_softmax_attn.pto:20:32
+            TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TROWSUM(t280, t279, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t277, t277, t280);  // online_softmax_attn.pto:20:32
         }
@@ -331,15 +336,15 @@ extern "C" __global__ AICORE void attn_f32_k13(__gm__ float* t0_u1c0, __gm__ flo
             GmView17 alpha_u1c0Gm17(alpha_u1c0 + _g276 * 16, GmView17::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t288, alpha_u1c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT289 t289(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t289, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t289, t288);  // online_softmax_attn.pto:21:22
             TileT290 t290(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t290, 8704);  // online_softmax_attn.pto:21:22
+            TASSIGN(t290, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TMUL(t290, t287, t289);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t288);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t290, t287, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
     using TileT342 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT345 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT350 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT354 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,10 +40,10 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT373 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -63,8 +62,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_lastGm1(s_last + _g326 * 16 * 64 + _g327 * 64, GmView1::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_lastGm1, t329);  // online_softmax_attn.pto:10:13
@@ -75,17 +74,19 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -109,7 +110,7 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
             TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
@@ -128,8 +129,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -142,12 +143,12 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t345, t342);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_lastGm5(alpha_last + _g330 * 16, GmView5::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_lastGm5, t345);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g347 = 0; _g347 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
@@ -157,37 +158,39 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT350 t350(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t350, 5632);  // online_softmax_attn.pto:19:21
-            TROWEXPAND(t350, t338);  // online_softmax_attn.pto:19:21
             TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t351, 9728);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t351, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t351, t348, t350);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
+            TROWEXPANDSUB(t351, t348, tmp1);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView7 t8_lastGm7(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView7::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
             TSTORE(t8_lastGm7, t351);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -209,8 +212,8 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t355, t354);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView9 p_1_lastGm9(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
             TSTORE(p_1_lastGm9, t355);  // online_softmax_attn.pto:19:17
@@ -235,9 +238,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView12 t10_lastGm12(t10_last + _g352 * 16, GmView12::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -248,11 +251,13 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -283,9 +288,9 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             TileT364 t364(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
-            TROWSUM(t364, t363, tmp1);  // online_softmax_attn.pto:20:32
+            TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TROWSUM(t364, t363, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
         }
@@ -331,15 +336,15 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
             GmView17 alpha_lastGm17(alpha_last + _g360 * 16, GmView17::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t372, alpha_lastGm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT373 t373(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t373, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t373, t372);  // online_softmax_attn.pto:21:22
             TileT374 t374(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t374, 8704);  // online_softmax_attn.pto:21:22
+            TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TMUL(t374, t371, t373);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t372);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -12,8 +12,8 @@ extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ fl
     using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT402 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g391 = 0; _g391 < (S + 15) / 16; ++_g391) {  // online_softmax_attn.pto:21:22
@@ -56,8 +56,8 @@ extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ fl
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
@@ -66,11 +66,13 @@ extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ fl
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -92,15 +94,15 @@ extern "C" __global__ AICORE void attn_f32_k19(__gm__ float* t13_last, __gm__ fl
             GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT402 t402(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t402, 4608);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t402, t401);  // online_softmax_attn.pto:24:25
             TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t403, 8704);  // online_softmax_attn.pto:24:25
+            TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TDIV(t403, t400, t402);  // online_softmax_attn.pto:24:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:24:25
+            TROWEXPAND(tmp0, t401);  // online_softmax_attn.pto:24:25
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+            TROWEXPANDDIV(t403, t400, tmp0);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

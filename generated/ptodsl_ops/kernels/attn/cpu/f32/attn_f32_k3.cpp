@@ -8,8 +8,8 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l
 {
     using TileT54 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT56 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT57 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g52 = 0; _g52 < (S + 15) / 16; ++_g52) {  // online_softmax_attn.pto:24:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -28,15 +28,15 @@ extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l
             GmView1 lGm1(l + _g52 * 16, GmView1::Shape(t55.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t55, lGm1);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT56 t56(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t56, 4608);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t56, t55);  // online_softmax_attn.pto:24:25
             TileT57 t57(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t57, 8704);  // online_softmax_attn.pto:24:25
+            TASSIGN(t57, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TDIV(t57, t54, t56);  // online_softmax_attn.pto:24:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
+            TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:24:25
+            TROWEXPAND(tmp0, t55);  // online_softmax_attn.pto:24:25
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
+            TROWEXPANDDIV(t57, t54, tmp0);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
     using TileT174 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT182 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT183 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT186 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,10 +40,10 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
     using TileT200 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT205 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT206 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -63,8 +62,8 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_u2c1Gm1(s_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView1::Shape(t161.GetValidRow(), t161.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_u2c1Gm1, t161);  // online_softmax_attn.pto:10:13
@@ -75,17 +74,19 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -109,7 +110,7 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 13824);  // online_softmax_attn.pto:17:32
+            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
             TROWMAX(t166, t165, tmp0);  // online_softmax_attn.pto:17:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // online_softmax_attn.pto:17:32
@@ -128,8 +129,8 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t170, t168, t163);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g162 * 16, GmView4::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
@@ -142,12 +143,12 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
         TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t177, t174);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
         GmView5 alpha_u2c1Gm5(alpha_u2c1 + _g162 * 16, GmView5::Shape(t177.GetValidRow()));  // online_softmax_attn.pto:18:21
         TSTORE(alpha_u2c1Gm5, t177);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
@@ -157,37 +158,39 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT182 t182(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t182, 5632);  // online_softmax_attn.pto:19:21
-            TROWEXPAND(t182, t170);  // online_softmax_attn.pto:19:21
             TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t183, 9728);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t183, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t183, t180, t182);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
+            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
+            TROWEXPAND(tmp1, t170);  // online_softmax_attn.pto:19:21
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
+            TROWEXPANDSUB(t183, t180, tmp1);  // online_softmax_attn.pto:19:21
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView7 t8_u2c1Gm7(t8_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView7::Shape(t183.GetValidRow(), t183.GetValidCol()));  // online_softmax_attn.pto:19:21
             TSTORE(t8_u2c1Gm7, t183);  // online_softmax_attn.pto:19:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -209,8 +212,8 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t187, t186);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView9 p_1_u2c1Gm9(p_1_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView9::Shape(t187.GetValidRow(), t187.GetValidCol()));  // online_softmax_attn.pto:19:17
             TSTORE(p_1_u2c1Gm9, t187);  // online_softmax_attn.pto:19:17
@@ -235,9 +238,9 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t191, t189, t190);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView12 t10_u2c1Gm12(t10_u2c1 + _g184 * 16, GmView12::Shape(t191.GetValidRow()));  // online_softmax_attn.pto:20:20
@@ -248,11 +251,13 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -283,9 +288,9 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             TileT196 t196(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp1, 13824);  // online_softmax_attn.pto:20:32
-            TROWSUM(t196, t195, tmp1);  // online_softmax_attn.pto:20:32
+            TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
+            TROWSUM(t196, t195, tmp2);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // online_softmax_attn.pto:20:32
         }
@@ -331,15 +336,15 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
             GmView17 alpha_u2c1Gm17(alpha_u2c1 + _g192 * 16, GmView17::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t204, alpha_u2c1Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT205 t205(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t205, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t205, t204);  // online_softmax_attn.pto:21:22
             TileT206 t206(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t206, 8704);  // online_softmax_attn.pto:21:22
+            TASSIGN(t206, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TMUL(t206, t203, t205);  // online_softmax_attn.pto:21:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
+            TROWEXPAND(tmp3, t204);  // online_softmax_attn.pto:21:22
+            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
+            TROWEXPANDMUL(t206, t203, tmp3);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -10,7 +10,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
     using TileT19 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT23 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT29 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,16 +19,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
     using TileT38 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g16 = 0; _g16 < (S + 63) / 64; ++_g16) {  // flash_attn.pto:13:20
         pipe_barrier(PIPE_V);
         TileT17 t17(std::min<int64_t>(S - _g16 * 64, 64));  // flash_attn.pto:13:20
         TASSIGN(t17, 0);  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // flash_attn.pto:13:20
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         for (int64_t _k18 = 0; _k18 < (std::min<int64_t>(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
@@ -43,7 +44,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
             TASSIGN(t20, 18432);  // flash_attn.pto:13:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // flash_attn.pto:13:20
-            TASSIGN(tmp0, 51200);  // flash_attn.pto:13:20
+            TASSIGN(tmp0, 34816);  // flash_attn.pto:13:20
             TROWMAX(t20, t19, tmp0);  // flash_attn.pto:13:20
             pipe_barrier(PIPE_V);
             TMAX(t17, t17, t20);  // flash_attn.pto:13:20
@@ -54,9 +55,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
         GmView1 mGm1(m + _g16 * 64, GmView1::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
         TSTORE(mGm1, t17);  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g22 = 0; _g22 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
             TileT23 t23(std::min<int64_t>(S - _g16 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
@@ -65,42 +65,44 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
             GmView2 s_firstGm2(s_first + _g16 * 64 * 64 + _g22 * 64, GmView2::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
             TLOAD(t23, s_firstGm2);  // flash_attn.pto:14:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT25 t25(std::min<int64_t>(S - _g16 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t25, 18432);  // flash_attn.pto:14:21
-            TROWEXPAND(t25, t17);  // flash_attn.pto:14:21
             TileT26 t26(std::min<int64_t>(S - _g16 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
-            TASSIGN(t26, 34816);  // flash_attn.pto:14:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t26, 18432);  // flash_attn.pto:14:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t26, t23, t25);  // flash_attn.pto:14:21
+            TileTmp1 tmp1(std::min<int64_t>(S - _g16 * 64, 64));  // flash_attn.pto:14:21
+            TASSIGN(tmp1, 34816);  // flash_attn.pto:14:21
+            TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:21
+            pipe_barrier(PIPE_V);  // flash_attn.pto:14:21
+            TROWEXPANDSUB(t26, t23, tmp1);  // flash_attn.pto:14:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
             GmView3 t2_firstGm3(t2_first + _g16 * 64 * 64 + _g22 * 64, GmView3::Shape(t26.GetValidRow(), t26.GetValidCol()));  // flash_attn.pto:14:21
             TSTORE(t2_firstGm3, t26);  // flash_attn.pto:14:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g27 = 0; _g27 < (S + 63) / 64; ++_g27) {  // flash_attn.pto:14:17
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g28 = 0; _g28 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g28) {  // flash_attn.pto:14:17
             TileT29 t29(std::min<int64_t>(S - _g27 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
@@ -119,21 +121,21 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
             GmView5 p_firstGm5(p_first + _g27 * 64 * 64 + _g28 * 64, GmView5::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
             TSTORE(p_firstGm5, t30);  // flash_attn.pto:14:17
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -162,9 +164,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
             TileT35 t35(std::min<int64_t>(S - _g31 * 64, 64));  // flash_attn.pto:15:20
             TASSIGN(t35, 18432);  // flash_attn.pto:15:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp1;  // flash_attn.pto:15:20
-            TASSIGN(tmp1, 51200);  // flash_attn.pto:15:20
-            TROWSUM(t35, t34, tmp1);  // flash_attn.pto:15:20
+            TileTmp0 tmp2;  // flash_attn.pto:15:20
+            TASSIGN(tmp2, 34816);  // flash_attn.pto:15:20
+            TROWSUM(t35, t34, tmp2);  // flash_attn.pto:15:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // flash_attn.pto:15:20
         }

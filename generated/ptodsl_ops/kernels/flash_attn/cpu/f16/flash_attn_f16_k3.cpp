@@ -8,9 +8,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ fl
 {
     using TileT54 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT56 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT57 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT61 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g52 = 0; _g52 < (S + 63) / 64; ++_g52) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -31,14 +31,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ fl
             GmView1 lGm1(l + _g52 * 64, GmView1::Shape(t55.GetValidRow()));  // flash_attn.pto:25:25
             TLOAD(t55, lGm1);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT56 t56(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t56, 18432);  // flash_attn.pto:25:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t56, t55);  // flash_attn.pto:25:25
             TileT57 t57(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t57, 34816);  // flash_attn.pto:25:25
-            pipe_barrier(PIPE_V);
-            TDIV(t57, t54, t56);  // flash_attn.pto:25:25
+            TASSIGN(t57, 18432);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(S - _g52 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(tmp0, 34816);  // flash_attn.pto:25:25
+            TROWEXPAND(tmp0, t55);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+            TROWEXPANDDIV(t57, t54, tmp0);  // flash_attn.pto:25:25
             TileT61 t61(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:20
             TASSIGN(t61, 0);  // flash_attn.pto:25:20
             pipe_barrier(PIPE_V);

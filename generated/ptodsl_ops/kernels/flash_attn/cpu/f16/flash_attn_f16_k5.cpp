@@ -25,7 +25,6 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
     using TileT90 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT93 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT98 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT99 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -39,13 +38,13 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
     using TileT116 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT119 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT120 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT121 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT122 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT125 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT126 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -69,7 +68,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TASSIGN(t82, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 55296);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 38912);  // flash_attn.pto:18:32
             TROWMAX(t82, t81, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t79, t79, t82);  // flash_attn.pto:18:32
@@ -107,7 +106,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
         GmView3 alphaGm3(alpha + _g78 * 64, GmView3::Shape(t93.GetValidRow()));  // flash_attn.pto:19:21
         TSTORE(alphaGm3, t93);  // flash_attn.pto:19:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
@@ -117,45 +116,47 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             GmView4 sGm4(s + _g78 * 64 * 64 + _g95 * 64, GmView4::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t96, sGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT98 t98(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-            TASSIGN(t98, 22528);  // flash_attn.pto:20:21
-            TROWEXPAND(t98, t86);  // flash_attn.pto:20:21
             TileT99 t99(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
-            TASSIGN(t99, 38912);  // flash_attn.pto:20:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t99, 22528);  // flash_attn.pto:20:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t99, t96, t98);  // flash_attn.pto:20:21
+            TileTmp1 tmp1(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:20:21
+            TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
+            TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:21
+            pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
+            TROWEXPANDSUB(t99, t96, tmp1);  // flash_attn.pto:20:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView5 t8Gm5(t8 + _g78 * 64 * 64 + _g95 * 64, GmView5::Shape(t99.GetValidRow(), t99.GetValidCol()));  // flash_attn.pto:20:21
             TSTORE(t8Gm5, t99);  // flash_attn.pto:20:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g100 = 0; _g100 < (S + 63) / 64; ++_g100) {  // flash_attn.pto:20:17
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g101 = 0; _g101 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
@@ -177,7 +178,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         TileT105 t105(std::min<int64_t>(S - _g100 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t105, 0);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -204,22 +205,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         TSTORE(t10Gm10, t107);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -245,9 +247,9 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TileT112 t112(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t112, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // flash_attn.pto:21:32
-            TASSIGN(tmp1, 55296);  // flash_attn.pto:21:32
-            TROWSUM(t112, t111, tmp1);  // flash_attn.pto:21:32
+            TileTmp0 tmp2;  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 38912);  // flash_attn.pto:21:32
+            TROWSUM(t112, t111, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t109, t109, t112);  // flash_attn.pto:21:32
         }
@@ -267,17 +269,18 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         TADD(t116, t114, t109);  // flash_attn.pto:21:20
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView13 lGm13(l + _g108 * 64, GmView13::Shape(t116.GetValidRow()));  // flash_attn.pto:21:20
         TSTORE(lGm13, t116);  // flash_attn.pto:21:20
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
@@ -293,30 +296,32 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             GmView15 alphaGm15(alpha + _g108 * 64, GmView15::Shape(t120.GetValidRow()));  // flash_attn.pto:22:22
             TLOAD(t120, alphaGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT121 t121(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t121, 18432);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TROWEXPAND(t121, t120);  // flash_attn.pto:22:22
             TileT122 t122(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(D - _g118 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t122, 34816);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMUL(t122, t119, t121);  // flash_attn.pto:22:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TASSIGN(t122, 18432);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t120);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t122, t119, tmp3);  // flash_attn.pto:22:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView16 t13Gm16(t13 + _g108 * 64 * D + _g118 * 64, GmView16::Shape(t122.GetValidRow(), t122.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
             TSTORE(t13Gm16, t122);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
@@ -330,18 +335,20 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
             TASSIGN(t126, 16384);  // flash_attn.pto:22:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
             GmView18 t15Gm18(t15 + _g108 * 64 * 64 + _g124 * 64, GmView18::Shape(t126.GetValidRow(), t126.GetValidCol()));  // flash_attn.pto:22:43
             TSTORE(t15Gm18, t126);  // flash_attn.pto:22:43
         }
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -8,8 +8,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ f
 {
     using TileT232 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT233 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT234 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT235 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -28,15 +28,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ f
             GmView1 lGm1(l + _g230 * 64, GmView1::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
             TLOAD(t233, lGm1);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT234 t234(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t234, 18432);  // flash_attn.pto:25:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t234, t233);  // flash_attn.pto:25:25
             TileT235 t235(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
-            TASSIGN(t235, 34816);  // flash_attn.pto:25:25
+            TASSIGN(t235, 18432);  // flash_attn.pto:25:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TDIV(t235, t232, t234);  // flash_attn.pto:25:25
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(S - _g230 * 64, 64));  // flash_attn.pto:25:25
+            TASSIGN(tmp0, 34816);  // flash_attn.pto:25:25
+            TROWEXPAND(tmp0, t233);  // flash_attn.pto:25:25
+            pipe_barrier(PIPE_V);  // flash_attn.pto:25:25
+            TROWEXPANDDIV(t235, t232, tmp0);  // flash_attn.pto:25:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -25,7 +25,6 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
     using TileT174 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT177 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT182 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT183 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT186 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -39,12 +38,12 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
     using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT205 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -68,7 +67,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             TASSIGN(t166, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
-            TASSIGN(tmp0, 55296);  // flash_attn.pto:18:32
+            TASSIGN(tmp0, 38912);  // flash_attn.pto:18:32
             TROWMAX(t166, t165, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // flash_attn.pto:18:32
@@ -106,7 +105,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
         GmView3 alpha_lastGm3(alpha_last + _g162 * 64, GmView3::Shape(t177.GetValidRow()));  // flash_attn.pto:19:21
         TSTORE(alpha_lastGm3, t177);  // flash_attn.pto:19:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
@@ -116,45 +115,47 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             GmView4 s_lastGm4(s_last + _g162 * 64 * 64 + _g179 * 64, GmView4::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t180, s_lastGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT182 t182(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-            TASSIGN(t182, 22528);  // flash_attn.pto:20:21
-            TROWEXPAND(t182, t170);  // flash_attn.pto:20:21
             TileT183 t183(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
-            TASSIGN(t183, 38912);  // flash_attn.pto:20:21
-            pipe_barrier(PIPE_V);
+            TASSIGN(t183, 22528);  // flash_attn.pto:20:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t183, t180, t182);  // flash_attn.pto:20:21
+            TileTmp1 tmp1(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:20:21
+            TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
+            TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:21
+            pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
+            TROWEXPANDSUB(t183, t180, tmp1);  // flash_attn.pto:20:21
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView5 t8_lastGm5(t8_last + _g162 * 64 * 64 + _g179 * 64, GmView5::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:21
             TSTORE(t8_lastGm5, t183);  // flash_attn.pto:20:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g184 = 0; _g184 < (S + 63) / 64; ++_g184) {  // flash_attn.pto:20:17
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
@@ -176,7 +177,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         TileT189 t189(std::min<int64_t>(S - _g184 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t189, 0);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -203,17 +204,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         TSTORE(t10_lastGm10, t191);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -242,9 +245,9 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             TileT196 t196(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t196, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // flash_attn.pto:21:32
-            TASSIGN(tmp1, 55296);  // flash_attn.pto:21:32
-            TROWSUM(t196, t195, tmp1);  // flash_attn.pto:21:32
+            TileTmp0 tmp2;  // flash_attn.pto:21:32
+            TASSIGN(tmp2, 38912);  // flash_attn.pto:21:32
+            TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // flash_attn.pto:21:32
         }
@@ -290,15 +293,15 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
             GmView15 alpha_lastGm15(alpha_last + _g192 * 64, GmView15::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
             TLOAD(t204, alpha_lastGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT205 t205(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t205, 18432);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t205, t204);  // flash_attn.pto:22:22
             TileT206 t206(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t206, 34816);  // flash_attn.pto:22:22
+            TASSIGN(t206, 18432);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMUL(t206, t203, t205);  // flash_attn.pto:22:22
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileTmp1 tmp3(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
+            TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
+            TROWEXPAND(tmp3, t204);  // flash_attn.pto:22:22
+            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
+            TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

@@ -8,7 +8,6 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
 {
     using TileT15 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
@@ -34,14 +33,10 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
             GmView1 t2Gm1(t2 + _g12 * 16 * N + _g13 * 64, GmView1::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
             TLOAD(t14, t2Gm1);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT16 t16(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t16, 4352);  // matmul_bias_relu.pto:4:17
-            TCOLEXPAND(t16, t15);  // matmul_bias_relu.pto:4:17
             TileT17 t17(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t17, 8448);  // matmul_bias_relu.pto:4:17
-            pipe_barrier(PIPE_V);
+            TASSIGN(t17, 4352);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TADD(t17, t14, t16);  // matmul_bias_relu.pto:4:17
+            TCOLEXPANDADD(t17, t14, t15);  // matmul_bias_relu.pto:4:17
             TileT21 t21(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
             TASSIGN(t21, 256);  // matmul_bias_relu.pto:4:12
             pipe_barrier(PIPE_V);

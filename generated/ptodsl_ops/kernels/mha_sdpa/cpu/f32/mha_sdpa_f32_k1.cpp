@@ -12,7 +12,6 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
     using TileT25 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT31 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT33 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT34 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT40 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,10 +19,10 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
     using TileT46 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT52 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT54 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g14 = 0; _g14 < B; ++_g14) {  // mha_sdpa.pto:5:9
         for (int64_t _g15 = 0; _g15 < H; ++_g15) {  // mha_sdpa.pto:5:9
@@ -44,9 +43,9 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TMULS(t19, t18, scale);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                     GmView1 sGm1(s + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L + _g17 * 128, GmView1::Shape(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(L - _g17 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
                     TSTORE(sGm1, t19);  // mha_sdpa.pto:5:9
@@ -58,22 +57,26 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g20 = 0; _g20 < B; ++_g20) {  // mha_sdpa.pto:6:17
         for (int64_t _g21 = 0; _g21 < H; ++_g21) {  // mha_sdpa.pto:6:17
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g22 = 0; _g22 < (S + 15) / 16; ++_g22) {  // mha_sdpa.pto:6:17
                 pipe_barrier(PIPE_V);
                 TileT23 t23(std::min<int64_t>(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
                 TASSIGN(t23, 0);  // mha_sdpa.pto:6:17
                 TEXPANDS(t23, -std::numeric_limits<float>::infinity());  // mha_sdpa.pto:6:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -90,7 +93,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     TASSIGN(t26, 8704);  // mha_sdpa.pto:6:17
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileTmp0 tmp0;  // mha_sdpa.pto:6:17
-                    TASSIGN(tmp0, 25088);  // mha_sdpa.pto:6:17
+                    TASSIGN(tmp0, 16896);  // mha_sdpa.pto:6:17
                     TROWMAX(t26, t25, tmp0);  // mha_sdpa.pto:6:17
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -100,7 +103,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g30 = 0; _g30 < (L + 127) / 128; ++_g30) {  // mha_sdpa.pto:6:13
                     pipe_barrier(PIPE_V);
@@ -111,39 +114,43 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     GmView3 sGm3(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView3::Shape(std::min<int64_t>(S - _g22 * 16, 16), std::min<int64_t>(L - _g30 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
                     TLOAD(t31, sGm3);  // mha_sdpa.pto:6:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT33 t33(std::min<int64_t>(S - _g22 * 16, 16), std::min<int64_t>(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t33, 8704);  // mha_sdpa.pto:6:13
-                    TROWEXPAND(t33, t23);  // mha_sdpa.pto:6:13
                     TileT34 t34(std::min<int64_t>(S - _g22 * 16, 16), std::min<int64_t>(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t34, 16896);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    pipe_barrier(PIPE_V);
+                    TASSIGN(t34, 8704);  // mha_sdpa.pto:6:13
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TSUB(t34, t31, t33);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    TileTmp1 tmp1(std::min<int64_t>(S - _g22 * 16, 16));  // mha_sdpa.pto:6:13
+                    TASSIGN(tmp1, 16896);  // mha_sdpa.pto:6:13
+                    TROWEXPAND(tmp1, t23);  // mha_sdpa.pto:6:13
+                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
+                    TROWEXPANDSUB(t34, t31, tmp1);  // mha_sdpa.pto:6:13
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
                     GmView4 t1Gm4(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView4::Shape(std::min<int64_t>(S - _g22 * 16, 16), std::min<int64_t>(L - _g30 * 128, 128)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
                     TSTORE(t1Gm4, t34);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g35 = 0; _g35 < B; ++_g35) {  // mha_sdpa.pto:6:9
@@ -165,9 +172,9 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TEXP(t40, t39);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
                     GmView6 eGm6(e + _g35 * (L * S * H) + _g36 * (L * S) + _g37 * 16 * L + _g38 * 128, GmView6::Shape(std::min<int64_t>(S - _g37 * 16, 16), std::min<int64_t>(L - _g38 * 128, 128)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
                     TSTORE(eGm6, t40);  // mha_sdpa.pto:6:9
@@ -179,22 +186,26 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g41 = 0; _g41 < B; ++_g41) {  // mha_sdpa.pto:7:13
         for (int64_t _g42 = 0; _g42 < H; ++_g42) {  // mha_sdpa.pto:7:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g43 = 0; _g43 < (S + 15) / 16; ++_g43) {  // mha_sdpa.pto:7:13
                 pipe_barrier(PIPE_V);
                 TileT44 t44(std::min<int64_t>(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
                 TASSIGN(t44, 0);  // mha_sdpa.pto:7:13
                 TEXPANDS(t44, 0.0f);  // mha_sdpa.pto:7:13
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -210,9 +221,9 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     TileT47 t47(std::min<int64_t>(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
                     TASSIGN(t47, 8704);  // mha_sdpa.pto:7:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp0 tmp1;  // mha_sdpa.pto:7:13
-                    TASSIGN(tmp1, 25088);  // mha_sdpa.pto:7:13
-                    TROWSUM(t47, t46, tmp1);  // mha_sdpa.pto:7:13
+                    TileTmp0 tmp2;  // mha_sdpa.pto:7:13
+                    TASSIGN(tmp2, 16896);  // mha_sdpa.pto:7:13
+                    TROWSUM(t47, t46, tmp2);  // mha_sdpa.pto:7:13
                     pipe_barrier(PIPE_V);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                     TADD(t44, t44, t47);  // mha_sdpa.pto:7:13
@@ -221,7 +232,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                 for (int64_t _g51 = 0; _g51 < (L + 127) / 128; ++_g51) {  // mha_sdpa.pto:7:9
                     pipe_barrier(PIPE_V);
@@ -232,27 +243,29 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                     GmView8 eGm8(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView8::Shape(std::min<int64_t>(S - _g43 * 16, 16), std::min<int64_t>(L - _g51 * 128, 128)), GmView8::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
                     TLOAD(t52, eGm8);  // mha_sdpa.pto:7:9
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT54 t54(std::min<int64_t>(S - _g43 * 16, 16), std::min<int64_t>(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t54, 8704);  // mha_sdpa.pto:7:9
-                    TROWEXPAND(t54, t44);  // mha_sdpa.pto:7:9
                     TileT55 t55(std::min<int64_t>(S - _g43 * 16, 16), std::min<int64_t>(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t55, 16896);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    pipe_barrier(PIPE_V);
+                    TASSIGN(t55, 8704);  // mha_sdpa.pto:7:9
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TDIV(t55, t52, t54);  // mha_sdpa.pto:7:9
+                    TileTmp1 tmp3(std::min<int64_t>(S - _g43 * 16, 16));  // mha_sdpa.pto:7:9
+                    TASSIGN(tmp3, 16896);  // mha_sdpa.pto:7:9
+                    TROWEXPAND(tmp3, t44);  // mha_sdpa.pto:7:9
+                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
+                    TROWEXPANDDIV(t55, t52, tmp3);  // mha_sdpa.pto:7:9
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
                     GmView9 pGm9(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView9::Shape(std::min<int64_t>(S - _g43 * 16, 16), std::min<int64_t>(L - _g51 * 128, 128)), GmView9::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
                     TSTORE(pGm9, t55);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
     }

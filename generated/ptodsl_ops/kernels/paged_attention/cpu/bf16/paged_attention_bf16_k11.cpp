@@ -16,7 +16,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     using TileT168 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT170 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT173 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT175 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT176 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT179 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT180 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,6 +40,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     using TileT210 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT211 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g154 = 0; _g154 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
         TileT155 t155(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
@@ -82,19 +82,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t161, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_u2c1Gm5(sij_scale_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView5::Shape(t161.GetValidRow(), t161.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_u2c1Gm5, t161);  // paged_attention.pto:44:37
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -116,7 +118,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t166, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7680);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
             TROWMAX(t166, t165, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // paged_attention.pto:45:37
@@ -135,8 +137,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t170, t168, t163);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView8 max_new_u2c1Gm8(max_new_u2c1 + _g162 * 16, GmView8::Shape(t170.GetValidRow()));  // paged_attention.pto:52:39
@@ -149,30 +151,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             GmView9 sij_scale_u2c1Gm9(sij_scale_u2c1 + _g162 * 16 * 32 + _g172 * 32, GmView9::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t173, sij_scale_u2c1Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT175 t175(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t175, 3584);  // paged_attention.pto:53:45
-            TROWEXPAND(t175, t170);  // paged_attention.pto:53:45
             TileT176 t176(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t176, 5632);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);
+            TASSIGN(t176, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t176, t173, t175);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:45
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
+            TROWEXPANDSUB(t176, t173, tmp1);  // paged_attention.pto:53:45
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView10 t8_u2c1Gm10(t8_u2c1 + _g162 * 16 * 32 + _g172 * 32, GmView10::Shape(t176.GetValidRow(), t176.GetValidCol()));  // paged_attention.pto:53:45
             TSTORE(t8_u2c1Gm10, t176);  // paged_attention.pto:53:45
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g177 = 0; _g177 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g177) {  // paged_attention.pto:53:41
@@ -187,15 +191,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TASSIGN(t180, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t180, t179);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView12 tilda_pij_1_u2c1Gm12(tilda_pij_1_u2c1 + _g177 * 16 * 32 + _g178 * 32, GmView12::Shape(t180.GetValidRow(), t180.GetValidCol()));  // paged_attention.pto:53:41
             TSTORE(tilda_pij_1_u2c1Gm12, t180);  // paged_attention.pto:53:41
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -221,15 +225,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
             TileT185 t185(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t185, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // paged_attention.pto:54:41
-            TASSIGN(tmp1, 7680);  // paged_attention.pto:54:41
-            TROWSUM(t185, t184, tmp1);  // paged_attention.pto:54:41
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TROWSUM(t185, t184, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t182, t182, t185);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
         GmView14 sum_local_u2c1Gm14(sum_local_u2c1 + _g181 * 16, GmView14::Shape(t182.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u2c1Gm14, t182);  // paged_attention.pto:54:41
@@ -256,8 +260,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         TASSIGN(t192, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t192, t189);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
         GmView17 update_mul_u2c1Gm17(update_mul_u2c1 + _g181 * 16, GmView17::Shape(t192.GetValidRow()));  // paged_attention.pto:55:42
         TSTORE(update_mul_u2c1Gm17, t192);  // paged_attention.pto:55:42
@@ -299,8 +303,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         TASSIGN(t198, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t198, t196, t197);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView22 t11_u2c1Gm22(t11_u2c1 + _g193 * 16, GmView22::Shape(t198.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(t11_u2c1Gm22, t198);  // paged_attention.pto:57:45
@@ -310,7 +314,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

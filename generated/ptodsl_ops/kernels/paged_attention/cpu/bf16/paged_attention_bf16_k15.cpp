@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     using TileT251 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT253 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT256 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT258 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT259 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT262 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT263 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -52,6 +51,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     using TileT293 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT294 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g237 = 0; _g237 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
         TileT238 t238(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
@@ -93,19 +93,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t244, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t244, t243, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_u1c0Gm5(sij_scale_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView5::Shape(t244.GetValidRow(), t244.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_u1c0Gm5, t244);  // paged_attention.pto:44:37
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -127,7 +129,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t249, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7680);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
             TROWMAX(t249, t248, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t246, t246, t249);  // paged_attention.pto:45:37
@@ -146,8 +148,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t253, t251, t246);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView8 max_new_u1c0Gm8(max_new_u1c0 + _g245 * 16, GmView8::Shape(t253.GetValidRow()));  // paged_attention.pto:52:39
@@ -160,30 +162,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             GmView9 sij_scale_u1c0Gm9(sij_scale_u1c0 + _g245 * 16 * 32 + _g255 * 32, GmView9::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t256, sij_scale_u1c0Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT258 t258(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t258, 3584);  // paged_attention.pto:53:45
-            TROWEXPAND(t258, t253);  // paged_attention.pto:53:45
             TileT259 t259(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t259, 5632);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);
+            TASSIGN(t259, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t259, t256, t258);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TROWEXPAND(tmp1, t253);  // paged_attention.pto:53:45
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
+            TROWEXPANDSUB(t259, t256, tmp1);  // paged_attention.pto:53:45
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView10 t8_u1c0Gm10(t8_u1c0 + _g245 * 16 * 32 + _g255 * 32, GmView10::Shape(t259.GetValidRow(), t259.GetValidCol()));  // paged_attention.pto:53:45
             TSTORE(t8_u1c0Gm10, t259);  // paged_attention.pto:53:45
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g260 = 0; _g260 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g260) {  // paged_attention.pto:53:41
@@ -198,15 +202,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TASSIGN(t263, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t263, t262);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView12 tilda_pij_1_u1c0Gm12(tilda_pij_1_u1c0 + _g260 * 16 * 32 + _g261 * 32, GmView12::Shape(t263.GetValidRow(), t263.GetValidCol()));  // paged_attention.pto:53:41
             TSTORE(tilda_pij_1_u1c0Gm12, t263);  // paged_attention.pto:53:41
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -232,15 +236,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
             TileT268 t268(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t268, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // paged_attention.pto:54:41
-            TASSIGN(tmp1, 7680);  // paged_attention.pto:54:41
-            TROWSUM(t268, t267, tmp1);  // paged_attention.pto:54:41
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TROWSUM(t268, t267, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t265, t265, t268);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
         GmView14 sum_local_u1c0Gm14(sum_local_u1c0 + _g264 * 16, GmView14::Shape(t265.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u1c0Gm14, t265);  // paged_attention.pto:54:41
@@ -267,8 +271,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         TASSIGN(t275, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t275, t272);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
         GmView17 update_mul_u1c0Gm17(update_mul_u1c0 + _g264 * 16, GmView17::Shape(t275.GetValidRow()));  // paged_attention.pto:55:42
         TSTORE(update_mul_u1c0Gm17, t275);  // paged_attention.pto:55:42
@@ -310,8 +314,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         TASSIGN(t281, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t281, t279, t280);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView22 t11_u1c0Gm22(t11_u1c0 + _g276 * 16, GmView22::Shape(t281.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(t11_u1c0Gm22, t281);  // paged_attention.pto:57:45
@@ -321,7 +325,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT339 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT341 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT342 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT345 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT346 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -52,6 +51,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     using TileT376 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT377 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g320 = 0; _g320 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
         TileT321 t321(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
@@ -93,19 +93,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t327, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t327, t326, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_lastGm5(sij_scale_last + _g324 * 16 * 32 + _g325 * 32, GmView5::Shape(t327.GetValidRow(), t327.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_lastGm5, t327);  // paged_attention.pto:44:37
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -127,7 +129,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t332, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7680);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
             TROWMAX(t332, t331, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t329, t329, t332);  // paged_attention.pto:45:37
@@ -146,8 +148,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t336, t334, t329);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView8 max_new_lastGm8(max_new_last + _g328 * 16, GmView8::Shape(t336.GetValidRow()));  // paged_attention.pto:52:39
@@ -160,30 +162,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             GmView9 sij_scale_lastGm9(sij_scale_last + _g328 * 16 * 32 + _g338 * 32, GmView9::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t339, sij_scale_lastGm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT341 t341(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t341, 3584);  // paged_attention.pto:53:45
-            TROWEXPAND(t341, t336);  // paged_attention.pto:53:45
             TileT342 t342(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t342, 5632);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);
+            TASSIGN(t342, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t342, t339, t341);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TROWEXPAND(tmp1, t336);  // paged_attention.pto:53:45
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
+            TROWEXPANDSUB(t342, t339, tmp1);  // paged_attention.pto:53:45
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView10 t8_lastGm10(t8_last + _g328 * 16 * 32 + _g338 * 32, GmView10::Shape(t342.GetValidRow(), t342.GetValidCol()));  // paged_attention.pto:53:45
             TSTORE(t8_lastGm10, t342);  // paged_attention.pto:53:45
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g343 = 0; _g343 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g343) {  // paged_attention.pto:53:41
@@ -198,15 +202,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TASSIGN(t346, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t346, t345);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView12 tilda_pij_1_lastGm12(tilda_pij_1_last + _g343 * 16 * 32 + _g344 * 32, GmView12::Shape(t346.GetValidRow(), t346.GetValidCol()));  // paged_attention.pto:53:41
             TSTORE(tilda_pij_1_lastGm12, t346);  // paged_attention.pto:53:41
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -232,15 +236,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
             TileT351 t351(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t351, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // paged_attention.pto:54:41
-            TASSIGN(tmp1, 7680);  // paged_attention.pto:54:41
-            TROWSUM(t351, t350, tmp1);  // paged_attention.pto:54:41
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TROWSUM(t351, t350, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t348, t348, t351);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
         GmView14 sum_local_lastGm14(sum_local_last + _g347 * 16, GmView14::Shape(t348.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_lastGm14, t348);  // paged_attention.pto:54:41
@@ -267,8 +271,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         TASSIGN(t358, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t358, t355);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
         GmView17 update_mul_lastGm17(update_mul_last + _g347 * 16, GmView17::Shape(t358.GetValidRow()));  // paged_attention.pto:55:42
         TSTORE(update_mul_lastGm17, t358);  // paged_attention.pto:55:42
@@ -310,8 +314,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         TASSIGN(t364, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t364, t362, t363);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView22 t11_lastGm22(t11_last + _g359 * 16, GmView22::Shape(t364.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(t11_lastGm22, t364);  // paged_attention.pto:57:45
@@ -321,7 +325,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

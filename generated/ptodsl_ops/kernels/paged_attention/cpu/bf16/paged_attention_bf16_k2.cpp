@@ -14,7 +14,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     using TileT21 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT25 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT28 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT31 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -25,6 +24,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     using TileT42 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g10 = 0; _g10 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
         TileT11 t11(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) - _g10 * 16, 16));  // paged_attention.pto:41:25
@@ -66,19 +66,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
             TASSIGN(t17, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_firstGm5(sij_scale_first + _g14 * 16 * 32 + _g15 * 32, GmView5::Shape(t17.GetValidRow(), t17.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_firstGm5, t17);  // paged_attention.pto:44:37
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -100,14 +102,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
             TASSIGN(t22, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 4608);  // paged_attention.pto:45:37
             TROWMAX(t22, t21, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t19, t19, t22);  // paged_attention.pto:45:37
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:45:37
         GmView7 tilda_mij_firstGm7(tilda_mij_first + _g18 * 16, GmView7::Shape(t19.GetValidRow()));  // paged_attention.pto:45:37
         TSTORE(tilda_mij_firstGm7, t19);  // paged_attention.pto:45:37
@@ -120,30 +122,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
             GmView8 sij_scale_firstGm8(sij_scale_first + _g18 * 16 * 32 + _g24 * 32, GmView8::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
             TLOAD(t25, sij_scale_firstGm8);  // paged_attention.pto:47:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT27 t27(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
-            TASSIGN(t27, 2560);  // paged_attention.pto:47:45
-            TROWEXPAND(t27, t19);  // paged_attention.pto:47:45
             TileT28 t28(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
-            TASSIGN(t28, 4608);  // paged_attention.pto:47:45
-            pipe_barrier(PIPE_V);
+            TASSIGN(t28, 2560);  // paged_attention.pto:47:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t28, t25, t27);  // paged_attention.pto:47:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:47:45
+            TASSIGN(tmp1, 4608);  // paged_attention.pto:47:45
+            TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:45
+            pipe_barrier(PIPE_V);  // paged_attention.pto:47:45
+            TROWEXPANDSUB(t28, t25, tmp1);  // paged_attention.pto:47:45
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
             GmView9 t4_firstGm9(t4_first + _g18 * 16 * 32 + _g24 * 32, GmView9::Shape(t28.GetValidRow(), t28.GetValidCol()));  // paged_attention.pto:47:45
             TSTORE(t4_firstGm9, t28);  // paged_attention.pto:47:45
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g29 = 0; _g29 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g29) {  // paged_attention.pto:47:41
@@ -158,21 +162,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
             TASSIGN(t32, 2048);  // paged_attention.pto:47:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t32, t31);  // paged_attention.pto:47:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
             GmView11 tilda_pij_firstGm11(tilda_pij_first + _g29 * 16 * 32 + _g30 * 32, GmView11::Shape(t32.GetValidRow(), t32.GetValidCol()));  // paged_attention.pto:47:41
             TSTORE(tilda_pij_firstGm11, t32);  // paged_attention.pto:47:41
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -193,9 +197,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
             TileT37 t37(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:48:45
             TASSIGN(t37, 2560);  // paged_attention.pto:48:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // paged_attention.pto:48:45
-            TASSIGN(tmp1, 6656);  // paged_attention.pto:48:45
-            TROWSUM(t37, t36, tmp1);  // paged_attention.pto:48:45
+            TileTmp0 tmp2;  // paged_attention.pto:48:45
+            TASSIGN(tmp2, 4608);  // paged_attention.pto:48:45
+            TROWSUM(t37, t36, tmp2);  // paged_attention.pto:48:45
             pipe_barrier(PIPE_V);
             TADD(t34, t34, t37);  // paged_attention.pto:48:45
         }

@@ -8,9 +8,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k21(__gm__ float* oi_upda
 {
     using TileT393 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT394 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
-    using TileT395 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT396 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT398 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 8>;
 
     TileT393 t393;  // paged_attention.pto:61:64
     TASSIGN(t393, 0);  // paged_attention.pto:61:64
@@ -22,14 +22,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k21(__gm__ float* oi_upda
     GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm1(sum_update);  // paged_attention.pto:61:64
     TLOAD(t394, sum_updateGm1);  // paged_attention.pto:61:64
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT395 t395;  // paged_attention.pto:61:64
-    TASSIGN(t395, 2560);  // paged_attention.pto:61:64
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TROWEXPAND(t395, t394);  // paged_attention.pto:61:64
     TileT396 t396;  // paged_attention.pto:61:64
-    TASSIGN(t396, 4608);  // paged_attention.pto:61:64
-    pipe_barrier(PIPE_V);
-    TDIV(t396, t393, t395);  // paged_attention.pto:61:64
+    TASSIGN(t396, 2560);  // paged_attention.pto:61:64
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileTmp0 tmp0;  // paged_attention.pto:61:64
+    TASSIGN(tmp0, 4608);  // paged_attention.pto:61:64
+    TROWEXPAND(tmp0, t394);  // paged_attention.pto:61:64
+    pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
+    TROWEXPANDDIV(t396, t393, tmp0);  // paged_attention.pto:61:64
     TileT398 t398;  // paged_attention.pto:61:59
     TASSIGN(t398, 0);  // paged_attention.pto:61:59
     pipe_barrier(PIPE_V);

@@ -8,9 +8,9 @@ extern "C" __global__ AICORE void paged_attention_bf16_k4(__gm__ float* oi_updat
 {
     using TileT55 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT56 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT58 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, 16, 32>;
     using TileT60 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, 16, 32>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, 16, 8>;
 
     TileT55 t55;  // paged_attention.pto:61:64
     TASSIGN(t55, 0);  // paged_attention.pto:61:64
@@ -22,14 +22,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k4(__gm__ float* oi_updat
     GlobalTensor<float, Shape<1, 1, 1, 16, 1>, Stride<1, 1, 1, 1, 1>> sum_updateGm1(sum_update);  // paged_attention.pto:61:64
     TLOAD(t56, sum_updateGm1);  // paged_attention.pto:61:64
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT57 t57;  // paged_attention.pto:61:64
-    TASSIGN(t57, 2560);  // paged_attention.pto:61:64
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TROWEXPAND(t57, t56);  // paged_attention.pto:61:64
     TileT58 t58;  // paged_attention.pto:61:64
-    TASSIGN(t58, 4608);  // paged_attention.pto:61:64
-    pipe_barrier(PIPE_V);
-    TDIV(t58, t55, t57);  // paged_attention.pto:61:64
+    TASSIGN(t58, 2560);  // paged_attention.pto:61:64
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileTmp0 tmp0;  // paged_attention.pto:61:64
+    TASSIGN(tmp0, 4608);  // paged_attention.pto:61:64
+    TROWEXPAND(tmp0, t56);  // paged_attention.pto:61:64
+    pipe_barrier(PIPE_V);  // paged_attention.pto:61:64
+    TROWEXPANDDIV(t58, t55, tmp0);  // paged_attention.pto:61:64
     TileT60 t60;  // paged_attention.pto:61:59
     TASSIGN(t60, 0);  // paged_attention.pto:61:59
     pipe_barrier(PIPE_V);

@@ -16,7 +16,6 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     using TileT85 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT87 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT90 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT92 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT93 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT96 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT97 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -41,6 +40,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     using TileT127 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT128 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g71 = 0; _g71 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
         TileT72 t72(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
@@ -82,19 +82,21 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t78, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView5 sij_scale_u2c0Gm5(sij_scale_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView5::Shape(t78.GetValidRow(), t78.GetValidCol()));  // paged_attention.pto:44:37
             TSTORE(sij_scale_u2c0Gm5, t78);  // paged_attention.pto:44:37
         }
     }
     pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -116,7 +118,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t83, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
-            TASSIGN(tmp0, 7680);  // paged_attention.pto:45:37
+            TASSIGN(tmp0, 6656);  // paged_attention.pto:45:37
             TROWMAX(t83, t82, tmp0);  // paged_attention.pto:45:37
             pipe_barrier(PIPE_V);
             TMAX(t80, t80, t83);  // paged_attention.pto:45:37
@@ -135,8 +137,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMAX(t87, t85, t80);  // paged_attention.pto:52:39
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView8 max_new_u2c0Gm8(max_new_u2c0 + _g79 * 16, GmView8::Shape(t87.GetValidRow()));  // paged_attention.pto:52:39
@@ -149,30 +151,32 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             GmView9 sij_scale_u2c0Gm9(sij_scale_u2c0 + _g79 * 16 * 32 + _g89 * 32, GmView9::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t90, sij_scale_u2c0Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT92 t92(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t92, 3584);  // paged_attention.pto:53:45
-            TROWEXPAND(t92, t87);  // paged_attention.pto:53:45
             TileT93 t93(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
-            TASSIGN(t93, 5632);  // paged_attention.pto:53:45
-            pipe_barrier(PIPE_V);
+            TASSIGN(t93, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t93, t90, t92);  // paged_attention.pto:53:45
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:53:45
+            TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
+            TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:45
+            pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
+            TROWEXPANDSUB(t93, t90, tmp1);  // paged_attention.pto:53:45
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView10 t8_u2c0Gm10(t8_u2c0 + _g79 * 16 * 32 + _g89 * 32, GmView10::Shape(t93.GetValidRow(), t93.GetValidCol()));  // paged_attention.pto:53:45
             TSTORE(t8_u2c0Gm10, t93);  // paged_attention.pto:53:45
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g94 = 0; _g94 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g94) {  // paged_attention.pto:53:41
@@ -187,15 +191,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TASSIGN(t97, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t97, t96);  // paged_attention.pto:53:41
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView12 tilda_pij_1_u2c0Gm12(tilda_pij_1_u2c0 + _g94 * 16 * 32 + _g95 * 32, GmView12::Shape(t97.GetValidRow(), t97.GetValidCol()));  // paged_attention.pto:53:41
             TSTORE(tilda_pij_1_u2c0Gm12, t97);  // paged_attention.pto:53:41
         }
     }
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -221,15 +225,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
             TileT102 t102(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t102, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // paged_attention.pto:54:41
-            TASSIGN(tmp1, 7680);  // paged_attention.pto:54:41
-            TROWSUM(t102, t101, tmp1);  // paged_attention.pto:54:41
+            TileTmp0 tmp2;  // paged_attention.pto:54:41
+            TASSIGN(tmp2, 6656);  // paged_attention.pto:54:41
+            TROWSUM(t102, t101, tmp2);  // paged_attention.pto:54:41
             pipe_barrier(PIPE_V);
             TADD(t99, t99, t102);  // paged_attention.pto:54:41
         }
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:54:41
         GmView14 sum_local_u2c0Gm14(sum_local_u2c0 + _g98 * 16, GmView14::Shape(t99.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u2c0Gm14, t99);  // paged_attention.pto:54:41
@@ -256,8 +260,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         TASSIGN(t109, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t109, t106);  // paged_attention.pto:55:42
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:42
         GmView17 update_mul_u2c0Gm17(update_mul_u2c0 + _g98 * 16, GmView17::Shape(t109.GetValidRow()));  // paged_attention.pto:55:42
         TSTORE(update_mul_u2c0Gm17, t109);  // paged_attention.pto:55:42
@@ -299,8 +303,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         TASSIGN(t115, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t115, t113, t114);  // paged_attention.pto:57:45
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         using GmView22 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView22 t11_u2c0Gm22(t11_u2c0 + _g110 * 16, GmView22::Shape(t115.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(t11_u2c0Gm22, t115);  // paged_attention.pto:57:45
@@ -310,7 +314,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

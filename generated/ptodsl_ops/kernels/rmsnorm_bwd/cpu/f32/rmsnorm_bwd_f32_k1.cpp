@@ -19,26 +19,24 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
     TileT12 t12;  // rmsnorm_bwd.pto:9:21
     TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
@@ -112,20 +110,14 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
         GmView2 gammaGm2(gamma + _g39 * 1024, GmView2::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21_re4, gammaGm2);  // rmsnorm_bwd.pto:10:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24_re4, 12384);  // rmsnorm_bwd.pto:10:14
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
         GmView3 v1Gm3(v1 + _g39 * 1024, GmView3::Shape(t24_re4.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
         TLOAD(t24_re4, v1Gm3);  // rmsnorm_bwd.pto:8:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT26Re4 t26_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_re4, 16480);  // rmsnorm_bwd.pto:10:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCOLEXPAND(t26_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TMUL(t45, t24_re4, t26_re4);  // rmsnorm_bwd.pto:10:14
+        TCOLEXPANDMUL(t45, t24_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
         TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
         TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
         pipe_barrier(PIPE_V);
@@ -148,9 +140,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     pipe_barrier(PIPE_V);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
@@ -162,56 +155,49 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
         GmView4 v0Gm4(v0 + _g52 * 1024, GmView4::Shape(t40_re8.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:7:14
         TLOAD(t40_re8, v0Gm4);  // rmsnorm_bwd.pto:7:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT42Re8 t42_re8(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t42_re8, 8288);  // rmsnorm_bwd.pto:11:36
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TROWEXPAND(t42_re8, t38);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t53, t40_re8, t42_re8);  // rmsnorm_bwd.pto:11:36
-        TileT55 t55(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t55, 8288);  // rmsnorm_bwd.pto:11:36
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t55, t48);  // rmsnorm_bwd.pto:11:36
+        TileView1 view2;  // rmsnorm_bwd.pto:11:36
+        TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
+        TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
+        TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
+        TROWEXPANDMUL(t53, t40_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
         TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-        TASSIGN(t56, 12384);  // rmsnorm_bwd.pto:11:36
+        TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        TMUL(t56, t53, t55);  // rmsnorm_bwd.pto:11:36
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TileView1 view4;  // rmsnorm_bwd.pto:11:36
+        TASSIGN(view4, 32);  // rmsnorm_bwd.pto:11:36
+        TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
+        TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
+        TROWEXPANDMUL(t56, t53, view4, tmp5);  // rmsnorm_bwd.pto:11:36
         TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
         TileT21Re7 t21_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-        TASSIGN(t21_re7, 8288);  // rmsnorm_bwd.pto:10:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        TASSIGN(t21_re7, 12384);  // rmsnorm_bwd.pto:10:18
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
         GmView5 gammaGm5(gamma + _g52 * 1024, GmView5::Shape(t21_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21_re7, gammaGm5);  // rmsnorm_bwd.pto:10:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT24Re7 t24_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24_re7, 16480);  // rmsnorm_bwd.pto:10:14
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
         GmView6 v1Gm6(v1 + _g52 * 1024, GmView6::Shape(t24_re7.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
         TLOAD(t24_re7, v1Gm6);  // rmsnorm_bwd.pto:8:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT26Re7 t26_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t26_re7, 20576);  // rmsnorm_bwd.pto:10:14
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLEXPAND(t26_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT27Re7 t27_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-        TASSIGN(t27_re7, 8288);  // rmsnorm_bwd.pto:10:14
+        TASSIGN(t27_re7, 20576);  // rmsnorm_bwd.pto:10:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCOLEXPANDMUL(t27_re7, t24_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TMUL(t27_re7, t24_re7, t26_re7);  // rmsnorm_bwd.pto:10:14
-        TileT30Re7 t30_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t30_re7, 20576);  // rmsnorm_bwd.pto:11:25
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t30_re7, t19);  // rmsnorm_bwd.pto:11:25
-        pipe_barrier(PIPE_V);
-        TMUL(t58, t30_re7, t27_re7);  // rmsnorm_bwd.pto:11:25
+        TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:25
+        TASSIGN(tmp6, 24672);  // rmsnorm_bwd.pto:11:25
+        TROWEXPAND(tmp6, t19);  // rmsnorm_bwd.pto:11:25
+        pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+        TROWEXPANDMUL(t58, tmp6, t27_re7);  // rmsnorm_bwd.pto:11:25
         TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-        TASSIGN(t60, 8288);  // rmsnorm_bwd.pto:11:25
+        TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
         TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -219,7 +205,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
         GmView7 dxGm7(dx + r * H + _g52 * 1024, GmView7::Shape(t60.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:20
         TSTORE(dxGm7, t60);  // rmsnorm_bwd.pto:11:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t67, 96);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
@@ -227,11 +213,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
-        TMUL(t72, t67, t30_re7);  // rmsnorm_bwd.pto:12:24
+        TileView1 view7;  // rmsnorm_bwd.pto:12:24
+        TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+        TileTmp2 tmp8;  // rmsnorm_bwd.pto:12:24
+        TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
+        TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
         TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
         GmView8 accGm8(acc + _g52 * 1024, GmView8::Shape(t74.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:12:18
@@ -243,7 +233,6 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -252,11 +241,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
         GmView9 accGm9(acc + _g52 * 1024, GmView9::Shape(t76.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
         TSTORE(accGm9, t76);  // rmsnorm_bwd.pto:12:18
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -10,7 +10,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     using TileT14 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT18 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT24 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT25 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -18,6 +17,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     using TileT29 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g11 = 0; _g11 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g11) {  // varlen_attention.pto:37:27
         TileT12 t12(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
@@ -35,7 +35,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
             TASSIGN(t15, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
-            TASSIGN(tmp0, 3584);  // varlen_attention.pto:37:27
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:37:27
             TROWMAX(t15, t14, tmp0);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
             TMAX(t12, t12, t15);  // varlen_attention.pto:37:27
@@ -55,14 +55,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
             GmView2 scores_scaled_firstGm2(scores_scaled_first + _g11 * 16 * 16 + _g17 * 16, GmView2::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t18, scores_scaled_firstGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT20 t20(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t20, 1536);  // varlen_attention.pto:38:31
-            TROWEXPAND(t20, t12);  // varlen_attention.pto:38:31
             TileT21 t21(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t21, 2560);  // varlen_attention.pto:38:31
-            pipe_barrier(PIPE_V);
+            TASSIGN(t21, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t21, t18, t20);  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:38:31
+            TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
+            TROWEXPAND(tmp1, t12);  // varlen_attention.pto:38:31
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
+            TROWEXPANDSUB(t21, t18, tmp1);  // varlen_attention.pto:38:31
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
@@ -73,11 +73,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -102,12 +104,12 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     }
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -126,9 +128,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
             TileT30 t30(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t30, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1;  // varlen_attention.pto:39:27
-            TASSIGN(tmp1, 3584);  // varlen_attention.pto:39:27
-            TROWSUM(t30, t29, tmp1);  // varlen_attention.pto:39:27
+            TileTmp0 tmp2;  // varlen_attention.pto:39:27
+            TASSIGN(tmp2, 2560);  // varlen_attention.pto:39:27
+            TROWSUM(t30, t29, tmp2);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
             TADD(t27, t27, t30);  // varlen_attention.pto:39:27
         }

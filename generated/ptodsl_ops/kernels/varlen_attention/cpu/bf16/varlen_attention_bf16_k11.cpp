@@ -21,7 +21,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     using TileT186 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT187 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT190 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT192 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT193 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT196 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT197 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -31,6 +30,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     using TileT205 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT206 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g183 = 0; _g183 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g183) {  // varlen_attention.pto:37:27
         TileT184 t184(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
@@ -48,7 +48,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             TASSIGN(t187, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
-            TASSIGN(tmp0, 3584);  // varlen_attention.pto:37:27
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:37:27
             TROWMAX(t187, t186, tmp0);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
             TMAX(t184, t184, t187);  // varlen_attention.pto:37:27
@@ -68,14 +68,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             GmView2 scores_scaled_lastGm2(scores_scaled_last + _g183 * 16 * 16 + _g189 * 16, GmView2::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t190, scores_scaled_lastGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT192 t192(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t192, 1536);  // varlen_attention.pto:38:31
-            TROWEXPAND(t192, t184);  // varlen_attention.pto:38:31
             TileT193 t193(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t193, 2560);  // varlen_attention.pto:38:31
-            pipe_barrier(PIPE_V);
+            TASSIGN(t193, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t193, t190, t192);  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:38:31
+            TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
+            TROWEXPAND(tmp1, t184);  // varlen_attention.pto:38:31
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
+            TROWEXPANDSUB(t193, t190, tmp1);  // varlen_attention.pto:38:31
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
@@ -86,11 +86,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -116,13 +118,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -141,9 +143,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
             TileT202 t202(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t202, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // varlen_attention.pto:39:27
-            TASSIGN(tmp1, 3584);  // varlen_attention.pto:39:27
-            TROWSUM(t202, t201, tmp1);  // varlen_attention.pto:39:27
+            TileTmp0 tmp2;  // varlen_attention.pto:39:27
+            TASSIGN(tmp2, 2560);  // varlen_attention.pto:39:27
+            TROWSUM(t202, t201, tmp2);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
             TADD(t199, t199, t202);  // varlen_attention.pto:39:27
         }

@@ -8,9 +8,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_fir
 {
     using TileT33 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT34 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT35 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT40 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g31 = 0; _g31 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g31) {  // varlen_attention.pto:42:47
         for (int64_t _g32 = 0; _g32 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) + 15) / 16; ++_g32) {  // varlen_attention.pto:42:47
@@ -26,14 +26,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_fir
             GmView1 lij_firstGm1(lij_first + _g31 * 16, GmView1::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
             TLOAD(t34, lij_firstGm1);  // varlen_attention.pto:42:47
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT35 t35(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
-            TASSIGN(t35, 1536);  // varlen_attention.pto:42:47
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t35, t34);  // varlen_attention.pto:42:47
             TileT36 t36(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
-            TASSIGN(t36, 2560);  // varlen_attention.pto:42:47
-            pipe_barrier(PIPE_V);
-            TDIV(t36, t33, t35);  // varlen_attention.pto:42:47
+            TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp0 tmp0(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:42:47
+            TROWEXPAND(tmp0, t34);  // varlen_attention.pto:42:47
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
+            TROWEXPANDDIV(t36, t33, tmp0);  // varlen_attention.pto:42:47
             TileT40 t40(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(16, s1 - k_start), 0), std::min<int64_t>(std::max<int64_t>(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:42
             TASSIGN(t40, 0);  // varlen_attention.pto:42:42
             pipe_barrier(PIPE_V);

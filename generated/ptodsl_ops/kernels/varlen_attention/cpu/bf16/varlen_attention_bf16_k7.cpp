@@ -10,7 +10,6 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     using TileT92 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT93 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT96 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT98 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT99 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT102 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT103 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,6 +19,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     using TileT111 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT112 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
     for (int64_t _g89 = 0; _g89 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g89) {  // varlen_attention.pto:37:27
         TileT90 t90(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
@@ -37,7 +37,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
             TASSIGN(t93, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
-            TASSIGN(tmp0, 3584);  // varlen_attention.pto:37:27
+            TASSIGN(tmp0, 2560);  // varlen_attention.pto:37:27
             TROWMAX(t93, t92, tmp0);  // varlen_attention.pto:37:27
             pipe_barrier(PIPE_V);
             TMAX(t90, t90, t93);  // varlen_attention.pto:37:27
@@ -57,14 +57,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
             GmView2 scores_scaledGm2(scores_scaled + _g89 * 16 * 16 + _g95 * 16, GmView2::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t96, scores_scaledGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT98 t98(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t98, 1536);  // varlen_attention.pto:38:31
-            TROWEXPAND(t98, t90);  // varlen_attention.pto:38:31
             TileT99 t99(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
-            TASSIGN(t99, 2560);  // varlen_attention.pto:38:31
-            pipe_barrier(PIPE_V);
+            TASSIGN(t99, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t99, t96, t98);  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:38:31
+            TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
+            TROWEXPAND(tmp1, t90);  // varlen_attention.pto:38:31
+            pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
+            TROWEXPANDSUB(t99, t96, tmp1);  // varlen_attention.pto:38:31
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
@@ -75,11 +75,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -105,13 +107,13 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -130,9 +132,9 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
             TileT108 t108(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t108, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // varlen_attention.pto:39:27
-            TASSIGN(tmp1, 3584);  // varlen_attention.pto:39:27
-            TROWSUM(t108, t107, tmp1);  // varlen_attention.pto:39:27
+            TileTmp0 tmp2;  // varlen_attention.pto:39:27
+            TASSIGN(tmp2, 2560);  // varlen_attention.pto:39:27
+            TROWSUM(t108, t107, tmp2);  // varlen_attention.pto:39:27
             pipe_barrier(PIPE_V);
             TADD(t105, t105, t108);  // varlen_attention.pto:39:27
         }

@@ -251,52 +251,6 @@ inline void reduce_cols(Dst& dst, Src& src, Reduce kind, const char* op) {
     }
 }
 
-// dst(r, c) = f(src0(r, c), s) with s = vec(r, 0) (per row) or vec(0, c) (per column), over dst's
-// valid region.
-template <bool PerRow, typename Dst, typename Src0, typename Vec, typename F>
-inline void expand_binary(Dst& dst, Src0& src0, Vec& vec, const char* op, F f) {
-    using T = typename Dst::DType;
-    static_assert(std::is_same_v<T, typename Src0::DType> && std::is_same_v<T, typename Vec::DType>,
-                  "broadcast instructions need one element type for all operands");
-    T* out = elements(dst, op);
-    const T* a = elements(src0, op);
-    const T* v = elements(vec, op);
-    const unsigned rows = dst.GetValidRow();
-    const unsigned cols = dst.GetValidCol();
-    require_covers<Src0>(rows, cols, op, "src0");
-    require_covers<Vec>(PerRow ? rows : 1, PerRow ? 1 : cols, op, "the broadcast operand");
-    if constexpr (PerRow) {
-        // pto-isa reads a row-major per-row operand at column c % validCol, so it must hold its value
-        // in a whole 32-byte block per row; a ColMajor one must be a single valid column.
-        static_assert(Dst::isRowMajor, "TROWEXPAND<op> needs a row-major destination");
-        const unsigned vc = vec.GetValidCol();
-        if (Vec::isRowMajor ? vc != 32 / sizeof(T) : vc != 1) {
-            fail("%s: a %s per-row operand must have %u valid columns, got %u", op,
-                 Vec::isRowMajor ? "row-major" : "ColMajor", Vec::isRowMajor ? unsigned(32 / sizeof(T)) : 1u, vc);
-        }
-    }
-    if constexpr (row_runs_v<Dst> && row_runs_v<Src0> && (PerRow || row_runs_v<Vec>)) {
-        for (unsigned r = 0; r < rows; ++r) {
-            T* out_row = out + static_cast<std::size_t>(r) * Dst::Cols;
-            const T* a_row = a + static_cast<std::size_t>(r) * Src0::Cols;
-            if constexpr (PerRow) {
-                const auto s = widen(v[element_offset<Vec>(r, 0)]);
-                auto with_s = [&f, s](auto x) { return f(x, s); };
-                unary_run(out_row, a_row, cols, with_s);
-            } else {
-                binary_run(out_row, a_row, v, cols, f);  // row 0 of the operand: one value per column
-            }
-        }
-        return;
-    }
-    for (unsigned r = 0; r < rows; ++r) {
-        for (unsigned c = 0; c < cols; ++c) {
-            const auto s = widen(v[PerRow ? element_offset<Vec>(r, 0) : element_offset<Vec>(0, c)]);
-            out[element_offset<Dst>(r, c)] = T(f(widen(a[element_offset<Src0>(r, c)]), s));
-        }
-    }
-}
-
 }  // namespace cpu
 
 // ---------------------------------------------------------------------------- row reductions
@@ -412,35 +366,6 @@ AICORE inline RecordEvent TCOLEXPAND(TileDataDst& dst, TileDataSrc& src) {
     }
     return {};
 }
-
-// TROWEXPAND<op>(dst, src0, src1) = src0 <op> (one value of src1 per row); the forms with a trailing
-// tmp tile are the NPU's scratch variants. TCOLEXPAND<op> takes one value of src1 per column.
-#define PTO_CPU_EXPAND_BINARY(NAME, PER_ROW, EXPR)                                                             \
-    template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1>                              \
-    AICORE inline RecordEvent NAME(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1) {                 \
-        cpu::expand_binary<PER_ROW>(dst, src0, src1, #NAME, [](auto a, auto b) { return EXPR; });              \
-        return {};                                                                                             \
-    }                                                                                                          \
-    template <typename TileDataDst, typename TileDataSrc0, typename TileDataSrc1, typename TileDataTmp>        \
-    AICORE inline RecordEvent NAME(TileDataDst& dst, TileDataSrc0& src0, TileDataSrc1& src1, TileDataTmp& tmp) { \
-        (void)tmp;                                                                                             \
-        return NAME(dst, src0, src1);                                                                          \
-    }
-
-PTO_CPU_EXPAND_BINARY(TROWEXPANDADD, true, a + b)
-PTO_CPU_EXPAND_BINARY(TROWEXPANDSUB, true, a - b)
-PTO_CPU_EXPAND_BINARY(TROWEXPANDMUL, true, a * b)
-PTO_CPU_EXPAND_BINARY(TROWEXPANDDIV, true, a / b)
-PTO_CPU_EXPAND_BINARY(TROWEXPANDMAX, true, cpu::max_of(a, b))
-PTO_CPU_EXPAND_BINARY(TROWEXPANDMIN, true, cpu::min_of(a, b))
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDADD, false, a + b)
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDSUB, false, a - b)
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDMUL, false, a * b)
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDDIV, false, a / b)
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDMAX, false, cpu::max_of(a, b))
-PTO_CPU_EXPAND_BINARY(TCOLEXPANDMIN, false, cpu::min_of(a, b))
-
-#undef PTO_CPU_EXPAND_BINARY
 
 }  // namespace pto
 
