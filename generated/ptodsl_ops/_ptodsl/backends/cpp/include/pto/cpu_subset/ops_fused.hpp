@@ -77,6 +77,41 @@ inline void expand_binary(Dst& dst, Src0& src0, Src1& src1, const char* op, F f)
         require_covers<Src0>(1, cols, op, "the per-column operand");
     }
     const unsigned vc0 = src0.GetValidCol(), vc1 = src1.GetValidCol();
+    if constexpr (row_runs_v<Dst> && row_runs_v<Src0> && row_runs_v<Src1>) {
+        // Rows stored contiguously (the common layout): whole-row runs the compiler vectorises,
+        // element for element what the loop below computes.
+        const T* full = full0 ? a : b;
+        const T* spread = full0 ? b : a;
+        const unsigned vcs = full0 ? vc1 : vc0;
+        const std::size_t full_cols = full0 ? Src0::Cols : Src1::Cols;
+        const std::size_t spread_cols = full0 ? Src1::Cols : Src0::Cols;
+        auto g = [&f, full0](auto x, auto s) { return full0 ? f(T(x), T(s)) : f(T(s), T(x)); };
+        for (unsigned r = 0; r < rows; ++r) {
+            T* out_row = out + static_cast<std::size_t>(r) * Dst::Cols;
+            const T* x_row = full + static_cast<std::size_t>(r) * full_cols;
+            if constexpr (!PerRow) {
+                binary_run(out_row, x_row, spread, cols, g);  // row 0 of the spread operand
+                continue;
+            }
+            // per row: the operand's block of vcs values for row r, read at column c % vcs; one
+            // value repeated (what a row reduction leaves) is a constant for the whole run
+            const T* block = spread + static_cast<std::size_t>(r) * spread_cols;
+            bool same = true;
+            for (unsigned k = 1; k < vcs; ++k) {
+                same = same && std::memcmp(&block[k], &block[0], sizeof(T)) == 0;
+            }
+            if (same) {
+                const T s = block[0];
+                auto with_s = [&g, s](auto x) { return g(x, s); };
+                unary_run(out_row, x_row, cols, with_s);
+            } else {
+                for (unsigned c = 0; c < cols; ++c) {
+                    out_row[c] = g(x_row[c], block[c % vcs]);
+                }
+            }
+        }
+        return;
+    }
     for (unsigned r = 0; r < rows; ++r) {
         for (unsigned c = 0; c < cols; ++c) {
             // the spread operand's element for (r, c): its row r (PerRow) or its column c
@@ -98,7 +133,7 @@ inline T rounded(F f, T a, T b) {
 template <typename T>
 inline T exp_dif(T a, T b) {
     const T d = T(widen(a) - widen(b));  // TSUB
-    return T(std::exp(widen(d)));        // TEXP
+    return T(exp_of(widen(d)));          // TEXP, as its own instruction computes it
 }
 
 // dst(r, c) = f(dst(r, c), src0(r, c), src1(r, c)) over dst's valid region, all of one shape.
