@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...driver import Compiled
+from ...ops import OPS
 from . import load
 from .emit import EmittedVariant, control_of, emit_variant
 from .load import KernelFailure, Loaded, bind_entry
@@ -59,7 +60,20 @@ def unbuildable_reason(compiled: Compiled, index: int) -> str | None:
     if missing:
         return (f"pto-isa's CPU simulation does not implement {', '.join(missing)}, which this kernel uses "
                 "(pass_options: {multiply_add: false} keeps the unfused instructions)")
+    rounding = sorted(_round_only_ops(compiled, index))
+    if rounding:
+        return (f"pto-isa's CPU simulation copies a float TCVT to its own dtype where the hardware rounds "
+                f"it to an integral value ({', '.join(rounding)} here; docs/PTO-ISA-NOTES.md)")
     return None
+
+
+def _round_only_ops(compiled: Compiled, index: int) -> set[str]:
+    """The ops of a variant's kernels that are a round-only TCVT (``round``, ``floor``, ``sin``'s
+    range reduction...)."""
+    names = {f"tile.{n}" for n, od in OPS.items() if od.round_mode is not None}
+    block = compiled.stages["block"]
+    launched = {o.attrs["kernel"] for o in control_of(compiled, index).walk() if o.name == "launch"}
+    return {op.name[len("tile."):] for f in block.funcs if f.name in launched for op in f.walk() if op.name in names}
 
 
 def build_variant(compiled: Compiled, index: int, *, reuse: bool = True) -> Path:
