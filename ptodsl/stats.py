@@ -187,6 +187,7 @@ def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStat
     """One bench case through the dry run: its GM traffic against the minimum, and both models."""
     cid = case_id(op.spec, case)
     symbols = dict(op.spec.symbols) | dict(case.shapes)
+    sym.bind_defined(op.spec.defined, symbols)  # dims the spec defines by others (`D: 2*F`)
     for p in [*op.inputs, *op.outputs]:
         for d in p.dims or ():
             if not isinstance(d, int) and d not in symbols:

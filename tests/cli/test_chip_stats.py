@@ -136,3 +136,18 @@ def test_a_bench_case_without_a_dim_is_reported_at_the_case(tmp_path, capsys):
     # in a folder, the other specs are still summarised
     code, out, err = run(capsys, "ir", str(lib), "--stats", "--bench")
     assert code == 1 and "error[E0233]" in err and "exp[f32-M4096-N4096]" in out
+
+
+def test_bench_cases_bind_the_dims_the_spec_defines(capsys):
+    """rope's head dim is defined as D = 2*F; its bench case gives F only, as its test cases do."""
+    code, out, _ = run(capsys, "ir", "specs/rope.yaml", "--stats", "--bench")
+    assert code == 0, out
+    assert "rope[f16-R65536-F64]: GM bytes modelled" in out
+
+
+def test_a_bench_case_too_long_to_walk_is_said_so(capsys):
+    """Data-dependent trip counts over chip-filling shapes defeat the dry run's sampling: the case is
+    reported as not modelled (was an internal error)."""
+    code, out, _ = run(capsys, "ir", "specs/varlen_attention.yaml", "--stats", "--bench")
+    assert code == 0
+    assert "varlen_attention[TQ2048-TK2048-HD512-NH8-C3-cu_seqlens_k-cu_seqlens_q]: not modelled" in out
