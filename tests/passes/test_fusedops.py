@@ -46,6 +46,24 @@ KERNELS = {
     # a product read only by an add: a multiply-add into the addend's tile
     "muladd": ("kernel muladd(x: T[M, N], y: T[M, N], w: T[M, N], z: out T[M, N]):\n    z[:] = x * y + w\n",
                "[8, 128]", {"tile.muladddst"}, [(9, 130)] * 3),
+    # the addend read again: the multiply-add goes into the product's dying operand
+    "fma": ("kernel fma(x: T[M, N], y: T[M, N], w: T[M, N], z: out T[M, N], z2: out T[M, N]):\n"
+            "    z[:] = (x + 1.0) * y + w\n    z2[:] = w * 2.0\n",
+            "[8, 128]", {"tile.fusedmuladd"}, [(9, 130)] * 3),
+    # the other binary ops over a row or a column broadcast, and exp of a column difference
+    "rowadd": ("kernel rowadd(x: T[M, N], y: out T[M, N]):\n    y[:] = x + amax(x, dim=-1, keepdim=True)\n",
+               "[8, 128]", {"tile.rowexpand_add"}, [(9, 130)]),
+    "rowmax": ("kernel rowmax(x: T[M, N], y: out T[M, N]):\n"
+               "    y[:] = maximum(x, amin(x, dim=-1, keepdim=True) + 0.5)\n",
+               "[8, 128]", {"tile.rowexpand_maximum"}, [(9, 130)]),
+    "rowmin": ("kernel rowmin(x: T[M, N], y: out T[M, N]):\n"
+               "    y[:] = minimum(x, amax(x, dim=-1, keepdim=True) - 0.5)\n",
+               "[8, 128]", {"tile.rowexpand_minimum"}, [(9, 130)]),
+    "colmax": ("kernel colmax(x: T[M, N], y: out T[M, N]):\n"
+               "    y[:] = maximum(amin(x, dim=0, keepdim=True) + 0.5, x)\n",
+               "[8, 128]", {"tile.colexpand_maximum"}, [(8, 100)]),
+    "colexp": ("kernel colexp(x: T[M, N], y: out T[M, N]):\n    y[:] = exp(x - amax(x, dim=0, keepdim=True))\n",
+               "[8, 128]", {"tile.colexpand_expdif"}, [(8, 100)]),
 }
 
 
@@ -56,7 +74,7 @@ def _load(tmp_path: Path, name: str, fused: bool, dtype: str = "f32", muladd: bo
     yaml = tmp_path / f"{name}_{int(fused)}.yaml"
     tests = "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 13}}\n" if name == "softmax" else ""
     symbols = f"symbols: {{N: {shapes[0][1]}}}\n" if name.startswith("softmax") else ""  # a row in one pass
-    options = f"fused_ops: {str(fused).lower()}" + (", multiply_add: true" if name == "muladd" and muladd else "")
+    options = f"fused_ops: {str(fused).lower()}" + (", multiply_add: true" if name in ("muladd", "fma") and muladd else "")
     yaml.write_text(f"op: {name}\nsource: {name}.pto\ndtypes: {{T: [{dtype}]}}\n{symbols}"
                     f"schedule: {{vec_tile: {tile}, pass_options: {{{options}}}}}\n{tests}")
     return ptodsl.load(str(yaml))
@@ -87,7 +105,8 @@ def test_fused_ops_are_selected_and_compute_what_the_unfused_do(tmp_path, name, 
 
 
 @pytest.mark.cpu
-@pytest.mark.parametrize("name", ["softmax", "colsub", "outer", "muladd"])
+@pytest.mark.parametrize("name", ["softmax", "colsub", "outer", "muladd", "fma", "rowadd", "rowmax", "rowmin", "colmax",
+                                  "colexp"])
 def test_the_cpu_backend_computes_what_its_unfused_build_does(tmp_path, name):
     fused, plain = _load(tmp_path, name, True), _load(tmp_path, name, False)
     source = "".join(emit_variant(fused.compiled, 0).sources.values())

@@ -142,7 +142,7 @@ def evaluate(e: sym.Expr, env: dict) -> object:
 FAMILIES = frozenset({
     "loop", "if", "view", "reshape", "alloc", "launch", "sync_set", "sync_wait", "sync_barrier", "tile_alloc",
     "load", "store", "fill_tile", "expand", "mov", "matmul", "matmul_acc", "matmul_bias", "reduce", "cast",
-    "compare", "select", "unary", "binary",
+    "compare", "select", "unary", "binary", "expand_binary", "muladd",
 })
 
 _eligible: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

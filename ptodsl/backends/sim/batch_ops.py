@@ -19,10 +19,12 @@ import numpy as np
 from ... import sym
 from ...dtypes import numpy_dtype
 from ...ir import Op, TileType
-from ...ir.opdefs import IR_OPS
+from ...ir.opdefs import FUSED, IR_OPS, spread_operand
 from ...ops import OPS
 from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile
 from .batch import BView, Unbatchable, affine, evaluate, scale_timeline, uniform
+from .fused import _f32 as _f32_of
+from .fused import expand_binary_values
 
 
 class _BTile(_Tile):
@@ -244,18 +246,32 @@ def _elementwise(bm: BMachine, op: Op) -> None:
     SIM.table[IR_OPS[op.name].family](bm, op)  # the element-wise handler, timed once
 
 
-for _family in ("fill_tile", "mov", "cast", "compare", "select", "unary", "binary"):
+for _family in ("fill_tile", "mov", "cast", "compare", "select", "unary", "binary", "muladd"):
     BATCHED[_family] = _elementwise
+
+
+def _spread(bm: BMachine, src, dst) -> np.ndarray:
+    """Each iteration's valid values of ``src`` spread over ``dst``'s valid region, as tile.expand does."""
+    piece = src.data[src.region()]
+    inner = piece.shape[1:]
+    piece = piece.reshape((bm.n,) + (1,) * (len(dst.valid) - len(inner)) + inner)
+    piece = piece[(slice(None), *(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape[1:], dst.valid)))]
+    return np.broadcast_to(piece, (bm.n, *dst.valid))
 
 
 @on("expand")
 def _expand(bm: BMachine, op: Op) -> None:
     dst, src = bm.tiles[op.operands[0].name], bm.tiles[op.operands[1].name]
-    piece = src.data[src.region()]
-    inner = piece.shape[1:]
-    piece = piece.reshape((bm.n,) + (1,) * (len(dst.valid) - len(inner)) + inner)
-    piece = piece[(slice(None), *(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape[1:], dst.valid)))]
-    dst.data[dst.region()] = np.broadcast_to(piece, (bm.n, *dst.valid))
+    dst.data[dst.region()] = _spread(bm, src, dst)
+    _time(bm, op)
+
+
+@on("expand_binary")
+def _expand_binary(bm: BMachine, op: Op) -> None:
+    dst, x, y = (bm.tiles[o.name] for o in op.operands)
+    reg, k = dst.region(), spread_operand(op)
+    a, b = (_f32_of(_spread(bm, t, dst) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
+    dst.data[reg] = expand_binary_values(FUSED[op.name].op, a, b, op.operands[0].type.dtype)
     _time(bm, op)
 
 

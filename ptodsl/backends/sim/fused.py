@@ -34,13 +34,18 @@ def _expand_binary(m: Machine, op: Op) -> None:
     reg, dtype = dst.region(), op.operands[0].type.dtype
     k = spread_operand(op)
     a, b = (_f32(_spread(t, dst) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
-    name = FUSED[op.name].op
+    dst.data[reg] = expand_binary_values(FUSED[op.name].op, a, b, dtype)
+
+
+def expand_binary_values(name: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    """A broadcast instruction's result from its operands' values, the spread one already spread
+    (the element-wise and the batched simulator share it)."""
     with np.errstate(all="ignore"):
         if name == "expdif":
             out = np.exp(_f32(_round_to(np.asarray(a - b), dtype)))
         else:
             out = OPS[name].sim(a, b)
-    dst.data[reg] = _round_to(np.asarray(out), dtype)
+    return _round_to(np.asarray(out), dtype)
 
 
 @SIM.on("muladd")
