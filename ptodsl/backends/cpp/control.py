@@ -499,13 +499,33 @@ def _printf_format(fmt: str, args: list, ctx: ExprContext, op: Op) -> tuple[str,
     return f'"{cpp_string("".join(out))}\\n"', values
 
 
+def openmp_loops(control: Func) -> list[Op]:
+    """The loops of a control program that the cpu backend runs with OpenMP, outermost first: the
+    outermost loops the parallel pass proved independent (``parallel = 1``, ``passes/parallel.py``),
+    except one holding a guard, which stops the call by returning from the entry, and no return may
+    leave an OpenMP region."""
+    found: list[Op] = []
+
+    def visit(ops: list[Op]) -> None:
+        for op in ops:
+            if op.name == "loop" and op.attrs.get("parallel") and not any(
+                    o.name == "guard" for o in walk_ops(op.regions[0])):
+                found.append(op)
+                continue
+            for region in op.regions:
+                visit(region)
+
+    visit(control.body)
+    return found
+
+
 def emit_control(module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
                  origin: str, host: str = "cpu") -> ControlSource:
     """The control program for the CPU backend, or (``host="npu"``) the NPU host program."""
     return ControlEmitter(module, control, kernels, parallel, origin, host).emit()
 
 
-__all__ = ["ControlSource", "EntryParam", "emit_control", "symbols_of"]
+__all__ = ["ControlSource", "EntryParam", "emit_control", "openmp_loops", "symbols_of"]
 
 
 from . import control_layout  # noqa: E402,F401  (the layout ops' C++ registers on CONTROL)

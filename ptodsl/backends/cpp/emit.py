@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from ... import sym
 from ...driver import Compiled
 from ...ir import Func
-from .control import EntryParam, emit_control
+from .control import EntryParam, emit_control, openmp_loops
 from .cxx import unsupported
 from .gm import explicit_strides, kernel_env, launches, tensor_args, trace_origins, walk_ops
 from .kernel import InstructionUse, KernelPlan, KernelSource, emit_kernel
-from .parallel import parallel_loops
 
 
 @dataclass
@@ -105,7 +104,7 @@ def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
         plan = KernelPlan(strided.get(kernel.name, set()), _nonneg_scalars(compiled, control, kernel),
                           _workspace_params(control, kernel))
         sources[kernel.name] = emit_kernel(kernel, compiled.target, plan, origin)
-    loops = parallel_loops(block, control)
+    loops = openmp_loops(control)
     program = emit_control(block, control, sources, loops, origin)
     files = {s.filename: s.text for s in sources.values()}
     files[program.filename] = program.text
