@@ -22,18 +22,22 @@ def _parallel(path: str, index: int = 0) -> tuple[list[str], str]:
 @pytest.mark.parametrize("path", ["specs/softmax.yaml", "specs/softmax_long.yaml", "specs/rmsnorm.yaml",
                                   "specs/seq_add.yaml", "specs/add_bcast.yaml"])
 def test_rows_written_by_their_own_iteration_run_in_parallel(path: str):
+    # the row loop runs inside its kernel as blocks (passes/blocks.py), which the control program
+    # shares out over the threads
     names, program = _parallel(path)
-    assert names and program.count(PRAGMA) == len(names)  # seq_add: its unrolled loop and the remainder
-    # the pragma sits right above the loop it shares out
+    assert names == [] and program.count(PRAGMA) == 1
+    # the pragma sits right above the loop over the blocks
     lines = program.splitlines()
     at = next(i for i, line in enumerate(lines) if PRAGMA in line)
-    assert lines[at + 1].lstrip().startswith("for (int64_t ")
+    assert lines[at + 1].lstrip().startswith("for (int64_t ") and "_block < " in lines[at + 1]
 
 
-def test_softmax_shares_out_the_batch_loop():
+def test_softmax_shares_out_the_blocks_of_its_batch_loop():
     names, program = _parallel("specs/softmax.yaml")
-    assert names == ["b_loop"]
-    assert f"{PRAGMA} schedule(static)\n    for (int64_t b = 0; b < B; ++b) {{" in program
+    assert names == []
+    assert (f"{PRAGMA} schedule(static)\n        for (int64_t softmax_f32_k0_block = 0; softmax_f32_k0_block < "
+            "softmax_f32_k0_blocks; ++softmax_f32_k0_block) {") in program
+    assert "softmax_f32_k0(x, y, B, softmax_f32_k0_block, softmax_f32_k0_blocks);" in program
 
 
 def test_a_loop_carrying_an_accumulator_stays_sequential():

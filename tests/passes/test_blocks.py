@@ -1,0 +1,82 @@
+"""Blocks (passes/blocks.py): a kernel that is one loop of independent iterations runs as blocks on
+every core of its kind, so the launches of a call do not grow with the batch."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl.backends.sim import run_block
+from ptodsl.ir.gm import launches, walk_ops
+from ptodsl.targets import load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = load_target("ascend910b")
+HAS_CXX = shutil.which("g++") is not None
+BACKENDS = ["sim", "cpu"] if HAS_CXX else ["sim"]
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _rmsnorm(x: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * gamma
+
+
+ROW_OPS = [  # (spec, control, batch dim, inputs(rows) -> (tensors, reference))
+    ("softmax", "softmax_f32", "B",
+     lambda rng, rows: ({"x": (x := rng.standard_normal((rows, 1024)).astype(np.float32))}, _softmax(x))),
+    ("rmsnorm", "rmsnorm_f32", "R",
+     lambda rng, rows: ({"x": (x := rng.standard_normal((rows, 1024)).astype(np.float32)),
+                         "gamma": (g := rng.standard_normal(1024).astype(np.float32))}, _rmsnorm(x, g))),
+]
+
+
+@pytest.mark.parametrize("name,control,dim,make", ROW_OPS, ids=[r[0] for r in ROW_OPS])
+def test_launches_per_call_do_not_grow_with_the_batch(name: str, control: str, dim: str, make):
+    """A row op over 3 rows and over 100 rows is one launch, of as many blocks as the vector cores
+    allow with no block idle: 100 rows on 48 cores are 34 blocks of 3 rows (the last of 1)."""
+    block = ptodsl.load(str(ROOT / "specs" / f"{name}.yaml")).compiled.stages["block"]
+    (launch,) = launches(block.func(control))
+    assert not any(op.name == "loop" for op in walk_ops(block.func(control).body))  # no loop around it
+    rng = np.random.default_rng(5)
+    seen = []
+    for rows in (3, 100):
+        tensors, want = make(rng, rows)
+        tensors["y"] = np.zeros_like(want)
+        m = run_block(block, control, tensors, {"eps": 1e-6}, {dim: rows, "H": 1024, "N": 1024}, TARGET)
+        np.testing.assert_allclose(tensors["y"], want, rtol=2e-5, atol=2e-6)
+        seen.append((m.timeline.chip.launches, m.timeline.chip.block_dim))
+    per = -(-100 // TARGET.chip.aiv_cores)
+    assert seen == [(1, 3), (1, -(-100 // per))]
+
+
+def test_the_block_count_comes_from_the_target():
+    block = ptodsl.load(str(ROOT / "specs" / "softmax.yaml")).compiled.stages["block"]
+    (launch,) = launches(block.func("softmax_f32"))
+    assert f"cdiv(B, {TARGET.chip.aiv_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    kernel = block.func(launch.attrs["kernel"])
+    assert {"block_index", "block_count"} <= set(kernel.attrs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_guard_in_a_kernel_of_several_blocks_stops_the_call_with_its_diagnostic(backend: str):
+    """Rows 3 and 5 read outside `x`; each of the six rows is a block of its own. The call stops
+    at row 3's guard, the first in loop order, as a run of one block would."""
+    op = ptodsl.load("tests/golden_codes/ops/pick_elements.yaml")
+    block = op.compiled.stages["block"]
+    (launch,) = launches(block.func("pick_elements"))
+    assert "block_dim" in launch.attrs
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x, np.array([0, 1, 2, 7, 0, -4], np.int32), backend=backend)
+    assert info.value.diagnostic.code == "E0730"
+    assert "the index is 7 on dim 0, but `x` has 3 there" in str(info.value)
+    ids = np.array([2, 0, 1, 1, 0, 2], np.int32)
+    np.testing.assert_array_equal(op(x, ids, backend=backend), 2.0 * x[ids])
