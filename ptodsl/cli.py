@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import CompileError, Diagnostic, DiagnosticError, Diagnostics, code_registry
 from .diagnostics.portnotes import with_port_notes
 from .diagnostics.render import render_all, use_color
-from .ops import OPS, describe_op
+from .ops import INDEXING, OPS, describe_index_op, describe_op
 from .progress import Progress
 
 EXIT_OK, EXIT_USER, EXIT_INTERNAL = 0, 1, 2
@@ -381,8 +381,8 @@ def cmd_explain(args, out: _Out) -> int:
     reg = code_registry()
     code = args.code.upper()
     info = reg.get(code)
-    if info is None and args.code in OPS:
-        text = describe_op(OPS[args.code])
+    if info is None and (args.code in OPS or args.code in INDEXING):
+        text = describe_op(OPS[args.code]) if args.code in OPS else describe_index_op(INDEXING[args.code])
         out.say(text)
         out.result(kind="op", name=args.code, text=text)
         return EXIT_OK

@@ -242,15 +242,15 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
     cases = []
     for f in ir.funcs:
         dims = {str(s) for p in f.params if p.is_tensor for d in p.type.shape for s in sym.free_symbols(d)}
-        mine = [c for c in spec.tests
-                if dims <= set(_case_dims(spec, c)) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
+        mine = [c for c in spec.tests if c.refuses is None
+                and dims <= set(_case_dims(spec, c)) and variant_name(spec.variant_of(c)) == f.attrs.get("variant", "")]
         case = max(mine, key=lambda c: prod(c.shapes.values()), default=None)
         if case is None:
             cases.append(Case(f.name, dict.fromkeys(dims, DEFAULT_DIM), {}))
             continue
         reads: dict[str, Any] = {p.name: int((case.ranges.get(p.name) or case.data_range or (0, 1))[1])
                                  for p in f.params if p.is_tensor and (case.ranges.get(p.name) or case.data_range)}
-        reads |= _explicit_inputs(f, spec, case)
+        reads |= explicit_inputs(f, spec, case)
         cases.append(Case(f.name, _case_dims(spec, case), dict(case.scalars), reads))
     return cases
 
@@ -262,7 +262,7 @@ def _case_dims(spec: Spec, case: TestCase) -> dict[str, int]:
     return {k: int(v) for k, v in full.items() if k not in spec.symbols or k in case.shapes}
 
 
-def _explicit_inputs(f: Func, spec: Spec, case: TestCase) -> dict[str, Any]:
+def explicit_inputs(f: Func, spec: Spec, case: TestCase) -> dict[str, Any]:
     """The arrays a case's ``inputs:`` gives, as the golden harness makes them, so that the cost
     model reads the values that matter (segment offsets, indices) rather than a bound."""
     out: dict[str, Any] = {}

@@ -93,7 +93,10 @@ def load_torch(spec: Spec):
 
 def case_variant(op: Operator, case: TestCase) -> int:
     """The index of the dtype variant a case runs (raises what ``run_case`` would for a bad case)."""
-    inputs, _ = make_inputs(op, case)
+    try:
+        inputs, _ = make_inputs(op, case)
+    except CaseError as exc:
+        raise test_error(op.spec, exc.path, exc.message, exc.label, exc.help, exc.code) from None
     return op.resolve(dict(inputs))[0]
 
 

@@ -317,3 +317,65 @@ def describe_op(od: OpDef) -> str:
     lines.append("every dtype" if od.dtypes == ANY else "float dtypes only" if od.dtypes == FLOATS
                  else "dtypes " + ", ".join(od.dtypes))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ indexing builtins (issue 23 §2)
+# Structure rather than elementwise arithmetic: each has its own signature (typed by
+# ptodsl/check/indexing.py), IR ops (ptodsl/ir/opdefs.py, the `_indexing` block) and lowering.
+# Every index a kernel reads from data (gather, index_select, scatter_update) is checked against
+# the dim it indexes before the op runs: a value outside [0, dim) stops the call (E0730).
+
+
+@dataclass(frozen=True)
+class IndexOp:
+    name: str
+    signature: str  # how it is called
+    doc: str
+    pto: tuple[str, ...]  # the pto-isa instructions its lowering emits
+    torch: str  # its eager-torch spelling, for docs and `ptodsl explain`
+    keywords: tuple[str, ...] = ()
+    statement: bool = False  # a statement writing its first argument, not a value
+
+
+INDEXING: dict[str, IndexOp] = {row.name: row for row in [
+    IndexOp("index_select", "index_select(t, dim, index)",
+            "the slices of t along dim at the positions a 1-D index tensor holds, in index order",
+            ("MGATHER",), "torch.index_select(t, dim, index)"),
+    IndexOp("gather", "gather(t, dim, index)",
+            "out[i][j] = t[i][index[i][j]] along the last dim (index has t's rank)",
+            ("MGATHER",), "torch.gather(t, dim, index)"),
+    IndexOp("scatter_update", "scatter_update(dst, dim, index, src)",
+            "writes the slices of src along dim into dst at the positions index holds (a later "
+            "position wins a repeated index)",
+            ("MSCATTER",), "dst.index_copy_(dim, index, src)", statement=True),
+    IndexOp("arange", "arange(n, dtype) / arange(start, stop, dtype)", "start, start + 1, ..., stop - 1",
+            ("TCI",), "torch.arange(start, stop, dtype=dtype)"),
+    IndexOp("triu", "triu(x, diagonal=0)", "x with the elements below the diagonal-th diagonal set to 0",
+            ("TTRI", "TCMPS", "TSEL"), "torch.triu(x, diagonal)", keywords=("diagonal",)),
+    IndexOp("tril", "tril(x, diagonal=0)", "x with the elements above the diagonal-th diagonal set to 0",
+            ("TTRI", "TCMPS", "TSEL"), "torch.tril(x, diagonal)", keywords=("diagonal",)),
+    IndexOp("argmax", "argmax(x, dim=-1, keepdim=False)",
+            "the index of the maximum along the last dim (the first one among equal values), as i32",
+            ("TROWARGMAX", "TROWMAX"), "torch.argmax(x, dim, keepdim)", keywords=("dim", "keepdim")),
+    IndexOp("argmin", "argmin(x, dim=-1, keepdim=False)",
+            "the index of the minimum along the last dim (the first one among equal values), as i32",
+            ("TROWARGMIN", "TROWMIN"), "torch.argmin(x, dim, keepdim)", keywords=("dim", "keepdim")),
+    IndexOp("topk", "v, i = topk(x, k, dim=-1, largest=True)",
+            "the k largest (largest=False: smallest) values along the last dim in order, and their i32 "
+            "indices; among equal values the lower index comes first",
+            ("TCI", "TROWMAX", "TROWMIN", "TCMP", "TSEL"), "torch.topk(x, k, dim, largest)",
+            keywords=("dim", "largest")),
+    IndexOp("argsort", "argsort(x, dim=-1, descending=False)",
+            "the i32 indices that sort x along the last dim; equal values keep their index order (stable)",
+            ("TCI", "TROWMAX", "TROWMIN", "TCMP", "TSEL"), "torch.argsort(x, dim, descending, stable=True)",
+            keywords=("dim", "descending")),
+]}
+
+
+def describe_index_op(io: IndexOp) -> str:
+    """An indexing builtin, for ``ptodsl explain NAME``."""
+    return "\n".join([f"{io.signature}: {io.doc}", f"pto-isa instructions: {', '.join(io.pto)}",
+                      f"torch: {io.torch}"])
+
+
+# ------------------------------------------------------------------ end of indexing builtins

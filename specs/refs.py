@@ -792,3 +792,114 @@ def torch_swap_halves(x):
 
     h = x.shape[-1] // 2
     return torch.cat([x[..., h:], x[..., :h]], dim=-1)
+
+
+# ------------------------------------------------------------------ indexing
+
+
+def gather_rows(table, ids):
+    return table[ids]
+
+
+def kv_cache_update(k_cache, v_cache, slot_mapping, k, v):
+    kc, vc = k_cache.copy(), v_cache.copy()
+    for t, slot in enumerate(slot_mapping):  # token order: of two tokens for one slot the later stays
+        kc[slot] = k[t]
+        vc[slot] = v[t]
+    return kc, vc
+
+
+def _topk_order(p, k):
+    """The columns of the k largest values of each row, equal values in column order."""
+    return np.argsort(-p, axis=-1, kind="stable")[..., :k]
+
+
+def moe_topk(logits, k=4):
+    x = logits.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    ids = _topk_order(p, k)
+    top = np.take_along_axis(p, ids, axis=-1)
+    return top / top.sum(axis=-1, keepdims=True), ids.astype(np.int32)
+
+
+def argmax_rows(x):
+    return np.argmax(x, axis=-1).astype(np.int32), np.argmin(x, axis=-1, keepdims=True).astype(np.int32)
+
+
+def causal_mask(scores, offset=0):
+    return np.tril(scores, offset), np.triu(scores, offset + 1)
+
+
+def arange_pos(x, start=0):
+    n = x.shape[-1]
+    return x + np.arange(n) * 0.5, np.arange(start, start + n).astype(np.int32)
+
+
+def torch_gather_rows(table, ids):
+    import torch
+
+    return torch.index_select(table, 0, ids.long())
+
+
+def torch_kv_cache_update(k_cache, v_cache, slot_mapping, k, v):
+    slots = slot_mapping.long()
+    return k_cache.index_copy(0, slots, k), v_cache.index_copy(0, slots, v)
+
+
+def torch_moe_topk(logits, k=4):
+    import torch
+
+    p = torch.softmax(logits.float(), dim=-1)
+    top, ids = torch.topk(p, k, dim=-1)
+    return (top / top.sum(dim=-1, keepdim=True)).to(logits.dtype), ids.int()
+
+
+def torch_argmax_rows(x):
+    import torch
+
+    return torch.argmax(x, dim=-1).int(), torch.argmin(x, dim=-1, keepdim=True).int()
+
+
+def torch_causal_mask(scores, offset=0):
+    import torch
+
+    return torch.tril(scores, offset), torch.triu(scores, offset + 1)
+
+
+def torch_arange_pos(x, start=0):
+    import torch
+
+    n = x.shape[-1]
+    ramp = torch.arange(n, dtype=x.dtype, device=x.device) * 0.5
+    return x + ramp, torch.arange(start, start + n, dtype=torch.int32, device=x.device)
+
+
+def gather_last(x, idx, cols):
+    return np.take_along_axis(x, idx.astype(np.int64), axis=-1), x[:, cols]
+
+
+def torch_gather_last(x, idx, cols):
+    import torch
+
+    return torch.gather(x, -1, idx.long()), torch.index_select(x, 1, cols.long())
+
+
+def rope(x, pos, inv_freq):
+    # The angle is rounded to f32 as the kernel (and the models) compute it; the rest in f64.
+    angle = (np.asarray(pos, np.float32) * np.asarray(inv_freq, np.float32)).astype(np.float64)
+    (x,) = _as_f64(x)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s = np.cos(angle), np.sin(angle)
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def torch_rope(x, pos, inv_freq):
+    import torch
+
+    angle = pos.float() * inv_freq.float()
+    c, s = torch.cos(angle), torch.sin(angle)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h].float(), x[..., h:].float()
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)

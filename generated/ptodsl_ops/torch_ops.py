@@ -20,12 +20,15 @@ from .ops import add_bcast as _PTODSL_M_add_bcast
 from .ops import add_one as _PTODSL_M_add_one
 from .ops import amax_rows as _PTODSL_M_amax_rows
 from .ops import amin_cols as _PTODSL_M_amin_cols
+from .ops import arange_pos as _PTODSL_M_arange_pos
+from .ops import argmax_rows as _PTODSL_M_argmax_rows
 from .ops import attn as _PTODSL_M_attn
 from .ops import bias_expand as _PTODSL_M_bias_expand
 from .ops import bitwise_not as _PTODSL_M_bitwise_not
 from .ops import bmm as _PTODSL_M_bmm
 from .ops import cast_f16_f32 as _PTODSL_M_cast_f16_f32
 from .ops import cast_f32_f16 as _PTODSL_M_cast_f32_f16
+from .ops import causal_mask as _PTODSL_M_causal_mask
 from .ops import clamp as _PTODSL_M_clamp
 from .ops import clip as _PTODSL_M_clip
 from .ops import concat_last as _PTODSL_M_concat_last
@@ -34,8 +37,11 @@ from .ops import erf as _PTODSL_M_erf
 from .ops import exp as _PTODSL_M_exp
 from .ops import ffn as _PTODSL_M_ffn
 from .ops import flash_attn as _PTODSL_M_flash_attn
+from .ops import gather_last as _PTODSL_M_gather_last
+from .ops import gather_rows as _PTODSL_M_gather_rows
 from .ops import gelu as _PTODSL_M_gelu
 from .ops import gelu_bwd as _PTODSL_M_gelu_bwd
+from .ops import kv_cache_update as _PTODSL_M_kv_cache_update
 from .ops import layernorm as _PTODSL_M_layernorm
 from .ops import layernorm_bwd as _PTODSL_M_layernorm_bwd
 from .ops import log as _PTODSL_M_log
@@ -49,6 +55,7 @@ from .ops import matmul_i8 as _PTODSL_M_matmul_i8
 from .ops import matmul_splitk as _PTODSL_M_matmul_splitk
 from .ops import mean_rows as _PTODSL_M_mean_rows
 from .ops import mha_sdpa as _PTODSL_M_mha_sdpa
+from .ops import moe_topk as _PTODSL_M_moe_topk
 from .ops import mul_bcast as _PTODSL_M_mul_bcast
 from .ops import paged_attention as _PTODSL_M_paged_attention
 from .ops import permute_heads as _PTODSL_M_permute_heads
@@ -59,6 +66,7 @@ from .ops import relu as _PTODSL_M_relu
 from .ops import reshape_heads as _PTODSL_M_reshape_heads
 from .ops import rmsnorm as _PTODSL_M_rmsnorm
 from .ops import rmsnorm_bwd as _PTODSL_M_rmsnorm_bwd
+from .ops import rope as _PTODSL_M_rope
 from .ops import rounding as _PTODSL_M_rounding
 from .ops import rsqrt as _PTODSL_M_rsqrt
 from .ops import scalar_ops as _PTODSL_M_scalar_ops
@@ -319,6 +327,103 @@ if _PTODSL_NPU:
     ) -> torch.Tensor:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_amin_cols._PTODSL_OP,
+            (x,),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::arange_pos", mutates_args=())
+def arange_pos(
+    x: torch.Tensor,
+    *,
+    start: int = 0,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Position ids start..start+N-1, and x plus the ramp 0, 0.5, 1, ... along its rows.
+
+    Torch custom op ``ptodsl_ops::arange_pos``; see ``ptodsl_ops.arange_pos`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_arange_pos._PTODSL_OP,
+        (x,),
+        {"start": start},
+        backend,
+    )
+
+
+@arange_pos.register_fake
+def _PTODSL_fake_arange_pos(
+    x: torch.Tensor,
+    *,
+    start: int = 0,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_arange_pos._PTODSL_OP,
+        (x,),
+        {"start": start},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @arange_pos.register_kernel("npu")
+    def _PTODSL_npu_arange_pos(
+        x: torch.Tensor,
+        *,
+        start: int = 0,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_arange_pos._PTODSL_OP,
+            (x,),
+            {"start": start},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::argmax_rows", mutates_args=())
+def argmax_rows(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the index of the maximum and of the minimum (the first one among equal values).
+
+    Torch custom op ``ptodsl_ops::argmax_rows``; see ``ptodsl_ops.argmax_rows`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_argmax_rows._PTODSL_OP,
+        (x,),
+        {},
+        backend,
+    )
+
+
+@argmax_rows.register_fake
+def _PTODSL_fake_argmax_rows(
+    x: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_argmax_rows._PTODSL_OP,
+        (x,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @argmax_rows.register_kernel("npu")
+    def _PTODSL_npu_argmax_rows(
+        x: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_argmax_rows._PTODSL_OP,
             (x,),
             {},
         )
@@ -618,6 +723,56 @@ if _PTODSL_NPU:
             _PTODSL_M_cast_f32_f16._PTODSL_OP,
             (x,),
             {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::causal_mask", mutates_args=())
+def causal_mask(
+    scores: torch.Tensor,
+    *,
+    offset: int = 0,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lower and strictly upper triangles of a score matrix around a diagonal moved by `offset`.
+
+    Torch custom op ``ptodsl_ops::causal_mask``; see ``ptodsl_ops.causal_mask`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_causal_mask._PTODSL_OP,
+        (scores,),
+        {"offset": offset},
+        backend,
+    )
+
+
+@causal_mask.register_fake
+def _PTODSL_fake_causal_mask(
+    scores: torch.Tensor,
+    *,
+    offset: int = 0,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_causal_mask._PTODSL_OP,
+        (scores,),
+        {"offset": offset},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @causal_mask.register_kernel("npu")
+    def _PTODSL_npu_causal_mask(
+        scores: torch.Tensor,
+        *,
+        offset: int = 0,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_causal_mask._PTODSL_OP,
+            (scores,),
+            {"offset": offset},
         )
 
 
@@ -1030,6 +1185,109 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::gather_last", mutates_args=())
+def gather_last(
+    x: torch.Tensor,
+    idx: torch.Tensor,
+    cols: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row gather along the last dim (torch.gather) and a column selection (index_select on dim 1).
+
+    Torch custom op ``ptodsl_ops::gather_last``; see ``ptodsl_ops.gather_last`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_gather_last._PTODSL_OP,
+        (x, idx, cols),
+        {},
+        backend,
+    )
+
+
+@gather_last.register_fake
+def _PTODSL_fake_gather_last(
+    x: torch.Tensor,
+    idx: torch.Tensor,
+    cols: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_gather_last._PTODSL_OP,
+        (x, idx, cols),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @gather_last.register_kernel("npu")
+    def _PTODSL_npu_gather_last(
+        x: torch.Tensor,
+        idx: torch.Tensor,
+        cols: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_gather_last._PTODSL_OP,
+            (x, idx, cols),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::gather_rows", mutates_args=())
+def gather_rows(
+    table: torch.Tensor,
+    ids: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Embedding lookup, out[n] = table[ids[n]]; an id outside [0, V) stops the call (E0730).
+
+    Torch custom op ``ptodsl_ops::gather_rows``; see ``ptodsl_ops.gather_rows`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_gather_rows._PTODSL_OP,
+        (table, ids),
+        {},
+        backend,
+    )
+
+
+@gather_rows.register_fake
+def _PTODSL_fake_gather_rows(
+    table: torch.Tensor,
+    ids: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_gather_rows._PTODSL_OP,
+        (table, ids),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @gather_rows.register_kernel("npu")
+    def _PTODSL_npu_gather_rows(
+        table: torch.Tensor,
+        ids: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_gather_rows._PTODSL_OP,
+            (table, ids),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::gelu", mutates_args=())
 def gelu(
     x: torch.Tensor,
@@ -1123,6 +1381,65 @@ if _PTODSL_NPU:
         return _PTODSL_TORCH.run_npu(
             _PTODSL_M_gelu_bwd._PTODSL_OP,
             (x, dy),
+            {},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::kv_cache_update", mutates_args=())
+def kv_cache_update(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Writes the keys and values of new tokens into a paged KV cache at the slots slot_mapping names.
+
+    Torch custom op ``ptodsl_ops::kv_cache_update``; see ``ptodsl_ops.kv_cache_update`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_kv_cache_update._PTODSL_OP,
+        (k_cache, v_cache, slot_mapping, k, v),
+        {},
+        backend,
+    )
+
+
+@kv_cache_update.register_fake
+def _PTODSL_fake_kv_cache_update(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_kv_cache_update._PTODSL_OP,
+        (k_cache, v_cache, slot_mapping, k, v),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @kv_cache_update.register_kernel("npu")
+    def _PTODSL_npu_kv_cache_update(
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_kv_cache_update._PTODSL_OP,
+            (k_cache, v_cache, slot_mapping, k, v),
             {},
         )
 
@@ -1798,6 +2115,53 @@ if _PTODSL_NPU:
         )
 
 
+@torch.library.custom_op("ptodsl_ops::moe_topk", mutates_args=())
+def moe_topk(
+    logits: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-K expert routing of MoE tokens, softmax then top-K with renormalised weights.
+
+    Torch custom op ``ptodsl_ops::moe_topk``; see ``ptodsl_ops.moe_topk`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_moe_topk._PTODSL_OP,
+        (logits,),
+        {},
+        backend,
+    )
+
+
+@moe_topk.register_fake
+def _PTODSL_fake_moe_topk(
+    logits: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_moe_topk._PTODSL_OP,
+        (logits,),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @moe_topk.register_kernel("npu")
+    def _PTODSL_npu_moe_topk(
+        logits: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_moe_topk._PTODSL_OP,
+            (logits,),
+            {},
+        )
+
+
 @torch.library.custom_op("ptodsl_ops::mul_bcast", mutates_args=())
 def mul_bcast(
     x: torch.Tensor,
@@ -2313,6 +2677,59 @@ if _PTODSL_NPU:
             _PTODSL_M_rmsnorm_bwd._PTODSL_OP,
             (x, gamma, dy),
             {"eps": eps},
+        )
+
+
+@torch.library.custom_op("ptodsl_ops::rope", mutates_args=())
+def rope(
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    """Rotary position embedding (half rotation) with cos and sin of pos * inv_freq computed in the kernel.
+
+    Torch custom op ``ptodsl_ops::rope``; see ``ptodsl_ops.rope`` for the arguments.
+    """
+    return _PTODSL_TORCH.run(
+        _PTODSL_M_rope._PTODSL_OP,
+        (x, pos, inv_freq),
+        {},
+        backend,
+    )
+
+
+@rope.register_fake
+def _PTODSL_fake_rope(
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    backend: str = "sim",
+) -> torch.Tensor:
+    return _PTODSL_TORCH.fake(
+        _PTODSL_M_rope._PTODSL_OP,
+        (x, pos, inv_freq),
+        {},
+    )
+
+
+if _PTODSL_NPU:
+    # The PrivateUse1 kernel, as torch_npu names it: NPU tensors go to the NPU build as device
+    # pointers, on the current NPU stream; `backend=` does not apply to them.
+    @rope.register_kernel("npu")
+    def _PTODSL_npu_rope(
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        inv_freq: torch.Tensor,
+        *,
+        backend: str = "sim",
+    ) -> torch.Tensor:
+        return _PTODSL_TORCH.run_npu(
+            _PTODSL_M_rope._PTODSL_OP,
+            (x, pos, inv_freq),
+            {},
         )
 
 
@@ -3455,12 +3872,15 @@ _PTODSL_TORCH.register_autograd(add_bcast, _PTODSL_M_add_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(add_one, _PTODSL_M_add_one._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(amax_rows, _PTODSL_M_amax_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(amin_cols, _PTODSL_M_amin_cols._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(arange_pos, _PTODSL_M_arange_pos._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(argmax_rows, _PTODSL_M_argmax_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(attn, _PTODSL_M_attn._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bias_expand, _PTODSL_M_bias_expand._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bitwise_not, _PTODSL_M_bitwise_not._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(bmm, _PTODSL_M_bmm._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f16_f32, _PTODSL_M_cast_f16_f32._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(cast_f32_f16, _PTODSL_M_cast_f32_f16._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(causal_mask, _PTODSL_M_causal_mask._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clamp, _PTODSL_M_clamp._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(clip, _PTODSL_M_clip._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(concat_last, _PTODSL_M_concat_last._PTODSL_OP, None)
@@ -3469,8 +3889,11 @@ _PTODSL_TORCH.register_autograd(erf, _PTODSL_M_erf._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(exp, _PTODSL_M_exp._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(ffn, _PTODSL_M_ffn._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(flash_attn, _PTODSL_M_flash_attn._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(gather_last, _PTODSL_M_gather_last._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(gather_rows, _PTODSL_M_gather_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(gelu, _PTODSL_M_gelu._PTODSL_OP, gelu_bwd)
 _PTODSL_TORCH.register_autograd(gelu_bwd, _PTODSL_M_gelu_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(kv_cache_update, _PTODSL_M_kv_cache_update._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(layernorm, _PTODSL_M_layernorm._PTODSL_OP, layernorm_bwd)
 _PTODSL_TORCH.register_autograd(layernorm_bwd, _PTODSL_M_layernorm_bwd._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(log, _PTODSL_M_log._PTODSL_OP, None)
@@ -3484,6 +3907,7 @@ _PTODSL_TORCH.register_autograd(matmul_i8, _PTODSL_M_matmul_i8._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(matmul_splitk, _PTODSL_M_matmul_splitk._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mean_rows, _PTODSL_M_mean_rows._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mha_sdpa, _PTODSL_M_mha_sdpa._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(moe_topk, _PTODSL_M_moe_topk._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(mul_bcast, _PTODSL_M_mul_bcast._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(paged_attention, _PTODSL_M_paged_attention._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(permute_heads, _PTODSL_M_permute_heads._PTODSL_OP, None)
@@ -3494,6 +3918,7 @@ _PTODSL_TORCH.register_autograd(relu, _PTODSL_M_relu._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(reshape_heads, _PTODSL_M_reshape_heads._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rmsnorm, _PTODSL_M_rmsnorm._PTODSL_OP, rmsnorm_bwd)
 _PTODSL_TORCH.register_autograd(rmsnorm_bwd, _PTODSL_M_rmsnorm_bwd._PTODSL_OP, None)
+_PTODSL_TORCH.register_autograd(rope, _PTODSL_M_rope._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rounding, _PTODSL_M_rounding._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(rsqrt, _PTODSL_M_rsqrt._PTODSL_OP, None)
 _PTODSL_TORCH.register_autograd(scalar_ops, _PTODSL_M_scalar_ops._PTODSL_OP, None)

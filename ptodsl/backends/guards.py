@@ -1,6 +1,7 @@
 """Run-time bounds guards of accesses whose region the checker could not prove inside its tensor.
 
-Lowering places a ``guard`` op before such a write, view or element read; the simulator, the
+Lowering places a ``guard`` op before such a write, view or element read, and one before an
+indexing op for each index it reads from a tensor (``access = "index"``); the simulator, the
 control program of the CPU build and the NPU host program evaluate its condition and, when it
 fails, stop the call before the access with the same diagnostic (E0730), so no backend ever stores
 or loads outside a tensor. A loop whose trip count comes from data has a guard of the same form
@@ -28,6 +29,18 @@ def guard_failure(attrs: dict, span: Span | None, offset: int, extent: int, dim:
             help="check the lengths read from the tensors; a negative or zero trip count is an empty loop, and "
                  "a bound clamped with `min(..., N)` to a dim needs no check"))
     tensor, axis = attrs["tensor"], attrs["axis"]
+    if access == "index":
+        # an index a gather, scatter or index_select read from a tensor (the guard checks each one
+        # before the op, since the op itself would move data at that position)
+        source = attrs.get("source", "?")
+        return GuardError(Diagnostic(
+            "E0730", f"an index read from `{source}` is outside dim {axis} of `{tensor}`", span,
+            f"`{source}` holds {offset}, but dim {axis} of `{tensor}` has {dim} positions: [0, {dim})",
+            notes=("the call stopped before this op read or wrote anything; outputs written earlier in the call "
+                   "keep their values",
+                   "indices are checked, never wrapped: a negative index is refused as torch refuses it"),
+            help=f"keep every value of `{source}` in [0, {dim}), or clamp it first: "
+                 f"`minimum(maximum({source}, 0), {dim - 1 if dim > 0 else 0})`"))
     if access == "write":
         return GuardError(Diagnostic(
             "E0730", f"this write would store outside `{tensor}` on dim {axis}", span,

@@ -9,7 +9,7 @@ from .. import sym
 from ..diagnostics import Label, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast
-from ..ops import OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, OpDef
+from ..ops import INDEXING, OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, OpDef
 from .layout import LAYOUT_BUILTINS, LAYOUT_KEYWORDS
 from .matmul import MATMUL_KEYWORDS, MatmulTyping
 from .paths import loop_conditions
@@ -19,6 +19,7 @@ CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
     **{name: ("dim", "keepdim") for name, od in OPS.items() if od.kind == "reduce"},
     "matmul": MATMUL_KEYWORDS, "cast": ("mode",), "view": ("valid_shape",),
     "loop": ("name",), "loop_unroll": ("name",), **LAYOUT_KEYWORDS,
+    **{name: io.keywords for name, io in INDEXING.items()},
 }
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 ELEMENTWISE_EXTREME = {"min": "minimum", "max": "maximum"}
@@ -98,11 +99,13 @@ class CallTyping(MatmulTyping):
             return self.view_call(e)
         if fn in ("tensor", "zeros", "ones", "full"):
             return self.local_tensor(e, fn)
+        if fn in INDEXING:
+            return self.index_call(e, fn, bind_name)
         if fn in LAYOUT_BUILTINS:
             return self.layout_call(e, fn)
         od = OPS.get(fn)
         if od is None or fn == "cmp":
-            cands = [n for n in OPS if n != "cmp"] + list(SCALAR_BUILTINS) + list(STRUCTURE_BUILTINS)
+            cands = [n for n in OPS if n != "cmp"] + list(SCALAR_BUILTINS) + list(STRUCTURE_BUILTINS) + list(INDEXING)
             self.err("E0301", f"unknown function `{fn}`", e.func.span,
                      help=did_you_mean(fn, cands) or "see docs/LANGUAGE.md §1.3 for the builtins")
             for a in e.args:

@@ -98,6 +98,7 @@ def _check_outputs_written(ck: CheckedKernel, diags: Diagnostics) -> set[str]:
     """Outputs that no statement writes (or that a statement failed to write), which the
     coverage analysis leaves alone."""
     written = {w.target for w in ck.typing.write.values()}
+    written |= {c.attrs["target"] for c in ck.typing.call.values() if c.op == "scatter_update"}
     # A statement that names the output as its target but failed to type, or a rebinding that
     # E0400 already reports, must not produce a second error about the same parameter.
     named = _syntactic_targets(ck.kernel.body)
@@ -273,8 +274,12 @@ class _Flow:
             elif isinstance(e, ast.Call) and e.func_name == "print":
                 for a in e.args[1:]:
                     self.expr(a, s, init)
+            elif isinstance(e, ast.Call) and e.func_name == "scatter_update":
+                self.scatter(s, e, init)
             else:
                 self.expr(e, s, init)
+        elif isinstance(s, ast.Unpack):
+            self.expr(s.value, s, init)
         elif isinstance(s, ast.For):
             return self.for_stmt(s, init)
         elif isinstance(s, ast.If):
@@ -300,6 +305,21 @@ class _Flow:
         init.add(w.target, (w.offsets, w.shape))
         self.writes.setdefault(w.target, []).append(span)
         self.bodies[-1].accesses.append(_Access(True, w.target, (w.offsets, w.shape), span, s, self.branch))
+
+    def scatter(self, s: ast.ExprStmt, e: ast.Call, init: State) -> None:
+        """``scatter_update(dst, dim, index, src)`` reads index and src and writes rows of dst that
+        only the data knows: dst counts as written, but no region of it as covered."""
+        for a in e.args[2:]:
+            self.expr(a, s, init)
+        call = self.t.call.get(id(e))
+        if call is None:
+            return
+        base = call.attrs["target"]
+        init.setdefault(base, Cov()).opaque = True
+        self.writes.setdefault(base, []).append(e.span)
+        dst = self.t.binding[id(e.args[0])].ty
+        region = (tuple(0 for _ in dst.shape), tuple(dst.shape))
+        self.bodies[-1].accesses.append(_Access(True, base, region, e.span, s, self.branch))
 
     def for_stmt(self, s: ast.For, init: State) -> State:
         if isinstance(s.iter, ast.Call):

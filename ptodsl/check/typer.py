@@ -17,10 +17,11 @@ from ..diagnostics import Diagnostics, Label, Span
 from ..dtypes import DTYPE_NAMES, DTYPES, value_range
 from ..frontend import ast
 from ..frontend.parser import return_error
-from ..ops import BINARY_SPELLING, COMPARE_MODES, OPS, STRUCTURE_BUILTINS
+from ..ops import BINARY_SPELLING, COMPARE_MODES, INDEXING, OPS, STRUCTURE_BUILTINS
 from ..yamlio.schema import identifier_problem, parameter_name_problem
 from .calls import CallTyping, did_you_mean, fmt_shape, is_float
 from .elem import ElemTyping
+from .indexing import IndexTyping
 from .layout import LayoutTyping
 from .scopes import ScopeRules, trip_guard
 from .types import (
@@ -45,7 +46,7 @@ RESERVED = {"min", "max", "cdiv", "not", "and", "or", "true", "false", "inf", "n
 E_UNROLL_K = "E0512"  # a `loop_unroll` body that handles one step of the `k` it is given
 
 
-class Typer(CallTyping, ElemTyping, LayoutTyping, ScopeRules):
+class Typer(CallTyping, ElemTyping, LayoutTyping, IndexTyping, ScopeRules):
     """Statements, names and expressions; builtin calls are typed by :class:`CallTyping`."""
 
     def __init__(self, kernel: ast.Kernel, variant: dict[str, str], fixed: dict[str, sym.Expr],
@@ -199,6 +200,8 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, ScopeRules):
             self.for_stmt(s)
         elif isinstance(s, ast.If):
             self.if_stmt(s)
+        elif isinstance(s, ast.Unpack):
+            self.unpack(s)
         elif isinstance(s, ast.Pass):
             pass
 
@@ -466,6 +469,9 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, ScopeRules):
                 region = (offs, vt.shape)
             self.write(s, b, region, e.args[0], vt, e.span)
             return
+        if isinstance(e, ast.Call) and e.func_name == "scatter_update":
+            self.scatter_stmt(s, e)
+            return
         if isinstance(e, ast.Call) and e.func_name == "print":
             if not e.args or not isinstance(e.args[0], ast.Str):
                 self.err("E0302", "`print` takes a format string first", e.span, help='write `print("x = {}", x)`')
@@ -613,7 +619,7 @@ class Typer(CallTyping, ElemTyping, LayoutTyping, ScopeRules):
             return_error(self.diags, n.span)
             return None
         if b is None:
-            if n.id in OPS or n.id in STRUCTURE_BUILTINS:
+            if n.id in OPS or n.id in STRUCTURE_BUILTINS or n.id in INDEXING:
                 self.err("E0311", f"`{n.id}` is a function; call it", n.span, help=f"write `{n.id}(...)`")
                 return None
             candidates = list(self.scope) + list(self.symbols)

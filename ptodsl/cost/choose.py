@@ -19,8 +19,8 @@ from typing import Any
 
 from ..diagnostics import Diagnostics
 from ..ir import Module, TensorType
+from ..ir.opdefs import IR_OPS
 from ..ir.schedule import reschedule, schedule_of
-from ..ops import OPS
 from ..passes import PIPELINE
 from ..passes.context import PassContext
 from ..schedule import Schedule
@@ -107,8 +107,9 @@ def has_matmul(tensor_ir: Module) -> bool:
 
 
 def has_vector_work(tensor_ir: Module) -> bool:
-    return any(op.name in OPS and op.name != "matmul" or op.name in ("assemble", "fill", "broadcast")
-               for op in tensor_ir.walk())
+    """Any tensor-level computation but a matmul (a write, an elementwise op, a gather, ...): the
+    control program's ops (loops, reads, guards, views) need no tiles."""
+    return any(not IR_OPS[op.name].control and op.name != "matmul" for op in tensor_ir.walk())
 
 
 def vec_candidates(rank: int) -> list[tuple[int, ...]]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import sym
 from ..ir import Func, Module, Op, TileType
-from ..ir.opdefs import launched_params
+from ..ir.opdefs import indexed_gm, launched_params
 from ..targets import Target
 from .alike import cost_exprs, kernel_exprs, monotone_in
 from .timeline import Timeline, nbytes
@@ -127,6 +127,9 @@ class _Run:
             extents = [valid.get(v.name, ()) for v in op.operands]
             if name in ("tile.load", "tile.store"):
                 tile = op.operands[0] if name == "tile.load" else op.operands[1]
+                self.gm_bytes += nbytes(tile.type.dtype, valid[tile.name])
+            elif any(indexed_gm(op)):  # a gather or scatter moves its data tile's bytes
+                tile = op.operands[1] if indexed_gm(op)[1] else op.operands[0]
                 self.gm_bytes += nbytes(tile.type.dtype, valid[tile.name])
             self.timeline.run(op, extents)
 

@@ -138,6 +138,14 @@ class Assign(Stmt):
 
 
 @dataclass(frozen=True)
+class Unpack(Stmt):
+    """``a, b = expr`` binds one local per result of an op with several results (``topk``)."""
+
+    targets: tuple[Name, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
 class ExprStmt(Stmt):
     expr: Expr
 

@@ -682,6 +682,11 @@ class _Builder:
         self.diags.error("E0114", f"cannot assign to {what}", target.span, "not a name or a region of a tensor",
                          help='bind a local with "v = ..." or write a region of a tensor with "t[...] = ..."')
 
+    def _unpack(self, meta: Any, kids: list) -> ast.Unpack:
+        *names, value = kids
+        targets = tuple(ast.Name(t.value, span=self._tok(t)) for t in names)
+        return ast.Unpack(targets, value, span=self._span(meta))
+
     def _expr_stmt(self, meta: Any, kids: list) -> ast.ExprStmt:
         return ast.ExprStmt(kids[0], span=kids[0].span)
 

@@ -120,6 +120,9 @@ def spec_schema() -> Obj:
             "inputs": MapOf(key=Ident(role="tensor parameter name"), value=InputEntry(), placeholder="<param>",
                             desc="explicit values of inputs: a nested list, a .npy file of the spec's folder, or "
                                  "a generator (permutation, arange, full, randint, cumsum)"),
+            "refuses": Str(pattern=r"E[0-9]{4}", form="a diagnostic code", example="E0730",
+                           desc="the code of the diagnostic the call must stop with (inputs it refuses); the case "
+                           "passes when it does, on every backend"),
         },
     )
     return Obj(

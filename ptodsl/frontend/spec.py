@@ -251,6 +251,7 @@ def _build(data: dict[str, Any], path: str, op: str, spans: SpanMap, defined: di
             ranges={k: tuple(v) for k, v in t.get("ranges", {}).items()},
             name=t.get("name"),
             inputs=dict(t.get("inputs", {})),
+            refuses=t.get("refuses"),
         )
         for i, t in enumerate(data.get(key, []))
     ) for key in ("tests", "bench"))

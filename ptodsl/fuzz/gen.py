@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .gen_index import INDEX_FEATURES, index_block
 from .gen_matmul import MATMUL_FEATURES, cube_tile, matmul_block, matmul_shapes, wants_matmul
 
 # Every switch of the generator. A program uses a random subset of the enabled ones.
@@ -64,6 +65,13 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "data_trips",  # loops whose trip count, valid extents (min) and offsets come from lengths read from a tensor
     "data_conds",  # inline conditions on values read from tensors (`if x1[r, 0] > 0.0:`)
     "data_cu",  # cumulative offsets read in an outer loop driving an inner loop's bound, offsets and extents
+    # Indexing builtins (gen_index.py): index tensors with in-range and out-of-range values.
+    "index_gather",  # index_select along dim 0 or -1, gather along -1
+    "scatter",  # scatter_update of rows into an inout tensor
+    "arange",  # arange ramps added to an input
+    "triu",  # triu / tril with literal and symbolic diagonals
+    "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
+    "topk",  # v, i = topk(x, k) and argsort, ties from small integers
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -136,6 +144,9 @@ class Param:
     lo: float = -1.0  # input data range
     hi: float = 1.0
     role: str = ""  # "index": an i32 tensor of row indices into [M, N] inputs (see run.make_inputs)
+    index_of: str | None = None  # an index tensor: its values lie in [0, this dim) ...
+    oob: bool = False  # ... but for one of them, maybe, which the call must refuse (E0730)
+    ints: tuple[int, int] | None = None  # small integer data in [lo, hi] (ties for argmax / topk)
 
 
 @dataclass
@@ -255,6 +266,8 @@ class Gen:
         self.params: dict[str, Param] = {}
         self.nblock = 0
         self.full_outs: list[str] = []  # [M, N] outputs written whole by an earlier block
+        self.fixed_extra: dict[str, int] = {}  # symbols a block needs fixed in the YAML (topk rows)
+        self.topk_rows = 0  # the longest row a top-k block ranks: the vec tile's last dim must hold it
 
     def has(self, name: str) -> bool:
         return name in self.f
@@ -516,6 +529,8 @@ class Gen:
         self.nblock += 1
         k = self.nblock
         r = self.rng
+        if kind in INDEX_FEATURES:
+            return index_block(self, kind, k)
         if kind == "matmul":
             return matmul_block(self, k, self.mm_rng)
         if kind == "elementwise":
@@ -903,6 +918,7 @@ class Gen:
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write"),
                  ("reduce_nd", "reduce_rank34")]
         table += [(kind, f) for f, kind in gen_layout.KINDS.items()]
+        table += list(INDEX_FEATURES.items())
         avail = [k for k, f in table if self.has(f)]
         if not avail:
             avail = ["elementwise"]
@@ -927,6 +943,10 @@ class Gen:
         m = max(m, self.need_rows)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}
+        fixed.update(self.fixed_extra)
+        shapes.update(self.fixed_extra)
+        if any("K" in p.dims for p in self.params.values()):
+            shapes["K"] = r.randint(1, 12)
         if any(b.kind == "nested" for b in blocks):
             shapes["B"] = r.randint(1, 3)
         if any(b.kind == "varlen" for b in blocks):
@@ -945,6 +965,8 @@ class Gen:
             rows = 1
         else:
             rows = r.choice([1, 2, 3, 4, 8])
+        if self.topk_rows > last:  # a top-k row is ranked within one tile
+            last = -(-self.topk_rows // align) * align
         lead = [1] * (rank - 2)
         if (self.has("tails") and "P" in shapes  # middle dims that end in tails: rows fold (E0800 before)
                 or any(b.kind in ("bcast3", "bcast4") for b in blocks)):  # leading tile dims past 1

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dtypes import DTYPES, numpy_dtype
 from ..frontend import ast
+from . import interp_index as ix
 from . import interp_layout
 
 
@@ -83,6 +84,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+INDEXING_CALLS = ("arange", "index_select", "gather", "triu", "tril", "argmax", "argmin", "argsort")
 UNARY = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "abs": np.abs, "neg": np.negative, "relu": lambda x: np.maximum(x, 0.0),
@@ -198,6 +200,13 @@ class Interpreter:
                 for a in e.args:  # evaluated for their errors; what a print shows is not compared
                     self.eval(a, env)
                 return
+            if isinstance(e, ast.Call) and e.func_name == "scatter_update":
+                dst = self.tensor(self.eval(e.args[0], env))
+                if int(self.eval(e.args[1], env)) % dst.a.ndim != 0:
+                    raise InterpError("scatter_update along another dim than 0")
+                index, src = self.tensor(self.eval(e.args[2], env)), self.tensor(self.eval(e.args[3], env))
+                ix.scatter_update(dst, index, src, _round, self.stop)
+                return
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
                 target = self.eval(e.func.value, env)
                 if e.func.attr == "move":
@@ -210,6 +219,16 @@ class Interpreter:
                     self.write(Target(target.a, target.dtype, tuple(int(o) for o in offs), v.a.shape), v)
                     return
             raise InterpError("expression statement")
+        if isinstance(st, ast.Unpack):
+            e = st.value
+            if not (isinstance(e, ast.Call) and e.func_name == "topk"):
+                raise InterpError("a tuple binding of something else than topk")
+            kw = {k.name: k.value for k in e.keywords}
+            x = self.tensor(self.eval(e.args[0], env))
+            largest = bool(self.eval(kw["largest"], env)) if "largest" in kw else True
+            values, indices = ix.topk(x, int(self.eval(e.args[1], env)), largest, TV)
+            env[st.targets[0].id], env[st.targets[1].id] = values, indices
+            return
         if isinstance(st, ast.For):
             self.loop(st, env)
             return
@@ -514,6 +533,8 @@ class Interpreter:
         if name == "cdiv":
             a, b = (self.eval(x, env) for x in e.args)
             return -(-a // b)
+        if name in INDEXING_CALLS:
+            return self.indexing(name, e, kw, env)
         if name in interp_layout.NAMES:
             return interp_layout.call(self, name, e, kw, env)
         if name in ("min", "max"):  # of scalars (tensors take minimum/maximum)
@@ -558,6 +579,35 @@ class Interpreter:
         full = np.full(shape, np.nan if DTYPES[out_dt].is_float else 0).astype(numpy_dtype(out_dt))
         full[tuple(slice(0, n) for n in prod.shape)] = _round(prod, out_dt)
         return TV(full, out_dt, prod.shape)
+
+    def indexing(self, name: str, e: ast.Call, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
+        args = list(e.args)
+        if name == "arange":
+            dtype = "i32"
+            if args and isinstance(args[-1], ast.Name) and self.dtype(args[-1].id) in DTYPES:
+                dtype = self.dtype(args.pop().id)
+            bounds = [int(self.eval(a, env)) for a in args]
+            start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
+            return ix.arange(start, stop, dtype, TV)
+        x = self.tensor(self.eval(args[0], env))
+        if name in ("index_select", "gather"):
+            axis = int(self.eval(args[1], env))
+            index = self.tensor(self.eval(args[2], env))
+            if name == "gather":
+                if axis % x.a.ndim != x.a.ndim - 1:
+                    raise InterpError("gather along another dim than the last")
+                return ix.gather(x, index, TV, self.stop)
+            return ix.index_select(x, axis, index, TV, self.stop)
+        if name in ("triu", "tril"):
+            d = args[1] if len(args) > 1 else kw.get("diagonal")
+            return ix.triangle(x, name == "tril", 0 if d is None else int(self.eval(d, env)), TV)
+        if name in ("argmax", "argmin"):
+            keep = bool(self.eval(kw["keepdim"], env)) if "keepdim" in kw else False
+            return ix.argreduce(x, name == "argmax", keep, TV)
+        if name == "argsort":
+            desc = bool(self.eval(kw["descending"], env)) if "descending" in kw else False
+            return ix.argsort(x, desc, TV)
+        raise InterpError(f"builtin {name}")
 
     def reduce(self, name: str, v: TV, kw: dict[str, ast.Expr], env: dict[str, Any]) -> TV:
         dims = self.eval(kw["dim"], env) if "dim" in kw else -1

@@ -142,6 +142,16 @@ def make_inputs(program: Program) -> dict[str, np.ndarray]:
         elif p.role in ("length", "cumulative"):
             arrays[p.name] = data_lengths(program.seed, shape, env["N" if p.role == "length" else "M"],
                                           p.role == "cumulative", numpy_dtype(dtype))
+        elif p.index_of is not None:
+            # positions in [0, dim) of the dim indexed, repeats included; maybe one outside it
+            bound = int(p.index_of) if p.index_of.isdigit() else env[p.index_of]
+            a = rng.integers(0, bound, size=shape)
+            if p.oob and a.size and rng.random() < 0.6:
+                at = tuple(int(rng.integers(0, s)) for s in shape)
+                a[at] = rng.choice([-1, -bound, bound, bound + 5])
+            arrays[p.name] = a.astype(numpy_dtype(dtype))
+        elif p.ints is not None:
+            arrays[p.name] = rng.integers(p.ints[0], p.ints[1] + 1, size=shape).astype(numpy_dtype(dtype))
         elif DTYPES[dtype].is_float:
             arrays[p.name] = rng.uniform(p.lo, p.hi, size=shape).astype(numpy_dtype(dtype))
         elif dtype == "i8":  # matmul operands: the whole int8 range

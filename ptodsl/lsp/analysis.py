@@ -22,7 +22,7 @@ from ..frontend.parser import parse_module
 from ..frontend.schema import spec_schema
 from ..frontend.spec import load_spec
 from ..frontend.text import strip_bom
-from ..ops import OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, describe_op
+from ..ops import INDEXING, OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS, describe_index_op, describe_op
 from ..yamlio.schema import Bool, Enum, ListOf, MapOf, Obj, OneOf, Schema
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -176,7 +176,7 @@ def definition(path: str, text: str, line: int, col: int) -> Span | None:
     for node in ast.walk(kernel):
         if isinstance(node, ast.Assign) and isinstance(node.target, ast.Name) and node.target.id == name:
             return node.target.span
-        if isinstance(node, ast.For):
+        if isinstance(node, (ast.For, ast.Unpack)):
             for t in node.targets:
                 if t.id == name:
                     return t.span
@@ -232,6 +232,8 @@ def types_at(path: str, sources: Mapping[str, str], line: int, col: int) -> list
 def builtin_doc(name: str) -> str | None:
     if name in OPS:
         return describe_op(OPS[name])
+    if name in INDEXING:
+        return describe_index_op(INDEXING[name])
     return STRUCTURE_DOCS.get(name)
 
 
@@ -240,6 +242,7 @@ def pto_completions() -> list[tuple[str, str, str]]:
     items = [(n, "function", OPS[n].doc) for n in sorted(OPS)]
     items += [(n, "function", STRUCTURE_DOCS[n]) for n in sorted(STRUCTURE_BUILTINS) + list(SCALAR_BUILTINS)
               if n in STRUCTURE_DOCS]
+    items += [(n, "function", INDEXING[n].doc) for n in sorted(INDEXING)]
     items += [(d, "type", "dtype") for d in DTYPE_NAMES]
     items += [(k, "keyword", "keyword") for k in sorted(KEYWORDS | {"True", "False", "out", "inout"})]
     return items

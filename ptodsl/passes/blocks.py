@@ -22,7 +22,7 @@ from __future__ import annotations
 from .. import sym
 from ..ir import Func, Module, Op, Param
 from ..ir.gm import launches, walk_ops
-from ..ir.opdefs import block_params
+from ..ir.opdefs import block_params, indexed_gm
 from .context import Pass, PassContext
 from .persistent import bound_within
 
@@ -77,7 +77,8 @@ def _writes_workspace(kernel: Func, launch: Op, workspaces: set[str]) -> bool:
     for op in kernel.walk():  # views of a workspace are the workspace
         if op.name == "view" and op.operands[0].name in derived:
             derived.add(op.result.name)
-    return any(op.name == "tile.store" and op.operands[0].name in derived for op in kernel.walk())
+    return any((op.name == "tile.store" and op.operands[0].name in derived)
+               or any(v.name in derived for v in indexed_gm(op)[1]) for op in kernel.walk())
 
 
 def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:

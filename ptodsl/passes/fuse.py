@@ -40,8 +40,10 @@ from typing import Any
 from .. import sym
 from ..ir import Func, Module, Op, Value
 from ..ir.opdefs import in_kernel_loop
+from ..ir.opdefs import indexed_gm as _gm_reads_writes
 from .context import Pass, PassContext
 from .merge import Access, can_merge, hoistable, merge_loops, rename_index, same_grid
+from .merge import gm_touching as _gm_touching
 from .merge import is_grid as _is_grid
 from .merge import reads_writes as _reads_writes
 from .remat import bases, rematerialise
@@ -61,6 +63,10 @@ def _loads_and_stores(ops: list[Op]):
                 stores.append((o.operands[0].name, o.attrs["offsets"]))
             elif o.name in ("read",):
                 loads.append((o.operands[0].name, None))
+            elif _gm_touching(o):
+                r, w = _gm_reads_writes(o)
+                loads.extend((v.name, None) for v in r)
+                stores.extend((v.name, None) for v in w)
     return loads, stores
 
 
@@ -182,6 +188,8 @@ def forward(ops: list[Op], rename: Mapping[str, Value], base: dict[str, str], se
             stored.forget_tile(dst)
             stored.put(key, dst)
         elif op.name.startswith("tile.") and op.operands:
+            for gm in _gm_reads_writes(op)[1]:
+                stored.forget_gm(gm.name)  # a scatter: any row of it may have changed
             # a tile op writes its destination: a forwarded tile must not be overwritten later
             for w in _reads_writes(op)[1]:
                 stored.forget_tile(w)
@@ -244,7 +252,7 @@ def cse(func: Func) -> None:
             op.regions = [region(r) for r in op.regions]
             reads, dests = _reads_writes(op) if op.name.startswith("tile.") else ([], [])
             if (op.name.startswith("tile.") and op.name not in ("tile.load", "tile.store", "tile.alloc")
-                    and len(dests) == 1 and writes.get(dests[0].name) == 1
+                    and not _gm_touching(op) and len(dests) == 1 and writes.get(dests[0].name) == 1
                     and all(writes.get(v.name) == 1 for v in reads)):
                 key = (op.name, repr(sorted(op.attrs.items())), tuple(v.name for v in reads), dests[0].type)
                 if key in seen:
@@ -458,6 +466,7 @@ def _invariant_loads(outer: Op, inner: Op, base: dict[str, str]) -> list[Op]:
     """Loads of ``inner``'s body that every iteration of ``outer`` repeats: their offsets and
     tile do not depend on the outer index, and nothing in the nest stores to their tensor."""
     stored = {base.get(o.operands[0].name, o.operands[0].name) for o in outer.walk() if o.name == "tile.store"}
+    stored |= {base.get(v.name, v.name) for o in outer.walk() if _gm_touching(o) for v in _gm_reads_writes(o)[1]}
     idx = outer.attrs["index"]
     return [o for o in inner.regions[0] if o.name == "tile.load"
             and not _mentions(o.attrs["offsets"], idx) and not _mentions(o.operands[0].type.valid, idx)
@@ -530,6 +539,7 @@ def sweep(func: Func) -> None:
                 readers.add(op.operands[1].name)
             elif op.name.startswith("tile."):
                 tile_readers.update(v.name for v in _reads_writes(op)[0])
+                readers.update(v.name for v in _gm_reads_writes(op)[0])
             else:
                 readers.update(v.name for v in op.operands)
                 tile_readers.update(v.name for v in op.operands)
@@ -539,11 +549,14 @@ def sweep(func: Func) -> None:
         def keep(op: Op, dead=dead, uses=uses, tile_readers=tile_readers) -> bool:
             if op.name == "tile.store" and op.operands[0].name in dead:
                 return False
+            if _gm_touching(op) and any(v.name in dead for v in _gm_reads_writes(op)[1]):
+                return False  # a scatter into a workspace nobody reads
             if op.name == "alloc" and op.result.name in dead:
                 return False
             if op.name == "tile.alloc" and uses.get(op.result.name, 0) == 0:
                 return False
             if (op.name.startswith("tile.") and op.name not in ("tile.store", "tile.alloc") and op.operands
+                    and not _gm_reads_writes(op)[1]
                     and all(w.name not in tile_readers for w in _reads_writes(op)[1])
                     and _reads_writes(op)[1]):
                 return False  # computes a tile nobody reads

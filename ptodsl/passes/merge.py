@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import sym
 from ..ir import Op, Value
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, indexed_gm
 from .unroll import _subst_attr, _subst_type
 
 
@@ -26,6 +26,13 @@ def reads_writes(op: Op) -> tuple[list[Value], list[Value]]:
         return list(op.operands), []
     r, w = d.reads_writes(len(op.operands))
     return [op.operands[i] for i in r], [op.operands[i] for i in w]
+
+
+def gm_touching(op: Op) -> bool:
+    """A tile op other than a load or store that reads or writes a GM tensor (a gather or scatter
+    through an index tile): the region it touches is known only to the data."""
+    r, w = indexed_gm(op)
+    return bool(r or w)
 
 
 def is_grid(op: Op) -> bool:
@@ -69,7 +76,8 @@ class Access:
     def __init__(self, base: dict[str, str]):
         self.base = base
         self.loads: set[tuple[str, Any]] = set()  # (tensor, offsets) of tile.load
-        self.scalar_reads: set[str] = set()  # tensors read by `read` (no offsets)
+        # tensors read where only the data knows (`read`, a gather's table): no offsets
+        self.scalar_reads: set[str] = set()
         self.loaded: set[str] = set()  # tensors loaded or read
         self.stores: set[tuple[str, Any]] = set()
         self.stored: set[str] = set()
@@ -97,6 +105,12 @@ class Access:
                 elif o.name == "read":
                     acc.scalar_reads.add(o.operands[0].name)
                     acc.loaded.add(o.operands[0].name)
+                elif gm_touching(o):  # a scatter's rows are known only to the data: offsets None
+                    r, w = indexed_gm(o)
+                    acc.scalar_reads.update(v.name for v in r)
+                    acc.loaded.update(v.name for v in r)
+                    acc.stores.update((v.name, None) for v in w)
+                    acc.stored.update(v.name for v in w)
                 if o.name == "tile.alloc":
                     acc.defined.add(o.result.name)
                 elif o.name.startswith("tile."):
@@ -145,8 +159,8 @@ def hoistable(op: Op, loop: Access) -> bool:
     touches no value the loop touches, and a load of it reads no tensor the loop stores to."""
     if op.name in ("alloc", "guard"):
         return True  # a GM workspace, or a guard (it reads only scalars: it then stops the call earlier)
-    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store":
-        return False
+    if op.regions or not op.name.startswith("tile.") or op.name == "tile.store" or gm_touching(op):
+        return False  # (a gather or scatter never runs before the loop that may hold its index guards)
     if op.name == "tile.load":
         dst, gm = op.operands
         return dst.name not in loop.names and loop.base.get(gm.name, gm.name) not in loop.stored_bases
@@ -221,5 +235,5 @@ def merge_loops(ops: list[Op], base: dict[str, str]) -> list[Op]:
     return Merger(base).region(ops)
 
 
-__all__ = ["Access", "Merger", "can_merge", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
+__all__ = ["Access", "Merger", "can_merge", "gm_touching", "hoistable", "is_grid", "merge_loops", "nest_env", "reads_writes",
            "rename_index", "same_bounds", "same_grid"]

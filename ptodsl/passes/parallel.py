@@ -11,8 +11,8 @@ user loop may be shared out as blocks.
 
 The proof is deliberately conservative. For the loop with index ``i`` and step ``s``:
 
-- every GM write inside it (a ``tile.store``) goes either to a workspace the iteration allocates
-  itself, or to a region whose offset along one dim is ``k * i + c`` (``k >= 1`` and ``c`` free of
+- every GM write inside it (a ``tile.store``; a scatter's rows, which only the data knows, count
+  as unknown) goes either to a workspace the iteration allocates itself, or to a region whose offset along one dim is ``k * i + c`` (``k >= 1`` and ``c`` free of
   ``i`` and of everything bound inside the loop), all writes to that tensor using the same dim and
   ``k`` and their extents fitting in ``k * s`` indices, so two iterations never touch the same
   element;
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from .. import sym
 from ..ir import Func, Module, Op, TileType
 from ..ir.gm import GmLayoutError, Origin, trace_origins, walk_ops
-from ..ir.opdefs import IR_OPS
+from ..ir.opdefs import IR_OPS, indexed_gm
 from .context import Pass, PassContext
 
 # Loops that are not the user's: a grid or split loop is the tiling's, an implicit or peeled loop
@@ -100,6 +100,11 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
             if origin.offsets is not None:
                 offsets = tuple(sym.add(a, b) for a, b in zip(origin.offsets, op.attrs["offsets"]))
             writes.setdefault(origin.root, []).append(_Write(offsets, tuple(op.operands[1].type.shape)))
+        elif any(indexed_gm(op)):  # a gather or scatter: which rows only the data knows
+            read, written = indexed_gm(op)
+            reads.update(origins[v.name].root for v in read)
+            for v in written:
+                writes.setdefault(origins[v.name].root, []).append(_Write(None, ()))
         elif op.name.startswith("tile.") and op.operands and isinstance(op.operands[0].type, TileType):
             if op.operands[0].name not in tiles_inside and _writes_dst(op):
                 return False  # a tile carried across iterations

@@ -20,7 +20,7 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
-from ..ir.opdefs import in_kernel_loop
+from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
 from .persistent import Placement, bound_within, hoist_workspaces, kind_of
@@ -153,6 +153,10 @@ class _Partitioner:
                             free.append(s)
         stored = {o.operands[0].name for top in ops for o in top.walk() if o.name == "tile.store"}
         loaded = {o.operands[1].name for top in ops for o in top.walk() if o.name == "tile.load"}
+        for o in (o for top in ops for o in top.walk()):
+            read, written = indexed_gm(o)
+            loaded.update(v.name for v in read)
+            stored.update(v.name for v in written)
         params = [Param(v.name, v.type, v.type.dtype,
                         ("inout" if v.name in loaded else "out") if v.name in stored else "in",
                         Value(v.name, v.type)) for v in tensors]

@@ -7,7 +7,7 @@ runs inside one when everything in its body can, which is tile work, grid loops,
 nested such loops, element reads of tensors that nothing in the call writes (the kernel reads them
 with its scalar unit; on the NPU a tensor the call never writes needs no cache maintenance, while
 one a kernel writes would, so such a read keeps its loop in the control program) and GM workspaces
-whose size does not depend on anything the loop binds, and when one iteration fits the cycle budget
+whose shape and valid shape do not depend on anything the loop binds, and when one iteration fits the cycle budget
 of a kernel (``pass_options.cycle_upper_bound``: a larger body is cut into several kernels). A
 print, a branch, a reshape or permute, or a read of a written tensor keeps the loop in the control
 program, which then launches a kernel per iteration as before.
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from .. import sym
 from ..ir import Func, Op, TileType, Value
 from ..ir.gm import walk_ops
-from ..ir.opdefs import IR_OPS, in_kernel_loop
+from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
 from .parallel import origins_of
 
 CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
@@ -75,7 +75,8 @@ class Placement:
         self.origins = origins
         # roots some tile op stores to: a kernel may not read their elements with its scalar unit
         self.written: set[str] | None = None if origins is None else {
-            origins[o.operands[0].name].root for o in func.walk() if o.name == "tile.store"}
+            origins[o.operands[0].name].root for o in func.walk() if o.name == "tile.store"} | {
+            origins[v.name].root for o in func.walk() for v in indexed_gm(o)[1]}
         self._memo: dict[int, frozenset[str] | None] = {}
 
     def kinds(self, op: Op) -> frozenset[str] | None:
@@ -99,9 +100,9 @@ class Placement:
                 return None  # the kernel emitter's loops take a constant step
             if o.name == "read" and (self.written is None or self._root(o.operands[0]) in self.written):
                 return None
-            if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound
-                                                               for d in o.result.type.shape)):
-                return None
+            if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound for d in (
+                    *o.result.type.shape, *o.result.type.valid_shape))):
+                return None  # its type names what the loop binds: it cannot move before the launch
         if not self.fits(loop.regions[0]):
             return None  # its body is cut into several kernels, launched per iteration
         kinds = kinds_in(loop)

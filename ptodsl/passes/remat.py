@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from .. import sym
 from ..ir import Func, Op, Value
+from ..ir.opdefs import indexed_gm
 from ..ops import OPS
 from .merge import is_grid, reads_writes, same_bounds
 from .unroll import _subst_attr, _subst_type
@@ -133,7 +134,7 @@ class _Remat:
     def __init__(self, func: Func):
         self.func = func
         self.base = bases(func)
-        stored = {self.base.get(o.operands[0].name, o.operands[0].name) for o in func.walk() if o.name == "tile.store"}
+        stored = {self.base.get(g, g) for g in _stored(func.body)}
         self.read_only = {p.name for p in func.params if p.is_tensor} - stored
         self.workspaces = {o.result.name for o in func.walk() if o.name == "alloc"}
         self.count = 0
@@ -266,5 +267,12 @@ __all__ = ["MAX_REMAT_OPS", "bases", "grid_nest", "rematerialise"]
 
 
 def _stored(ops: list[Op]) -> set[str]:
-    """The GM values ``ops`` store to."""
-    return {o.operands[0].name for op in ops for o in op.walk() if o.name == "tile.store"}
+    """The GM values ``ops`` store to, a scatter's table too (any of its rows may change)."""
+    out: set[str] = set()
+    for op in ops:
+        for o in op.walk():
+            if o.name == "tile.store":
+                out.add(o.operands[0].name)
+            else:
+                out.update(v.name for v in indexed_gm(o)[1])
+    return out

@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Label, Span
 from ..ir import Func, Module, Op, TensorType, TileType, gm
+from ..ir.opdefs import indexed_gm
 from ..ops import OPS
 from ..targets import StackModel, Target
 from .context import PassContext
 from .partition import cycles
+from .tile_index import SCRATCH_TILES, index_table
 
 # The kinds of object a kernel's frame holds, each with the target field giving its size.
 KINDS = {"tile": "tile_bytes", "global_tensor": "global_tensor_bytes", "shape": "shape_bytes",
@@ -73,6 +75,8 @@ def scratch_tiles(op: Op) -> int:
     """The tiles the emitter declares for one tile instruction besides its operands: scratch tiles
     and views over its operands' memory (``KernelEmitter._reduce``, ``_compare``, ``_select``,
     ``_expand``, ``kernel_elem._pow``, ``kernel_layout._trans``)."""
+    if op.name in SCRATCH_TILES:
+        return SCRATCH_TILES[op.name]
     name = op.name[len("tile."):]
     if name == "cmp":
         return 1  # the mask view
@@ -139,6 +143,16 @@ def estimate(func: Func, target: Target, strided: set[str] | frozenset[str] = fr
             _place(counts, places, op.span, model, "global_tensor")
             # the emitter constructs a Shape (default or not) whenever it passes either
             _place(counts, places, op.span, model, "shape", int(dynamic_stride or _dynamic(_gm_extents(tile.type))))
+            _place(counts, places, op.span, model, "stride", int(dynamic_stride))
+        elif any(indexed_gm(op)):
+            # a gather's or scatter's table: one GlobalTensor, with Shape and Stride temporaries as
+            # for a transfer (tile_index.index_table gives what the emitter declares)
+            read, written = indexed_gm(op)
+            tensor = (read + written)[0]
+            extents, table_strides = index_table(op, tensor.type.shape, strides.get(tensor.name, (None,)))
+            dynamic_stride = _dynamic(table_strides)
+            _place(counts, places, op.span, model, "global_tensor")
+            _place(counts, places, op.span, model, "shape", int(dynamic_stride or _dynamic(extents)))
             _place(counts, places, op.span, model, "stride", int(dynamic_stride))
         elif op.name.startswith("tile."):
             _place(counts, places, op.span, model, "tile", scratch_tiles(op))

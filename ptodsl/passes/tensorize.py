@@ -16,8 +16,9 @@ from ..check.types import CheckedKernel, ScalarTy, TensorTy
 from ..frontend import ast
 from ..ir import Func, Module, Op, Param, TensorType, Value
 from ..ir.schedule import schedule_attrs
-from ..ops import OPS
+from ..ops import INDEXING, OPS
 from ..schedule import Schedule
+from . import tensorize_index
 from . import tensorize_layout as layout
 from .reduce_axes import reduce_axes
 
@@ -100,12 +101,16 @@ class _Builder:
                 self.write(s)
         elif isinstance(s, ast.ExprStmt):
             call = self.t.call.get(id(s.expr))
-            if call is not None and call.op == "print":
+            if call is not None and call.op == "scatter_update":
+                tensorize_index.lower_scatter(self, s)
+            elif call is not None and call.op == "print":
                 e = s.expr
                 args = tuple(self.t.scalar.get(id(a), 0) for a in e.args[1:])
                 self.emit(Op("print", [], {"format": call.attrs["format"], "args": args}, span=s.span))
             else:
                 self.write(s)
+        elif isinstance(s, ast.Unpack):
+            tensorize_index.lower_unpack(self, s)
         elif isinstance(s, ast.For):
             lp = self.t.loop[id(s)]
             trips = self.t.trips.get(id(s))
@@ -235,6 +240,8 @@ class _Builder:
         call = self.t.call[id(e)]
         if call.op == "identity":
             return self.value(e.operand)
+        if call.op in INDEXING:
+            return tensorize_index.lower_call(self, e, call, name)
         out = Value(self.named(name) if name else self.fresh(), tensor_type(ty))
         if call.op in ("tensor", "zeros", "ones", "full"):
             attrs = {} if call.attrs["fill"] is None else {"fill": call.attrs["fill"]}

@@ -439,4 +439,4 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))
 
-from . import tile_elem, tile_layout  # noqa: E402,F401  (they register their families' handlers on TILING/COMPUTE)
+from . import tile_elem, tile_index, tile_layout  # noqa: E402,F401  (they register their families' handlers on TILING/COMPUTE)

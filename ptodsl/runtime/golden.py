@@ -19,6 +19,7 @@ import numpy as np
 from .. import sym
 from ..cases import InputError, TestCase, build_input, case_seed
 from ..cost.timeline import Timeline
+from ..diagnostics import DiagnosticError
 from ..dtypes import DTYPES, numpy_dtype
 from .operator import Operator, run_kernel
 
@@ -148,6 +149,8 @@ def run_case(op: Operator, case: TestCase, reference: Callable[..., Any] | None,
     except KeyError as exc:
         raise CaseError(where, f"the case gives no size for the dim symbol `{exc.args[0]}`", "this case",
                         f"add it to the case: `shapes: {{{exc.args[0]}: ...}}`", "E0233") from None
+    if case.refuses is not None:
+        return _refused(op, case, inputs, scalars, backend, poison, level)
     try:
         ref_out = reference(*(as_ref_input(inputs[p.name]) for p in op.inputs), **scalars)
     except Exception as exc:  # the reference is the user's code
@@ -201,6 +204,32 @@ def run_case(op: Operator, case: TestCase, reference: Callable[..., Any] | None,
     result.ok = not reports
     result.report = "\n".join(reports)
     return result
+
+
+def _refused(op: Operator, case: TestCase, inputs: dict[str, np.ndarray], scalars: dict[str, Any], backend: str,
+             poison: bool, level: str) -> CaseResult:
+    """A case whose inputs the call must refuse (`refuses: CODE`): it passes when the call stops
+    with that diagnostic, on whichever backend runs it, and fails when the call runs to the end."""
+    prog = op.program
+    tensors = dict(inputs)
+    index, arrays, symbols = op.resolve(tensors)
+    for s, v in case.shapes.items():
+        symbols.setdefault(s, v)
+    for p in op.outputs:
+        if p.name not in arrays:
+            dtype, shape = op.output_shape(index, p, symbols)
+            arrays[p.name] = np.zeros(shape, numpy_dtype(dtype))
+    full_scalars = {p.name: scalars.get(p.name, p.default) for p in op.scalars}
+    try:
+        run_kernel(prog, index, arrays, full_scalars, symbols, backend, poison=poison, level=level)
+    except DiagnosticError as exc:
+        code = exc.diagnostic.code
+        ok = code == case.refuses
+        report = (f"refused as expected ({code}: {exc.diagnostic.message})" if ok else
+                  f"the call stopped with {code} ({exc.diagnostic.message}), not the expected {case.refuses}")
+        return CaseResult(prog.op, case, ok, report, inputs=inputs)
+    return CaseResult(prog.op, case, False, f"the call was expected to stop with {case.refuses}, but it ran to "
+                      "the end", inputs=inputs)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,

@@ -48,7 +48,7 @@ BORROWED = {
 }
 # Per-core transfer bandwidths (GiB/s) and the clock: kA2A3ArchConfig in arch_config.hpp.
 BANDWIDTH = {"gm_to_ub": 100.9, "gm_to_l1": 135.0, "ub_to_gm": 188.46, "l0c_to_gm": 70.0, "l1_to_l0a": 441.0,
-             "l1_to_l0b": 220.5, "l0c_to_l1": 128.0, "ub_to_ub": 1024.0}
+             "l1_to_l0b": 220.5, "l1_to_bt": 32.0, "l0c_to_l1": 128.0, "ub_to_ub": 1024.0}
 CLOCK_HZ = 1.85e9  # kMainFrequencyHz, arch_config.hpp
 # mad(): kDefaultHeadCycles = 6, one cycle per 16 x (32 B of k) x 16 fractal, kCyclePerRepeatForFloat = 2
 CUBE_HEAD, CUBE_FRACTAL = 6, {"b16": 1, "b32": 2}

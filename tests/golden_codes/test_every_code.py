@@ -398,6 +398,16 @@ def e0730_element_read_at_a_negative_index(env: Env) -> Diagnostic:
     return info.value.diagnostic
 
 
+def e0730_gathered_row_outside_the_table(env: Env) -> Diagnostic:
+    # An embedding id of -1 (a padding id, say): the guard over the ids stops the call before the
+    # gather reads anything, on the cpu backend as on the simulator.
+    op = ptodsl.load("specs/gather_rows.yaml")
+    table = np.arange(40, dtype=np.float32).reshape(10, 4).repeat(16, axis=1)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(table, np.array([3, -1, 2], np.int32), backend="cpu")
+    return info.value.diagnostic
+
+
 def e0710_rows_of_zero_width(env: Env) -> Diagnostic:
     # K = 0: the 16 x 16 product is a sum over nothing, which ptodsl refuses to guess.
     matmul = ptodsl.load("specs/matmul.yaml")
@@ -804,6 +814,7 @@ CASES: list[Callable[[Env], Diagnostic | list[Diagnostic]]] = [
     e0718_output_of_a_broadcast_input,
     e0730_row_index_past_the_end,
     e0730_gathered_row_past_the_end,
+    e0730_gathered_row_outside_the_table,
     e0730_element_read_at_a_negative_index,
     e0833_heads_that_do_not_fill_the_hidden_dim,
     e0839_rotate_by_more_columns_than_a_row_has,

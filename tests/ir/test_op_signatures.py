@@ -51,7 +51,8 @@ def test_a_handler_for_a_family_no_op_has_is_refused():
 
 SPECS = ["specs/softmax.yaml", "specs/flash_attn.yaml", "specs/where_relu.yaml", "specs/scalar_ops.yaml",
          "specs/seq_add.yaml", "specs/cast_f16_f32.yaml", "specs/matmul_splitk.yaml", "specs/bmm.yaml",
-         "specs/transpose2d.yaml", "specs/concat_last.yaml", "specs/permute_heads.yaml"]
+         "specs/transpose2d.yaml", "specs/concat_last.yaml", "specs/permute_heads.yaml", "specs/kv_cache_update.yaml",
+         "specs/moe_topk.yaml", "specs/gather_last.yaml", "specs/causal_mask.yaml"]
 
 
 def _modules():

@@ -55,3 +55,18 @@ def test_bounds_prove_le():
     assert sym.prove_le(0, sym.Sym("N"), r)
     assert not sym.prove_le(sym.Sym("i"), 5, r)
     assert sym.prove_le(sym.Sym("i"), 10, r)
+
+
+def test_floor_division_by_a_common_factor_is_exact():
+    """(2*F) // 2 is F, so a slice x[:, 0:D // 2] of a dim D = 2*F has width F (RoPE's halves);
+    a division that is not exact stays a division."""
+    F, G = sym.Sym("F"), sym.Sym("G")
+    assert sym.floordiv(sym.mul(F, 2), 2) == F
+    assert sym.floordiv(sym.add(sym.mul(F, 4), 6), 2) == sym.add(sym.mul(F, 2), 3)
+    assert sym.floordiv(sym.sub(sym.mul(F, 6), sym.mul(G, 3)), 3) == sym.sub(sym.mul(F, 2), G)
+    for kept in (sym.add(F, 2), sym.mul(F, 3)):
+        assert isinstance(sym.floordiv(kept, 2), sym.BinExpr)
+    for f, g in ((5, 7), (1, 0), (-3, 2)):  # the rewrite agrees with integer division everywhere
+        env = {"F": f, "G": g}
+        e = sym.add(sym.mul(F, 4), sym.mul(G, -6))
+        assert sym.evaluate(sym.floordiv(e, 2), env) == sym.evaluate(e, env) // 2

@@ -10,7 +10,7 @@ from pathlib import Path
 from ptodsl.dtypes import DTYPE_NAMES
 from ptodsl.fmt import KEYWORDS
 from ptodsl.frontend.grammar import get_parser
-from ptodsl.ops import OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS
+from ptodsl.ops import INDEXING, OPS, SCALAR_BUILTINS, STRUCTURE_BUILTINS
 
 GRAMMAR = Path(__file__).resolve().parents[2] / "editors" / "pto.tmLanguage.json"
 
@@ -28,7 +28,8 @@ def _rules(node: dict) -> list[dict]:
 def test_grammar_words_match_the_compiler() -> None:
     g = json.loads(GRAMMAR.read_text())
     repo = g["repository"]
-    assert _words(repo["builtin"]["match"]) == set(OPS) | set(STRUCTURE_BUILTINS) | set(SCALAR_BUILTINS)
+    builtins = set(OPS) | set(STRUCTURE_BUILTINS) | set(SCALAR_BUILTINS) | set(INDEXING)
+    assert _words(repo["builtin"]["match"]) == builtins
     assert _words(repo["dtype"]["match"]) == set(DTYPE_NAMES)
     highlighted = set().union(*(_words(r["match"]) for r in _rules(repo["keyword"])))
     assert repo["kernel"]["match"].startswith("\\b(kernel)\\s")

@@ -80,3 +80,33 @@ def test_a_guard_in_a_kernel_of_several_blocks_stops_the_call_with_its_diagnosti
     assert "the index is 7 on dim 0, but `x` has 3 there" in str(info.value)
     ids = np.array([2, 0, 1, 1, 0, 2], np.int32)
     np.testing.assert_array_equal(op(x, ids, backend=backend), 2.0 * x[ids])
+
+
+FZ11 = """kernel fz11(x0: T[M, N], y3: inout T[M, N], lens: i32[M], c3: out i32[M, 1], xf: f32[M, N]):
+    for r in loop(M, name="L3"):
+        n3 = lens[r]
+        c3[r, 0] = n3 * 2 + 1
+        for j in loop(cdiv(min(n3, N), 4), name="L3j"):
+            w3 = min(n3 - j * 4, 4)
+            v3 = view(x0, [1, 4], [r, j * 4], valid_shape=[1, w3])
+            y3[r:r + 1, j * 4:j * 4 + 4] = (v3 + cast(xf[r:r + 1, j * 4:j * 4 + 4], T))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_workspace_whose_valid_shape_an_inner_loop_binds_stays_in_that_loop(tmp_path: Path, backend: str):
+    """The fuzzer's seed 11: the workspace of `cast(xf[...])` has a valid shape in `j`; the loop over
+    `r` moved into a kernel hoisted it before the launch, out of reach of `j` (E0990)."""
+    (tmp_path / "fz11.pto").write_text(FZ11)
+    (tmp_path / "fz11.yaml").write_text("op: fz11\ndtypes: {T: [f32]}\nschedule:\n  vec_tile: [1, 32]\n")
+    op = ptodsl.load(str(tmp_path / "fz11.yaml"))
+    rng = np.random.default_rng(3)
+    x0, xf = (rng.standard_normal((3, 16)).astype(np.float32) for _ in range(2))
+    lens = np.array([8, 0, 16], np.int32)
+    y3 = np.full((3, 16), -1.0, np.float32)
+    *_, c3 = op(x0, y3, lens, xf, backend=backend)  # y3 is updated in place
+    np.testing.assert_array_equal(c3[:, 0], 2 * lens + 1)
+    want = np.full((3, 16), -1.0, np.float32)
+    for r, n in enumerate(lens):
+        want[r, :n] = x0[r, :n] + xf[r, :n]
+    np.testing.assert_allclose(y3, want, rtol=1e-6)

@@ -38,9 +38,11 @@ INLINE = {
     "doubled": ("kernel doubled(x: f32[M, N], y: out f32[M, N]):\n    y[:] = exp(x) + x\n",
                 "schedule: {vec_tile: [8, 256], pass_options: {double_buffer: true}}\n"),
 }
-# Library specs covering row and column reductions, broadcasts, tails, cube kernels, grid loops.
+# Library specs covering row and column reductions, broadcasts, tails, cube kernels, grid loops, and
+# the tables of gathers and scatters (GlobalTensor views built like a transfer's).
 LIBRARY = ["softmax", "layernorm_bwd", "seq_add", "add_bcast", "sum_cols", "matmul", "flash_attn",
-           "where_relu", "scalar_ops", "transpose2d", "concat_last", "permute_heads", "bias_expand"]
+           "where_relu", "scalar_ops", "transpose2d", "concat_last", "permute_heads", "bias_expand",
+           "gather_rows", "gather_last", "kv_cache_update", "argmax_rows"]
 
 
 def _inline(tmp_path: Path, name: str) -> str:

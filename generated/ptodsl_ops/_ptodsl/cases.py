@@ -37,14 +37,19 @@ class TestCase:
     name: str | None = None
     # parameter -> {"values": nested list} | {"file": "data/x.npy"} | {GENERATOR: argument}
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the code of the diagnostic the call must stop with (index data outside the tensor it indexes)
+    refuses: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"index": self.index, "shapes": self.shapes, "dtypes": self.dtypes, "scalars": self.scalars,
                "rtol": self.rtol, "atol": self.atol, "seed": self.seed,
                "data_range": list(self.data_range) if self.data_range else None,
                "ranges": {k: list(v) for k, v in self.ranges.items()}, "name": self.name}
+        # written only when given, so the cases of specs that use neither keep their form
         if self.inputs:
             out["inputs"] = self.inputs
+        if self.refuses is not None:
+            out["refuses"] = self.refuses
         return out
 
     @classmethod
@@ -53,7 +58,7 @@ class TestCase:
         return cls(int(data["index"]), dict(data.get("shapes", {})), dict(data.get("dtypes", {})),
                    dict(data.get("scalars", {})), data.get("rtol"), data.get("atol"), data.get("seed"),
                    tuple(rng) if rng else None, {k: tuple(v) for k, v in data.get("ranges", {}).items()},
-                   data.get("name"), dict(data.get("inputs", {})))
+                   data.get("name"), dict(data.get("inputs", {})), data.get("refuses"))
 
     def files(self) -> list[str]:
         """The ``.npy`` files the case's inputs name, relative to the spec's folder."""

@@ -219,6 +219,11 @@ def floordiv(a: Expr, b: Expr) -> Expr:
         return _norm(a // b)
     if is_const(b) and b == 1:
         return a
+    if isinstance(b, int) and not isinstance(b, bool) and b > 1:
+        # (2*F) // 2 -> F: exact when every coefficient (the constant too) is a multiple of b
+        p = _poly(a)
+        if p and all(v % b == 0 for v in p.values()):
+            return _rebuild({k: v // b for k, v in p.items()})
     return BinExpr("//", a, b)
 
 

@@ -210,6 +210,7 @@ class ControlEmitter:
         self.vars: dict[str, str] = {}  # GM value -> pointer variable
         self.guards = 0
         self.hoisted: set[int] = set()  # workspaces declared up front (see _hoist_allocs)
+        self.hoisted_views: set[int] = set()  # views whose pointers are declared up front
         self._context()
 
     def _context(self) -> None:
@@ -369,19 +370,22 @@ class ControlEmitter:
             raise unsupported(f"the GM value `%{name}` here", op.span)
         return var
 
+    def _pointer_var(self, op: Op, value: str, depth: int) -> None:
+        if id(op) in self.hoisted_views:  # declared up front (see _hoist_allocs)
+            self._line(depth, f"{self.vars[op.result.name]} = {value};", op)
+            return
+        var = self.vars[op.result.name] = self.names.claim(op.result.name)
+        self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {value};", op)
+
     @CONTROL.on("view")
     def _op_view(self, op: Op, depth: int) -> None:
         parent = self._pointer(op.operands[0].name, op)
-        var = self.vars[op.result.name] = self.names.claim(op.result.name)
         offset = linear_offset(tuple(op.attrs["offsets"]), self.origins[op.result.name].strides)
-        value = parent if offset == 0 else f"{parent} + {self._e(offset)}"
-        self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {value};", op)
+        self._pointer_var(op, parent if offset == 0 else f"{parent} + {self._e(offset)}", depth)
 
     @CONTROL.on("reshape")
     def _op_reshape(self, op: Op, depth: int) -> None:
-        parent = self._pointer(op.operands[0].name, op)
-        var = self.vars[op.result.name] = self.names.claim(op.result.name)
-        self._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
+        self._pointer_var(op, self._pointer(op.operands[0].name, op), depth)
 
     def _hoist_allocs(self) -> None:
         """Declare at function scope the workspaces of an implicit top-level ``loop(1)`` that code
@@ -401,7 +405,7 @@ class ControlEmitter:
         def allocs(ops: list[Op]) -> list[Op]:
             found = []
             for op in ops:
-                if op.name == "alloc":
+                if op.name in ("alloc", "view", "reshape"):
                     found.append(op)
                 elif single_trip(op):
                     found += allocs(op.regions[0])
@@ -413,7 +417,16 @@ class ControlEmitter:
                 continue
             later = {v.name for op in body[k + 1:] for o in op.walk() for v in o.operands}
             for op in allocs(top.regions[0]):
-                if op.result.name in later and all(sym.free_symbols(d) <= entry for d in op.result.type.shape):
+                if op.result.name not in later:
+                    continue
+                if op.name != "alloc":
+                    # a view made among top-level statements and used by a later loop: its pointer
+                    # is declared up front and set where the view is made (its offsets may be
+                    # values read there)
+                    var = self.vars[op.result.name] = self.names.claim(op.result.name)
+                    self._line(1, f"{cxx_type(op.result.type.dtype)}* {var} = nullptr;", op)
+                    self.hoisted_views.add(id(op))
+                elif all(sym.free_symbols(d) <= entry for d in op.result.type.shape):
                     self._op_alloc(op, 1)
                     self.hoisted.add(id(op))
 

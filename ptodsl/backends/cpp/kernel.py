@@ -694,4 +694,4 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
 
-from . import kernel_control, kernel_elem, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)
+from . import kernel_control, kernel_elem, kernel_index, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)

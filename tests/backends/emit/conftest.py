@@ -54,5 +54,7 @@ def library(emit_cache: Path, gxx: None) -> Iterator[dict[str, Operator]]:
         _settings(mp, emit_cache)
         mp.chdir(ROOT)
         ops = {path: ptodsl.load(path) for path in SPECS}
-        build_many([(op.compiled, i) for op in ops.values() for i in range(len(op.compiled.checked))])
+        # reuse=False: a variant another test of this process built (into another cache) is built
+        # here too, so the session cache holds every variant whatever ran before
+        build_many([(op.compiled, i) for op in ops.values() for i in range(len(op.compiled.checked))], reuse=False)
     yield ops

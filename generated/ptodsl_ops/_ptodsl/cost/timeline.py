@@ -191,4 +191,4 @@ def nbytes(dtype: str, valid: tuple[int, ...]) -> int:
     return prod(valid) * DTYPES[dtype].itemsize
 
 
-from . import timeline_layout  # noqa: E402,F401  (the layout ops' cycles register on COST)
+from . import timeline_index, timeline_layout  # noqa: E402,F401  (the indexing and layout ops' cycles register on COST)

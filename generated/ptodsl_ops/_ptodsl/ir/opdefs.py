@@ -433,20 +433,23 @@ def _structural() -> list[IROp]:
                                          Attr("hi", required=True), Attr("step", required=True),
                                          Attr("name", "name", True), Attr("kind", "name", choices=LOOP_KINDS),
                                          Attr("unroll_var", "name"), Attr("unrolled", "int"),
-                                         Attr("double_buffered", "int")),
+                                         Attr("double_buffered", "int"),
+                                         Attr("parallel", "int", doc="1: no iteration depends on another "
+                                              "(passes/parallel.py), so they may run as blocks on many cores")),
              regions=1, control=True, doc="for index in [lo, hi) by step; a `grid` loop walks a tile grid"),
         IROp("if", ALL, "if", attrs=(Attr("cond", required=True),), regions=2, control=True),
         IROp("print", ALL, "print", attrs=(Attr("format", "text", True), Attr("args", "exprs", True)), control=True),
         IROp("read", ALL, "read", (Arg("src", TENSOR),),
              attrs=(Attr("index", "exprs", True), Attr("sym", "name", True), Attr("dtype", "dtype", True)),
              rules=(offsets_of("src", "index"),), control=True, doc="one element of a tensor as a scalar symbol"),
-        # an access's bounds (E0730: `tensor`, `axis`), or a loop's trip count read from data against
-        # the call's largest dim (E0870: access `trips`, `loop`, the count as `offset`, the bound as `dim`)
+        # an access's bounds (E0730: `tensor`, `axis`; for an index read from data, `source` names the
+        # tensor holding it), or a loop's trip count read from data against the call's largest dim
+        # (E0870: access `trips`, `loop`, the count as `offset`, the bound as `dim`)
         IROp("guard", ALL, "guard", attrs=(Attr("cond", required=True), Attr("tensor", "name"),
                                            Attr("axis", "int"), Attr("offset", required=True),
                                            Attr("extent", required=True), Attr("dim", required=True),
-                                           Attr("access", "name", choices=("write", "read", "view", "trips")),
-                                           Attr("loop", "name")), control=True),
+                                           Attr("access", "name", choices=("write", "read", "view", "index", "trips")),
+                                           Attr("loop", "name"), Attr("source", "name")), control=True),
         # GM tensors
         IROp("view", ALL, "view", (Arg("src", TENSOR),), (TENSOR,),
              (OFFSETS, Attr("valid_given", "exprs", doc="the valid shape as written, read by E0711's check")),
@@ -661,6 +664,83 @@ def _layout() -> list[IROp]:
 # ------------------------------------------------------------------ end of layout ops
 
 
+# ------------------------------------------------------------------ indexing ops (issue 23 §2)
+
+INDEX_DTYPES = ("i32", "i64")  # what an index tensor may hold
+
+
+def rank_is(name: str, *ranks: int) -> Rule:
+    def check(op: Op, bound: dict) -> str | None:
+        bad = [len(t.shape) for _, t in _types(bound, (name,)) if len(t.shape) not in ranks]
+        return f"{name} has rank {bad[0]}" if bad else None
+
+    return Rule(f"{name} has rank {' or '.join(map(str, ranks))}", check)
+
+
+def _indexing() -> list[IROp]:
+    """Gathers, scatters, index generation, triangular masks, arg-reductions and top-k. The
+    tensor-level ops read index tensors whose values the control program has checked against the
+    dims they index (``guard``s ahead of them); the tile-level ops that read or write GM through
+    an index tile (``tile.gather_rows``, ``tile.gather_elem``, ``tile.scatter_rows``) take the GM
+    tensor as an operand, at ``offsets``."""
+    axis = AXIS
+    return [
+        IROp("index_select", ("tensor",), "index_select", (Arg("src", TENSOR), Arg("index", TENSOR)), (TENSOR,),
+             (axis,), (same_dtype("src", "result"), same_rank("src", "result"), dtype_is("index", *INDEX_DTYPES),
+                       rank_is("index", 1)),
+             doc="src's slices along `axis` at the positions `index` holds, in index order"),
+        IROp("gather", ("tensor",), "gather", (Arg("src", TENSOR), Arg("index", TENSOR)), (TENSOR,), (axis,),
+             (same_dtype("src", "result"), same_rank("src", "index", "result"), dtype_is("index", *INDEX_DTYPES)),
+             doc="result[i][j] = src[i][index[i][j]] (axis 1), as torch.gather"),
+        IROp("scatter_update", ("tensor",), "scatter_update",
+             (Arg("dst", TENSOR, "dst"), Arg("index", TENSOR), Arg("src", TENSOR)), (), (axis,),
+             (same_dtype("dst", "src"), same_rank("dst", "src"), dtype_is("index", *INDEX_DTYPES),
+              rank_is("index", 1)),
+             doc="dst's slices along `axis` at the positions `index` holds become src's, in order"),
+        IROp("arange", ("tensor",), "arange", (), (TENSOR,), (Attr("start", required=True),),
+             (rank_is("result", 1),), doc="start, start + 1, ..."),
+        IROp("tri", ("tensor",), "tri", (), (TENSOR,),
+             (Attr("lower", "bool", True), Attr("diagonal", required=True)), (rank_is("result", 2, 3, 4),),
+             doc="over the last two dims, 1 where col - row <= diagonal (lower) or >= diagonal (upper), else 0"),
+        IROp("argmax", ("tensor",), "argreduce", (Arg("x", TENSOR),), (TENSOR,), (axis, Attr("keepdim", "bool")),
+             (dtype_is("result", "i32"), same_rank("x", "result")), doc="the first index of the maximum"),
+        IROp("argmin", ("tensor",), "argreduce", (Arg("x", TENSOR),), (TENSOR,), (axis, Attr("keepdim", "bool")),
+             (dtype_is("result", "i32"), same_rank("x", "result")), doc="the first index of the minimum"),
+        IROp("topk", ("tensor",), "topk", (Arg("x", TENSOR),), (TENSOR, TENSOR),
+             (Attr("k", required=True), axis, Attr("largest", "bool", True)),
+             (same_dtype("x", "result0"), dtype_is("result1", "i32"), same_rank("x", "result0", "result1")),
+             doc="the k largest (smallest) values along `axis` in order, and their indices; equal values in "
+                 "index order"),
+        # tiles
+        IROp("tile.gather_rows", TILE_LEVELS, "gather_rows",
+             (Arg("dst", TILE, "dst"), Arg("table", TENSOR), Arg("index", TILE)), (), (OFFSETS,),
+             (same_dtype("dst", "table"), dtype_is("index", "i32"), offsets_of("table")), pipe="V",
+             doc="dst row r = the table row index[r] (the table starts at `offsets`), MGATHER<Row>"),
+        IROp("tile.gather_elem", TILE_LEVELS, "gather_elem",
+             (Arg("dst", TILE, "dst"), Arg("table", TENSOR), Arg("index", TILE)), (), (OFFSETS,),
+             (same_dtype("dst", "table"), dtype_is("index", "i32"), offsets_of("table")), pipe="V",
+             doc="dst[0][c] = table[offsets][index[0][c]] along the last dim, MGATHER<Elem> over one row"),
+        IROp("tile.scatter_rows", TILE_LEVELS, "scatter_rows",
+             (Arg("table", TENSOR, "dst"), Arg("src", TILE), Arg("index", TILE)), (), (OFFSETS,),
+             (same_dtype("table", "src"), dtype_is("index", "i32"), offsets_of("table")), pipe="V",
+             doc="the table row index[r] (the table starts at `offsets`) = src row r, MSCATTER<Row>"),
+        IROp("tile.ci", TILE_LEVELS, "ci", (Arg("dst", TILE, "dst"),), (), (Attr("start", required=True),),
+             pipe="V", doc="dst[..., j] = start + j along the last dim (TCI)"),
+        IROp("tile.tri", TILE_LEVELS, "tri_tile", (Arg("dst", TILE, "dst"),), (),
+             (Attr("lower", "bool", True), Attr("diagonal", required=True)), pipe="V",
+             doc="1 where col - row <= diagonal (lower) or >= diagonal (upper), else 0 (TTRI)"),
+        IROp("tile.argmax", TILE_LEVELS, "argreduce_tile", (Arg("dst", TILE, "dst"), Arg("x", TILE)), (), (AXIS,),
+             (dtype_is("dst", "i32"), reduced_shape("dst", "x")), pipe="V",
+             doc="per row, the first column holding the row's maximum (TROWARGMAX)"),
+        IROp("tile.argmin", TILE_LEVELS, "argreduce_tile", (Arg("dst", TILE, "dst"), Arg("x", TILE)), (), (AXIS,),
+             (dtype_is("dst", "i32"), reduced_shape("dst", "x")), pipe="V",
+             doc="per row, the first column holding the row's minimum (TROWARGMIN)"),
+    ]
+
+
+# ------------------------------------------------------------------ end of indexing ops
+
+
 def _select_arity(name: str) -> Rule:
     def check(op: Op, bound: dict) -> str | None:
         given = len(bound[name]) + ("scalar" in op.attrs) + ("scalar2" in op.attrs)
@@ -679,7 +759,7 @@ def _operand_count(name: str) -> Rule:
 
 def _table() -> dict[str, IROp]:
     out: dict[str, IROp] = {}
-    for d in _structural() + _layout() + [d for name in OPS for d in _language(name)]:
+    for d in _structural() + _layout() + _indexing() + [d for name in OPS for d in _language(name)]:
         if d.name in out:
             raise ValueError(f"IR op {d.name} is declared twice")
         out[d.name] = d
@@ -699,6 +779,17 @@ def families_at(level: str, control: bool | None = None) -> frozenset[str]:
     """The families of the ops of ``level`` (only control ops, or only the others, when asked)."""
     return frozenset(d.family for d in IR_OPS.values()
                      if level in d.levels and (control is None or d.control == control))
+
+
+def indexed_gm(op: Op) -> tuple[list, list]:
+    """The GM tensors a tile op reads and writes through an index tile (gathers and scatters; not
+    ``tile.load``/``tile.store``, whose regions their offsets give): which rows they touch only the
+    data knows, so passes treat them as touching the whole tensor."""
+    if not op.name.startswith("tile.") or op.name in ("tile.load", "tile.store") or op.name not in IR_OPS:
+        return [], []
+    r, w = IR_OPS[op.name].reads_writes(len(op.operands))
+    return ([op.operands[i] for i in r if isinstance(op.operands[i].type, TensorType)],
+            [op.operands[i] for i in w if isinstance(op.operands[i].type, TensorType)])
 
 
 @dataclass

@@ -34,7 +34,9 @@ E_EMPTY = "E0204"
 E_RULE = "E0209"  # a value the schema cannot express the constraint on
 
 
-LAYOUTS = ("row", "col1")  # row-major; column-major with a single column
+# Tiles: row-major; column-major with a single column. The GM table of a gather or scatter
+# (MGATHER / MSCATTER): `packed` rows exactly as long as the columns moved, `strided` longer rows.
+LAYOUTS = ("row", "col1", "packed", "strided")
 
 
 @dataclass(frozen=True)

@@ -486,7 +486,9 @@ def _select(m: Machine, op: Op) -> None:
     rest = [_f32(s.data[reg]) for s in srcs[1:]]
     a = m.ev(op.attrs["scalar"]) if "scalar" in op.attrs else rest.pop(0)
     b = m.ev(op.attrs["scalar2"]) if "scalar2" in op.attrs else rest.pop(0)
-    dst.data[reg] = _round_to(np.asarray(np.where(cond, a, b), np.float32), dtype)
+    # floats select in f32; integers as integers (through f32, one past 2**24 would lose its low bits)
+    picked = np.where(cond, a, b)
+    dst.data[reg] = _round_to(np.asarray(picked, np.float32 if DTYPES[dtype].is_float else np.int64), dtype)
 
 
 @SIM.on("unary", "binary")
@@ -505,4 +507,4 @@ def _arith(m: Machine, op: Op) -> None:
     dst.data[reg] = _round_to(np.asarray(out), dtype)
 
 
-from . import layout  # noqa: E402,F401  (the layout ops' handlers register on SIM)
+from . import indexing, layout  # noqa: E402,F401  (the indexing and layout ops' handlers register on SIM)

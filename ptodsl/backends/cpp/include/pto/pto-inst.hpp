@@ -25,6 +25,9 @@
 //              TCOLEXPAND{ADD,SUB,MUL,DIV,MAX,MIN}
 //   cube       TMATMUL TMATMUL_ACC TMATMUL_BIAS
 //   layout     TTRANS (with its scratch tile), TCONCAT
+//   index      Coalesce, GatherOOB, ScatterAtomicOp, ScatterOOB, ScatterConflict; MGATHER<CMode, Mode>,
+//              MSCATTER<Mode, Atomic, Oob> (Row; replacing); TCI<Tile, T, descending>,
+//              TTRI<Tile, isUpperOrLower>, TROWARGMAX, TROWARGMIN (index only)
 //   sync       pipe_t (PIPE_S PIPE_V PIPE_M PIPE_MTE1 PIPE_MTE2 PIPE_MTE3 PIPE_ALL PIPE_FIX),
 //              event_t (EVENT_ID0..7), set_flag, wait_flag, pipe_barrier (global; no-ops)
 //
@@ -76,6 +79,7 @@
 #include "cpu_subset/ops_reduce.hpp"
 #include "cpu_subset/ops_cube.hpp"
 #include "cpu_subset/ops_layout.hpp"
+#include "cpu_subset/ops_index.hpp"
 #pragma GCC visibility pop
 
 #endif

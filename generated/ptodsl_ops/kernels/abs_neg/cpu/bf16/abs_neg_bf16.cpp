@@ -47,10 +47,8 @@ extern "C" int abs_neg_bf16(bfloat16_t* x, bfloat16_t* a, bfloat16_t* n, int64_t
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // abs_neg.pto:3:12
-        start_launch(poison);  // abs_neg.pto:3:12
-        abs_neg_bf16_k0(x, a, n, M, N);  // abs_neg.pto:3:12
-    }
+    start_launch(poison);  // abs_neg.pto:3:12
+    abs_neg_bf16_k0(x, a, n, M, N);  // abs_neg.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

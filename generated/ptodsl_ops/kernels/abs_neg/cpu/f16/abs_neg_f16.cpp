@@ -47,10 +47,8 @@ extern "C" int abs_neg_f16(half* x, half* a, half* n, int64_t M, int64_t N, int 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // abs_neg.pto:3:12
-        start_launch(poison);  // abs_neg.pto:3:12
-        abs_neg_f16_k0(x, a, n, M, N);  // abs_neg.pto:3:12
-    }
+    start_launch(poison);  // abs_neg.pto:3:12
+    abs_neg_f16_k0(x, a, n, M, N);  // abs_neg.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

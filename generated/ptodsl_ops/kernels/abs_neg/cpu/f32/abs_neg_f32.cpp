@@ -47,10 +47,8 @@ extern "C" int abs_neg_f32(float* x, float* a, float* n, int64_t M, int64_t N, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // abs_neg.pto:3:12
-        start_launch(poison);  // abs_neg.pto:3:12
-        abs_neg_f32_k0(x, a, n, M, N);  // abs_neg.pto:3:12
-    }
+    start_launch(poison);  // abs_neg.pto:3:12
+    abs_neg_f32_k0(x, a, n, M, N);  // abs_neg.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

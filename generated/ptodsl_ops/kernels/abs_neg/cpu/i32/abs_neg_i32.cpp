@@ -47,10 +47,8 @@ extern "C" int abs_neg_i32(int32_t* x, int32_t* a, int32_t* n, int64_t M, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // abs_neg.pto:3:12
-        start_launch(poison);  // abs_neg.pto:3:12
-        abs_neg_i32_k0(x, a, n, M, N);  // abs_neg.pto:3:12
-    }
+    start_launch(poison);  // abs_neg.pto:3:12
+    abs_neg_i32_k0(x, a, n, M, N);  // abs_neg.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int amin_cols_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // amin_cols.pto:3:12
-        start_launch(poison);  // amin_cols.pto:3:12
-        amin_cols_bf16_k0(x, y, C, R);  // amin_cols.pto:3:12
-    }
+    start_launch(poison);  // amin_cols.pto:3:12
+    amin_cols_bf16_k0(x, y, C, R);  // amin_cols.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int amin_cols_f16(half* x, half* y, int64_t C, int64_t R, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // amin_cols.pto:3:12
-        start_launch(poison);  // amin_cols.pto:3:12
-        amin_cols_f16_k0(x, y, C, R);  // amin_cols.pto:3:12
-    }
+    start_launch(poison);  // amin_cols.pto:3:12
+    amin_cols_f16_k0(x, y, C, R);  // amin_cols.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

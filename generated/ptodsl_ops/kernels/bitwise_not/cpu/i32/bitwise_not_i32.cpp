@@ -47,10 +47,8 @@ extern "C" int bitwise_not_i32(int32_t* x, int32_t* y, int64_t M, int64_t N, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bitwise_not.pto:2:12
-        start_launch(poison);  // bitwise_not.pto:2:12
-        bitwise_not_i32_k0(x, y, M, N);  // bitwise_not.pto:2:12
-    }
+    start_launch(poison);  // bitwise_not.pto:2:12
+    bitwise_not_i32_k0(x, y, M, N);  // bitwise_not.pto:2:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

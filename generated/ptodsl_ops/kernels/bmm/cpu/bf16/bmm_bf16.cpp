@@ -47,10 +47,8 @@ extern "C" int bmm_bf16(bfloat16_t* a, bfloat16_t* b, float* c, bfloat16_t* d, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bmm.pto:4:12
-        start_launch(poison);  // bmm.pto:4:12
-        bmm_bf16_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
-    }
+    start_launch(poison);  // bmm.pto:4:12
+    bmm_bf16_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

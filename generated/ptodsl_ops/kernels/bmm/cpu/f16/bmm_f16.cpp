@@ -47,10 +47,8 @@ extern "C" int bmm_f16(half* a, half* b, float* c, half* d, int64_t B, int64_t H
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bmm.pto:4:12
-        start_launch(poison);  // bmm.pto:4:12
-        bmm_f16_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
-    }
+    start_launch(poison);  // bmm.pto:4:12
+    bmm_f16_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

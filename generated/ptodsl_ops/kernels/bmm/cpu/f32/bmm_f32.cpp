@@ -47,10 +47,8 @@ extern "C" int bmm_f32(float* a, float* b, float* c, float* d, int64_t B, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // bmm.pto:4:12
-        start_launch(poison);  // bmm.pto:4:12
-        bmm_f32_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
-    }
+    start_launch(poison);  // bmm.pto:4:12
+    bmm_f32_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int cast_f16_f32_bf16(bfloat16_t* x, float* y, int64_t M, int64_t N, 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // cast_f16_f32.pto:3:12
-        start_launch(poison);  // cast_f16_f32.pto:3:12
-        cast_f16_f32_bf16_k0(x, y, M, N);  // cast_f16_f32.pto:3:12
-    }
+    start_launch(poison);  // cast_f16_f32.pto:3:12
+    cast_f16_f32_bf16_k0(x, y, M, N);  // cast_f16_f32.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int cast_f16_f32_f16(half* x, float* y, int64_t M, int64_t N, int poi
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // cast_f16_f32.pto:3:12
-        start_launch(poison);  // cast_f16_f32.pto:3:12
-        cast_f16_f32_f16_k0(x, y, M, N);  // cast_f16_f32.pto:3:12
-    }
+    start_launch(poison);  // cast_f16_f32.pto:3:12
+    cast_f16_f32_f16_k0(x, y, M, N);  // cast_f16_f32.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

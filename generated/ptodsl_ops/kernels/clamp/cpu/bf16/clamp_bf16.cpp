@@ -47,10 +47,8 @@ extern "C" int clamp_bf16(bfloat16_t* x, bfloat16_t* y, float lo, float hi, int6
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // clamp.pto:3:20
-        start_launch(poison);  // clamp.pto:3:20
-        clamp_bf16_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
-    }
+    start_launch(poison);  // clamp.pto:3:20
+    clamp_bf16_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int clamp_f16(half* x, half* y, float lo, float hi, int64_t M, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // clamp.pto:3:20
-        start_launch(poison);  // clamp.pto:3:20
-        clamp_f16_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
-    }
+    start_launch(poison);  // clamp.pto:3:20
+    clamp_f16_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int clamp_f32(float* x, float* y, float lo, float hi, int64_t M, int6
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // clamp.pto:3:20
-        start_launch(poison);  // clamp.pto:3:20
-        clamp_f32_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
-    }
+    start_launch(poison);  // clamp.pto:3:20
+    clamp_f32_k0(x, y, M, N, lo, hi);  // clamp.pto:3:20
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

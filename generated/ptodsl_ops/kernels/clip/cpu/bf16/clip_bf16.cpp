@@ -47,10 +47,8 @@ extern "C" int clip_bf16(bfloat16_t* x, bfloat16_t* lo, bfloat16_t* hi, bfloat16
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // clip.pto:3:12
-        start_launch(poison);  // clip.pto:3:12
-        clip_bf16_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
-    }
+    start_launch(poison);  // clip.pto:3:12
+    clip_bf16_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int clip_f32(float* x, float* lo, float* hi, float* a, float* b, floa
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // clip.pto:3:12
-        start_launch(poison);  // clip.pto:3:12
-        clip_f32_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
-    }
+    start_launch(poison);  // clip.pto:3:12
+    clip_f32_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

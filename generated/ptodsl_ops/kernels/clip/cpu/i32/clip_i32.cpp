@@ -47,10 +47,8 @@ extern "C" int clip_i32(int32_t* x, int32_t* lo, int32_t* hi, int32_t* a, int32_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // clip.pto:3:12
-        start_launch(poison);  // clip.pto:3:12
-        clip_i32_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
-    }
+    start_launch(poison);  // clip.pto:3:12
+    clip_i32_k0(hi, x, a, lo, b, s, N, M);  // clip.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -49,10 +49,8 @@ extern "C" int concat_last_bf16(bfloat16_t* x, bfloat16_t* y, int64_t R, int poi
     try {
     bfloat16_t* x1 = x;  // concat_last.pto:4:10
     bfloat16_t* x2 = x + 64;  // concat_last.pto:5:10
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // concat_last.pto:6:20
-        start_launch(poison);  // concat_last.pto:6:20
-        concat_last_bf16_k0(x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
-    }
+    start_launch(poison);  // concat_last.pto:6:20
+    concat_last_bf16_k0(x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -49,10 +49,8 @@ extern "C" int concat_last_f16(half* x, half* y, int64_t R, int poison)
     try {
     half* x1 = x;  // concat_last.pto:4:10
     half* x2 = x + 64;  // concat_last.pto:5:10
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // concat_last.pto:6:20
-        start_launch(poison);  // concat_last.pto:6:20
-        concat_last_f16_k0(x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
-    }
+    start_launch(poison);  // concat_last.pto:6:20
+    concat_last_f16_k0(x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int div_bcast_f16(half* x, half* d, half* y, int64_t C, int64_t R, in
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // div_bcast.pto:3:12
-        start_launch(poison);  // div_bcast.pto:3:12
-        div_bcast_f16_k0(d, x, y, C, R);  // div_bcast.pto:3:12
-    }
+    start_launch(poison);  // div_bcast.pto:3:12
+    div_bcast_f16_k0(d, x, y, C, R);  // div_bcast.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

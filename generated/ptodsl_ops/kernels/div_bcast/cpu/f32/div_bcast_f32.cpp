@@ -47,10 +47,8 @@ extern "C" int div_bcast_f32(float* x, float* d, float* y, int64_t C, int64_t R,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // div_bcast.pto:3:12
-        start_launch(poison);  // div_bcast.pto:3:12
-        div_bcast_f32_k0(d, x, y, C, R);  // div_bcast.pto:3:12
-    }
+    start_launch(poison);  // div_bcast.pto:3:12
+    div_bcast_f32_k0(d, x, y, C, R);  // div_bcast.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int erf_f16(half* x, half* y, int64_t M, int64_t N, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // erf.pto:3:12
-        start_launch(poison);  // erf.pto:3:12
-        erf_f16_k0(x, y, M, N);  // erf.pto:3:12
-    }
+    start_launch(poison);  // erf.pto:3:12
+    erf_f16_k0(x, y, M, N);  // erf.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int gelu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // gelu.pto:2:12
-        start_launch(poison);  // gelu.pto:2:12
-        gelu_bf16_k0(x, y, M, N);  // gelu.pto:2:12
-    }
+    start_launch(poison);  // gelu.pto:2:12
+    gelu_bf16_k0(x, y, M, N);  // gelu.pto:2:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int gelu_bwd_f16(half* x, half* dy, half* dx, int64_t M, int64_t N, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gelu_bwd.pto:5:10
-        start_launch(poison);  // gelu_bwd.pto:5:10
-        gelu_bwd_f16_k0(x, dy, dx, M, N);  // gelu_bwd.pto:5:10
-    }
+    start_launch(poison);  // gelu_bwd.pto:5:10
+    gelu_bwd_f16_k0(x, dy, dx, M, N);  // gelu_bwd.pto:5:10
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

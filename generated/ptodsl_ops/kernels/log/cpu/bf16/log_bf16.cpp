@@ -47,10 +47,8 @@ extern "C" int log_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // log.pto:3:12
-        start_launch(poison);  // log.pto:3:12
-        log_bf16_k0(x, y, M, N);  // log.pto:3:12
-    }
+    start_launch(poison);  // log.pto:3:12
+    log_bf16_k0(x, y, M, N);  // log.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int logical_f16(half* x, half* z, half* a, half* b, half* c, int64_t 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // logical.pto:4:19
-        start_launch(poison);  // logical.pto:4:19
-        logical_f16_k0(x, z, a, b, c, M, N);  // logical.pto:4:19
-    }
+    start_launch(poison);  // logical.pto:4:19
+    logical_f16_k0(x, z, a, b, c, M, N);  // logical.pto:4:19
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

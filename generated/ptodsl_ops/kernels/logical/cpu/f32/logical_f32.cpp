@@ -47,10 +47,8 @@ extern "C" int logical_f32(float* x, float* z, float* a, float* b, float* c, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // logical.pto:4:19
-        start_launch(poison);  // logical.pto:4:19
-        logical_f32_k0(x, z, a, b, c, M, N);  // logical.pto:4:19
-    }
+    start_launch(poison);  // logical.pto:4:19
+    logical_f32_k0(x, z, a, b, c, M, N);  // logical.pto:4:19
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

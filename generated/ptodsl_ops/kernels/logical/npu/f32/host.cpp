@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* logical_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,11 +79,9 @@ extern "C" int logical_f32(void* stream, float* x, float* z, float* a, float* b,
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // logical.pto:4:19
-        if (ptodsl_failed) {  // logical.pto:4:19
-            return -1;  // logical.pto:4:19
-        }
-        logical_f32_k0_launch(1, ptodsl_stream, x, z, a, b, c, M, N);  // logical.pto:4:19
+    if (ptodsl_failed) {  // logical.pto:4:19
+        return -1;  // logical.pto:4:19
     }
+    logical_f32_k0_launch(1, ptodsl_stream, x, z, a, b, c, M, N);  // logical.pto:4:19
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -47,10 +47,8 @@ extern "C" int matmul_bf16(bfloat16_t* a, bfloat16_t* b, float* c, int64_t K, in
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul.pto:3:12
-        start_launch(poison);  // matmul.pto:3:12
-        matmul_bf16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
-    }
+    start_launch(poison);  // matmul.pto:3:12
+    matmul_bf16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int6
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul.pto:3:12
-        start_launch(poison);  // matmul.pto:3:12
-        matmul_f16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
-    }
+    start_launch(poison);  // matmul.pto:3:12
+    matmul_f16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

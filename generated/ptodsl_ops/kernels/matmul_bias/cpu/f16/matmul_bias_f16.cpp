@@ -47,10 +47,8 @@ extern "C" int matmul_bias_f16(half* x, half* w, half* bias, half* y, int64_t K,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias.pto:5:12
-        start_launch(poison);  // matmul_bias.pto:5:12
-        matmul_bias_f16_k0(bias, w, x, y, N, K, M);  // matmul_bias.pto:5:12
-    }
+    start_launch(poison);  // matmul_bias.pto:5:12
+    matmul_bias_f16_k0(bias, w, x, y, N, K, M);  // matmul_bias.pto:5:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

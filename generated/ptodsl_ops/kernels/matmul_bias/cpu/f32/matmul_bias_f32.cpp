@@ -47,10 +47,8 @@ extern "C" int matmul_bias_f32(float* x, float* w, float* bias, float* y, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias.pto:5:12
-        start_launch(poison);  // matmul_bias.pto:5:12
-        matmul_bias_f32_k0(bias, w, x, y, N, K, M);  // matmul_bias.pto:5:12
-    }
+    start_launch(poison);  // matmul_bias.pto:5:12
+    matmul_bias_f32_k0(bias, w, x, y, N, K, M);  // matmul_bias.pto:5:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

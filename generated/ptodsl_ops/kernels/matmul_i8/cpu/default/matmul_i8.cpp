@@ -47,10 +47,8 @@ extern "C" int matmul_i8(int8_t* a, int8_t* b, int32_t* c, int64_t K, int64_t M,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_i8.pto:3:12
-        start_launch(poison);  // matmul_i8.pto:3:12
-        matmul_i8_k0(b, a, c, N, K, M);  // matmul_i8.pto:3:12
-    }
+    start_launch(poison);  // matmul_i8.pto:3:12
+    matmul_i8_k0(b, a, c, N, K, M);  // matmul_i8.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -48,10 +48,8 @@ extern "C" int permute_heads_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64
 #endif
     try {
     bfloat16_t* t0 = x;  // permute_heads.pto:4:12
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // permute_heads.pto:4:5
-        start_launch(poison);  // permute_heads.pto:4:5
-        permute_heads_bf16_k0(t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
-    }
+    start_launch(poison);  // permute_heads.pto:4:5
+    permute_heads_bf16_k0(t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

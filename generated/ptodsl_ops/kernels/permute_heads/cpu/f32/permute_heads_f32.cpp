@@ -48,10 +48,8 @@ extern "C" int permute_heads_f32(float* x, float* y, int64_t B, int64_t D, int64
 #endif
     try {
     float* t0 = x;  // permute_heads.pto:4:12
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // permute_heads.pto:4:5
-        start_launch(poison);  // permute_heads.pto:4:5
-        permute_heads_f32_k0(t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
-    }
+    start_launch(poison);  // permute_heads.pto:4:5
+    permute_heads_f32_k0(t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int pow_bf16(bfloat16_t* x, bfloat16_t* e, bfloat16_t* a, bfloat16_t*
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // pow.pto:5:12
-        start_launch(poison);  // pow.pto:5:12
-        pow_bf16_k0(x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
-    }
+    start_launch(poison);  // pow.pto:5:12
+    pow_bf16_k0(x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

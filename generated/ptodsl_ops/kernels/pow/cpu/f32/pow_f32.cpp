@@ -47,10 +47,8 @@ extern "C" int pow_f32(float* x, float* e, float* a, float* b, float* c, float* 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // pow.pto:5:12
-        start_launch(poison);  // pow.pto:5:12
-        pow_f32_k0(x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
-    }
+    start_launch(poison);  // pow.pto:5:12
+    pow_f32_k0(x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

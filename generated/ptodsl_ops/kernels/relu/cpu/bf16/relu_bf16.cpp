@@ -47,10 +47,8 @@ extern "C" int relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t C, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // relu.pto:2:12
-        start_launch(poison);  // relu.pto:2:12
-        relu_bf16_k0(x, y, B, C, H, W);  // relu.pto:2:12
-    }
+    start_launch(poison);  // relu.pto:2:12
+    relu_bf16_k0(x, y, B, C, H, W);  // relu.pto:2:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

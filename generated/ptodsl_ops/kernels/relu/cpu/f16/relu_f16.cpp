@@ -47,10 +47,8 @@ extern "C" int relu_f16(half* x, half* y, int64_t B, int64_t C, int64_t H, int64
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // relu.pto:2:12
-        start_launch(poison);  // relu.pto:2:12
-        relu_f16_k0(x, y, B, C, H, W);  // relu.pto:2:12
-    }
+    start_launch(poison);  // relu.pto:2:12
+    relu_f16_k0(x, y, B, C, H, W);  // relu.pto:2:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int rounding_f16(half* x, half* r, half* f, half* c, half* t, half* h
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rounding.pto:4:12
-        start_launch(poison);  // rounding.pto:4:12
-        rounding_f16_k0(x, r, f, c, t, h, M, N);  // rounding.pto:4:12
-    }
+    start_launch(poison);  // rounding.pto:4:12
+    rounding_f16_k0(x, r, f, c, t, h, M, N);  // rounding.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

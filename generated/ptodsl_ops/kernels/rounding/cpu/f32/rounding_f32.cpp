@@ -47,10 +47,8 @@ extern "C" int rounding_f32(float* x, float* r, float* f, float* c, float* t, fl
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // rounding.pto:4:12
-        start_launch(poison);  // rounding.pto:4:12
-        rounding_f32_k0(x, r, f, c, t, h, M, N);  // rounding.pto:4:12
-    }
+    start_launch(poison);  // rounding.pto:4:12
+    rounding_f32_k0(x, r, f, c, t, h, M, N);  // rounding.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int rsqrt_f16(half* x, half* y, int64_t M, int64_t N, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rsqrt.pto:3:12
-        start_launch(poison);  // rsqrt.pto:3:12
-        rsqrt_f16_k0(x, y, M, N);  // rsqrt.pto:3:12
-    }
+    start_launch(poison);  // rsqrt.pto:3:12
+    rsqrt_f16_k0(x, y, M, N);  // rsqrt.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

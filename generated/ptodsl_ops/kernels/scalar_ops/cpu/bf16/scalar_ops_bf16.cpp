@@ -47,10 +47,8 @@ extern "C" int scalar_ops_bf16(bfloat16_t* x, bfloat16_t* y, float s, int64_t M,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // scalar_ops.pto:3:13
-        start_launch(poison);  // scalar_ops.pto:3:13
-        scalar_ops_bf16_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
-    }
+    start_launch(poison);  // scalar_ops.pto:3:13
+    scalar_ops_bf16_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int scalar_ops_f16(half* x, half* y, float s, int64_t M, int64_t N, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // scalar_ops.pto:3:13
-        start_launch(poison);  // scalar_ops.pto:3:13
-        scalar_ops_f16_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
-    }
+    start_launch(poison);  // scalar_ops.pto:3:13
+    scalar_ops_f16_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

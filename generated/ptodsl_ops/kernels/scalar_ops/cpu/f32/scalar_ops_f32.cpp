@@ -47,10 +47,8 @@ extern "C" int scalar_ops_f32(float* x, float* y, float s, int64_t M, int64_t N,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // scalar_ops.pto:3:13
-        start_launch(poison);  // scalar_ops.pto:3:13
-        scalar_ops_f32_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
-    }
+    start_launch(poison);  // scalar_ops.pto:3:13
+    scalar_ops_f32_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* scalar_ops_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,11 +79,9 @@ extern "C" int scalar_ops_f32(void* stream, float* x, float* y, float s, int64_t
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // scalar_ops.pto:3:13
-        if (ptodsl_failed) {  // scalar_ops.pto:3:13
-            return -1;  // scalar_ops.pto:3:13
-        }
-        scalar_ops_f32_k0_launch(1, ptodsl_stream, x, y, M, N, s);  // scalar_ops.pto:3:13
+    if (ptodsl_failed) {  // scalar_ops.pto:3:13
+        return -1;  // scalar_ops.pto:3:13
     }
+    scalar_ops_f32_k0_launch(1, ptodsl_stream, x, y, M, N, s);  // scalar_ops.pto:3:13
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -47,10 +47,8 @@ extern "C" int scale_shift_f16(half* x, half* y, float alpha, float beta, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // scale_shift.pto:3:12
-        start_launch(poison);  // scale_shift.pto:3:12
-        scale_shift_f16_k0(x, y, N, alpha, beta);  // scale_shift.pto:3:12
-    }
+    start_launch(poison);  // scale_shift.pto:3:12
+    scale_shift_f16_k0(x, y, N, alpha, beta);  // scale_shift.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

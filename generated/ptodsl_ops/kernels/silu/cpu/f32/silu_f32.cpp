@@ -47,10 +47,8 @@ extern "C" int silu_f32(float* x, float* y, int64_t M, int64_t N, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // silu.pto:3:12
-        start_launch(poison);  // silu.pto:3:12
-        silu_f32_k0(x, y, M, N);  // silu.pto:3:12
-    }
+    start_launch(poison);  // silu.pto:3:12
+    silu_f32_k0(x, y, M, N);  // silu.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

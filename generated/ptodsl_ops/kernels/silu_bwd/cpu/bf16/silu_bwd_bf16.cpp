@@ -47,10 +47,8 @@ extern "C" int silu_bwd_bf16(bfloat16_t* x, bfloat16_t* dy, bfloat16_t* dx, int6
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // silu_bwd.pto:3:10
-        start_launch(poison);  // silu_bwd.pto:3:10
-        silu_bwd_bf16_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
-    }
+    start_launch(poison);  // silu_bwd.pto:3:10
+    silu_bwd_bf16_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

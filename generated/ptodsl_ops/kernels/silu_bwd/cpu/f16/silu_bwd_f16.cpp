@@ -47,10 +47,8 @@ extern "C" int silu_bwd_f16(half* x, half* dy, half* dx, int64_t M, int64_t N, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // silu_bwd.pto:3:10
-        start_launch(poison);  // silu_bwd.pto:3:10
-        silu_bwd_f16_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
-    }
+    start_launch(poison);  // silu_bwd.pto:3:10
+    silu_bwd_f16_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

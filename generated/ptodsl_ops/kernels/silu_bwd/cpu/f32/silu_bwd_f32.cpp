@@ -47,10 +47,8 @@ extern "C" int silu_bwd_f32(float* x, float* dy, float* dx, int64_t M, int64_t N
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // silu_bwd.pto:3:10
-        start_launch(poison);  // silu_bwd.pto:3:10
-        silu_bwd_f32_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
-    }
+    start_launch(poison);  // silu_bwd.pto:3:10
+    silu_bwd_f32_k0(x, dy, dx, M, N);  // silu_bwd.pto:3:10
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

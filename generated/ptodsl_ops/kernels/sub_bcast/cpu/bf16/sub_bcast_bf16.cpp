@@ -47,10 +47,8 @@ extern "C" int sub_bcast_bf16(bfloat16_t* x, bfloat16_t* m, bfloat16_t* y, int64
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // sub_bcast.pto:3:12
-        start_launch(poison);  // sub_bcast.pto:3:12
-        sub_bcast_bf16_k0(m, x, y, C, R);  // sub_bcast.pto:3:12
-    }
+    start_launch(poison);  // sub_bcast.pto:3:12
+    sub_bcast_bf16_k0(m, x, y, C, R);  // sub_bcast.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

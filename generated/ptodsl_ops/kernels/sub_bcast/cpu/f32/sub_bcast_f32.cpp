@@ -47,10 +47,8 @@ extern "C" int sub_bcast_f32(float* x, float* m, float* y, int64_t C, int64_t R,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sub_bcast.pto:3:12
-        start_launch(poison);  // sub_bcast.pto:3:12
-        sub_bcast_f32_k0(m, x, y, C, R);  // sub_bcast.pto:3:12
-    }
+    start_launch(poison);  // sub_bcast.pto:3:12
+    sub_bcast_f32_k0(m, x, y, C, R);  // sub_bcast.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int swiglu_bf16(bfloat16_t* a, bfloat16_t* b, bfloat16_t* y, int64_t 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // swiglu.pto:3:12
-        start_launch(poison);  // swiglu.pto:3:12
-        swiglu_bf16_k0(a, b, y, M, N);  // swiglu.pto:3:12
-    }
+    start_launch(poison);  // swiglu.pto:3:12
+    swiglu_bf16_k0(a, b, y, M, N);  // swiglu.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int swiglu_f16(half* a, half* b, half* y, int64_t M, int64_t N, int p
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // swiglu.pto:3:12
-        start_launch(poison);  // swiglu.pto:3:12
-        swiglu_f16_k0(a, b, y, M, N);  // swiglu.pto:3:12
-    }
+    start_launch(poison);  // swiglu.pto:3:12
+    swiglu_f16_k0(a, b, y, M, N);  // swiglu.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

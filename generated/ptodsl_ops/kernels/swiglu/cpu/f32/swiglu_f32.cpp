@@ -47,10 +47,8 @@ extern "C" int swiglu_f32(float* a, float* b, float* y, int64_t M, int64_t N, in
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swiglu.pto:3:12
-        start_launch(poison);  // swiglu.pto:3:12
-        swiglu_f32_k0(a, b, y, M, N);  // swiglu.pto:3:12
-    }
+    start_launch(poison);  // swiglu.pto:3:12
+    swiglu_f32_k0(a, b, y, M, N);  // swiglu.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int transpose2d_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // transpose2d.pto:3:12
-        start_launch(poison);  // transpose2d.pto:3:12
-        transpose2d_bf16_k0(x, y, N, M);  // transpose2d.pto:3:12
-    }
+    start_launch(poison);  // transpose2d.pto:3:12
+    transpose2d_bf16_k0(x, y, N, M);  // transpose2d.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int transpose2d_f16(half* x, half* y, int64_t M, int64_t N, int poiso
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // transpose2d.pto:3:12
-        start_launch(poison);  // transpose2d.pto:3:12
-        transpose2d_f16_k0(x, y, N, M);  // transpose2d.pto:3:12
-    }
+    start_launch(poison);  // transpose2d.pto:3:12
+    transpose2d_f16_k0(x, y, N, M);  // transpose2d.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int transpose2d_i32(int32_t* x, int32_t* y, int64_t M, int64_t N, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // transpose2d.pto:3:12
-        start_launch(poison);  // transpose2d.pto:3:12
-        transpose2d_i32_k0(x, y, N, M);  // transpose2d.pto:3:12
-    }
+    start_launch(poison);  // transpose2d.pto:3:12
+    transpose2d_i32_k0(x, y, N, M);  // transpose2d.pto:3:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

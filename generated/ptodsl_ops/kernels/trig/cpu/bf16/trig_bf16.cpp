@@ -47,10 +47,8 @@ extern "C" int trig_bf16(bfloat16_t* x, bfloat16_t* s, bfloat16_t* c, int64_t M,
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // trig.pto:4:12
-        start_launch(poison);  // trig.pto:4:12
-        trig_bf16_k0(x, s, c, M, N);  // trig.pto:4:12
-    }
+    start_launch(poison);  // trig.pto:4:12
+    trig_bf16_k0(x, s, c, M, N);  // trig.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -47,10 +47,8 @@ extern "C" int trig_f32(float* x, float* s, float* c, int64_t M, int64_t N, int 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // trig.pto:4:12
-        start_launch(poison);  // trig.pto:4:12
-        trig_f32_k0(x, s, c, M, N);  // trig.pto:4:12
-    }
+    start_launch(poison);  // trig.pto:4:12
+    trig_f32_k0(x, s, c, M, N);  // trig.pto:4:12
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* trig_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,11 +79,9 @@ extern "C" int trig_bf16(void* stream, bfloat16_t* x, bfloat16_t* s, bfloat16_t*
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // trig.pto:4:12
-        if (ptodsl_failed) {  // trig.pto:4:12
-            return -1;  // trig.pto:4:12
-        }
-        trig_bf16_k0_launch(1, ptodsl_stream, x, s, c, M, N);  // trig.pto:4:12
+    if (ptodsl_failed) {  // trig.pto:4:12
+        return -1;  // trig.pto:4:12
     }
+    trig_bf16_k0_launch(1, ptodsl_stream, x, s, c, M, N);  // trig.pto:4:12
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

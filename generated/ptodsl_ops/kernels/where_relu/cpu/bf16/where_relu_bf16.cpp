@@ -47,10 +47,8 @@ extern "C" int where_relu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t 
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // where_relu.pto:3:18
-        start_launch(poison);  // where_relu.pto:3:18
-        where_relu_bf16_k0(x, y, M, N);  // where_relu.pto:3:18
-    }
+    start_launch(poison);  // where_relu.pto:3:18
+    where_relu_bf16_k0(x, y, M, N);  // where_relu.pto:3:18
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

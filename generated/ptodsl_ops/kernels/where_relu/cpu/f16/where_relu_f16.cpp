@@ -47,10 +47,8 @@ extern "C" int where_relu_f16(half* x, half* y, int64_t M, int64_t N, int poison
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // where_relu.pto:3:18
-        start_launch(poison);  // where_relu.pto:3:18
-        where_relu_f16_k0(x, y, M, N);  // where_relu.pto:3:18
-    }
+    start_launch(poison);  // where_relu.pto:3:18
+    where_relu_f16_k0(x, y, M, N);  // where_relu.pto:3:18
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

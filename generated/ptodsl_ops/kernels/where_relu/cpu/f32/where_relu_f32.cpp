@@ -47,10 +47,8 @@ extern "C" int where_relu_f32(float* x, float* y, int64_t M, int64_t N, int pois
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // where_relu.pto:3:18
-        start_launch(poison);  // where_relu.pto:3:18
-        where_relu_f32_k0(x, y, M, N);  // where_relu.pto:3:18
-    }
+    start_launch(poison);  // where_relu.pto:3:18
+    where_relu_f32_k0(x, y, M, N);  // where_relu.pto:3:18
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;
