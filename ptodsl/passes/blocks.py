@@ -24,6 +24,7 @@ from ..ir import Func, Module, Op, Param
 from ..ir.gm import launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
 from .context import Pass, PassContext
+from .parallel import independent, origins_of
 from .persistent import bound_within
 
 
@@ -33,6 +34,9 @@ def blockable(kernel: Func) -> list[Op] | None:
     each other) with no bounds guard among them; else None."""
     if block_params(kernel) or not kernel.body:
         return None
+    grid = _grid(kernel)
+    if grid is not None:
+        return [grid]
     loops = kernel.body
     for loop in loops:
         step = loop.attrs.get("step")
@@ -46,6 +50,25 @@ def blockable(kernel: Func) -> list[Op] | None:
                 any(o.name == "guard" for o in kernel.walk()):
             return None
     return loops
+
+
+def _grid(kernel: Func) -> Op | None:
+    """The outermost grid loop of a kernel that is one grid nest (inside the one-trip loops around
+    top-level work), when its iterations are independent (the parallel pass's proof: each writes
+    its own tiles, reads nothing written, carries no accumulator): an elementwise op's rows of
+    tiles, a matmul's columns of output tiles."""
+    body = kernel.body
+    while len(body) == 1 and body[0].name == "loop" and body[0].attrs.get("kind") in ("implicit", "peeled") \
+            and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
+        body = body[0].regions[0]
+    if len(body) != 1 or body[0].name != "loop" or body[0].attrs.get("kind") != "grid":
+        return None
+    loop = body[0]
+    step = loop.attrs["step"]
+    if not isinstance(step, int) or step < 1:
+        return None
+    origins = origins_of(kernel)
+    return loop if origins is not None and independent(loop, origins) else None
 
 
 def _fresh(kernel: Func, stem: str) -> str:

@@ -110,3 +110,21 @@ def test_a_workspace_whose_valid_shape_an_inner_loop_binds_stays_in_that_loop(tm
     for r, n in enumerate(lens):
         want[r, :n] = x0[r, :n] + xf[r, :n]
     np.testing.assert_allclose(y3, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_elementwise_grid_and_a_matmul_run_as_blocks(backend: str):
+    """With no loop of the user's, the outermost grid loop is shared out when its iterations are
+    independent: exp's rows of tiles on the vector cores, matmul's output columns on the cube cores."""
+    rng = np.random.default_rng(7)
+    exp = ptodsl.load(str(ROOT / "specs" / "exp.yaml"))
+    (launch,) = launches(exp.compiled.stages["block"].func("exp_f32"))
+    assert f", {TARGET.chip.aiv_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    x = rng.standard_normal((50, 300)).astype(np.float32)
+    np.testing.assert_allclose(exp(x, backend=backend), np.exp(x), rtol=2e-6)
+    matmul = ptodsl.load(str(ROOT / "specs" / "matmul.yaml"))
+    (launch,) = launches(matmul.compiled.stages["block"].func("matmul_f32"))
+    assert f", {TARGET.chip.aic_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    a = rng.standard_normal((70, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 200)).astype(np.float32)
+    np.testing.assert_allclose(matmul(a, b, backend=backend), a @ b, rtol=1e-4, atol=1e-4)

@@ -181,7 +181,7 @@ def test_cut_points_are_where_no_value_is_live_across():
 
 def test_doubling_that_would_take_the_stack_over_the_limit_is_not_done(tmp_path: Path):
     c = compile_spec(_inline(tmp_path, "doubled"))
-    partitioned = c.after["partition"]
+    partitioned = c.after["blocks"]  # what double buffering starts from
     single = max(e.bytes for e in stack.estimates(memplan.run(partitioned, PassContext(c.target)), c.target))
     doubled = max(e.bytes for e in stack.estimates(c.stages["block"], c.target))
     assert doubled > single

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -18,7 +37,7 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // matmul.pto:3:12
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul.pto:3:12
+        for (int64_t _g1 = block_index * ceil_div((N + 63) / 64, block_count); _g1 < block_index * ceil_div((N + 63) / 64, block_count) + std::min<int64_t>(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g1) {  // matmul.pto:3:12
             TileT5 t5(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
             TASSIGN(t5, 0);  // matmul.pto:3:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);

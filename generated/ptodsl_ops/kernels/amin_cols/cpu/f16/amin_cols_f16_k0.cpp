@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* y, int64_t C, int64_t R)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* y, int64_t C, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* y, int64_t C, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -15,7 +34,7 @@ extern "C" __global__ AICORE void amin_cols_f16_k0(__gm__ half* x, __gm__ half* 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // amin_cols.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < (C + 127) / 128; ++_g0) {  // amin_cols.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((C + 127) / 128, block_count); _g0 < block_index * ceil_div((C + 127) / 128, block_count) + std::min<int64_t>(ceil_div((C + 127) / 128, block_count), (C + 127) / 128 - block_index * ceil_div((C + 127) / 128, block_count)); ++_g0) {  // amin_cols.pto:3:12
             pipe_barrier(PIPE_V);
             TileT1 t1(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
             TASSIGN(t1, 0);  // amin_cols.pto:3:12

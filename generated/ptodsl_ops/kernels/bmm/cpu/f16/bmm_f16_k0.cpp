@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -22,7 +41,7 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
     using TileT27 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bmm.pto:4:12
-        for (int64_t _b0 = 0; _b0 < B; ++_b0) {  // bmm.pto:4:12
+        for (int64_t _b0 = block_index * ceil_div(B, block_count); _b0 < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_b0) {  // bmm.pto:4:12
             for (int64_t _b1 = 0; _b1 < H; ++_b1) {  // bmm.pto:4:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g3 = 0; _g3 < (N + 31) / 32; ++_g3) {  // bmm.pto:4:12

@@ -66,6 +66,17 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* cast_f32_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -79,9 +90,12 @@ extern "C" int cast_f32_f16(void* stream, float* x, half* y, int64_t M, int64_t 
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    if (ptodsl_failed) {  // cast_f32_f16.pto:3:12
-        return -1;  // cast_f32_f16.pto:3:12
+    {  // cast_f32_f16.pto:3:12
+        const int64_t cast_f32_f16_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // cast_f32_f16.pto:3:12
+        if (ptodsl_failed) {  // cast_f32_f16.pto:3:12
+            return -1;  // cast_f32_f16.pto:3:12
+        }
+        cast_f32_f16_k0_launch(cast_f32_f16_k0_blocks, ptodsl_stream, x, y, M, N);  // cast_f32_f16.pto:3:12
     }
-    cast_f32_f16_k0_launch(1, ptodsl_stream, x, y, M, N);  // cast_f32_f16.pto:3:12
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, uint8_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -22,7 +41,7 @@ extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores,
     using TileView2 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // causal_mask.pto:4:15
-        for (int64_t _g0 = 0; _g0 < (Q + 15) / 16; ++_g0) {  // causal_mask.pto:4:15
+        for (int64_t _g0 = block_index * ceil_div((Q + 15) / 16, block_count); _g0 < block_index * ceil_div((Q + 15) / 16, block_count) + std::min<int64_t>(ceil_div((Q + 15) / 16, block_count), (Q + 15) / 16 - block_index * ceil_div((Q + 15) / 16, block_count)); ++_g0) {  // causal_mask.pto:4:15
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

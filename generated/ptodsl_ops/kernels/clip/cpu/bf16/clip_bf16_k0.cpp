@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT11 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -30,7 +49,7 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // clip.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
+        for (int64_t _g1 = block_index * ceil_div((N + 255) / 256, block_count); _g1 < block_index * ceil_div((N + 255) / 256, block_count) + std::min<int64_t>(ceil_div((N + 255) / 256, block_count), (N + 255) / 256 - block_index * ceil_div((N + 255) / 256, block_count)); ++_g1) {  // clip.pto:3:12
             TileT11 t11(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t11, 0);  // clip.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

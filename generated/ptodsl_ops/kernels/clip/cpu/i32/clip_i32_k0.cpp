@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT9 = Tile<TileType::Vec, int32_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -24,7 +43,7 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // clip.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
+        for (int64_t _g1 = block_index * ceil_div((N + 255) / 256, block_count); _g1 < block_index * ceil_div((N + 255) / 256, block_count) + std::min<int64_t>(ceil_div((N + 255) / 256, block_count), (N + 255) / 256 - block_index * ceil_div((N + 255) / 256, block_count)); ++_g1) {  // clip.pto:3:12
             TileT9 t9(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t9, 0);  // clip.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -4,14 +4,33 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t M, int64_t J, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t M, int64_t J, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t M, int64_t J, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT6 = Tile<TileType::Vec, int64_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gather_last.pto:5:19
-        for (int64_t _g4 = 0; _g4 < M; ++_g4) {  // gather_last.pto:5:19
+        for (int64_t _g4 = block_index * ceil_div(M, block_count); _g4 < block_index * ceil_div(M, block_count) + std::min<int64_t>(ceil_div(M, block_count), M - block_index * ceil_div(M, block_count)); ++_g4) {  // gather_last.pto:5:19
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g5 = 0; _g5 < (J + 63) / 64; ++_g5) {  // gather_last.pto:5:19

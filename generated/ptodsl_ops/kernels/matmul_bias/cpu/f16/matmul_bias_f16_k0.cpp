@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Mat, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT2 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
@@ -20,7 +39,7 @@ extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ h
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias.pto:5:12
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 31) / 32; ++_g1) {  // matmul_bias.pto:5:12
+        for (int64_t _g1 = block_index * ceil_div((N + 31) / 32, block_count); _g1 < block_index * ceil_div((N + 31) / 32, block_count) + std::min<int64_t>(ceil_div((N + 31) / 32, block_count), (N + 31) / 32 - block_index * ceil_div((N + 31) / 32, block_count)); ++_g1) {  // matmul_bias.pto:5:12
             TileT3 t3(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
             TASSIGN(t3, 0);  // matmul_bias.pto:5:12
             TileT7 t7(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12

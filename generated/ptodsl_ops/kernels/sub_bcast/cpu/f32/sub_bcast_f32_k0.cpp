@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -13,7 +32,7 @@ extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sub_bcast.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // sub_bcast.pto:3:12
+        for (int64_t _g1 = block_index * ceil_div((C + 255) / 256, block_count); _g1 < block_index * ceil_div((C + 255) / 256, block_count) + std::min<int64_t>(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g1) {  // sub_bcast.pto:3:12
             TileT3 t3(std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
             TASSIGN(t3, 0);  // sub_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -66,6 +66,17 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* sub_bcast_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -79,9 +90,12 @@ extern "C" int sub_bcast_bf16(void* stream, bfloat16_t* x, bfloat16_t* m, bfloat
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    if (ptodsl_failed) {  // sub_bcast.pto:3:12
-        return -1;  // sub_bcast.pto:3:12
+    {  // sub_bcast.pto:3:12
+        const int64_t sub_bcast_bf16_k0_blocks = std::max<int64_t>(ceil_div((C + 255) / 256, std::max<int64_t>(((C + 255) / 256 + 47) / 48, 1)), 1);  // sub_bcast.pto:3:12
+        if (ptodsl_failed) {  // sub_bcast.pto:3:12
+            return -1;  // sub_bcast.pto:3:12
+        }
+        sub_bcast_bf16_k0_launch(sub_bcast_bf16_k0_blocks, ptodsl_stream, m, x, y, C, R);  // sub_bcast.pto:3:12
     }
-    sub_bcast_bf16_k0_launch(1, ptodsl_stream, m, x, y, C, R);  // sub_bcast.pto:3:12
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

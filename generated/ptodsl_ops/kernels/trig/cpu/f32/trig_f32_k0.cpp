@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, __gm__ float* c, int64_t M, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, __gm__ float* c, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, __gm__ float* c, int64_t M, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -68,7 +87,7 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // trig.pto:4:12
-        for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // trig.pto:4:12
+        for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + std::min<int64_t>(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // trig.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // trig.pto:4:12
