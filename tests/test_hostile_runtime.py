@@ -269,15 +269,20 @@ def test_an_element_read_outside_the_tensor_stops_the_call_alike_on_every_backen
     assert len(set(texts)) == 1, texts
 
 
-def test_the_npu_host_program_carries_the_read_guards(pick_elements, gather_rows):
-    """The host program emitted for the NPU checks the same bounds before it reads device memory."""
+def test_the_npu_build_carries_the_read_guards(pick_elements, gather_rows):
+    """The NPU build checks the same bounds before it reads device memory: the loops run inside the
+    kernels, whose guards leave their number in the status buffer and return before the read; the
+    host program stops the call at the guard a block left."""
     from ptodsl.backends.cpp.emit import emit_npu_variant
 
-    for op, needle in ((pick_elements, "read_device(x + "), (gather_rows, "_launch(1, ")):
-        host = emit_npu_variant(op.compiled, 0).host
-        body = host[host.index('extern "C" int '):]
-        assert 0 < body.index("_guard[0] = ") < body.index(needle), body
-        assert "return 1;" in body
+    for op, needle in ((pick_elements, "x[s0 * N + c]"), (gather_rows, "x + r * N")):
+        variant = emit_npu_variant(op.compiled, 0)
+        ((_, kernel),) = variant.kernels.values()
+        body = kernel[kernel.index("{\n"):]
+        guard = body.index("if (!(0 <= ")
+        assert guard < body.index("] = 1;") < body.index("return;", guard) < body.index(needle), body
+        host = variant.host[variant.host.index('extern "C" int '):]
+        assert 0 < host.index("_launch(") < host.index("guard_stopped(") < host.index("return static_cast<int>("), host
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,12 +1,15 @@
 """Partitioning (Tile IR -> Block IR): a control program plus compute kernels.
 
-Requires: a verified, fused ``level tile`` module.
+Requires: a verified, fused ``level tile`` module whose independent loops are marked (``parallel``).
 Produces: a ``level block`` module. For each kernel variant, a ``control`` function keeps the
-loops, branches, scalar reads, views and GM workspaces (the AICPU side), and every maximal run of
-tile work inside one region becomes a compute kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC:
-L1/L0 tiles), launched with ``launch(tensors) {kernel, scalars}``. A run is cut where no tile is
-live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut
-small enough is reported as a warning with its estimate.
+branches, scalar reads, views and GM workspaces of the top level and the loops that must stay there
+(the AICPU side), and every maximal run of work that can run on one kind of core becomes a compute
+kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC: L1/L0 tiles), launched with
+``launch(tensors) {kernel, scalars}``. Tile work and grid loops always run in a kernel; a loop of
+the user's runs inside its kernel too when its whole body can (``passes/persistent.py``), so a
+loop over rows is one launch, not one per row. A run is cut where no tile is live, when its
+estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut small enough is
+reported as a warning with its estimate.
 """
 
 from __future__ import annotations
@@ -17,31 +20,18 @@ from math import prod
 from .. import sym
 from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
-from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
+from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
-
-CUBE_SPACES = {"l1", "l0a", "l0b", "l0c", "bt"}
-
-
-def is_control(op: Op) -> bool:
-    return IR_OPS[op.name].control and not in_kernel_loop(op)
-
-
-def kind_of(op: Op) -> str:
-    """cube when the op (or anything in its grid) touches L1/L0 tiles, else vector."""
-    for o in op.walk():
-        for v in list(o.operands) + list(o.results):
-            if isinstance(v.type, TileType) and v.type.space in CUBE_SPACES:
-                return "cube"
-    return "vector"
+from .persistent import Placement, bound_within, hoist_workspaces, kind_of
 
 
 def cycles(op: Op, target) -> int:
-    """A rough cost: vector repeats of each tile op, times static grid trip counts."""
+    """A rough cost: vector repeats of each tile op, times static grid trip counts. A loop of the
+    user's inside a kernel counts one iteration: the budget bounds what one kernel's code holds."""
     if op.name == "loop":
         hi, lo = op.attrs["hi"], op.attrs["lo"]
-        trips = hi - lo if sym.is_const(hi) and sym.is_const(lo) else 1
+        trips = hi - lo if sym.is_const(hi) and sym.is_const(lo) and in_kernel_loop(op) else 1
         return max(1, trips) * sum(cycles(x, target) for x in op.regions[0])
     if not op.name.startswith("tile.") or op.name == "tile.alloc" or not op.operands:
         return 0
@@ -59,6 +49,7 @@ class _Partitioner:
         # scalar dtypes the kernels' parameters take: scalar params and runtime reads; dims are i64
         self.scalar_dtypes = {p.name: p.dtype for p in func.params if not p.is_tensor}
         self.scalar_dtypes |= {o.attrs["sym"]: o.attrs["dtype"] for o in func.walk() if o.name == "read"}
+        self.place = Placement(func, lambda body: sum(cycles(o, ctx.target) for o in body) <= bound)
 
     def run(self) -> tuple[Func, list[Func]]:
         body = self.region(self.func.body, set())
@@ -74,7 +65,8 @@ class _Partitioner:
                 # the open run instead of cutting it (a cut there would split tiles still live)
                 out.append(op)
                 continue
-            if is_control(op):
+            kinds = self.place.kinds(op)
+            if kinds is None or len(kinds) > 1:
                 self.flush(run, out)
                 run = []
                 if op.name == "loop":
@@ -104,7 +96,7 @@ class _Partitioner:
         if not run:
             return
         for chunk in self.split(run):
-            out.append(self.kernel(chunk))
+            out.extend(self.kernel(chunk))
 
     def split(self, run: list[Op]) -> list[list[Op]]:
         """Cut at points with no live tile, between kinds, and when the estimate passes the bound."""
@@ -131,9 +123,12 @@ class _Partitioner:
                     help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
         return chunks
 
-    def kernel(self, ops: list[Op]) -> Op:
+    def kernel(self, ops: list[Op]) -> list[Op]:
+        """The compute kernel running ``ops``; returns what the control program does in their place:
+        allocate the kernel's workspaces, then launch it."""
         kind = kind_of(ops[0])
         name = f"{self.func.name}_k{next(self.counter)}"
+        allocs = hoist_workspaces(ops)
         tensors: list[Value] = []
         defined: set[str] = set()
         bound: set[str] = set()
@@ -145,8 +140,7 @@ class _Partitioner:
                         tensors.append(v)
                 for r in o.results:
                     defined.add(r.name)
-                if o.name == "loop":
-                    bound.add(o.attrs["index"])
+                bound |= bound_within(o)
                 exprs = [v for k, v in o.attrs.items() if k not in ("index", "name", "kind", "sym")]
                 for r in o.results:
                     exprs.extend(r.type.valid if isinstance(r.type, TileType) else r.type.shape)
@@ -172,7 +166,8 @@ class _Partitioner:
                 o.operands = [remap.get(v.name, v) if isinstance(v.type, TensorType) else v for v in o.operands]
         params += [Param(s, None, self.scalar_dtypes.get(s, "i64")) for s in free]
         self.kernels.append(Func(name, params, ops, kind, {}, ops[0].span))
-        return Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)}, span=ops[0].span)
+        return [*allocs, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
+                            span=ops[0].span)]
 
 
 def _free(e) -> set[str]:

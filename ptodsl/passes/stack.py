@@ -11,8 +11,10 @@ PyPTO's FAQ names). What fills the frame of a ptodsl kernel is the objects its C
 - a ``GlobalTensor`` per ``tile.load``/``tile.store``, with a ``Stride`` temporary when one of its
   strides is known only at run time (a symbolic dim, or strides passed to the kernel) and a
   ``Shape`` temporary then or when one of its extents is (a tail tile);
-- a pointer per tensor parameter, a scalar per scalar parameter and per stride argument
-  (:func:`ptodsl.ir.gm.explicit_strides`), and an index and bound per ``for`` loop.
+- a pointer per tensor parameter and per view a kernel takes of one, a scalar per scalar parameter,
+  per stride argument (:func:`ptodsl.ir.gm.explicit_strides`) and per value the kernel reads from
+  a tensor, the status buffer's pointer of a kernel holding bounds guards, and an index and bound
+  per ``for`` loop.
 
 Each object is counted once, wherever it is declared: a loop body's objects take their slots once,
 not per iteration, and no two objects are assumed to share a slot (the compiler may reuse the slot
@@ -125,9 +127,16 @@ def estimate(func: Func, target: Target, strided: set[str] | frozenset[str] = fr
                 strides[p.name] = gm.dense_strides(t.shape)
         else:
             _place(counts, places, None, model, "scalar")
+    if any(op.name == "guard" for op in func.walk()):
+        _place(counts, places, None, model, "pointer")  # the status buffer a failed guard writes
     for op in func.walk():
         if op.name == "loop":
             _place(counts, places, op.span, model, "loop")
+        elif op.name == "view":  # a pointer into its parent, with the parent's strides
+            _place(counts, places, op.span, model, "pointer")
+            strides[op.result.name] = strides.get(op.operands[0].name, (None,))
+        elif op.name == "read":  # the value, held by the kernel's scalar unit
+            _place(counts, places, op.span, model, "scalar")
         elif op.name == "tile.alloc":
             _place(counts, places, op.span, model, "tile")
         elif op.name in ("tile.load", "tile.store"):
@@ -202,6 +211,7 @@ def cut_points(body: list[Op]) -> tuple[int, Op | None]:
     """Where partitioning could cut a kernel's body (between top-level ops, with no value defined
     before the cut and used after it), and, when nowhere, the op defining the value live the
     longest: what holds the body together."""
+    body = [op for op in body if not op.name.startswith("sync.")]  # flags are no work to cut between
     first: dict[str, tuple[int, Op]] = {}
     last: dict[str, int] = {}
     for i, top in enumerate(body):
@@ -227,7 +237,8 @@ def cut_points(body: list[Op]) -> tuple[int, Op | None]:
 
 
 def unrolled_loops(module: Module) -> dict[str, tuple[str, int]]:
-    """Kernel name -> (loop name, factor) of the unrolled copy of a user loop that launches it."""
+    """Kernel name -> (loop name, factor) of the unrolled copy of a user loop that launches it or
+    runs inside it."""
     out: dict[str, tuple[str, int]] = {}
 
     def walk(ops: list[Op], around: tuple[str, int] | None) -> None:
@@ -243,6 +254,11 @@ def unrolled_loops(module: Module) -> dict[str, tuple[str, int]]:
     for f in module.funcs:
         if f.kind == "control":
             walk(f.body, None)
+    for f in module.funcs:  # a loop of the user's running inside its kernel holds the copies itself
+        if f.kind != "control" and f.name not in out:
+            inside = next((o for o in f.walk() if o.name == "loop" and int(o.attrs.get("unrolled", 1)) > 1), None)
+            if inside is not None:
+                out[f.name] = (str(inside.attrs.get("name")), int(inside.attrs["unrolled"]))
     return out
 
 

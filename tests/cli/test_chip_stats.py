@@ -31,15 +31,15 @@ def test_stats_bench_models_the_bench_cases(capsys):
     assert code == 0
     assert "softmax[f32-B16384]: GM bytes modelled 134217728, minimum 134217728, ratio 1.00" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("chip:"))
-    for word in ("16384 launches", "block_dim 1", "1 core used", "modelled", "chip roofline", "bound: "):
+    for word in ("1 launch,", "block_dim 48", "48 cores used", "modelled", "chip roofline", "bound: "):
         assert word in line, line
     code, out, _ = run(capsys, "ir", "specs/softmax.yaml", "--stats", "--bench", "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["stats"][0]["bench"] is True
     (chip,) = doc["stats"][0]["chip"]
     assert set(chip) == CHIP_KEYS
-    assert chip["case"] == "softmax[f32-B16384]" and chip["launches"] == 16384
-    assert chip["block_dim"] == 1 and chip["cores_used"] == 1  # one core today: the baseline blocks improve on
+    assert chip["case"] == "softmax[f32-B16384]" and chip["launches"] == 1  # the rows run as blocks
+    assert chip["block_dim"] == 48 and chip["cores_used"] == 48
     assert chip["modelled_us"] > chip["chip_roofline_us"] > 0
     assert chip["roofline_ratio"] == chip["modelled_us"] / chip["chip_roofline_us"]
     assert chip["bound"] in {"HBM", "launch", "V", "MTE2", "MTE3", "S"}

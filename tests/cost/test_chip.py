@@ -160,14 +160,17 @@ def test_the_hbm_limits_a_launch(tmp_path):
 
 
 def test_launches_cost_time(tmp_path):
-    """softmax launches its kernel once per row today: seven rows, seven launches."""
-    op = ptodsl.load(str(ROOT / "specs" / "softmax.yaml"))
+    """Each launch costs its fixed time: mha_sdpa launches kernels per iteration of its loops."""
+    op = ptodsl.load(str(ROOT / "specs" / "mha_sdpa.yaml"))
     block = op.compiled.stages["block"]
-    free = estimate(block, "softmax_f32", {"B": 7}, target_with(tmp_path, launch_us=0))
-    paid = estimate(block, "softmax_f32", {"B": 7}, TARGET)
-    assert paid.timeline.chip.launches == free.timeline.chip.launches == 7
+    control = next(f.name for f in block.funcs if f.kind == "control")
+    dims = {"B": 2, "H": 2, "S": 32, "L": 64, "D": 32}
+    free = estimate(block, control, dims, target_with(tmp_path, launch_us=0), {"scale": 0.125})
+    paid = estimate(block, control, dims, TARGET, {"scale": 0.125})
+    launches = paid.timeline.chip.launches
+    assert launches == free.timeline.chip.launches > 1
     assert paid.timeline.chip.time - free.timeline.chip.time == pytest.approx(
-        7 * TARGET.chip.launch_us * 1e-6 * TARGET.timing.clock_hz)
+        launches * TARGET.chip.launch_us * 1e-6 * TARGET.timing.clock_hz)
     assert free.timeline.chip.roofline() == pytest.approx(paid.timeline.chip.roofline())  # launches are not work
 
 

@@ -261,8 +261,8 @@ def e0801_ir_file_with_a_typo(env: Env) -> list[Diagnostic]:
     """A printed tile module hand-edited with a missing comma: `ptodsl ir --from` points at it."""
     from ptodsl.driver import lower_ir
 
-    text = str(compile_spec(OP_SPEC).stages["tile"]).replace('"fuse", "fusedops"]', '"fuse" "fusedops"]')
-    assert '"fuse" "fusedops"]' in text  # the typo is planted
+    text = str(compile_spec(OP_SPEC).stages["tile"]).replace('"tile", "fuse"', '"tile" "fuse"')
+    assert '"tile" "fuse"' in text  # the typo is planted
     (env.tmp / "scale_rows.tile.ir").write_text(text)
     return compile_error(lambda: lower_ir(str(env.tmp / "scale_rows.tile.ir")))
 

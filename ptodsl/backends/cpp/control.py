@@ -68,6 +68,22 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }"""
+# After a launch of a kernel holding bounds guards: each block that stopped at one left its number,
+# offset, extent and dim in its four status entries; the first such block (blocks run contiguous
+# ranges of iterations, in order) is the guard the call stops at, as if run one after another.
+GUARD_STOPPED = """\
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
+{
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
+}"""
 
 
 # The entry returns 0; the number of the bounds guard that stopped it; or -1 when a check of the CPU
@@ -126,6 +142,16 @@ static T read_device(const T* p)
     aclrtSynchronizeStream(ptodsl_stream);
     aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
     return value;
+}
+
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
 }"""
 
 CATCH_BEGIN = ["#ifdef PTO_CPU_SUBSET", "    pto::cpu::clear_failure();", "#endif", "    try {"]
@@ -190,6 +216,7 @@ class ControlEmitter:
     def _context(self) -> None:
         self.names = Names(["start_launch", "workspace", "poison", f"{self.control.name}_failure", *self.kernels,
                             "ptodsl_stream", "ptodsl_failed", "DeviceWorkspace", "read_device", "stream",
+                            "guard_stopped", "read_status",
                             *(f"{k}_launch" for k in self.kernels)])
         self.guard_var = self.names.claim(f"{self.control.name}_guard")
         names: dict[str, str] = {}
@@ -246,7 +273,9 @@ class ControlEmitter:
             out += ["", PRELUDE, ""]
         for h in cxx.helper_definitions(self.ctx.helpers):
             out += [h, ""]
-        if self.guards:
+        if any(k.guards for k in self.kernels.values()):
+            out += [GUARD_STOPPED, ""]
+        if self.guards or any(k.guards for k in self.kernels.values()):
             out += [f'extern "C" {{ int64_t {self.guard_var}[3] = {{0, 0, 0}}; }}', ""]
         params = ", ".join(decl for _, decl in self.params)
         out += FAILURE_ENTRY.format(name=name).splitlines() + [""]
@@ -286,23 +315,29 @@ class ControlEmitter:
         step = op.attrs["step"]
         if not isinstance(step, int) or step == 0:
             raise unsupported(f"a loop with step {sym.to_text(step)}", op.span)
-        if id(op) in self.parallel:
-            oom = self.names.claim(f"{index}_no_memory")
-            self._line(depth, f"bool {oom} = false;")
-            self._line(depth, "#pragma omp parallel for schedule(static)")
         cmp = "<" if step > 0 else ">"
         inc = f"++{index}" if step == 1 else f"{index} += {step}"
-        self._line(depth, f"for (int64_t {index} = {self._e(op.attrs['lo'])}; {index} {cmp} "
-                          f"{self._e(op.attrs['hi'])}; {inc}) {{", op)
-        if id(op) not in self.parallel:
-            self._block(op.regions[0], depth + 1)
-            self._line(depth, "}")
+        head = (f"for (int64_t {index} = {self._e(op.attrs['lo'])}; {index} {cmp} "
+                f"{self._e(op.attrs['hi'])}; {inc}) {{")
+        if id(op) in self.parallel:
+            self._openmp(depth, head, index, lambda d: self._block(op.regions[0], d), op)
             return
-        # An exception may not leave an OpenMP region: each iteration catches the header's
-        # Failure (the message is kept) and a failed workspace allocation, and the loop rethrows
-        # them once all threads are done.
-        self._line(depth + 1, "try {")
+        self._line(depth, head, op)
         self._block(op.regions[0], depth + 1)
+        self._line(depth, "}")
+
+    def _openmp(self, depth: int, head: str, index: str, body, op: Op) -> None:
+        """``head`` (a ``for`` over ``index``) shared out over the machine's threads.
+
+        An exception may not leave an OpenMP region: each iteration catches the header's Failure
+        (the message is kept) and a failed workspace allocation, and the loop rethrows them once
+        all threads are done."""
+        oom = self.names.claim(f"{index}_no_memory")
+        self._line(depth, f"bool {oom} = false;")
+        self._line(depth, "#pragma omp parallel for schedule(static)")
+        self._line(depth, head, op)
+        self._line(depth + 1, "try {")
+        body(depth + 1)
         self._line(0, "#ifdef PTO_CPU_SUBSET")
         self._line(depth + 1, "} catch (const pto::cpu::Failure&) {")
         self._line(0, "#endif")
@@ -451,31 +486,82 @@ class ControlEmitter:
 
     @CONTROL.on("launch")
     def _op_launch(self, op: Op, depth: int) -> None:
+        """Start a compute kernel: once, or (``block_dim``) once per block. On the CPU the blocks
+        run on the machine's threads, each given its index and the block count; the NPU host
+        starts them all with one ``<kernel>_launch(block_dim, stream, ...)``. A kernel holding
+        bounds guards also takes a status buffer of four entries per block, checked once it is
+        done (``GUARD_STOPPED``)."""
         kernel = self.module.func(op.attrs["kernel"])
         if kernel is None or kernel.name not in self.kernels:
             raise unsupported(f"a launch of the unknown kernel `{op.attrs['kernel']}`", op.span)
-        if "block_dim" in op.attrs or block_params(kernel):
-            raise unsupported("a launch of several blocks (`block_dim`)", op.span)
+        source = self.kernels[kernel.name]
         env = kernel_env(kernel, op)
         strided = self.strided.get(kernel.name, set())
         tensors = iter(op.operands)
+        own = dict(zip(("block_index", "block_count"), block_params(kernel)))
         args = []
+        blocks = None
+        if "block_dim" in op.attrs or own:
+            blocks = self.names.claim(f"{kernel.name}_blocks")
+            block = self.names.claim(f"{kernel.name}_block")
         for p in kernel.params:
             if p.is_tensor:
                 value = next(tensors)
                 args.append(self._pointer(value.name, op))
                 if p.name in strided:
                     args += [self._e(s) for s in self.origins[value.name].strides[:-1]]
+            elif p.name == own.get("block_index"):
+                args.append(block if self.host == "cpu" else None)
+            elif p.name == own.get("block_count"):
+                args.append(blocks if self.host == "cpu" else None)
             else:
                 args.append(self._e(env[p.name]))
+        args = [a for a in args if a is not None]
+        count = blocks or "1"
+        scoped = blocks is not None or source.guards > 0  # a scope for the block count and status buffer
+        inner = depth + 1 if scoped else depth
+        if scoped:
+            self._line(depth, "{", op)
+        if blocks is not None:
+            self._line(inner, f"const int64_t {blocks} = {self._e(op.attrs.get('block_dim', 1))};", op)
+        status = None
+        if source.guards:
+            status = self.names.claim(f"{kernel.name}_status")
+            if self.host == "npu":
+                self._line(inner, f"DeviceWorkspace {status}(4 * {count} * static_cast<int64_t>(sizeof(int64_t)), 0);",
+                           op)
+                args.append(f"reinterpret_cast<int64_t*>({status}.data())")
+            else:
+                self._line(inner, f"std::vector<int64_t> {status}(static_cast<size_t>(4 * {count}), 0);", op)
+                args.append(f"{status}.data()")
+        call = f"{kernel.name}({', '.join(args)});"
         if self.host == "npu":
-            self._line(depth, "if (ptodsl_failed) {", op)
-            self._line(depth + 1, "return -1;", op)
+            self._line(inner, "if (ptodsl_failed) {", op)
+            self._line(inner + 1, "return -1;", op)
+            self._line(inner, "}")
+            self._line(inner, f"{kernel.name}_launch({count}, ptodsl_stream, {', '.join(args)});", op)
+        elif blocks is None:
+            self._line(inner, "start_launch(poison);", op)
+            self._line(inner, call, op)
+        else:
+            def body(d: int) -> None:
+                self._line(d + 1, "start_launch(poison);", op)
+                self._line(d + 1, call, op)
+
+            self._openmp(inner, f"for (int64_t {block} = 0; {block} < {blocks}; ++{block}) {{", block, body, op)
+        if status is not None:
+            stopped = self.names.claim(f"{kernel.name}_stopped")
+            entries = f"{status}.data()"
+            if self.host == "npu":
+                entries = self.names.claim(f"{kernel.name}_status_host")
+                self._line(inner, f"const std::vector<int64_t> {entries} = read_status({status}, {count});", op)
+                entries += ".data()"
+            self._line(inner, f"const int64_t {stopped} = guard_stopped({entries}, {count}, {self.guard_var});", op)
+            self._line(inner, f"if ({stopped} != 0) {{", op)
+            self._line(inner + 1, f"return static_cast<int>({stopped});", op)
+            self._line(inner, "}")
+        if scoped:
             self._line(depth, "}")
-            self._line(depth, f"{kernel.name}_launch(1, ptodsl_stream, {', '.join(args)});", op)
-            return
-        self._line(depth, "start_launch(poison);", op)
-        self._line(depth, f"{kernel.name}({', '.join(args)});", op)
 
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[^{}]*\}|%")
@@ -512,13 +598,33 @@ def _printf_format(fmt: str, args: list, ctx: ExprContext, op: Op) -> tuple[str,
     return f'"{cpp_string("".join(out))}\\n"', values
 
 
+def openmp_loops(control: Func) -> list[Op]:
+    """The loops of a control program that the cpu backend runs with OpenMP, outermost first: the
+    outermost loops the parallel pass proved independent (``parallel = 1``, ``passes/parallel.py``),
+    except one holding a guard, which stops the call by returning from the entry, and no return may
+    leave an OpenMP region."""
+    found: list[Op] = []
+
+    def visit(ops: list[Op]) -> None:
+        for op in ops:
+            if op.name == "loop" and op.attrs.get("parallel") and not any(
+                    o.name == "guard" for o in walk_ops(op.regions[0])):
+                found.append(op)
+                continue
+            for region in op.regions:
+                visit(region)
+
+    visit(control.body)
+    return found
+
+
 def emit_control(module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
                  origin: str, host: str = "cpu") -> ControlSource:
     """The control program for the CPU backend, or (``host="npu"``) the NPU host program."""
     return ControlEmitter(module, control, kernels, parallel, origin, host).emit()
 
 
-__all__ = ["ControlSource", "EntryParam", "emit_control", "symbols_of"]
+__all__ = ["ControlSource", "EntryParam", "emit_control", "openmp_loops", "symbols_of"]
 
 
 from . import control_layout  # noqa: E402,F401  (the layout ops' C++ registers on CONTROL)

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from ... import sym
 from ...driver import Compiled
 from ...ir import Func
-from .control import EntryParam, emit_control
+from ...ir.opdefs import block_params, launched_params
+from .control import EntryParam, emit_control, openmp_loops
 from .cxx import unsupported
-from .gm import explicit_strides, kernel_env, launches, tensor_args, trace_origins, walk_ops
+from .gm import explicit_strides, guard_ops, kernel_env, launches, tensor_args, trace_origins, walk_ops
 from .kernel import InstructionUse, KernelPlan, KernelSource, emit_kernel
-from .parallel import parallel_loops
 
 
 @dataclass
@@ -70,13 +70,13 @@ def _nonneg_scalars(compiled: Compiled, control: Func, kernel: Func) -> frozense
         if op.name == "loop" and sym.prove_nonneg(op.attrs["lo"], {n: (0, None) for n in known}):
             known.add(op.attrs["index"])
     ranges = {n: (0, None) for n in known}
-    scalars = {p.name for p in kernel.params if not p.is_tensor}
+    scalars = {p.name for p in launched_params(kernel)}
     for op in launches(control):
         if op.attrs["kernel"] != kernel.name:
             continue
         env = kernel_env(kernel, op)
         scalars = {s for s in scalars if sym.prove_nonneg(env[s], ranges)}
-    return frozenset(scalars)
+    return frozenset(scalars) | frozenset(block_params(kernel))  # a block's index and the count: >= 0
 
 
 def _workspace_params(control: Func, kernel: Func) -> frozenset[str]:
@@ -89,6 +89,19 @@ def _workspace_params(control: Func, kernel: Func) -> frozenset[str]:
     return frozenset(params)
 
 
+def kernel_plans(compiled: Compiled, control: Func) -> dict[str, KernelPlan]:
+    """What the variant-level analyses tell the emitter about each kernel ``control`` launches."""
+    block = compiled.stages["block"]
+    strided = explicit_strides(block, [control])
+    guards = guard_ops(block, control)
+    plans: dict[str, KernelPlan] = {}
+    for kernel in launched_kernels(compiled, control):
+        first = next((k for k, g in enumerate(guards) if any(g is o for o in kernel.walk())), 0)
+        plans[kernel.name] = KernelPlan(strided.get(kernel.name, set()), _nonneg_scalars(compiled, control, kernel),
+                                        _workspace_params(control, kernel), first + 1)
+    return plans
+
+
 def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
     """The C++ sources of one dtype variant; raises CompileError (E0800) for what the emitter
     cannot express."""
@@ -99,13 +112,11 @@ def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
     variant = checked.variant_name or ""
     origin = f"{spec.op} ({os.path.basename(spec.source)})" + (f", variant {variant}" if variant else "")
     kernels = launched_kernels(compiled, control)
-    strided = explicit_strides(block, [control])
+    plans = kernel_plans(compiled, control)
     sources: dict[str, KernelSource] = {}
     for kernel in kernels:
-        plan = KernelPlan(strided.get(kernel.name, set()), _nonneg_scalars(compiled, control, kernel),
-                          _workspace_params(control, kernel))
-        sources[kernel.name] = emit_kernel(kernel, compiled.target, plan, origin)
-    loops = parallel_loops(block, control)
+        sources[kernel.name] = emit_kernel(kernel, compiled.target, plans[kernel.name], origin)
+    loops = openmp_loops(control)
     program = emit_control(block, control, sources, loops, origin)
     files = {s.filename: s.text for s in sources.values()}
     files[program.filename] = program.text
@@ -133,13 +144,11 @@ def emit_npu_variant(compiled: Compiled, index: int) -> NpuVariant:
     spec = compiled.spec
     variant = compiled.checked[index].variant_name or ""
     origin = f"{spec.op} ({os.path.basename(spec.source)})" + (f", variant {variant}" if variant else "")
-    strided = explicit_strides(block, [control])
+    plans = kernel_plans(compiled, control)
     sources: dict[str, KernelSource] = {}
     kinds: dict[str, str] = {}
     for kernel in launched_kernels(compiled, control):
-        plan = KernelPlan(strided.get(kernel.name, set()), _nonneg_scalars(compiled, control, kernel),
-                          _workspace_params(control, kernel))
-        sources[kernel.name] = emit_kernel(kernel, compiled.target, plan, origin)
+        sources[kernel.name] = emit_kernel(kernel, compiled.target, plans[kernel.name], origin)
         kinds[kernel.name] = kernel.kind
     program = emit_control(block, control, sources, [], origin, host="npu")
     units = {k: (kinds[k], f"{s.text}\n{s.launcher}") for k, s in sources.items()}

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from ...ir import Func, Module
 from ...ir import gm as _gm
-from ...ir.gm import Origin, dense_strides, kernel_env, launches, linear_offset, tensor_args, walk_ops
+from ...ir.gm import (
+    Origin,
+    dense_strides,
+    guard_ops,
+    kernel_env,
+    launches,
+    linear_offset,
+    tensor_args,
+    walk_ops,
+)
 from .cxx import unsupported
 
 
@@ -30,5 +39,5 @@ def explicit_strides(module: Module, controls: list[Func]) -> dict[str, set[str]
         raise unsupported(exc.what, exc.op.span, exc.hint) from None
 
 
-__all__ = ["Origin", "dense_strides", "explicit_strides", "kernel_env", "launches", "linear_offset",
+__all__ = ["Origin", "dense_strides", "explicit_strides", "guard_ops", "kernel_env", "launches", "linear_offset",
            "tensor_args", "trace_origins", "walk_ops"]

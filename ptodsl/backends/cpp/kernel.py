@@ -20,7 +20,7 @@ from ... import sym
 from ...diagnostics import CompileError, Diagnostic, Span
 from ...escape import cpp_comment
 from ...ir import Func, Op, TensorType, TileType, Value
-from ...ir.opdefs import Handlers
+from ...ir.opdefs import Handlers, block_params
 from ...ops import OPS
 from ...targets import Target
 from . import cxx
@@ -46,6 +46,7 @@ class KernelPlan:
     explicit_strides: set[str] = field(default_factory=set)  # tensor params taking strides
     nonneg_scalars: frozenset[str] = frozenset()  # scalar params every launch passes >= 0
     workspace_params: frozenset[str] = frozenset()  # tensor params every launch binds to a workspace
+    guard_base: int = 1  # the number of the kernel's first bounds guard (ir.gm.guard_ops)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class KernelSource:
     uses: list[InstructionUse] = field(default_factory=list)  # every instruction, for rule checks
     launcher: str = ""  # NPU host function that launches the kernel on a stream (pto-isa's Launch* form)
     launcher_declaration: str = ""
+    guards: int = 0  # bounds guards inside: the kernel takes a status buffer (its last parameter)
+    blocks: bool = False  # the kernel runs as blocks (``block_index``/``block_count``)
 
 
 @dataclass
@@ -91,6 +94,10 @@ KERNEL = Handlers("the kernel emitter")
 # Elementwise ops whose instruction takes more than its tiles and scalar (a rounding mode, a
 # scratch tile): op name -> emitter(KernelEmitter, op, depth), registered by kernel_elem.py.
 ARITH_FORMS: dict[str, Callable] = {}
+# A build of the kernel for the CPU (ptodsl's header or pto-isa's CPU simulation), where the control
+# program runs the blocks and passes each its index and count; on the NPU a block reads them from
+# the core (get_block_idx / get_block_num).
+CPU_BUILD = "defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)"
 
 
 class KernelEmitter:
@@ -123,7 +130,11 @@ class KernelEmitter:
         self.names = Names([func.name])
         names: dict[str, str] = {}
         kinds: dict[str, str] = {}
-        self.params: list[str] = []
+        self.params: list[str] = []  # the parameters of the CPU build, in IR order
+        self.npu_params: list[str] = []  # the NPU build's: no block index or count
+        self.block_locals: list[str] = []  # the NPU build reads those from the core
+        own = block_params(func)
+        self.workspaces = set(self.plan.workspace_params)
         for p in func.params:
             var = self.names.claim(p.name)
             if p.is_tensor:
@@ -140,10 +151,27 @@ class KernelEmitter:
                     strides = (*stride_syms, 1)
                 self.tensors[p.name] = _Tensor(var, p.dtype, t.shape, strides)
                 self.params.extend(decl)
+                self.npu_params.extend(decl)
             else:
                 names[p.name] = var
                 kinds[p.name] = cxx.FLOAT if p.dtype in cxx.FLOAT_DTYPES else cxx.INT
                 self.params.append(f"{cxx_type(p.dtype)} {var}")
+                if p.name in own:
+                    getter = "get_block_idx" if p.name == func.attrs.get("block_index") else "get_block_num"
+                    self.block_locals.append(f"const {cxx_type(p.dtype)} {var} = static_cast<{cxx_type(p.dtype)}>"
+                                             f"({getter}());")
+                else:
+                    self.npu_params.append(f"{cxx_type(p.dtype)} {var}")
+        for op in func.walk():  # values read from tensors by the kernel's scalar unit
+            if op.name == "read":
+                names[op.attrs["sym"]] = self.names.claim(op.attrs["sym"])
+                kinds[op.attrs["sym"]] = cxx.FLOAT if op.attrs["dtype"] in cxx.FLOAT_DTYPES else cxx.INT
+        self.guards = [op for op in func.walk() if op.name == "guard"]
+        self.status = ""
+        if self.guards:  # where a failed guard leaves its number and values for the control program
+            self.status = self.names.claim("status")
+            self.params.append(f"__gm__ int64_t* {self.status}")
+            self.npu_params.append(f"__gm__ int64_t* {self.status}")
         for index in indices:
             names[index] = self.names.claim(index)
         nonneg = set(self.plan.nonneg_scalars)
@@ -188,9 +216,15 @@ class KernelEmitter:
             if info.transposed and (info.value in plain or info.bias_row):
                 raise unsupported("a Mat tile moved both transposed and not transposed", info.span)
 
-    def declaration(self) -> str:
-        params = ", ".join(self.params)
-        return f'extern "C" __global__ AICORE void {self.func.name}({params})'
+    def declaration(self, params: list[str] | None = None) -> str:
+        """The kernel's signature in the CPU build (or with ``params``)."""
+        params = self.params if params is None else params
+        return f'extern "C" __global__ AICORE void {self.func.name}({", ".join(params)})'
+
+    def _signature(self) -> list[str]:
+        if not self.block_locals:
+            return [self.declaration()]
+        return [f"#if {CPU_BUILD}", self.declaration(), "#else", self.declaration(self.npu_params), "#endif"]
 
     # ------------------------------------------------------------------ output
 
@@ -212,8 +246,10 @@ class KernelEmitter:
         helpers = cxx.helper_definitions(self.ctx.helpers)
         for h in helpers:
             out += [h, ""]
-        out.append(self.declaration())
+        out += self._signature()
         out.append("{")
+        if self.block_locals:
+            out += [f"#if !({CPU_BUILD})", *(f"    {b}" for b in self.block_locals), "#endif"]
         out += [f"    {a}" for a in aliases]
         if aliases:
             out.append("")
@@ -221,14 +257,15 @@ class KernelEmitter:
         out.append("}")
         launcher, launcher_decl = self._launcher()
         return KernelSource(self.func.name, f"{self.func.name}.cpp", "\n".join(out) + "\n",
-                            self.declaration() + ";", self.uses, launcher, launcher_decl)
+                            self.declaration() + ";", self.uses, launcher, launcher_decl, len(self.guards),
+                            bool(self.block_locals))
 
     def _launcher(self) -> tuple[str, str]:
         """``<kernel>_launch(block_dim, stream, args...)``: the host side of an NPU build starts the
         kernel with ``<<<block_dim, nullptr, stream>>>``, as pto-isa's own tests do. Tensors cross
         as plain device pointers and are cast to the kernel's ``__gm__`` pointers here."""
         host, args = ["uint32_t block_dim", "void* stream"], []
-        for decl in self.params:
+        for decl in self.npu_params:
             if decl.startswith("__gm__ "):
                 ctype, var = decl[len("__gm__ "):].rsplit(" ", 1)
                 host.append(f"{ctype} {var}")
@@ -309,7 +346,7 @@ class KernelEmitter:
         tile = self.tiles[tile_v.name]
         tensor = self.tensors.get(gm_v.name)
         if tensor is None:
-            raise unsupported("a transfer from a GM value that is not a kernel parameter", op.span)
+            raise unsupported("a transfer from a GM value that is not a kernel parameter or a view of one", op.span)
         if tile.tile_type.rank != len(tensor.shape):
             raise unsupported(f"a rank-{tile.tile_type.rank} tile moved to or from a rank-{len(tensor.shape)} "
                               "tensor", op.span)
@@ -318,7 +355,7 @@ class KernelEmitter:
         if tile.kind not in ("Vec", "Mat", "Acc") or (op.name == "tile.load" and tile.kind == "Acc") \
                 or (op.name == "tile.store" and tile.kind == "Mat"):
             raise unsupported(f"{op.name} with a {tile.kind} tile", op.span)
-        if tile.dtype == "bool" and gm_v.name not in self.plan.workspace_params:
+        if tile.dtype == "bool" and gm_v.name not in self.workspaces:
             # A comparison result is a packed predicate (a bit per element); GM bool tensors of the
             # operator hold a byte per element. Workspaces are fine: the same tile grid stores the
             # mask and loads it back, so its bytes travel unchanged.
@@ -663,4 +700,4 @@ def emit_kernel(func: Func, target: Target, plan: KernelPlan, origin: str) -> Ke
 
 __all__ = ["InstructionUse", "KernelPlan", "KernelSource", "Operand", "emit_kernel"]
 
-from . import kernel_elem, kernel_fused, kernel_index, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)
+from . import kernel_control, kernel_elem, kernel_fused, kernel_index, kernel_layout  # noqa: E402,F401  (they register their ops' C++ on KERNEL and ARITH_FORMS)

@@ -181,8 +181,9 @@ def call_loaded(loaded: Loaded, arrays: Mapping[str, np.ndarray], scalars: Mappi
                 span: Span | None) -> None:
     """Call a bound entry; a stopping guard or a failed header check raises its diagnostic.
 
-    ``guards()`` gives the control program's ``guard`` ops in program order (the C++ numbers
-    them so); ``op`` and ``span`` name the kernel in a failed header check's report."""
+    ``guards()`` gives the ``guard`` ops in the order the C++ numbers them (:func:`ptodsl.ir.gm.guard_ops`:
+    the control program's, then its kernels'); ``op`` and ``span`` name the kernel in a failed header
+    check's report."""
     args: list[Any] = []
     keep: list[np.ndarray] = []
     for p in loaded.variant.params:
@@ -200,7 +201,7 @@ def call_loaded(loaded: Loaded, arrays: Mapping[str, np.ndarray], scalars: Mappi
             args.append(1 if poison else 0)
     stopped = loaded.function(*args)
     if stopped > 0:
-        # the guards are numbered in program order, as the control program emits them
+        # the guards are numbered as ir.gm.guard_ops lists them, as the emitters number them
         guard = guards()[stopped - 1]
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(loaded.library, f"{loaded.variant.entry}_guard")
         raise guard_failure(guard.attrs, guard.span, offset, extent, dim)

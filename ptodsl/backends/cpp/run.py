@@ -22,6 +22,7 @@ from ...driver import Compiled
 from ...ops import OPS
 from . import load
 from .emit import EmittedVariant, control_of, emit_variant
+from .gm import guard_ops
 from .load import KernelFailure, Loaded, bind_entry
 
 _lock = threading.Lock()
@@ -123,7 +124,7 @@ def call_loaded(loaded: Loaded, compiled: Compiled, index: int, arrays: Mapping[
     """Call a bound entry of a compiled spec; a stopping guard or a failed check raises its diagnostic."""
     kernel = compiled.module.kernel(compiled.spec.op)
     load.call_loaded(loaded, arrays, scalars, symbols, poison,
-                     lambda: [op for op in control_of(compiled, index).walk() if op.name == "guard"],
+                     lambda: guard_ops(compiled.stages["block"], control_of(compiled, index)),
                      compiled.spec.op, kernel.span)
 
 

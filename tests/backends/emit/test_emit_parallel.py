@@ -1,11 +1,12 @@
-"""Which control-program loops run their iterations on several cores: only provably independent ones."""
+"""Which control-program loops run their iterations on several cores: only the ones the parallel pass
+proved independent (``parallel = 1``, ptodsl/passes/parallel.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from ptodsl.backends.cpp.control import openmp_loops
 from ptodsl.backends.cpp.emit import control_of, emit_variant
-from ptodsl.backends.cpp.parallel import parallel_loops
 from ptodsl.driver import compile_spec
 
 PRAGMA = "#pragma omp parallel for"
@@ -13,7 +14,7 @@ PRAGMA = "#pragma omp parallel for"
 
 def _parallel(path: str, index: int = 0) -> tuple[list[str], str]:
     compiled = compile_spec(path)
-    loops = parallel_loops(compiled.stages["block"], control_of(compiled, index))
+    loops = openmp_loops(control_of(compiled, index))
     emitted = emit_variant(compiled, index)
     return [op.attrs["name"] for op in loops], emitted.sources[f"{emitted.entry}.cpp"]
 
@@ -21,33 +22,43 @@ def _parallel(path: str, index: int = 0) -> tuple[list[str], str]:
 @pytest.mark.parametrize("path", ["specs/softmax.yaml", "specs/softmax_long.yaml", "specs/rmsnorm.yaml",
                                   "specs/seq_add.yaml", "specs/add_bcast.yaml"])
 def test_rows_written_by_their_own_iteration_run_in_parallel(path: str):
+    # the row loop runs inside its kernel as blocks (passes/blocks.py), which the control program
+    # shares out over the threads
     names, program = _parallel(path)
-    assert len(names) == 1, names
-    assert program.count(PRAGMA) == 1
-    # the pragma sits right above the loop it shares out
+    assert names == [] and program.count(PRAGMA) == 1
+    # the pragma sits right above the loop over the blocks
     lines = program.splitlines()
     at = next(i for i, line in enumerate(lines) if PRAGMA in line)
-    assert lines[at + 1].lstrip().startswith("for (int64_t ")
+    assert lines[at + 1].lstrip().startswith("for (int64_t ") and "_block < " in lines[at + 1]
 
 
-def test_softmax_shares_out_the_batch_loop():
+def test_softmax_shares_out_the_blocks_of_its_batch_loop():
     names, program = _parallel("specs/softmax.yaml")
-    assert names == ["b_loop"]
-    assert f"{PRAGMA} schedule(static)\n    for (int64_t b = 0; b < B; ++b) {{" in program
+    assert names == []
+    assert (f"{PRAGMA} schedule(static)\n        for (int64_t softmax_f32_k0_block = 0; softmax_f32_k0_block < "
+            "softmax_f32_k0_blocks; ++softmax_f32_k0_block) {") in program
+    assert "softmax_f32_k0(x, y, B, softmax_f32_k0_block, softmax_f32_k0_blocks);" in program
+
+
+def _control_pragmas(program: str) -> list[str]:
+    """The loops of the control program under an OpenMP pragma, other than a launch's blocks."""
+    lines = program.splitlines()
+    return [lines[i + 1] for i, line in enumerate(lines) if PRAGMA in line and "_block = 0;" not in lines[i + 1]]
 
 
 def test_a_loop_carrying_an_accumulator_stays_sequential():
     # tensor_sum adds every batch row into one workspace allocated before the loop
     names, program = _parallel("specs/tensor_sum.yaml")
-    assert names == [] and PRAGMA not in program
+    assert names == [] and _control_pragmas(program) == []
 
 
 def test_attention_kv_loop_stays_sequential():
     # the running max, sum and accumulator (m, l, acc) are read and written by every KV block
     compiled = compile_spec("specs/online_softmax_attn.yaml")
     for index in range(len(compiled.checked)):
-        assert parallel_loops(compiled.stages["block"], control_of(compiled, index)) == []
-        assert PRAGMA not in emit_variant(compiled, index).sources[f"{compiled.stages['tensor'].funcs[index].name}.cpp"]
+        assert openmp_loops(control_of(compiled, index)) == []
+        program = emit_variant(compiled, index).sources[f"{compiled.stages['tensor'].funcs[index].name}.cpp"]
+        assert _control_pragmas(program) == []
 
 
 def test_single_launch_programs_have_nothing_to_share_out():
@@ -79,7 +90,7 @@ def test_reading_what_other_iterations_write_stays_sequential(write_spec):
 def test_a_written_tensor_that_is_read_keeps_the_loop_sequential_even_row_by_row(write_spec):
     # Each iteration reads and writes only its own row, which would be safe in parallel; the
     # analysis does not compare read and written regions, so any read of a written tensor keeps the
-    # loop sequential (conservative, see ptodsl/backends/cpp/parallel.py). A finer rule changes this test.
+    # loop sequential (conservative, see ptodsl/passes/parallel.py). A finer rule changes this test.
     pto = ("kernel accumulate(x: f32[B, N], y: inout f32[B, N]):\n"
            "    for b in loop(B, name=\"b_loop\"):\n"
            "        y[b, :] = y[b, :] + x[b, :]\n")

@@ -115,6 +115,21 @@ def tensor_args(kernel: Func, launch: Op) -> list[tuple[str, Value]]:
     return [(p.name, v) for p, v in zip(tensors, launch.operands)]
 
 
+def guard_ops(module: Module, control: Func) -> list[Op]:
+    """Every bounds guard a call of ``control`` may stop at, in the order that numbers them from 1:
+    the control program's own in program order, then those inside each compute kernel it launches
+    (in order of first launch), each kernel's in program order. The emitted entries return the
+    number of the guard that stopped the call, and the runtimes map it back through this list."""
+    out = [op for op in walk_ops(control.body) if op.name == "guard"]
+    seen: set[str] = set()
+    for launch in launches(control):
+        name = launch.attrs["kernel"]
+        if name not in seen:
+            seen.add(name)
+            out += [op for op in module.func(name).walk() if op.name == "guard"]
+    return out
+
+
 def explicit_strides(module: Module, controls: list[Func]) -> dict[str, set[str]]:
     """Kernel name -> the tensor parameters that take their strides as arguments."""
     out: dict[str, set[str]] = {}
@@ -137,5 +152,5 @@ def explicit_strides(module: Module, controls: list[Func]) -> dict[str, set[str]
     return out
 
 
-__all__ = ["GmLayoutError", "Origin", "dense_strides", "explicit_strides", "kernel_env", "launches",
+__all__ = ["GmLayoutError", "Origin", "dense_strides", "explicit_strides", "guard_ops", "kernel_env", "launches",
            "linear_offset", "tensor_args", "trace_origins", "walk_ops"]

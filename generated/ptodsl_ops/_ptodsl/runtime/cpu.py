@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.cpp import load
+from ..ir.gm import guard_ops
 from .program import Program
 
 
@@ -23,9 +24,10 @@ def load_variant(program: Program, index: int) -> load.Loaded:
 def run_variant(program: Program, index: int, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
                 symbols: Mapping[str, int], poison: bool = False) -> None:
     """Run one variant on the CPU; out/inout arrays are written in place."""
-    control = program.block_module(index).func(program.control(index))
+    module = program.block_module(index)
+    control = module.func(program.control(index))
     load.call_loaded(load_variant(program, index), arrays, scalars, symbols, poison,
-                     lambda: [op for op in control.walk() if op.name == "guard"], program.op, program.span)
+                     lambda: guard_ops(module, control), program.op, program.span)
 
 
 __all__ = ["defines", "load_variant", "run_variant"]

@@ -22,6 +22,7 @@ from ..backends.guards import guard_failure
 from ..backends.memory import allocation_failure
 from ..dtypes import numpy_dtype
 from ..inputs import check_aliasing
+from ..ir.gm import guard_ops
 from .buffers import tensor_modes
 from .operator import ArgumentValueError, Operator, check_run, dim_spans
 from .package import shadow
@@ -162,8 +163,8 @@ def call_host_entry(torch_npu: Any, library: Path, plan: Any, operator: Operator
     stream = torch_npu.npu.current_stream(target).npu_stream
     code = entry(ctypes.c_void_p(stream), *args)
     if code > 0:  # a bounds guard stopped the call before a write outside a tensor
-        control = operator.program.block_module(index).func(plan.entry)
-        guards = [op for op in control.walk() if op.name == "guard"]
+        module = operator.program.block_module(index)
+        guards = guard_ops(module, module.func(plan.entry))
         op = guards[code - 1]
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(lib, f"{plan.entry}_guard")
         raise guard_failure(op.attrs, op.span, offset, extent, dim)

@@ -4,45 +4,66 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void abs_neg_i32_k0(__gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* n, int64_t M, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void abs_neg_i32_k0(__gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* n, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void abs_neg_i32_k0(__gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* n, int64_t M, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // abs_neg.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // abs_neg.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t2, 0);  // abs_neg.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // abs_neg.pto:3:12
-            TLOAD(t2, xGm0);  // abs_neg.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t3, 8192);  // abs_neg.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
-            TASSIGN(t4, 16384);  // abs_neg.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TNEG(t4, t2);  // abs_neg.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMAX(t3, t2, t4);  // abs_neg.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
-            GmView1 aGm1(a + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // abs_neg.pto:3:12
-            TSTORE(aGm1, t3);  // abs_neg.pto:3:12
-            using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:4:12
-            GmView2 nGm2(n + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView2::Stride(N));  // abs_neg.pto:4:12
-            TSTORE(nGm2, t4);  // abs_neg.pto:4:12
+    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // abs_neg.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + std::min<int64_t>(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // abs_neg.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // abs_neg.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+                TASSIGN(t2, 0);  // abs_neg.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
+                GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // abs_neg.pto:3:12
+                TLOAD(t2, xGm0);  // abs_neg.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+                TASSIGN(t3, 8192);  // abs_neg.pto:3:12
+                TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+                TASSIGN(t4, 16384);  // abs_neg.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TNEG(t4, t2);  // abs_neg.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMAX(t3, t2, t4);  // abs_neg.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:3:12
+                GmView1 aGm1(a + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // abs_neg.pto:3:12
+                TSTORE(aGm1, t3);  // abs_neg.pto:3:12
+                using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // abs_neg.pto:4:12
+                GmView2 nGm2(n + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView2::Stride(N));  // abs_neg.pto:4:12
+                TSTORE(nGm2, t4);  // abs_neg.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* bias, __gm__ half* v1, __gm__ half* y, int64_t H, int64_t S, int64_t b, int64_t B);
+extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* bias, __gm__ half* y, int64_t B, int64_t S, int64_t H, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* add_bcast_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,29 +58,31 @@ extern "C" int add_bcast_f16(half* x, half* bias, half* y, int64_t B, int64_t H,
     pto::cpu::clear_failure();
 #endif
     try {
-    bool b_no_memory = false;
-    #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < B; ++b) {  // add_bcast.pto:3:5
-        try {
-        half* v1 = x + b * (H * S);  // add_bcast.pto:4:22
-        start_launch(poison);  // add_bcast.pto:4:22
-        add_bcast_f16_k0(bias, v1, y, H, S, b, B);  // add_bcast.pto:4:22
+    {  // add_bcast.pto:3:5
+        const int64_t add_bcast_f16_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // add_bcast.pto:3:5
+        bool add_bcast_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t add_bcast_f16_k0_block = 0; add_bcast_f16_k0_block < add_bcast_f16_k0_blocks; ++add_bcast_f16_k0_block) {  // add_bcast.pto:3:5
+            try {
+                start_launch(poison);  // add_bcast.pto:3:5
+                add_bcast_f16_k0(x, bias, y, B, S, H, add_bcast_f16_k0_block, add_bcast_f16_k0_blocks);  // add_bcast.pto:3:5
 #ifdef PTO_CPU_SUBSET
-        } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-        } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-            b_no_memory = true;
+                add_bcast_f16_k0_block_no_memory = true;
+            }
         }
-    }
-    if (b_no_memory) {
-        throw std::bad_alloc();
-    }
+        if (add_bcast_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
 #ifdef PTO_CPU_SUBSET
-    if (pto::cpu::failed()) {
-        throw pto::cpu::Failure{};
-    }
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
 #endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

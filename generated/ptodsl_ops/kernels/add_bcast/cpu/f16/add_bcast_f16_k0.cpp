@@ -4,49 +4,76 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* bias, __gm__ half* v1, __gm__ half* y, int64_t H, int64_t S, int64_t b, int64_t B)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* bias, __gm__ half* y, int64_t B, int64_t S, int64_t H, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* bias, __gm__ half* y, int64_t B, int64_t S, int64_t H)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
-        TileT3 t3(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-        TASSIGN(t3, 0);  // add_bcast.pto:4:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-        GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(std::min<int64_t>(H - _g1 * 128, 128)), GmView0::Stride(H, H));  // add_bcast.pto:4:22
-        TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t2, 256);  // add_bcast.pto:4:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
-            TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-            TASSIGN(t5, 4352);  // add_bcast.pto:4:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPANDADD(t5, t2, t3);  // add_bcast.pto:4:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
-            TSTORE(yGm2, t5);  // add_bcast.pto:4:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // add_bcast.pto:3:5
+        __gm__ half* v1 = x + b * (H * S);  // add_bcast.pto:4:22
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
+            TileT3 t3(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TASSIGN(t3, 0);  // add_bcast.pto:4:22
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+            GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(std::min<int64_t>(H - _g1 * 128, 128)), GmView0::Stride(H, H));  // add_bcast.pto:4:22
+            TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t2, 256);  // add_bcast.pto:4:22
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+                TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT4 t4(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t4, 4352);  // add_bcast.pto:4:22
+                TCOLEXPAND(t4, t3);  // add_bcast.pto:4:22
+                TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(t5, 8448);  // add_bcast.pto:4:22
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t5, t2, t4);  // add_bcast.pto:4:22
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
+                GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
+                TSTORE(yGm2, t5);  // add_bcast.pto:4:22
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/add_bcast_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches add_bcast_bf16_k0 on an NPU stream (vector core).
-extern "C" void add_bcast_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* bias, bfloat16_t* v1, bfloat16_t* y, int64_t H, int64_t S, int64_t b, int64_t B)
+extern "C" void add_bcast_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* bias, bfloat16_t* y, int64_t B, int64_t S, int64_t H)
 {
-    add_bcast_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)bias, (__gm__ bfloat16_t*)v1, (__gm__ bfloat16_t*)y, H, S, b, B);
+    add_bcast_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)bias, (__gm__ bfloat16_t*)y, B, S, H);
 }

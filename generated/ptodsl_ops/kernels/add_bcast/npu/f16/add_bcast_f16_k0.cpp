@@ -2,7 +2,7 @@
 #include "../../cpu/f16/add_bcast_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches add_bcast_f16_k0 on an NPU stream (vector core).
-extern "C" void add_bcast_f16_k0_launch(uint32_t block_dim, void* stream, half* bias, half* v1, half* y, int64_t H, int64_t S, int64_t b, int64_t B)
+extern "C" void add_bcast_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* bias, half* y, int64_t B, int64_t S, int64_t H)
 {
-    add_bcast_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)bias, (__gm__ half*)v1, (__gm__ half*)y, H, S, b, B);
+    add_bcast_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ half*)bias, (__gm__ half*)y, B, S, H);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/add_bcast_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches add_bcast_f32_k0 on an NPU stream (vector core).
-extern "C" void add_bcast_f32_k0_launch(uint32_t block_dim, void* stream, float* bias, float* v1, float* y, int64_t H, int64_t S, int64_t b, int64_t B)
+extern "C" void add_bcast_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* bias, float* y, int64_t B, int64_t S, int64_t H)
 {
-    add_bcast_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)bias, (__gm__ float*)v1, (__gm__ float*)y, H, S, b, B);
+    add_bcast_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)x, (__gm__ float*)bias, (__gm__ float*)y, B, S, H);
 }

@@ -4,45 +4,66 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float* y, int64_t C, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (C + 127) / 128; ++_g0) {  // amin_cols.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-        TASSIGN(t1, 0);  // amin_cols.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TEXPANDS(t1, std::numeric_limits<float>::infinity());  // amin_cols.pto:3:12
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k2 = 0; _k2 < (R + 15) / 16; ++_k2) {  // amin_cols.pto:3:12
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // amin_cols.pto:3:12
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g0 = block_index * ceil_div((C + 127) / 128, block_count); _g0 < block_index * ceil_div((C + 127) / 128, block_count) + std::min<int64_t>(ceil_div((C + 127) / 128, block_count), (C + 127) / 128 - block_index * ceil_div((C + 127) / 128, block_count)); ++_g0) {  // amin_cols.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _k2 * 16, 16), std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-            TASSIGN(t3, 512);  // amin_cols.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
-            GmView0 xGm0(x + _k2 * 16 * C + _g0 * 128, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amin_cols.pto:3:12
-            TLOAD(t3, xGm0);  // amin_cols.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
-            TASSIGN(t4, 8704);  // amin_cols.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLMIN(t4, t3);  // amin_cols.pto:3:12
+            TileT1 t1(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+            TASSIGN(t1, 0);  // amin_cols.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TEXPANDS(t1, std::numeric_limits<float>::infinity());  // amin_cols.pto:3:12
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TMIN(t1, t1, t4);  // amin_cols.pto:3:12
+            for (int64_t _k2 = 0; _k2 < (R + 15) / 16; ++_k2) {  // amin_cols.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT3 t3(std::min<int64_t>(R - _k2 * 16, 16), std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                TASSIGN(t3, 512);  // amin_cols.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
+                GmView0 xGm0(x + _k2 * 16 * C + _g0 * 128, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amin_cols.pto:3:12
+                TLOAD(t3, xGm0);  // amin_cols.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT4 t4(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+                TASSIGN(t4, 8704);  // amin_cols.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLMIN(t4, t3);  // amin_cols.pto:3:12
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TMIN(t1, t1, t4);  // amin_cols.pto:3:12
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
+            GmView1 yGm1(y + _g0 * 128, GmView1::Shape(t1.GetValidCol()), GmView1::Stride(C));  // amin_cols.pto:3:12
+            TSTORE(yGm1, t1);  // amin_cols.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
-        GmView1 yGm1(y + _g0 * 128, GmView1::Shape(t1.GetValidCol()), GmView1::Stride(C));  // amin_cols.pto:3:12
-        TSTORE(yGm1, t1);  // amin_cols.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

@@ -47,12 +47,10 @@ extern "C" int arange_pos(float* x, float* y, int32_t* pos, int32_t start, int64
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
-        std::vector<unsigned char> t2_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // arange_pos.pto:5:16
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
-        start_launch(poison);  // arange_pos.pto:4:14
-        arange_pos_k0(pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
-    }
+    std::vector<unsigned char> t2_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // arange_pos.pto:5:16
+    float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
+    start_launch(poison);  // arange_pos.pto:4:14
+    arange_pos_k0(pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -11,79 +11,86 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
     using TileT6 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT9 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (N + 63) / 64; ++_g0) {  // arange_pos.pto:4:14
-        pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:4:14
-        TASSIGN(t1, 0);  // arange_pos.pto:4:14
-        TCI<TileT1, int32_t, 0>(t1, static_cast<int32_t>(start + _g0 * 64));  // arange_pos.pto:4:14
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:4:14
-        GmView0 posGm0(pos + _g0 * 64, GmView0::Shape(t1.GetValidCol()));  // arange_pos.pto:4:14
-        TSTORE(posGm0, t1);  // arange_pos.pto:4:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT3 t3(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
-        TASSIGN(t3, 0);  // arange_pos.pto:5:16
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TCI<TileT3, float, 0>(t3, static_cast<float>(static_cast<float>(_g0 * 64)));  // arange_pos.pto:5:16
-        TileT6 t6(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
-        TASSIGN(t6, 256);  // arange_pos.pto:5:16
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMULS(t6, t3, 0.5f);  // arange_pos.pto:5:16
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:16
-        GmView1 t2Gm1(t2 + _g0 * 64, GmView1::Shape(t6.GetValidCol()));  // arange_pos.pto:5:16
-        TSTORE(t2Gm1, t6);  // arange_pos.pto:5:16
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g8 = 0; _g8 < (N + 63) / 64; ++_g8) {  // arange_pos.pto:5:12
-        TileT10 t10(std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-        TASSIGN(t10, 0);  // arange_pos.pto:5:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:12
-        GmView2 t2Gm2(t2 + _g8 * 64, GmView2::Shape(t10.GetValidCol()));  // arange_pos.pto:5:12
-        TLOAD(t10, t2Gm2);  // arange_pos.pto:5:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g7 = 0; _g7 < (B + 3) / 4; ++_g7) {  // arange_pos.pto:5:12
+        for (int64_t _g0 = 0; _g0 < (N + 63) / 64; ++_g0) {  // arange_pos.pto:4:14
             pipe_barrier(PIPE_V);
-            TileT9 t9(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-            TASSIGN(t9, 256);  // arange_pos.pto:5:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-            GmView3 xGm3(x + _g7 * 4 * N + _g8 * 64, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
-            TLOAD(t9, xGm3);  // arange_pos.pto:5:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12 t12(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-            TASSIGN(t12, 1280);  // arange_pos.pto:5:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPANDADD(t12, t9, t10);  // arange_pos.pto:5:12
+            TileT1 t1(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:4:14
+            TASSIGN(t1, 0);  // arange_pos.pto:4:14
+            TCI<TileT1, int32_t, 0>(t1, static_cast<int32_t>(start + _g0 * 64));  // arange_pos.pto:4:14
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-            GmView4 yGm4(y + _g7 * 4 * N + _g8 * 64, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // arange_pos.pto:5:12
-            TSTORE(yGm4, t12);  // arange_pos.pto:5:12
+            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:4:14
+            GmView0 posGm0(pos + _g0 * 64, GmView0::Shape(t1.GetValidCol()));  // arange_pos.pto:4:14
+            TSTORE(posGm0, t1);  // arange_pos.pto:4:14
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TileT3 t3(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
+            TASSIGN(t3, 0);  // arange_pos.pto:5:16
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            TCI<TileT3, float, 0>(t3, static_cast<float>(static_cast<float>(_g0 * 64)));  // arange_pos.pto:5:16
+            TileT6 t6(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
+            TASSIGN(t6, 256);  // arange_pos.pto:5:16
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            TMULS(t6, t3, 0.5f);  // arange_pos.pto:5:16
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:16
+            GmView1 t2Gm1(t2 + _g0 * 64, GmView1::Shape(t6.GetValidCol()));  // arange_pos.pto:5:16
+            TSTORE(t2Gm1, t6);  // arange_pos.pto:5:16
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g8 = 0; _g8 < (N + 63) / 64; ++_g8) {  // arange_pos.pto:5:12
+            TileT10 t10(std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+            TASSIGN(t10, 0);  // arange_pos.pto:5:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:12
+            GmView2 t2Gm2(t2 + _g8 * 64, GmView2::Shape(t10.GetValidCol()));  // arange_pos.pto:5:12
+            TLOAD(t10, t2Gm2);  // arange_pos.pto:5:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g7 = 0; _g7 < (B + 3) / 4; ++_g7) {  // arange_pos.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileT9 t9(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                TASSIGN(t9, 256);  // arange_pos.pto:5:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
+                GmView3 xGm3(x + _g7 * 4 * N + _g8 * 64, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
+                TLOAD(t9, xGm3);  // arange_pos.pto:5:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT11 t11(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                TASSIGN(t11, 1280);  // arange_pos.pto:5:12
+                TCOLEXPAND(t11, t10);  // arange_pos.pto:5:12
+                TileT12 t12(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+                TASSIGN(t12, 2304);  // arange_pos.pto:5:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TADD(t12, t9, t11);  // arange_pos.pto:5:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
+                GmView4 yGm4(y + _g7 * 4 * N + _g8 * 64, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // arange_pos.pto:5:12
+                TSTORE(yGm4, t12);  // arange_pos.pto:5:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

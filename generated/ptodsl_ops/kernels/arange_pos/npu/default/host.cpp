@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* arange_pos_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,13 +79,11 @@ extern "C" int arange_pos(void* stream, float* x, float* y, int32_t* pos, int32_
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
-        DeviceWorkspace t2_bytes(N * static_cast<int64_t>(sizeof(float)), poison);  // arange_pos.pto:5:16
-        float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
-        if (ptodsl_failed) {  // arange_pos.pto:4:14
-            return -1;  // arange_pos.pto:4:14
-        }
-        arange_pos_k0_launch(1, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
+    DeviceWorkspace t2_bytes(N * static_cast<int64_t>(sizeof(float)), poison);  // arange_pos.pto:5:16
+    float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
+    if (ptodsl_failed) {  // arange_pos.pto:4:14
+        return -1;  // arange_pos.pto:4:14
     }
+    arange_pos_k0_launch(1, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -14,7 +14,7 @@
 extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, float scale);
 extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* vj_first, __gm__ float* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S);
-extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ float* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
 extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ float* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D);
 extern "C" __global__ AICORE void attn_f32_k6(__gm__ float* vj_u2c0, __gm__ float* t15_u2c0, __gm__ float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S);
@@ -49,6 +49,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* attn_f32_failure(void)
@@ -93,8 +104,31 @@ extern "C" int attn_f32(float* q, float* k, float* v, float* o, float scale, int
             start_launch(poison);  // online_softmax_attn.pto:15:22
             attn_f32_k2(vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
-                start_launch(poison);  // online_softmax_attn.pto:24:25
-                attn_f32_k3(acc, l, o, S, D);  // online_softmax_attn.pto:24:25
+                {  // online_softmax_attn.pto:24:25
+                    const int64_t attn_f32_k3_blocks = std::max<int64_t>(ceil_div((S + 15) / 16, std::max<int64_t>(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
+                    bool attn_f32_k3_block_no_memory = false;
+                    #pragma omp parallel for schedule(static)
+                    for (int64_t attn_f32_k3_block = 0; attn_f32_k3_block < attn_f32_k3_blocks; ++attn_f32_k3_block) {  // online_softmax_attn.pto:24:25
+                        try {
+                            start_launch(poison);  // online_softmax_attn.pto:24:25
+                            attn_f32_k3(acc, l, o, S, D, attn_f32_k3_block, attn_f32_k3_blocks);  // online_softmax_attn.pto:24:25
+#ifdef PTO_CPU_SUBSET
+                        } catch (const pto::cpu::Failure&) {
+#endif
+                        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                            attn_f32_k3_block_no_memory = true;
+                        }
+                    }
+                    if (attn_f32_k3_block_no_memory) {
+                        throw std::bad_alloc();
+                    }
+#ifdef PTO_CPU_SUBSET
+                    if (pto::cpu::failed()) {
+                        throw pto::cpu::Failure{};
+                    }
+#endif
+                }
             }
         }
     }

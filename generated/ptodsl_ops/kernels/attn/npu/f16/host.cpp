@@ -75,6 +75,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* attn_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -121,10 +142,13 @@ extern "C" int attn_f16(void* stream, half* q, half* k, half* v, half* o, float 
             }
             attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
-                if (ptodsl_failed) {  // online_softmax_attn.pto:24:25
-                    return -1;  // online_softmax_attn.pto:24:25
+                {  // online_softmax_attn.pto:24:25
+                    const int64_t attn_f16_k3_blocks = std::max<int64_t>(ceil_div((S + 15) / 16, std::max<int64_t>(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
+                    if (ptodsl_failed) {  // online_softmax_attn.pto:24:25
+                        return -1;  // online_softmax_attn.pto:24:25
+                    }
+                    attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
                 }
-                attn_f16_k3_launch(1, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
             }
         }
     }

@@ -48,12 +48,10 @@ extern "C" int bias_expand_bf16(bfloat16_t* x, bfloat16_t* bias, bfloat16_t* y, 
 #endif
     try {
     bfloat16_t* t2 = bias;  // bias_expand.pto:4:23
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // bias_expand.pto:4:16
-        std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // bias_expand.pto:4:16
-        bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // bias_expand.pto:4:16
-        start_launch(poison);  // bias_expand.pto:4:16
-        bias_expand_bf16_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
-    }
+    std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // bias_expand.pto:4:16
+    bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // bias_expand.pto:4:16
+    start_launch(poison);  // bias_expand.pto:4:16
+    bias_expand_bf16_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

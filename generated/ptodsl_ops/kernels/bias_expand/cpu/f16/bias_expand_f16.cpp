@@ -48,12 +48,10 @@ extern "C" int bias_expand_f16(half* x, half* bias, half* y, int64_t B, int64_t 
 #endif
     try {
     half* t2 = bias;  // bias_expand.pto:4:23
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bias_expand.pto:4:16
-        std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(half)), poison);  // bias_expand.pto:4:16
-        half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // bias_expand.pto:4:16
-        start_launch(poison);  // bias_expand.pto:4:16
-        bias_expand_f16_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
-    }
+    std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(half)), poison);  // bias_expand.pto:4:16
+    half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // bias_expand.pto:4:16
+    start_launch(poison);  // bias_expand.pto:4:16
+    bias_expand_f16_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -48,12 +48,10 @@ extern "C" int bias_expand_f32(float* x, float* bias, float* y, int64_t B, int64
 #endif
     try {
     float* t2 = bias;  // bias_expand.pto:4:23
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bias_expand.pto:4:16
-        std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
-        start_launch(poison);  // bias_expand.pto:4:16
-        bias_expand_f32_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
-    }
+    std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
+    float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
+    start_launch(poison);  // bias_expand.pto:4:16
+    bias_expand_f32_k0(t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* bias_expand_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -70,13 +80,11 @@ extern "C" int bias_expand_f16(void* stream, half* x, half* bias, half* y, int64
     ptodsl_stream = stream;
     ptodsl_failed = false;
     half* t2 = bias;  // bias_expand.pto:4:23
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // bias_expand.pto:4:16
-        DeviceWorkspace t1_bytes((B * S * H) * static_cast<int64_t>(sizeof(half)), poison);  // bias_expand.pto:4:16
-        half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // bias_expand.pto:4:16
-        if (ptodsl_failed) {  // bias_expand.pto:4:16
-            return -1;  // bias_expand.pto:4:16
-        }
-        bias_expand_f16_k0_launch(1, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
+    DeviceWorkspace t1_bytes((B * S * H) * static_cast<int64_t>(sizeof(half)), poison);  // bias_expand.pto:4:16
+    half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // bias_expand.pto:4:16
+    if (ptodsl_failed) {  // bias_expand.pto:4:16
+        return -1;  // bias_expand.pto:4:16
     }
+    bias_expand_f16_k0_launch(1, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

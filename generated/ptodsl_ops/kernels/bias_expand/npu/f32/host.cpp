@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* bias_expand_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -70,13 +80,11 @@ extern "C" int bias_expand_f32(void* stream, float* x, float* bias, float* y, in
     ptodsl_stream = stream;
     ptodsl_failed = false;
     float* t2 = bias;  // bias_expand.pto:4:23
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bias_expand.pto:4:16
-        DeviceWorkspace t1_bytes((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
-        float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
-        if (ptodsl_failed) {  // bias_expand.pto:4:16
-            return -1;  // bias_expand.pto:4:16
-        }
-        bias_expand_f32_k0_launch(1, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
+    DeviceWorkspace t1_bytes((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
+    float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
+    if (ptodsl_failed) {  // bias_expand.pto:4:16
+        return -1;  // bias_expand.pto:4:16
     }
+    bias_expand_f32_k0_launch(1, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

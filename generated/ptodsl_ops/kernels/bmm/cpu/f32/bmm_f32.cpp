@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, __gm__ float* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M);
+extern "C" __global__ AICORE void bmm_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, __gm__ float* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* bmm_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int bmm_f32(float* a, float* b, float* c, float* d, int64_t B, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // bmm.pto:4:12
-        start_launch(poison);  // bmm.pto:4:12
-        bmm_f32_k0(b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
+    {  // bmm.pto:4:12
+        const int64_t bmm_f32_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // bmm.pto:4:12
+        bool bmm_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t bmm_f32_k0_block = 0; bmm_f32_k0_block < bmm_f32_k0_blocks; ++bmm_f32_k0_block) {  // bmm.pto:4:12
+            try {
+                start_launch(poison);  // bmm.pto:4:12
+                bmm_f32_k0(b, a, c, d, B, H, N, K, M, bmm_f32_k0_block, bmm_f32_k0_blocks);  // bmm.pto:4:12
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                bmm_f32_k0_block_no_memory = true;
+            }
+        }
+        if (bmm_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

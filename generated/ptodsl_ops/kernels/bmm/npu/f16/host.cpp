@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* bmm_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,11 +90,12 @@ extern "C" int bmm_f16(void* stream, half* a, half* b, float* c, half* d, int64_
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bmm.pto:4:12
+    {  // bmm.pto:4:12
+        const int64_t bmm_f16_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // bmm.pto:4:12
         if (ptodsl_failed) {  // bmm.pto:4:12
             return -1;  // bmm.pto:4:12
         }
-        bmm_f16_k0_launch(1, ptodsl_stream, b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
+        bmm_f16_k0_launch(bmm_f16_k0_blocks, ptodsl_stream, b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset);
+extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* causal_mask_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int causal_mask_bf16(bfloat16_t* scores, bfloat16_t* keep, bfloat16_t
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // causal_mask.pto:4:15
-        start_launch(poison);  // causal_mask.pto:4:15
-        causal_mask_bf16_k0(scores, keep, future, Q, L, offset);  // causal_mask.pto:4:15
+    {  // causal_mask.pto:4:15
+        const int64_t causal_mask_bf16_k0_blocks = std::max<int64_t>(ceil_div((Q + 15) / 16, std::max<int64_t>(((Q + 15) / 16 + 47) / 48, 1)), 1);  // causal_mask.pto:4:15
+        bool causal_mask_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t causal_mask_bf16_k0_block = 0; causal_mask_bf16_k0_block < causal_mask_bf16_k0_blocks; ++causal_mask_bf16_k0_block) {  // causal_mask.pto:4:15
+            try {
+                start_launch(poison);  // causal_mask.pto:4:15
+                causal_mask_bf16_k0(scores, keep, future, Q, L, offset, causal_mask_bf16_k0_block, causal_mask_bf16_k0_blocks);  // causal_mask.pto:4:15
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                causal_mask_bf16_k0_block_no_memory = true;
+            }
+        }
+        if (causal_mask_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT11 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -13,9 +32,10 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
     using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileC0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT13 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -27,154 +47,160 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
     using TileTmp1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
 
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
-        TileT11 t11(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-        TASSIGN(t11, 0);  // clip.pto:4:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
-        GmView0 hiGm0(hi + _g1 * 256, GmView0::Shape(t11.GetValidCol()));  // clip.pto:4:12
-        TLOAD(t11, hiGm0);  // clip.pto:4:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t2, 512);  // clip.pto:3:12
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // clip.pto:3:12
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = block_index * ceil_div((N + 255) / 256, block_count); _g1 < block_index * ceil_div((N + 255) / 256, block_count) + std::min<int64_t>(ceil_div((N + 255) / 256, block_count), (N + 255) / 256 - block_index * ceil_div((N + 255) / 256, block_count)); ++_g1) {  // clip.pto:3:12
+            TileT11 t11(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TASSIGN(t11, 0);  // clip.pto:4:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
+            GmView0 hiGm0(hi + _g1 * 256, GmView0::Shape(t11.GetValidCol()));  // clip.pto:4:12
+            TLOAD(t11, hiGm0);  // clip.pto:4:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t2, 512);  // clip.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
+                TLOAD(t2, xGm1);  // clip.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t3, 4608);  // clip.pto:3:12
+                TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t4, 8704);  // clip.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t4, t2, RoundMode::CAST_RINT);  // clip.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t5, 16896);  // clip.pto:3:12
+                TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t6, 25088);  // clip.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMAXS(t6, t4, -1.0f);  // clip.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMINS(t5, t6, 2.0f);  // clip.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t3, t5, RoundMode::CAST_RINT);  // clip.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
+                TSTORE(aGm2, t3);  // clip.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t10, 512);  // clip.pto:4:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
+                TLOAD(t10, loGm3);  // clip.pto:4:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t12, 4608);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TCOLEXPAND(t12, t11);  // clip.pto:4:12
+                TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t13, 16896);  // clip.pto:4:12
+                TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t15, 20992);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t15, t10, RoundMode::CAST_RINT);  // clip.pto:4:12
+                TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t16, 29184);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                TCVT(t16, t12, RoundMode::CAST_RINT);  // clip.pto:4:12
+                TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t17, 512);  // clip.pto:4:12
+                TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t18, 37376);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                TMAX(t18, t4, t15);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                TMIN(t17, t18, t16);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                TCVT(t13, t17, RoundMode::CAST_RINT);  // clip.pto:4:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
+                TSTORE(bGm4, t13);  // clip.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t22, 512);  // clip.pto:5:12
+                TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t24, 16896);  // clip.pto:5:12
+                TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t25, 4608);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view0, 4608);  // clip.pto:5:12
+                TCMPS(view0, t4, 0.0f, CmpMode::GT);  // clip.pto:5:12
+                TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t26, 6656);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view1, 6656);  // clip.pto:5:12
+                TCMPS(view1, t4, 0.0f, CmpMode::LT);  // clip.pto:5:12
+                TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t27, 25088);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileTmp1 tmp2;  // clip.pto:5:12
+                TASSIGN(tmp2, 45568);  // clip.pto:5:12
+                TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);  // clip.pto:5:12
+                TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view3, 25088);  // clip.pto:5:12
+                TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view4, 45568);  // clip.pto:5:12
+                TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view5, 8704);  // clip.pto:5:12
+                TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view6, 6656);  // clip.pto:5:12
+                TileTmp1 tmp7;  // clip.pto:5:12
+                TASSIGN(tmp7, 53760);  // clip.pto:5:12
+                TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileTmp1 tmp8;  // clip.pto:5:12
+                TASSIGN(tmp8, 45568);  // clip.pto:5:12
+                TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);  // clip.pto:5:12
+                TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view9, 16896);  // clip.pto:5:12
+                TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view10, 45568);  // clip.pto:5:12
+                TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view11, 25088);  // clip.pto:5:12
+                TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view12, 4608);  // clip.pto:5:12
+                TileTmp1 tmp13;  // clip.pto:5:12
+                TASSIGN(tmp13, 53760);  // clip.pto:5:12
+                TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TCVT(t22, t24, RoundMode::CAST_RINT);  // clip.pto:5:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
+                GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
+                TSTORE(sGm5, t22);  // clip.pto:5:12
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-            GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
-            TLOAD(t2, xGm1);  // clip.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t3, 4608);  // clip.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t4, 8704);  // clip.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4, t2, RoundMode::CAST_RINT);  // clip.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t5, 16896);  // clip.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t6, 25088);  // clip.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMAXS(t6, t4, -1.0f);  // clip.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMINS(t5, t6, 2.0f);  // clip.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TCVT(t3, t5, RoundMode::CAST_RINT);  // clip.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-            GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
-            TSTORE(aGm2, t3);  // clip.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t10, 512);  // clip.pto:4:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-            GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
-            TLOAD(t10, loGm3);  // clip.pto:4:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileC0 c0(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(c0, 4608);  // clip.pto:4:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t13, 16896);  // clip.pto:4:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t15, 20992);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t15, t10, RoundMode::CAST_RINT);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TCVT(c0, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t17, 29184);  // clip.pto:4:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t18, 37376);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            TMAX(t18, t4, t15);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMIN(t17, t18, c0);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCVT(t13, t17, RoundMode::CAST_RINT);  // clip.pto:4:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-            GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
-            TSTORE(bGm4, t13);  // clip.pto:4:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t22, 512);  // clip.pto:5:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t24, 16896);  // clip.pto:5:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t25, 4608);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view0, 4608);  // clip.pto:5:12
-            TCMPS(view0, t4, 0.0f, CmpMode::GT);  // clip.pto:5:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t26, 6656);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view1, 6656);  // clip.pto:5:12
-            TCMPS(view1, t4, 0.0f, CmpMode::LT);  // clip.pto:5:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t27, 25088);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp2;  // clip.pto:5:12
-            TASSIGN(tmp2, 45568);  // clip.pto:5:12
-            TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view3, 25088);  // clip.pto:5:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view4, 45568);  // clip.pto:5:12
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view5, 8704);  // clip.pto:5:12
-            TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view6, 6656);  // clip.pto:5:12
-            TileTmp1 tmp7;  // clip.pto:5:12
-            TASSIGN(tmp7, 53760);  // clip.pto:5:12
-            TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp8;  // clip.pto:5:12
-            TASSIGN(tmp8, 45568);  // clip.pto:5:12
-            TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view9, 16896);  // clip.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view10, 45568);  // clip.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view11, 25088);  // clip.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view12, 4608);  // clip.pto:5:12
-            TileTmp1 tmp13;  // clip.pto:5:12
-            TASSIGN(tmp13, 53760);  // clip.pto:5:12
-            TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TCVT(t22, t24, RoundMode::CAST_RINT);  // clip.pto:5:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
-            GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
-            TSTORE(sGm5, t22);  // clip.pto:5:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

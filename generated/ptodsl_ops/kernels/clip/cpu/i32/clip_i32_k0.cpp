@@ -4,13 +4,33 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT9 = Tile<TileType::Vec, int32_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT16 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -21,133 +41,135 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
     using TileTmp1 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor>;
     using TileView2 = Tile<TileType::Vec, int32_t, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
 
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
-        TileT9 t9(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-        TASSIGN(t9, 0);  // clip.pto:4:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
-        GmView0 hiGm0(hi + _g1 * 256, GmView0::Shape(t9.GetValidCol()));  // clip.pto:4:12
-        TLOAD(t9, hiGm0);  // clip.pto:4:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t2, 1024);  // clip.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-            GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
-            TLOAD(t2, xGm1);  // clip.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t3, 9216);  // clip.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
-            TASSIGN(t4, 17408);  // clip.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMAXS(t4, t2, -1);  // clip.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMINS(t3, t4, 2);  // clip.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
-            GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
-            TSTORE(aGm2, t3);  // clip.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t8, 9216);  // clip.pto:4:12
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-            GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
-            TLOAD(t8, loGm3);  // clip.pto:4:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t11, 17408);  // clip.pto:4:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-            TASSIGN(t12, 25600);  // clip.pto:4:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMAX(t12, t2, t8);  // clip.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMIN(t11, t12, t9);  // clip.pto:4:12
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
-            GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
-            TSTORE(bGm4, t11);  // clip.pto:4:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t16, 9216);  // clip.pto:5:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t17, 17408);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view0, 17408);  // clip.pto:5:12
-            TCMPS(view0, t2, 0, CmpMode::GT);  // clip.pto:5:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t18, 19456);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view1, 19456);  // clip.pto:5:12
-            TCMPS(view1, t2, 0, CmpMode::LT);  // clip.pto:5:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
-            TASSIGN(t19, 21504);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp2;  // clip.pto:5:12
-            TASSIGN(tmp2, 33792);  // clip.pto:5:12
-            TEXPANDS(tmp2, -1);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view3, 21504);  // clip.pto:5:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view4, 33792);  // clip.pto:5:12
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view5, 1024);  // clip.pto:5:12
-            TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view6, 19456);  // clip.pto:5:12
-            TileTmp1 tmp7;  // clip.pto:5:12
-            TASSIGN(tmp7, 41984);  // clip.pto:5:12
-            TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileTmp1 tmp8;  // clip.pto:5:12
-            TASSIGN(tmp8, 33792);  // clip.pto:5:12
-            TEXPANDS(tmp8, 1);  // clip.pto:5:12
-            pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view9, 9216);  // clip.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view10, 33792);  // clip.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view11, 21504);  // clip.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-            TASSIGN(view12, 17408);  // clip.pto:5:12
-            TileTmp1 tmp13;  // clip.pto:5:12
-            TASSIGN(tmp13, 41984);  // clip.pto:5:12
-            TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView5 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
-            GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
-            TSTORE(sGm5, t16);  // clip.pto:5:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // clip.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = block_index * ceil_div((N + 255) / 256, block_count); _g1 < block_index * ceil_div((N + 255) / 256, block_count) + std::min<int64_t>(ceil_div((N + 255) / 256, block_count), (N + 255) / 256 - block_index * ceil_div((N + 255) / 256, block_count)); ++_g1) {  // clip.pto:3:12
+            TileT9 t9(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TASSIGN(t9, 0);  // clip.pto:4:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
+            GmView0 hiGm0(hi + _g1 * 256, GmView0::Shape(t9.GetValidCol()));  // clip.pto:4:12
+            TLOAD(t9, hiGm0);  // clip.pto:4:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t2, 1024);  // clip.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
+                TLOAD(t2, xGm1);  // clip.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t3, 9216);  // clip.pto:3:12
+                TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+                TASSIGN(t4, 17408);  // clip.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TMAXS(t4, t2, -1);  // clip.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                TMINS(t3, t4, 2);  // clip.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
+                GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
+                TSTORE(aGm2, t3);  // clip.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t8, 9216);  // clip.pto:4:12
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
+                TLOAD(t8, loGm3);  // clip.pto:4:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t10, 17408);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                TCOLEXPAND(t10, t9);  // clip.pto:4:12
+                TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t11, 25600);  // clip.pto:4:12
+                TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(t12, 33792);  // clip.pto:4:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TMAX(t12, t2, t8);  // clip.pto:4:12
+                pipe_barrier(PIPE_V);
+                TMIN(t11, t12, t10);  // clip.pto:4:12
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
+                GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
+                TSTORE(bGm4, t11);  // clip.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t16, 9216);  // clip.pto:5:12
+                TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t17, 17408);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view0, 17408);  // clip.pto:5:12
+                TCMPS(view0, t2, 0, CmpMode::GT);  // clip.pto:5:12
+                TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t18, 19456);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view1, 19456);  // clip.pto:5:12
+                TCMPS(view1, t2, 0, CmpMode::LT);  // clip.pto:5:12
+                TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+                TASSIGN(t19, 21504);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                TileTmp1 tmp2;  // clip.pto:5:12
+                TASSIGN(tmp2, 41984);  // clip.pto:5:12
+                TEXPANDS(tmp2, -1);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);  // clip.pto:5:12
+                TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view3, 21504);  // clip.pto:5:12
+                TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view4, 41984);  // clip.pto:5:12
+                TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view5, 1024);  // clip.pto:5:12
+                TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view6, 19456);  // clip.pto:5:12
+                TileTmp1 tmp7;  // clip.pto:5:12
+                TASSIGN(tmp7, 50176);  // clip.pto:5:12
+                TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TileTmp1 tmp8;  // clip.pto:5:12
+                TASSIGN(tmp8, 41984);  // clip.pto:5:12
+                TEXPANDS(tmp8, 1);  // clip.pto:5:12
+                pipe_barrier(PIPE_V);  // clip.pto:5:12
+                TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view9, 9216);  // clip.pto:5:12
+                TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view10, 41984);  // clip.pto:5:12
+                TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view11, 21504);  // clip.pto:5:12
+                TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+                TASSIGN(view12, 17408);  // clip.pto:5:12
+                TileTmp1 tmp13;  // clip.pto:5:12
+                TASSIGN(tmp13, 50176);  // clip.pto:5:12
+                TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                using GmView5 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
+                GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
+                TSTORE(sGm5, t16);  // clip.pto:5:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int64_t x2_stride0, __gm__ bfloat16_t* x1, int64_t x1_stride0, __gm__ bfloat16_t* y, int64_t R)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int64_t x2_stride0, __gm__ bfloat16_t* x1, int64_t x1_stride0, __gm__ bfloat16_t* y, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int64_t x2_stride0, __gm__ bfloat16_t* x1, int64_t x1_stride0, __gm__ bfloat16_t* y, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT3 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
@@ -13,51 +32,53 @@ extern "C" __global__ AICORE void concat_last_bf16_k0(__gm__ bfloat16_t* x2, int
     using TileT7 = Tile<TileType::Vec, bfloat16_t, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT8 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // concat_last.pto:6:20
-        pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
-        TASSIGN(t1, 0);  // concat_last.pto:6:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
-        GmView0 x2Gm0(x2 + _g0 * 8 * x2_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
-        TLOAD(t1, x2Gm0);  // concat_last.pto:6:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
-        TASSIGN(t2, 1024);  // concat_last.pto:6:20
-        TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
-        TASSIGN(t3, 2048);  // concat_last.pto:6:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t3, t1, RoundMode::CAST_RINT);  // concat_last.pto:6:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
-        TASSIGN(t4, 4096);  // concat_last.pto:6:20
-        pipe_barrier(PIPE_V);
-        TNEG(t4, t3);  // concat_last.pto:6:20
-        pipe_barrier(PIPE_V);
-        TCVT(t2, t4, RoundMode::CAST_RINT);  // concat_last.pto:6:20
-        TileT7 t7(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
-        TASSIGN(t7, 0);  // concat_last.pto:6:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
-        GmView1 x1Gm1(x1 + _g0 * 8 * x1_stride0, GmView1::Shape(t7.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
-        TLOAD(t7, x1Gm1);  // concat_last.pto:6:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
-        TASSIGN(t8, 2048);  // concat_last.pto:6:12
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCONCAT(t8, t2, t7);  // concat_last.pto:6:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // concat_last.pto:6:12
-        GmView2 yGm2(y + _g0 * 8 * 128, GmView2::Shape(t8.GetValidRow()));  // concat_last.pto:6:12
-        TSTORE(yGm2, t8);  // concat_last.pto:6:12
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // concat_last.pto:6:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + std::min<int64_t>(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // concat_last.pto:6:20
+            pipe_barrier(PIPE_V);
+            TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t1, 0);  // concat_last.pto:6:20
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
+            GmView0 x2Gm0(x2 + _g0 * 8 * x2_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
+            TLOAD(t1, x2Gm0);  // concat_last.pto:6:20
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t2, 1024);  // concat_last.pto:6:20
+            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t3, 2048);  // concat_last.pto:6:20
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t3, t1, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TASSIGN(t4, 4096);  // concat_last.pto:6:20
+            pipe_barrier(PIPE_V);
+            TNEG(t4, t3);  // concat_last.pto:6:20
+            pipe_barrier(PIPE_V);
+            TCVT(t2, t4, RoundMode::CAST_RINT);  // concat_last.pto:6:20
+            TileT7 t7(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+            TASSIGN(t7, 0);  // concat_last.pto:6:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
+            GmView1 x1Gm1(x1 + _g0 * 8 * x1_stride0, GmView1::Shape(t7.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
+            TLOAD(t7, x1Gm1);  // concat_last.pto:6:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+            TASSIGN(t8, 2048);  // concat_last.pto:6:12
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCONCAT(t8, t2, t7);  // concat_last.pto:6:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 128>, Stride<1, 1, 1, 128, 1>>;  // concat_last.pto:6:12
+            GmView2 yGm2(y + _g0 * 8 * 128, GmView2::Shape(t8.GetValidRow()));  // concat_last.pto:6:12
+            TSTORE(yGm2, t8);  // concat_last.pto:6:12
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

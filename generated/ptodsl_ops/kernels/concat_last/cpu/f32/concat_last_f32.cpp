@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void concat_last_f32_k0(__gm__ float* x2, int64_t x2_stride0, __gm__ float* x1, int64_t x1_stride0, __gm__ float* y, int64_t R);
+extern "C" __global__ AICORE void concat_last_f32_k0(__gm__ float* x2, int64_t x2_stride0, __gm__ float* x1, int64_t x1_stride0, __gm__ float* y, int64_t R, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* concat_last_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -49,9 +60,30 @@ extern "C" int concat_last_f32(float* x, float* y, int64_t R, int poison)
     try {
     float* x1 = x;  // concat_last.pto:4:10
     float* x2 = x + 64;  // concat_last.pto:5:10
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // concat_last.pto:6:20
-        start_launch(poison);  // concat_last.pto:6:20
-        concat_last_f32_k0(x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
+    {  // concat_last.pto:6:20
+        const int64_t concat_last_f32_k0_blocks = std::max<int64_t>(ceil_div((R + 7) / 8, std::max<int64_t>(((R + 7) / 8 + 47) / 48, 1)), 1);  // concat_last.pto:6:20
+        bool concat_last_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t concat_last_f32_k0_block = 0; concat_last_f32_k0_block < concat_last_f32_k0_blocks; ++concat_last_f32_k0_block) {  // concat_last.pto:6:20
+            try {
+                start_launch(poison);  // concat_last.pto:6:20
+                concat_last_f32_k0(x2, 128, x1, 128, y, R, concat_last_f32_k0_block, concat_last_f32_k0_blocks);  // concat_last.pto:6:20
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                concat_last_f32_k0_block_no_memory = true;
+            }
+        }
+        if (concat_last_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* concat_last_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -71,11 +92,12 @@ extern "C" int concat_last_f16(void* stream, half* x, half* y, int64_t R, int po
     ptodsl_failed = false;
     half* x1 = x;  // concat_last.pto:4:10
     half* x2 = x + 64;  // concat_last.pto:5:10
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // concat_last.pto:6:20
+    {  // concat_last.pto:6:20
+        const int64_t concat_last_f16_k0_blocks = std::max<int64_t>(ceil_div((R + 7) / 8, std::max<int64_t>(((R + 7) / 8 + 47) / 48, 1)), 1);  // concat_last.pto:6:20
         if (ptodsl_failed) {  // concat_last.pto:6:20
             return -1;  // concat_last.pto:6:20
         }
-        concat_last_f16_k0_launch(1, ptodsl_stream, x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
+        concat_last_f16_k0_launch(concat_last_f16_k0_blocks, ptodsl_stream, x2, 128, x1, 128, y, R);  // concat_last.pto:6:20
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

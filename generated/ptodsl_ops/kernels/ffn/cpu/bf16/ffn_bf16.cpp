@@ -13,9 +13,9 @@
 
 extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B);
 extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B);
-extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B);
+extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B);
-extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B);
+extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -34,6 +34,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* ffn_bf16_failure(void)
@@ -61,15 +72,61 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
             bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // ffn.pto:7:23
             start_launch(poison);  // ffn.pto:7:23
             ffn_bf16_k1(h, t1, B);  // ffn.pto:7:23
-            start_launch(poison);  // ffn.pto:7:16
-            ffn_bf16_k2(t1, w2, y, B);  // ffn.pto:7:16
+            {  // ffn.pto:7:16
+                const int64_t ffn_bf16_k2_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
+                bool ffn_bf16_k2_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t ffn_bf16_k2_block = 0; ffn_bf16_k2_block < ffn_bf16_k2_blocks; ++ffn_bf16_k2_block) {  // ffn.pto:7:16
+                    try {
+                        start_launch(poison);  // ffn.pto:7:16
+                        ffn_bf16_k2(t1, w2, y, B, ffn_bf16_k2_block, ffn_bf16_k2_blocks);  // ffn.pto:7:16
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        ffn_bf16_k2_block_no_memory = true;
+                    }
+                }
+                if (ffn_bf16_k2_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
         } else {
             std::vector<unsigned char> t3_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:9:23
             bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
             start_launch(poison);  // ffn.pto:9:23
             ffn_bf16_k3(h, t3, B);  // ffn.pto:9:23
-            start_launch(poison);  // ffn.pto:9:16
-            ffn_bf16_k4(t3, w2, y, B);  // ffn.pto:9:16
+            {  // ffn.pto:9:16
+                const int64_t ffn_bf16_k4_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
+                bool ffn_bf16_k4_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t ffn_bf16_k4_block = 0; ffn_bf16_k4_block < ffn_bf16_k4_blocks; ++ffn_bf16_k4_block) {  // ffn.pto:9:16
+                    try {
+                        start_launch(poison);  // ffn.pto:9:16
+                        ffn_bf16_k4(t3, w2, y, B, ffn_bf16_k4_block, ffn_bf16_k4_blocks);  // ffn.pto:9:16
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        ffn_bf16_k4_block_no_memory = true;
+                    }
+                }
+                if (ffn_bf16_k4_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
         }
     }
 #ifdef PTO_CPU_SUBSET

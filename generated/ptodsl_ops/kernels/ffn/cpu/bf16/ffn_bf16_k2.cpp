@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT17 = TileAcc<float, 32, 64, DYNAMIC, 64>;
     using TileT18 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT19 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
@@ -20,7 +39,7 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g16 = 0; _g16 < (B + 31) / 32; ++_g16) {  // ffn.pto:7:16
+    for (int64_t _g16 = block_index * ceil_div((B + 31) / 32, block_count); _g16 < block_index * ceil_div((B + 31) / 32, block_count) + std::min<int64_t>(ceil_div((B + 31) / 32, block_count), (B + 31) / 32 - block_index * ceil_div((B + 31) / 32, block_count)); ++_g16) {  // ffn.pto:7:16
         TileT17 t17(std::min<int64_t>(B - _g16 * 32, 32));  // ffn.pto:7:16
         TASSIGN(t17, 0);  // ffn.pto:7:16
         TileT18 t18(std::min<int64_t>(B - _g16 * 32, 32));  // ffn.pto:7:16

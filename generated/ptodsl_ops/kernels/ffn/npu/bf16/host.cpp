@@ -60,6 +60,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* ffn_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -87,10 +108,13 @@ extern "C" int ffn_bf16(void* stream, bfloat16_t* x, bfloat16_t* w1, bfloat16_t*
                 return -1;  // ffn.pto:7:23
             }
             ffn_bf16_k1_launch(1, ptodsl_stream, h, t1, B);  // ffn.pto:7:23
-            if (ptodsl_failed) {  // ffn.pto:7:16
-                return -1;  // ffn.pto:7:16
+            {  // ffn.pto:7:16
+                const int64_t ffn_bf16_k2_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
+                if (ptodsl_failed) {  // ffn.pto:7:16
+                    return -1;  // ffn.pto:7:16
+                }
+                ffn_bf16_k2_launch(ffn_bf16_k2_blocks, ptodsl_stream, t1, w2, y, B);  // ffn.pto:7:16
             }
-            ffn_bf16_k2_launch(1, ptodsl_stream, t1, w2, y, B);  // ffn.pto:7:16
         } else {
             DeviceWorkspace t3_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:9:23
             bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
@@ -98,10 +122,13 @@ extern "C" int ffn_bf16(void* stream, bfloat16_t* x, bfloat16_t* w1, bfloat16_t*
                 return -1;  // ffn.pto:9:23
             }
             ffn_bf16_k3_launch(1, ptodsl_stream, h, t3, B);  // ffn.pto:9:23
-            if (ptodsl_failed) {  // ffn.pto:9:16
-                return -1;  // ffn.pto:9:16
+            {  // ffn.pto:9:16
+                const int64_t ffn_bf16_k4_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
+                if (ptodsl_failed) {  // ffn.pto:9:16
+                    return -1;  // ffn.pto:9:16
+                }
+                ffn_bf16_k4_launch(ffn_bf16_k4_blocks, ptodsl_stream, t3, w2, y, B);  // ffn.pto:9:16
             }
-            ffn_bf16_k4_launch(1, ptodsl_stream, t3, w2, y, B);  // ffn.pto:9:16
         }
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;

@@ -14,14 +14,14 @@
 extern "C" __global__ AICORE void flash_attn_f16_k0(__gm__ half* kj_first, __gm__ half* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale);
 extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L);
 extern "C" __global__ AICORE void flash_attn_f16_k2(__gm__ half* vj_first, __gm__ half* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S);
-extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half* q, __gm__ float* t0, __gm__ float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale);
 extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, int64_t S, int64_t L, int64_t j, int64_t D);
 extern "C" __global__ AICORE void flash_attn_f16_k6(__gm__ half* t15, __gm__ half* vj, __gm__ float* t14, __gm__ float* t13, __gm__ float* acc, __gm__ float* m_new, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t j);
 extern "C" __global__ AICORE void flash_attn_f16_k7(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale);
 extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, int64_t D);
 extern "C" __global__ AICORE void flash_attn_f16_k9(__gm__ half* t15_last, __gm__ half* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L);
-extern "C" __global__ AICORE void flash_attn_f16_k10(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D);
+extern "C" __global__ AICORE void flash_attn_f16_k10(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -40,6 +40,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* flash_attn_f16_failure(void)
@@ -84,8 +95,31 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
             start_launch(poison);  // flash_attn.pto:16:22
             flash_attn_f16_k2(vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                start_launch(poison);  // flash_attn.pto:25:25
-                flash_attn_f16_k3(acc, l, o, S, D);  // flash_attn.pto:25:25
+                {  // flash_attn.pto:25:25
+                    const int64_t flash_attn_f16_k3_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                    bool flash_attn_f16_k3_block_no_memory = false;
+                    #pragma omp parallel for schedule(static)
+                    for (int64_t flash_attn_f16_k3_block = 0; flash_attn_f16_k3_block < flash_attn_f16_k3_blocks; ++flash_attn_f16_k3_block) {  // flash_attn.pto:25:25
+                        try {
+                            start_launch(poison);  // flash_attn.pto:25:25
+                            flash_attn_f16_k3(acc, l, o, S, D, flash_attn_f16_k3_block, flash_attn_f16_k3_blocks);  // flash_attn.pto:25:25
+#ifdef PTO_CPU_SUBSET
+                        } catch (const pto::cpu::Failure&) {
+#endif
+                        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                            flash_attn_f16_k3_block_no_memory = true;
+                        }
+                    }
+                    if (flash_attn_f16_k3_block_no_memory) {
+                        throw std::bad_alloc();
+                    }
+#ifdef PTO_CPU_SUBSET
+                    if (pto::cpu::failed()) {
+                        throw pto::cpu::Failure{};
+                    }
+#endif
+                }
             }
         }
     }
@@ -149,8 +183,31 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
             flash_attn_f16_k8(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
             start_launch(poison);  // flash_attn.pto:22:36
             flash_attn_f16_k9(t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
-            start_launch(poison);  // flash_attn.pto:25:25
-            flash_attn_f16_k10(acc, l, o, S, D);  // flash_attn.pto:25:25
+            {  // flash_attn.pto:25:25
+                const int64_t flash_attn_f16_k10_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                bool flash_attn_f16_k10_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f16_k10_block = 0; flash_attn_f16_k10_block < flash_attn_f16_k10_blocks; ++flash_attn_f16_k10_block) {  // flash_attn.pto:25:25
+                    try {
+                        start_launch(poison);  // flash_attn.pto:25:25
+                        flash_attn_f16_k10(acc, l, o, S, D, flash_attn_f16_k10_block, flash_attn_f16_k10_blocks);  // flash_attn.pto:25:25
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f16_k10_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f16_k10_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
         }
     }
 #ifdef PTO_CPU_SUBSET

@@ -4,14 +4,33 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT54 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT57 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g52 = 0; _g52 < (S + 63) / 64; ++_g52) {  // flash_attn.pto:25:25
+    for (int64_t _g52 = block_index * ceil_div((S + 63) / 64, block_count); _g52 < block_index * ceil_div((S + 63) / 64, block_count) + std::min<int64_t>(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g52) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // flash_attn.pto:25:25

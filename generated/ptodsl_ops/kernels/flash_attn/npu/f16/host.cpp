@@ -66,6 +66,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* flash_attn_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -112,10 +133,13 @@ extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, 
             }
             flash_attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
-                if (ptodsl_failed) {  // flash_attn.pto:25:25
-                    return -1;  // flash_attn.pto:25:25
+                {  // flash_attn.pto:25:25
+                    const int64_t flash_attn_f16_k3_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                    if (ptodsl_failed) {  // flash_attn.pto:25:25
+                        return -1;  // flash_attn.pto:25:25
+                    }
+                    flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
                 }
-                flash_attn_f16_k3_launch(1, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
             }
         }
     }
@@ -191,10 +215,13 @@ extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, 
                 return -1;  // flash_attn.pto:22:36
             }
             flash_attn_f16_k9_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
-            if (ptodsl_failed) {  // flash_attn.pto:25:25
-                return -1;  // flash_attn.pto:25:25
+            {  // flash_attn.pto:25:25
+                const int64_t flash_attn_f16_k10_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                if (ptodsl_failed) {  // flash_attn.pto:25:25
+                    return -1;  // flash_attn.pto:25:25
+                }
+                flash_attn_f16_k10_launch(flash_attn_f16_k10_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
             }
-            flash_attn_f16_k10_launch(1, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
         }
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;

@@ -11,8 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void gather_last_f16_k0(__gm__ int32_t* idx, __gm__ half* x, __gm__ half* picked, int64_t M, int64_t K, int64_t N);
-extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t M, int64_t J, int64_t N);
+extern "C" __global__ AICORE void gather_last_f16_k0(__gm__ int32_t* idx, __gm__ half* x, __gm__ half* picked, int64_t M, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t M, int64_t J, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +31,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" { int64_t gather_last_f16_guard[3] = {0, 0, 0}; }
@@ -61,9 +72,30 @@ extern "C" int gather_last_f16(half* x, int32_t* idx, int64_t* cols, half* picke
             }
         }
     }
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // gather_last.pto:4:17
-        start_launch(poison);  // gather_last.pto:4:17
-        gather_last_f16_k0(idx, x, picked, M, K, N);  // gather_last.pto:4:17
+    {  // gather_last.pto:4:17
+        const int64_t gather_last_f16_k0_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
+        bool gather_last_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t gather_last_f16_k0_block = 0; gather_last_f16_k0_block < gather_last_f16_k0_blocks; ++gather_last_f16_k0_block) {  // gather_last.pto:4:17
+            try {
+                start_launch(poison);  // gather_last.pto:4:17
+                gather_last_f16_k0(idx, x, picked, M, K, N, gather_last_f16_k0_block, gather_last_f16_k0_blocks);  // gather_last.pto:4:17
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                gather_last_f16_k0_block_no_memory = true;
+            }
+        }
+        if (gather_last_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
     for (int64_t _ix5 = 0; _ix5 < J; ++_ix5) {  // gather_last.pto:5:19
         const int64_t _iv6 = static_cast<int64_t>(cols[_ix5]);  // gather_last.pto:5:19
@@ -74,9 +106,30 @@ extern "C" int gather_last_f16(half* x, int32_t* idx, int64_t* cols, half* picke
             return 2;  // gather_last.pto:5:19
         }
     }
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // gather_last.pto:5:19
-        start_launch(poison);  // gather_last.pto:5:19
-        gather_last_f16_k1(cols, x, selected, M, J, N);  // gather_last.pto:5:19
+    {  // gather_last.pto:5:19
+        const int64_t gather_last_f16_k1_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
+        bool gather_last_f16_k1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t gather_last_f16_k1_block = 0; gather_last_f16_k1_block < gather_last_f16_k1_blocks; ++gather_last_f16_k1_block) {  // gather_last.pto:5:19
+            try {
+                start_launch(poison);  // gather_last.pto:5:19
+                gather_last_f16_k1(cols, x, selected, M, J, N, gather_last_f16_k1_block, gather_last_f16_k1_blocks);  // gather_last.pto:5:19
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                gather_last_f16_k1_block_no_memory = true;
+            }
+        }
+        if (gather_last_f16_k1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -4,39 +4,60 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < M; ++_g0) {  // gather_last.pto:4:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (K + 63) / 64; ++_g1) {  // gather_last.pto:4:17
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
-            TASSIGN(t2, 0);  // gather_last.pto:4:17
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-            GmView0 idxGm0(idx + _g0 * K + _g1 * 64, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(K));  // gather_last.pto:4:17
-            TLOAD(t2, idxGm0);  // gather_last.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
-            TASSIGN(t3, 256);  // gather_last.pto:4:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
-            GmView1 xTable1(x + _g0 * N, GmView1::Shape(N));  // gather_last.pto:4:17
-            MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3, xTable1, t2);  // gather_last.pto:4:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
-            GmView2 pickedGm2(picked + _g0 * K + _g1 * 64, GmView2::Shape(t3.GetValidCol()), GmView2::Stride(K));  // gather_last.pto:4:17
-            TSTORE(pickedGm2, t3);  // gather_last.pto:4:17
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // gather_last.pto:4:17
+        for (int64_t _g0 = block_index * ceil_div(M, block_count); _g0 < block_index * ceil_div(M, block_count) + std::min<int64_t>(ceil_div(M, block_count), M - block_index * ceil_div(M, block_count)); ++_g0) {  // gather_last.pto:4:17
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (K + 63) / 64; ++_g1) {  // gather_last.pto:4:17
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
+                TASSIGN(t2, 0);  // gather_last.pto:4:17
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                GmView0 idxGm0(idx + _g0 * K + _g1 * 64, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(K));  // gather_last.pto:4:17
+                TLOAD(t2, idxGm0);  // gather_last.pto:4:17
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
+                TASSIGN(t3, 256);  // gather_last.pto:4:17
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:4:17
+                GmView1 xTable1(x + _g0 * N, GmView1::Shape(N));  // gather_last.pto:4:17
+                MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t3, xTable1, t2);  // gather_last.pto:4:17
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
+                GmView2 pickedGm2(picked + _g0 * K + _g1 * 64, GmView2::Shape(t3.GetValidCol()), GmView2::Stride(K));  // gather_last.pto:4:17
+                TSTORE(pickedGm2, t3);  // gather_last.pto:4:17
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

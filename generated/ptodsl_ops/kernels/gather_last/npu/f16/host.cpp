@@ -57,6 +57,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" { int64_t gather_last_f16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* gather_last_f16_failure(void)
@@ -83,11 +104,12 @@ extern "C" int gather_last_f16(void* stream, half* x, int32_t* idx, int64_t* col
             }
         }
     }
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // gather_last.pto:4:17
+    {  // gather_last.pto:4:17
+        const int64_t gather_last_f16_k0_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
         if (ptodsl_failed) {  // gather_last.pto:4:17
             return -1;  // gather_last.pto:4:17
         }
-        gather_last_f16_k0_launch(1, ptodsl_stream, idx, x, picked, M, K, N);  // gather_last.pto:4:17
+        gather_last_f16_k0_launch(gather_last_f16_k0_blocks, ptodsl_stream, idx, x, picked, M, K, N);  // gather_last.pto:4:17
     }
     for (int64_t _ix5 = 0; _ix5 < J; ++_ix5) {  // gather_last.pto:5:19
         const int64_t _iv6 = static_cast<int64_t>(read_device(cols + _ix5));  // gather_last.pto:5:19
@@ -98,11 +120,12 @@ extern "C" int gather_last_f16(void* stream, half* x, int32_t* idx, int64_t* col
             return 2;  // gather_last.pto:5:19
         }
     }
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // gather_last.pto:5:19
+    {  // gather_last.pto:5:19
+        const int64_t gather_last_f16_k1_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
         if (ptodsl_failed) {  // gather_last.pto:5:19
             return -1;  // gather_last.pto:5:19
         }
-        gather_last_f16_k1_launch(1, ptodsl_stream, cols, x, selected, M, J, N);  // gather_last.pto:5:19
+        gather_last_f16_k1_launch(gather_last_f16_k1_blocks, ptodsl_stream, cols, x, selected, M, J, N);  // gather_last.pto:5:19
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -4,39 +4,60 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void gather_rows_i32_f32_k0(__gm__ int32_t* ids, __gm__ float* table, __gm__ float* out, int64_t N, int64_t D, int64_t V)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void gather_rows_i32_f32_k0(__gm__ int32_t* ids, __gm__ float* table, __gm__ float* out, int64_t N, int64_t D, int64_t V, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void gather_rows_i32_f32_k0(__gm__ int32_t* ids, __gm__ float* table, __gm__ float* out, int64_t N, int64_t D, int64_t V)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (N + 7) / 8; ++_g0) {  // gather_rows.pto:3:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // gather_rows.pto:3:14
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // gather_rows.pto:3:14
-            TASSIGN(t2, 0);  // gather_rows.pto:3:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_rows.pto:3:14
-            GmView0 idsGm0(ids + _g0 * 8, GmView0::Shape(t2.GetValidCol()));  // gather_rows.pto:3:14
-            TLOAD(t2, idsGm0);  // gather_rows.pto:3:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(N - _g0 * 8, 8), std::min<int64_t>(D - _g1 * 64, 64));  // gather_rows.pto:3:14
-            TASSIGN(t3, 32);  // gather_rows.pto:3:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_rows.pto:3:14
-            GmView1 tableTable1(table + _g1 * 64, GmView1::Shape(V, t3.GetValidCol()), GmView1::Stride(D));  // gather_rows.pto:3:14
-            MGATHER<Coalesce::Row, GatherOOB::Clamp>(t3, tableTable1, t2);  // gather_rows.pto:3:14
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_rows.pto:3:14
-            GmView2 outGm2(out + _g0 * 8 * D + _g1 * 64, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(D));  // gather_rows.pto:3:14
-            TSTORE(outGm2, t3);  // gather_rows.pto:3:14
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // gather_rows.pto:3:14
+        for (int64_t _g0 = block_index * ceil_div((N + 7) / 8, block_count); _g0 < block_index * ceil_div((N + 7) / 8, block_count) + std::min<int64_t>(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)); ++_g0) {  // gather_rows.pto:3:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // gather_rows.pto:3:14
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // gather_rows.pto:3:14
+                TASSIGN(t2, 0);  // gather_rows.pto:3:14
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_rows.pto:3:14
+                GmView0 idsGm0(ids + _g0 * 8, GmView0::Shape(t2.GetValidCol()));  // gather_rows.pto:3:14
+                TLOAD(t2, idsGm0);  // gather_rows.pto:3:14
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(N - _g0 * 8, 8), std::min<int64_t>(D - _g1 * 64, 64));  // gather_rows.pto:3:14
+                TASSIGN(t3, 32);  // gather_rows.pto:3:14
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_rows.pto:3:14
+                GmView1 tableTable1(table + _g1 * 64, GmView1::Shape(V, t3.GetValidCol()), GmView1::Stride(D));  // gather_rows.pto:3:14
+                MGATHER<Coalesce::Row, GatherOOB::Clamp>(t3, tableTable1, t2);  // gather_rows.pto:3:14
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_rows.pto:3:14
+                GmView2 outGm2(out + _g0 * 8 * D + _g1 * 64, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(D));  // gather_rows.pto:3:14
+                TSTORE(outGm2, t3);  // gather_rows.pto:3:14
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void gather_rows_i64_bf16_k0(__gm__ int64_t* ids, __gm__ bfloat16_t* table, __gm__ bfloat16_t* out, int64_t N, int64_t D, int64_t V);
+extern "C" __global__ AICORE void gather_rows_i64_bf16_k0(__gm__ int64_t* ids, __gm__ bfloat16_t* table, __gm__ bfloat16_t* out, int64_t N, int64_t D, int64_t V, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +30,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" { int64_t gather_rows_i64_bf16_guard[3] = {0, 0, 0}; }
@@ -58,9 +69,30 @@ extern "C" int gather_rows_i64_bf16(bfloat16_t* table, int64_t* ids, bfloat16_t*
             return 1;  // gather_rows.pto:3:14
         }
     }
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // gather_rows.pto:3:14
-        start_launch(poison);  // gather_rows.pto:3:14
-        gather_rows_i64_bf16_k0(ids, table, out, N, D, V);  // gather_rows.pto:3:14
+    {  // gather_rows.pto:3:14
+        const int64_t gather_rows_i64_bf16_k0_blocks = std::max<int64_t>(ceil_div((N + 7) / 8, std::max<int64_t>(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
+        bool gather_rows_i64_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t gather_rows_i64_bf16_k0_block = 0; gather_rows_i64_bf16_k0_block < gather_rows_i64_bf16_k0_blocks; ++gather_rows_i64_bf16_k0_block) {  // gather_rows.pto:3:14
+            try {
+                start_launch(poison);  // gather_rows.pto:3:14
+                gather_rows_i64_bf16_k0(ids, table, out, N, D, V, gather_rows_i64_bf16_k0_block, gather_rows_i64_bf16_k0_blocks);  // gather_rows.pto:3:14
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                gather_rows_i64_bf16_k0_block_no_memory = true;
+            }
+        }
+        if (gather_rows_i64_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

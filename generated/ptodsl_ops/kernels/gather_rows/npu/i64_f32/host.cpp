@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" { int64_t gather_rows_i64_f32_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* gather_rows_i64_f32_failure(void)
@@ -80,11 +101,12 @@ extern "C" int gather_rows_i64_f32(void* stream, float* table, int64_t* ids, flo
             return 1;  // gather_rows.pto:3:14
         }
     }
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gather_rows.pto:3:14
+    {  // gather_rows.pto:3:14
+        const int64_t gather_rows_i64_f32_k0_blocks = std::max<int64_t>(ceil_div((N + 7) / 8, std::max<int64_t>(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
         if (ptodsl_failed) {  // gather_rows.pto:3:14
             return -1;  // gather_rows.pto:3:14
         }
-        gather_rows_i64_f32_k0_launch(1, ptodsl_stream, ids, table, out, N, D, V);  // gather_rows.pto:3:14
+        gather_rows_i64_f32_k0_launch(gather_rows_i64_f32_k0_blocks, ptodsl_stream, ids, table, out, N, D, V);  // gather_rows.pto:3:14
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void gelu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N);
+extern "C" __global__ AICORE void gelu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* gelu_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int gelu_bf16(bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // gelu.pto:2:12
-        start_launch(poison);  // gelu.pto:2:12
-        gelu_bf16_k0(x, y, M, N);  // gelu.pto:2:12
+    {  // gelu.pto:2:12
+        const int64_t gelu_bf16_k0_blocks = std::max<int64_t>(ceil_div((M + 3) / 4, std::max<int64_t>(((M + 3) / 4 + 47) / 48, 1)), 1);  // gelu.pto:2:12
+        bool gelu_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t gelu_bf16_k0_block = 0; gelu_bf16_k0_block < gelu_bf16_k0_blocks; ++gelu_bf16_k0_block) {  // gelu.pto:2:12
+            try {
+                start_launch(poison);  // gelu.pto:2:12
+                gelu_bf16_k0(x, y, M, N, gelu_bf16_k0_block, gelu_bf16_k0_blocks);  // gelu.pto:2:12
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                gelu_bf16_k0_block_no_memory = true;
+            }
+        }
+        if (gelu_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -59,10 +59,8 @@ extern "C" int kv_cache_update_f16(half* k_cache, half* v_cache, int32_t* slot_m
             return 1;  // kv_cache_update.pto:6:5
         }
     }
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // kv_cache_update.pto:6:5
-        start_launch(poison);  // kv_cache_update.pto:6:5
-        kv_cache_update_f16_k0(k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
-    }
+    start_launch(poison);  // kv_cache_update.pto:6:5
+    kv_cache_update_f16_k0(k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
     for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:7:5
         const int64_t _iv3 = static_cast<int64_t>(slot_mapping[_ix2]);  // kv_cache_update.pto:7:5
         if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:7:5
@@ -72,10 +70,8 @@ extern "C" int kv_cache_update_f16(half* k_cache, half* v_cache, int32_t* slot_m
             return 2;  // kv_cache_update.pto:7:5
         }
     }
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // kv_cache_update.pto:7:5
-        start_launch(poison);  // kv_cache_update.pto:7:5
-        kv_cache_update_f16_k1(v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
-    }
+    start_launch(poison);  // kv_cache_update.pto:7:5
+    kv_cache_update_f16_k1(v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

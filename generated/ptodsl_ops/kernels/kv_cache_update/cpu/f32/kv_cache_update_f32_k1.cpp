@@ -9,28 +9,30 @@ extern "C" __global__ AICORE void kv_cache_update_f32_k1(__gm__ float* v, __gm__
     using TileT6 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT7 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
 
-    for (int64_t _g4 = 0; _g4 < (N + 7) / 8; ++_g4) {  // kv_cache_update.pto:7:5
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < 2; ++_g5) {  // kv_cache_update.pto:7:5
-            pipe_barrier(PIPE_V);
-            TileT6 t6(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
-            TASSIGN(t6, 0);  // kv_cache_update.pto:7:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
-            GmView0 vGm0(v + _g4 * 8 * 128 + _g5 * 64, GmView0::Shape(std::min<int64_t>(N - _g4 * 8, 8)));  // kv_cache_update.pto:7:5
-            TLOAD(t6, vGm0);  // kv_cache_update.pto:7:5
-            TileT7 t7(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
-            TASSIGN(t7, 2048);  // kv_cache_update.pto:7:5
-            using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
-            GmView1 slot_mappingGm1(slot_mapping + _g4 * 8, GmView1::Shape(t7.GetValidCol()));  // kv_cache_update.pto:7:5
-            TLOAD(t7, slot_mappingGm1);  // kv_cache_update.pto:7:5
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
-            GmView2 v_cacheTable2(v_cache + _g5 * 64, GmView2::Shape(S));  // kv_cache_update.pto:7:5
-            MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable2, t6, t7);  // kv_cache_update.pto:7:5
+    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // kv_cache_update.pto:7:5
+        for (int64_t _g4 = 0; _g4 < (N + 7) / 8; ++_g4) {  // kv_cache_update.pto:7:5
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g5 = 0; _g5 < 2; ++_g5) {  // kv_cache_update.pto:7:5
+                pipe_barrier(PIPE_V);
+                TileT6 t6(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t6, 0);  // kv_cache_update.pto:7:5
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
+                GmView0 vGm0(v + _g4 * 8 * 128 + _g5 * 64, GmView0::Shape(std::min<int64_t>(N - _g4 * 8, 8)));  // kv_cache_update.pto:7:5
+                TLOAD(t6, vGm0);  // kv_cache_update.pto:7:5
+                TileT7 t7(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
+                TASSIGN(t7, 2048);  // kv_cache_update.pto:7:5
+                using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
+                GmView1 slot_mappingGm1(slot_mapping + _g4 * 8, GmView1::Shape(t7.GetValidCol()));  // kv_cache_update.pto:7:5
+                TLOAD(t7, slot_mappingGm1);  // kv_cache_update.pto:7:5
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 128, 1>>;  // kv_cache_update.pto:7:5
+                GmView2 v_cacheTable2(v_cache + _g5 * 64, GmView2::Shape(S));  // kv_cache_update.pto:7:5
+                MSCATTER<Coalesce::Row, ScatterAtomicOp::None, ScatterOOB::Skip>(v_cacheTable2, t6, t7);  // kv_cache_update.pto:7:5
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -57,6 +57,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" { int64_t kv_cache_update_f32_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* kv_cache_update_f32_failure(void)
@@ -81,12 +91,10 @@ extern "C" int kv_cache_update_f32(void* stream, float* k_cache, float* v_cache,
             return 1;  // kv_cache_update.pto:6:5
         }
     }
-    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // kv_cache_update.pto:6:5
-        if (ptodsl_failed) {  // kv_cache_update.pto:6:5
-            return -1;  // kv_cache_update.pto:6:5
-        }
-        kv_cache_update_f32_k0_launch(1, ptodsl_stream, k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
+    if (ptodsl_failed) {  // kv_cache_update.pto:6:5
+        return -1;  // kv_cache_update.pto:6:5
     }
+    kv_cache_update_f32_k0_launch(1, ptodsl_stream, k, slot_mapping, k_cache, N, S);  // kv_cache_update.pto:6:5
     for (int64_t _ix2 = 0; _ix2 < N; ++_ix2) {  // kv_cache_update.pto:7:5
         const int64_t _iv3 = static_cast<int64_t>(read_device(slot_mapping + _ix2));  // kv_cache_update.pto:7:5
         if (!(0 <= _iv3 && _iv3 <= S - 1)) {  // kv_cache_update.pto:7:5
@@ -96,11 +104,9 @@ extern "C" int kv_cache_update_f32(void* stream, float* k_cache, float* v_cache,
             return 2;  // kv_cache_update.pto:7:5
         }
     }
-    for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // kv_cache_update.pto:7:5
-        if (ptodsl_failed) {  // kv_cache_update.pto:7:5
-            return -1;  // kv_cache_update.pto:7:5
-        }
-        kv_cache_update_f32_k1_launch(1, ptodsl_stream, v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
+    if (ptodsl_failed) {  // kv_cache_update.pto:7:5
+        return -1;  // kv_cache_update.pto:7:5
     }
+    kv_cache_update_f32_k1_launch(1, ptodsl_stream, v, slot_mapping, v_cache, N, S);  // kv_cache_update.pto:7:5
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

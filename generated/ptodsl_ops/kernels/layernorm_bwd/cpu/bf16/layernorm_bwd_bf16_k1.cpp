@@ -4,466 +4,139 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ bfloat16_t* v0, __gm__ float* xhat, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* v1, __gm__ float* t10, __gm__ bfloat16_t* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
+extern "C" __global__ AICORE void layernorm_bwd_bf16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ bfloat16_t* dbeta, int64_t H)
 {
-    using TileT10Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re2Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re3Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT52 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileT91 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT92 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT94 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT95 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT97 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT98 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT100 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT101 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    TileT10Tile t10Tile;  // layernorm_bwd.pto:11:18
-    TASSIGN(t10Tile, 0);  // layernorm_bwd.pto:11:18
-    TEXPANDS(t10Tile, 0.0f);  // layernorm_bwd.pto:11:18
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _g90 = 0; _g90 < (H + 1023) / 1024; ++_g90) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
-        TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
-        TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
-        TileT5Re1 t5_re1(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re1, 4128);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView0 v0Gm0(v0 + _g7 * 1024, GmView0::Shape(t5_re1.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re1, v0Gm0);  // layernorm_bwd.pto:9:14
+        TileT91 t91(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t91, 0);  // layernorm_bwd.pto:18:22
+        TileT92 t92(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TASSIGN(t92, 4096);  // layernorm_bwd.pto:18:22
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
+        GmView0 acc_gGm0(acc_g + _g90 * 1024, GmView0::Shape(t92.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
+        TLOAD(t92, acc_gGm0);  // layernorm_bwd.pto:18:22
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t12, t5_re1, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT13 t13;  // layernorm_bwd.pto:11:18
-        TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-        TASSIGN(tmp0, 16448);  // layernorm_bwd.pto:11:18
-        TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
-        pipe_barrier(PIPE_V);
-        TADD(t10Tile, t10Tile, t13);  // layernorm_bwd.pto:11:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TCOLSUM(t91, t92);  // layernorm_bwd.pto:18:22
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
+        GmView1 t20Gm1(t20 + _g90 * 1024, GmView1::Shape(t91.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
+        TSTORE(t20Gm1, t91);  // layernorm_bwd.pto:18:22
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     pipe_barrier(PIPE_V);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    TMULS(t10Tile, t10Tile, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
-    TileT23 t23;  // layernorm_bwd.pto:12:22
-    TASSIGN(t23, 32);  // layernorm_bwd.pto:12:22
-    pipe_barrier(PIPE_V);
-    TEXPANDS(t23, 0.0f);  // layernorm_bwd.pto:12:22
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
-        pipe_barrier(PIPE_V);
-        TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
-        TileT5Re2 t5_re2(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re2, 4160);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView1 v0Gm1(v0 + _g14 * 1024, GmView1::Shape(t5_re2.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re2, v0Gm1);  // layernorm_bwd.pto:9:14
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t15, t5_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
-        pipe_barrier(PIPE_V);
-        TileView1 view1;  // layernorm_bwd.pto:11:13
-        TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
-        TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
-        TASSIGN(tmp2, 16448);  // layernorm_bwd.pto:11:13
-        TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
-        TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
-        TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
-        pipe_barrier(PIPE_V);
-        TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
-        TileT26 t26;  // layernorm_bwd.pto:12:22
-        TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
-        TASSIGN(tmp3, 16448);  // layernorm_bwd.pto:12:22
-        TROWSUM(t26, t22, tmp3);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
-    TileT28 t28;  // layernorm_bwd.pto:12:22
-    TASSIGN(t28, 64);  // layernorm_bwd.pto:12:22
-    pipe_barrier(PIPE_V);
-    TADDS(t28, t23, eps);  // layernorm_bwd.pto:12:22
-    TileT30 t30;  // layernorm_bwd.pto:12:16
-    TASSIGN(t30, 32);  // layernorm_bwd.pto:12:16
-    pipe_barrier(PIPE_V);
-    TRSQRT(t30, t28);  // layernorm_bwd.pto:12:16
-    TileT44 t44;  // layernorm_bwd.pto:15:38
-    TASSIGN(t44, 64);  // layernorm_bwd.pto:15:38
-    pipe_barrier(PIPE_V);
-    TEXPANDS(t44, 0.0f);  // layernorm_bwd.pto:15:38
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+    for (int64_t _g93 = 0; _g93 < (H + 1023) / 1024; ++_g93) {  // layernorm_bwd.pto:18:17
         pipe_barrier(PIPE_V);
-        TileT32 t32(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t32, 96);  // layernorm_bwd.pto:13:16
-        TileT15Re4 t15_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
-        TASSIGN(t15_re4, 4192);  // layernorm_bwd.pto:11:13
-        TileT5Re2Re4 t5_re2_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
-        TASSIGN(t5_re2_re4, 8288);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-        GmView2 v0Gm2(v0 + _g31 * 1024, GmView2::Shape(t5_re2_re4.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-        TLOAD(t5_re2_re4, v0Gm2);  // layernorm_bwd.pto:9:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        TileT94 t94(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t94, 0);  // layernorm_bwd.pto:18:17
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
+        GmView2 t19Gm2(t19 + _g93 * 1024, GmView2::Shape(t94.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TLOAD(t94, t19Gm2);  // layernorm_bwd.pto:18:17
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT95 t95(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TASSIGN(t95, 4096);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TCVT(t15_re4, t5_re2_re4, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TileView1 view4;  // layernorm_bwd.pto:11:13
-        TASSIGN(view4, 0);  // layernorm_bwd.pto:11:13
-        TileTmp2 tmp5;  // layernorm_bwd.pto:11:13
-        TASSIGN(tmp5, 16448);  // layernorm_bwd.pto:11:13
-        TROWEXPANDSUB(t32, t15_re4, view4, tmp5);  // layernorm_bwd.pto:11:13
-        TileT35 t35(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
-        TASSIGN(t35, 4192);  // layernorm_bwd.pto:13:16
-        pipe_barrier(PIPE_V);
-        TileView1 view6;  // layernorm_bwd.pto:13:16
-        TASSIGN(view6, 32);  // layernorm_bwd.pto:13:16
-        TileTmp2 tmp7;  // layernorm_bwd.pto:13:16
-        TASSIGN(tmp7, 16448);  // layernorm_bwd.pto:13:16
-        TROWEXPANDMUL(t35, t32, view6, tmp7);  // layernorm_bwd.pto:13:16
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        TCVT(t95, t94, RoundMode::CAST_RINT);  // layernorm_bwd.pto:18:17
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:13:16
-        GmView3 xhatGm3(xhat + _g31 * 1024, GmView3::Shape(t35.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:13:16
-        TSTORE(xhatGm3, t35);  // layernorm_bwd.pto:13:16
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView4 gammaGm4(gamma + _g31 * 1024, GmView4::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37, gammaGm4);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT38 t38(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t38, 2144);  // layernorm_bwd.pto:14:18
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TCVT(t38, t37, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40, 6240);  // layernorm_bwd.pto:14:14
-        TileT8Re3 t8_re3(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re3, 96);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView5 v1Gm5(v1 + _g31 * 1024, GmView5::Shape(t8_re3.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re3, v1Gm5);  // layernorm_bwd.pto:10:13
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TCVT(t40, t8_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t43, 10336);  // layernorm_bwd.pto:14:14
-        pipe_barrier(PIPE_V);
-        TCOLEXPANDMUL(t43, t40, t38);  // layernorm_bwd.pto:14:14
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT47 t47;  // layernorm_bwd.pto:15:38
-        TASSIGN(t47, 96);  // layernorm_bwd.pto:15:38
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp8;  // layernorm_bwd.pto:15:38
-        TASSIGN(tmp8, 16448);  // layernorm_bwd.pto:15:38
-        TROWSUM(t47, t43, tmp8);  // layernorm_bwd.pto:15:38
-        pipe_barrier(PIPE_V);
-        TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
-    }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
-    TileT57 t57;  // layernorm_bwd.pto:15:78
-    TASSIGN(t57, 0);  // layernorm_bwd.pto:15:78
-    pipe_barrier(PIPE_V);
-    TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
-        pipe_barrier(PIPE_V);
-        TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t49, 96);  // layernorm_bwd.pto:15:33
-        TileT37Re5 t37_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t37_re5, 4192);  // layernorm_bwd.pto:14:18
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-        GmView6 gammaGm6(gamma + _g48 * 1024, GmView6::Shape(t37_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
-        TLOAD(t37_re5, gammaGm6);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT38Re5 t38_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
-        TASSIGN(t38_re5, 6240);  // layernorm_bwd.pto:14:18
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t38_re5, t37_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT40Re5 t40_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
-        TASSIGN(t40_re5, 10336);  // layernorm_bwd.pto:14:14
-        TileT8Re3Re5 t8_re3_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re3_re5, 4192);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView7 v1Gm7(v1 + _g48 * 1024, GmView7::Shape(t8_re3_re5.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re3_re5, v1Gm7);  // layernorm_bwd.pto:10:13
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t40_re5, t8_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        pipe_barrier(PIPE_V);
-        TCOLEXPANDMUL(t49, t40_re5, t38_re5);  // layernorm_bwd.pto:14:14
-        TileT52 t52(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t52, 4192);  // layernorm_bwd.pto:15:33
-        pipe_barrier(PIPE_V);
-        TileView1 view9;  // layernorm_bwd.pto:15:33
-        TASSIGN(view9, 64);  // layernorm_bwd.pto:15:33
-        TileTmp2 tmp10;  // layernorm_bwd.pto:15:33
-        TASSIGN(tmp10, 16448);  // layernorm_bwd.pto:15:33
-        TROWEXPANDSUB(t52, t49, view9, tmp10);  // layernorm_bwd.pto:15:33
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-        GmView8 t10Gm8(t10 + _g48 * 1024, GmView8::Shape(t52.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:15:33
-        TSTORE(t10Gm8, t52);  // layernorm_bwd.pto:15:33
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
+        GmView3 dgammaGm3(dgamma + _g93 * 1024, GmView3::Shape(t95.GetValidCol()));  // layernorm_bwd.pto:18:17
+        TSTORE(dgammaGm3, t95);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t55, 4192);  // layernorm_bwd.pto:15:83
+        TileT97 t97(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t97, 0);  // layernorm_bwd.pto:19:21
+        TileT98 t98(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TASSIGN(t98, 4096);  // layernorm_bwd.pto:19:21
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
-        GmView9 xhatGm9(xhat + _g48 * 1024, GmView9::Shape(t55.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:15:83
-        TLOAD(t55, xhatGm9);  // layernorm_bwd.pto:15:83
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
+        GmView4 acc_bGm4(acc_b + _g93 * 1024, GmView4::Shape(t98.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:19:21
+        TLOAD(t98, acc_bGm4);  // layernorm_bwd.pto:19:21
+        pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
-        TASSIGN(t56, 8288);  // layernorm_bwd.pto:15:83
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT60 t60;  // layernorm_bwd.pto:15:78
-        TASSIGN(t60, 96);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp11;  // layernorm_bwd.pto:15:78
-        TASSIGN(tmp11, 16448);  // layernorm_bwd.pto:15:78
-        TROWSUM(t60, t56, tmp11);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCOLSUM(t97, t98);  // layernorm_bwd.pto:19:21
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
+        GmView5 t23Gm5(t23 + _g93 * 1024, GmView5::Shape(t97.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:19:21
+        TSTORE(t23Gm5, t97);  // layernorm_bwd.pto:19:21
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
-    pipe_barrier(PIPE_V);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
+    for (int64_t _g99 = 0; _g99 < (H + 1023) / 1024; ++_g99) {  // layernorm_bwd.pto:19:16
         pipe_barrier(PIPE_V);
-        TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t62, 64);  // layernorm_bwd.pto:15:71
+        TileT100 t100(std::min<int64_t>(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TASSIGN(t100, 0);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
-        GmView10 xhatGm10(xhat + _g61 * 1024, GmView10::Shape(t62.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:71
-        TLOAD(t62, xhatGm10);  // layernorm_bwd.pto:15:71
+        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
+        GmView6 t22Gm6(t22 + _g99 * 1024, GmView6::Shape(t100.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TLOAD(t100, t22Gm6);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-        TASSIGN(t65, 4160);  // layernorm_bwd.pto:15:71
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileView1 view12;  // layernorm_bwd.pto:15:71
-        TASSIGN(view12, 0);  // layernorm_bwd.pto:15:71
-        TileTmp2 tmp13;  // layernorm_bwd.pto:15:71
-        TASSIGN(tmp13, 16448);  // layernorm_bwd.pto:15:71
-        TROWEXPANDMUL(t65, t62, view12, tmp13);  // layernorm_bwd.pto:15:71
-        TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t67, 8256);  // layernorm_bwd.pto:15:33
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
-        GmView11 t10Gm11(t10 + _g61 * 1024, GmView11::Shape(t67.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:15:33
-        TLOAD(t67, t10Gm11);  // layernorm_bwd.pto:15:33
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-        TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
+        TileT101 t101(std::min<int64_t>(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TASSIGN(t101, 4096);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-        TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
-        TASSIGN(t74, 4160);  // layernorm_bwd.pto:15:25
-        pipe_barrier(PIPE_V);
-        TileTmp3 tmp14;  // layernorm_bwd.pto:15:25
-        TASSIGN(tmp14, 16448);  // layernorm_bwd.pto:15:25
-        TROWEXPAND(tmp14, t30);  // layernorm_bwd.pto:15:25
-        pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-        TROWEXPANDMUL(t74, tmp14, t69);  // layernorm_bwd.pto:15:25
-        TileT77 t77(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
-        TASSIGN(t77, 8256);  // layernorm_bwd.pto:15:20
-        pipe_barrier(PIPE_V);
-        TCVT(t77, t74, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView12 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-        GmView12 dxGm12(dx + r * H + _g61 * 1024, GmView12::Shape(t77.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:20
-        TSTORE(dxGm12, t77);  // layernorm_bwd.pto:15:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT79 t79(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
-        TASSIGN(t79, 4160);  // layernorm_bwd.pto:16:28
-        TileT8Re6 t8_re6(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
-        TASSIGN(t8_re6, 8256);  // layernorm_bwd.pto:10:13
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-        GmView13 v1Gm13(v1 + _g61 * 1024, GmView13::Shape(t8_re6.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:10:13
-        TLOAD(t8_re6, v1Gm13);  // layernorm_bwd.pto:10:13
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
-        TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
-        pipe_barrier(PIPE_V);
-        TMUL(t81, t79, t62);  // layernorm_bwd.pto:16:28
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView14 acc_gGm14(acc_g + _g61 * 1024, GmView14::Shape(t83.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:16:20
-        TLOAD(t83, acc_gGm14);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-        TASSIGN(t85, 12352);  // layernorm_bwd.pto:16:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-        GmView15 acc_gGm15(acc_g + _g61 * 1024, GmView15::Shape(t85.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
-        TSTORE(acc_gGm15, t85);  // layernorm_bwd.pto:16:20
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView16 acc_bGm16(acc_b + _g61 * 1024, GmView16::Shape(t87.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:17:20
-        TLOAD(t87, acc_bGm16);  // layernorm_bwd.pto:17:20
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
-        TASSIGN(t89, 8256);  // layernorm_bwd.pto:17:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t89, t87, t79);  // layernorm_bwd.pto:17:20
+        TCVT(t101, t100, RoundMode::CAST_RINT);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-        GmView17 acc_bGm17(acc_b + _g61 * 1024, GmView17::Shape(t89.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:17:20
-        TSTORE(acc_bGm17, t89);  // layernorm_bwd.pto:17:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
+        GmView7 dbetaGm7(dbeta + _g99 * 1024, GmView7::Shape(t101.GetValidCol()));  // layernorm_bwd.pto:19:16
+        TSTORE(dbetaGm7, t101);  // layernorm_bwd.pto:19:16
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -11,9 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H);
-extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H);
+extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps);
+extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -54,13 +53,7 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
     std::vector<unsigned char> acc_b_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:7:13
     float* acc_b = reinterpret_cast<float*>(acc_b_bytes.data());  // layernorm_bwd.pto:7:13
     start_launch(poison);  // layernorm_bwd.pto:6:13
-    layernorm_bwd_f32_k0(acc_g, acc_b, H);  // layernorm_bwd.pto:6:13
-    for (int64_t r = 0; r < R; ++r) {  // layernorm_bwd.pto:8:5
-        float* v0 = x + r * H;  // layernorm_bwd.pto:9:19
-        float* v1 = dy + r * H;  // layernorm_bwd.pto:10:18
-        start_launch(poison);  // layernorm_bwd.pto:11:18
-        layernorm_bwd_f32_k1(v0, gamma, v1, dx, acc_g, acc_b, H, eps, r, R);  // layernorm_bwd.pto:11:18
-    }
+    layernorm_bwd_f32_k0(acc_g, acc_b, x, dy, gamma, dx, H, R, eps);  // layernorm_bwd.pto:6:13
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // layernorm_bwd.pto:18:22
         std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:18:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // layernorm_bwd.pto:18:22
@@ -69,7 +62,7 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
         float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
         float* t22 = t23;  // layernorm_bwd.pto:19:21
         start_launch(poison);  // layernorm_bwd.pto:18:22
-        layernorm_bwd_f32_k2(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+        layernorm_bwd_f32_k1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

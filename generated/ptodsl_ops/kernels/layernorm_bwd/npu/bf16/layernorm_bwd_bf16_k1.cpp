@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/layernorm_bwd_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches layernorm_bwd_bf16_k1 on an NPU stream (vector core).
-extern "C" void layernorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, float* xhat, bfloat16_t* gamma, bfloat16_t* v1, float* t10, bfloat16_t* dx, float* acc_g, float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
+extern "C" void layernorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, bfloat16_t* dgamma, float* acc_b, float* t23, float* t22, bfloat16_t* dbeta, int64_t H)
 {
-    layernorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0, (__gm__ float*)xhat, (__gm__ bfloat16_t*)gamma, (__gm__ bfloat16_t*)v1, (__gm__ float*)t10, (__gm__ bfloat16_t*)dx, (__gm__ float*)acc_g, (__gm__ float*)acc_b, H, eps, r, R);
+    layernorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc_g, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ bfloat16_t*)dgamma, (__gm__ float*)acc_b, (__gm__ float*)t23, (__gm__ float*)t22, (__gm__ bfloat16_t*)dbeta, H);
 }

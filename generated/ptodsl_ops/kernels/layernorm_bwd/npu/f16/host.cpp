@@ -13,9 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void layernorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, int64_t H);
-extern "C" void layernorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, half* v0, float* xhat, half* gamma, half* v1, float* t10, half* dx, float* acc_g, float* acc_b, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" void layernorm_bwd_f16_k2_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, half* dgamma, float* acc_b, float* t23, float* t22, half* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, half* x, half* dy, float* xhat, half* gamma, float* t10, half* dx, int64_t H, int64_t R, float eps);
+extern "C" void layernorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, half* dgamma, float* acc_b, float* t23, float* t22, half* dbeta, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -58,6 +57,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* layernorm_bwd_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -75,22 +84,14 @@ extern "C" int layernorm_bwd_f16(void* stream, half* x, half* gamma, half* dy, h
     float* acc_g = reinterpret_cast<float*>(acc_g_bytes.data());  // layernorm_bwd.pto:6:13
     DeviceWorkspace acc_b_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:7:13
     float* acc_b = reinterpret_cast<float*>(acc_b_bytes.data());  // layernorm_bwd.pto:7:13
+    DeviceWorkspace xhat_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:13:16
+    float* xhat = reinterpret_cast<float*>(xhat_bytes.data());  // layernorm_bwd.pto:13:16
+    DeviceWorkspace t10_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:15:33
+    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // layernorm_bwd.pto:15:33
     if (ptodsl_failed) {  // layernorm_bwd.pto:6:13
         return -1;  // layernorm_bwd.pto:6:13
     }
-    layernorm_bwd_f16_k0_launch(1, ptodsl_stream, acc_g, acc_b, H);  // layernorm_bwd.pto:6:13
-    for (int64_t r = 0; r < R; ++r) {  // layernorm_bwd.pto:8:5
-        half* v0 = x + r * H;  // layernorm_bwd.pto:9:19
-        half* v1 = dy + r * H;  // layernorm_bwd.pto:10:18
-        DeviceWorkspace xhat_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:13:16
-        float* xhat = reinterpret_cast<float*>(xhat_bytes.data());  // layernorm_bwd.pto:13:16
-        DeviceWorkspace t10_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:15:33
-        float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // layernorm_bwd.pto:15:33
-        if (ptodsl_failed) {  // layernorm_bwd.pto:11:18
-            return -1;  // layernorm_bwd.pto:11:18
-        }
-        layernorm_bwd_f16_k1_launch(1, ptodsl_stream, v0, xhat, gamma, v1, t10, dx, acc_g, acc_b, H, eps, r, R);  // layernorm_bwd.pto:11:18
-    }
+    layernorm_bwd_f16_k0_launch(1, ptodsl_stream, acc_g, acc_b, x, dy, xhat, gamma, t10, dx, H, R, eps);  // layernorm_bwd.pto:6:13
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // layernorm_bwd.pto:18:22
         DeviceWorkspace t20_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:18:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // layernorm_bwd.pto:18:22
@@ -101,7 +102,7 @@ extern "C" int layernorm_bwd_f16(void* stream, half* x, half* gamma, half* dy, h
         if (ptodsl_failed) {  // layernorm_bwd.pto:18:22
             return -1;  // layernorm_bwd.pto:18:22
         }
-        layernorm_bwd_f16_k2_launch(1, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+        layernorm_bwd_f16_k1_launch(1, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void log_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N);
+extern "C" __global__ AICORE void log_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* log_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int log_f32(float* x, float* y, int64_t M, int64_t N, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // log.pto:3:12
-        start_launch(poison);  // log.pto:3:12
-        log_f32_k0(x, y, M, N);  // log.pto:3:12
+    {  // log.pto:3:12
+        const int64_t log_f32_k0_blocks = std::max<int64_t>(ceil_div((M + 3) / 4, std::max<int64_t>(((M + 3) / 4 + 47) / 48, 1)), 1);  // log.pto:3:12
+        bool log_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t log_f32_k0_block = 0; log_f32_k0_block < log_f32_k0_blocks; ++log_f32_k0_block) {  // log.pto:3:12
+            try {
+                start_launch(poison);  // log.pto:3:12
+                log_f32_k0(x, y, M, N, log_f32_k0_block, log_f32_k0_blocks);  // log.pto:3:12
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                log_f32_k0_block_no_memory = true;
+            }
+        }
+        if (log_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/log_softmax_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches log_softmax_bf16_k0 on an NPU stream (vector core).
-extern "C" void log_softmax_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, bfloat16_t* y, int64_t N, int64_t b, int64_t B)
+extern "C" void log_softmax_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N)
 {
-    log_softmax_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0, (__gm__ bfloat16_t*)y, N, b, B);
+    log_softmax_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)y, B, N);
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, int64_t N, int64_t K, int64_t M);
+extern "C" __global__ AICORE void matmul_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* matmul_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int matmul_f16(half* a, half* b, float* c, int64_t K, int64_t M, int6
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul.pto:3:12
-        start_launch(poison);  // matmul.pto:3:12
-        matmul_f16_k0(b, a, c, N, K, M);  // matmul.pto:3:12
+    {  // matmul.pto:3:12
+        const int64_t matmul_f16_k0_blocks = std::max<int64_t>(ceil_div((N + 63) / 64, std::max<int64_t>(((N + 63) / 64 + 23) / 24, 1)), 1);  // matmul.pto:3:12
+        bool matmul_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t matmul_f16_k0_block = 0; matmul_f16_k0_block < matmul_f16_k0_blocks; ++matmul_f16_k0_block) {  // matmul.pto:3:12
+            try {
+                start_launch(poison);  // matmul.pto:3:12
+                matmul_f16_k0(b, a, c, N, K, M, matmul_f16_k0_block, matmul_f16_k0_blocks);  // matmul.pto:3:12
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                matmul_f16_k0_block_no_memory = true;
+            }
+        }
+        if (matmul_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

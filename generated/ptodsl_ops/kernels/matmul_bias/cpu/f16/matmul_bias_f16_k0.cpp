@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ half* w, __gm__ half* x, __gm__ half* y, int64_t N, int64_t K, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Mat, half, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT2 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
@@ -18,105 +37,107 @@ extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ h
     using TileT12 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT13 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < (N + 31) / 32; ++_g1) {  // matmul_bias.pto:5:12
-        TileT3 t3(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-        TASSIGN(t3, 0);  // matmul_bias.pto:5:12
-        TileT7 t7(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-        TASSIGN(t7, 64);  // matmul_bias.pto:5:12
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias.pto:5:12
-        GmView0 biasGm0(bias + _g1 * 32, GmView0::Shape(t3.GetValidCol()));  // matmul_bias.pto:5:12
-        TLOAD(t3, biasGm0);  // matmul_bias.pto:5:12
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
-        GmView1 wGm1(w + _g1 * 32 * K, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(K));  // matmul_bias.pto:5:12
-        TLOAD(t7, wGm1);  // matmul_bias.pto:5:12
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < (M + 31) / 32; ++_g0) {  // matmul_bias.pto:5:12
-            TileT2 t2(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-            TASSIGN(t2, 0);  // matmul_bias.pto:5:12
-            TileT4 t4(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-            TASSIGN(t4, 0);  // matmul_bias.pto:5:12
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            TMOV(t4, t3);  // matmul_bias.pto:5:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
-            TASSIGN(t5, 2112);  // matmul_bias.pto:5:12
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
-            GmView2 xGm2(x + _g0 * 32 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias.pto:5:12
-            TLOAD(t5, xGm2);  // matmul_bias.pto:5:12
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias.pto:5:12
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = block_index * ceil_div((N + 31) / 32, block_count); _g1 < block_index * ceil_div((N + 31) / 32, block_count) + std::min<int64_t>(ceil_div((N + 31) / 32, block_count), (N + 31) / 32 - block_index * ceil_div((N + 31) / 32, block_count)); ++_g1) {  // matmul_bias.pto:5:12
+            TileT3 t3(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+            TASSIGN(t3, 0);  // matmul_bias.pto:5:12
+            TileT7 t7(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+            TASSIGN(t7, 64);  // matmul_bias.pto:5:12
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias.pto:5:12
+            GmView0 biasGm0(bias + _g1 * 32, GmView0::Shape(t3.GetValidCol()));  // matmul_bias.pto:5:12
+            TLOAD(t3, biasGm0);  // matmul_bias.pto:5:12
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
+            GmView1 wGm1(w + _g1 * 32 * K, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(K));  // matmul_bias.pto:5:12
+            TLOAD(t7, wGm1);  // matmul_bias.pto:5:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
-            TASSIGN(t6, 0);  // matmul_bias.pto:5:12
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TMOV(t6, t5);  // matmul_bias.pto:5:12
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT8 t8(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-            TASSIGN(t8, 0);  // matmul_bias.pto:5:12
-            TMOV(t8, t7);  // matmul_bias.pto:5:12
-            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-            TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias.pto:5:12
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k9 = 1; _k9 < (K + 31) / 32; ++_k9) {  // matmul_bias.pto:5:12
-                TileT10 t10(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
-                TASSIGN(t10, 2112);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
-                GmView3 xGm3(x + _g0 * 32 * K + _k9 * 32, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
-                TLOAD(t10, xGm3);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
-                TASSIGN(t11, 0);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT12 t12(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-                TASSIGN(t12, 2112);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
-                GmView4 wGm4(w + _g1 * 32 * K + _k9 * 32, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
-                TLOAD(t12, wGm4);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT13 t13(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
-                TASSIGN(t13, 0);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t13, t12);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2, t2, t11, t13);  // matmul_bias.pto:5:12
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
-            GmView5 yGm5(y + _g0 * 32 * N + _g1 * 32, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias.pto:5:12
-            TSTORE(yGm5, t2);  // matmul_bias.pto:5:12
-            set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            for (int64_t _g0 = 0; _g0 < (M + 31) / 32; ++_g0) {  // matmul_bias.pto:5:12
+                TileT2 t2(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                TASSIGN(t2, 0);  // matmul_bias.pto:5:12
+                TileT4 t4(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                TASSIGN(t4, 0);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+                TMOV(t4, t3);  // matmul_bias.pto:5:12
+                TileT5 t5(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
+                TASSIGN(t5, 2112);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
+                GmView2 xGm2(x + _g0 * 32 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias.pto:5:12
+                TLOAD(t5, xGm2);  // matmul_bias.pto:5:12
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT6 t6(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
+                TASSIGN(t6, 0);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t6, t5);  // matmul_bias.pto:5:12
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TileT8 t8(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                TASSIGN(t8, 0);  // matmul_bias.pto:5:12
+                TMOV(t8, t7);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias.pto:5:12
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                for (int64_t _k9 = 1; _k9 < (K + 31) / 32; ++_k9) {  // matmul_bias.pto:5:12
+                    TileT10 t10(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
+                    TASSIGN(t10, 2112);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
+                    GmView3 xGm3(x + _g0 * 32 * K + _k9 * 32, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
+                    TLOAD(t10, xGm3);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT11 t11(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
+                    TASSIGN(t11, 0);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t11, t10);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TileT12 t12(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                    TASSIGN(t12, 2112);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
+                    GmView4 wGm4(w + _g1 * 32 * K + _k9 * 32, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
+                    TLOAD(t12, wGm4);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT13 t13(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                    TASSIGN(t13, 0);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t13, t12);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t2, t2, t11, t13);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
+                GmView5 yGm5(y + _g0 * 32 * N + _g1 * 32, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias.pto:5:12
+                TSTORE(yGm5, t2);  // matmul_bias.pto:5:12
+                set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            }
+            wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

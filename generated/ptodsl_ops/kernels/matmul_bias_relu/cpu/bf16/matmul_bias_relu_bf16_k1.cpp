@@ -4,15 +4,34 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT15 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13 = 0; _g13 < (N + 63) / 64; ++_g13) {  // matmul_bias_relu.pto:4:17
+    for (int64_t _g13 = block_index * ceil_div((N + 63) / 64, block_count); _g13 < block_index * ceil_div((N + 63) / 64, block_count) + std::min<int64_t>(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g13) {  // matmul_bias_relu.pto:4:17
         TileT15 t15(std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
         TASSIGN(t15, 0);  // matmul_bias_relu.pto:4:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

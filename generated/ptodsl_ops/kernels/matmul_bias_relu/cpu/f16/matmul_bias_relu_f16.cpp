@@ -12,7 +12,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* t2, int64_t N, int64_t K, int64_t M);
-extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M);
+extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +31,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* matmul_bias_relu_f16_failure(void)
@@ -53,8 +64,31 @@ extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
         start_launch(poison);  // matmul_bias_relu.pto:4:17
         matmul_bias_relu_f16_k0(b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
-        start_launch(poison);  // matmul_bias_relu.pto:4:17
-        matmul_bias_relu_f16_k1(bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
+        {  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f16_k1_blocks = std::max<int64_t>(ceil_div((N + 63) / 64, std::max<int64_t>(((N + 63) / 64 + 47) / 48, 1)), 1);  // matmul_bias_relu.pto:4:17
+            bool matmul_bias_relu_f16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bias_relu_f16_k1_block = 0; matmul_bias_relu_f16_k1_block < matmul_bias_relu_f16_k1_blocks; ++matmul_bias_relu_f16_k1_block) {  // matmul_bias_relu.pto:4:17
+                try {
+                    start_launch(poison);  // matmul_bias_relu.pto:4:17
+                    matmul_bias_relu_f16_k1(bias, t2, c, N, M, matmul_bias_relu_f16_k1_block, matmul_bias_relu_f16_k1_blocks);  // matmul_bias_relu.pto:4:17
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bias_relu_f16_k1_block_no_memory = true;
+                }
+            }
+            if (matmul_bias_relu_f16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -57,6 +57,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* matmul_bias_relu_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -77,10 +98,13 @@ extern "C" int matmul_bias_relu_f16(void* stream, half* a, half* b, float* bias,
             return -1;  // matmul_bias_relu.pto:4:17
         }
         matmul_bias_relu_f16_k0_launch(1, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
-        if (ptodsl_failed) {  // matmul_bias_relu.pto:4:17
-            return -1;  // matmul_bias_relu.pto:4:17
+        {  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f16_k1_blocks = std::max<int64_t>(ceil_div((N + 63) / 64, std::max<int64_t>(((N + 63) / 64 + 47) / 48, 1)), 1);  // matmul_bias_relu.pto:4:17
+            if (ptodsl_failed) {  // matmul_bias_relu.pto:4:17
+                return -1;  // matmul_bias_relu.pto:4:17
+            }
+            matmul_bias_relu_f16_k1_launch(matmul_bias_relu_f16_k1_blocks, ptodsl_stream, bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
         }
-        matmul_bias_relu_f16_k1_launch(1, ptodsl_stream, bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -15,7 +15,7 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k0(__gm__ bfloat16_t* b, __gm_
 extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M);
 extern "C" __global__ AICORE void matmul_bwd_bf16_k2(__gm__ float* t1, __gm__ bfloat16_t* da, __gm__ bfloat16_t* a, __gm__ float* t5, int64_t M, int64_t K);
 extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K);
-extern "C" __global__ AICORE void matmul_bwd_bf16_k4(__gm__ float* t4, __gm__ bfloat16_t* db, int64_t K, int64_t N);
+extern "C" __global__ AICORE void matmul_bwd_bf16_k4(__gm__ float* t4, __gm__ bfloat16_t* db, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -34,6 +34,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* matmul_bwd_bf16_failure(void)
@@ -68,8 +79,31 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
         matmul_bwd_bf16_k2(t1, da, a, t5, M, K);  // matmul_bwd.pto:5:13
         start_launch(poison);  // matmul_bwd.pto:6:18
         matmul_bwd_bf16_k3(dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
-        start_launch(poison);  // matmul_bwd.pto:6:13
-        matmul_bwd_bf16_k4(t4, db, K, N);  // matmul_bwd.pto:6:13
+        {  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_bf16_k4_blocks = std::max<int64_t>(ceil_div((K + 15) / 16, std::max<int64_t>(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
+            bool matmul_bwd_bf16_k4_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bwd_bf16_k4_block = 0; matmul_bwd_bf16_k4_block < matmul_bwd_bf16_k4_blocks; ++matmul_bwd_bf16_k4_block) {  // matmul_bwd.pto:6:13
+                try {
+                    start_launch(poison);  // matmul_bwd.pto:6:13
+                    matmul_bwd_bf16_k4(t4, db, K, N, matmul_bwd_bf16_k4_block, matmul_bwd_bf16_k4_blocks);  // matmul_bwd.pto:6:13
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bwd_bf16_k4_block_no_memory = true;
+                }
+            }
+            if (matmul_bwd_bf16_k4_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

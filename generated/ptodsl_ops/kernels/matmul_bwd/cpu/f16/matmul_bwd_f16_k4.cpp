@@ -4,12 +4,31 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void matmul_bwd_f16_k4(__gm__ float* t4, __gm__ half* db, int64_t K, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bwd_f16_k4(__gm__ float* t4, __gm__ half* db, int64_t K, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bwd_f16_k4(__gm__ float* t4, __gm__ half* db, int64_t K, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g36 = 0; _g36 < (K + 15) / 16; ++_g36) {  // matmul_bwd.pto:6:13
+    for (int64_t _g36 = block_index * ceil_div((K + 15) / 16, block_count); _g36 < block_index * ceil_div((K + 15) / 16, block_count) + std::min<int64_t>(ceil_div((K + 15) / 16, block_count), (K + 15) / 16 - block_index * ceil_div((K + 15) / 16, block_count)); ++_g36) {  // matmul_bwd.pto:6:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13

@@ -60,6 +60,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* matmul_bwd_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -98,10 +119,13 @@ extern "C" int matmul_bwd_f32(void* stream, float* a, float* b, float* dc, float
             return -1;  // matmul_bwd.pto:6:18
         }
         matmul_bwd_f32_k3_launch(1, ptodsl_stream, dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
-        if (ptodsl_failed) {  // matmul_bwd.pto:6:13
-            return -1;  // matmul_bwd.pto:6:13
+        {  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_f32_k4_blocks = std::max<int64_t>(ceil_div((K + 15) / 16, std::max<int64_t>(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
+            if (ptodsl_failed) {  // matmul_bwd.pto:6:13
+                return -1;  // matmul_bwd.pto:6:13
+            }
+            matmul_bwd_f32_k4_launch(matmul_bwd_f32_k4_blocks, ptodsl_stream, t4, db, K, N);  // matmul_bwd.pto:6:13
         }
-        matmul_bwd_f32_k4_launch(1, ptodsl_stream, t4, db, K, N);  // matmul_bwd.pto:6:13
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t N, int64_t K, int64_t M);
-extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K);
+extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +31,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* matmul_splitk_bf16_failure(void)
@@ -53,8 +64,31 @@ extern "C" int matmul_splitk_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, bfl
         float* _ws0 = reinterpret_cast<float*>(_ws0_bytes.data());  // matmul_splitk.pto:5:12
         start_launch(poison);  // matmul_splitk.pto:5:12
         matmul_splitk_bf16_k0(bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
-        start_launch(poison);  // matmul_splitk.pto:5:12
-        matmul_splitk_bf16_k1(_ws0, c, M, N, K);  // matmul_splitk.pto:5:12
+        {  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = std::max<int64_t>(ceil_div((M + 15) / 16, std::max<int64_t>(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            bool matmul_splitk_bf16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_splitk_bf16_k1_block = 0; matmul_splitk_bf16_k1_block < matmul_splitk_bf16_k1_blocks; ++matmul_splitk_bf16_k1_block) {  // matmul_splitk.pto:5:12
+                try {
+                    start_launch(poison);  // matmul_splitk.pto:5:12
+                    matmul_splitk_bf16_k1(_ws0, c, M, N, K, matmul_splitk_bf16_k1_block, matmul_splitk_bf16_k1_blocks);  // matmul_splitk.pto:5:12
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_splitk_bf16_k1_block_no_memory = true;
+                }
+            }
+            if (matmul_splitk_bf16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -15,13 +15,21 @@ static inline int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT33 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g28 = 0; _g28 < (M + 15) / 16; ++_g28) {  // matmul_splitk.pto:5:12
+    for (int64_t _g28 = block_index * ceil_div((M + 15) / 16, block_count); _g28 < block_index * ceil_div((M + 15) / 16, block_count) + std::min<int64_t>(ceil_div((M + 15) / 16, block_count), (M + 15) / 16 - block_index * ceil_div((M + 15) / 16, block_count)); ++_g28) {  // matmul_splitk.pto:5:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g29 = 0; _g29 < (N + 63) / 64; ++_g29) {  // matmul_splitk.pto:5:12

@@ -57,6 +57,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* matmul_splitk_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -77,10 +98,13 @@ extern "C" int matmul_splitk_bf16(void* stream, bfloat16_t* a, bfloat16_t* b, fl
             return -1;  // matmul_splitk.pto:5:12
         }
         matmul_splitk_bf16_k0_launch(1, ptodsl_stream, bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
-        if (ptodsl_failed) {  // matmul_splitk.pto:5:12
-            return -1;  // matmul_splitk.pto:5:12
+        {  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = std::max<int64_t>(ceil_div((M + 15) / 16, std::max<int64_t>(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            if (ptodsl_failed) {  // matmul_splitk.pto:5:12
+                return -1;  // matmul_splitk.pto:5:12
+            }
+            matmul_splitk_bf16_k1_launch(matmul_splitk_bf16_k1_blocks, ptodsl_stream, _ws0, c, M, N, K);  // matmul_splitk.pto:5:12
         }
-        matmul_splitk_bf16_k1_launch(1, ptodsl_stream, _ws0, c, M, N, K);  // matmul_splitk.pto:5:12
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

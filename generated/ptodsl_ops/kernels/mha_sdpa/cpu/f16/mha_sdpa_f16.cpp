@@ -13,7 +13,7 @@
 
 extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);
 extern "C" __global__ AICORE void mha_sdpa_f16_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ half* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
-extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t5, __gm__ half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S);
+extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t5, __gm__ half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* mha_sdpa_f16_failure(void)
@@ -66,8 +77,31 @@ extern "C" int mha_sdpa_f16(half* q, half* k, half* v, half* o, float scale, int
         half* t5 = reinterpret_cast<half*>(t5_bytes.data());  // mha_sdpa.pto:8:19
         start_launch(poison);  // mha_sdpa.pto:5:9
         mha_sdpa_f16_k1(t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-        start_launch(poison);  // mha_sdpa.pto:8:12
-        mha_sdpa_f16_k2(v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
+        {  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f16_k2_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            bool mha_sdpa_f16_k2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t mha_sdpa_f16_k2_block = 0; mha_sdpa_f16_k2_block < mha_sdpa_f16_k2_blocks; ++mha_sdpa_f16_k2_block) {  // mha_sdpa.pto:8:12
+                try {
+                    start_launch(poison);  // mha_sdpa.pto:8:12
+                    mha_sdpa_f16_k2(v, t5, o, B, H, D, L, S, mha_sdpa_f16_k2_block, mha_sdpa_f16_k2_blocks);  // mha_sdpa.pto:8:12
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    mha_sdpa_f16_k2_block_no_memory = true;
+                }
+            }
+            if (mha_sdpa_f16_k2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

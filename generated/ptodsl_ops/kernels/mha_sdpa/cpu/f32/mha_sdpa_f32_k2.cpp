@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT69 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT66 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT67 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -16,7 +35,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
     using TileT74 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT75 = TileRight<float, 32, 32, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b62 = 0; _b62 < B; ++_b62) {  // mha_sdpa.pto:8:12
+    for (int64_t _b62 = block_index * ceil_div(B, block_count); _b62 < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_b62) {  // mha_sdpa.pto:8:12
         for (int64_t _b63 = 0; _b63 < H; ++_b63) {  // mha_sdpa.pto:8:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g65 = 0; _g65 < (D + 31) / 32; ++_g65) {  // mha_sdpa.pto:8:12

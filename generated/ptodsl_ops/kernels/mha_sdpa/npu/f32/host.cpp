@@ -58,6 +58,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* mha_sdpa_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -92,10 +113,13 @@ extern "C" int mha_sdpa_f32(void* stream, float* q, float* k, float* v, float* o
             return -1;  // mha_sdpa.pto:5:9
         }
         mha_sdpa_f32_k1_launch(1, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-        if (ptodsl_failed) {  // mha_sdpa.pto:8:12
-            return -1;  // mha_sdpa.pto:8:12
+        {  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f32_k2_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            if (ptodsl_failed) {  // mha_sdpa.pto:8:12
+                return -1;  // mha_sdpa.pto:8:12
+            }
+            mha_sdpa_f32_k2_launch(mha_sdpa_f32_k2_blocks, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
         }
-        mha_sdpa_f32_k2_launch(1, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -47,14 +47,12 @@ extern "C" int moe_topk_f32(float* logits, float* weights, int32_t* experts, int
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // moe_topk.pto:5:9
-        std::vector<unsigned char> top_bytes = workspace((N * 4) * static_cast<int64_t>(sizeof(float)), poison);  // moe_topk.pto:8:5
-        float* top = reinterpret_cast<float*>(top_bytes.data());  // moe_topk.pto:8:5
-        std::vector<unsigned char> ids_bytes = workspace((N * 4) * static_cast<int64_t>(sizeof(int32_t)), poison);  // moe_topk.pto:8:5
-        int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
-        start_launch(poison);  // moe_topk.pto:5:9
-        moe_topk_f32_k0(logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
-    }
+    std::vector<unsigned char> top_bytes = workspace((N * 4) * static_cast<int64_t>(sizeof(float)), poison);  // moe_topk.pto:8:5
+    float* top = reinterpret_cast<float*>(top_bytes.data());  // moe_topk.pto:8:5
+    std::vector<unsigned char> ids_bytes = workspace((N * 4) * static_cast<int64_t>(sizeof(int32_t)), poison);  // moe_topk.pto:8:5
+    int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
+    start_launch(poison);  // moe_topk.pto:5:9
+    moe_topk_f32_k0(logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* moe_topk_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,15 +79,13 @@ extern "C" int moe_topk_f16(void* stream, half* logits, half* weights, int32_t* 
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // moe_topk.pto:5:9
-        DeviceWorkspace top_bytes((N * 4) * static_cast<int64_t>(sizeof(float)), poison);  // moe_topk.pto:8:5
-        float* top = reinterpret_cast<float*>(top_bytes.data());  // moe_topk.pto:8:5
-        DeviceWorkspace ids_bytes((N * 4) * static_cast<int64_t>(sizeof(int32_t)), poison);  // moe_topk.pto:8:5
-        int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
-        if (ptodsl_failed) {  // moe_topk.pto:5:9
-            return -1;  // moe_topk.pto:5:9
-        }
-        moe_topk_f16_k0_launch(1, ptodsl_stream, logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
+    DeviceWorkspace top_bytes((N * 4) * static_cast<int64_t>(sizeof(float)), poison);  // moe_topk.pto:8:5
+    float* top = reinterpret_cast<float*>(top_bytes.data());  // moe_topk.pto:8:5
+    DeviceWorkspace ids_bytes((N * 4) * static_cast<int64_t>(sizeof(int32_t)), poison);  // moe_topk.pto:8:5
+    int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
+    if (ptodsl_failed) {  // moe_topk.pto:5:9
+        return -1;  // moe_topk.pto:5:9
     }
+    moe_topk_f16_k0_launch(1, ptodsl_stream, logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

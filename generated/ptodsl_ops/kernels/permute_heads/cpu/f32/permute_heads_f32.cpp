@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void permute_heads_f32_k0(__gm__ float* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t D);
+extern "C" __global__ AICORE void permute_heads_f32_k0(__gm__ float* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* permute_heads_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -48,9 +59,30 @@ extern "C" int permute_heads_f32(float* x, float* y, int64_t B, int64_t D, int64
 #endif
     try {
     float* t0 = x;  // permute_heads.pto:4:12
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // permute_heads.pto:4:5
-        start_launch(poison);  // permute_heads.pto:4:5
-        permute_heads_f32_k0(t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
+    {  // permute_heads.pto:4:5
+        const int64_t permute_heads_f32_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // permute_heads.pto:4:5
+        bool permute_heads_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t permute_heads_f32_k0_block = 0; permute_heads_f32_k0_block < permute_heads_f32_k0_blocks; ++permute_heads_f32_k0_block) {  // permute_heads.pto:4:5
+            try {
+                start_launch(poison);  // permute_heads.pto:4:5
+                permute_heads_f32_k0(t0, D * H * S, D, D * H, y, B, H, S, D, permute_heads_f32_k0_block, permute_heads_f32_k0_blocks);  // permute_heads.pto:4:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                permute_heads_f32_k0_block_no_memory = true;
+            }
+        }
+        if (permute_heads_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* permute_heads_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -70,11 +91,12 @@ extern "C" int permute_heads_f16(void* stream, half* x, half* y, int64_t B, int6
     ptodsl_stream = stream;
     ptodsl_failed = false;
     half* t0 = x;  // permute_heads.pto:4:12
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // permute_heads.pto:4:5
+    {  // permute_heads.pto:4:5
+        const int64_t permute_heads_f16_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // permute_heads.pto:4:5
         if (ptodsl_failed) {  // permute_heads.pto:4:5
             return -1;  // permute_heads.pto:4:5
         }
-        permute_heads_f16_k0_launch(1, ptodsl_stream, t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
+        permute_heads_f16_k0_launch(permute_heads_f16_k0_blocks, ptodsl_stream, t0, D * H * S, D, D * H, y, B, H, S, D);  // permute_heads.pto:4:5
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* a, __gm__ bfloat16_t* b, __gm__ bfloat16_t* c, __gm__ bfloat16_t* d, __gm__ bfloat16_t* l, __gm__ bfloat16_t* s, int64_t M, int64_t N, float p);
+extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* a, __gm__ bfloat16_t* b, __gm__ bfloat16_t* c, __gm__ bfloat16_t* d, __gm__ bfloat16_t* l, __gm__ bfloat16_t* s, int64_t M, int64_t N, float p, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* pow_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int pow_bf16(bfloat16_t* x, bfloat16_t* e, bfloat16_t* a, bfloat16_t*
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // pow.pto:5:12
-        start_launch(poison);  // pow.pto:5:12
-        pow_bf16_k0(x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
+    {  // pow.pto:5:12
+        const int64_t pow_bf16_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // pow.pto:5:12
+        bool pow_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t pow_bf16_k0_block = 0; pow_bf16_k0_block < pow_bf16_k0_blocks; ++pow_bf16_k0_block) {  // pow.pto:5:12
+            try {
+                start_launch(poison);  // pow.pto:5:12
+                pow_bf16_k0(x, e, a, b, c, d, l, s, M, N, p, pow_bf16_k0_block, pow_bf16_k0_blocks);  // pow.pto:5:12
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                pow_bf16_k0_block_no_memory = true;
+            }
+        }
+        if (pow_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* pow_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,11 +90,12 @@ extern "C" int pow_f32(void* stream, float* x, float* e, float* a, float* b, flo
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // pow.pto:5:12
+    {  // pow.pto:5:12
+        const int64_t pow_f32_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // pow.pto:5:12
         if (ptodsl_failed) {  // pow.pto:5:12
             return -1;  // pow.pto:5:12
         }
-        pow_f32_k0_launch(1, ptodsl_stream, x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
+        pow_f32_k0_launch(pow_f32_k0_blocks, ptodsl_stream, x, e, a, b, c, d, l, s, M, N, p);  // pow.pto:5:12
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

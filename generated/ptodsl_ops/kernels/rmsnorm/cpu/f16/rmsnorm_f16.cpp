@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* gamma, __gm__ half* y, int64_t H, float eps, int64_t r, int64_t R);
+extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* gamma, __gm__ half* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* rmsnorm_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,29 +58,31 @@ extern "C" int rmsnorm_f16(half* x, half* gamma, half* y, float eps, int64_t H, 
     pto::cpu::clear_failure();
 #endif
     try {
-    bool r_no_memory = false;
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm.pto:3:5
-        try {
-        half* v0 = x + r * H;  // rmsnorm.pto:4:19
-        start_launch(poison);  // rmsnorm.pto:5:21
-        rmsnorm_f16_k0(v0, gamma, y, H, eps, r, R);  // rmsnorm.pto:5:21
+    {  // rmsnorm.pto:3:5
+        const int64_t rmsnorm_f16_k0_blocks = std::max<int64_t>(ceil_div(R, std::max<int64_t>((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
+        bool rmsnorm_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rmsnorm_f16_k0_block = 0; rmsnorm_f16_k0_block < rmsnorm_f16_k0_blocks; ++rmsnorm_f16_k0_block) {  // rmsnorm.pto:3:5
+            try {
+                start_launch(poison);  // rmsnorm.pto:3:5
+                rmsnorm_f16_k0(x, gamma, y, R, H, eps, rmsnorm_f16_k0_block, rmsnorm_f16_k0_blocks);  // rmsnorm.pto:3:5
 #ifdef PTO_CPU_SUBSET
-        } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-        } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-            r_no_memory = true;
+                rmsnorm_f16_k0_block_no_memory = true;
+            }
         }
-    }
-    if (r_no_memory) {
-        throw std::bad_alloc();
-    }
+        if (rmsnorm_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
 #ifdef PTO_CPU_SUBSET
-    if (pto::cpu::failed()) {
-        throw pto::cpu::Failure{};
-    }
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
 #endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -11,9 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, int64_t H);
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ half* gamma, __gm__ half* v1, __gm__ float* t8, __gm__ half* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H);
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps);
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -51,22 +50,16 @@ extern "C" int rmsnorm_bwd_f16(half* x, half* gamma, half* dy, half* dx, half* d
     try {
     std::vector<unsigned char> acc_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:5:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // rmsnorm_bwd.pto:5:11
+    std::vector<unsigned char> t8_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
+    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
     start_launch(poison);  // rmsnorm_bwd.pto:5:11
-    rmsnorm_bwd_f16_k0(acc, H);  // rmsnorm_bwd.pto:5:11
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        half* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        half* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        std::vector<unsigned char> t8_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
-        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
-        start_launch(poison);  // rmsnorm_bwd.pto:9:21
-        rmsnorm_bwd_f16_k1(v0, gamma, v1, t8, dx, acc, H, eps, r, R);  // rmsnorm_bwd.pto:9:21
-    }
+    rmsnorm_bwd_f16_k0(acc, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rmsnorm_bwd.pto:13:22
         std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
         float* t19 = t20;  // rmsnorm_bwd.pto:13:22
         start_launch(poison);  // rmsnorm_bwd.pto:13:22
-        rmsnorm_bwd_f16_k2(acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+        rmsnorm_bwd_f16_k1(acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

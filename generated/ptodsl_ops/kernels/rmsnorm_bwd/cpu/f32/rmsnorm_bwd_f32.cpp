@@ -11,9 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, int64_t H);
-extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" __global__ AICORE void rmsnorm_bwd_f32_k2(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, int64_t H);
+extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps);
+extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, int64_t H);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -52,19 +51,13 @@ extern "C" int rmsnorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, flo
     std::vector<unsigned char> acc_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:5:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // rmsnorm_bwd.pto:5:11
     start_launch(poison);  // rmsnorm_bwd.pto:5:11
-    rmsnorm_bwd_f32_k0(acc, H);  // rmsnorm_bwd.pto:5:11
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        float* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        float* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        start_launch(poison);  // rmsnorm_bwd.pto:9:21
-        rmsnorm_bwd_f32_k1(v0, gamma, v1, dx, acc, H, eps, r, R);  // rmsnorm_bwd.pto:9:21
-    }
+    rmsnorm_bwd_f32_k0(acc, x, dy, gamma, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // rmsnorm_bwd.pto:13:22
         std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
         float* t19 = t20;  // rmsnorm_bwd.pto:13:22
         start_launch(poison);  // rmsnorm_bwd.pto:13:22
-        rmsnorm_bwd_f32_k2(acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+        rmsnorm_bwd_f32_k1(acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/rmsnorm_bwd_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_bf16_k1 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, bfloat16_t* gamma, bfloat16_t* v1, float* t8, bfloat16_t* dx, float* acc, int64_t H, float eps, int64_t r, int64_t R)
+extern "C" void rmsnorm_bwd_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, bfloat16_t* dgamma, int64_t H)
 {
-    rmsnorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0, (__gm__ bfloat16_t*)gamma, (__gm__ bfloat16_t*)v1, (__gm__ float*)t8, (__gm__ bfloat16_t*)dx, (__gm__ float*)acc, H, eps, r, R);
+    rmsnorm_bwd_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ bfloat16_t*)dgamma, H);
 }

@@ -13,9 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, int64_t H);
-extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, half* v0, half* gamma, half* v1, float* t8, half* dx, float* acc, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" void rmsnorm_bwd_f16_k2_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H);
+extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, half* x, half* dy, half* gamma, float* t8, half* dx, int64_t H, int64_t R, float eps);
+extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -58,6 +57,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* rmsnorm_bwd_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -73,20 +82,12 @@ extern "C" int rmsnorm_bwd_f16(void* stream, half* x, half* gamma, half* dy, hal
     ptodsl_failed = false;
     DeviceWorkspace acc_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:5:11
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // rmsnorm_bwd.pto:5:11
+    DeviceWorkspace t8_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
+    float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
     if (ptodsl_failed) {  // rmsnorm_bwd.pto:5:11
         return -1;  // rmsnorm_bwd.pto:5:11
     }
-    rmsnorm_bwd_f16_k0_launch(1, ptodsl_stream, acc, H);  // rmsnorm_bwd.pto:5:11
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        half* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        half* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        DeviceWorkspace t8_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:11:25
-        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // rmsnorm_bwd.pto:11:25
-        if (ptodsl_failed) {  // rmsnorm_bwd.pto:9:21
-            return -1;  // rmsnorm_bwd.pto:9:21
-        }
-        rmsnorm_bwd_f16_k1_launch(1, ptodsl_stream, v0, gamma, v1, t8, dx, acc, H, eps, r, R);  // rmsnorm_bwd.pto:9:21
-    }
+    rmsnorm_bwd_f16_k0_launch(1, ptodsl_stream, acc, x, dy, gamma, t8, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rmsnorm_bwd.pto:13:22
         DeviceWorkspace t20_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
@@ -94,7 +95,7 @@ extern "C" int rmsnorm_bwd_f16(void* stream, half* x, half* gamma, half* dy, hal
         if (ptodsl_failed) {  // rmsnorm_bwd.pto:13:22
             return -1;  // rmsnorm_bwd.pto:13:22
         }
-        rmsnorm_bwd_f16_k2_launch(1, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+        rmsnorm_bwd_f16_k1_launch(1, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/rmsnorm_bwd_f16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bwd_f16_k1 on an NPU stream (vector core).
-extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, half* v0, half* gamma, half* v1, float* t8, half* dx, float* acc, int64_t H, float eps, int64_t r, int64_t R)
+extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H)
 {
-    rmsnorm_bwd_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ half*)v0, (__gm__ half*)gamma, (__gm__ half*)v1, (__gm__ float*)t8, (__gm__ half*)dx, (__gm__ float*)acc, H, eps, r, R);
+    rmsnorm_bwd_f16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)t20, (__gm__ float*)t19, (__gm__ half*)dgamma, H);
 }

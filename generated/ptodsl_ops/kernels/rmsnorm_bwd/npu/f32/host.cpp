@@ -13,9 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void rmsnorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc, int64_t H);
-extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* v0, float* gamma, float* v1, float* dx, float* acc, int64_t H, float eps, int64_t r, int64_t R);
-extern "C" void rmsnorm_bwd_f32_k2_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
+extern "C" void rmsnorm_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* acc, float* x, float* dy, float* gamma, float* dx, int64_t H, int64_t R, float eps);
+extern "C" void rmsnorm_bwd_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, float* dgamma, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -58,6 +57,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* rmsnorm_bwd_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -76,15 +85,7 @@ extern "C" int rmsnorm_bwd_f32(void* stream, float* x, float* gamma, float* dy, 
     if (ptodsl_failed) {  // rmsnorm_bwd.pto:5:11
         return -1;  // rmsnorm_bwd.pto:5:11
     }
-    rmsnorm_bwd_f32_k0_launch(1, ptodsl_stream, acc, H);  // rmsnorm_bwd.pto:5:11
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        float* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        float* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        if (ptodsl_failed) {  // rmsnorm_bwd.pto:9:21
-            return -1;  // rmsnorm_bwd.pto:9:21
-        }
-        rmsnorm_bwd_f32_k1_launch(1, ptodsl_stream, v0, gamma, v1, dx, acc, H, eps, r, R);  // rmsnorm_bwd.pto:9:21
-    }
+    rmsnorm_bwd_f32_k0_launch(1, ptodsl_stream, acc, x, dy, gamma, dx, H, R, eps);  // rmsnorm_bwd.pto:5:11
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // rmsnorm_bwd.pto:13:22
         DeviceWorkspace t20_bytes(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
@@ -92,7 +93,7 @@ extern "C" int rmsnorm_bwd_f32(void* stream, float* x, float* gamma, float* dy, 
         if (ptodsl_failed) {  // rmsnorm_bwd.pto:13:22
             return -1;  // rmsnorm_bwd.pto:13:22
         }
-        rmsnorm_bwd_f32_k2_launch(1, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+        rmsnorm_bwd_f32_k1_launch(1, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

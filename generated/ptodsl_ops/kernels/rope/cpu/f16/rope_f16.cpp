@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ half* v1, int64_t v1_stride0, __gm__ half* v0, int64_t v0_stride0, __gm__ float* t7, __gm__ float* t3, __gm__ half* y, int64_t F, int64_t R);
+extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ half* x, __gm__ float* t7, __gm__ float* t3, __gm__ half* y, int64_t F, int64_t R);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -47,20 +47,16 @@ extern "C" int rope_f16(half* x, float* pos, float* inv_freq, half* y, int64_t F
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rope.pto:10:13
-        std::vector<unsigned char> c_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
-        float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
-        std::vector<unsigned char> s_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
-        half* v0 = x;  // rope.pto:13:15
-        half* v1 = x + F;  // rope.pto:14:15
-        std::vector<unsigned char> t7_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
-        float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
-        std::vector<unsigned char> t3_bytes = workspace((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
-        float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
-        start_launch(poison);  // rope.pto:10:13
-        rope_f16_k0(inv_freq, pos, c, s, v1, F * 2, v0, F * 2, t7, t3, y, F, R);  // rope.pto:10:13
-    }
+    std::vector<unsigned char> c_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
+    float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
+    std::vector<unsigned char> s_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
+    float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
+    std::vector<unsigned char> t7_bytes = workspace((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
+    float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
+    std::vector<unsigned char> t3_bytes = workspace((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
+    float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
+    start_launch(poison);  // rope.pto:10:13
+    rope_f16_k0(inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

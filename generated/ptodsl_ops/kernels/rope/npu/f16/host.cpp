@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void rope_f16_k0_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, half* v1, int64_t v1_stride0, half* v0, int64_t v0_stride0, float* t7, float* t3, half* y, int64_t F, int64_t R);
+extern "C" void rope_f16_k0_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, half* x, float* t7, float* t3, half* y, int64_t F, int64_t R);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* rope_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,21 +79,17 @@ extern "C" int rope_f16(void* stream, half* x, float* pos, float* inv_freq, half
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rope.pto:10:13
-        DeviceWorkspace c_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
-        float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
-        DeviceWorkspace s_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
-        half* v0 = x;  // rope.pto:13:15
-        half* v1 = x + F;  // rope.pto:14:15
-        DeviceWorkspace t7_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
-        float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
-        DeviceWorkspace t3_bytes((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
-        float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
-        if (ptodsl_failed) {  // rope.pto:10:13
-            return -1;  // rope.pto:10:13
-        }
-        rope_f16_k0_launch(1, ptodsl_stream, inv_freq, pos, c, s, v1, F * 2, v0, F * 2, t7, t3, y, F, R);  // rope.pto:10:13
+    DeviceWorkspace c_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:11:9
+    float* c = reinterpret_cast<float*>(c_bytes.data());  // rope.pto:11:9
+    DeviceWorkspace s_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:12:9
+    float* s = reinterpret_cast<float*>(s_bytes.data());  // rope.pto:12:9
+    DeviceWorkspace t7_bytes((R * F) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:42
+    float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
+    DeviceWorkspace t3_bytes((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
+    float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
+    if (ptodsl_failed) {  // rope.pto:10:13
+        return -1;  // rope.pto:10:13
     }
+    rope_f16_k0_launch(1, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

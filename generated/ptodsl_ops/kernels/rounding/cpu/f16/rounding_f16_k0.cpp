@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r, __gm__ half* f, __gm__ half* c, __gm__ half* t, __gm__ half* h, int64_t M, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r, __gm__ half* f, __gm__ half* c, __gm__ half* t, __gm__ half* h, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r, __gm__ half* f, __gm__ half* c, __gm__ half* t, __gm__ half* h, int64_t M, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -25,124 +44,126 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
     using TileT42 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // rounding.pto:4:12
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // rounding.pto:4:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
-            TASSIGN(t2, 0);  // rounding.pto:4:12
+    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // rounding.pto:4:12
+        for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + std::min<int64_t>(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // rounding.pto:4:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // rounding.pto:4:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+                TASSIGN(t2, 0);  // rounding.pto:4:12
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:4:12
+                GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // rounding.pto:4:12
+                TLOAD(t2, xGm0);  // rounding.pto:4:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+                TASSIGN(t3, 4096);  // rounding.pto:4:12
+                TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+                TASSIGN(t4, 8192);  // rounding.pto:4:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t4, t2, RoundMode::CAST_RINT);  // rounding.pto:4:12
+                TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+                TASSIGN(t5, 16384);  // rounding.pto:4:12
+                pipe_barrier(PIPE_V);
+                TCVT(t5, t4, RoundMode::CAST_RINT);  // rounding.pto:4:12
+                pipe_barrier(PIPE_V);
+                TCVT(t3, t5, RoundMode::CAST_RINT);  // rounding.pto:4:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:4:12
+                GmView1 rGm1(r + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // rounding.pto:4:12
+                TSTORE(rGm1, t3);  // rounding.pto:4:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
+                TASSIGN(t9, 4096);  // rounding.pto:5:12
+                TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
+                TASSIGN(t11, 16384);  // rounding.pto:5:12
+                pipe_barrier(PIPE_V);
+                TCVT(t11, t4, RoundMode::CAST_FLOOR);  // rounding.pto:5:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TCVT(t9, t11, RoundMode::CAST_RINT);  // rounding.pto:5:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:5:12
+                GmView2 fGm2(f + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView2::Stride(N));  // rounding.pto:5:12
+                TSTORE(fGm2, t9);  // rounding.pto:5:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
+                TASSIGN(t15, 4096);  // rounding.pto:6:12
+                TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
+                TASSIGN(t17, 16384);  // rounding.pto:6:12
+                pipe_barrier(PIPE_V);
+                TCVT(t17, t4, RoundMode::CAST_CEIL);  // rounding.pto:6:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TCVT(t15, t17, RoundMode::CAST_RINT);  // rounding.pto:6:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:6:12
+                GmView3 cGm3(c + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView3::Stride(N));  // rounding.pto:6:12
+                TSTORE(cGm3, t15);  // rounding.pto:6:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
+                TASSIGN(t21, 4096);  // rounding.pto:7:12
+                TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
+                TASSIGN(t23, 16384);  // rounding.pto:7:12
+                pipe_barrier(PIPE_V);
+                TCVT(t23, t4, RoundMode::CAST_TRUNC);  // rounding.pto:7:12
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TCVT(t21, t23, RoundMode::CAST_RINT);  // rounding.pto:7:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:7:12
+                GmView4 tGm4(t + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView4::Stride(N));  // rounding.pto:7:12
+                TSTORE(tGm4, t21);  // rounding.pto:7:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:24
+                TASSIGN(t27, 4096);  // rounding.pto:8:24
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                TMULS(t27, t2, 8.0f);  // rounding.pto:8:24
+                TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+                TASSIGN(t31, 0);  // rounding.pto:8:18
+                TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+                TASSIGN(t32, 8192);  // rounding.pto:8:18
+                pipe_barrier(PIPE_V);
+                TCVT(t32, t27, RoundMode::CAST_RINT);  // rounding.pto:8:18
+                TileT33 t33(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+                TASSIGN(t33, 16384);  // rounding.pto:8:18
+                pipe_barrier(PIPE_V);
+                TCVT(t33, t32, RoundMode::CAST_FLOOR);  // rounding.pto:8:18
+                pipe_barrier(PIPE_V);
+                TCVT(t31, t33, RoundMode::CAST_RINT);  // rounding.pto:8:18
+                TileT37 t37(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+                TASSIGN(t37, 4096);  // rounding.pto:8:18
+                pipe_barrier(PIPE_V);
+                TMULS(t37, t31, 0.5f);  // rounding.pto:8:18
+                TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+                TASSIGN(t41, 0);  // rounding.pto:8:12
+                TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+                TASSIGN(t42, 8192);  // rounding.pto:8:12
+                pipe_barrier(PIPE_V);
+                TCVT(t42, t37, RoundMode::CAST_RINT);  // rounding.pto:8:12
+                TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+                TASSIGN(t43, 16384);  // rounding.pto:8:12
+                pipe_barrier(PIPE_V);
+                TCVT(t43, t42, RoundMode::CAST_RINT);  // rounding.pto:8:12
+                pipe_barrier(PIPE_V);
+                TCVT(t41, t43, RoundMode::CAST_RINT);  // rounding.pto:8:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:8:12
+                GmView5 hGm5(h + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t41.GetValidRow(), t41.GetValidCol()), GmView5::Stride(N));  // rounding.pto:8:12
+                TSTORE(hGm5, t41);  // rounding.pto:8:12
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:4:12
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // rounding.pto:4:12
-            TLOAD(t2, xGm0);  // rounding.pto:4:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
-            TASSIGN(t3, 4096);  // rounding.pto:4:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
-            TASSIGN(t4, 8192);  // rounding.pto:4:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4, t2, RoundMode::CAST_RINT);  // rounding.pto:4:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
-            TASSIGN(t5, 16384);  // rounding.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCVT(t5, t4, RoundMode::CAST_RINT);  // rounding.pto:4:12
-            pipe_barrier(PIPE_V);
-            TCVT(t3, t5, RoundMode::CAST_RINT);  // rounding.pto:4:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:4:12
-            GmView1 rGm1(r + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // rounding.pto:4:12
-            TSTORE(rGm1, t3);  // rounding.pto:4:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
-            TASSIGN(t9, 4096);  // rounding.pto:5:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
-            TASSIGN(t11, 16384);  // rounding.pto:5:12
-            pipe_barrier(PIPE_V);
-            TCVT(t11, t4, RoundMode::CAST_FLOOR);  // rounding.pto:5:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TCVT(t9, t11, RoundMode::CAST_RINT);  // rounding.pto:5:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:5:12
-            GmView2 fGm2(f + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView2::Stride(N));  // rounding.pto:5:12
-            TSTORE(fGm2, t9);  // rounding.pto:5:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
-            TASSIGN(t15, 4096);  // rounding.pto:6:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
-            TASSIGN(t17, 16384);  // rounding.pto:6:12
-            pipe_barrier(PIPE_V);
-            TCVT(t17, t4, RoundMode::CAST_CEIL);  // rounding.pto:6:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TCVT(t15, t17, RoundMode::CAST_RINT);  // rounding.pto:6:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:6:12
-            GmView3 cGm3(c + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView3::Stride(N));  // rounding.pto:6:12
-            TSTORE(cGm3, t15);  // rounding.pto:6:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
-            TASSIGN(t21, 4096);  // rounding.pto:7:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
-            TASSIGN(t23, 16384);  // rounding.pto:7:12
-            pipe_barrier(PIPE_V);
-            TCVT(t23, t4, RoundMode::CAST_TRUNC);  // rounding.pto:7:12
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TCVT(t21, t23, RoundMode::CAST_RINT);  // rounding.pto:7:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:7:12
-            GmView4 tGm4(t + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView4::Stride(N));  // rounding.pto:7:12
-            TSTORE(tGm4, t21);  // rounding.pto:7:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:24
-            TASSIGN(t27, 4096);  // rounding.pto:8:24
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TMULS(t27, t2, 8.0f);  // rounding.pto:8:24
-            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
-            TASSIGN(t31, 0);  // rounding.pto:8:18
-            TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
-            TASSIGN(t32, 8192);  // rounding.pto:8:18
-            pipe_barrier(PIPE_V);
-            TCVT(t32, t27, RoundMode::CAST_RINT);  // rounding.pto:8:18
-            TileT33 t33(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
-            TASSIGN(t33, 16384);  // rounding.pto:8:18
-            pipe_barrier(PIPE_V);
-            TCVT(t33, t32, RoundMode::CAST_FLOOR);  // rounding.pto:8:18
-            pipe_barrier(PIPE_V);
-            TCVT(t31, t33, RoundMode::CAST_RINT);  // rounding.pto:8:18
-            TileT37 t37(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
-            TASSIGN(t37, 4096);  // rounding.pto:8:18
-            pipe_barrier(PIPE_V);
-            TMULS(t37, t31, 0.5f);  // rounding.pto:8:18
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
-            TASSIGN(t41, 0);  // rounding.pto:8:12
-            TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
-            TASSIGN(t42, 8192);  // rounding.pto:8:12
-            pipe_barrier(PIPE_V);
-            TCVT(t42, t37, RoundMode::CAST_RINT);  // rounding.pto:8:12
-            TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
-            TASSIGN(t43, 16384);  // rounding.pto:8:12
-            pipe_barrier(PIPE_V);
-            TCVT(t43, t42, RoundMode::CAST_RINT);  // rounding.pto:8:12
-            pipe_barrier(PIPE_V);
-            TCVT(t41, t43, RoundMode::CAST_RINT);  // rounding.pto:8:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rounding.pto:8:12
-            GmView5 hGm5(h + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t41.GetValidRow(), t41.GetValidCol()), GmView5::Stride(N));  // rounding.pto:8:12
-            TSTORE(hGm5, t41);  // rounding.pto:8:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float s)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float s, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float s)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,76 +39,78 @@ extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm_
     using TileT22 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT23 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // scalar_ops.pto:3:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t2, 0);  // scalar_ops.pto:3:13
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // scalar_ops.pto:3:13
+        for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + std::min<int64_t>(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // scalar_ops.pto:3:13
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+                TASSIGN(t2, 0);  // scalar_ops.pto:3:13
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
+                GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
+                TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+                TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
+                TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+                TASSIGN(t4, 4096);  // scalar_ops.pto:3:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t4, t2, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
+                TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+                TASSIGN(t5, 8192);  // scalar_ops.pto:3:13
+                pipe_barrier(PIPE_V);
+                TSUBS(t5, t4, 1.5f);  // scalar_ops.pto:3:13
+                pipe_barrier(PIPE_V);
+                TCVT(t3, t5, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
+                TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t9, 0);  // scalar_ops.pto:3:12
+                TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t10, 4096);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t10, t3, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t11, 8192);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMULS(t11, t10, 2.0f);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t9, t11, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t15, 2048);  // scalar_ops.pto:3:12
+                TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t16, 4096);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t16, t9, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t17, 8192);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TDIVS(t17, t16, 4.0f);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t15, t17, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t21, 0);  // scalar_ops.pto:3:12
+                TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t22, 4096);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t22, t15, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+                TASSIGN(t23, 8192);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TADDS(t23, t22, s);  // scalar_ops.pto:3:12
+                pipe_barrier(PIPE_V);
+                TCVT(t21, t23, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
+                GmView1 yGm1(y + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
+                TSTORE(yGm1, t21);  // scalar_ops.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            }
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:13
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
-            TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t4, 4096);  // scalar_ops.pto:3:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4, t2, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
-            TASSIGN(t5, 8192);  // scalar_ops.pto:3:13
-            pipe_barrier(PIPE_V);
-            TSUBS(t5, t4, 1.5f);  // scalar_ops.pto:3:13
-            pipe_barrier(PIPE_V);
-            TCVT(t3, t5, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t9, 0);  // scalar_ops.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t10, 4096);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t10, t3, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t11, 8192);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMULS(t11, t10, 2.0f);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t9, t11, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t15, 2048);  // scalar_ops.pto:3:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t16, 4096);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t16, t9, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t17, 8192);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TDIVS(t17, t16, 4.0f);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t15, t17, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t21, 0);  // scalar_ops.pto:3:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t22, 4096);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t22, t15, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
-            TASSIGN(t23, 8192);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TADDS(t23, t22, s);  // scalar_ops.pto:3:12
-            pipe_barrier(PIPE_V);
-            TCVT(t21, t23, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // scalar_ops.pto:3:12
-            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 128, GmView1::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView1::Stride(N));  // scalar_ops.pto:3:12
-            TSTORE(yGm1, t21);  // scalar_ops.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

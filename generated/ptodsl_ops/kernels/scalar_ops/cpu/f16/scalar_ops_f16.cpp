@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, float s);
+extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, float s, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* scalar_ops_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,9 +58,30 @@ extern "C" int scalar_ops_f16(half* x, half* y, float s, int64_t M, int64_t N, i
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // scalar_ops.pto:3:13
-        start_launch(poison);  // scalar_ops.pto:3:13
-        scalar_ops_f16_k0(x, y, M, N, s);  // scalar_ops.pto:3:13
+    {  // scalar_ops.pto:3:13
+        const int64_t scalar_ops_f16_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // scalar_ops.pto:3:13
+        bool scalar_ops_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t scalar_ops_f16_k0_block = 0; scalar_ops_f16_k0_block < scalar_ops_f16_k0_blocks; ++scalar_ops_f16_k0_block) {  // scalar_ops.pto:3:13
+            try {
+                start_launch(poison);  // scalar_ops.pto:3:13
+                scalar_ops_f16_k0(x, y, M, N, s, scalar_ops_f16_k0_block, scalar_ops_f16_k0_blocks);  // scalar_ops.pto:3:13
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                scalar_ops_f16_k0_block_no_memory = true;
+            }
+        }
+        if (scalar_ops_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

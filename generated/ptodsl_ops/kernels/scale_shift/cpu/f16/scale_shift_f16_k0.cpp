@@ -4,40 +4,61 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half* y, int64_t N, float alpha, float beta)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half* y, int64_t N, float alpha, float beta, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half* y, int64_t N, float alpha, float beta)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // scale_shift.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-        TASSIGN(t1, 0);  // scale_shift.pto:3:12
+    for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // scale_shift.pto:3:12
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g0 = block_index * ceil_div((N + 1023) / 1024, block_count); _g0 < block_index * ceil_div((N + 1023) / 1024, block_count) + std::min<int64_t>(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)); ++_g0) {  // scale_shift.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t1, 0);  // scale_shift.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
+            GmView0 xGm0(x + _g0 * 1024, GmView0::Shape(t1.GetValidCol()));  // scale_shift.pto:3:12
+            TLOAD(t1, xGm0);  // scale_shift.pto:3:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t2, 2048);  // scale_shift.pto:3:12
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TMULS(t2, t1, alpha);  // scale_shift.pto:3:12
+            TileT5 t5(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TASSIGN(t5, 0);  // scale_shift.pto:3:12
+            pipe_barrier(PIPE_V);
+            TADDS(t5, t2, beta);  // scale_shift.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
+            GmView1 yGm1(y + _g0 * 1024, GmView1::Shape(t5.GetValidCol()));  // scale_shift.pto:3:12
+            TSTORE(yGm1, t5);  // scale_shift.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
-        GmView0 xGm0(x + _g0 * 1024, GmView0::Shape(t1.GetValidCol()));  // scale_shift.pto:3:12
-        TLOAD(t1, xGm0);  // scale_shift.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-        TASSIGN(t2, 2048);  // scale_shift.pto:3:12
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULS(t2, t1, alpha);  // scale_shift.pto:3:12
-        TileT5 t5(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
-        TASSIGN(t5, 0);  // scale_shift.pto:3:12
-        pipe_barrier(PIPE_V);
-        TADDS(t5, t2, beta);  // scale_shift.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // scale_shift.pto:3:12
-        GmView1 yGm1(y + _g0 * 1024, GmView1::Shape(t5.GetValidCol()));  // scale_shift.pto:3:12
-        TSTORE(yGm1, t5);  // scale_shift.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -11,9 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0_u2c0, __gm__ float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B);
-extern "C" __global__ AICORE void seq_add_k1(__gm__ float* a0_u2c1, __gm__ float* out, int64_t S, int32_t cur_seq_u2c1, int64_t H, int64_t b_u2, int64_t B);
-extern "C" __global__ AICORE void seq_add_k2(__gm__ float* a0_u1c0, __gm__ float* out, int64_t S, int32_t cur_seq_u1c0, int64_t H, int64_t B, int64_t b_u1);
+extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ float* inp, __gm__ float* out, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -34,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* seq_add_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -49,39 +58,30 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
     pto::cpu::clear_failure();
 #endif
     try {
-    bool b_u2_no_memory = false;
-    #pragma omp parallel for schedule(static)
-    for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
-        try {
-        const int64_t cur_seq_u2c0 = static_cast<int64_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
-        float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
-        start_launch(poison);  // seq_add.pto:7:24
-        seq_add_k0(a0_u2c0, out, S, cur_seq_u2c0, H, b_u2, B);  // seq_add.pto:7:24
-        const int64_t cur_seq_u2c1 = static_cast<int64_t>(act_seqs[b_u2 * 2 + 1]);  // seq_add.pto:5:19
-        float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
-        start_launch(poison);  // seq_add.pto:7:24
-        seq_add_k1(a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
+    {  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = std::max<int64_t>(ceil_div(std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0), std::max<int64_t>((std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        bool seq_add_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t seq_add_k0_block = 0; seq_add_k0_block < seq_add_k0_blocks; ++seq_add_k0_block) {  // seq_add.pto:4:5
+            try {
+                start_launch(poison);  // seq_add.pto:4:5
+                seq_add_k0(act_seqs, inp, out, B, H, S, seq_add_k0_block, seq_add_k0_blocks);  // seq_add.pto:4:5
 #ifdef PTO_CPU_SUBSET
-        } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-        } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-            b_u2_no_memory = true;
+                seq_add_k0_block_no_memory = true;
+            }
         }
-    }
-    if (b_u2_no_memory) {
-        throw std::bad_alloc();
-    }
+        if (seq_add_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
 #ifdef PTO_CPU_SUBSET
-    if (pto::cpu::failed()) {
-        throw pto::cpu::Failure{};
-    }
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
 #endif
-    for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
-        float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
-        start_launch(poison);  // seq_add.pto:7:24
-        seq_add_k2(a0_u1c0, out, S, cur_seq_u1c0, H, B, b_u1);  // seq_add.pto:7:24
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -13,9 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, float* a0_u2c0, float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B);
-extern "C" void seq_add_k1_launch(uint32_t block_dim, void* stream, float* a0_u2c1, float* out, int64_t S, int32_t cur_seq_u2c1, int64_t H, int64_t b_u2, int64_t B);
-extern "C" void seq_add_k2_launch(uint32_t block_dim, void* stream, float* a0_u1c0, float* out, int64_t S, int32_t cur_seq_u1c0, int64_t H, int64_t B, int64_t b_u1);
+extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, int32_t* act_seqs, float* inp, float* out, int64_t B, int64_t H, int64_t S);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -58,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* seq_add_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -71,27 +90,12 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u2c0 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2));  // seq_add.pto:5:19
-        float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
-        if (ptodsl_failed) {  // seq_add.pto:7:24
-            return -1;  // seq_add.pto:7:24
+    {  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = std::max<int64_t>(ceil_div(std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0), std::max<int64_t>((std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        if (ptodsl_failed) {  // seq_add.pto:4:5
+            return -1;  // seq_add.pto:4:5
         }
-        seq_add_k0_launch(1, ptodsl_stream, a0_u2c0, out, S, cur_seq_u2c0, H, b_u2, B);  // seq_add.pto:7:24
-        const int64_t cur_seq_u2c1 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2 + 1));  // seq_add.pto:5:19
-        float* a0_u2c1 = inp + (b_u2 * 2 + 1) * (H * S);  // seq_add.pto:6:14
-        if (ptodsl_failed) {  // seq_add.pto:7:24
-            return -1;  // seq_add.pto:7:24
-        }
-        seq_add_k1_launch(1, ptodsl_stream, a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
-    }
-    for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u1c0 = static_cast<int64_t>(read_device(act_seqs + std::max<int64_t>(B, 0) / 2 * 2 + b_u1));  // seq_add.pto:5:19
-        float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
-        if (ptodsl_failed) {  // seq_add.pto:7:24
-            return -1;  // seq_add.pto:7:24
-        }
-        seq_add_k2_launch(1, ptodsl_stream, a0_u1c0, out, S, cur_seq_u1c0, H, B, b_u1);  // seq_add.pto:7:24
+        seq_add_k0_launch(seq_add_k0_blocks, ptodsl_stream, act_seqs, inp, out, B, H, S);  // seq_add.pto:4:5
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

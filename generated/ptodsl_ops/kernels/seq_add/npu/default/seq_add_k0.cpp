@@ -2,7 +2,7 @@
 #include "../../cpu/default/seq_add_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches seq_add_k0 on an NPU stream (vector core).
-extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, float* a0_u2c0, float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B)
+extern "C" void seq_add_k0_launch(uint32_t block_dim, void* stream, int32_t* act_seqs, float* inp, float* out, int64_t B, int64_t H, int64_t S)
 {
-    seq_add_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)a0_u2c0, (__gm__ float*)out, S, cur_seq_u2c0, H, b_u2, B);
+    seq_add_k0<<<block_dim, nullptr, stream>>>((__gm__ int32_t*)act_seqs, (__gm__ float*)inp, (__gm__ float*)out, B, H, S);
 }

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -15,56 +34,58 @@ extern "C" __global__ AICORE void silu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
     using TileT8 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT9 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 3) / 4; ++_g0) {  // silu.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t2, 0);  // silu.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-            GmView0 xGm0(x + _g0 * 4 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // silu.pto:3:12
-            TLOAD(t2, xGm0);  // silu.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t3, 2048);  // silu.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t4, 4096);  // silu.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t4, t2, RoundMode::CAST_RINT);  // silu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t5, 8192);  // silu.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t6, 12288);  // silu.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t7, 16384);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TNEG(t7, t4);  // silu.pto:3:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t8, 20480);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TEXP(t8, t7);  // silu.pto:3:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
-            TASSIGN(t9, 16384);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TADDS(t9, t8, 1.0f);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TRECIP(t6, t9);  // silu.pto:3:12
-            pipe_barrier(PIPE_V);
-            TMUL(t5, t4, t6);  // silu.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TCVT(t3, t5, RoundMode::CAST_RINT);  // silu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
-            GmView1 yGm1(y + _g0 * 4 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // silu.pto:3:12
-            TSTORE(yGm1, t3);  // silu.pto:3:12
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // silu.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((M + 3) / 4, block_count); _g0 < block_index * ceil_div((M + 3) / 4, block_count) + std::min<int64_t>(ceil_div((M + 3) / 4, block_count), (M + 3) / 4 - block_index * ceil_div((M + 3) / 4, block_count)); ++_g0) {  // silu.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t2, 0);  // silu.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
+                GmView0 xGm0(x + _g0 * 4 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // silu.pto:3:12
+                TLOAD(t2, xGm0);  // silu.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t3, 2048);  // silu.pto:3:12
+                TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t4, 4096);  // silu.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCVT(t4, t2, RoundMode::CAST_RINT);  // silu.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t5, 8192);  // silu.pto:3:12
+                TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t6, 12288);  // silu.pto:3:12
+                TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t7, 16384);  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TNEG(t7, t4);  // silu.pto:3:12
+                TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t8, 20480);  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TEXP(t8, t7);  // silu.pto:3:12
+                TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu.pto:3:12
+                TASSIGN(t9, 16384);  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TADDS(t9, t8, 1.0f);  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TRECIP(t6, t9);  // silu.pto:3:12
+                pipe_barrier(PIPE_V);
+                TMUL(t5, t4, t6);  // silu.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                TCVT(t3, t5, RoundMode::CAST_RINT);  // silu.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu.pto:3:12
+                GmView1 yGm1(y + _g0 * 4 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // silu.pto:3:12
+                TSTORE(yGm1, t3);  // silu.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

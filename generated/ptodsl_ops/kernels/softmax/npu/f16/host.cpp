@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void softmax_f16_k0_launch(uint32_t block_dim, void* stream, half* row, half* y, int64_t b, int64_t B);
+extern "C" void softmax_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* y, int64_t B);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -56,6 +56,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* softmax_f16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,12 +90,12 @@ extern "C" int softmax_f16(void* stream, half* x, half* y, int64_t B, int poison
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t b = 0; b < B; ++b) {  // softmax.pto:3:5
-        half* row = x + b * 1024;  // softmax.pto:4:15
-        if (ptodsl_failed) {  // softmax.pto:5:23
-            return -1;  // softmax.pto:5:23
+    {  // softmax.pto:3:5
+        const int64_t softmax_f16_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // softmax.pto:3:5
+        if (ptodsl_failed) {  // softmax.pto:3:5
+            return -1;  // softmax.pto:3:5
         }
-        softmax_f16_k0_launch(1, ptodsl_stream, row, y, b, B);  // softmax.pto:5:23
+        softmax_f16_k0_launch(softmax_f16_k0_blocks, ptodsl_stream, x, y, B);  // softmax.pto:3:5
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/softmax_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_f16_k0 on an NPU stream (vector core).
-extern "C" void softmax_f16_k0_launch(uint32_t block_dim, void* stream, half* row, half* y, int64_t b, int64_t B)
+extern "C" void softmax_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* y, int64_t B)
 {
-    softmax_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)row, (__gm__ half*)y, b, B);
+    softmax_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ half*)y, B);
 }

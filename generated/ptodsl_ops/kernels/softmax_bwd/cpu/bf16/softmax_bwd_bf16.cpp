@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* dx, int64_t b, int64_t B);
+extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* y, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,17 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* softmax_bwd_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,30 +58,31 @@ extern "C" int softmax_bwd_bf16(bfloat16_t* y, bfloat16_t* dy, bfloat16_t* dx, i
     pto::cpu::clear_failure();
 #endif
     try {
-    bool b_no_memory = false;
-    #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < B; ++b) {  // softmax_bwd.pto:3:5
-        try {
-        bfloat16_t* v0 = y + b * 1024;  // softmax_bwd.pto:4:19
-        bfloat16_t* v1 = dy + b * 1024;  // softmax_bwd.pto:5:18
-        start_launch(poison);  // softmax_bwd.pto:4:14
-        softmax_bwd_bf16_k0(v0, v1, dx, b, B);  // softmax_bwd.pto:4:14
+    {  // softmax_bwd.pto:3:5
+        const int64_t softmax_bwd_bf16_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // softmax_bwd.pto:3:5
+        bool softmax_bwd_bf16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t softmax_bwd_bf16_k0_block = 0; softmax_bwd_bf16_k0_block < softmax_bwd_bf16_k0_blocks; ++softmax_bwd_bf16_k0_block) {  // softmax_bwd.pto:3:5
+            try {
+                start_launch(poison);  // softmax_bwd.pto:3:5
+                softmax_bwd_bf16_k0(y, dy, dx, B, softmax_bwd_bf16_k0_block, softmax_bwd_bf16_k0_blocks);  // softmax_bwd.pto:3:5
 #ifdef PTO_CPU_SUBSET
-        } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-        } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-            b_no_memory = true;
+                softmax_bwd_bf16_k0_block_no_memory = true;
+            }
         }
-    }
-    if (b_no_memory) {
-        throw std::bad_alloc();
-    }
+        if (softmax_bwd_bf16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
 #ifdef PTO_CPU_SUBSET
-    if (pto::cpu::failed()) {
-        throw pto::cpu::Failure{};
-    }
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
 #endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

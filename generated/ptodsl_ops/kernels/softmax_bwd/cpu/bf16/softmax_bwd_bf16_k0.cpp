@@ -4,69 +4,100 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* dx, int64_t b, int64_t B)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* y, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t B, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* y, __gm__ bfloat16_t* dy, __gm__ bfloat16_t* dx, int64_t B)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT17 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    TileT0 t0;  // softmax_bwd.pto:4:14
-    TASSIGN(t0, 0);  // softmax_bwd.pto:4:14
-    GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> v0Gm0(v0);  // softmax_bwd.pto:4:14
-    TLOAD(t0, v0Gm0);  // softmax_bwd.pto:4:14
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT1 t1;  // softmax_bwd.pto:4:14
-    TASSIGN(t1, 2048);  // softmax_bwd.pto:4:14
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TCVT(t1, t0, RoundMode::CAST_RINT);  // softmax_bwd.pto:4:14
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    TileT2 t2;  // softmax_bwd.pto:5:13
-    TASSIGN(t2, 0);  // softmax_bwd.pto:5:13
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_bwd.pto:3:5
+        pipe_barrier(PIPE_V);
+        __gm__ bfloat16_t* v0 = y + b * 1024;  // softmax_bwd.pto:4:19
+        TileT0 t0;  // softmax_bwd.pto:4:14
+        TASSIGN(t0, 0);  // softmax_bwd.pto:4:14
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> v0Gm0(v0);  // softmax_bwd.pto:4:14
+        TLOAD(t0, v0Gm0);  // softmax_bwd.pto:4:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT1 t1;  // softmax_bwd.pto:4:14
+        TASSIGN(t1, 2048);  // softmax_bwd.pto:4:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t1, t0, RoundMode::CAST_RINT);  // softmax_bwd.pto:4:14
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        __gm__ bfloat16_t* v1 = dy + b * 1024;  // softmax_bwd.pto:5:18
+        TileT2 t2;  // softmax_bwd.pto:5:13
+        TASSIGN(t2, 0);  // softmax_bwd.pto:5:13
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> v1Gm1(v1);  // softmax_bwd.pto:5:13
+        TLOAD(t2, v1Gm1);  // softmax_bwd.pto:5:13
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT3 t3;  // softmax_bwd.pto:5:13
+        TASSIGN(t3, 6144);  // softmax_bwd.pto:5:13
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_bwd.pto:5:13
+        TileT6 t6;  // softmax_bwd.pto:6:39
+        TASSIGN(t6, 10240);  // softmax_bwd.pto:6:39
+        pipe_barrier(PIPE_V);
+        TMUL(t6, t3, t1);  // softmax_bwd.pto:6:39
+        TileT7 t7;  // softmax_bwd.pto:6:35
+        TASSIGN(t7, 0);  // softmax_bwd.pto:6:35
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp0;  // softmax_bwd.pto:6:35
+        TASSIGN(tmp0, 18432);  // softmax_bwd.pto:6:35
+        TROWSUM(t7, t6, tmp0);  // softmax_bwd.pto:6:35
+        TileT11 t11;  // softmax_bwd.pto:6:31
+        TASSIGN(t11, 10240);  // softmax_bwd.pto:6:31
+        pipe_barrier(PIPE_V);
+        TROWEXPAND(t11, t7);  // softmax_bwd.pto:6:31
+        TileT12 t12;  // softmax_bwd.pto:6:31
+        TASSIGN(t12, 14336);  // softmax_bwd.pto:6:31
+        pipe_barrier(PIPE_V);
+        TSUB(t12, t3, t11);  // softmax_bwd.pto:6:31
+        TileT15 t15;  // softmax_bwd.pto:6:25
+        TASSIGN(t15, 6144);  // softmax_bwd.pto:6:25
+        pipe_barrier(PIPE_V);
+        TMUL(t15, t1, t12);  // softmax_bwd.pto:6:25
+        TileT17 t17;  // softmax_bwd.pto:6:20
+        TASSIGN(t17, 0);  // softmax_bwd.pto:6:20
+        pipe_barrier(PIPE_V);
+        TCVT(t17, t15, RoundMode::CAST_RINT);  // softmax_bwd.pto:6:20
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> dxGm2(dx + b * 1024);  // softmax_bwd.pto:6:20
+        TSTORE(dxGm2, t17);  // softmax_bwd.pto:6:20
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> v1Gm1(v1);  // softmax_bwd.pto:5:13
-    TLOAD(t2, v1Gm1);  // softmax_bwd.pto:5:13
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TileT3 t3;  // softmax_bwd.pto:5:13
-    TASSIGN(t3, 6144);  // softmax_bwd.pto:5:13
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_bwd.pto:5:13
-    TileT6 t6;  // softmax_bwd.pto:6:39
-    TASSIGN(t6, 10240);  // softmax_bwd.pto:6:39
-    pipe_barrier(PIPE_V);
-    TMUL(t6, t3, t1);  // softmax_bwd.pto:6:39
-    TileT7 t7;  // softmax_bwd.pto:6:35
-    TASSIGN(t7, 0);  // softmax_bwd.pto:6:35
-    pipe_barrier(PIPE_V);
-    TileTmp0 tmp0;  // softmax_bwd.pto:6:35
-    TASSIGN(tmp0, 14336);  // softmax_bwd.pto:6:35
-    TROWSUM(t7, t6, tmp0);  // softmax_bwd.pto:6:35
-    TileT12 t12;  // softmax_bwd.pto:6:31
-    TASSIGN(t12, 10240);  // softmax_bwd.pto:6:31
-    pipe_barrier(PIPE_V);
-    TileView1 view1;  // softmax_bwd.pto:6:31
-    TASSIGN(view1, 0);  // softmax_bwd.pto:6:31
-    TileTmp2 tmp2;  // softmax_bwd.pto:6:31
-    TASSIGN(tmp2, 14336);  // softmax_bwd.pto:6:31
-    TROWEXPANDSUB(t12, t3, view1, tmp2);  // softmax_bwd.pto:6:31
-    TileT15 t15;  // softmax_bwd.pto:6:25
-    TASSIGN(t15, 6144);  // softmax_bwd.pto:6:25
-    pipe_barrier(PIPE_V);
-    TMUL(t15, t1, t12);  // softmax_bwd.pto:6:25
-    TileT17 t17;  // softmax_bwd.pto:6:20
-    TASSIGN(t17, 0);  // softmax_bwd.pto:6:20
-    pipe_barrier(PIPE_V);
-    TCVT(t17, t15, RoundMode::CAST_RINT);  // softmax_bwd.pto:6:20
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> dxGm2(dx + b * 1024);  // softmax_bwd.pto:6:20
-    TSTORE(dxGm2, t17);  // softmax_bwd.pto:6:20
 }

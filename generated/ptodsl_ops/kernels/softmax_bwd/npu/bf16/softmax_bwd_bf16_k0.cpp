@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/softmax_bwd_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_bwd_bf16_k0 on an NPU stream (vector core).
-extern "C" void softmax_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0, bfloat16_t* v1, bfloat16_t* dx, int64_t b, int64_t B)
+extern "C" void softmax_bwd_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* y, bfloat16_t* dy, bfloat16_t* dx, int64_t B)
 {
-    softmax_bwd_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0, (__gm__ bfloat16_t*)v1, (__gm__ bfloat16_t*)dx, b, B);
+    softmax_bwd_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)y, (__gm__ bfloat16_t*)dy, (__gm__ bfloat16_t*)dx, B);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/softmax_bwd_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_bwd_f16_k0 on an NPU stream (vector core).
-extern "C" void softmax_bwd_f16_k0_launch(uint32_t block_dim, void* stream, half* v0, half* v1, half* dx, int64_t b, int64_t B)
+extern "C" void softmax_bwd_f16_k0_launch(uint32_t block_dim, void* stream, half* y, half* dy, half* dx, int64_t B)
 {
-    softmax_bwd_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)v0, (__gm__ half*)v1, (__gm__ half*)dx, b, B);
+    softmax_bwd_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)y, (__gm__ half*)dy, (__gm__ half*)dx, B);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/softmax_bwd_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_bwd_f32_k0 on an NPU stream (vector core).
-extern "C" void softmax_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* v0, float* v1, float* dx, int64_t b, int64_t B)
+extern "C" void softmax_bwd_f32_k0_launch(uint32_t block_dim, void* stream, float* y, float* dy, float* dx, int64_t B)
 {
-    softmax_bwd_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)v0, (__gm__ float*)v1, (__gm__ float*)dx, b, B);
+    softmax_bwd_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)y, (__gm__ float*)dy, (__gm__ float*)dx, B);
 }

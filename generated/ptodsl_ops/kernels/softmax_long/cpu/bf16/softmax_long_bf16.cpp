@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B);
+extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -47,31 +47,10 @@ extern "C" int softmax_long_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    bool b_no_memory = false;
-    #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
-        try {
-        bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
-        std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
-        bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-        start_launch(poison);  // softmax_long.pto:5:23
-        softmax_long_bf16_k0(row, e, y, N, b, B);  // softmax_long.pto:5:23
-#ifdef PTO_CPU_SUBSET
-        } catch (const pto::cpu::Failure&) {
-#endif
-        } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-            b_no_memory = true;
-        }
-    }
-    if (b_no_memory) {
-        throw std::bad_alloc();
-    }
-#ifdef PTO_CPU_SUBSET
-    if (pto::cpu::failed()) {
-        throw pto::cpu::Failure{};
-    }
-#endif
+    std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+    bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
+    start_launch(poison);  // softmax_long.pto:3:5
+    softmax_long_bf16_k0(x, e, y, B, N);  // softmax_long.pto:3:5
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

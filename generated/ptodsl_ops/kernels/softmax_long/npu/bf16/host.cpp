@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* row, bfloat16_t* e, bfloat16_t* y, int64_t N, int64_t b, int64_t B);
+extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* e, bfloat16_t* y, int64_t B, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -56,6 +56,16 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
 extern "C" const char* softmax_long_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -69,14 +79,11 @@ extern "C" int softmax_long_bf16(void* stream, bfloat16_t* x, bfloat16_t* y, int
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
-        bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
-        DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
-        bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-        if (ptodsl_failed) {  // softmax_long.pto:5:23
-            return -1;  // softmax_long.pto:5:23
-        }
-        softmax_long_bf16_k0_launch(1, ptodsl_stream, row, e, y, N, b, B);  // softmax_long.pto:5:23
+    DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+    bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
+    if (ptodsl_failed) {  // softmax_long.pto:3:5
+        return -1;  // softmax_long.pto:3:5
     }
+    softmax_long_bf16_k0_launch(1, ptodsl_stream, x, e, y, B, N);  // softmax_long.pto:3:5
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/softmax_long_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_long_f32_k0 on an NPU stream (vector core).
-extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* row, float* y, int64_t N, int64_t b, int64_t B)
+extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* y, int64_t B, int64_t N)
 {
-    softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)row, (__gm__ float*)y, N, b, B);
+    softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)x, (__gm__ float*)y, B, N);
 }

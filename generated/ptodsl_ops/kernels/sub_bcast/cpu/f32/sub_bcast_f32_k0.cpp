@@ -4,49 +4,75 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // sub_bcast.pto:3:12
-        TileT3 t3(std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-        TASSIGN(t3, 0);  // sub_bcast.pto:3:12
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-        GmView0 mGm0(m + _g1 * 256, GmView0::Shape(t3.GetValidCol()), GmView0::Stride(C));  // sub_bcast.pto:3:12
-        TLOAD(t3, mGm0);  // sub_bcast.pto:3:12
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sub_bcast.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t2, 1024);  // sub_bcast.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-            GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
-            TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-            TASSIGN(t5, 9216);  // sub_bcast.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPANDSUB(t5, t2, t3);  // sub_bcast.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
-            GmView2 yGm2(y + _g0 * 8 * C + _g1 * 256, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // sub_bcast.pto:3:12
-            TSTORE(yGm2, t5);  // sub_bcast.pto:3:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sub_bcast.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g1 = block_index * ceil_div((C + 255) / 256, block_count); _g1 < block_index * ceil_div((C + 255) / 256, block_count) + std::min<int64_t>(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g1) {  // sub_bcast.pto:3:12
+            TileT3 t3(std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+            TASSIGN(t3, 0);  // sub_bcast.pto:3:12
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
+            GmView0 mGm0(m + _g1 * 256, GmView0::Shape(t3.GetValidCol()), GmView0::Stride(C));  // sub_bcast.pto:3:12
+            TLOAD(t3, mGm0);  // sub_bcast.pto:3:12
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sub_bcast.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TASSIGN(t2, 1024);  // sub_bcast.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
+                GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
+                TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TASSIGN(t4, 9216);  // sub_bcast.pto:3:12
+                TCOLEXPAND(t4, t3);  // sub_bcast.pto:3:12
+                TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TASSIGN(t5, 17408);  // sub_bcast.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TSUB(t5, t2, t4);  // sub_bcast.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
+                GmView2 yGm2(y + _g0 * 8 * C + _g1 * 256, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // sub_bcast.pto:3:12
+                TSTORE(yGm2, t5);  // sub_bcast.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

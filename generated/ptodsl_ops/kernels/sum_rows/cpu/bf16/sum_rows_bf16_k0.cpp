@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t R, int64_t C)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t R, int64_t C)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -13,57 +32,59 @@ extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
     using TileT6 = Tile<TileType::Vec, bfloat16_t, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sum_rows.pto:3:12
-        pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-        TASSIGN(t1, 0);  // sum_rows.pto:3:12
-        TEXPANDS(t1, 0.0f);  // sum_rows.pto:3:12
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // sum_rows.pto:3:12
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + std::min<int64_t>(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // sum_rows.pto:3:12
+            pipe_barrier(PIPE_V);
+            TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+            TASSIGN(t1, 0);  // sum_rows.pto:3:12
+            TEXPANDS(t1, 0.0f);  // sum_rows.pto:3:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            pipe_barrier(PIPE_V);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // sum_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
+                TASSIGN(t3, 256);  // sum_rows.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
+                GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
+                TLOAD(t3, xGm0);  // sum_rows.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
+                TASSIGN(t4, 4352);  // sum_rows.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                TCVT(t4, t3, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
+                TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+                TASSIGN(t5, 256);  // sum_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp0;  // sum_rows.pto:3:12
+                TASSIGN(tmp0, 12544);  // sum_rows.pto:3:12
+                TROWSUM(t5, t4, tmp0);  // sum_rows.pto:3:12
+                pipe_barrier(PIPE_V);
+                TADD(t1, t1, t5);  // sum_rows.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+            TASSIGN(t6, 256);  // sum_rows.pto:3:12
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t6, t1, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
+            GmView1 yGm1(y + _g0 * 8, GmView1::Shape(t6.GetValidRow()));  // sum_rows.pto:3:12
+            TSTORE(yGm1, t6);  // sum_rows.pto:3:12
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // sum_rows.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-            TASSIGN(t3, 256);  // sum_rows.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
-            GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
-            TLOAD(t3, xGm0);  // sum_rows.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
-            TASSIGN(t4, 4352);  // sum_rows.pto:3:12
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t4, t3, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-            TASSIGN(t5, 256);  // sum_rows.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // sum_rows.pto:3:12
-            TASSIGN(tmp0, 12544);  // sum_rows.pto:3:12
-            TROWSUM(t5, t4, tmp0);  // sum_rows.pto:3:12
-            pipe_barrier(PIPE_V);
-            TADD(t1, t1, t5);  // sum_rows.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
-        TASSIGN(t6, 256);  // sum_rows.pto:3:12
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t6, t1, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // sum_rows.pto:3:12
-        GmView1 yGm1(y + _g0 * 8, GmView1::Shape(t6.GetValidRow()));  // sum_rows.pto:3:12
-        TSTORE(yGm1, t6);  // sum_rows.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, __gm__ float* v1, int64_t v1_stride0, __gm__ float* v2, int64_t v2_stride0, int64_t R, int64_t D);
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, __gm__ int64_t* status);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +32,19 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
+{
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
+}
+
 extern "C" { int64_t swap_halves_f32_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* swap_halves_f32_failure(void)
@@ -49,19 +62,16 @@ extern "C" int swap_halves_f32(float* x, int64_t D, int64_t R, int poison)
     pto::cpu::clear_failure();
 #endif
     try {
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swap_halves.pto:5:11
-        std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
-        float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
-        if (!(D - D / 2 + std::min<int64_t>(D, D / 2) <= 0 || 0 <= D / 2 - std::min<int64_t>(D, D / 2))) {  // swap_halves.pto:6:5
-            swap_halves_f32_guard[0] = static_cast<int64_t>(0);  // swap_halves.pto:6:5
-            swap_halves_f32_guard[1] = static_cast<int64_t>(D - D / 2 + std::min<int64_t>(D, D / 2));  // swap_halves.pto:6:5
-            swap_halves_f32_guard[2] = static_cast<int64_t>(D);  // swap_halves.pto:6:5
-            return 1;  // swap_halves.pto:6:5
-        }
-        float* v1 = old + D / 2;  // swap_halves.pto:6:20
-        float* v2 = old;  // swap_halves.pto:6:38
+    std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
+    float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
+    {  // swap_halves.pto:5:11
+        std::vector<int64_t> swap_halves_f32_k0_status(static_cast<size_t>(4 * 1), 0);  // swap_halves.pto:5:11
         start_launch(poison);  // swap_halves.pto:5:11
-        swap_halves_f32_k0(x, old, v1, D, v2, D, R, D);  // swap_halves.pto:5:11
+        swap_halves_f32_k0(x, old, R, D, swap_halves_f32_k0_status.data());  // swap_halves.pto:5:11
+        const int64_t swap_halves_f32_k0_stopped = guard_stopped(swap_halves_f32_k0_status.data(), 1, swap_halves_f32_guard);  // swap_halves.pto:5:11
+        if (swap_halves_f32_k0_stopped != 0) {  // swap_halves.pto:5:11
+            return static_cast<int>(swap_halves_f32_k0_stopped);  // swap_halves.pto:5:11
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void swap_halves_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* old, float* v1, int64_t v1_stride0, float* v2, int64_t v2_stride0, int64_t R, int64_t D);
+extern "C" void swap_halves_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* old, int64_t R, int64_t D, int64_t* status);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -56,6 +56,29 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
+{
+    for (int64_t b = 0; b < blocks; ++b) {
+        if (status[4 * b] != 0) {
+            for (int k = 0; k < 3; ++k) {
+                values[k] = status[4 * b + 1 + k];
+            }
+            return status[4 * b];
+        }
+    }
+    return 0;
+}
+
 extern "C" { int64_t swap_halves_f32_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* swap_halves_f32_failure(void)
@@ -71,21 +94,19 @@ extern "C" int swap_halves_f32(void* stream, float* x, int64_t D, int64_t R, int
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swap_halves.pto:5:11
-        DeviceWorkspace old_bytes((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
-        float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
-        if (!(D - D / 2 + std::min<int64_t>(D, D / 2) <= 0 || 0 <= D / 2 - std::min<int64_t>(D, D / 2))) {  // swap_halves.pto:6:5
-            swap_halves_f32_guard[0] = static_cast<int64_t>(0);  // swap_halves.pto:6:5
-            swap_halves_f32_guard[1] = static_cast<int64_t>(D - D / 2 + std::min<int64_t>(D, D / 2));  // swap_halves.pto:6:5
-            swap_halves_f32_guard[2] = static_cast<int64_t>(D);  // swap_halves.pto:6:5
-            return 1;  // swap_halves.pto:6:5
-        }
-        float* v1 = old + D / 2;  // swap_halves.pto:6:20
-        float* v2 = old;  // swap_halves.pto:6:38
+    DeviceWorkspace old_bytes((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
+    float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
+    {  // swap_halves.pto:5:11
+        DeviceWorkspace swap_halves_f32_k0_status(4 * 1 * static_cast<int64_t>(sizeof(int64_t)), 0);  // swap_halves.pto:5:11
         if (ptodsl_failed) {  // swap_halves.pto:5:11
             return -1;  // swap_halves.pto:5:11
         }
-        swap_halves_f32_k0_launch(1, ptodsl_stream, x, old, v1, D, v2, D, R, D);  // swap_halves.pto:5:11
+        swap_halves_f32_k0_launch(1, ptodsl_stream, x, old, R, D, reinterpret_cast<int64_t*>(swap_halves_f32_k0_status.data()));  // swap_halves.pto:5:11
+        const std::vector<int64_t> swap_halves_f32_k0_status_host = read_status(swap_halves_f32_k0_status, 1);  // swap_halves.pto:5:11
+        const int64_t swap_halves_f32_k0_stopped = guard_stopped(swap_halves_f32_k0_status_host.data(), 1, swap_halves_f32_guard);  // swap_halves.pto:5:11
+        if (swap_halves_f32_k0_stopped != 0) {  // swap_halves.pto:5:11
+            return static_cast<int>(swap_halves_f32_k0_stopped);  // swap_halves.pto:5:11
+        }
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -12,9 +12,9 @@
 #include <vector>
 
 extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ bfloat16_t* v0_first, __gm__ float* acc, int64_t N);
-extern "C" __global__ AICORE void tensor_sum_bf16_k1(__gm__ float* acc, __gm__ bfloat16_t* y, int64_t N);
-extern "C" __global__ AICORE void tensor_sum_bf16_k2(__gm__ bfloat16_t* v0, __gm__ float* acc, int64_t N);
-extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* v0_last, __gm__ float* acc, __gm__ bfloat16_t* y, int64_t N);
+extern "C" __global__ AICORE void tensor_sum_bf16_k1(__gm__ float* acc, __gm__ bfloat16_t* y, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void tensor_sum_bf16_k2(__gm__ bfloat16_t* x, __gm__ float* acc, int64_t B, int64_t N);
+extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* x, __gm__ float* acc, __gm__ bfloat16_t* y, int64_t B, int64_t N);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -33,6 +33,17 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
 }
 
 extern "C" const char* tensor_sum_bf16_failure(void)
@@ -58,22 +69,39 @@ extern "C" int tensor_sum_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t 
             start_launch(poison);  // tensor_sum.pto:6:15
             tensor_sum_bf16_k0(v0_first, acc, N);  // tensor_sum.pto:6:15
             if (B == 1) {  // tensor_sum.pto:11:9
-                start_launch(poison);  // tensor_sum.pto:12:20
-                tensor_sum_bf16_k1(acc, y, N);  // tensor_sum.pto:12:20
+                {  // tensor_sum.pto:12:20
+                    const int64_t tensor_sum_bf16_k1_blocks = std::max<int64_t>(ceil_div((N + 511) / 512, std::max<int64_t>(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
+                    bool tensor_sum_bf16_k1_block_no_memory = false;
+                    #pragma omp parallel for schedule(static)
+                    for (int64_t tensor_sum_bf16_k1_block = 0; tensor_sum_bf16_k1_block < tensor_sum_bf16_k1_blocks; ++tensor_sum_bf16_k1_block) {  // tensor_sum.pto:12:20
+                        try {
+                            start_launch(poison);  // tensor_sum.pto:12:20
+                            tensor_sum_bf16_k1(acc, y, N, tensor_sum_bf16_k1_block, tensor_sum_bf16_k1_blocks);  // tensor_sum.pto:12:20
+#ifdef PTO_CPU_SUBSET
+                        } catch (const pto::cpu::Failure&) {
+#endif
+                        } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                            tensor_sum_bf16_k1_block_no_memory = true;
+                        }
+                    }
+                    if (tensor_sum_bf16_k1_block_no_memory) {
+                        throw std::bad_alloc();
+                    }
+#ifdef PTO_CPU_SUBSET
+                    if (pto::cpu::failed()) {
+                        throw pto::cpu::Failure{};
+                    }
+#endif
+                }
             }
         }
     }
-    for (int64_t b = 1; b < B - 1; ++b) {  // tensor_sum.pto:5:5
-        bfloat16_t* v0 = x + b * N;  // tensor_sum.pto:6:20
-        start_launch(poison);  // tensor_sum.pto:6:15
-        tensor_sum_bf16_k2(v0, acc, N);  // tensor_sum.pto:6:15
-    }
+    start_launch(poison);  // tensor_sum.pto:5:5
+    tensor_sum_bf16_k2(x, acc, B, N);  // tensor_sum.pto:5:5
     if (B >= 2) {  // tensor_sum.pto:5:5
-        for (int64_t _b_last = 0; _b_last < 1; ++_b_last) {  // tensor_sum.pto:5:5
-            bfloat16_t* v0_last = x + (B - 1) * N;  // tensor_sum.pto:6:20
-            start_launch(poison);  // tensor_sum.pto:6:15
-            tensor_sum_bf16_k3(v0_last, acc, y, N);  // tensor_sum.pto:6:15
-        }
+        start_launch(poison);  // tensor_sum.pto:5:5
+        tensor_sum_bf16_k3(x, acc, y, B, N);  // tensor_sum.pto:5:5
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

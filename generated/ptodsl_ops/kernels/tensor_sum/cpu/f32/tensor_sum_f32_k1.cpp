@@ -4,12 +4,31 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT4 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3 = 0; _g3 < (N + 511) / 512; ++_g3) {  // tensor_sum.pto:12:20
+    for (int64_t _g3 = block_index * ceil_div((N + 511) / 512, block_count); _g3 < block_index * ceil_div((N + 511) / 512, block_count) + std::min<int64_t>(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g3) {  // tensor_sum.pto:12:20
         TileT4 t4(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
         TASSIGN(t4, 0);  // tensor_sum.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -4,50 +4,53 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* v0_last, __gm__ float* acc, __gm__ float* y, int64_t N)
+extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* x, __gm__ float* acc, __gm__ float* y, int64_t B, int64_t N)
 {
     using TileT14 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13 = 0; _g13 < (N + 511) / 512; ++_g13) {  // tensor_sum.pto:6:15
-        pipe_barrier(PIPE_V);
-        TileT14 t14(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t14, 0);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView0 v0_lastGm0(v0_last + _g13 * 512, GmView0::Shape(t14.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-        TLOAD(t14, v0_lastGm0);  // tensor_sum.pto:6:15
-        TileT17 t17(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t17, 2048);  // tensor_sum.pto:10:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView1 accGm1(acc + _g13 * 512, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
-        TLOAD(t17, accGm1);  // tensor_sum.pto:10:22
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19 t19(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
-        TASSIGN(t19, 4096);  // tensor_sum.pto:10:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t19, t17, t14);  // tensor_sum.pto:10:22
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
-        GmView2 accGm2(acc + _g13 * 512, GmView2::Shape(t19.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
-        TSTORE(accGm2, t19);  // tensor_sum.pto:10:22
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
-        GmView3 yGm3(y + _g13 * 512, GmView3::Shape(t19.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
-        TSTORE(yGm3, t19);  // tensor_sum.pto:12:20
+    for (int64_t _b_last = 0; _b_last < 1; ++_b_last) {  // tensor_sum.pto:5:5
+        __gm__ float* v0_last = x + (B - 1) * N;  // tensor_sum.pto:6:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g13 = 0; _g13 < (N + 511) / 512; ++_g13) {  // tensor_sum.pto:6:15
+            pipe_barrier(PIPE_V);
+            TileT14 t14(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
+            TASSIGN(t14, 0);  // tensor_sum.pto:6:15
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
+            GmView0 v0_lastGm0(v0_last + _g13 * 512, GmView0::Shape(t14.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
+            TLOAD(t14, v0_lastGm0);  // tensor_sum.pto:6:15
+            TileT17 t17(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+            TASSIGN(t17, 2048);  // tensor_sum.pto:10:22
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+            GmView1 accGm1(acc + _g13 * 512, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
+            TLOAD(t17, accGm1);  // tensor_sum.pto:10:22
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileT19 t19(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+            TASSIGN(t19, 4096);  // tensor_sum.pto:10:22
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TADD(t19, t17, t14);  // tensor_sum.pto:10:22
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
+            GmView2 accGm2(acc + _g13 * 512, GmView2::Shape(t19.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
+            TSTORE(accGm2, t19);  // tensor_sum.pto:10:22
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
+            GmView3 yGm3(y + _g13 * 512, GmView3::Shape(t19.GetValidCol()), GmView3::Stride(N));  // tensor_sum.pto:12:20
+            TSTORE(yGm3, t19);  // tensor_sum.pto:12:20
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

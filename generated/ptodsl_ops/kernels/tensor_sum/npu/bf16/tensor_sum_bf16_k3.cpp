@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/tensor_sum_bf16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_bf16_k3 on an NPU stream (vector core).
-extern "C" void tensor_sum_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_last, float* acc, bfloat16_t* y, int64_t N)
+extern "C" void tensor_sum_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* acc, bfloat16_t* y, int64_t B, int64_t N)
 {
-    tensor_sum_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0_last, (__gm__ float*)acc, (__gm__ bfloat16_t*)y, N);
+    tensor_sum_bf16_k3<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ float*)acc, (__gm__ bfloat16_t*)y, B, N);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f16/tensor_sum_f16_k2.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_f16_k2 on an NPU stream (vector core).
-extern "C" void tensor_sum_f16_k2_launch(uint32_t block_dim, void* stream, half* v0, float* acc, int64_t N)
+extern "C" void tensor_sum_f16_k2_launch(uint32_t block_dim, void* stream, half* x, float* acc, int64_t B, int64_t N)
 {
-    tensor_sum_f16_k2<<<block_dim, nullptr, stream>>>((__gm__ half*)v0, (__gm__ float*)acc, N);
+    tensor_sum_f16_k2<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ float*)acc, B, N);
 }

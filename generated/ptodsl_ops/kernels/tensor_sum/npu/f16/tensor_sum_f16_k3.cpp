@@ -2,7 +2,7 @@
 #include "../../cpu/f16/tensor_sum_f16_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_f16_k3 on an NPU stream (vector core).
-extern "C" void tensor_sum_f16_k3_launch(uint32_t block_dim, void* stream, half* v0_last, float* acc, half* y, int64_t N)
+extern "C" void tensor_sum_f16_k3_launch(uint32_t block_dim, void* stream, half* x, float* acc, half* y, int64_t B, int64_t N)
 {
-    tensor_sum_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ half*)v0_last, (__gm__ float*)acc, (__gm__ half*)y, N);
+    tensor_sum_f16_k3<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ float*)acc, (__gm__ half*)y, B, N);
 }

@@ -15,8 +15,8 @@
 
 extern "C" void tensor_sum_f32_k0_launch(uint32_t block_dim, void* stream, float* v0_first, float* acc, int64_t N);
 extern "C" void tensor_sum_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* y, int64_t N);
-extern "C" void tensor_sum_f32_k2_launch(uint32_t block_dim, void* stream, float* v0, float* acc, int64_t N);
-extern "C" void tensor_sum_f32_k3_launch(uint32_t block_dim, void* stream, float* v0_last, float* acc, float* y, int64_t N);
+extern "C" void tensor_sum_f32_k2_launch(uint32_t block_dim, void* stream, float* x, float* acc, int64_t B, int64_t N);
+extern "C" void tensor_sum_f32_k3_launch(uint32_t block_dim, void* stream, float* x, float* acc, float* y, int64_t B, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
@@ -59,6 +59,27 @@ static T read_device(const T* p)
     return value;
 }
 
+// The status entries of a kernel's blocks, copied back once the kernel has finished.
+static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
+{
+    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
+    aclrtSynchronizeStream(ptodsl_stream);
+    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
+                ACL_MEMCPY_DEVICE_TO_HOST);
+    return host;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 extern "C" const char* tensor_sum_f32_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -82,28 +103,25 @@ extern "C" int tensor_sum_f32(void* stream, float* x, float* y, int64_t B, int64
             }
             tensor_sum_f32_k0_launch(1, ptodsl_stream, v0_first, acc, N);  // tensor_sum.pto:6:15
             if (B == 1) {  // tensor_sum.pto:11:9
-                if (ptodsl_failed) {  // tensor_sum.pto:12:20
-                    return -1;  // tensor_sum.pto:12:20
+                {  // tensor_sum.pto:12:20
+                    const int64_t tensor_sum_f32_k1_blocks = std::max<int64_t>(ceil_div((N + 511) / 512, std::max<int64_t>(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
+                    if (ptodsl_failed) {  // tensor_sum.pto:12:20
+                        return -1;  // tensor_sum.pto:12:20
+                    }
+                    tensor_sum_f32_k1_launch(tensor_sum_f32_k1_blocks, ptodsl_stream, acc, y, N);  // tensor_sum.pto:12:20
                 }
-                tensor_sum_f32_k1_launch(1, ptodsl_stream, acc, y, N);  // tensor_sum.pto:12:20
             }
         }
     }
-    for (int64_t b = 1; b < B - 1; ++b) {  // tensor_sum.pto:5:5
-        float* v0 = x + b * N;  // tensor_sum.pto:6:20
-        if (ptodsl_failed) {  // tensor_sum.pto:6:15
-            return -1;  // tensor_sum.pto:6:15
-        }
-        tensor_sum_f32_k2_launch(1, ptodsl_stream, v0, acc, N);  // tensor_sum.pto:6:15
+    if (ptodsl_failed) {  // tensor_sum.pto:5:5
+        return -1;  // tensor_sum.pto:5:5
     }
+    tensor_sum_f32_k2_launch(1, ptodsl_stream, x, acc, B, N);  // tensor_sum.pto:5:5
     if (B >= 2) {  // tensor_sum.pto:5:5
-        for (int64_t _b_last = 0; _b_last < 1; ++_b_last) {  // tensor_sum.pto:5:5
-            float* v0_last = x + (B - 1) * N;  // tensor_sum.pto:6:20
-            if (ptodsl_failed) {  // tensor_sum.pto:6:15
-                return -1;  // tensor_sum.pto:6:15
-            }
-            tensor_sum_f32_k3_launch(1, ptodsl_stream, v0_last, acc, y, N);  // tensor_sum.pto:6:15
+        if (ptodsl_failed) {  // tensor_sum.pto:5:5
+            return -1;  // tensor_sum.pto:5:5
         }
+        tensor_sum_f32_k3_launch(1, ptodsl_stream, x, acc, y, B, N);  // tensor_sum.pto:5:5
     }
     return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/tensor_sum_f32_k3.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_f32_k3 on an NPU stream (vector core).
-extern "C" void tensor_sum_f32_k3_launch(uint32_t block_dim, void* stream, float* v0_last, float* acc, float* y, int64_t N)
+extern "C" void tensor_sum_f32_k3_launch(uint32_t block_dim, void* stream, float* x, float* acc, float* y, int64_t B, int64_t N)
 {
-    tensor_sum_f32_k3<<<block_dim, nullptr, stream>>>((__gm__ float*)v0_last, (__gm__ float*)acc, (__gm__ float*)y, N);
+    tensor_sum_f32_k3<<<block_dim, nullptr, stream>>>((__gm__ float*)x, (__gm__ float*)acc, (__gm__ float*)y, B, N);
 }

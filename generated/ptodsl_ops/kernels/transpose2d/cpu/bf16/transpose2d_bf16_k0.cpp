@@ -4,40 +4,61 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void transpose2d_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t N, int64_t M)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void transpose2d_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void transpose2d_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 64, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor>;
 
-    for (int64_t _g0 = 0; _g0 < (N + 31) / 32; ++_g0) {  // transpose2d.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (M + 63) / 64; ++_g1) {  // transpose2d.pto:3:12
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g1 * 64, 64), std::min<int64_t>(N - _g0 * 32, 32));  // transpose2d.pto:3:12
-            TASSIGN(t2, 0);  // transpose2d.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // transpose2d.pto:3:12
-            GmView0 xGm0(x + _g1 * 64 * N + _g0 * 32, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // transpose2d.pto:3:12
-            TLOAD(t2, xGm0);  // transpose2d.pto:3:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(N - _g0 * 32, 32), std::min<int64_t>(M - _g1 * 64, 64));  // transpose2d.pto:3:12
-            TASSIGN(t3, 4096);  // transpose2d.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // transpose2d.pto:3:12
-            TASSIGN(tmp0, 8192);  // transpose2d.pto:3:12
-            TTRANS(t3, t2, tmp0);  // transpose2d.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // transpose2d.pto:3:12
-            GmView1 yGm1(y + _g0 * 32 * M + _g1 * 64, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(M));  // transpose2d.pto:3:12
-            TSTORE(yGm1, t3);  // transpose2d.pto:3:12
+    for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // transpose2d.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((N + 31) / 32, block_count); _g0 < block_index * ceil_div((N + 31) / 32, block_count) + std::min<int64_t>(ceil_div((N + 31) / 32, block_count), (N + 31) / 32 - block_index * ceil_div((N + 31) / 32, block_count)); ++_g0) {  // transpose2d.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (M + 63) / 64; ++_g1) {  // transpose2d.pto:3:12
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g1 * 64, 64), std::min<int64_t>(N - _g0 * 32, 32));  // transpose2d.pto:3:12
+                TASSIGN(t2, 0);  // transpose2d.pto:3:12
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // transpose2d.pto:3:12
+                GmView0 xGm0(x + _g1 * 64 * N + _g0 * 32, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // transpose2d.pto:3:12
+                TLOAD(t2, xGm0);  // transpose2d.pto:3:12
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(N - _g0 * 32, 32), std::min<int64_t>(M - _g1 * 64, 64));  // transpose2d.pto:3:12
+                TASSIGN(t3, 4096);  // transpose2d.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileTmp0 tmp0;  // transpose2d.pto:3:12
+                TASSIGN(tmp0, 8192);  // transpose2d.pto:3:12
+                TTRANS(t3, t2, tmp0);  // transpose2d.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // transpose2d.pto:3:12
+                GmView1 yGm1(y + _g0 * 32 * M + _g1 * 64, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(M));  // transpose2d.pto:3:12
+                TSTORE(yGm1, t3);  // transpose2d.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -4,8 +4,27 @@
 
 using namespace pto;
 
-extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N)
+static inline int64_t floor_div(int64_t a, int64_t b)
 {
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, uint8_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -14,51 +33,53 @@ extern "C" __global__ AICORE void where_relu_f32_k0(__gm__ float* x, __gm__ floa
     using TileView1 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileTmp2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor>;
 
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // where_relu.pto:3:18
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
-            pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t2, 0);  // where_relu.pto:3:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
-            GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
-            TLOAD(t2, xGm0);  // where_relu.pto:3:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
-            TASSIGN(t3, 8192);  // where_relu.pto:3:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
-            TASSIGN(view0, 8192);  // where_relu.pto:3:18
-            TCMPS(view0, t2, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
-            TASSIGN(t7, 10240);  // where_relu.pto:3:30
-            TMULS(t7, t2, 0.1f);  // where_relu.pto:3:30
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
-            TASSIGN(t13, 18432);  // where_relu.pto:3:12
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view1, 18432);  // where_relu.pto:3:12
-            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view2, 0);  // where_relu.pto:3:12
-            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view3, 10240);  // where_relu.pto:3:12
-            TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
-            TASSIGN(view4, 8192);  // where_relu.pto:3:12
-            TileTmp2 tmp5;  // where_relu.pto:3:12
-            TASSIGN(tmp5, 26624);  // where_relu.pto:3:12
-            TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
-            GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
-            TSTORE(yGm1, t13);  // where_relu.pto:3:12
+    for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // where_relu.pto:3:18
+        for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + std::min<int64_t>(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // where_relu.pto:3:18
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
+                pipe_barrier(PIPE_V);
+                TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+                TASSIGN(t2, 0);  // where_relu.pto:3:18
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
+                GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
+                TLOAD(t2, xGm0);  // where_relu.pto:3:18
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+                TASSIGN(t3, 8192);  // where_relu.pto:3:18
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
+                TASSIGN(view0, 8192);  // where_relu.pto:3:18
+                TCMPS(view0, t2, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
+                TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+                TASSIGN(t7, 10240);  // where_relu.pto:3:30
+                TMULS(t7, t2, 0.1f);  // where_relu.pto:3:30
+                TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
+                TASSIGN(t13, 18432);  // where_relu.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                pipe_barrier(PIPE_V);
+                TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+                TASSIGN(view1, 18432);  // where_relu.pto:3:12
+                TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+                TASSIGN(view2, 0);  // where_relu.pto:3:12
+                TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+                TASSIGN(view3, 10240);  // where_relu.pto:3:12
+                TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+                TASSIGN(view4, 8192);  // where_relu.pto:3:12
+                TileTmp2 tmp5;  // where_relu.pto:3:12
+                TASSIGN(tmp5, 26624);  // where_relu.pto:3:12
+                TSEL(view1, view4, view2, view3, tmp5);  // where_relu.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:12
+                GmView1 yGm1(y + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // where_relu.pto:3:12
+                TSTORE(yGm1, t13);  // where_relu.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            }
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -1,0 +1,103 @@
+"""The C++ of the control ops a compute kernel may hold since loops of the user's run inside kernels
+(``passes/persistent.py``): views, element reads and bounds guards.
+
+- A ``view`` is pointer arithmetic on the kernel's tensor: ``__gm__ T* v = x + offset``, the view
+  keeping its parent's strides, so the transfers through it compute their GM offsets as from the
+  parent.
+- A ``read`` is a load by the kernel's scalar unit, ``const int64_t r = x[offset]`` (``float`` for
+  a float element): partitioning places only reads of tensors nothing in the call writes in a
+  kernel, which on the NPU need no cache maintenance.
+- A failed ``guard`` writes its number (:func:`ptodsl.ir.gm.guard_ops`) and its offset, extent and
+  dim into the kernel's status buffer (four entries per block, at the block's index) and returns;
+  the control program then stops the call with that guard's diagnostic, as it does for its own
+  guards. Before returning it waits for the flags set and not yet waited for at that point, so no
+  event is left set for the next kernel on the core. On the NPU the status entries are written by
+  the scalar unit through its data cache, which is written back (``dcci``) before the return, as
+  the build turns off the compiler's own cache maintenance for scalar accesses.
+"""
+
+from __future__ import annotations
+
+from ...ir import Op
+from . import cxx
+from .cxx import cxx_type, unsupported
+from .gm import linear_offset
+from .kernel import CPU_BUILD, KERNEL, KernelEmitter, _pipe, _Tensor
+
+STATUS_ENTRIES = 4  # per block: guard number, offset, extent, dim
+
+
+@KERNEL.on("view")
+def _view(self: KernelEmitter, op: Op, depth: int) -> None:
+    parent = self.tensors.get(op.operands[0].name)
+    if parent is None:
+        raise unsupported("a view of a GM value that is not a kernel parameter or a view of one", op.span)
+    var = self.names.claim(op.result.name)
+    offset = linear_offset(tuple(op.attrs["offsets"]), parent.strides)
+    value = parent.var if offset == 0 else f"{parent.var} + {self._e(offset)}"
+    self._line(depth, f"__gm__ {cxx_type(op.result.type.dtype)}* {var} = {value};", op.span)
+    self.tensors[op.result.name] = _Tensor(var, op.result.type.dtype, tuple(op.result.type.shape), parent.strides)
+    if op.operands[0].name in self.workspaces:
+        self.workspaces.add(op.result.name)
+
+
+@KERNEL.on("read")
+def _read(self: KernelEmitter, op: Op, depth: int) -> None:
+    tensor = self.tensors.get(op.operands[0].name)
+    if tensor is None:
+        raise unsupported("an element read of a GM value that is not a kernel parameter or a view of one", op.span)
+    index = linear_offset(tuple(op.attrs["index"]), tensor.strides)
+    # an integer read is held as int64_t, as the control program holds it, so that the guards' and
+    # offsets' arithmetic on it cannot overflow the element type
+    ctype = "float" if op.attrs["dtype"] in cxx.FLOAT_DTYPES else "int64_t"
+    var = self.ctx.names[op.attrs["sym"]]
+    self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({tensor.var}[{self._e(index)}]);", op.span)
+
+
+@KERNEL.on("guard")
+def _guard(self: KernelEmitter, op: Op, depth: int) -> None:
+    number = self.plan.guard_base + next(k for k, g in enumerate(self.guards) if g is op)
+    a = op.attrs
+    index = self.func.attrs.get("block_index")
+    slot = self.status if index is None else f"{self.status}[{STATUS_ENTRIES} * {self.ctx.names[index]}]"
+    if index is not None:
+        slot = f"(&{slot})"
+    self._line(depth, f"if (!({self._e(a['cond'])})) {{", op.span)
+    self._line(depth + 1, f"{slot}[0] = {number};", op.span)
+    for k, key in enumerate(("offset", "extent", "dim"), start=1):
+        self._line(depth + 1, f"{slot}[{k}] = static_cast<int64_t>({self._e(a[key])});", op.span)
+    self._line(0, f"#if !({CPU_BUILD})")
+    self._line(depth + 1, f"dcci({slot}, cache_line_t::ENTIRE_DATA_CACHE);", op.span)
+    self._line(0, "#endif")
+    if not hasattr(self, "pending"):
+        self.pending = pending_flags(self.func.body)
+    for src, dst, event in self.pending.get(id(op), ()):
+        self._line(depth + 1, f"wait_flag({_pipe(src, op)}, {_pipe(dst, op)}, EVENT_ID{event});", op.span)
+    self._line(depth + 1, "return;", op.span)
+    self._line(depth, "}")
+
+
+def pending_flags(body: list[Op]) -> dict[int, list[tuple[str, str, int]]]:
+    """For each guard of a kernel body, the flags set and not yet waited for where it stands.
+
+    Every region's sets and waits balance (the sync checker proves it), so what is pending at a
+    point is what the ops before it in its own region and in each enclosing region (before the op
+    holding it) set and did not wait for; an iteration of a loop body starts as the first one
+    does."""
+    out: dict[int, list[tuple[str, str, int]]] = {}
+
+    def walk(ops: list[Op], counts: dict[tuple[str, str, int], int]) -> None:
+        for op in ops:
+            if op.name in ("sync.set", "sync.wait"):
+                key = (op.attrs["src"], op.attrs["dst"], int(op.attrs["event"]))
+                counts[key] = counts.get(key, 0) + (1 if op.name == "sync.set" else -1)
+            elif op.name == "guard":
+                out[id(op)] = sorted(k for k, n in counts.items() for _ in range(max(n, 0)))
+            for region in op.regions:
+                walk(region, dict(counts))
+
+    walk(body, {})
+    return out
+
+
+__all__ = ["STATUS_ENTRIES", "pending_flags"]

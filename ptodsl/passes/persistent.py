@@ -1,0 +1,136 @@
+"""Which loops of the user's run inside a compute kernel (persistent kernels), and the GM workspaces
+such a kernel needs from the control program.
+
+Partitioning (``passes/partition.py``) asks :meth:`Placement.kinds` about each op of a region: tile
+work and grid loops always run in a kernel; a user loop (also an implicit or peeled one-trip loop)
+runs inside one when everything in its body can, which is tile work, grid loops, views, guards,
+nested such loops, element reads of tensors that nothing in the call writes (the kernel reads them
+with its scalar unit; on the NPU a tensor the call never writes needs no cache maintenance, while
+one a kernel writes would, so such a read keeps its loop in the control program) and GM workspaces
+whose shape and valid shape do not depend on anything the loop binds, and when one iteration fits the cycle budget
+of a kernel (``pass_options.cycle_upper_bound``: a larger body is cut into several kernels). A
+print, a branch, a reshape or permute, or a read of a written tensor keeps the loop in the control
+program, which then launches a kernel per iteration as before.
+
+A kernel's workspaces are allocated by the control program (:func:`hoist_workspaces`): each
+``alloc`` inside the kernel moves to just before its launch, so one workspace serves every
+iteration. A kernel writing one does not run as blocks (``passes/blocks.py``): they would share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .. import sym
+from ..ir import Func, Op, TileType, Value
+from ..ir.gm import walk_ops
+from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
+from .parallel import origins_of
+
+CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
+# Ops that keep the loop holding them in the control program.
+CONTROL_ONLY = frozenset({"print", "if", "reshape", "permute", "launch"})
+
+
+def kind_of(op: Op) -> str:
+    """cube when the op (or anything in its regions) touches L1/L0 tiles, else vector."""
+    for o in op.walk():
+        for v in list(o.operands) + list(o.results):
+            if isinstance(v.type, TileType) and v.type.space in CUBE_SPACES:
+                return "cube"
+    return "vector"
+
+
+def kinds_in(op: Op) -> frozenset[str]:
+    """The kinds of core the tile work inside ``op`` needs."""
+    out: set[str] = set()
+    for o in op.walk():
+        if o.name.startswith("tile."):
+            out.add("cube" if any(isinstance(v.type, TileType) and v.type.space in CUBE_SPACES
+                                  for v in list(o.operands) + list(o.results)) else "vector")
+    return frozenset(out)
+
+
+def bound_within(op: Op) -> set[str]:
+    """The symbols ``op`` and the ops inside it bind: loop indices and values read."""
+    out: set[str] = set()
+    for o in op.walk():
+        if o.name == "loop":
+            out.add(o.attrs["index"])
+            if "unroll_var" in o.attrs:
+                out.add(o.attrs["unroll_var"])
+        elif o.name == "read":
+            out.add(o.attrs["sym"])
+    return out
+
+
+class Placement:
+    """Where the ops of one Tile IR function run: in a compute kernel or in the control program."""
+
+    def __init__(self, func: Func, fits=lambda body: True):
+        """``fits(body)``: whether one iteration of a loop body is small enough for one kernel (the
+        cycle budget that cuts runs of tile work, ``pass_options.cycle_upper_bound``)."""
+        self.fits = fits
+        origins = origins_of(func)
+        self.origins = origins
+        # roots some tile op stores to: a kernel may not read their elements with its scalar unit
+        self.written: set[str] | None = None if origins is None else {
+            origins[o.operands[0].name].root for o in func.walk() if o.name == "tile.store"} | {
+            origins[v.name].root for o in func.walk() for v in indexed_gm(o)[1]}
+        self._memo: dict[int, frozenset[str] | None] = {}
+
+    def kinds(self, op: Op) -> frozenset[str] | None:
+        """The kinds of core (``vector``, ``cube``) the op's work needs when it may run inside a
+        compute kernel, or None when it belongs to the control program."""
+        if not IR_OPS[op.name].control or in_kernel_loop(op):
+            return frozenset({kind_of(op)})
+        if op.name != "loop":
+            return None
+        key = id(op)
+        if key not in self._memo:
+            self._memo[key] = self._loop(op)
+        return self._memo[key]
+
+    def _loop(self, loop: Op) -> frozenset[str] | None:
+        bound = bound_within(loop)
+        for o in walk_ops([loop]):
+            if o.name in CONTROL_ONLY:
+                return None
+            if o.name == "loop" and (not isinstance(o.attrs["step"], int) or o.attrs["step"] == 0):
+                return None  # the kernel emitter's loops take a constant step
+            if o.name == "read" and (self.written is None or self._root(o.operands[0]) in self.written):
+                return None
+            if o.name == "alloc" and ("fill" in o.attrs or any(sym.free_symbols(d) & bound for d in (
+                    *o.result.type.shape, *o.result.type.valid_shape))):
+                return None  # its type names what the loop binds: it cannot move before the launch
+        if not self.fits(loop.regions[0]):
+            return None  # its body is cut into several kernels, launched per iteration
+        kinds = kinds_in(loop)
+        return kinds or None  # a loop with no tile work (reads, guards) has nothing to launch
+
+    def _root(self, v: Value) -> str:
+        assert self.origins is not None
+        return self.origins[v.name].root
+
+
+def _regions(ops: list[Op]) -> Iterator[list[Op]]:
+    yield ops
+    for op in ops:
+        for r in op.regions:
+            yield from _regions(r)
+
+
+def hoist_workspaces(ops: list[Op]) -> list[Op]:
+    """Take every ``alloc`` out of ``ops`` (a kernel's body, in place) and return them, for the
+    control program to run before the launch: the kernel receives each workspace as a tensor
+    parameter, and ops after the launch that use it still see it defined. One workspace then
+    serves every iteration of a loop inside the kernel (its size is bound outside the loop)."""
+    allocs: list[Op] = []
+    for region in list(_regions(ops)):
+        kept = [op for op in region if op.name != "alloc"]
+        allocs += [op for op in region if op.name == "alloc"]
+        region[:] = kept
+    return allocs
+
+
+__all__ = ["CUBE_SPACES", "Placement", "bound_within", "hoist_workspaces", "kind_of", "kinds_in"]

@@ -1,0 +1,130 @@
+"""Blocks (passes/blocks.py): a kernel that is one loop of independent iterations runs as blocks on
+every core of its kind, so the launches of a call do not grow with the batch."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl.backends.sim import run_block
+from ptodsl.ir.gm import launches, walk_ops
+from ptodsl.targets import load_target
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = load_target("ascend910b")
+HAS_CXX = shutil.which("g++") is not None
+BACKENDS = ["sim", "cpu"] if HAS_CXX else ["sim"]
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _rmsnorm(x: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * gamma
+
+
+ROW_OPS = [  # (spec, control, batch dim, inputs(rows) -> (tensors, reference))
+    ("softmax", "softmax_f32", "B",
+     lambda rng, rows: ({"x": (x := rng.standard_normal((rows, 1024)).astype(np.float32))}, _softmax(x))),
+    ("rmsnorm", "rmsnorm_f32", "R",
+     lambda rng, rows: ({"x": (x := rng.standard_normal((rows, 1024)).astype(np.float32)),
+                         "gamma": (g := rng.standard_normal(1024).astype(np.float32))}, _rmsnorm(x, g))),
+]
+
+
+@pytest.mark.parametrize("name,control,dim,make", ROW_OPS, ids=[r[0] for r in ROW_OPS])
+def test_launches_per_call_do_not_grow_with_the_batch(name: str, control: str, dim: str, make):
+    """A row op over 3 rows and over 100 rows is one launch, of as many blocks as the vector cores
+    allow with no block idle: 100 rows on 48 cores are 34 blocks of 3 rows (the last of 1)."""
+    block = ptodsl.load(str(ROOT / "specs" / f"{name}.yaml")).compiled.stages["block"]
+    (launch,) = launches(block.func(control))
+    assert not any(op.name == "loop" for op in walk_ops(block.func(control).body))  # no loop around it
+    rng = np.random.default_rng(5)
+    seen = []
+    for rows in (3, 100):
+        tensors, want = make(rng, rows)
+        tensors["y"] = np.zeros_like(want)
+        m = run_block(block, control, tensors, {"eps": 1e-6}, {dim: rows, "H": 1024, "N": 1024}, TARGET)
+        np.testing.assert_allclose(tensors["y"], want, rtol=2e-5, atol=2e-6)
+        seen.append((m.timeline.chip.launches, m.timeline.chip.block_dim))
+    per = -(-100 // TARGET.chip.aiv_cores)
+    assert seen == [(1, 3), (1, -(-100 // per))]
+
+
+def test_the_block_count_comes_from_the_target():
+    block = ptodsl.load(str(ROOT / "specs" / "softmax.yaml")).compiled.stages["block"]
+    (launch,) = launches(block.func("softmax_f32"))
+    assert f"cdiv(B, {TARGET.chip.aiv_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    kernel = block.func(launch.attrs["kernel"])
+    assert {"block_index", "block_count"} <= set(kernel.attrs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_guard_in_a_kernel_of_several_blocks_stops_the_call_with_its_diagnostic(backend: str):
+    """Rows 3 and 5 read outside `x`; each of the six rows is a block of its own. The call stops
+    at row 3's guard, the first in loop order, as a run of one block would."""
+    op = ptodsl.load("tests/golden_codes/ops/pick_elements.yaml")
+    block = op.compiled.stages["block"]
+    (launch,) = launches(block.func("pick_elements"))
+    assert "block_dim" in launch.attrs
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    with pytest.raises(ptodsl.GuardError) as info:
+        op(x, np.array([0, 1, 2, 7, 0, -4], np.int32), backend=backend)
+    assert info.value.diagnostic.code == "E0730"
+    assert "the index is 7 on dim 0, but `x` has 3 there" in str(info.value)
+    ids = np.array([2, 0, 1, 1, 0, 2], np.int32)
+    np.testing.assert_array_equal(op(x, ids, backend=backend), 2.0 * x[ids])
+
+
+FZ11 = """kernel fz11(x0: T[M, N], y3: inout T[M, N], lens: i32[M], c3: out i32[M, 1], xf: f32[M, N]):
+    for r in loop(M, name="L3"):
+        n3 = lens[r]
+        c3[r, 0] = n3 * 2 + 1
+        for j in loop(cdiv(min(n3, N), 4), name="L3j"):
+            w3 = min(n3 - j * 4, 4)
+            v3 = view(x0, [1, 4], [r, j * 4], valid_shape=[1, w3])
+            y3[r:r + 1, j * 4:j * 4 + 4] = (v3 + cast(xf[r:r + 1, j * 4:j * 4 + 4], T))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_workspace_whose_valid_shape_an_inner_loop_binds_stays_in_that_loop(tmp_path: Path, backend: str):
+    """The fuzzer's seed 11: the workspace of `cast(xf[...])` has a valid shape in `j`; the loop over
+    `r` moved into a kernel hoisted it before the launch, out of reach of `j` (E0990)."""
+    (tmp_path / "fz11.pto").write_text(FZ11)
+    (tmp_path / "fz11.yaml").write_text("op: fz11\ndtypes: {T: [f32]}\nschedule:\n  vec_tile: [1, 32]\n")
+    op = ptodsl.load(str(tmp_path / "fz11.yaml"))
+    rng = np.random.default_rng(3)
+    x0, xf = (rng.standard_normal((3, 16)).astype(np.float32) for _ in range(2))
+    lens = np.array([8, 0, 16], np.int32)
+    y3 = np.full((3, 16), -1.0, np.float32)
+    *_, c3 = op(x0, y3, lens, xf, backend=backend)  # y3 is updated in place
+    np.testing.assert_array_equal(c3[:, 0], 2 * lens + 1)
+    want = np.full((3, 16), -1.0, np.float32)
+    for r, n in enumerate(lens):
+        want[r, :n] = x0[r, :n] + xf[r, :n]
+    np.testing.assert_allclose(y3, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_elementwise_grid_and_a_matmul_run_as_blocks(backend: str):
+    """With no loop of the user's, the outermost grid loop is shared out when its iterations are
+    independent: exp's rows of tiles on the vector cores, matmul's output columns on the cube cores."""
+    rng = np.random.default_rng(7)
+    exp = ptodsl.load(str(ROOT / "specs" / "exp.yaml"))
+    (launch,) = launches(exp.compiled.stages["block"].func("exp_f32"))
+    assert f", {TARGET.chip.aiv_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    x = rng.standard_normal((50, 300)).astype(np.float32)
+    np.testing.assert_allclose(exp(x, backend=backend), np.exp(x), rtol=2e-6)
+    matmul = ptodsl.load(str(ROOT / "specs" / "matmul.yaml"))
+    (launch,) = launches(matmul.compiled.stages["block"].func("matmul_f32"))
+    assert f", {TARGET.chip.aic_cores})" in ptodsl.sym.to_text(launch.attrs["block_dim"])
+    a = rng.standard_normal((70, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 200)).astype(np.float32)
+    np.testing.assert_allclose(matmul(a, b, backend=backend), a @ b, rtol=1e-4, atol=1e-4)

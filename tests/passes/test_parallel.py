@@ -1,0 +1,108 @@
+"""The parallel pass (ptodsl/passes/parallel.py): which user loops get ``parallel = 1``."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptodsl import ir
+from ptodsl.driver import compile_spec
+from ptodsl.passes import parallel
+from ptodsl.passes.context import PassContext
+from ptodsl.targets import load_target
+
+HEAD = 'module @m level tile attributes {target = "ascend910b"} {\n  kernel @m(PARAMS) {\n'
+TAIL = '  }\n}\n'
+ROWS = '''    loop() {index = "b", lo = 0, hi = B, step = 1, name = "rows"} region {
+BODY
+    }
+'''
+
+
+def _run(body: str, params: str = "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out") -> ir.Module:
+    text = HEAD.replace("PARAMS", params) + ROWS.replace("BODY", body) + TAIL
+    module = ir.parse(text)
+    ir.verify(module)
+    out = parallel.run(module, PassContext(load_target("ascend910b")))
+    ir.verify(out)
+    assert "parallel" not in module.funcs[0].body[0].attrs  # the pass never mutates its input
+    return out
+
+
+def _marked(module: ir.Module) -> bool:
+    return module.funcs[0].body[0].attrs.get("parallel") == 1
+
+
+ROW_COPY = '''      %t = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>
+      tile.load(%t, %x) {offsets = [b, 0]}
+      tile.store(%y, %t) {offsets = [b, 0]}'''
+
+
+def test_a_loop_writing_its_own_row_is_marked_and_printed():
+    before = HEAD.replace("PARAMS", "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out") + \
+        ROWS.replace("BODY", ROW_COPY) + TAIL
+    after = parallel.run(ir.parse(before), PassContext(load_target("ascend910b")))
+    assert str(after) == before.replace('name = "rows"}', 'name = "rows", parallel = 1}')
+    assert str(ir.parse(str(after))) == str(after)
+
+
+@pytest.mark.parametrize("what, body", [
+    ("overlapping rows", ROW_COPY.replace("tile<ub f32 [1, 64] valid [1, 64]>", "tile<ub f32 [2, 64] valid [2, 64]>")),
+    ("a fixed row", ROW_COPY.replace("tile.store(%y, %t) {offsets = [b, 0]}", "tile.store(%y, %t) {offsets = [0, 0]}")),
+    ("a print", ROW_COPY + '\n      print() {format = "{}", args = [b]}'),
+    ("reading what is written", ROW_COPY.replace("tile.load(%t, %x)", "tile.load(%t, %y)")),
+    ("a scalar read of what is written", ROW_COPY + '\n      read(%y) {index = [0, 0], sym = "v", dtype = "f32"}'),
+    ("a data-dependent row", '      read(%i) {index = [b], sym = "r", dtype = "i32"}\n' +
+     ROW_COPY.replace("tile.store(%y, %t) {offsets = [b, 0]}", "tile.store(%y, %t) {offsets = [r, 0]}")),
+])
+def test_a_loop_whose_iterations_may_interact_is_not_marked(what, body):
+    params = "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out, %i: tensor<i32 [B]>"
+    assert not _marked(_run(body, params)), what
+
+
+def test_a_tile_carried_across_iterations_keeps_the_loop_sequential():
+    text = HEAD.replace("PARAMS", "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out") + '''\
+    %acc = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>
+    tile.fill(%acc) {scalar = 0.0}
+''' + ROWS.replace("BODY", ROW_COPY + "\n      tile.add(%acc, %acc, %t)") + TAIL
+    out = parallel.run(ir.parse(text), PassContext(load_target("ascend910b")))
+    assert "parallel" not in out.funcs[0].body[2].attrs
+
+
+def test_a_guard_and_a_read_of_an_input_keep_the_loop_parallel():
+    # the guard reads nothing iterations write; the backends report the first failing iteration
+    body = ('      read(%i) {index = [b], sym = "r", dtype = "i32"}\n'
+            '      guard() {cond = r < B, tensor = "x", axis = 0, offset = r, extent = 1, dim = B, access = "view"}\n'
+            '      %v = view(%x) {offsets = [r, 0]} : tensor<f32 [1, 64]>\n' +
+            ROW_COPY.replace("tile.load(%t, %x) {offsets = [b, 0]}", "tile.load(%t, %v) {offsets = [0, 0]}"))
+    assert _marked(_run(body, "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B, 64]> out, %i: tensor<i32 [B]>"))
+
+
+def test_a_workspace_of_the_iteration_is_its_own():
+    body = ('      %w = alloc() : tensor<f32 [1, 64]>\n' + ROW_COPY.replace("tile.store(%y, %t) {offsets = [b, 0]}",
+            "tile.store(%w, %t) {offsets = [0, 0]}\n      %u = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>\n"
+            "      tile.load(%u, %w) {offsets = [0, 0]}\n      tile.store(%y, %u) {offsets = [b, 0]}"))
+    assert _marked(_run(body))
+
+
+def test_bands_of_a_symbolic_width_are_disjoint():
+    # iteration b writes rows [b * S, b * S + S) of y in tiles of 8 rows... at offsets b * S + 8 * k
+    params = "%x: tensor<f32 [B, 64]>, %y: tensor<f32 [B * 8, 64]> out"
+    body = ROW_COPY.replace("tile<ub f32 [1, 64] valid [1, 64]>", "tile<ub f32 [8, 64] valid [8, 64]>").replace(
+        "tile.store(%y, %t) {offsets = [b, 0]}", "tile.store(%y, %t) {offsets = [b * 8, 0]}").replace(
+        "tile.load(%t, %x) {offsets = [b, 0]}", "tile.load(%t, %x) {offsets = [0, 0]}")
+    assert _marked(_run(body, params))
+
+
+@pytest.mark.parametrize("spec, loops", [
+    ("specs/softmax.yaml", {"b_loop": True}),
+    ("specs/rmsnorm.yaml", {"rows": True}),
+    ("specs/add_bcast.yaml", {"batch": True}),
+    ("specs/tensor_sum.yaml", {"b_loop": False}),  # every row adds into one accumulator
+    ("specs/layernorm_bwd.yaml", {"rows": False}),
+    ("specs/flash_attn.yaml", {"kv_loop": False}),  # the running max, sum and output
+])
+def test_library_loops(spec, loops):
+    tile = compile_spec(spec).after["parallel"]
+    for op in tile.walk():
+        if parallel.is_user_loop(op) and op.attrs["name"] in loops:
+            assert bool(op.attrs.get("parallel")) == loops[op.attrs["name"]], (spec, op.attrs)
