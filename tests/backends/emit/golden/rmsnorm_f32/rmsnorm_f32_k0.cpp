@@ -32,14 +32,13 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + std::min<int64_t>(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
@@ -47,7 +46,6 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
         TileT7 t7;  // rmsnorm.pto:5:21
         TASSIGN(t7, 0);  // rmsnorm.pto:5:21
         TEXPANDS(t7, 0.0f);  // rmsnorm.pto:5:21
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -90,26 +88,25 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g15 = 0; _g15 < (H + 1023) / 1024; ++_g15) {  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
             TileT16 t16(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t16, 32);  // rmsnorm.pto:6:24
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
             GmView1 v0Gm1(v0 + _g15 * 1024, GmView1::Shape(t16.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
             TLOAD(t16, v0Gm1);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT18 t18(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t18, 4128);  // rmsnorm.pto:6:24
-            TROWEXPAND(t18, t14);  // rmsnorm.pto:6:24
             TileT19 t19(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t19, 8224);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
+            TASSIGN(t19, 4128);  // rmsnorm.pto:6:24
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TMUL(t19, t16, t18);  // rmsnorm.pto:6:24
+            TileView1 view1;  // rmsnorm.pto:6:24
+            TASSIGN(view1, 0);  // rmsnorm.pto:6:24
+            TileTmp2 tmp2;  // rmsnorm.pto:6:24
+            TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
+            TROWEXPANDMUL(t19, t16, view1, tmp2);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TileT21 t21(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
             TASSIGN(t21, 32);  // rmsnorm.pto:6:35
@@ -118,28 +115,23 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
             GmView2 gammaGm2(gamma + _g15 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm.pto:6:35
             TLOAD(t21, gammaGm2);  // rmsnorm.pto:6:35
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT26 t26(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t26, 4128);  // rmsnorm.pto:6:24
+            TileT27 t27(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+            TASSIGN(t27, 8224);  // rmsnorm.pto:6:24
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t26, t21);  // rmsnorm.pto:6:24
-            TileT27 t27(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t27, 32);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TMUL(t27, t19, t26);  // rmsnorm.pto:6:24
+            TCOLEXPANDMUL(t27, t19, t21);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
             GmView3 yGm3(y + r * H + _g15 * 1024, GmView3::Shape(t27.GetValidCol()), GmView3::Stride(H));  // rmsnorm.pto:6:19
             TSTORE(yGm3, t27);  // rmsnorm.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -27,15 +27,14 @@ extern "C" __global__ AICORE void softmax_f32_k0(__gm__ float* x, __gm__ float* 
 #endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax.pto:3:5
         pipe_barrier(PIPE_V);
@@ -44,48 +43,44 @@ extern "C" __global__ AICORE void softmax_f32_k0(__gm__ float* x, __gm__ float* 
         TASSIGN(t0, 0);  // softmax.pto:5:23
         TileT1 t1;  // softmax.pto:5:23
         TASSIGN(t1, 32);  // softmax.pto:5:23
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         GlobalTensor<float, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> rowGm0(row);  // softmax.pto:5:23
         TLOAD(t1, rowGm0);  // softmax.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // softmax.pto:5:23
-        TASSIGN(tmp0, 12320);  // softmax.pto:5:23
+        TASSIGN(tmp0, 8224);  // softmax.pto:5:23
         TROWMAX(t0, t1, tmp0);  // softmax.pto:5:23
-        TileT4 t4;  // softmax.pto:5:17
-        TASSIGN(t4, 4128);  // softmax.pto:5:17
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t4, t0);  // softmax.pto:5:17
-        TileT5 t5;  // softmax.pto:5:17
-        TASSIGN(t5, 8224);  // softmax.pto:5:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TSUB(t5, t1, t4);  // softmax.pto:5:17
         TileT7 t7;  // softmax.pto:5:13
-        TASSIGN(t7, 0);  // softmax.pto:5:13
+        TASSIGN(t7, 4128);  // softmax.pto:5:13
         pipe_barrier(PIPE_V);
-        TEXP(t7, t5);  // softmax.pto:5:13
+        TileView1 view1;  // softmax.pto:5:13
+        TASSIGN(view1, 0);  // softmax.pto:5:13
+        TileTmp2 tmp2;  // softmax.pto:5:13
+        TASSIGN(tmp2, 8224);  // softmax.pto:5:13
+        TROWEXPANDEXPDIF(t7, t1, view1, tmp2);  // softmax.pto:5:13
         TileT8 t8;  // softmax.pto:6:23
-        TASSIGN(t8, 4096);  // softmax.pto:6:23
+        TASSIGN(t8, 0);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp1;  // softmax.pto:6:23
-        TASSIGN(tmp1, 12320);  // softmax.pto:6:23
-        TROWSUM(t8, t7, tmp1);  // softmax.pto:6:23
-        TileT12 t12;  // softmax.pto:6:19
-        TASSIGN(t12, 4128);  // softmax.pto:6:19
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t12, t8);  // softmax.pto:6:19
+        TileTmp0 tmp3;  // softmax.pto:6:23
+        TASSIGN(tmp3, 8224);  // softmax.pto:6:23
+        TROWSUM(t8, t7, tmp3);  // softmax.pto:6:23
         TileT13 t13;  // softmax.pto:6:19
-        TASSIGN(t13, 8224);  // softmax.pto:6:19
+        TASSIGN(t13, 32);  // softmax.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t13, t7, t12);  // softmax.pto:6:19
+        TileView1 view4;  // softmax.pto:6:19
+        TASSIGN(view4, 0);  // softmax.pto:6:19
+        TileTmp2 tmp5;  // softmax.pto:6:19
+        TASSIGN(tmp5, 8224);  // softmax.pto:6:19
+        TROWEXPANDDIV(t13, t7, view4, tmp5);  // softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         GlobalTensor<float, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> yGm1(y + b * 1024);  // softmax.pto:6:19
         TSTORE(yGm1, t13);  // softmax.pto:6:19
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -27,10 +27,9 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
 #endif
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, bfloat16_t, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // add_bcast.pto:3:5
@@ -56,28 +55,24 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
                 GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
                 TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t4, 4352);  // add_bcast.pto:4:22
-                TCOLEXPAND(t4, t3);  // add_bcast.pto:4:22
+                TileC0 c0(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+                TASSIGN(c0, 4352);  // add_bcast.pto:4:22
                 TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t5, 8448);  // add_bcast.pto:4:22
+                TASSIGN(t5, 4864);  // add_bcast.pto:4:22
                 TileT6 t6(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t6, 12544);  // add_bcast.pto:4:22
+                TASSIGN(t6, 8960);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCVT(t6, t2, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-                TileT7 t7(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t7, 20736);  // add_bcast.pto:4:22
-                pipe_barrier(PIPE_V);
-                TCVT(t7, t4, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TCVT(c0, t3, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
                 TileT8 t8(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t8, 256);  // add_bcast.pto:4:22
+                TASSIGN(t8, 17152);  // add_bcast.pto:4:22
                 pipe_barrier(PIPE_V);
-                TADD(t8, t6, t7);  // add_bcast.pto:4:22
+                TCOLEXPANDADD(t8, t6, c0);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 TCVT(t5, t8, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
                 GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* 
 #endif
     using TileT3 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, half, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // add_bcast.pto:3:5
@@ -53,15 +52,11 @@ extern "C" __global__ AICORE void add_bcast_f16_k0(__gm__ half* x, __gm__ half* 
                 GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
                 TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t4, 4352);  // add_bcast.pto:4:22
-                TCOLEXPAND(t4, t3);  // add_bcast.pto:4:22
                 TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
-                TASSIGN(t5, 8448);  // add_bcast.pto:4:22
+                TASSIGN(t5, 4352);  // add_bcast.pto:4:22
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(t5, t2, t4);  // add_bcast.pto:4:22
+                TCOLEXPANDADD(t5, t2, t3);  // add_bcast.pto:4:22
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

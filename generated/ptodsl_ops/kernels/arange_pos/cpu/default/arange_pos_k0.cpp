@@ -11,7 +11,6 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
     using TileT6 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT9 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
@@ -70,15 +69,11 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
                 GmView3 xGm3(x + _g7 * 4 * N + _g8 * 64, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
                 TLOAD(t9, xGm3);  // arange_pos.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t11, 1280);  // arange_pos.pto:5:12
-                TCOLEXPAND(t11, t10);  // arange_pos.pto:5:12
                 TileT12 t12(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t12, 2304);  // arange_pos.pto:5:12
+                TASSIGN(t12, 1280);  // arange_pos.pto:5:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TADD(t12, t9, t11);  // arange_pos.pto:5:12
+                TCOLEXPANDADD(t12, t9, t10);  // arange_pos.pto:5:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

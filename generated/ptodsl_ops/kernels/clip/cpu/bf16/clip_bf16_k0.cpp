@@ -32,10 +32,9 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
     using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -58,7 +57,7 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             TLOAD(t11, hiGm0);  // clip.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
@@ -86,14 +85,15 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
                 TMAXS(t6, t4, -1.0f);  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
                 TMINS(t5, t6, 2.0f);  // clip.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 TCVT(t3, t5, RoundMode::CAST_RINT);  // clip.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
                 GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
                 TSTORE(aGm2, t3);  // clip.pto:3:12
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
                 TASSIGN(t10, 512);  // clip.pto:4:12
@@ -102,11 +102,8 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
                 GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
                 TLOAD(t10, loGm3);  // clip.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t12, 4608);  // clip.pto:4:12
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TCOLEXPAND(t12, t11);  // clip.pto:4:12
+                TileC0 c0(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+                TASSIGN(c0, 4608);  // clip.pto:4:12
                 TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
                 TASSIGN(t13, 16896);  // clip.pto:4:12
                 TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
@@ -114,27 +111,25 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCVT(t15, t10, RoundMode::CAST_RINT);  // clip.pto:4:12
-                TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t16, 29184);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TCVT(t16, t12, RoundMode::CAST_RINT);  // clip.pto:4:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                TCVT(c0, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
                 TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t17, 512);  // clip.pto:4:12
+                TASSIGN(t17, 29184);  // clip.pto:4:12
                 TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
                 TASSIGN(t18, 37376);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
                 TMAX(t18, t4, t15);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TMIN(t17, t18, t16);  // clip.pto:4:12
+                TCOLEXPANDMIN(t17, t18, c0);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 TCVT(t13, t17, RoundMode::CAST_RINT);  // clip.pto:4:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
                 GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
                 TSTORE(bGm4, t13);  // clip.pto:4:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
                 TASSIGN(t22, 512);  // clip.pto:5:12
                 TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
@@ -170,7 +165,7 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
                 TASSIGN(tmp7, 53760);  // clip.pto:5:12
                 TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp8;  // clip.pto:5:12
                 TASSIGN(tmp8, 45568);  // clip.pto:5:12
                 TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
@@ -188,15 +183,15 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
                 TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
                 TCVT(t22, t24, RoundMode::CAST_RINT);  // clip.pto:5:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
                 GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
                 TSTORE(sGm5, t22);  // clip.pto:5:12
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -30,7 +30,6 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
     using TileT3 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT16 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -53,6 +52,7 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
@@ -68,9 +68,10 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
                 TASSIGN(t3, 9216);  // clip.pto:3:12
                 TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
                 TASSIGN(t4, 17408);  // clip.pto:3:12
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TMAXS(t4, t2, -1.0f);  // clip.pto:3:12
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 pipe_barrier(PIPE_V);
                 TMINS(t3, t4, 2.0f);  // clip.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -88,30 +89,28 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
                 GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
                 TLOAD(t8, loGm3);  // clip.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t10, 17408);  // clip.pto:4:12
-                pipe_barrier(PIPE_V);
-                TCOLEXPAND(t10, t9);  // clip.pto:4:12
                 TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t11, 25600);  // clip.pto:4:12
+                TASSIGN(t11, 17408);  // clip.pto:4:12
                 TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
-                TASSIGN(t12, 33792);  // clip.pto:4:12
+                TASSIGN(t12, 25600);  // clip.pto:4:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TMAX(t12, t2, t8);  // clip.pto:4:12
                 pipe_barrier(PIPE_V);
-                TMIN(t11, t12, t10);  // clip.pto:4:12
+                TCOLEXPANDMIN(t11, t12, t9);  // clip.pto:4:12
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
                 GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
                 TSTORE(bGm4, t11);  // clip.pto:4:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
                 TASSIGN(t16, 9216);  // clip.pto:5:12
                 TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
                 TASSIGN(t17, 17408);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view0, 17408);  // clip.pto:5:12
                 TCMPS(view0, t2, 0.0f, CmpMode::GT);  // clip.pto:5:12
@@ -124,48 +123,48 @@ extern "C" __global__ AICORE void clip_f32_k0(__gm__ float* hi, __gm__ float* x,
                 TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
                 TASSIGN(t19, 21504);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileTmp1 tmp2;  // clip.pto:5:12
-                TASSIGN(tmp2, 41984);  // clip.pto:5:12
+                TASSIGN(tmp2, 33792);  // clip.pto:5:12
                 TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
                 TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view3, 21504);  // clip.pto:5:12
                 TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view4, 41984);  // clip.pto:5:12
+                TASSIGN(view4, 33792);  // clip.pto:5:12
                 TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view5, 1024);  // clip.pto:5:12
                 TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view6, 19456);  // clip.pto:5:12
                 TileTmp1 tmp7;  // clip.pto:5:12
-                TASSIGN(tmp7, 50176);  // clip.pto:5:12
+                TASSIGN(tmp7, 41984);  // clip.pto:5:12
                 TSEL(view3, view6, view4, view5, tmp7);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 TileTmp1 tmp8;  // clip.pto:5:12
-                TASSIGN(tmp8, 41984);  // clip.pto:5:12
+                TASSIGN(tmp8, 33792);  // clip.pto:5:12
                 TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
                 pipe_barrier(PIPE_V);  // clip.pto:5:12
                 TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view9, 9216);  // clip.pto:5:12
                 TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
-                TASSIGN(view10, 41984);  // clip.pto:5:12
+                TASSIGN(view10, 33792);  // clip.pto:5:12
                 TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view11, 21504);  // clip.pto:5:12
                 TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
                 TASSIGN(view12, 17408);  // clip.pto:5:12
                 TileTmp1 tmp13;  // clip.pto:5:12
-                TASSIGN(tmp13, 50176);  // clip.pto:5:12
+                TASSIGN(tmp13, 41984);  // clip.pto:5:12
                 TSEL(view9, view12, view10, view11, tmp13);  // clip.pto:5:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:5:12
                 GmView5 sGm5(s + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView5::Stride(N));  // clip.pto:5:12
                 TSTORE(sGm5, t16);  // clip.pto:5:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -30,7 +30,6 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
     using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -38,18 +37,17 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT28 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT36 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT44 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + std::min<int64_t>(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // layernorm.pto:3:5
         pipe_barrier(PIPE_V);
@@ -57,6 +55,7 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
         TileT3 t3;  // layernorm.pto:5:18
         TASSIGN(t3, 0);  // layernorm.pto:5:18
         TEXPANDS(t3, 0.0f);  // layernorm.pto:5:18
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -68,10 +67,10 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
             GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
             TLOAD(t1, v0Gm0);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT6 t6;  // layernorm.pto:5:18
             TASSIGN(t6, 4128);  // layernorm.pto:5:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // layernorm.pto:5:18
             TASSIGN(tmp0, 12352);  // layernorm.pto:5:18
             TROWSUM(t6, t1, tmp0);  // layernorm.pto:5:18
@@ -82,12 +81,12 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMULS(t3, t3, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
         TileT16 t16;  // layernorm.pto:6:15
         TASSIGN(t16, 32);  // layernorm.pto:6:15
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t16, 0.0f);  // layernorm.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -101,15 +100,15 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
             GmView1 v0Gm1(v0 + _g7 * 1024, GmView1::Shape(t8.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
             TLOAD(t8, v0Gm1);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t10, 4160);  // layernorm.pto:5:13
-            TROWEXPAND(t10, t3);  // layernorm.pto:5:13
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT11 t11(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t11, 8256);  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t11, t8, t10);  // layernorm.pto:5:13
+            TASSIGN(t11, 4160);  // layernorm.pto:5:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileView1 view1;  // layernorm.pto:5:13
+            TASSIGN(view1, 0);  // layernorm.pto:5:13
+            TileTmp2 tmp2;  // layernorm.pto:5:13
+            TASSIGN(tmp2, 12352);  // layernorm.pto:5:13
+            TROWEXPANDSUB(t11, t8, view1, tmp2);  // layernorm.pto:5:13
             TileT15 t15(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
             TASSIGN(t15, 64);  // layernorm.pto:6:20
             pipe_barrier(PIPE_V);
@@ -117,9 +116,9 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             TileT19 t19;  // layernorm.pto:6:15
             TASSIGN(t19, 4160);  // layernorm.pto:6:15
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // layernorm.pto:6:15
-            TASSIGN(tmp1, 12352);  // layernorm.pto:6:15
-            TROWSUM(t19, t15, tmp1);  // layernorm.pto:6:15
+            TileTmp0 tmp3;  // layernorm.pto:6:15
+            TASSIGN(tmp3, 12352);  // layernorm.pto:6:15
+            TROWSUM(t19, t15, tmp3);  // layernorm.pto:6:15
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TADD(t16, t16, t19);  // layernorm.pto:6:15
@@ -138,6 +137,7 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
         TRSQRT(t23, t21);  // layernorm.pto:7:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // layernorm.pto:7:24
@@ -151,21 +151,22 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
             GmView2 v0Gm2(v0 + _g24 * 1024, GmView2::Shape(t8_re2.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
             TLOAD(t8_re2, v0Gm2);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10Re2 t10_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t10_re2, 8256);  // layernorm.pto:5:13
-            TROWEXPAND(t10_re2, t3);  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t25, t8_re2, t10_re2);  // layernorm.pto:5:13
-            TileT27 t27(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t27, 4160);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t27, t23);  // layernorm.pto:7:24
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileView1 view4;  // layernorm.pto:5:13
+            TASSIGN(view4, 0);  // layernorm.pto:5:13
+            TileTmp2 tmp5;  // layernorm.pto:5:13
+            TASSIGN(tmp5, 12352);  // layernorm.pto:5:13
+            TROWEXPANDSUB(t25, t8_re2, view4, tmp5);  // layernorm.pto:5:13
             TileT28 t28(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t28, 8256);  // layernorm.pto:7:24
+            TASSIGN(t28, 4160);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
-            TMUL(t28, t25, t27);  // layernorm.pto:7:24
+            TileView1 view6;  // layernorm.pto:7:24
+            TASSIGN(view6, 32);  // layernorm.pto:7:24
+            TileTmp2 tmp7;  // layernorm.pto:7:24
+            TASSIGN(tmp7, 12352);  // layernorm.pto:7:24
+            TROWEXPANDMUL(t28, t25, view6, tmp7);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT30 t30(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
             TASSIGN(t30, 64);  // layernorm.pto:7:47
@@ -173,33 +174,26 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
             GmView3 gammaGm3(gamma + _g24 * 1024, GmView3::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
             TLOAD(t30, gammaGm3);  // layernorm.pto:7:47
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT35 t35(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t35, 4160);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t35, t30);  // layernorm.pto:7:24
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT36 t36(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t36, 64);  // layernorm.pto:7:24
+            TASSIGN(t36, 8256);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
-            TMUL(t36, t28, t35);  // layernorm.pto:7:24
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCOLEXPANDMUL(t36, t28, t30);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT38 t38(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
-            TASSIGN(t38, 4160);  // layernorm.pto:7:66
+            TASSIGN(t38, 64);  // layernorm.pto:7:66
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
             GmView4 betaGm4(beta + _g24 * 1024, GmView4::Shape(t38.GetValidCol()));  // layernorm.pto:7:66
             TLOAD(t38, betaGm4);  // layernorm.pto:7:66
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT43 t43(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t43, 8256);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPAND(t43, t38);  // layernorm.pto:7:24
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT44 t44(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
             TASSIGN(t44, 4160);  // layernorm.pto:7:24
             pipe_barrier(PIPE_V);
-            TADD(t44, t36, t43);  // layernorm.pto:7:24
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCOLEXPANDADD(t44, t36, t38);  // layernorm.pto:7:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -208,11 +202,14 @@ extern "C" __global__ AICORE void layernorm_f32_k0(__gm__ float* x, __gm__ float
             TSTORE(yGm5, t44);  // layernorm.pto:7:19
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

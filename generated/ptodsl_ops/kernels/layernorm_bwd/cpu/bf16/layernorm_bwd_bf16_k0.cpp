@@ -14,7 +14,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -24,14 +23,11 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5Re2Re4 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT37 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT38 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8Re3 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -40,18 +36,14 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     using TileT38Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8Re3Re5 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT52 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -62,6 +54,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm_bwd.pto:6:13
@@ -91,6 +86,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t r = 0; r < R; ++r) {  // layernorm_bwd.pto:8:5
@@ -121,7 +117,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp0, 18528);  // layernorm_bwd.pto:11:18
+            TASSIGN(tmp0, 16448);  // layernorm_bwd.pto:11:18
             TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
             TADD(t10Tile, t10Tile, t13);  // layernorm_bwd.pto:11:18
@@ -129,6 +125,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TMULS(t10Tile, t10Tile, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
@@ -136,7 +133,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
         TASSIGN(t23, 32);  // layernorm_bwd.pto:12:22
         pipe_barrier(PIPE_V);
         TEXPANDS(t23, 0.0f);  // layernorm_bwd.pto:12:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -154,14 +150,14 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t15, t5_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT17 t17(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17, 4160);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t17, t10Tile);  // layernorm_bwd.pto:11:13
             TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t18, 8256);  // layernorm_bwd.pto:11:13
+            TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TSUB(t18, t15, t17);  // layernorm_bwd.pto:11:13
+            TileView1 view1;  // layernorm_bwd.pto:11:13
+            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp2, 16448);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
             TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
             TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
             pipe_barrier(PIPE_V);
@@ -169,17 +165,17 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             TileT26 t26;  // layernorm_bwd.pto:12:22
             TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp1, 18528);  // layernorm_bwd.pto:12:22
-            TROWSUM(t26, t22, tmp1);  // layernorm_bwd.pto:12:22
+            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
+            TASSIGN(tmp3, 16448);  // layernorm_bwd.pto:12:22
+            TROWSUM(t26, t22, tmp3);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
             TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
         TileT28 t28;  // layernorm_bwd.pto:12:22
         TASSIGN(t28, 64);  // layernorm_bwd.pto:12:22
@@ -195,12 +191,15 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
         TEXPANDS(t44, 0.0f);  // layernorm_bwd.pto:15:38
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
@@ -210,29 +209,29 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             TASSIGN(t15_re4, 4192);  // layernorm_bwd.pto:11:13
             TileT5Re2Re4 t5_re2_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
             TASSIGN(t5_re2_re4, 8288);  // layernorm_bwd.pto:9:14
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
             GmView4 v0Gm4(v0 + _g31 * 1024, GmView4::Shape(t5_re2_re4.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:9:14
             TLOAD(t5_re2_re4, v0Gm4);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t15_re4, t5_re2_re4, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT17Re4 t17_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4, 8288);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            TCVT(t15_re4, t5_re2_re4, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
-            TROWEXPAND(t17_re4, t10Tile);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TSUB(t32, t15_re4, t17_re4);  // layernorm_bwd.pto:11:13
-            TileT34 t34(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34, 4192);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t34, t30);  // layernorm_bwd.pto:13:16
+            TileView1 view4;  // layernorm_bwd.pto:11:13
+            TASSIGN(view4, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp5;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp5, 16448);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t32, t15_re4, view4, tmp5);  // layernorm_bwd.pto:11:13
             TileT35 t35(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t35, 8288);  // layernorm_bwd.pto:13:16
+            TASSIGN(t35, 4192);  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
-            TMUL(t35, t32, t34);  // layernorm_bwd.pto:13:16
+            TileView1 view6;  // layernorm_bwd.pto:13:16
+            TASSIGN(view6, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp7;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp7, 16448);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t35, t32, view6, tmp7);  // layernorm_bwd.pto:13:16
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -242,18 +241,18 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             TSTORE(xhatGm5, t35);  // layernorm_bwd.pto:13:16
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView6 gammaGm6(gamma + _g31 * 1024, GmView6::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37, gammaGm6);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TileT38 t38(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t38, 2144);  // layernorm_bwd.pto:14:18
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             TCVT(t38, t37, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
@@ -265,36 +264,34 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             GmView7 v1Gm7(v1 + _g31 * 1024, GmView7::Shape(t8_re3.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
             TLOAD(t8_re3, v1Gm7);  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TCVT(t40, t8_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT42 t42(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42, 10336);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t42, t38);  // layernorm_bwd.pto:14:14
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t43, 96);  // layernorm_bwd.pto:14:14
+            TASSIGN(t43, 10336);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
-            TMUL(t43, t40, t42);  // layernorm_bwd.pto:14:14
+            TCOLEXPANDMUL(t43, t40, t38);  // layernorm_bwd.pto:14:14
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT47 t47;  // layernorm_bwd.pto:15:38
-            TASSIGN(t47, 4192);  // layernorm_bwd.pto:15:38
+            TASSIGN(t47, 96);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp2, 18528);  // layernorm_bwd.pto:15:38
-            TROWSUM(t47, t43, tmp2);  // layernorm_bwd.pto:15:38
+            TileTmp0 tmp8;  // layernorm_bwd.pto:15:38
+            TASSIGN(tmp8, 16448);  // layernorm_bwd.pto:15:38
+            TROWSUM(t47, t43, tmp8);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
             TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
         }
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
         TileT57 t57;  // layernorm_bwd.pto:15:78
@@ -302,8 +299,10 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
         pipe_barrier(PIPE_V);
         TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -317,11 +316,11 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView8 gammaGm8(gamma + _g48 * 1024, GmView8::Shape(t37_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37_re5, gammaGm8);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT38Re5 t38_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t38_re5, 6240);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t38_re5, t37_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT40Re5 t40_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
@@ -332,51 +331,47 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
             GmView9 v1Gm9(v1 + _g48 * 1024, GmView9::Shape(t8_re3_re5.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:10:13
             TLOAD(t8_re3_re5, v1Gm9);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t40_re5, t8_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT42Re5 t42_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re5, 14432);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
-            TCOLEXPAND(t42_re5, t38_re5);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TMUL(t49, t40_re5, t42_re5);  // layernorm_bwd.pto:14:14
-            TileT51 t51(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t51, 4192);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t51, t44);  // layernorm_bwd.pto:15:33
+            TCOLEXPANDMUL(t49, t40_re5, t38_re5);  // layernorm_bwd.pto:14:14
             TileT52 t52(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t52, 8288);  // layernorm_bwd.pto:15:33
+            TASSIGN(t52, 4192);  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
-            TSUB(t52, t49, t51);  // layernorm_bwd.pto:15:33
+            TileView1 view9;  // layernorm_bwd.pto:15:33
+            TASSIGN(view9, 64);  // layernorm_bwd.pto:15:33
+            TileTmp2 tmp10;  // layernorm_bwd.pto:15:33
+            TASSIGN(tmp10, 16448);  // layernorm_bwd.pto:15:33
+            TROWEXPANDSUB(t52, t49, view9, tmp10);  // layernorm_bwd.pto:15:33
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
             GmView10 t10Gm10(t10 + _g48 * 1024, GmView10::Shape(t52.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:33
             TSTORE(t10Gm10, t52);  // layernorm_bwd.pto:15:33
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t55, 4192);  // layernorm_bwd.pto:15:83
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:83
             GmView11 xhatGm11(xhat + _g48 * 1024, GmView11::Shape(t55.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:15:83
             TLOAD(t55, xhatGm11);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t56, 8288);  // layernorm_bwd.pto:15:83
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TileT60 t60;  // layernorm_bwd.pto:15:78
             TASSIGN(t60, 96);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp3, 18528);  // layernorm_bwd.pto:15:78
-            TROWSUM(t60, t56, tmp3);  // layernorm_bwd.pto:15:78
+            TileTmp0 tmp11;  // layernorm_bwd.pto:15:78
+            TASSIGN(tmp11, 16448);  // layernorm_bwd.pto:15:78
+            TROWSUM(t60, t56, tmp11);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
             TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
         }
@@ -385,19 +380,18 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
@@ -408,51 +402,53 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             GmView12 xhatGm12(xhat + _g61 * 1024, GmView12::Shape(t62.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:71
             TLOAD(t62, xhatGm12);  // layernorm_bwd.pto:15:71
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT64 t64(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t64, 4160);  // layernorm_bwd.pto:15:71
-            TROWEXPAND(t64, t57);  // layernorm_bwd.pto:15:71
             TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t65, 8256);  // layernorm_bwd.pto:15:71
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
+            TASSIGN(t65, 4160);  // layernorm_bwd.pto:15:71
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t65, t62, t64);  // layernorm_bwd.pto:15:71
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileView1 view12;  // layernorm_bwd.pto:15:71
+            TASSIGN(view12, 0);  // layernorm_bwd.pto:15:71
+            TileTmp2 tmp13;  // layernorm_bwd.pto:15:71
+            TASSIGN(tmp13, 16448);  // layernorm_bwd.pto:15:71
+            TROWEXPANDMUL(t65, t62, view12, tmp13);  // layernorm_bwd.pto:15:71
             TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t67, 4160);  // layernorm_bwd.pto:15:33
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TASSIGN(t67, 8256);  // layernorm_bwd.pto:15:33
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
             GmView13 t10Gm13(t10 + _g61 * 1024, GmView13::Shape(t67.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:15:33
             TLOAD(t67, t10Gm13);  // layernorm_bwd.pto:15:33
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
             TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-            TileT72 t72(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t72, 4160);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t72, t30);  // layernorm_bwd.pto:15:25
             TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t74, 8256);  // layernorm_bwd.pto:15:25
+            TASSIGN(t74, 4160);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);
-            TMUL(t74, t72, t69);  // layernorm_bwd.pto:15:25
+            TileTmp3 tmp14;  // layernorm_bwd.pto:15:25
+            TASSIGN(tmp14, 16448);  // layernorm_bwd.pto:15:25
+            TROWEXPAND(tmp14, t30);  // layernorm_bwd.pto:15:25
+            pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
+            TROWEXPANDMUL(t74, tmp14, t69);  // layernorm_bwd.pto:15:25
             TileT77 t77(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
-            TASSIGN(t77, 4160);  // layernorm_bwd.pto:15:20
+            TASSIGN(t77, 8256);  // layernorm_bwd.pto:15:20
             pipe_barrier(PIPE_V);
             TCVT(t77, t74, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             using GmView14 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
             GmView14 dxGm14(dx + r * H + _g61 * 1024, GmView14::Shape(t77.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:15:20
             TSTORE(dxGm14, t77);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             TileT79 t79(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
             TASSIGN(t79, 4160);  // layernorm_bwd.pto:16:28
             TileT8Re6 t8_re6(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
             TASSIGN(t8_re6, 8256);  // layernorm_bwd.pto:10:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView15 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
             GmView15 v1Gm15(v1 + _g61 * 1024, GmView15::Shape(t8_re6.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:10:13
@@ -460,7 +456,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             pipe_barrier(PIPE_V);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
             TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
             TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
@@ -469,7 +464,6 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
             TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
             GmView16 acc_gGm16(acc_g + _g61 * 1024, GmView16::Shape(t83.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:16:20
@@ -488,10 +482,9 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
             GmView17 acc_gGm17(acc_g + _g61 * 1024, GmView17::Shape(t85.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:16:20
             TSTORE(acc_gGm17, t85);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
             TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
             GmView18 acc_bGm18(acc_b + _g61 * 1024, GmView18::Shape(t87.GetValidCol()), GmView18::Stride(H));  // layernorm_bwd.pto:17:20
@@ -510,22 +503,22 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
             GmView19 acc_bGm19(acc_b + _g61 * 1024, GmView19::Shape(t89.GetValidCol()), GmView19::Stride(H));  // layernorm_bwd.pto:17:20
             TSTORE(acc_bGm19, t89);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

@@ -12,7 +12,6 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
     using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -21,34 +20,25 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
     using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT37 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT37Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT32Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT32Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT34Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT64 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT49Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT37Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -57,6 +47,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
     using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm_bwd.pto:6:13
@@ -111,7 +104,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp0, 32896);  // layernorm_bwd.pto:11:18
+            TASSIGN(tmp0, 24704);  // layernorm_bwd.pto:11:18
             TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -140,14 +133,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             GmView3 v0Gm3(v0 + _g14 * 1024, GmView3::Shape(t15.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
             TLOAD(t15, v0Gm3);  // layernorm_bwd.pto:9:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT17 t17(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17, 4160);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17, t10);  // layernorm_bwd.pto:11:13
             TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t18, 8256);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
+            TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t18, t15, t17);  // layernorm_bwd.pto:11:13
+            TileView1 view1;  // layernorm_bwd.pto:11:13
+            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp2, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
             TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
             TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
             pipe_barrier(PIPE_V);
@@ -155,9 +148,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             TileT26 t26;  // layernorm_bwd.pto:12:22
             TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp1, 32896);  // layernorm_bwd.pto:12:22
-            TROWSUM(t26, t22, tmp1);  // layernorm_bwd.pto:12:22
+            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
+            TASSIGN(tmp3, 24704);  // layernorm_bwd.pto:12:22
+            TROWSUM(t26, t22, tmp3);  // layernorm_bwd.pto:12:22
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
@@ -181,7 +174,6 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
@@ -191,50 +183,41 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView4 gammaGm4(gamma + _g31 * 1024, GmView4::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37, gammaGm4);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
             TASSIGN(t40, 4192);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
             GmView5 v1Gm5(v1 + _g31 * 1024, GmView5::Shape(t40.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
             TLOAD(t40, v1Gm5);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT42 t42(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42, 8288);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPAND(t42, t37);  // layernorm_bwd.pto:14:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t43, 96);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t43, t40, t42);  // layernorm_bwd.pto:14:14
+            TASSIGN(t43, 8288);  // layernorm_bwd.pto:14:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TCOLEXPANDMUL(t43, t40, t37);  // layernorm_bwd.pto:14:14
             TileT47 t47;  // layernorm_bwd.pto:15:38
-            TASSIGN(t47, 4192);  // layernorm_bwd.pto:15:38
+            TASSIGN(t47, 96);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp2, 32896);  // layernorm_bwd.pto:15:38
-            TROWSUM(t47, t43, tmp2);  // layernorm_bwd.pto:15:38
+            TileTmp0 tmp4;  // layernorm_bwd.pto:15:38
+            TASSIGN(tmp4, 24704);  // layernorm_bwd.pto:15:38
+            TROWSUM(t47, t43, tmp4);  // layernorm_bwd.pto:15:38
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
         TileT57 t57;  // layernorm_bwd.pto:15:78
         TASSIGN(t57, 96);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
@@ -246,45 +229,38 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView6 gammaGm6(gamma + _g48 * 1024, GmView6::Shape(t37_re6.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37_re6, gammaGm6);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT40Re6 t40_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
             TASSIGN(t40_re6, 8320);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
             GmView7 v1Gm7(v1 + _g48 * 1024, GmView7::Shape(t40_re6.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
             TLOAD(t40_re6, v1Gm7);  // layernorm_bwd.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT42Re6 t42_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re6, 12416);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPAND(t42_re6, t37_re6);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t49, t40_re6, t42_re6);  // layernorm_bwd.pto:14:14
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
+            TCOLEXPANDMUL(t49, t40_re6, t37_re6);  // layernorm_bwd.pto:14:14
             TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t55, 4224);  // layernorm_bwd.pto:15:83
             TileT32Re5 t32_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
             TASSIGN(t32_re5, 8320);  // layernorm_bwd.pto:13:16
             TileT15Re4Re5 t15_re4_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
             TASSIGN(t15_re4_re5, 12416);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
             GmView8 v0Gm8(v0 + _g48 * 1024, GmView8::Shape(t15_re4_re5.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:9:14
             TLOAD(t15_re4_re5, v0Gm8);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT17Re4Re5 t17_re4_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4_re5, 16512);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17_re4_re5, t10);  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TSUB(t32_re5, t15_re4_re5, t17_re4_re5);  // layernorm_bwd.pto:11:13
-            TileT34Re5 t34_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34_re5, 12416);  // layernorm_bwd.pto:13:16
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            TileView1 view5;  // layernorm_bwd.pto:11:13
+            TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp6, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t32_re5, t15_re4_re5, view5, tmp6);  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TROWEXPAND(t34_re5, t30);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TMUL(t55, t32_re5, t34_re5);  // layernorm_bwd.pto:13:16
+            TileView1 view7;  // layernorm_bwd.pto:13:16
+            TASSIGN(view7, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp8;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp8, 24704);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t55, t32_re5, view7, tmp8);  // layernorm_bwd.pto:13:16
             TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t56, 8320);  // layernorm_bwd.pto:15:83
             pipe_barrier(PIPE_V);
@@ -293,25 +269,27 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             TileT60 t60;  // layernorm_bwd.pto:15:78
             TASSIGN(t60, 128);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp3, 32896);  // layernorm_bwd.pto:15:78
-            TROWSUM(t60, t56, tmp3);  // layernorm_bwd.pto:15:78
+            TileTmp0 tmp9;  // layernorm_bwd.pto:15:78
+            TASSIGN(tmp9, 24704);  // layernorm_bwd.pto:15:78
+            TROWSUM(t60, t56, tmp9);  // layernorm_bwd.pto:15:78
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -328,67 +306,65 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
             GmView9 v0Gm9(v0 + _g61 * 1024, GmView9::Shape(t15_re4_re8.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:9:14
             TLOAD(t15_re4_re8, v0Gm9);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT17Re4Re8 t17_re4_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t17_re4_re8, 12416);  // layernorm_bwd.pto:11:13
-            TROWEXPAND(t17_re4_re8, t10);  // layernorm_bwd.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t32_re8, t15_re4_re8, t17_re4_re8);  // layernorm_bwd.pto:11:13
-            TileT34Re8 t34_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t34_re8, 8320);  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t34_re8, t30);  // layernorm_bwd.pto:13:16
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileView1 view10;  // layernorm_bwd.pto:11:13
+            TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
+            TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
+            TASSIGN(tmp11, 24704);  // layernorm_bwd.pto:11:13
+            TROWEXPANDSUB(t32_re8, t15_re4_re8, view10, tmp11);  // layernorm_bwd.pto:11:13
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             pipe_barrier(PIPE_V);
-            TMUL(t62, t32_re8, t34_re8);  // layernorm_bwd.pto:13:16
-            TileT64 t64(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t64, 4224);  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t64, t57);  // layernorm_bwd.pto:15:71
+            TileView1 view12;  // layernorm_bwd.pto:13:16
+            TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
+            TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
+            TASSIGN(tmp13, 24704);  // layernorm_bwd.pto:13:16
+            TROWEXPANDMUL(t62, t32_re8, view12, tmp13);  // layernorm_bwd.pto:13:16
             TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t65, 12416);  // layernorm_bwd.pto:15:71
+            TASSIGN(t65, 4224);  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
-            TMUL(t65, t62, t64);  // layernorm_bwd.pto:15:71
+            TileView1 view14;  // layernorm_bwd.pto:15:71
+            TASSIGN(view14, 96);  // layernorm_bwd.pto:15:71
+            TileTmp2 tmp15;  // layernorm_bwd.pto:15:71
+            TASSIGN(tmp15, 24704);  // layernorm_bwd.pto:15:71
+            TROWEXPANDMUL(t65, t62, view14, tmp15);  // layernorm_bwd.pto:15:71
             TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t67, 4224);  // layernorm_bwd.pto:15:33
+            TASSIGN(t67, 8320);  // layernorm_bwd.pto:15:33
             TileT49Re9 t49_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49_re9, 16512);  // layernorm_bwd.pto:15:33
+            TASSIGN(t49_re9, 12416);  // layernorm_bwd.pto:15:33
             TileT37Re6Re9 t37_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re6_re9, 20608);  // layernorm_bwd.pto:14:18
+            TASSIGN(t37_re6_re9, 16512);  // layernorm_bwd.pto:14:18
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView10 gammaGm10(gamma + _g61 * 1024, GmView10::Shape(t37_re6_re9.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37_re6_re9, gammaGm10);  // layernorm_bwd.pto:14:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT40Re6Re9 t40_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re6_re9, 24704);  // layernorm_bwd.pto:14:14
+            TASSIGN(t40_re6_re9, 20608);  // layernorm_bwd.pto:14:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
             GmView11 v1Gm11(v1 + _g61 * 1024, GmView11::Shape(t40_re6_re9.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
             TLOAD(t40_re6_re9, v1Gm11);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT42Re6Re9 t42_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t42_re6_re9, 28800);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPAND(t42_re6_re9, t37_re6_re9);  // layernorm_bwd.pto:14:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TCOLEXPANDMUL(t49_re9, t40_re6_re9, t37_re6_re9);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t49_re9, t40_re6_re9, t42_re6_re9);  // layernorm_bwd.pto:14:14
-            TileT51Re9 t51_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t51_re9, 20608);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t51_re9, t44);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TSUB(t67, t49_re9, t51_re9);  // layernorm_bwd.pto:15:33
+            TileView1 view16;  // layernorm_bwd.pto:15:33
+            TASSIGN(view16, 64);  // layernorm_bwd.pto:15:33
+            TileTmp2 tmp17;  // layernorm_bwd.pto:15:33
+            TASSIGN(tmp17, 24704);  // layernorm_bwd.pto:15:33
+            TROWEXPANDSUB(t67, t49_re9, view16, tmp17);  // layernorm_bwd.pto:15:33
             TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t69, 16512);  // layernorm_bwd.pto:15:33
+            TASSIGN(t69, 12416);  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
             TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
             TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
             TASSIGN(t74, 4224);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);
-            TMUL(t74, t34_re8, t69);  // layernorm_bwd.pto:15:25
+            TileTmp3 tmp18;  // layernorm_bwd.pto:15:25
+            TASSIGN(tmp18, 24704);  // layernorm_bwd.pto:15:25
+            TROWEXPAND(tmp18, t30);  // layernorm_bwd.pto:15:25
+            pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
+            TROWEXPANDMUL(t74, tmp18, t69);  // layernorm_bwd.pto:15:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
@@ -408,11 +384,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             GmView13 acc_gGm13(acc_g + _g61 * 1024, GmView13::Shape(t83.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:16:20
             TLOAD(t83, acc_gGm13);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
             TASSIGN(t85, 8320);  // layernorm_bwd.pto:16:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -431,12 +407,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
             GmView15 acc_bGm15(acc_b + _g61 * 1024, GmView15::Shape(t87.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:17:20
             TLOAD(t87, acc_bGm15);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
             TASSIGN(t89, 4224);  // layernorm_bwd.pto:17:20
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TADD(t89, t87, t40_re6_re9);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -450,7 +426,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
         }
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -33,17 +33,15 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
     using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -68,12 +66,12 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
             GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
             TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT6 t6;  // log_softmax.pto:5:19
             TASSIGN(t6, 4160);  // log_softmax.pto:5:19
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // log_softmax.pto:5:19
-            TASSIGN(tmp0, 12448);  // log_softmax.pto:5:19
+            TASSIGN(tmp0, 8352);  // log_softmax.pto:5:19
             TROWMAX(t6, t1, tmp0);  // log_softmax.pto:5:19
             TileOnline1Max online1_max;  // log_softmax.pto:5:19
             TASSIGN(online1_max, 4192);  // log_softmax.pto:5:19
@@ -95,39 +93,37 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
             TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TMAX(t3, t3, t6);  // log_softmax.pto:5:19
-            TileT10 t10(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t10, 4256);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t10, online1_safe);  // log_softmax.pto:5:13
-            TileT11 t11(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t11, 8352);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
-            TSUB(t11, t1, t10);  // log_softmax.pto:5:13
             TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
-            TASSIGN(t14, 64);  // log_softmax.pto:6:36
+            TASSIGN(t14, 4256);  // log_softmax.pto:6:36
             pipe_barrier(PIPE_V);
-            TEXP(t14, t11);  // log_softmax.pto:6:36
+            TileView1 view1;  // log_softmax.pto:6:36
+            TASSIGN(view1, 4224);  // log_softmax.pto:6:36
+            TileTmp2 tmp2;  // log_softmax.pto:6:36
+            TASSIGN(tmp2, 8352);  // log_softmax.pto:6:36
+            TROWEXPANDEXPDIF(t14, t1, view1, tmp2);  // log_softmax.pto:6:36
             TileT18 t18;  // log_softmax.pto:6:32
-            TASSIGN(t18, 4160);  // log_softmax.pto:6:32
+            TASSIGN(t18, 64);  // log_softmax.pto:6:32
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // log_softmax.pto:6:32
-            TASSIGN(tmp1, 12448);  // log_softmax.pto:6:32
-            TROWSUM(t18, t14, tmp1);  // log_softmax.pto:6:32
+            TileTmp0 tmp3;  // log_softmax.pto:6:32
+            TASSIGN(tmp3, 8352);  // log_softmax.pto:6:32
+            TROWSUM(t18, t14, tmp3);  // log_softmax.pto:6:32
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TADD(t15, t15, t18);  // log_softmax.pto:6:32
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT20 t20;  // log_softmax.pto:6:28
         TASSIGN(t20, 64);  // log_softmax.pto:6:28
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TLOG(t20, t15);  // log_softmax.pto:6:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
@@ -135,35 +131,35 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
             TASSIGN(t22, 96);  // log_softmax.pto:6:24
             TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
             TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
             GmView1 v0Gm1(v0 + _g21 * 1024, GmView1::Shape(t8_re2.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
             TLOAD(t8_re2, v0Gm1);  // log_softmax.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10Re2 t10_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t10_re2, 8288);  // log_softmax.pto:5:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t10_re2, t3);  // log_softmax.pto:5:13
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t22, t8_re2, t10_re2);  // log_softmax.pto:5:13
-            TileT24 t24(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t24, 4192);  // log_softmax.pto:6:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t24, t20);  // log_softmax.pto:6:24
+            TileView1 view4;  // log_softmax.pto:5:13
+            TASSIGN(view4, 0);  // log_softmax.pto:5:13
+            TileTmp2 tmp5;  // log_softmax.pto:5:13
+            TASSIGN(tmp5, 8352);  // log_softmax.pto:5:13
+            TROWEXPANDSUB(t22, t8_re2, view4, tmp5);  // log_softmax.pto:5:13
             TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t25, 8288);  // log_softmax.pto:6:24
+            TASSIGN(t25, 4192);  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
-            TSUB(t25, t22, t24);  // log_softmax.pto:6:24
+            TileView1 view6;  // log_softmax.pto:6:24
+            TASSIGN(view6, 64);  // log_softmax.pto:6:24
+            TileTmp2 tmp7;  // log_softmax.pto:6:24
+            TASSIGN(tmp7, 8352);  // log_softmax.pto:6:24
+            TROWEXPANDSUB(t25, t22, view6, tmp7);  // log_softmax.pto:6:24
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
             GmView2 yGm2(y + b * N + _g21 * 1024, GmView2::Shape(t25.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:6:19
             TSTORE(yGm2, t25);  // log_softmax.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

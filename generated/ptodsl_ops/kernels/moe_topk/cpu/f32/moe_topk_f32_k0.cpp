@@ -8,11 +8,8 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
 {
     using TileT1 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT4 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT9 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT13 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT15 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT21 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT24 = Tile<TileType::Vec, int32_t, 1, 16, BLayout::RowMajor, 1, 16>;
     using TileT25 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
@@ -29,185 +26,184 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
     using TileT37 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT39 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT40 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
-    using TileT44 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
     using TileT45 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
     using TileT50 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 2>;
-    using TileView2 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileTmp3 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor>;
-    using TileView4 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileTmp5 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileView2 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 2>;
+    using TileView3 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
+    using TileTmp4 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor>;
+    using TileView5 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
+    using TileTmp6 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // moe_topk.pto:5:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (N + 7) / 8; ++_g0) {  // moe_topk.pto:5:9
             pipe_barrier(PIPE_V);
             TileT1 t1(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:5:9
             TASSIGN(t1, 0);  // moe_topk.pto:5:9
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 16>, Stride<1, 1, 1, 16, 1>>;  // moe_topk.pto:5:9
             GmView0 logitsGm0(logits + _g0 * 8 * 16, GmView0::Shape(t1.GetValidRow()));  // moe_topk.pto:5:9
             TLOAD(t1, logitsGm0);  // moe_topk.pto:5:9
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT4 t4(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:17
             TASSIGN(t4, 512);  // moe_topk.pto:6:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // moe_topk.pto:6:17
-            TASSIGN(tmp0, 3328);  // moe_topk.pto:6:17
+            TASSIGN(tmp0, 3072);  // moe_topk.pto:6:17
             TROWMAX(t4, t1, tmp0);  // moe_topk.pto:6:17
-            TileT9 t9(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:13
-            TASSIGN(t9, 768);  // moe_topk.pto:6:13
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t9, t4);  // moe_topk.pto:6:13
-            TileT10 t10(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:13
-            TASSIGN(t10, 1280);  // moe_topk.pto:6:13
-            pipe_barrier(PIPE_V);
-            TSUB(t10, t1, t9);  // moe_topk.pto:6:13
             TileT13 t13(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:9
-            TASSIGN(t13, 0);  // moe_topk.pto:6:9
+            TASSIGN(t13, 768);  // moe_topk.pto:6:9
             pipe_barrier(PIPE_V);
-            TEXP(t13, t10);  // moe_topk.pto:6:9
+            TileTmp1 tmp1(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:9
+            TASSIGN(tmp1, 3072);  // moe_topk.pto:6:9
+            TROWEXPAND(tmp1, t4);  // moe_topk.pto:6:9
+            pipe_barrier(PIPE_V);  // moe_topk.pto:6:9
+            TROWEXPANDEXPDIF(t13, t1, tmp1);  // moe_topk.pto:6:9
             TileT15 t15(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:13
-            TASSIGN(t15, 512);  // moe_topk.pto:7:13
+            TASSIGN(t15, 0);  // moe_topk.pto:7:13
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // moe_topk.pto:7:13
-            TASSIGN(tmp1, 3328);  // moe_topk.pto:7:13
-            TROWSUM(t15, t13, tmp1);  // moe_topk.pto:7:13
-            TileT20 t20(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:9
-            TASSIGN(t20, 768);  // moe_topk.pto:7:9
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t20, t15);  // moe_topk.pto:7:9
+            TileTmp0 tmp2;  // moe_topk.pto:7:13
+            TASSIGN(tmp2, 3072);  // moe_topk.pto:7:13
+            TROWSUM(t15, t13, tmp2);  // moe_topk.pto:7:13
             TileT21 t21(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:9
-            TASSIGN(t21, 1280);  // moe_topk.pto:7:9
+            TASSIGN(t21, 256);  // moe_topk.pto:7:9
             pipe_barrier(PIPE_V);
-            TDIV(t21, t13, t20);  // moe_topk.pto:7:9
+            TileTmp1 tmp3(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:9
+            TASSIGN(tmp3, 3072);  // moe_topk.pto:7:9
+            TROWEXPAND(tmp3, t15);  // moe_topk.pto:7:9
+            pipe_barrier(PIPE_V);  // moe_topk.pto:7:9
+            TROWEXPANDDIV(t21, t13, tmp3);  // moe_topk.pto:7:9
             TileT24 t24;  // moe_topk.pto:8:5
             TASSIGN(t24, 0);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TCI<TileT24, int32_t, 0>(t24, static_cast<int32_t>(0));  // moe_topk.pto:8:5
             TileT25 t25(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-            TASSIGN(t25, 64);  // moe_topk.pto:8:5
+            TASSIGN(t25, 768);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TCOLEXPAND(t25, t24);  // moe_topk.pto:8:5
             TileT26 t26(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-            TASSIGN(t26, 576);  // moe_topk.pto:8:5
-            pipe_barrier(PIPE_V);
+            TASSIGN(t26, 1280);  // moe_topk.pto:8:5
             TEXPANDS(t26, 0);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             for (int64_t _j27 = 0; _j27 < 4; ++_j27) {  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
                 TileT28 t28(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t28, 1792);  // moe_topk.pto:8:5
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TileView1 view2(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view2, 1792);  // moe_topk.pto:8:5
-                TCMPS(view2, t26, 0, CmpMode::NE);  // moe_topk.pto:8:5
-                TileT29 t29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t29, 2048);  // moe_topk.pto:8:5
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp3;  // moe_topk.pto:8:5
-                TASSIGN(tmp3, 3328);  // moe_topk.pto:8:5
-                TEXPANDS(tmp3, -std::numeric_limits<float>::infinity());  // moe_topk.pto:8:5
-                pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
+                TASSIGN(t28, 0);  // moe_topk.pto:8:5
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileView2 view4(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view4, 2048);  // moe_topk.pto:8:5
-                TileView2 view5(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view5, 3328);  // moe_topk.pto:8:5
-                TileView2 view6(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view6, 1280);  // moe_topk.pto:8:5
-                TileView1 view7(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view7, 1792);  // moe_topk.pto:8:5
-                TileTmp0 tmp8;  // moe_topk.pto:8:5
-                TASSIGN(tmp8, 3840);  // moe_topk.pto:8:5
-                TSEL(view4, view7, view5, view6, tmp8);  // moe_topk.pto:8:5
-                TileT30 t30(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t30, 2560);  // moe_topk.pto:8:5
+                TASSIGN(view4, 0);  // moe_topk.pto:8:5
+                TCMPS(view4, t26, 0, CmpMode::NE);  // moe_topk.pto:8:5
+                TileT29 t29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(t29, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileTmp0 tmp9;  // moe_topk.pto:8:5
-                TASSIGN(tmp9, 3328);  // moe_topk.pto:8:5
-                TROWMAX(t30, t29, tmp9);  // moe_topk.pto:8:5
+                TileTmp0 tmp5;  // moe_topk.pto:8:5
+                TASSIGN(tmp5, 3072);  // moe_topk.pto:8:5
+                TEXPANDS(tmp5, -std::numeric_limits<float>::infinity());  // moe_topk.pto:8:5
+                pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
+                TileView3 view6(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view6, 1792);  // moe_topk.pto:8:5
+                TileView3 view7(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view7, 3072);  // moe_topk.pto:8:5
+                TileView3 view8(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view8, 256);  // moe_topk.pto:8:5
+                TileView2 view9(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view9, 0);  // moe_topk.pto:8:5
+                TileTmp0 tmp10;  // moe_topk.pto:8:5
+                TASSIGN(tmp10, 3584);  // moe_topk.pto:8:5
+                TSEL(view6, view9, view7, view8, tmp10);  // moe_topk.pto:8:5
+                TileT30 t30(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(t30, 2304);  // moe_topk.pto:8:5
+                pipe_barrier(PIPE_V);
+                TileTmp0 tmp11;  // moe_topk.pto:8:5
+                TASSIGN(tmp11, 3072);  // moe_topk.pto:8:5
+                TROWMAX(t30, t29, tmp11);  // moe_topk.pto:8:5
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 TileT31 t31(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t31, 2048);  // moe_topk.pto:8:5
+                TASSIGN(t31, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
                 TROWEXPAND(t31, t30);  // moe_topk.pto:8:5
                 TileT32 t32(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t32, 2816);  // moe_topk.pto:8:5
+                TASSIGN(t32, 2560);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileView1 view10(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view10, 2816);  // moe_topk.pto:8:5
-                TCMP(view10, t21, t31, CmpMode::EQ);  // moe_topk.pto:8:5
+                TileView2 view12(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view12, 2560);  // moe_topk.pto:8:5
+                TCMP(view12, t21, t31, CmpMode::EQ);  // moe_topk.pto:8:5
                 TileT33 t33(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t33, 2048);  // moe_topk.pto:8:5
+                TASSIGN(t33, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileTmp3 tmp11;  // moe_topk.pto:8:5
-                TASSIGN(tmp11, 3328);  // moe_topk.pto:8:5
-                TEXPANDS(tmp11, 16);  // moe_topk.pto:8:5
+                TileTmp4 tmp13;  // moe_topk.pto:8:5
+                TASSIGN(tmp13, 3072);  // moe_topk.pto:8:5
+                TEXPANDS(tmp13, 16);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-                TileView4 view12(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view12, 2048);  // moe_topk.pto:8:5
-                TileView4 view13(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view13, 64);  // moe_topk.pto:8:5
-                TileView4 view14(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view14, 3328);  // moe_topk.pto:8:5
-                TileView1 view15(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view15, 2816);  // moe_topk.pto:8:5
-                TileTmp3 tmp16;  // moe_topk.pto:8:5
-                TASSIGN(tmp16, 3840);  // moe_topk.pto:8:5
-                TSEL(view12, view15, view13, view14, tmp16);  // moe_topk.pto:8:5
+                TileView5 view14(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view14, 1792);  // moe_topk.pto:8:5
+                TileView5 view15(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view15, 768);  // moe_topk.pto:8:5
+                TileView5 view16(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view16, 3072);  // moe_topk.pto:8:5
+                TileView2 view17(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view17, 2560);  // moe_topk.pto:8:5
+                TileTmp4 tmp18;  // moe_topk.pto:8:5
+                TASSIGN(tmp18, 3584);  // moe_topk.pto:8:5
+                TSEL(view14, view17, view15, view16, tmp18);  // moe_topk.pto:8:5
                 TileT34 t34(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t34, 2816);  // moe_topk.pto:8:5
+                TASSIGN(t34, 2560);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileTmp3 tmp17;  // moe_topk.pto:8:5
-                TASSIGN(tmp17, 3328);  // moe_topk.pto:8:5
-                TEXPANDS(tmp17, 16);  // moe_topk.pto:8:5
+                TileTmp4 tmp19;  // moe_topk.pto:8:5
+                TASSIGN(tmp19, 3072);  // moe_topk.pto:8:5
+                TEXPANDS(tmp19, 16);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-                TileView4 view18(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view18, 2816);  // moe_topk.pto:8:5
-                TileView4 view19(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view19, 3328);  // moe_topk.pto:8:5
-                TileView4 view20(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view20, 2048);  // moe_topk.pto:8:5
-                TileView1 view21(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view21, 1792);  // moe_topk.pto:8:5
-                TileTmp3 tmp22;  // moe_topk.pto:8:5
-                TASSIGN(tmp22, 3840);  // moe_topk.pto:8:5
-                TSEL(view18, view21, view19, view20, tmp22);  // moe_topk.pto:8:5
+                TileView5 view20(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view20, 2560);  // moe_topk.pto:8:5
+                TileView5 view21(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view21, 3072);  // moe_topk.pto:8:5
+                TileView5 view22(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view22, 1792);  // moe_topk.pto:8:5
+                TileView2 view23(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view23, 0);  // moe_topk.pto:8:5
+                TileTmp4 tmp24;  // moe_topk.pto:8:5
+                TASSIGN(tmp24, 3584);  // moe_topk.pto:8:5
+                TSEL(view20, view23, view21, view22, tmp24);  // moe_topk.pto:8:5
                 TileT35 t35(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t35, 1792);  // moe_topk.pto:8:5
+                TASSIGN(t35, 0);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileTmp3 tmp23;  // moe_topk.pto:8:5
-                TASSIGN(tmp23, 3328);  // moe_topk.pto:8:5
-                TROWMIN(t35, t34, tmp23);  // moe_topk.pto:8:5
+                TileTmp4 tmp25;  // moe_topk.pto:8:5
+                TASSIGN(tmp25, 3072);  // moe_topk.pto:8:5
+                TROWMIN(t35, t34, tmp25);  // moe_topk.pto:8:5
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
                 TileT36 t36(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t36, 2048);  // moe_topk.pto:8:5
+                TASSIGN(t36, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
                 TROWEXPAND(t36, t35);  // moe_topk.pto:8:5
                 TileT37 t37(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(t37, 2816);  // moe_topk.pto:8:5
+                TASSIGN(t37, 2560);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileView1 view24(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view24, 2816);  // moe_topk.pto:8:5
-                TCMP(view24, t25, t36, CmpMode::EQ);  // moe_topk.pto:8:5
+                TileView2 view26(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view26, 2560);  // moe_topk.pto:8:5
+                TCMP(view26, t25, t36, CmpMode::EQ);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
-                TileTmp3 tmp25;  // moe_topk.pto:8:5
-                TASSIGN(tmp25, 3328);  // moe_topk.pto:8:5
-                TEXPANDS(tmp25, 1);  // moe_topk.pto:8:5
+                TileTmp4 tmp27;  // moe_topk.pto:8:5
+                TASSIGN(tmp27, 3072);  // moe_topk.pto:8:5
+                TEXPANDS(tmp27, 1);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-                TileView4 view26(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view26, 576);  // moe_topk.pto:8:5
-                TileView4 view27(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view27, 3328);  // moe_topk.pto:8:5
-                TileView4 view28(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view28, 576);  // moe_topk.pto:8:5
-                TileView1 view29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
-                TASSIGN(view29, 2816);  // moe_topk.pto:8:5
-                TileTmp3 tmp30;  // moe_topk.pto:8:5
-                TASSIGN(tmp30, 3840);  // moe_topk.pto:8:5
-                TSEL(view26, view29, view27, view28, tmp30);  // moe_topk.pto:8:5
+                TileView5 view28(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view28, 1280);  // moe_topk.pto:8:5
+                TileView5 view29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view29, 3072);  // moe_topk.pto:8:5
+                TileView5 view30(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view30, 1280);  // moe_topk.pto:8:5
+                TileView2 view31(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+                TASSIGN(view31, 2560);  // moe_topk.pto:8:5
+                TileTmp4 tmp32;  // moe_topk.pto:8:5
+                TASSIGN(tmp32, 3584);  // moe_topk.pto:8:5
+                TSEL(view28, view31, view29, view30, tmp32);  // moe_topk.pto:8:5
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:8:5
                 GmView1 topGm1(top + _g0 * 8 * 4 + _j27, GmView1::Shape(t30.GetValidRow()));  // moe_topk.pto:8:5
@@ -216,21 +212,29 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
                 using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:8:5
                 GmView2 idsGm2(ids + _g0 * 8 * 4 + _j27, GmView2::Shape(t35.GetValidRow()));  // moe_topk.pto:8:5
                 TSTORE(idsGm2, t35);  // moe_topk.pto:8:5
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g38 = 0; _g38 < (N + 7) / 8; ++_g38) {  // moe_topk.pto:9:29
             pipe_barrier(PIPE_V);
@@ -242,21 +246,21 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:29
             GmView3 topGm3(top + _g38 * 8 * 4, GmView3::Shape(t40.GetValidRow()));  // moe_topk.pto:9:29
             TLOAD(t40, topGm3);  // moe_topk.pto:9:29
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp5 tmp31;  // moe_topk.pto:9:29
-            TASSIGN(tmp31, 3328);  // moe_topk.pto:9:29
-            TROWSUM(t39, t40, tmp31);  // moe_topk.pto:9:29
-            TileT44 t44(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(t44, 512);  // moe_topk.pto:9:23
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t44, t39);  // moe_topk.pto:9:23
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TileTmp6 tmp33;  // moe_topk.pto:9:29
+            TASSIGN(tmp33, 3072);  // moe_topk.pto:9:29
+            TROWSUM(t39, t40, tmp33);  // moe_topk.pto:9:29
             TileT45 t45(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(t45, 0);  // moe_topk.pto:9:23
+            TASSIGN(t45, 512);  // moe_topk.pto:9:23
             pipe_barrier(PIPE_V);
-            TDIV(t45, t40, t44);  // moe_topk.pto:9:23
+            TileTmp1 tmp34(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:23
+            TASSIGN(tmp34, 3072);  // moe_topk.pto:9:23
+            TROWEXPAND(tmp34, t39);  // moe_topk.pto:9:23
+            pipe_barrier(PIPE_V);  // moe_topk.pto:9:23
+            TROWEXPANDDIV(t45, t40, tmp34);  // moe_topk.pto:9:23
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -264,24 +268,22 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:18
             GmView4 weightsGm4(weights + _g38 * 8 * 4, GmView4::Shape(t45.GetValidRow()));  // moe_topk.pto:9:18
             TSTORE(weightsGm4, t45);  // moe_topk.pto:9:18
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT50 t50(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:10:5
             TASSIGN(t50, 0);  // moe_topk.pto:10:5
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
             GmView5 idsGm5(ids + _g38 * 8 * 4, GmView5::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
             TLOAD(t50, idsGm5);  // moe_topk.pto:10:5
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             using GmView6 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
             GmView6 expertsGm6(experts + _g38 * 8 * 4, GmView6::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
             TSTORE(expertsGm6, t50);  // moe_topk.pto:10:5
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
 }

@@ -27,8 +27,8 @@ extern "C" __global__ AICORE void mul_bcast_f16_k0(__gm__ half* x, __gm__ half* 
 #endif
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT4 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // mul_bcast.pto:3:12
         for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + std::min<int64_t>(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // mul_bcast.pto:3:12
@@ -48,15 +48,15 @@ extern "C" __global__ AICORE void mul_bcast_f16_k0(__gm__ half* x, __gm__ half* 
                 GmView1 sGm1(s + _g0 * 8, GmView1::Shape(t3.GetValidRow()));  // mul_bcast.pto:3:12
                 TLOAD(t3, sGm1);  // mul_bcast.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
-                TASSIGN(t4, 4352);  // mul_bcast.pto:3:12
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TROWEXPAND(t4, t3);  // mul_bcast.pto:3:12
                 TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
-                TASSIGN(t5, 8448);  // mul_bcast.pto:3:12
+                TASSIGN(t5, 4352);  // mul_bcast.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
-                TMUL(t5, t2, t4);  // mul_bcast.pto:3:12
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileTmp0 tmp0(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+                TASSIGN(tmp0, 8448);  // mul_bcast.pto:3:12
+                TROWEXPAND(tmp0, t3);  // mul_bcast.pto:3:12
+                pipe_barrier(PIPE_V);  // mul_bcast.pto:3:12
+                TROWEXPANDMUL(t5, t2, tmp0);  // mul_bcast.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);

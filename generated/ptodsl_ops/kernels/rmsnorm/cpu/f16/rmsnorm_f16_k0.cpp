@@ -34,14 +34,14 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
     using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT1Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -76,7 +76,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
             TASSIGN(t10, 32);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm.pto:5:21
-            TASSIGN(tmp0, 16416);  // rmsnorm.pto:5:21
+            TASSIGN(tmp0, 12320);  // rmsnorm.pto:5:21
             TROWSUM(t10, t6, tmp0);  // rmsnorm.pto:5:21
             pipe_barrier(PIPE_V);
             TADD(t7, t7, t10);  // rmsnorm.pto:5:21
@@ -84,6 +84,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t7, t7, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
@@ -97,6 +98,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
         pipe_barrier(PIPE_V);
         TRSQRT(t14, t12);  // rmsnorm.pto:5:15
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -114,14 +116,14 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t16, t1_re1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT18 t18(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t18, 4128);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t18, t14);  // rmsnorm.pto:6:24
             TileT19 t19(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t19, 8224);  // rmsnorm.pto:6:24
+            TASSIGN(t19, 4128);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TMUL(t19, t16, t18);  // rmsnorm.pto:6:24
+            TileView1 view1;  // rmsnorm.pto:6:24
+            TASSIGN(view1, 0);  // rmsnorm.pto:6:24
+            TileTmp2 tmp2;  // rmsnorm.pto:6:24
+            TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
+            TROWEXPANDMUL(t19, t16, view1, tmp2);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT21 t21(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
             TASSIGN(t21, 32);  // rmsnorm.pto:6:35
@@ -131,18 +133,14 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* ga
             TLOAD(t21, gammaGm2);  // rmsnorm.pto:6:35
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT22 t22(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t22, 2080);  // rmsnorm.pto:6:35
+            TASSIGN(t22, 8224);  // rmsnorm.pto:6:35
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-            TileT26 t26(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t26, 12320);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t26, t22);  // rmsnorm.pto:6:24
             TileT27 t27(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t27, 32);  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TMUL(t27, t19, t26);  // rmsnorm.pto:6:24
+            TCOLEXPANDMUL(t27, t19, t22);  // rmsnorm.pto:6:24
             TileT30 t30(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:19
             TASSIGN(t30, 4128);  // rmsnorm.pto:6:19
             pipe_barrier(PIPE_V);

@@ -18,9 +18,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
     using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6Re2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -32,14 +30,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
     using TileT22Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6Re2Re4 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3Re3Re7 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -47,11 +42,13 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
     using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6Re6 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT71 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
+    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm_bwd.pto:5:11
@@ -80,6 +77,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -90,6 +88,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
         TileT12 t12;  // rmsnorm_bwd.pto:9:21
         TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
         TEXPANDS(t12, 0.0f);  // rmsnorm_bwd.pto:9:21
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
@@ -115,7 +114,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp0, 22624);  // rmsnorm_bwd.pto:9:21
+            TASSIGN(tmp0, 18528);  // rmsnorm_bwd.pto:9:21
             TROWSUM(t15, t11, tmp0);  // rmsnorm_bwd.pto:9:21
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -134,16 +133,18 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
         TRSQRT(t19, t17);  // rmsnorm_bwd.pto:9:15
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g20 = 0; _g20 < (H + 1023) / 1024; ++_g20) {  // rmsnorm_bwd.pto:10:18
             pipe_barrier(PIPE_V);
             TileT21 t21(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
             TASSIGN(t21, 32);  // rmsnorm_bwd.pto:10:18
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
             GmView2 gammaGm2(gamma + _g20 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm_bwd.pto:10:18
@@ -151,6 +152,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT22 t22(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
             TASSIGN(t22, 2080);  // rmsnorm_bwd.pto:10:18
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -162,26 +164,21 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
             GmView3 v1Gm3(v1 + _g20 * 1024, GmView3::Shape(t6_re2.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
             TLOAD(t6_re2, v1Gm3);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t24, t6_re2, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT26 t26(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26, 10272);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPAND(t26, t22);  // rmsnorm_bwd.pto:10:14
             TileT27 t27(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27, 32);  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t27, 10272);  // rmsnorm_bwd.pto:10:14
             pipe_barrier(PIPE_V);
-            TMUL(t27, t24, t26);  // rmsnorm_bwd.pto:10:14
-            TileT30 t30(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t30, 4128);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t30, t19);  // rmsnorm_bwd.pto:11:25
+            TCOLEXPANDMUL(t27, t24, t22);  // rmsnorm_bwd.pto:10:14
             TileT32 t32(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t32, 8224);  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t32, 32);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
-            TMUL(t32, t30, t27);  // rmsnorm_bwd.pto:11:25
+            TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
+            TASSIGN(tmp1, 18528);  // rmsnorm_bwd.pto:11:25
+            TROWEXPAND(tmp1, t19);  // rmsnorm_bwd.pto:11:25
+            pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+            TROWEXPANDMUL(t32, tmp1, t27);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -189,15 +186,19 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             GmView4 t8Gm4(t8 + _g20 * 1024, GmView4::Shape(t32.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:11:25
             TSTORE(t8Gm4, t32);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         TileT35 t35;  // rmsnorm_bwd.pto:11:42
         TASSIGN(t35, 32);  // rmsnorm_bwd.pto:11:42
         pipe_barrier(PIPE_V);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TMUL(t35, t19, t19);  // rmsnorm_bwd.pto:11:42
         TileT38 t38;  // rmsnorm_bwd.pto:11:42
         TASSIGN(t38, 64);  // rmsnorm_bwd.pto:11:42
@@ -209,8 +210,6 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
         TEXPANDS(t48, 0.0f);  // rmsnorm_bwd.pto:11:61
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -252,12 +251,8 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t24_re4, t6_re2_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT26Re4 t26_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re4, 18528);  // rmsnorm_bwd.pto:10:14
             pipe_barrier(PIPE_V);
-            TCOLEXPAND(t26_re4, t22_re4);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TMUL(t45, t24_re4, t26_re4);  // rmsnorm_bwd.pto:10:14
+            TCOLEXPANDMUL(t45, t24_re4, t22_re4);  // rmsnorm_bwd.pto:10:14
             TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
             TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
             pipe_barrier(PIPE_V);
@@ -266,9 +261,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             TileT51 t51;  // rmsnorm_bwd.pto:11:61
             TASSIGN(t51, 96);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp1, 22624);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t51, t47, tmp1);  // rmsnorm_bwd.pto:11:61
+            TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
+            TASSIGN(tmp2, 18528);  // rmsnorm_bwd.pto:11:61
+            TROWSUM(t51, t47, tmp2);  // rmsnorm_bwd.pto:11:61
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TADD(t48, t48, t51);  // rmsnorm_bwd.pto:11:61
@@ -281,9 +276,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
         TMULS(t48, t48, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
@@ -299,25 +295,25 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
             GmView8 v0Gm8(v0 + _g52 * 1024, GmView8::Shape(t3_re3_re7.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
             TLOAD(t3_re3_re7, v0Gm8);  // rmsnorm_bwd.pto:7:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t40_re7, t3_re3_re7, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT42Re7 t42_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t42_re7, 8288);  // rmsnorm_bwd.pto:11:36
+            pipe_barrier(PIPE_V);
+            TileView2 view3;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view3, 64);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp4;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp4, 18528);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t53, t40_re7, view3, tmp4);  // rmsnorm_bwd.pto:11:36
+            TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TROWEXPAND(t42_re7, t38);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMUL(t53, t40_re7, t42_re7);  // rmsnorm_bwd.pto:11:36
-            TileT55 t55(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t55, 8288);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t55, t48);  // rmsnorm_bwd.pto:11:36
-            TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56, 12384);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TMUL(t56, t53, t55);  // rmsnorm_bwd.pto:11:36
+            TileView2 view5;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view5, 32);  // rmsnorm_bwd.pto:11:36
+            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp6, 18528);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t56, t53, view5, tmp6);  // rmsnorm_bwd.pto:11:36
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
             TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
@@ -328,15 +324,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60, 8288);  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT63 t63(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
             TASSIGN(t63, 96);  // rmsnorm_bwd.pto:11:20
             pipe_barrier(PIPE_V);
             TCVT(t63, t60, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
@@ -361,17 +357,17 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             TASSIGN(t67, 8288);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
             TMUL(t67, t65, t40_re7);  // rmsnorm_bwd.pto:12:24
-            TileT71 t71(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t71, 96);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t71, t19);  // rmsnorm_bwd.pto:12:24
-            TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t72, t67, t71);  // rmsnorm_bwd.pto:12:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+            TASSIGN(t72, 96);  // rmsnorm_bwd.pto:12:24
+            pipe_barrier(PIPE_V);
+            TileView2 view7;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+            TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(tmp8, 18528);  // rmsnorm_bwd.pto:12:24
+            TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
             TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
+            TASSIGN(t74, 4192);  // rmsnorm_bwd.pto:12:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
             GmView12 accGm12(acc + _g52 * 1024, GmView12::Shape(t74.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
@@ -394,20 +390,21 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ h
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -20,26 +20,24 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
     using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT40Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT42Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT21Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT27Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
+    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm_bwd.pto:5:11
@@ -145,20 +143,14 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
             GmView3 gammaGm3(gamma + _g39 * 1024, GmView3::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
             TLOAD(t21_re4, gammaGm3);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
             TASSIGN(t24_re4, 12384);  // rmsnorm_bwd.pto:10:14
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
             GmView4 v1Gm4(v1 + _g39 * 1024, GmView4::Shape(t24_re4.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
             TLOAD(t24_re4, v1Gm4);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT26Re4 t26_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re4, 16480);  // rmsnorm_bwd.pto:10:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPAND(t26_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t45, t24_re4, t26_re4);  // rmsnorm_bwd.pto:10:14
+            TCOLEXPANDMUL(t45, t24_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
             TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
             TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
             pipe_barrier(PIPE_V);
@@ -181,9 +173,10 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
             pipe_barrier(PIPE_V);
@@ -195,56 +188,49 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
             GmView5 v0Gm5(v0 + _g52 * 1024, GmView5::Shape(t40_re8.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
             TLOAD(t40_re8, v0Gm5);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT42Re8 t42_re8(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t42_re8, 8288);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TROWEXPAND(t42_re8, t38);  // rmsnorm_bwd.pto:11:36
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            pipe_barrier(PIPE_V);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TMUL(t53, t40_re8, t42_re8);  // rmsnorm_bwd.pto:11:36
-            TileT55 t55(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t55, 8288);  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t55, t48);  // rmsnorm_bwd.pto:11:36
+            TileView1 view2;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
+            TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t53, t40_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
             TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56, 12384);  // rmsnorm_bwd.pto:11:36
+            TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TMUL(t56, t53, t55);  // rmsnorm_bwd.pto:11:36
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TileView1 view4;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(view4, 32);  // rmsnorm_bwd.pto:11:36
+            TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
+            TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
+            TROWEXPANDMUL(t56, t53, view4, tmp5);  // rmsnorm_bwd.pto:11:36
             TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
             TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
             TileT21Re7 t21_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re7, 8288);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            TASSIGN(t21_re7, 12384);  // rmsnorm_bwd.pto:10:18
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
             GmView6 gammaGm6(gamma + _g52 * 1024, GmView6::Shape(t21_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
             TLOAD(t21_re7, gammaGm6);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT24Re7 t24_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
             TASSIGN(t24_re7, 16480);  // rmsnorm_bwd.pto:10:14
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
             GmView7 v1Gm7(v1 + _g52 * 1024, GmView7::Shape(t24_re7.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
             TLOAD(t24_re7, v1Gm7);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT26Re7 t26_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t26_re7, 20576);  // rmsnorm_bwd.pto:10:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPAND(t26_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT27Re7 t27_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27_re7, 8288);  // rmsnorm_bwd.pto:10:14
+            TASSIGN(t27_re7, 20576);  // rmsnorm_bwd.pto:10:14
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TCOLEXPANDMUL(t27_re7, t24_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TMUL(t27_re7, t24_re7, t26_re7);  // rmsnorm_bwd.pto:10:14
-            TileT30Re7 t30_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t30_re7, 20576);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t30_re7, t19);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TMUL(t58, t30_re7, t27_re7);  // rmsnorm_bwd.pto:11:25
+            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:25
+            TASSIGN(tmp6, 24672);  // rmsnorm_bwd.pto:11:25
+            TROWEXPAND(tmp6, t19);  // rmsnorm_bwd.pto:11:25
+            pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
+            TROWEXPANDMUL(t58, tmp6, t27_re7);  // rmsnorm_bwd.pto:11:25
             TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60, 8288);  // rmsnorm_bwd.pto:11:25
+            TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
             pipe_barrier(PIPE_V);
             TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -252,7 +238,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
             GmView8 dxGm8(dx + r * H + _g52 * 1024, GmView8::Shape(t60.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:20
             TSTORE(dxGm8, t60);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
             TASSIGN(t67, 96);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
@@ -260,11 +246,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
             TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
             pipe_barrier(PIPE_V);
-            TMUL(t72, t67, t30_re7);  // rmsnorm_bwd.pto:12:24
+            TileView1 view7;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
+            TileTmp2 tmp8;  // rmsnorm_bwd.pto:12:24
+            TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
+            TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
             TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
             GmView9 accGm9(acc + _g52 * 1024, GmView9::Shape(t74.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
@@ -276,7 +266,6 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -285,12 +274,13 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ f
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
             GmView10 accGm10(acc + _g52 * 1024, GmView10::Shape(t76.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:12:18
             TSTORE(accGm10, t76);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

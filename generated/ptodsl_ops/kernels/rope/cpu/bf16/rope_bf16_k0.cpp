@@ -8,7 +8,6 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
 {
     using TileT4 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT3Tile = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -82,9 +81,10 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT113 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT116 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT117 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileView0 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileTmp1 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
-    using TileView2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
+    using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
+    using TileView1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, 16>;
+    using TileTmp2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
+    using TileView3 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, 128>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rope.pto:10:13
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -110,22 +110,23 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 GmView1 posGm1(pos + _g0 * 8, GmView1::Shape(t2.GetValidRow()));  // rope.pto:10:13
                 TLOAD(t2, posGm1);  // rope.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3Tile t3Tile(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
-                TASSIGN(t3Tile, 768);  // rope.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TROWEXPAND(t3Tile, t2);  // rope.pto:10:13
                 TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
-                TASSIGN(t5, 4864);  // rope.pto:10:13
+                TASSIGN(t5, 768);  // rope.pto:10:13
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TCOLEXPAND(t5, t4);  // rope.pto:10:13
                 TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
-                TASSIGN(t6, 8960);  // rope.pto:10:13
+                TASSIGN(t6, 4864);  // rope.pto:10:13
                 pipe_barrier(PIPE_V);
-                TMUL(t6, t3Tile, t5);  // rope.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileTmp0 tmp0(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:10:13
+                TASSIGN(tmp0, 37632);  // rope.pto:10:13
+                TROWEXPAND(tmp0, t2);  // rope.pto:10:13
+                pipe_barrier(PIPE_V);  // rope.pto:10:13
+                TROWEXPANDMUL(t6, tmp0, t5);  // rope.pto:10:13
                 TileT10 t10(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
                 TASSIGN(t10, 512);  // rope.pto:11:9
                 TileT11 t11(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
-                TASSIGN(t11, 4608);  // rope.pto:11:9
+                TASSIGN(t11, 8960);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
                 TMULS(t11, t6, 0.3183098861837907f);  // rope.pto:11:9
                 TileT12 t12(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
@@ -167,27 +168,27 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TileT21 t21(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
                 TASSIGN(t21, 25344);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TileView0 view0(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view0, 25344);  // rope.pto:11:9
-                TCMPS(view0, t20, 2.0f, CmpMode::GT);  // rope.pto:11:9
+                TileView1 view1(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+                TASSIGN(view1, 25344);  // rope.pto:11:9
+                TCMPS(view1, t20, 2.0f, CmpMode::GT);  // rope.pto:11:9
                 TileT22 t22(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
                 TASSIGN(t22, 21248);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
-                TileTmp1 tmp1;  // rope.pto:11:9
-                TASSIGN(tmp1, 37632);  // rope.pto:11:9
-                TEXPANDS(tmp1, 0.0f);  // rope.pto:11:9
+                TileTmp2 tmp2;  // rope.pto:11:9
+                TASSIGN(tmp2, 37632);  // rope.pto:11:9
+                TEXPANDS(tmp2, 0.0f);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);  // rope.pto:11:9
-                TileView2 view2(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view2, 21248);  // rope.pto:11:9
-                TileView2 view3(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view3, 37632);  // rope.pto:11:9
-                TileView2 view4(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view4, 17152);  // rope.pto:11:9
-                TileView0 view5(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
-                TASSIGN(view5, 25344);  // rope.pto:11:9
-                TileTmp1 tmp6;  // rope.pto:11:9
-                TASSIGN(tmp6, 41728);  // rope.pto:11:9
-                TSEL(view2, view5, view3, view4, tmp6);  // rope.pto:11:9
+                TileView3 view3(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+                TASSIGN(view3, 21248);  // rope.pto:11:9
+                TileView3 view4(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+                TASSIGN(view4, 37632);  // rope.pto:11:9
+                TileView3 view5(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+                TASSIGN(view5, 17152);  // rope.pto:11:9
+                TileView1 view6(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+                TASSIGN(view6, 25344);  // rope.pto:11:9
+                TileTmp2 tmp7;  // rope.pto:11:9
+                TASSIGN(tmp7, 41728);  // rope.pto:11:9
+                TSEL(view3, view6, view4, view5, tmp7);  // rope.pto:11:9
                 TileT23 t23(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
                 TASSIGN(t23, 17152);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
@@ -267,7 +268,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TCVT(t44, t11, RoundMode::CAST_RINT);  // rope.pto:12:9
                 TileT45 t45(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
-                TASSIGN(t45, 4608);  // rope.pto:12:9
+                TASSIGN(t45, 8960);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
                 TMULS(t45, t44, 3.140625f);  // rope.pto:12:9
                 TileT46 t46(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -297,27 +298,27 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TileT52 t52(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
                 TASSIGN(t52, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TileView0 view7(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view7, 8704);  // rope.pto:12:9
-                TCMPS(view7, t51, 2.0f, CmpMode::GT);  // rope.pto:12:9
+                TileView1 view8(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+                TASSIGN(view8, 8704);  // rope.pto:12:9
+                TCMPS(view8, t51, 2.0f, CmpMode::GT);  // rope.pto:12:9
                 TileT53 t53(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
                 TASSIGN(t53, 4608);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                TileTmp1 tmp8;  // rope.pto:12:9
-                TASSIGN(tmp8, 37632);  // rope.pto:12:9
-                TEXPANDS(tmp8, 0.0f);  // rope.pto:12:9
+                TileTmp2 tmp9;  // rope.pto:12:9
+                TASSIGN(tmp9, 37632);  // rope.pto:12:9
+                TEXPANDS(tmp9, 0.0f);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);  // rope.pto:12:9
-                TileView2 view9(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view9, 4608);  // rope.pto:12:9
-                TileView2 view10(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view10, 37632);  // rope.pto:12:9
-                TileView2 view11(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view11, 17152);  // rope.pto:12:9
-                TileView0 view12(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
-                TASSIGN(view12, 8704);  // rope.pto:12:9
-                TileTmp1 tmp13;  // rope.pto:12:9
-                TASSIGN(tmp13, 41728);  // rope.pto:12:9
-                TSEL(view9, view12, view10, view11, tmp13);  // rope.pto:12:9
+                TileView3 view10(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+                TASSIGN(view10, 4608);  // rope.pto:12:9
+                TileView3 view11(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+                TASSIGN(view11, 37632);  // rope.pto:12:9
+                TileView3 view12(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+                TASSIGN(view12, 17152);  // rope.pto:12:9
+                TileView1 view13(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+                TASSIGN(view13, 8704);  // rope.pto:12:9
+                TileTmp2 tmp14;  // rope.pto:12:9
+                TASSIGN(tmp14, 41728);  // rope.pto:12:9
+                TSEL(view10, view13, view11, view12, tmp14);  // rope.pto:12:9
                 TileT54 t54(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
                 TASSIGN(t54, 8704);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);

@@ -29,9 +29,8 @@ extern "C" __global__ AICORE void softmax_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
     using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT6 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
+    using TileC0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT10 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT12 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
@@ -39,11 +38,12 @@ extern "C" __global__ AICORE void softmax_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
     using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT18 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
+    using TileC1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT22 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -64,73 +64,73 @@ extern "C" __global__ AICORE void softmax_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
         TCVT(t2, t1, RoundMode::CAST_RINT);  // softmax.pto:5:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax.pto:5:23
-        TASSIGN(tmp0, 16416);  // softmax.pto:5:23
+        TASSIGN(tmp0, 12320);  // softmax.pto:5:23
         TROWMAX(t0, t2, tmp0);  // softmax.pto:5:23
         TileT3 t3;  // softmax.pto:5:23
         TASSIGN(t3, 32);  // softmax.pto:5:23
         pipe_barrier(PIPE_V);
         TCVT(t3, t0, RoundMode::CAST_RINT);  // softmax.pto:5:23
-        TileT6 t6;  // softmax.pto:5:17
-        TASSIGN(t6, 6176);  // softmax.pto:5:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t6, t3);  // softmax.pto:5:17
+        TileC0 c0;  // softmax.pto:5:17
+        TASSIGN(c0, 0);  // softmax.pto:5:17
         TileT7 t7;  // softmax.pto:5:17
-        TASSIGN(t7, 0);  // softmax.pto:5:17
-        TileT9 t9;  // softmax.pto:5:17
-        TASSIGN(t9, 8224);  // softmax.pto:5:17
+        TASSIGN(t7, 6176);  // softmax.pto:5:17
         pipe_barrier(PIPE_V);
-        TCVT(t9, t6, RoundMode::CAST_RINT);  // softmax.pto:5:17
+        TCVT(c0, t3, RoundMode::CAST_RINT);  // softmax.pto:5:17
         TileT10 t10;  // softmax.pto:5:17
-        TASSIGN(t10, 12320);  // softmax.pto:5:17
+        TASSIGN(t10, 8224);  // softmax.pto:5:17
         pipe_barrier(PIPE_V);
-        TSUB(t10, t2, t9);  // softmax.pto:5:17
+        TileView1 view1;  // softmax.pto:5:17
+        TASSIGN(view1, 0);  // softmax.pto:5:17
+        TileTmp2 tmp2;  // softmax.pto:5:17
+        TASSIGN(tmp2, 12320);  // softmax.pto:5:17
+        TROWEXPANDSUB(t10, t2, view1, tmp2);  // softmax.pto:5:17
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         TCVT(t7, t10, RoundMode::CAST_RINT);  // softmax.pto:5:17
         TileT12 t12;  // softmax.pto:5:13
-        TASSIGN(t12, 2048);  // softmax.pto:5:13
+        TASSIGN(t12, 0);  // softmax.pto:5:13
         TileT13 t13;  // softmax.pto:5:13
-        TASSIGN(t13, 4096);  // softmax.pto:5:13
+        TASSIGN(t13, 2048);  // softmax.pto:5:13
         pipe_barrier(PIPE_V);
         TCVT(t13, t7, RoundMode::CAST_RINT);  // softmax.pto:5:13
         TileT14 t14;  // softmax.pto:5:13
-        TASSIGN(t14, 8192);  // softmax.pto:5:13
+        TASSIGN(t14, 6144);  // softmax.pto:5:13
         pipe_barrier(PIPE_V);
         TEXP(t14, t13);  // softmax.pto:5:13
         pipe_barrier(PIPE_V);
         TCVT(t12, t14, RoundMode::CAST_RINT);  // softmax.pto:5:13
         TileT15 t15;  // softmax.pto:6:23
-        TASSIGN(t15, 0);  // softmax.pto:6:23
+        TASSIGN(t15, 2048);  // softmax.pto:6:23
         TileT17 t17;  // softmax.pto:6:23
-        TASSIGN(t17, 4096);  // softmax.pto:6:23
+        TASSIGN(t17, 2080);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t17, t12, RoundMode::CAST_RINT);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp1;  // softmax.pto:6:23
-        TASSIGN(tmp1, 16416);  // softmax.pto:6:23
-        TROWSUM(t15, t17, tmp1);  // softmax.pto:6:23
+        TileTmp0 tmp3;  // softmax.pto:6:23
+        TASSIGN(tmp3, 12320);  // softmax.pto:6:23
+        TROWSUM(t15, t17, tmp3);  // softmax.pto:6:23
         TileT18 t18;  // softmax.pto:6:23
-        TASSIGN(t18, 32);  // softmax.pto:6:23
+        TASSIGN(t18, 0);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t18, t15, RoundMode::CAST_RINT);  // softmax.pto:6:23
-        TileT21 t21;  // softmax.pto:6:19
-        TASSIGN(t21, 64);  // softmax.pto:6:19
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t21, t18);  // softmax.pto:6:19
+        TileC1 c1;  // softmax.pto:6:19
+        TASSIGN(c1, 32);  // softmax.pto:6:19
         TileT22 t22;  // softmax.pto:6:19
-        TASSIGN(t22, 8192);  // softmax.pto:6:19
-        TileT24 t24;  // softmax.pto:6:19
-        TASSIGN(t24, 10240);  // softmax.pto:6:19
+        TASSIGN(t22, 6176);  // softmax.pto:6:19
         pipe_barrier(PIPE_V);
-        TCVT(t24, t21, RoundMode::CAST_RINT);  // softmax.pto:6:19
+        TCVT(c1, t18, RoundMode::CAST_RINT);  // softmax.pto:6:19
         TileT25 t25;  // softmax.pto:6:19
-        TASSIGN(t25, 0);  // softmax.pto:6:19
+        TASSIGN(t25, 8224);  // softmax.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t25, t17, t24);  // softmax.pto:6:19
+        TileView1 view4;  // softmax.pto:6:19
+        TASSIGN(view4, 32);  // softmax.pto:6:19
+        TileTmp2 tmp5;  // softmax.pto:6:19
+        TASSIGN(tmp5, 12320);  // softmax.pto:6:19
+        TROWEXPANDDIV(t25, t17, view4, tmp5);  // softmax.pto:6:19
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TCVT(t22, t25, RoundMode::CAST_RINT);  // softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> yGm1(y + b * 1024);  // softmax.pto:6:19
         TSTORE(yGm1, t22);  // softmax.pto:6:19

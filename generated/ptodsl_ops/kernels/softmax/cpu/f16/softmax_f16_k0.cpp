@@ -29,17 +29,17 @@ extern "C" __global__ AICORE void softmax_f16_k0(__gm__ half* x, __gm__ half* y,
     using TileT1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT3 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT6 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
-    using TileT7 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT9 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT13 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT16 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT17 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax.pto:3:5
         pipe_barrier(PIPE_V);
@@ -48,9 +48,11 @@ extern "C" __global__ AICORE void softmax_f16_k0(__gm__ half* x, __gm__ half* y,
         TASSIGN(t0, 0);  // softmax.pto:5:23
         TileT1 t1;  // softmax.pto:5:23
         TASSIGN(t1, 32);  // softmax.pto:5:23
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         GlobalTensor<half, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> rowGm0(row);  // softmax.pto:5:23
         TLOAD(t1, rowGm0);  // softmax.pto:5:23
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT2 t2;  // softmax.pto:5:23
         TASSIGN(t2, 2080);  // softmax.pto:5:23
@@ -59,53 +61,52 @@ extern "C" __global__ AICORE void softmax_f16_k0(__gm__ half* x, __gm__ half* y,
         TCVT(t2, t1, RoundMode::CAST_RINT);  // softmax.pto:5:23
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax.pto:5:23
-        TASSIGN(tmp0, 6208);  // softmax.pto:5:23
+        TASSIGN(tmp0, 8256);  // softmax.pto:5:23
         TROWMAX(t0, t2, tmp0);  // softmax.pto:5:23
         TileT3 t3;  // softmax.pto:5:23
         TASSIGN(t3, 2080);  // softmax.pto:5:23
         pipe_barrier(PIPE_V);
         TCVT(t3, t0, RoundMode::CAST_RINT);  // softmax.pto:5:23
-        TileT6 t6;  // softmax.pto:5:17
-        TASSIGN(t6, 2112);  // softmax.pto:5:17
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t6, t3);  // softmax.pto:5:17
-        TileT7 t7;  // softmax.pto:5:17
-        TASSIGN(t7, 4160);  // softmax.pto:5:17
-        pipe_barrier(PIPE_V);
-        TSUB(t7, t1, t6);  // softmax.pto:5:17
         TileT9 t9;  // softmax.pto:5:13
-        TASSIGN(t9, 0);  // softmax.pto:5:13
+        TASSIGN(t9, 2112);  // softmax.pto:5:13
         pipe_barrier(PIPE_V);
-        TEXP(t9, t7);  // softmax.pto:5:13
+        TileView1 view1;  // softmax.pto:5:13
+        TASSIGN(view1, 2080);  // softmax.pto:5:13
+        TileTmp2 tmp2;  // softmax.pto:5:13
+        TASSIGN(tmp2, 8256);  // softmax.pto:5:13
+        TROWEXPANDEXPDIF(t9, t1, view1, tmp2);  // softmax.pto:5:13
         TileT10 t10;  // softmax.pto:6:23
-        TASSIGN(t10, 2048);  // softmax.pto:6:23
+        TASSIGN(t10, 0);  // softmax.pto:6:23
         TileT12 t12;  // softmax.pto:6:23
-        TASSIGN(t12, 2080);  // softmax.pto:6:23
+        TASSIGN(t12, 4160);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t12, t9, RoundMode::CAST_RINT);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
-        TileTmp0 tmp1;  // softmax.pto:6:23
-        TASSIGN(tmp1, 6208);  // softmax.pto:6:23
-        TROWSUM(t10, t12, tmp1);  // softmax.pto:6:23
+        TileTmp0 tmp3;  // softmax.pto:6:23
+        TASSIGN(tmp3, 8256);  // softmax.pto:6:23
+        TROWSUM(t10, t12, tmp3);  // softmax.pto:6:23
         TileT13 t13;  // softmax.pto:6:23
-        TASSIGN(t13, 2080);  // softmax.pto:6:23
+        TASSIGN(t13, 32);  // softmax.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t13, t10, RoundMode::CAST_RINT);  // softmax.pto:6:23
-        TileT16 t16;  // softmax.pto:6:19
-        TASSIGN(t16, 2112);  // softmax.pto:6:19
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t16, t13);  // softmax.pto:6:19
         TileT17 t17;  // softmax.pto:6:19
-        TASSIGN(t17, 4160);  // softmax.pto:6:19
+        TASSIGN(t17, 64);  // softmax.pto:6:19
         pipe_barrier(PIPE_V);
-        TDIV(t17, t9, t16);  // softmax.pto:6:19
+        TileView1 view4;  // softmax.pto:6:19
+        TASSIGN(view4, 32);  // softmax.pto:6:19
+        TileTmp2 tmp5;  // softmax.pto:6:19
+        TASSIGN(tmp5, 8256);  // softmax.pto:6:19
+        TROWEXPANDDIV(t17, t9, view4, tmp5);  // softmax.pto:6:19
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         GlobalTensor<half, Shape<1, 1, 1, 1, 1024>, Stride<1, 1, 1, 1024, 1>> yGm1(y + b * 1024);  // softmax.pto:6:19
         TSTORE(yGm1, t17);  // softmax.pto:6:19
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

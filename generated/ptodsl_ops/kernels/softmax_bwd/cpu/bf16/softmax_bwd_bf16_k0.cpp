@@ -31,11 +31,12 @@ extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* y, __gm
     using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileT17 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, 1024>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -73,16 +74,16 @@ extern "C" __global__ AICORE void softmax_bwd_bf16_k0(__gm__ bfloat16_t* y, __gm
         TASSIGN(t7, 0);  // softmax_bwd.pto:6:35
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // softmax_bwd.pto:6:35
-        TASSIGN(tmp0, 18432);  // softmax_bwd.pto:6:35
+        TASSIGN(tmp0, 14336);  // softmax_bwd.pto:6:35
         TROWSUM(t7, t6, tmp0);  // softmax_bwd.pto:6:35
-        TileT11 t11;  // softmax_bwd.pto:6:31
-        TASSIGN(t11, 10240);  // softmax_bwd.pto:6:31
-        pipe_barrier(PIPE_V);
-        TROWEXPAND(t11, t7);  // softmax_bwd.pto:6:31
         TileT12 t12;  // softmax_bwd.pto:6:31
-        TASSIGN(t12, 14336);  // softmax_bwd.pto:6:31
+        TASSIGN(t12, 10240);  // softmax_bwd.pto:6:31
         pipe_barrier(PIPE_V);
-        TSUB(t12, t3, t11);  // softmax_bwd.pto:6:31
+        TileView1 view1;  // softmax_bwd.pto:6:31
+        TASSIGN(view1, 0);  // softmax_bwd.pto:6:31
+        TileTmp2 tmp2;  // softmax_bwd.pto:6:31
+        TASSIGN(tmp2, 14336);  // softmax_bwd.pto:6:31
+        TROWEXPANDSUB(t12, t3, view1, tmp2);  // softmax_bwd.pto:6:31
         TileT15 t15;  // softmax_bwd.pto:6:25
         TASSIGN(t15, 6144);  // softmax_bwd.pto:6:25
         pipe_barrier(PIPE_V);

@@ -13,10 +13,9 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
     using TileT5 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT16 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -25,15 +24,17 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
     using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT24 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT26 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileC1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT29 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
@@ -42,6 +43,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
         TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -53,16 +55,16 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
             GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
             TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
             TASSIGN(t3, 2080);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
             TileT4 t4;  // softmax_long.pto:5:23
             TASSIGN(t4, 32);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 14400);  // softmax_long.pto:5:23
+            TASSIGN(tmp0, 12384);  // softmax_long.pto:5:23
             TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TMAX(t0, t0, t4);  // softmax_long.pto:5:23
@@ -72,11 +74,11 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT5 t5;  // softmax_long.pto:5:23
         TASSIGN(t5, 32);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t5, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         TileT19 t19;  // softmax_long.pto:6:23
         TASSIGN(t19, 0);  // softmax_long.pto:6:23
@@ -98,34 +100,34 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
             GmView1 rowGm1(row + _g6 * 1024, GmView1::Shape(t7.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
             TLOAD(t7, rowGm1);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT9 t9(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9, 2112);  // softmax_long.pto:5:17
-            TROWEXPAND(t9, t5);  // softmax_long.pto:5:17
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileC0 c0;  // softmax_long.pto:5:17
+            TASSIGN(c0, 2112);  // softmax_long.pto:5:17
             TileT10 t10(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10, 4160);  // softmax_long.pto:5:17
+            TASSIGN(t10, 2144);  // softmax_long.pto:5:17
             TileT11 t11(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t11, 6208);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TASSIGN(t11, 4192);  // softmax_long.pto:5:17
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t11, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT12 t12(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t12, 10304);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TCVT(t12, t9, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+            TCVT(c0, t5, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
             TileT13 t13(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t13, 64);  // softmax_long.pto:5:17
+            TASSIGN(t13, 8288);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
-            TSUB(t13, t11, t12);  // softmax_long.pto:5:17
+            TileView1 view1;  // softmax_long.pto:5:17
+            TASSIGN(view1, 2112);  // softmax_long.pto:5:17
+            TileTmp2 tmp2;  // softmax_long.pto:5:17
+            TASSIGN(tmp2, 12384);  // softmax_long.pto:5:17
+            TROWEXPANDSUB(t13, t11, view1, tmp2);  // softmax_long.pto:5:17
             pipe_barrier(PIPE_V);
             TCVT(t10, t13, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
             TileT16 t16(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
             TASSIGN(t16, 64);  // softmax_long.pto:5:13
             TileT17 t17(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t17, 6208);  // softmax_long.pto:5:13
+            TASSIGN(t17, 4192);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TCVT(t17, t10, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
             TileT18 t18(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t18, 2112);  // softmax_long.pto:5:13
+            TASSIGN(t18, 8288);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
             TEXP(t18, t17);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
@@ -145,9 +147,9 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
             TASSIGN(t23, 64);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp1;  // softmax_long.pto:6:23
-            TASSIGN(tmp1, 14400);  // softmax_long.pto:6:23
-            TROWSUM(t23, t22, tmp1);  // softmax_long.pto:6:23
+            TileTmp0 tmp3;  // softmax_long.pto:6:23
+            TASSIGN(tmp3, 12384);  // softmax_long.pto:6:23
+            TROWSUM(t23, t22, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TADD(t19, t19, t23);  // softmax_long.pto:6:23
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -175,29 +177,29 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView3 eGm3(e + _g25 * 1024, GmView3::Shape(t26.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
             TLOAD(t26, eGm3);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT28 t28(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t28, 2112);  // softmax_long.pto:6:19
-            TROWEXPAND(t28, t24);  // softmax_long.pto:6:19
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            TileC1 c1;  // softmax_long.pto:6:19
+            TASSIGN(c1, 0);  // softmax_long.pto:6:19
             TileT29 t29(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t29, 4160);  // softmax_long.pto:6:19
+            TASSIGN(t29, 2112);  // softmax_long.pto:6:19
             TileT30 t30(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t30, 6208);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TASSIGN(t30, 4160);  // softmax_long.pto:6:19
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t30, t26, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT31 t31(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t31, 10304);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TCVT(t31, t28, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            TCVT(c1, t24, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             TileT32 t32(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t32, 64);  // softmax_long.pto:6:19
+            TASSIGN(t32, 8256);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TDIV(t32, t30, t31);  // softmax_long.pto:6:19
+            TileView1 view4;  // softmax_long.pto:6:19
+            TASSIGN(view4, 0);  // softmax_long.pto:6:19
+            TileTmp2 tmp5;  // softmax_long.pto:6:19
+            TASSIGN(tmp5, 12384);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t32, t30, view4, tmp5);  // softmax_long.pto:6:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             TCVT(t29, t32, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView4 yGm4(y + b * N + _g25 * 1024, GmView4::Shape(t29.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:6:19
@@ -208,9 +210,11 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,21 +36,19 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
     using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1SafeF16 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT9 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT13 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT19 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT7Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT24 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
@@ -64,6 +62,7 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
         TASSIGN(t14, 64);  // softmax_long.pto:6:23
         TEXPANDS(t14, 0.0f);  // softmax_long.pto:6:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -75,16 +74,16 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
             GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
             TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
             TASSIGN(t3, 2144);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
             TileT4 t4;  // softmax_long.pto:5:23
             TASSIGN(t4, 6240);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 8256);  // softmax_long.pto:5:23
+            TASSIGN(tmp0, 8320);  // softmax_long.pto:5:23
             TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
             TileOnline1Max online1_max;  // softmax_long.pto:5:23
             TASSIGN(online1_max, 2144);  // softmax_long.pto:5:23
@@ -110,28 +109,24 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
             TCVT(online1_safe_f16, online1_safe, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TMAX(t0, t0, t4);  // softmax_long.pto:5:23
-            TileT9 t9(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9, 2176);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t9, online1_safe_f16);  // softmax_long.pto:5:17
-            TileT10 t10(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10, 4224);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TSUB(t10, t2, t9);  // softmax_long.pto:5:17
             TileT13 t13(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t13, 96);  // softmax_long.pto:5:13
+            TASSIGN(t13, 2176);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TEXP(t13, t10);  // softmax_long.pto:5:13
+            TileView1 view1;  // softmax_long.pto:5:13
+            TASSIGN(view1, 2144);  // softmax_long.pto:5:13
+            TileTmp2 tmp2;  // softmax_long.pto:5:13
+            TASSIGN(tmp2, 8320);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t13, t2, view1, tmp2);  // softmax_long.pto:5:13
             TileT17 t17(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t17, 2144);  // softmax_long.pto:6:23
+            TASSIGN(t17, 4224);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TCVT(t17, t13, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
             TileT18 t18;  // softmax_long.pto:6:23
             TASSIGN(t18, 96);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // softmax_long.pto:6:23
-            TASSIGN(tmp1, 8256);  // softmax_long.pto:6:23
-            TROWSUM(t18, t17, tmp1);  // softmax_long.pto:6:23
+            TileTmp0 tmp3;  // softmax_long.pto:6:23
+            TASSIGN(tmp3, 8320);  // softmax_long.pto:6:23
+            TROWSUM(t18, t17, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
             TADD(t14, t14, t18);  // softmax_long.pto:6:23
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -139,6 +134,8 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         TCVT(t5, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         TileT19 t19;  // softmax_long.pto:6:23
@@ -147,8 +144,10 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
         TCVT(t19, t14, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g20 = 0; _g20 < (N + 1023) / 1024; ++_g20) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
@@ -156,43 +155,41 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
             TASSIGN(t21, 64);  // softmax_long.pto:6:19
             TileT7Re1 t7_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
             TASSIGN(t7_re1, 2112);  // softmax_long.pto:5:17
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
             GmView1 rowGm1(row + _g20 * 1024, GmView1::Shape(t7_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
             TLOAD(t7_re1, rowGm1);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT9Re1 t9_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t9_re1, 4160);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t9_re1, t5);  // softmax_long.pto:5:17
-            TileT10Re1 t10_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10_re1, 6208);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t10_re1, t7_re1, t9_re1);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TEXP(t21, t10_re1);  // softmax_long.pto:5:13
-            TileT23 t23(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t23, 2112);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t23, t19);  // softmax_long.pto:6:19
+            TileView1 view4;  // softmax_long.pto:5:13
+            TASSIGN(view4, 32);  // softmax_long.pto:5:13
+            TileTmp2 tmp5;  // softmax_long.pto:5:13
+            TASSIGN(tmp5, 8320);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t21, t7_re1, view4, tmp5);  // softmax_long.pto:5:13
             TileT24 t24(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t24, 4160);  // softmax_long.pto:6:19
+            TASSIGN(t24, 2112);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TDIV(t24, t21, t23);  // softmax_long.pto:6:19
+            TileView1 view6;  // softmax_long.pto:6:19
+            TASSIGN(view6, 0);  // softmax_long.pto:6:19
+            TileTmp2 tmp7;  // softmax_long.pto:6:19
+            TASSIGN(tmp7, 8320);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t24, t21, view6, tmp7);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView2 yGm2(y + b * N + _g20 * 1024, GmView2::Shape(t24.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
             TSTORE(yGm2, t24);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -33,17 +33,14 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
     using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
+    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -68,12 +65,12 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
             GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
             TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT3 t3;  // softmax_long.pto:5:23
             TASSIGN(t3, 4160);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 16448);  // softmax_long.pto:5:23
+            TASSIGN(tmp0, 8352);  // softmax_long.pto:5:23
             TROWMAX(t3, t2, tmp0);  // softmax_long.pto:5:23
             TileOnline1Max online1_max;  // softmax_long.pto:5:23
             TASSIGN(online1_max, 4192);  // softmax_long.pto:5:23
@@ -95,35 +92,33 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
             TMUL(t12, t12, online1_alpha);  // softmax_long.pto:5:23
             pipe_barrier(PIPE_V);
             TMAX(t0, t0, t3);  // softmax_long.pto:5:23
-            TileT7 t7(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7, 4256);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t7, online1_safe);  // softmax_long.pto:5:17
-            TileT8 t8(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t8, 8352);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TSUB(t8, t2, t7);  // softmax_long.pto:5:17
             TileT11 t11(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t11, 64);  // softmax_long.pto:5:13
+            TASSIGN(t11, 4256);  // softmax_long.pto:5:13
             pipe_barrier(PIPE_V);
-            TEXP(t11, t8);  // softmax_long.pto:5:13
+            TileView1 view1;  // softmax_long.pto:5:13
+            TASSIGN(view1, 4224);  // softmax_long.pto:5:13
+            TileTmp2 tmp2;  // softmax_long.pto:5:13
+            TASSIGN(tmp2, 8352);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t11, t2, view1, tmp2);  // softmax_long.pto:5:13
             TileT15 t15;  // softmax_long.pto:6:23
-            TASSIGN(t15, 4160);  // softmax_long.pto:6:23
+            TASSIGN(t15, 64);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // softmax_long.pto:6:23
-            TASSIGN(tmp1, 16448);  // softmax_long.pto:6:23
-            TROWSUM(t15, t11, tmp1);  // softmax_long.pto:6:23
+            TileTmp0 tmp3;  // softmax_long.pto:6:23
+            TASSIGN(tmp3, 8352);  // softmax_long.pto:6:23
+            TROWSUM(t15, t11, tmp3);  // softmax_long.pto:6:23
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             TADD(t12, t12, t15);  // softmax_long.pto:6:23
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g16 = 0; _g16 < (N + 1023) / 1024; ++_g16) {  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
@@ -131,39 +126,35 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
             TASSIGN(t17, 64);  // softmax_long.pto:6:19
             TileT5Re1 t5_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
             TASSIGN(t5_re1, 4160);  // softmax_long.pto:5:17
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
             GmView1 rowGm1(row + _g16 * 1024, GmView1::Shape(t5_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
             TLOAD(t5_re1, rowGm1);  // softmax_long.pto:5:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7Re1 t7_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_re1, 8256);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TROWEXPAND(t7_re1, t0);  // softmax_long.pto:5:17
-            TileT8Re1 t8_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t8_re1, 12352);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TSUB(t8_re1, t5_re1, t7_re1);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TEXP(t17, t8_re1);  // softmax_long.pto:5:13
-            TileT19 t19(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t19, 4160);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TROWEXPAND(t19, t12);  // softmax_long.pto:6:19
+            TileView1 view4;  // softmax_long.pto:5:13
+            TASSIGN(view4, 0);  // softmax_long.pto:5:13
+            TileTmp2 tmp5;  // softmax_long.pto:5:13
+            TASSIGN(tmp5, 8352);  // softmax_long.pto:5:13
+            TROWEXPANDEXPDIF(t17, t5_re1, view4, tmp5);  // softmax_long.pto:5:13
             TileT20 t20(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t20, 8256);  // softmax_long.pto:6:19
+            TASSIGN(t20, 4160);  // softmax_long.pto:6:19
             pipe_barrier(PIPE_V);
-            TDIV(t20, t17, t19);  // softmax_long.pto:6:19
+            TileView1 view6;  // softmax_long.pto:6:19
+            TASSIGN(view6, 32);  // softmax_long.pto:6:19
+            TileTmp2 tmp7;  // softmax_long.pto:6:19
+            TASSIGN(tmp7, 8352);  // softmax_long.pto:6:19
+            TROWEXPANDDIV(t20, t17, view6, tmp7);  // softmax_long.pto:6:19
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
             GmView2 yGm2(y + b * N + _g16 * 1024, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
             TSTORE(yGm2, t20);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -27,10 +27,9 @@ extern "C" __global__ AICORE void sub_bcast_bf16_k0(__gm__ bfloat16_t* m, __gm__
 #endif
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileC0 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT8 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // sub_bcast.pto:3:12
@@ -55,28 +54,24 @@ extern "C" __global__ AICORE void sub_bcast_bf16_k0(__gm__ bfloat16_t* m, __gm__
                 GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
                 TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t4, 4608);  // sub_bcast.pto:3:12
-                TCOLEXPAND(t4, t3);  // sub_bcast.pto:3:12
+                TileC0 c0(std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TASSIGN(c0, 4608);  // sub_bcast.pto:3:12
                 TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t5, 8704);  // sub_bcast.pto:3:12
+                TASSIGN(t5, 5632);  // sub_bcast.pto:3:12
                 TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t6, 12800);  // sub_bcast.pto:3:12
+                TASSIGN(t6, 9728);  // sub_bcast.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCVT(t6, t2, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
-                TileT7 t7(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t7, 20992);  // sub_bcast.pto:3:12
-                pipe_barrier(PIPE_V);
-                TCVT(t7, t4, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                TCVT(c0, t3, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
                 TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t8, 512);  // sub_bcast.pto:3:12
+                TASSIGN(t8, 17920);  // sub_bcast.pto:3:12
                 pipe_barrier(PIPE_V);
-                TSUB(t8, t6, t7);  // sub_bcast.pto:3:12
+                TCOLEXPANDSUB(t8, t6, c0);  // sub_bcast.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);
                 TCVT(t5, t8, RoundMode::CAST_RINT);  // sub_bcast.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
                 GmView2 yGm2(y + _g0 * 8 * C + _g1 * 256, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(C));  // sub_bcast.pto:3:12

@@ -27,7 +27,6 @@ extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float
 #endif
     using TileT3 = Tile<TileType::Vec, float, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sub_bcast.pto:3:12
@@ -52,15 +51,11 @@ extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float
                 GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
                 TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t4, 9216);  // sub_bcast.pto:3:12
-                TCOLEXPAND(t4, t3);  // sub_bcast.pto:3:12
                 TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
-                TASSIGN(t5, 17408);  // sub_bcast.pto:3:12
+                TASSIGN(t5, 9216);  // sub_bcast.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TSUB(t5, t2, t4);  // sub_bcast.pto:3:12
+                TCOLEXPANDSUB(t5, t2, t3);  // sub_bcast.pto:3:12
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
