@@ -52,10 +52,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("spec_path", SPECS)
 
 
-# The library-wide checks below take a spec each; on these six (the attention kernels, the largest
-# backward and RoPE) they take half the checks' time, so the everyday suite leaves them to
-# `pytest -m slow` (CI runs it). Their golden cases still run in the everyday suite.
-HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope"}
+# The library-wide checks below take a spec each; on these twelve (the attention kernels, the
+# backward specs, RoPE, the batched and multi-axis ones) they take two thirds of the checks' time, so
+# the everyday suite leaves them to `pytest -m slow` (CI runs it). Their golden cases still run in
+# the everyday suite.
+HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope",
+               "gelu_bwd", "reduce_axes", "mha_sdpa", "rmsnorm_bwd", "bmm", "matmul_bwd"}
 LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_case_of_every_library_spec",
                 "test_every_library_spec_without_its_schedule", "test_compiling_from_printed_ir_gives_the_same_block_ir",
                 "test_roundtrip_after_every_pass", "test_fixtures_compile_or_fail_as_they_should"}

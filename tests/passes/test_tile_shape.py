@@ -46,3 +46,15 @@ def test_rank_3_broadcasts_and_tails_under_a_tile_with_leading_dims(write_spec, 
     np.testing.assert_allclose(w, z + x, rtol=1e-6)
     np.testing.assert_allclose(u, z * m + 1.0, rtol=1e-6)
     np.testing.assert_array_equal(t, np.maximum(z, v))
+
+
+@pytest.mark.parametrize("backend", ["sim", "cpu"])
+def test_a_rank_4_tile_dividing_fixed_dims_has_whole_inner_rows(write_spec, backend):
+    """A rank-4 tile [1, 2, 4, 128] over fixed dims it divides has no tail: its valid extents are the
+    tile's own, not min(32 - g * 2, 2), which the C++ emitter cannot prove whole (E0800 after a clean
+    check: two of PyPTO's examples, found by `benchmarks/port_examples.py`)."""
+    pto = "kernel r4(a: f32[4, 32, 64, 256], b: f32[4, 32, 64, 256], c: out f32[4, 32, 64, 256]):\n    c[:] = a + b\n"
+    op = ptodsl.load(write_spec("r4", pto, "op: r4\nschedule: {vec_tile: [1, 2, 4, 128]}\n"))
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((4, 32, 64, 256)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(op(a, b, backend=backend), a + b)

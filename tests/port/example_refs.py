@@ -152,6 +152,26 @@ def elementwise_ops__log_kernel(a):
     return np.log(a)
 
 
+def elementwise_ops__exp2_kernel(x):
+    return np.exp2(x)
+
+
+def elementwise_ops__pow_kernel(a, b):
+    return np.power(a.astype(np.float64), b)
+
+
+def elementwise_ops__ceil_kernel(a):
+    return np.ceil(a)
+
+
+def elementwise_ops__floor_kernel(a):
+    return np.floor(a)
+
+
+def elementwise_ops__trunc_kernel(a):
+    return np.trunc(a)
+
+
 def elementwise_ops__neg_kernel(a):
     return -a
 

@@ -6,19 +6,18 @@ using namespace pto;
 
 extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B)
 {
-    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT2 = TileAcc<float, 32, 64, DYNAMIC, DYNAMIC>;
+    using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
+    using TileT2 = TileAcc<float, 32, 64, DYNAMIC, 64>;
     using TileT3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<bfloat16_t, 32, 64, DYNAMIC, 64>;
-    using TileT6 = TileRight<bfloat16_t, 64, 64, 64, DYNAMIC>;
+    using TileT6 = TileRight<bfloat16_t, 64, 64, 64, 64>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:5:9
-        TileT5 t5(std::min<int64_t>(256 - _g1 * 64, 64));  // ffn.pto:5:9
+        TileT5 t5;  // ffn.pto:5:9
         TASSIGN(t5, 0);  // ffn.pto:5:9
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
-        GmView0 w1Gm0(w1 + _g1 * 64, GmView0::Shape(t5.GetValidCol()));  // ffn.pto:5:9
+        GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, 64>, Stride<1, 1, 1, 256, 1>> w1Gm0(w1 + _g1 * 64);  // ffn.pto:5:9
         TLOAD(t5, w1Gm0);  // ffn.pto:5:9
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -26,7 +25,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (B + 31) / 32; ++_g0) {  // ffn.pto:5:9
-            TileT2 t2(std::min<int64_t>(B - _g0 * 32, 32), std::min<int64_t>(256 - _g1 * 64, 64));  // ffn.pto:5:9
+            TileT2 t2(std::min<int64_t>(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t2, 0);  // ffn.pto:5:9
             TileT3 t3(std::min<int64_t>(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t3, 8192);  // ffn.pto:5:9
@@ -41,7 +40,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // ffn.pto:5:9
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT6 t6(std::min<int64_t>(256 - _g1 * 64, 64));  // ffn.pto:5:9
+            TileT6 t6;  // ffn.pto:5:9
             TASSIGN(t6, 0);  // ffn.pto:5:9
             TMOV(t6, t5);  // ffn.pto:5:9
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -51,8 +50,8 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
-            GmView2 hGm2(h + _g0 * 32 * 256 + _g1 * 64, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // ffn.pto:5:9
+            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:5:9
+            GmView2 hGm2(h + _g0 * 32 * 256 + _g1 * 64, GmView2::Shape(t2.GetValidRow()));  // ffn.pto:5:9
             TSTORE(hGm2, t2);  // ffn.pto:5:9
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
