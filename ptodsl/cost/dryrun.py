@@ -28,6 +28,7 @@ from .. import sym
 from ..ir import Func, Module, Op, TileType
 from ..ir.opdefs import indexed_gm, launched_params
 from ..targets import Target
+from . import steady
 from .alike import cost_exprs, kernel_exprs, monotone_in
 from .timeline import Timeline, nbytes
 
@@ -176,9 +177,9 @@ class _Run:
         while done < WARM_UP:
             before = self._state()
             traces.append(self._traced(one, trips[done]))
-            deltas.append(_diff(self._state(), before))
+            deltas.append(steady.diff(self._state(), before))
             done += 1
-            if done >= 3 and (traces[-1] != traces[1] or _same(deltas[-1], deltas[-2])):
+            if done >= 3 and (traces[-1] != traces[1] or steady.same(deltas[-1], deltas[-2])):
                 break
         last = n - 2
         alike = traces[-1] == traces[1] and monotone()
@@ -206,57 +207,14 @@ class _Run:
             self.trace = outer
 
     def _state(self) -> dict:
-        s = self.timeline.state()
+        s = steady.state(self.timeline)
         s[("run", "gm_bytes")] = self.gm_bytes
-        s[("run", "blocks")] = [tuple(r) for r in self.timeline.chip.runs]
         return s
 
     def _set_state(self, s: dict) -> None:
         self.gm_bytes = s[("run", "gm_bytes")]
-        self.timeline.chip.runs = [list(r) for r in s[("run", "blocks")]]
-        self.timeline.set_state({k: v for k, v in s.items() if k[0] != "run"})
+        steady.set_state(self.timeline, s)
 
     def _advance(self, delta: dict, times: int) -> None:
         """The model as if ``times`` more iterations had each changed it by ``delta``."""
-        if times <= 0:
-            return
-        now = self._state()
-        blocks = delta.pop(("run", "blocks"))
-        out = {k: now.get(k, 0.0) + times * delta.get(k, 0.0) for k in set(now) | set(delta)
-               if k != ("run", "blocks")}
-        out[("run", "blocks")] = now[("run", "blocks")]
-        self._set_state(out)
-        chip = self.timeline.chip
-        for cycles, count in blocks:
-            chip.block(cycles, {}, int(count) * times)
-
-
-def _diff(after: dict, before: dict) -> dict:
-    """What one iteration changed: numbers by their difference; the blocks it added to the launch."""
-    out = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(after) | set(before) if k[0] != "run"
-           or k[1] == "gm_bytes"}
-    out[("run", "blocks")] = _added_runs(before[("run", "blocks")], after[("run", "blocks")])
-    return out
-
-
-def _added_runs(before: list[tuple], after: list[tuple]) -> list[tuple]:
-    """The [duration, count] runs of blocks ``after`` has beyond ``before`` (a prefix of it, its last
-    run perhaps grown)."""
-    if not before:
-        return list(after)
-    k = len(before) - 1
-    head = [(after[k][0], after[k][1] - before[k][1])] if after[k][1] > before[k][1] else []
-    return head + list(after[k + 1:])
-
-
-def _same(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
-        return False
-    for k, x in a.items():
-        y = b[k]
-        if k == ("run", "blocks"):
-            if x != y:
-                return False
-        elif abs(x - y) > 1e-9 * max(1.0, abs(x), abs(y)):
-            return False
-    return True
+        steady.advance(self.timeline, self._state(), delta, times, self._set_state)
