@@ -1,6 +1,7 @@
-"""The simulator's batched loops (backends/sim/batch.py): a parallel control-program loop runs all
-its iterations at once, with the same results, traffic and modelled cycles as the loop run
-iteration by iteration, poison included; a loop that turns out not to batch runs element-wise."""
+"""The simulator's batched loops (backends/sim/batch.py): a parallel loop -- of the control program,
+inside a kernel, or shared out over a launch's blocks -- runs all its iterations at once, with the
+same results, traffic and modelled cycles as the loop run iteration by iteration, poison included;
+a loop that turns out not to batch (a failing guard among them) runs element-wise."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from ptodsl.backends.sim import batch, batch_ops
 from ptodsl.golden import case_id, run_case
 from ptodsl.ir import TileType
 
-# Specs whose rows loop is a parallel loop of the control program: the cases of three rows or more
-# batch.
+# Specs whose rows loop is a parallel loop (run as blocks of one launch): the cases of three rows or
+# more batch.
 BATCHED_SPECS = ["softmax", "rmsnorm", "layernorm", "log_softmax", "softmax_bwd", "softmax_long"]
 
 
@@ -120,3 +121,69 @@ def test_varying_offsets_must_be_affine():
     assert batch.uniform(np.array([5, 5, 5]), "x") == 5
     with pytest.raises(batch.Unbatchable):
         batch.uniform(np.array([5, 6, 5]), "x")
+
+
+def _launches(op) -> list:
+    """The launches of the op's Block IR (one per dtype variant)."""
+    return [o for o in op.compiled.stages["block"].walk() if o.name == "launch"]
+
+
+def _one_block(op) -> None:
+    for launch in _launches(op):
+        launch.attrs["block_dim"] = 1
+
+
+def test_the_blocks_of_a_launch_are_one_batched_evaluation(monkeypatch):
+    """softmax's rows are blocks of one launch; all the rows run as one batched evaluation."""
+    op = ptodsl.load("specs/softmax.yaml")
+    assert all("block_dim" in launch.attrs for launch in _launches(op))
+    x = np.random.default_rng(1).standard_normal((100, 1024)).astype(np.float32)
+    before = (batch.STATS.batched, batch.STATS.iterations)
+    got = op(x)
+    assert (batch.STATS.batched, batch.STATS.iterations) == (before[0] + 1, before[1] + 99)
+    monkeypatch.setattr(batch, "ENABLED", False)
+    assert got.tobytes() == op(x).tobytes()
+
+
+def test_a_parallel_loop_inside_a_kernel_batches(monkeypatch):
+    """The same loop launched as one block: the kernel's own loop runs batched."""
+    op = ptodsl.load("specs/rmsnorm.yaml")
+    _one_block(op)
+    for case in op.spec.tests:
+        (batched, loops), (plain, none) = both_ways(op, case, monkeypatch)
+        assert loops == (1 if case.shapes["R"] >= 3 else 0) and none == 0, case_id(op.spec, case)
+        assert batched.ok, batched.report
+        assert_same(batched, plain)
+
+
+SHIFT_PTO = """\
+kernel shift_rows(x: f32[B, N], y: inout f32[R, N], off: i64):
+    for b in loop(B, name="rows"):
+        y[b + off, :] = x[b, :] * 2.0
+"""
+SHIFT_YAML = "op: shift_rows\ndoc: Doubles row b of x into row b + off of y.\nschedule:\n  vec_tile: [1, 256]\n"
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_a_failing_guard_in_a_batched_loop_reports_the_first_failing_iteration(blocks, write_spec, monkeypatch):
+    op = ptodsl.load(write_spec("shift_rows", SHIFT_PTO, SHIFT_YAML))
+    if not blocks:
+        _one_block(op)
+    assert any(o.name == "guard" for o in op.compiled.stages["block"].walk())
+    x = np.random.default_rng(2).standard_normal((10, 300)).astype(np.float32)
+    runs = []
+    for enabled in (True, False):
+        monkeypatch.setattr(batch, "ENABLED", enabled)
+        y = np.zeros((15, 300), np.float32)
+        before = batch.STATS.batched
+        op(x, y=y, off=5)  # rows 5..14: every iteration passes its guard
+        runs.append((y, batch.STATS.batched - before))
+        fallbacks = batch.STATS.reasons.get("a guard fails", 0)
+        with pytest.raises(ptodsl.GuardError) as info:
+            op(x, y=np.zeros((13, 300), np.float32), off=5)  # iterations 8 and 9 would write rows 13, 14
+        assert batch.STATS.reasons.get("a guard fails", 0) == fallbacks + enabled
+        runs.append(str(info.value))
+    (y_batched, loops), first, (y_plain, none), first_plain = runs
+    assert (loops, none) == (1, 0)
+    assert y_batched.tobytes() == y_plain.tobytes()
+    assert first == first_plain and "[13, 14)" in first
