@@ -129,7 +129,10 @@ class Recorder:
 
 
 def play(tl: Timeline, events: list[tuple]) -> None:
-    """Make the recorded calls on ``tl``, in order."""
+    """Make the recorded calls on ``tl``, in order (a recorder keeps them as they are)."""
+    if isinstance(tl, Recorder):
+        tl.events.extend(events)
+        return
     for e in events:
         if e[0] == "repeat":
             replay(tl, e[1], e[2])

@@ -53,12 +53,19 @@ def test_batched_loops_compute_and_count_as_the_element_wise_loop(spec, monkeypa
     assert batched_cases >= 2
 
 
-def test_large_batches_are_cut_and_agree(monkeypatch):
-    """More iterations than one batch holds: several batches, the same result."""
+@pytest.mark.parametrize("rows", [50, 42])
+def test_large_batches_are_cut_and_agree(rows, monkeypatch):
+    """More iterations than one batch holds: several batches (42 rows: the last batch would be of
+    one iteration, which runs alone), the same result."""
     op = ptodsl.load("specs/softmax.yaml")
-    x = np.random.default_rng(0).standard_normal((50, 1024)).astype(np.float32)
-    monkeypatch.setattr(batch, "BUDGET_BYTES", 20 * 16 * 1024)  # about 20 iterations per batch
+    x = np.random.default_rng(0).standard_normal((rows, 1024)).astype(np.float32)
+    kernels = {f.name: f for f in op.compiled.stages["block"].funcs}
+    (rows_loop,) = [o for o in kernels["softmax_f32_k0"].walk() if o.attrs.get("parallel") == 1]
+    per_row = sum(-(-b // 64) * 64 for b in batch.arena_bytes(kernels, rows_loop).values())
+    monkeypatch.setattr(batch, "BUDGET_BYTES", 20 * per_row)  # 20 iterations per batch
+    fallbacks = batch.STATS.fallbacks
     got = op(x)
+    assert batch.STATS.fallbacks == fallbacks
     monkeypatch.setattr(batch, "ENABLED", False)
     want = op(x)
     assert got.tobytes() == want.tobytes()
@@ -187,3 +194,43 @@ def test_a_failing_guard_in_a_batched_loop_reports_the_first_failing_iteration(b
     assert (loops, none) == (1, 0)
     assert y_batched.tobytes() == y_plain.tobytes()
     assert first == first_plain and "[13, 14)" in first
+
+
+HEADS_PTO = """\
+kernel heads(x: f32[H, B, N], y: out f32[H, B, N], flag: i64):
+    for h in loop(H, name="heads"):
+        if flag > 0:
+            for b in loop(B, name="rows"):
+                y[h, b, :] = x[h, b, :] * 2.0
+        else:
+            for b in loop(B, name="rows2"):
+                y[h, b, :] = x[h, b, :] * 3.0
+"""
+HEADS_YAML = "op: heads\ndoc: Scales every row by 2 or 3.\nschedule:\n  vec_tile: [1, 1, 256]\n"
+
+
+def test_batched_loops_nest(write_spec, monkeypatch):
+    """A parallel loop of the control program (kept there by its branch) launching kernels whose
+    blocks share out a parallel loop: batched inside batched (the heads' last iteration runs alone,
+    and its launch batches its blocks), with the element-wise run's results, traffic and cycles."""
+    from ptodsl.api import run_kernel
+
+    op = ptodsl.load(write_spec("heads", HEADS_PTO, HEADS_YAML))
+    x = np.random.default_rng(3).standard_normal((4, 5, 300)).astype(np.float32)
+    for flag in (1, 0):
+        runs = []
+        for enabled in (True, False):
+            monkeypatch.setattr(batch, "ENABLED", enabled)
+            y = np.zeros_like(x)
+            before = batch.STATS.batched
+            m = run_kernel(op.compiled, 0, {"x": x, "y": y}, {"flag": flag}, {"H": 4, "B": 5, "N": 300}, "sim",
+                           poison=True)
+            runs.append((y, m, batch.STATS.batched - before))
+        (y, m, loops), (y_plain, plain, none) = runs
+        assert (loops, none) == (2, 0)  # the heads, and the blocks of the last head's launch
+        assert y.tobytes() == y_plain.tobytes() == (x * (2.0 if flag else 3.0)).tobytes()
+        assert m.traffic == plain.traffic
+        assert m.timeline.estimate == pytest.approx(plain.timeline.estimate, rel=1e-12)
+        assert m.timeline.bound == pytest.approx(plain.timeline.bound, rel=1e-12)
+        assert m.timeline.chip.time == pytest.approx(plain.timeline.chip.time, rel=1e-12)
+        assert m.timeline.chip.launches == plain.timeline.chip.launches

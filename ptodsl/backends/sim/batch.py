@@ -206,8 +206,8 @@ Runs = list[tuple[list[tuple], int]]
 
 def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone) -> Runs:
     """Evaluate ``loop``'s body for the iterations whose index takes ``values``: all but the last in
-    batches, the last alone on the machine ``lone``. Raises Unbatchable."""
-    from . import _block, batch_ops
+    batches, the last (and a batch's odd one out) alone on the machine ``lone``. Raises Unbatchable."""
+    from . import batch_ops
 
     used = arena_bytes(m.kernels, loop)
     per_iteration = sum(-(-b // 64) * 64 for b in used.values()) or 64
@@ -215,20 +215,30 @@ def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone)
     runs: Runs = []
     for start in range(0, len(values) - 1, chunk):
         part = values[start:min(start + chunk, len(values) - 1)]
+        if len(part) == 1:
+            runs.append((_alone(m, loop, int(part[0]), lone), 1))
+            continue
         record = Recorder() if m.timeline is not None else None
         batch_ops.run_batch(m, loop, part, used, env, tensors, record)
         runs.append((record.events if record else [], len(part)))
+    runs.append((_alone(m, loop, int(values[-1]), lone), 1))
+    return runs
+
+
+def _alone(m, loop: Op, value: int, lone) -> list[tuple]:
+    """One iteration of ``loop`` run element-wise on ``lone``; the cost model's calls it made."""
+    from . import _block
+
     record = Recorder() if m.timeline is not None else None
     timeline, lone.timeline = lone.timeline, record
-    lone.env[loop.attrs["index"]] = int(values[-1])
+    lone.env[loop.attrs["index"]] = value
     try:
         _block(lone, loop.regions[0])
     except DiagnosticError as exc:  # the element-wise run reports it where it happens
         raise Unbatchable(str(exc)) from None
     finally:
         lone.timeline = timeline
-    runs.append((record.events if record else [], 1))
-    return runs
+    return record.events if record else []
 
 
 def _attempt(m, evaluate: Callable[[], object]) -> object:
