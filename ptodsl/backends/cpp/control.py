@@ -17,6 +17,7 @@ of the CPU header failed and -2 when a GM workspace could not be allocated.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ... import sym
@@ -598,17 +599,22 @@ def _printf_format(fmt: str, args: list, ctx: ExprContext, op: Op) -> tuple[str,
     return f'"{cpp_string("".join(out))}\\n"', values
 
 
-def openmp_loops(control: Func) -> list[Op]:
+def openmp_loops(control: Func, kernels: Mapping[str, Func]) -> list[Op]:
     """The loops of a control program that the cpu backend runs with OpenMP, outermost first: the
     outermost loops the parallel pass proved independent (``parallel = 1``, ``passes/parallel.py``),
-    except one holding a guard, which stops the call by returning from the entry, and no return may
-    leave an OpenMP region."""
+    except one holding a guard, or launching a kernel (of ``kernels``, by name) that holds one: a
+    failed guard stops the call by returning from the entry, and no return may leave an OpenMP
+    region."""
     found: list[Op] = []
+
+    def guarded(op: Op) -> bool:
+        return op.name == "guard" or (op.name == "launch" and any(
+            o.name == "guard" for o in kernels[op.attrs["kernel"]].walk()))
 
     def visit(ops: list[Op]) -> None:
         for op in ops:
             if op.name == "loop" and op.attrs.get("parallel") and not any(
-                    o.name == "guard" for o in walk_ops(op.regions[0])):
+                    guarded(o) for o in walk_ops(op.regions[0])):
                 found.append(op)
                 continue
             for region in op.regions:

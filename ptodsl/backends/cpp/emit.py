@@ -116,7 +116,7 @@ def emit_variant(compiled: Compiled, index: int) -> EmittedVariant:
     sources: dict[str, KernelSource] = {}
     for kernel in kernels:
         sources[kernel.name] = emit_kernel(kernel, compiled.target, plans[kernel.name], origin)
-    loops = openmp_loops(control)
+    loops = openmp_loops(control, {k.name: k for k in kernels})
     program = emit_control(block, control, sources, loops, origin)
     files = {s.filename: s.text for s in sources.values()}
     files[program.filename] = program.text

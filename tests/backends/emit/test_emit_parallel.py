@@ -12,9 +12,13 @@ from ptodsl.driver import compile_spec
 PRAGMA = "#pragma omp parallel for"
 
 
+def _openmp_loops(compiled, index: int) -> list:
+    return openmp_loops(control_of(compiled, index), {f.name: f for f in compiled.stages["block"].funcs})
+
+
 def _parallel(path: str, index: int = 0) -> tuple[list[str], str]:
     compiled = compile_spec(path)
-    loops = openmp_loops(control_of(compiled, index))
+    loops = _openmp_loops(compiled, index)
     emitted = emit_variant(compiled, index)
     return [op.attrs["name"] for op in loops], emitted.sources[f"{emitted.entry}.cpp"]
 
@@ -56,7 +60,7 @@ def test_attention_kv_loop_stays_sequential():
     # the running max, sum and accumulator (m, l, acc) are read and written by every KV block
     compiled = compile_spec("specs/online_softmax_attn.yaml")
     for index in range(len(compiled.checked)):
-        assert openmp_loops(control_of(compiled, index)) == []
+        assert _openmp_loops(compiled, index) == []
         program = emit_variant(compiled, index).sources[f"{compiled.stages['tensor'].funcs[index].name}.cpp"]
         assert _control_pragmas(program) == []
 
