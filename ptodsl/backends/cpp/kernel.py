@@ -229,6 +229,7 @@ class KernelEmitter:
     # ------------------------------------------------------------------ output
 
     def emit(self) -> KernelSource:
+        self.hoisted_views = kernel_control.declare_hoisted_views(self)
         self._block(self.func.body, 1)
         if self.scratch_peak > self.target.ub_bytes:
             raise CompileError([Diagnostic(

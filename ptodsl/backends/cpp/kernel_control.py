@@ -3,7 +3,8 @@
 
 - A ``view`` is pointer arithmetic on the kernel's tensor: ``__gm__ T* v = x + offset``, the view
   keeping its parent's strides, so the transfers through it compute their GM offsets as from the
-  parent.
+  parent (declared up front when made among top-level work and used by a later loop, as the
+  control program does).
 - A ``read`` is a load by the kernel's scalar unit, ``const int64_t r = x[offset]`` (``float`` for
   a float element): partitioning places only reads of tensors nothing in the call writes in a
   kernel, which on the NPU need no cache maintenance.
@@ -27,15 +28,49 @@ from .kernel import CPU_BUILD, KERNEL, KernelEmitter, _pipe, _Tensor
 STATUS_ENTRIES = 4  # per block: guard number, offset, extent, dim
 
 
+def declare_hoisted_views(self: KernelEmitter) -> dict[int, str]:
+    """Declare at function scope the pointers of the views made inside a top-level one-trip loop
+    (the implicit loop around top-level work) that a later top-level op uses: inside that loop's
+    braces the later loop could not see them. Returns their variables, by op; each is set where
+    its view is made (its offsets may be values read there)."""
+    def one_trip(op: Op) -> bool:
+        return op.name == "loop" and op.attrs["lo"] == 0 and op.attrs["hi"] == 1
+
+    def views(ops: list[Op]) -> list[Op]:
+        found = []
+        for op in ops:
+            if op.name == "view":
+                found.append(op)
+            elif one_trip(op):
+                found += views(op.regions[0])
+        return found
+
+    hoisted: dict[int, str] = {}
+    body = self.func.body
+    for k, top in enumerate(body):
+        if not one_trip(top):
+            continue
+        later = {v.name for op in body[k + 1:] for o in op.walk() for v in o.operands}
+        for op in views(top.regions[0]):
+            if op.result.name in later:
+                var = hoisted[id(op)] = self.names.claim(op.result.name)
+                self._line(1, f"__gm__ {cxx_type(op.result.type.dtype)}* {var} = nullptr;", op.span)
+    return hoisted
+
+
 @KERNEL.on("view")
 def _view(self: KernelEmitter, op: Op, depth: int) -> None:
     parent = self.tensors.get(op.operands[0].name)
     if parent is None:
         raise unsupported("a view of a GM value that is not a kernel parameter or a view of one", op.span)
-    var = self.names.claim(op.result.name)
     offset = linear_offset(tuple(op.attrs["offsets"]), parent.strides)
     value = parent.var if offset == 0 else f"{parent.var} + {self._e(offset)}"
-    self._line(depth, f"__gm__ {cxx_type(op.result.type.dtype)}* {var} = {value};", op.span)
+    var = self.hoisted_views.get(id(op))
+    if var is not None:
+        self._line(depth, f"{var} = {value};", op.span)
+    else:
+        var = self.names.claim(op.result.name)
+        self._line(depth, f"__gm__ {cxx_type(op.result.type.dtype)}* {var} = {value};", op.span)
     self.tensors[op.result.name] = _Tensor(var, op.result.type.dtype, tuple(op.result.type.shape), parent.strides)
     if op.operands[0].name in self.workspaces:
         self.workspaces.add(op.result.name)
