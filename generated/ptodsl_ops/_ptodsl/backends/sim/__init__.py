@@ -81,10 +81,6 @@ class Machine:
     # the same bytes by the GM buffer they move (id of the array that owns the memory): which
     # tensor is read more than once, and how much goes through workspaces
     traffic_by_buffer: dict[int, dict[str, int]] = field(default_factory=dict)
-    # the Block IR module and control program this machine runs (a kernel's machine has neither):
-    # the parallel loops of a control program run batched (batch.py)
-    module: Module | None = None
-    control: Func | None = None
 
     def count(self, kind: str, gm: np.ndarray, nbytes: int) -> None:
         self.traffic[kind] += nbytes
@@ -178,7 +174,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
                 kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
-                timeline=Timeline(target), module=module, control=func)
+                timeline=Timeline(target))
     for p in func.params:
         if p.is_tensor:
             m.tensors[p.name] = tensors[p.name]
@@ -190,29 +186,33 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
 def _launch(m: Machine, op: Op) -> None:
     """Run the kernel once per block, one block after another. Each block is a core of its own:
     it starts from fresh on-chip buffers and receives its index and the block count in the
-    parameters the kernel's ``block_index`` and ``block_count`` attributes name."""
+    parameters the kernel's ``block_index`` and ``block_count`` attributes name. Blocks sharing out
+    a parallel loop run as one batched evaluation of its iterations (``batch.py``)."""
     kernel = m.kernels[op.attrs["kernel"]]
-    tensor_params = [p for p in kernel.params if p.is_tensor]
     env = {p.name: m.ev(e) for p, e in zip(launched_params(kernel), op.attrs["scalars"])}
     blocks = m.evi(op.attrs.get("block_dim", 1))
     if blocks < 1:
         raise SimError(f"a launch of {blocks} blocks", op)
     index, count = kernel.attrs.get("block_index"), kernel.attrs.get("block_count")
-    if m.timeline is not None:
-        m.timeline.begin_launch(kernel.kind)
-    for b in range(blocks):
-        benv = dict(env)
-        if index is not None:
-            benv[index] = b
-        if count is not None:
-            benv[count] = blocks
+    envs = [env | ({index: b} if index is not None else {}) | ({count: blocks} if count is not None else {})
+            for b in range(blocks)]
+
+    def machine(b: int) -> Machine:
         arenas = m.arenas
         if blocks > 1 and arenas is not None:
             arenas = {space: np.zeros(a.size, np.uint8) for space, a in arenas.items()}
-        k = Machine(benv, m.poison, arenas=arenas, kernels=m.kernels, traffic=m.traffic,
+        k = Machine(dict(envs[b]), m.poison, arenas=arenas, kernels=m.kernels, traffic=m.traffic,
                     traffic_by_buffer=m.traffic_by_buffer, timeline=m.timeline)
-        for p, v in zip(tensor_params, op.operands):
+        for p, v in zip((p for p in kernel.params if p.is_tensor), op.operands):
             k.tensors[p.name] = m.tensors[v.name]
+        return k
+
+    if blocks > 1 and batch.run_blocks(m, kernel, envs, machine):
+        return
+    if m.timeline is not None:
+        m.timeline.begin_launch(kernel.kind)
+    for b in range(blocks):
+        k = machine(b)
         if k.timeline is not None:
             k.timeline.begin_kernel()
         _block(k, kernel.body)
@@ -248,7 +248,7 @@ def _timed(fn):
 def _loop(m: Machine, op: Op) -> None:
     lo, hi, step = m.evi(op.attrs["lo"]), m.evi(op.attrs["hi"]), m.evi(op.attrs["step"])
     idx = op.attrs["index"]
-    if m.control is not None and batch.run_loop(m, op, lo, hi, step, _block):
+    if batch.run_loop(m, op, lo, hi, step):
         return
     for i in range(lo, hi, step):
         m.env[idx] = i
@@ -393,16 +393,26 @@ def _int_scalar(value, dtype: str) -> np.ndarray:
     return np.asarray(np.int64(v)).astype(numpy_dtype(dtype))
 
 
+def spread(src: _Tile, dst: _Tile, n: int | None = None) -> np.ndarray:
+    """The valid values of ``src`` spread over the valid region of ``dst``, as ``tile.expand`` and
+    the fused broadcast instructions spread them; with ``n``, of tiles that stack the tiles of ``n``
+    iterations along a leading axis (``batch_ops.py``)."""
+    lead = () if n is None else (n,)
+    piece = src.data[src.region()]
+    inner = piece.shape[len(lead):]
+    piece = piece.reshape(lead + (1,) * (len(dst.valid) - len(inner)) + inner)
+    # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
+    # data-dependent valid shape can make smaller than the source's.
+    piece = piece[(slice(None),) * len(lead) + tuple(
+        slice(None) if k == 1 else slice(0, v) for k, v in zip(piece.shape[len(lead):], dst.valid))]
+    return np.broadcast_to(piece, lead + tuple(dst.valid))
+
+
 @SIM.on("expand")
 @_timed
 def _expand(m: Machine, op: Op) -> None:
     dst, (src,) = _tiles(m, op)
-    piece = src.data[src.region()]
-    piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
-    # Dims of 1 broadcast; the others cover at least the destination's valid extent, which a
-    # data-dependent valid shape can make smaller than the source's.
-    piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
-    dst.data[dst.region()] = np.broadcast_to(piece, dst.valid)
+    dst.data[dst.region()] = spread(src, dst)
 
 
 @SIM.on("mov")

@@ -1,41 +1,49 @@
-"""The simulator's batched loops: every iteration of a parallel control-program loop at once.
+"""The simulator's batched loops: every iteration of a parallel loop at once.
 
 Interpreting a kernel tile op by tile op costs tens of microseconds of Python per op, so a loop of
 thousands of iterations over small tiles spends its time in the interpreter, not in numpy. A loop
-whose iterations are independent (the analysis the C++ backend runs them in parallel by,
-``backends/cpp/parallel.py``: every GM write of an iteration lands where no other iteration writes
-or reads) runs here as one evaluation of its body in which every tile holds all the iterations'
-tiles, stacked along a leading axis. The loop index is a numpy array; an expression of it (a view
-offset, a kernel argument) is an array too, and must be affine in the iteration where it places
-GM data (a load or store then moves a strided view of all the iterations' regions at once) and the
-same for all iterations where it shapes a tile (valid extents, loop bounds, branch conditions).
-On-chip buffers are per iteration: a buffer per memory space with a leading iteration axis, each
-tile a view at its planned offset, so tiles alias exactly as in the element-wise run, and poisoning
-fills each fresh tile of every iteration. Each op is then the element-wise simulator's own numpy
-code on the stacked arrays (the same ufuncs on the same values: bit for bit its results; a
-reduction along one more axis adds in the same order), so the results do not depend on batching.
+whose iterations are independent (``parallel = 1``, the parallel pass's proof, ``passes/parallel.py``:
+every GM write of an iteration lands where no other iteration writes or reads) runs here as one
+evaluation of its body in which every tile holds all the iterations' tiles, stacked along a leading
+axis: a loop of the control program (its launches included), a loop inside a compute kernel, and
+the loop a launch's blocks share out (``passes/blocks.py``), whose blocks together are one batched
+evaluation of all the loop's iterations. The loop index is a numpy array; an expression of it (a
+view offset, a kernel argument) is an array too, and must be affine in the iteration where it
+places GM data (a load or store then moves a strided view of all the iterations' regions at once)
+and the same for all iterations where it shapes a tile (valid extents, loop bounds, branch
+conditions). On-chip buffers are per iteration: a buffer per memory space with a leading iteration
+axis, each tile a view at its planned offset, so tiles alias exactly as in the element-wise run,
+and poisoning fills each fresh tile of every iteration. Each op is then the element-wise
+simulator's own numpy code on the stacked arrays (the same ufuncs on the same values: bit for bit
+its results; a reduction along one more axis adds in the same order), so the results do not depend
+on batching.
 
 The last iteration runs alone, after the others: it is where a tail (a partial tile) usually is.
-Whenever something cannot be batched -- an op family without a batched meaning here, a valid
-extent or a condition that differs between iterations, an offset that is not affine, a failed
-check -- the loop is run element-wise from the start instead (iterations never read what any of
-them write, so running them again gives the same GM contents), with the traffic counts and the
-cost model's timeline put back as they were. The cost model sees each op once per batch, with one
-iteration's extents, and the batch's share is that iteration's times the number of iterations
-(every launch starts from idle pipes, so alike iterations cost alike). Batches are cut to keep the
-stacked buffers under :data:`BUDGET_BYTES`.
+Whenever something cannot be batched -- an op family without a batched meaning here, a tile made
+before the loop, a valid extent or a condition that differs between iterations, an offset that is
+not affine, a failed check or guard -- the loop (or the launch's blocks) is run element-wise from
+the start instead (iterations never read what any of them write, so running them again gives the
+same GM contents, and the element-wise run stops at the first failing iteration as it would have),
+with the traffic counts put back. The cost model is told nothing while a batch runs: a
+:class:`~ptodsl.cost.steady.Recorder` keeps one iteration's calls, which are then made on the model
+once per iteration in the element-wise order (block by block for a launch), the model advanced
+in one step once the iterations settle into a steady state (``cost/steady.py``), so its cycles
+are those of the element-wise run. Batches are cut to keep the stacked buffers under
+:data:`BUDGET_BYTES`.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ... import sym
+from ...cost.steady import Recorder, play
+from ...diagnostics import DiagnosticError
 from ...dtypes import numpy_dtype
 from ...ir import Func, Op, TileType
 from ...ir.opdefs import IR_OPS
@@ -142,28 +150,32 @@ def evaluate(e: sym.Expr, env: dict) -> object:
 FAMILIES = frozenset({
     "loop", "if", "view", "reshape", "alloc", "launch", "sync_set", "sync_wait", "sync_barrier", "tile_alloc",
     "load", "store", "fill_tile", "expand", "mov", "matmul", "matmul_acc", "matmul_bias", "reduce", "cast",
-    "compare", "select", "unary", "binary", "expand_binary", "muladd",
+    "compare", "select", "unary", "binary", "expand_binary", "muladd", "guard",
 })
 
 _eligible: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def eligible(module, control: Func, loop: Op) -> bool:
-    """Whether ``loop`` (of ``control``) may run batched: its iterations are independent and every
-    op of its body and of the kernels it launches has a batched meaning."""
+def eligible(kernels: Mapping[str, Func], loop: Op) -> bool:
+    """Whether ``loop`` (of a control program or of a compute kernel) may run batched: the parallel
+    pass proved its iterations independent, every op of its body and of the kernels it launches
+    has a batched meaning, and it reads no tile made before it (each iteration's tiles are its own)."""
     known = _eligible.get(loop)
     if known is None:
-        known = _judge(module, control, loop)
+        known = _judge(kernels, loop)
         _eligible[loop] = known
     return known
 
 
-def _judge(module, control: Func, loop: Op) -> bool:
+def _judge(kernels: Mapping[str, Func], loop: Op) -> bool:
     if loop.attrs.get("kind") in ("implicit", "peeled") or loop.attrs.get("parallel") != 1:
         return False  # the parallel pass's proof (passes/parallel.py) that the iterations are independent
-    kernels = {f.name: f for f in module.funcs}
-    for op in (o for region in loop.regions for top in region for o in top.walk()):
+    body = [o for region in loop.regions for top in region for o in top.walk()]
+    made = {r.name for o in body for r in o.results}
+    for op in body:
         if IR_OPS[op.name].family not in FAMILIES:
+            return False
+        if any(isinstance(v.type, TileType) and v.name not in made for v in op.operands):
             return False
         if op.name == "launch":
             kernel = kernels.get(op.attrs["kernel"])
@@ -172,14 +184,12 @@ def _judge(module, control: Func, loop: Op) -> bool:
     return True
 
 
-def arena_bytes(module, loop: Op) -> dict[str, int]:
-    """Per memory space, the bytes the kernels launched in ``loop`` place tiles in."""
-    kernels = {f.name: f for f in module.funcs}
+def arena_bytes(kernels: Mapping[str, Func], loop: Op) -> dict[str, int]:
+    """Per memory space, the bytes the body of ``loop`` and the kernels it launches place tiles in."""
     used: dict[str, int] = {}
     for op in (o for region in loop.regions for top in region for o in top.walk()):
-        if op.name != "launch":
-            continue
-        for t in kernels[op.attrs["kernel"]].walk():
+        inner = kernels[op.attrs["kernel"]].walk() if op.name == "launch" else [op]
+        for t in inner:
             if t.name == "tile.alloc" and "offset" in t.attrs:
                 ty: TileType = t.result.type
                 end = t.attrs["offset"] + math.prod(ty.shape) * np.dtype(numpy_dtype(ty.dtype)).itemsize
@@ -187,66 +197,164 @@ def arena_bytes(module, loop: Op) -> dict[str, int]:
     return used
 
 
-# ------------------------------------------------------------------------------- the loop
+# ------------------------------------------------------------------------------- the loops
+
+# What the cost model is to be told about a loop's iterations, in order: (recorded calls of one
+# iteration, how many iterations made them).
+Runs = list[tuple[list[tuple], int]]
 
 
-def run_loop(m, op: Op, lo: int, hi: int, step: int, block: Callable) -> bool:
-    """Run the iterations of ``op`` but the last batched, then the last alone; False (with
-    nothing changed but GM data the element-wise run rewrites) when the loop cannot batch."""
+def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone) -> Runs:
+    """Evaluate ``loop``'s body for the iterations whose index takes ``values``: all but the last in
+    batches, the last (and a batch's odd one out) alone on the machine ``lone``. Raises Unbatchable."""
     from . import batch_ops
 
-    iters = range(lo, hi, step)
-    if len(iters) < 3 or not ENABLED or not eligible(m.module, m.control, op):
-        return False
-    used = arena_bytes(m.module, op)
+    used = arena_bytes(m.kernels, loop)
     per_iteration = sum(-(-b // 64) * 64 for b in used.values()) or 64
-    chunk = max(2, min(len(iters) - 1, BUDGET_BYTES // per_iteration))
-    saved = _snapshot(m)
+    chunk = max(2, min(len(values) - 1, BUDGET_BYTES // per_iteration))
+    runs: Runs = []
+    for start in range(0, len(values) - 1, chunk):
+        part = values[start:min(start + chunk, len(values) - 1)]
+        if len(part) == 1:
+            runs.append((_alone(m, loop, int(part[0]), lone), 1))
+            continue
+        record = Recorder() if m.timeline is not None else None
+        batch_ops.run_batch(m, loop, part, used, env, tensors, record)
+        runs.append((record.events if record else [], len(part)))
+    runs.append((_alone(m, loop, int(values[-1]), lone), 1))
+    return runs
+
+
+def _alone(m, loop: Op, value: int, lone) -> list[tuple]:
+    """One iteration of ``loop`` run element-wise on ``lone``; the cost model's calls it made."""
+    from . import _block
+
+    record = Recorder() if m.timeline is not None else None
+    timeline, lone.timeline = lone.timeline, record
+    lone.env[loop.attrs["index"]] = value
     try:
-        for start in range(0, len(iters) - 1, chunk):
-            values = np.asarray(iters[start:min(start + chunk, len(iters) - 1)], np.int64)
-            batch_ops.run_batch(m, op, values, used, block)
+        _block(lone, loop.regions[0])
+    except DiagnosticError as exc:  # the element-wise run reports it where it happens
+        raise Unbatchable(str(exc)) from None
+    finally:
+        lone.timeline = timeline
+    return record.events if record else []
+
+
+def _attempt(m, evaluate: Callable[[], object]) -> object:
+    """``evaluate()``, or None with the traffic counts and symbols put back when it cannot batch."""
+    saved = (dict(m.traffic), {k: dict(v) for k, v in m.traffic_by_buffer.items()}, dict(m.env))
+    try:
+        return evaluate()
     except Unbatchable as exc:
-        _restore(m, saved)
+        m.traffic.clear()
+        m.traffic.update(saved[0])
+        m.traffic_by_buffer.clear()
+        m.traffic_by_buffer.update(saved[1])
+        m.env.clear()
+        m.env.update(saved[2])
         STATS.fallbacks += 1
         STATS.reasons[str(exc)] = STATS.reasons.get(str(exc), 0) + 1
+        return None
+
+
+def run_loop(m, op: Op, lo: int, hi: int, step: int) -> bool:
+    """Run the iterations of ``op`` (a loop of the control program, or of a kernel the machine ``m``
+    runs) but the last batched, then the last alone; False (with nothing changed but GM data the
+    element-wise run rewrites) when the loop cannot batch."""
+    iters = range(lo, hi, step)
+    if m.arenas is None or len(iters) < 3 or not ENABLED or not eligible(m.kernels, op):
+        return False
+    runs = _attempt(m, lambda: _iterations(m, op, np.asarray(iters, np.int64), m.env, m.tensors, m))
+    if runs is None:
         return False
     STATS.batched += 1
     STATS.iterations += len(iters) - 1
-    m.env[op.attrs["index"]] = iters[-1]
-    block(m, op.regions[0])
+    if m.timeline is not None:
+        play(m.timeline, [("repeat", events, n) for events, n in runs])
     return True
 
 
-def _snapshot(m) -> tuple:
-    t = m.timeline
-    timeline = None if t is None else (t.elapsed, dict(t.busy), dict(t.free), dict(t.gate), dict(t.events))
-    return (dict(m.traffic), {k: dict(v) for k, v in m.traffic_by_buffer.items()}, timeline, dict(m.env))
+def block_loops(kernel: Func) -> tuple[list[Op], list[Op], list[Op]] | None:
+    """(the ops before, the parallel loops, the ops after) of a kernel run as blocks whose body is
+    its loops between synchronisations (``passes/blocks.py``), else None."""
+    body = kernel.body
+    at = [i for i, o in enumerate(body) if o.name == "loop"]
+    if not at or at != list(range(at[0], at[-1] + 1)):
+        return None
+    before, loops, after = body[:at[0]], body[at[0]:at[-1] + 1], body[at[-1] + 1:]
+    if any(not o.name.startswith("sync.") for o in before + after):
+        return None
+    return before, loops, after
 
 
-def _restore(m, saved: tuple) -> None:
-    traffic, by_buffer, timeline, env = saved
-    m.traffic.clear()
-    m.traffic.update(traffic)
-    m.traffic_by_buffer.clear()
-    m.traffic_by_buffer.update(by_buffer)
-    m.env.clear()
-    m.env.update(env)
-    if timeline is not None:
-        t = m.timeline
-        t.elapsed, t.busy, t.free, t.gate, t.events = timeline[0], timeline[1], timeline[2], timeline[3], timeline[4]
+def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
+    """Run the blocks of one launch (``envs``: each block's symbols) as one batched evaluation of
+    all the iterations their loops share out: every block's share of a loop, but the loop's last
+    iteration, in batches, that one alone (on ``machine(b)``, a fresh machine of block ``b``); then
+    the cost model is told of each block in turn, as the element-wise run tells it. False when the
+    blocks must run one by one."""
+    parts = block_loops(kernel)
+    if m.arenas is None or not ENABLED or parts is None or not all(eligible(m.kernels, lp) for lp in parts[1]):
+        return False
+    before, loops, after = parts
+    shares = [[range(*(int(sym.evaluate(lp.attrs[k], env)) for k in ("lo", "hi", "step"))) for lp in loops]
+              for env in envs]
+    values = [np.concatenate([np.asarray(s[p], np.int64) for s in shares]) for p in range(len(loops))]
+    if sum(len(v) for v in values) < 3 or any(len(v) == 0 for v in values):
+        return False
+    holder = [max(b for b, s in enumerate(shares) if len(s[p])) for p in range(len(loops))]
+
+    def evaluate() -> list[Runs]:
+        out = []
+        for p, lp in enumerate(loops):
+            lone = machine(holder[p])
+            out.append(_iterations(m, lp, values[p], envs[holder[p]], lone.tensors, lone))
+        return out
+
+    runs = _attempt(m, evaluate)
+    if runs is None:
+        return False
+    STATS.batched += 1
+    STATS.iterations += sum(len(v) - 1 for v in values)
+    if m.timeline is not None:
+        play(m.timeline, [("begin_launch", kernel.kind), *_block_events(shares, runs, before, after), ("end_launch",)])
+    return True
 
 
-def scale_timeline(m, before: tuple | None, n: int) -> None:
-    """The batch ran each op once with one iteration's extents: count the other n - 1 alike."""
-    t = m.timeline
-    if t is None or before is None:
-        return
-    elapsed, busy = before
-    t.elapsed += (n - 1) * (t.elapsed - elapsed)
-    for pipe, cycles in list(t.busy.items()):
-        t.busy[pipe] = cycles + (n - 1) * (cycles - busy.get(pipe, 0.0))
+def _block_events(shares: list[list[range]], runs: list[Runs], before: list[Op], after: list[Op]) -> list[tuple]:
+    """The cost model's calls for each block in turn, alike neighbouring blocks as one repeat."""
+    out: list[tuple] = []
+    keys: list[tuple] = []
+    firsts = [0] * len(runs)
+    for share in shares:
+        events: list[tuple] = [("begin_kernel",), *(("sync", o) for o in before)]
+        key = []
+        for p, part in enumerate(runs):
+            taken = _take(part, firsts[p], len(share[p]))
+            firsts[p] += len(share[p])
+            events += [("repeat", e, n) for e, n in taken]
+            key.append(tuple((id(e), n) for e, n in taken))
+        events += [*(("sync", o) for o in after), ("end_kernel",)]
+        if keys and keys[-1] == tuple(key):
+            out[-1] = ("repeat", out[-1][1], out[-1][2] + 1)
+        else:
+            out.append(("repeat", events, 1))
+            keys.append(tuple(key))
+    return out
 
 
-__all__ = ["BUDGET_BYTES", "ENABLED", "STATS", "BView", "BatchStats", "Unbatchable", "affine", "eligible", "evaluate",
-           "run_loop", "uniform"]
+def _take(runs: Runs, first: int, count: int) -> Runs:
+    """The runs of iterations ``first`` .. ``first + count`` of ``runs``."""
+    out: Runs = []
+    at = 0
+    for events, n in runs:
+        lo, hi = max(first, at), min(first + count, at + n)
+        if lo < hi:
+            out.append((events, hi - lo))
+        at += n
+    return out
+
+
+__all__ = ["BUDGET_BYTES", "ENABLED", "STATS", "BView", "BatchStats", "Unbatchable", "affine", "block_loops",
+           "eligible", "evaluate", "run_blocks", "run_loop", "uniform"]

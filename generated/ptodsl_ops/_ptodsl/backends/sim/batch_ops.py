@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import sym
+from ...cost.steady import Recorder
+from ...diagnostics import DiagnosticError
 from ...dtypes import numpy_dtype
 from ...ir import Op, TileType
-from ...ir.opdefs import FUSED, IR_OPS, spread_operand
+from ...ir.opdefs import FUSED, IR_OPS, launched_params, spread_operand
 from ...ops import OPS
-from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile
-from .batch import BView, Unbatchable, affine, evaluate, scale_timeline, uniform
-from .fused import _f32 as _f32_of
+from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread
+from .batch import BView, Unbatchable, affine, evaluate, uniform
 from .fused import expand_binary_values
 
 
@@ -54,20 +55,19 @@ class BMachine(Machine):
         return uniform(self.ev(e), what)
 
 
-def run_batch(m: Machine, loop: Op, values: np.ndarray, used: dict[str, int], block: Callable) -> None:
-    """Run the body of ``loop`` once for the iterations whose index takes ``values``."""
+def run_batch(m: Machine, loop: Op, values: np.ndarray, used: dict[str, int], env: dict, tensors: dict,
+              record: Recorder | None) -> None:
+    """Run the body of ``loop`` once for the iterations whose index takes ``values`` (``env`` and
+    ``tensors``: what the body sees besides), telling ``record`` what one iteration did."""
     n = len(values)
     stacked = {space: np.empty((n, -(-size // 64) * 64), np.uint8) for space, size in used.items()}
-    bm = BMachine(dict(m.env) | {loop.attrs["index"]: values}, m.poison, tensors=dict(m.tensors), arenas=m.arenas,
-                  kernels=m.kernels, traffic=m.traffic, timeline=m.timeline, traffic_by_buffer=m.traffic_by_buffer,
+    bm = BMachine(dict(env) | {loop.attrs["index"]: values}, m.poison, tensors=dict(tensors), arenas=m.arenas,
+                  kernels=m.kernels, traffic=m.traffic, timeline=record, traffic_by_buffer=m.traffic_by_buffer,
                   n=n, stacked=stacked)
-    t = m.timeline
-    before = None if t is None else (t.elapsed, dict(t.busy))
     try:
         _block(bm, loop.regions[0])
-    except SimError as exc:  # the element-wise run reports it where it happens
+    except DiagnosticError as exc:  # the element-wise run reports it where it happens
         raise Unbatchable(str(exc)) from None
-    scale_timeline(m, before, n)
 
 
 def _block(bm: BMachine, ops: list[Op]) -> None:
@@ -158,18 +158,35 @@ def _alloc(bm: BMachine, op: Op) -> None:
 
 @on("launch")
 def _launch(bm: BMachine, op: Op) -> None:
+    """Each iteration's launch, as the element-wise simulator runs one: block after block."""
     kernel = bm.kernels[op.attrs["kernel"]]
-    scalar_params = [p for p in kernel.params if not p.is_tensor]
-    env = {p.name: bm.ev(e) for p, e in zip(scalar_params, op.attrs["scalars"])}
-    k = BMachine(env, bm.poison, arenas=bm.arenas, kernels=bm.kernels, traffic=bm.traffic,
-                 traffic_by_buffer=bm.traffic_by_buffer, timeline=bm.timeline, n=bm.n, stacked=bm.stacked)
-    for p, v in zip((p for p in kernel.params if p.is_tensor), op.operands):
-        k.tensors[p.name] = bm.tensors[v.name]
-    if k.timeline is not None:
-        k.timeline.begin_kernel()
-    _block(k, kernel.body)
-    if k.timeline is not None:
-        k.timeline.end_kernel()
+    env = {p.name: bm.ev(e) for p, e in zip(launched_params(kernel), op.attrs["scalars"])}
+    blocks = int(bm.uniform(op.attrs.get("block_dim", 1), "a launch's block count"))
+    index, count = kernel.attrs.get("block_index"), kernel.attrs.get("block_count")
+    if blocks < 1:
+        raise Unbatchable("a launch of no block")
+    if bm.timeline is not None:
+        bm.timeline.begin_launch(kernel.kind)
+    for b in range(blocks):
+        benv = env | ({index: b} if index is not None else {}) | ({count: blocks} if count is not None else {})
+        k = BMachine(benv, bm.poison, arenas=bm.arenas, kernels=bm.kernels, traffic=bm.traffic,
+                     traffic_by_buffer=bm.traffic_by_buffer, timeline=bm.timeline, n=bm.n, stacked=bm.stacked)
+        for p, v in zip((p for p in kernel.params if p.is_tensor), op.operands):
+            k.tensors[p.name] = bm.tensors[v.name]
+        if k.timeline is not None:
+            k.timeline.begin_kernel()
+        _block(k, kernel.body)
+        if k.timeline is not None:
+            k.timeline.end_kernel()
+    if bm.timeline is not None:
+        bm.timeline.end_launch()
+
+
+@on("guard")
+def _guard(bm: BMachine, op: Op) -> None:
+    """A guard every iteration passes; when one fails, the element-wise run reports the first."""
+    if not np.all(bm.ev(op.attrs["cond"])):
+        raise Unbatchable("a guard fails")
 
 
 @on("sync_set", "sync_wait", "sync_barrier")
@@ -250,19 +267,10 @@ for _family in ("fill_tile", "mov", "cast", "compare", "select", "unary", "binar
     BATCHED[_family] = _elementwise
 
 
-def _spread(bm: BMachine, src, dst) -> np.ndarray:
-    """Each iteration's valid values of ``src`` spread over ``dst``'s valid region, as tile.expand does."""
-    piece = src.data[src.region()]
-    inner = piece.shape[1:]
-    piece = piece.reshape((bm.n,) + (1,) * (len(dst.valid) - len(inner)) + inner)
-    piece = piece[(slice(None), *(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape[1:], dst.valid)))]
-    return np.broadcast_to(piece, (bm.n, *dst.valid))
-
-
 @on("expand")
 def _expand(bm: BMachine, op: Op) -> None:
     dst, src = bm.tiles[op.operands[0].name], bm.tiles[op.operands[1].name]
-    dst.data[dst.region()] = _spread(bm, src, dst)
+    dst.data[dst.region()] = spread(src, dst, bm.n)
     _time(bm, op)
 
 
@@ -270,7 +278,7 @@ def _expand(bm: BMachine, op: Op) -> None:
 def _expand_binary(bm: BMachine, op: Op) -> None:
     dst, x, y = (bm.tiles[o.name] for o in op.operands)
     reg, k = dst.region(), spread_operand(op)
-    a, b = (_f32_of(_spread(bm, t, dst) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
+    a, b = (_f32(spread(t, dst, bm.n) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
     dst.data[reg] = expand_binary_values(FUSED[op.name].op, a, b, op.operands[0].type.dtype)
     _time(bm, op)
 

@@ -12,19 +12,7 @@ import numpy as np
 from ...ir import Op
 from ...ir.opdefs import FUSED, spread_operand
 from ...ops import OPS
-from . import SIM, Machine, _round_to, _Tile, _tiles, _timed
-
-
-def _f32(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float32) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a
-
-
-def _spread(t: _Tile, dst: _Tile) -> np.ndarray:
-    """A broadcast operand's valid values over dst's valid region (as ``tile.expand`` spreads them)."""
-    piece = t.data[t.region()]
-    piece = piece.reshape((1,) * (dst.data.ndim - piece.ndim) + piece.shape)
-    piece = piece[tuple(slice(None) if n == 1 else slice(0, v) for n, v in zip(piece.shape, dst.valid))]
-    return np.broadcast_to(piece, dst.valid)
+from . import SIM, Machine, _f32, _round_to, _tiles, _timed, spread
 
 
 @SIM.on("expand_binary")
@@ -33,7 +21,7 @@ def _expand_binary(m: Machine, op: Op) -> None:
     dst, (x, y) = _tiles(m, op)
     reg, dtype = dst.region(), op.operands[0].type.dtype
     k = spread_operand(op)
-    a, b = (_f32(_spread(t, dst) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
+    a, b = (_f32(spread(t, dst) if i == k else t.data[reg]) for i, t in ((1, x), (2, y)))
     dst.data[reg] = expand_binary_values(FUSED[op.name].op, a, b, dtype)
 
 
