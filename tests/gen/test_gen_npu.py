@@ -273,13 +273,14 @@ def test_the_packaged_npu_build(pkg: ModuleType):
     assert '#include "../../cpu/f32/softmax_long_f32_k0.cpp"' in kernel
     kernel += (folder.parents[1] / "cpu" / "f32" / "softmax_long_f32_k0.cpp").read_text()
     assert 'extern "C" __global__ AICORE void softmax_long_f32_k0(' in kernel
-    assert ('extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* row,'
+    assert ('extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* y,'
             in kernel)
-    assert "softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)row," in kernel
+    assert "softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)x," in kernel
     host = (folder / "host.cpp").read_text()
     assert '#include "acl/acl.h"' in host and "#pragma omp" not in host
     assert 'extern "C" int softmax_long_f32(void* stream, float* x, float* y, int64_t B, int64_t N, int poison)' in host
-    assert "softmax_long_f32_k0_launch(1, ptodsl_stream, row, y, N, b, B);" in host
+    # the rows loop runs inside the kernel, as blocks of one launch on every vector core
+    assert "softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);" in host
     # a GM local of the spec (tensor_sum's accumulator row) is a device workspace of the host program
     sums = (Path(pkg.__file__).parent / "kernels" / "tensor_sum" / "npu" / "f32" / "host.cpp").read_text()
     assert "DeviceWorkspace acc_bytes(N * static_cast<int64_t>(sizeof(float)), poison);" in sums
@@ -288,11 +289,15 @@ def test_the_packaged_npu_build(pkg: ModuleType):
 
 
 def test_a_scalar_read_waits_for_the_stream(pkg: ModuleType):
-    # seq_add reads a sequence length out of a tensor in its control program
-    host = (Path(pkg.__file__).parent / "kernels" / "seq_add" / "npu" / "default" / "host.cpp").read_text()
+    # gather_rows reads each row index out of a tensor in its control program, to check it
+    kernels = Path(pkg.__file__).parent / "kernels"
+    host = (kernels / "gather_rows" / "npu" / "i32_f32" / "host.cpp").read_text()
     body = host.split("ptodsl_stream = stream;")[1]
-    assert "const int64_t cur_seq_u2c0 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2));" in body
+    assert "static_cast<int64_t>(read_device(ids + _ix1));" in body
     assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);" in host
+    # seq_add's lengths are read by the kernel that runs its loop (nothing in the call writes them)
+    seq = (kernels / "seq_add" / "npu" / "default" / "host.cpp").read_text().split("ptodsl_stream = stream;")[1]
+    assert "read_device(" not in seq
 
 
 # ------------------------------------------------------------------ arguments before the environment
