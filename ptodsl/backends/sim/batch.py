@@ -58,6 +58,7 @@ class BatchStats:
 
     batched: int = 0  # loops run batched
     iterations: int = 0  # the iterations they ran batched
+    launches: int = 0  # of them, launches whose blocks shared out a loop
     fallbacks: int = 0  # eligible loops that turned out not to batch and ran element-wise
     reasons: dict[str, int] = field(default_factory=dict)  # why, by message
 
@@ -316,6 +317,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     if runs is None:
         return False
     STATS.batched += 1
+    STATS.launches += 1
     STATS.iterations += sum(len(v) - 1 for v in values)
     if m.timeline is not None:
         play(m.timeline, [("begin_launch", kernel.kind), *_block_events(shares, runs, before, after), ("end_launch",)])
