@@ -8,7 +8,9 @@ launch gets ``block_dim = cdiv(trips, cdiv(trips, cores))`` (at least 1; ``cores
 ``chip:`` count of the kernel's kind), which is ``min(trips, cores)`` unless that would leave
 blocks without work, and the kernel two scalar parameters, ``block_index`` and ``block_count``
 (``ir/opdefs.py``, the Block IR contract); block ``b`` of ``n`` runs the contiguous share of
-``c = cdiv(trips, n)`` iterations from iteration ``b * c`` (the last block the rest). Softmax over
+``c = cdiv(trips, n)`` iterations from iteration ``b * c`` (the last block the rest). The shared
+loop carries ``parallel = 1``, a grid loop too (the simulator evaluates the blocks as one batch of
+the loop's iterations, ``backends/sim/batch.py``). Softmax over
 B rows is one launch of ``min(B, cores)`` blocks (B <= cores or a multiple of it), not B launches.
 
 Contiguous shares keep the first failing bounds guard the one a sequential run stops at: the
@@ -128,6 +130,7 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
         first = sym.mul(sym.Sym(index), chunk)
         a["lo"] = sym.add(lo, sym.mul(first, step))
         a["hi"] = sym.add(a["lo"], sym.mul(sym.min_(chunk, sym.sub(trips, first)), step))
+        a["parallel"] = 1  # a grid loop too: its iterations were proved independent (_grid)
     env = {p.name: e for p, e in zip([p for p in kernel.params if not p.is_tensor and p.name not in (index, count)],
                                       launch.attrs["scalars"])}
     outer = sym.substitute(total, env)

@@ -53,6 +53,22 @@ def test_batched_loops_compute_and_count_as_the_element_wise_loop(spec, monkeypa
     assert batched_cases >= 2
 
 
+@pytest.mark.parametrize("spec", ["exp", "sum_cols", "matmul_bias"])
+def test_a_grid_nest_shared_out_as_blocks_runs_batched(spec, monkeypatch):
+    """A kernel that is one grid nest (an element-wise op's rows of tiles, a column reduction's
+    columns, a matmul's columns of output tiles) runs as blocks sharing its outermost grid loop:
+    the blocks are one batched evaluation too, vector and cube kernels alike."""
+    op = ptodsl.load(f"specs/{spec}.yaml")
+    batched_cases = 0
+    for case in op.spec.tests:
+        (batched, loops), (plain, none) = both_ways(op, case, monkeypatch)
+        assert loops <= 1 and none == 0, case_id(op.spec, case)
+        batched_cases += loops
+        assert batched.ok, batched.report
+        assert_same(batched, plain)
+    assert batched_cases >= 1
+
+
 @pytest.mark.parametrize("rows", [50, 42])
 def test_large_batches_are_cut_and_agree(rows, monkeypatch):
     """More iterations than one batch holds: several batches (42 rows: the last batch would be of
