@@ -435,7 +435,8 @@ def _structural() -> list[IROp]:
                                          Attr("unroll_var", "name"), Attr("unrolled", "int"),
                                          Attr("double_buffered", "int"),
                                          Attr("parallel", "int", doc="1: no iteration depends on another "
-                                              "(passes/parallel.py), so they may run as blocks on many cores")),
+                                              "(passes/parallel.py; the grid loop passes/blocks.py shares "
+                                              "out), so they may run as blocks on many cores")),
              regions=1, control=True, doc="for index in [lo, hi) by step; a `grid` loop walks a tile grid"),
         IROp("if", ALL, "if", attrs=(Attr("cond", required=True),), regions=2, control=True),
         IROp("print", ALL, "print", attrs=(Attr("format", "text", True), Attr("args", "exprs", True)), control=True),

@@ -58,6 +58,7 @@ class BatchStats:
 
     batched: int = 0  # loops run batched
     iterations: int = 0  # the iterations they ran batched
+    launches: int = 0  # of them, launches whose blocks shared out a loop
     fallbacks: int = 0  # eligible loops that turned out not to batch and ran element-wise
     reasons: dict[str, int] = field(default_factory=dict)  # why, by message
 
@@ -275,17 +276,25 @@ def run_loop(m, op: Op, lo: int, hi: int, step: int) -> bool:
     return True
 
 
-def block_loops(kernel: Func) -> tuple[list[Op], list[Op], list[Op]] | None:
-    """(the ops before, the parallel loops, the ops after) of a kernel run as blocks whose body is
-    its loops between synchronisations (``passes/blocks.py``), else None."""
-    body = kernel.body
-    at = [i for i, o in enumerate(body) if o.name == "loop"]
-    if not at or at != list(range(at[0], at[-1] + 1)):
-        return None
-    before, loops, after = body[:at[0]], body[at[0]:at[-1] + 1], body[at[-1] + 1:]
-    if any(not o.name.startswith("sync.") for o in before + after):
-        return None
-    return before, loops, after
+def block_loops(kernel: Func) -> tuple[list[Op], list[Op], list[Op], dict[str, int]] | None:
+    """(the ops before, the parallel loops, the ops after, the indices of the one-trip loops around
+    them) of a kernel run as blocks whose body is its loops between synchronisations, perhaps inside
+    the one-trip loop around top-level work (``passes/blocks.py``), else None."""
+    body, before, after, around = kernel.body, [], [], {}
+    while True:
+        at = [i for i, o in enumerate(body) if o.name == "loop"]
+        if not at or at != list(range(at[0], at[-1] + 1)):
+            return None
+        if any(not o.name.startswith("sync.") for o in body[:at[0]] + body[at[-1] + 1:]):
+            return None
+        before, after = before + body[:at[0]], body[at[-1] + 1:] + after
+        loops = body[at[0]:at[-1] + 1]
+        one = loops[0]
+        if len(loops) > 1 or one.attrs.get("kind") not in ("implicit", "peeled") or one.attrs["lo"] != 0 \
+                or one.attrs["hi"] != 1:
+            return before, loops, after, around
+        around[one.attrs["index"]] = 0
+        body = one.regions[0]
 
 
 def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
@@ -297,7 +306,8 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     parts = block_loops(kernel)
     if m.arenas is None or not ENABLED or parts is None or not all(eligible(m.kernels, lp) for lp in parts[1]):
         return False
-    before, loops, after = parts
+    before, loops, after, around = parts
+    envs = [env | around for env in envs]
     shares = [[range(*(int(sym.evaluate(lp.attrs[k], env)) for k in ("lo", "hi", "step"))) for lp in loops]
               for env in envs]
     values = [np.concatenate([np.asarray(s[p], np.int64) for s in shares]) for p in range(len(loops))]
@@ -309,6 +319,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
         out = []
         for p, lp in enumerate(loops):
             lone = machine(holder[p])
+            lone.env.update(around)
             out.append(_iterations(m, lp, values[p], envs[holder[p]], lone.tensors, lone))
         return out
 
@@ -316,6 +327,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     if runs is None:
         return False
     STATS.batched += 1
+    STATS.launches += 1
     STATS.iterations += sum(len(v) - 1 for v in values)
     if m.timeline is not None:
         play(m.timeline, [("begin_launch", kernel.kind), *_block_events(shares, runs, before, after), ("end_launch",)])
