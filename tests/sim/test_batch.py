@@ -250,3 +250,30 @@ def test_batched_loops_nest(write_spec, monkeypatch):
         assert m.timeline.bound == pytest.approx(plain.timeline.bound, rel=1e-12)
         assert m.timeline.chip.time == pytest.approx(plain.timeline.chip.time, rel=1e-12)
         assert m.timeline.chip.launches == plain.timeline.chip.launches
+
+
+def test_the_parts_of_an_unrolled_loop_batch_across_the_blocks(write_spec, monkeypatch):
+    """softmax's rows unrolled by 4: each block runs its share of the loop by 4 and of the remainder
+    (between synchronisations); each part is one batched evaluation across the blocks, an empty
+    remainder none."""
+    from ptodsl.api import run_kernel
+
+    pto = open("specs/softmax.pto").read()
+    yaml = ("op: softmax\ndoc: rows by 4.\ndtypes: {T: [f32]}\nsymbols: {N: 1024}\nschedule:\n"
+            "  vec_tile: [4, 1024]\n  loops:\n    b_loop: {unroll: [4, 1], vec_tile: [1, 1024]}\n")
+    op = ptodsl.load(write_spec("softmax", pto, yaml))
+    for rows in (100, 11, 3):
+        x = np.random.default_rng(rows).standard_normal((rows, 1024)).astype(np.float32)
+        runs = []
+        for enabled in (True, False):
+            monkeypatch.setattr(batch, "ENABLED", enabled)
+            y = np.zeros_like(x)
+            before = batch.STATS.launches
+            m = run_kernel(op.compiled, 0, {"x": x, "y": y}, {}, {"B": rows}, "sim", poison=True)
+            runs.append((y, m, batch.STATS.launches - before))
+        (y, m, loops), (y_plain, plain, none) = runs
+        assert (loops, none) == (1, 0), rows
+        assert y.tobytes() == y_plain.tobytes()
+        assert m.traffic == plain.traffic
+        assert m.timeline.estimate == pytest.approx(plain.timeline.estimate, rel=1e-12)
+        assert m.timeline.bound == pytest.approx(plain.timeline.bound, rel=1e-12)
