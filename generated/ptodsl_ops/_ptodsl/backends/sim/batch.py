@@ -276,25 +276,25 @@ def run_loop(m, op: Op, lo: int, hi: int, step: int) -> bool:
     return True
 
 
-def block_loops(kernel: Func) -> tuple[list[Op], list[Op], list[Op], dict[str, int]] | None:
-    """(the ops before, the parallel loops, the ops after, the indices of the one-trip loops around
-    them) of a kernel run as blocks whose body is its loops between synchronisations, perhaps inside
-    the one-trip loop around top-level work (``passes/blocks.py``), else None."""
-    body, before, after, around = kernel.body, [], [], {}
+def block_loops(kernel: Func) -> tuple[list[Op], dict[str, int]] | None:
+    """(the ops of a kernel run as blocks: its loops, which share out their iterations, between
+    synchronisations; the indices of the one-trip loops around them, perhaps inside the loop
+    around top-level work), else None (``passes/blocks.py``)."""
+    ops, before, after, around = kernel.body, [], [], {}
     while True:
-        at = [i for i, o in enumerate(body) if o.name == "loop"]
-        if not at or at != list(range(at[0], at[-1] + 1)):
+        if any(o.name != "loop" and not o.name.startswith("sync.") for o in ops):
             return None
-        if any(not o.name.startswith("sync.") for o in body[:at[0]] + body[at[-1] + 1:]):
+        loops = [o for o in ops if o.name == "loop"]
+        if not loops:
             return None
-        before, after = before + body[:at[0]], body[at[-1] + 1:] + after
-        loops = body[at[0]:at[-1] + 1]
         one = loops[0]
         if len(loops) > 1 or one.attrs.get("kind") not in ("implicit", "peeled") or one.attrs["lo"] != 0 \
                 or one.attrs["hi"] != 1:
-            return before, loops, after, around
+            return before + ops + after, around
+        at = ops.index(one)
+        before, after = before + ops[:at], ops[at + 1:] + after
         around[one.attrs["index"]] = 0
-        body = one.regions[0]
+        ops = one.regions[0]
 
 
 def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
@@ -304,23 +304,29 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     the cost model is told of each block in turn, as the element-wise run tells it. False when the
     blocks must run one by one."""
     parts = block_loops(kernel)
-    if m.arenas is None or not ENABLED or parts is None or not all(eligible(m.kernels, lp) for lp in parts[1]):
+    if m.arenas is None or not ENABLED or parts is None:
         return False
-    before, loops, after, around = parts
+    ops, around = parts
+    loops = [o for o in ops if o.name == "loop"]
+    if not all(eligible(m.kernels, lp) for lp in loops):
+        return False
     envs = [env | around for env in envs]
     shares = [[range(*(int(sym.evaluate(lp.attrs[k], env)) for k in ("lo", "hi", "step"))) for lp in loops]
               for env in envs]
     values = [np.concatenate([np.asarray(s[p], np.int64) for s in shares]) for p in range(len(loops))]
-    if sum(len(v) for v in values) < 3 or any(len(v) == 0 for v in values):
+    if sum(len(v) for v in values) < 3:
         return False
-    holder = [max(b for b, s in enumerate(shares) if len(s[p])) for p in range(len(loops))]
 
     def evaluate() -> list[Runs]:
-        out = []
+        out: list[Runs] = []
         for p, lp in enumerate(loops):
-            lone = machine(holder[p])
+            if not len(values[p]):  # a part no block runs (an unrolled loop's empty remainder)
+                out.append([])
+                continue
+            holder = max(b for b, s in enumerate(shares) if len(s[p]))  # the block of the last iteration
+            lone = machine(holder)
             lone.env.update(around)
-            out.append(_iterations(m, lp, values[p], envs[holder[p]], lone.tensors, lone))
+            out.append(_iterations(m, lp, values[p], envs[holder], lone.tensors, lone))
         return out
 
     runs = _attempt(m, evaluate)
@@ -328,26 +334,32 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
         return False
     STATS.batched += 1
     STATS.launches += 1
-    STATS.iterations += sum(len(v) - 1 for v in values)
+    STATS.iterations += sum(max(len(v) - 1, 0) for v in values)
     if m.timeline is not None:
-        play(m.timeline, [("begin_launch", kernel.kind), *_block_events(shares, runs, before, after), ("end_launch",)])
+        play(m.timeline, [("begin_launch", kernel.kind), *_block_events(ops, shares, runs), ("end_launch",)])
     return True
 
 
-def _block_events(shares: list[list[range]], runs: list[Runs], before: list[Op], after: list[Op]) -> list[tuple]:
-    """The cost model's calls for each block in turn, alike neighbouring blocks as one repeat."""
+def _block_events(ops: list[Op], shares: list[list[range]], runs: list[Runs]) -> list[tuple]:
+    """The cost model's calls for each block in turn (its synchronisations, and its share of each
+    loop's iterations), alike neighbouring blocks as one repeat."""
     out: list[tuple] = []
     keys: list[tuple] = []
     firsts = [0] * len(runs)
     for share in shares:
-        events: list[tuple] = [("begin_kernel",), *(("sync", o) for o in before)]
+        events: list[tuple] = [("begin_kernel",)]
         key = []
-        for p, part in enumerate(runs):
-            taken = _take(part, firsts[p], len(share[p]))
+        p = 0
+        for o in ops:
+            if o.name != "loop":
+                events.append(("sync", o))
+                continue
+            taken = _take(runs[p], firsts[p], len(share[p]))
             firsts[p] += len(share[p])
             events += [("repeat", e, n) for e, n in taken]
             key.append(tuple((id(e), n) for e, n in taken))
-        events += [*(("sync", o) for o in after), ("end_kernel",)]
+            p += 1
+        events.append(("end_kernel",))
         if keys and keys[-1] == tuple(key):
             out[-1] = ("repeat", out[-1][1], out[-1][2] + 1)
         else:
