@@ -85,15 +85,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* attn_f32_failure(void)
@@ -143,7 +148,7 @@ extern "C" int attn_f32(void* stream, float* q, float* k, float* v, float* o, fl
             attn_f32_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
                 {  // online_softmax_attn.pto:24:25
-                    const int64_t attn_f32_k3_blocks = std::max<int64_t>(ceil_div((S + 15) / 16, std::max<int64_t>(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
+                    const int64_t attn_f32_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
                     if (ptodsl_failed) {  // online_softmax_attn.pto:24:25
                         return -1;  // online_softmax_attn.pto:24:25
                     }
@@ -152,7 +157,7 @@ extern "C" int attn_f32(void* stream, float* q, float* k, float* v, float* o, fl
             }
         }
     }
-    for (int64_t j_u2 = 0; j_u2 < std::max<int64_t>((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
+    for (int64_t j_u2 = 0; j_u2 < max_i64((L + 63) / 64 - 2, 0) / 2; ++j_u2) {  // online_softmax_attn.pto:7:5
         float* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
         float* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
@@ -230,9 +235,9 @@ extern "C" int attn_f32(void* stream, float* q, float* k, float* v, float* o, fl
         }
         attn_f32_k11_launch(1, ptodsl_stream, t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
     }
-    for (int64_t j_u1 = 0; j_u1 < std::max<int64_t>((L + 63) / 64 - 2, 0) - std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
-        float* kj_u1c0 = k + (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
-        float* vj_u1c0 = v + (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
+    for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
+        float* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
+        float* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
         float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         DeviceWorkspace s_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13

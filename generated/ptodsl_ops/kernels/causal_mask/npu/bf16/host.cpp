@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* causal_mask_bf16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int causal_mask_bf16(void* stream, bfloat16_t* scores, bfloat16_t* ke
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // causal_mask.pto:4:15
-        const int64_t causal_mask_bf16_k0_blocks = std::max<int64_t>(ceil_div((Q + 15) / 16, std::max<int64_t>(((Q + 15) / 16 + 47) / 48, 1)), 1);  // causal_mask.pto:4:15
+        const int64_t causal_mask_bf16_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(((Q + 15) / 16 + 47) / 48, 1)), 1);  // causal_mask.pto:4:15
         if (ptodsl_failed) {  // causal_mask.pto:4:15
             return -1;  // causal_mask.pto:4:15
         }

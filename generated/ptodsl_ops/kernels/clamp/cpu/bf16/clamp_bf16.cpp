@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* clamp_bf16_failure(void)
@@ -59,7 +64,7 @@ extern "C" int clamp_bf16(bfloat16_t* x, bfloat16_t* y, float lo, float hi, int6
 #endif
     try {
     {  // clamp.pto:3:20
-        const int64_t clamp_bf16_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // clamp.pto:3:20
+        const int64_t clamp_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // clamp.pto:3:20
         bool clamp_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t clamp_bf16_k0_block = 0; clamp_bf16_k0_block < clamp_bf16_k0_blocks; ++clamp_bf16_k0_block) {  // clamp.pto:3:20

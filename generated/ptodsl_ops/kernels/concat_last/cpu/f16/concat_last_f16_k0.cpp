@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -33,28 +38,28 @@ extern "C" __global__ AICORE void concat_last_f16_k0(__gm__ half* x2, int64_t x2
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // concat_last.pto:6:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + std::min<int64_t>(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // concat_last.pto:6:20
+        for (int64_t _g0 = block_index * ceil_div((R + 7) / 8, block_count); _g0 < block_index * ceil_div((R + 7) / 8, block_count) + min_i64(ceil_div((R + 7) / 8, block_count), (R + 7) / 8 - block_index * ceil_div((R + 7) / 8, block_count)); ++_g0) {  // concat_last.pto:6:20
             pipe_barrier(PIPE_V);
-            TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TileT1 t1(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
             TASSIGN(t1, 0);  // concat_last.pto:6:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
             GmView0 x2Gm0(x2 + _g0 * 8 * x2_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
             TLOAD(t1, x2Gm0);  // concat_last.pto:6:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+            TileT2 t2(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
             TASSIGN(t2, 1024);  // concat_last.pto:6:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TNEG(t2, t1);  // concat_last.pto:6:20
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+            TileT5 t5(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
             TASSIGN(t5, 0);  // concat_last.pto:6:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
             GmView1 x1Gm1(x1 + _g0 * 8 * x1_stride0, GmView1::Shape(t5.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
             TLOAD(t5, x1Gm1);  // concat_last.pto:6:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+            TileT6 t6(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
             TASSIGN(t6, 2048);  // concat_last.pto:6:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);

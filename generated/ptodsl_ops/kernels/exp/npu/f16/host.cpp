@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* exp_f16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int exp_f16(void* stream, half* x, half* y, int64_t M, int64_t N, int
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // exp.pto:3:12
-        const int64_t exp_f16_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // exp.pto:3:12
+        const int64_t exp_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // exp.pto:3:12
         if (ptodsl_failed) {  // exp.pto:3:12
             return -1;  // exp.pto:3:12
         }

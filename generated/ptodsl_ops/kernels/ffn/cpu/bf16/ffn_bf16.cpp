@@ -36,15 +36,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* ffn_bf16_failure(void)
@@ -73,7 +78,7 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
             start_launch(poison);  // ffn.pto:7:23
             ffn_bf16_k1(h, t1, B);  // ffn.pto:7:23
             {  // ffn.pto:7:16
-                const int64_t ffn_bf16_k2_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
+                const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
                 bool ffn_bf16_k2_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t ffn_bf16_k2_block = 0; ffn_bf16_k2_block < ffn_bf16_k2_blocks; ++ffn_bf16_k2_block) {  // ffn.pto:7:16
@@ -103,7 +108,7 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
             start_launch(poison);  // ffn.pto:9:23
             ffn_bf16_k3(h, t3, B);  // ffn.pto:9:23
             {  // ffn.pto:9:16
-                const int64_t ffn_bf16_k4_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
+                const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
                 bool ffn_bf16_k4_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t ffn_bf16_k4_block = 0; ffn_bf16_k4_block < ffn_bf16_k4_blocks; ++ffn_bf16_k4_block) {  // ffn.pto:9:16

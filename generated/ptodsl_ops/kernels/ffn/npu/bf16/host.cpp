@@ -70,15 +70,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* ffn_bf16_failure(void)
@@ -109,7 +114,7 @@ extern "C" int ffn_bf16(void* stream, bfloat16_t* x, bfloat16_t* w1, bfloat16_t*
             }
             ffn_bf16_k1_launch(1, ptodsl_stream, h, t1, B);  // ffn.pto:7:23
             {  // ffn.pto:7:16
-                const int64_t ffn_bf16_k2_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
+                const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
                 if (ptodsl_failed) {  // ffn.pto:7:16
                     return -1;  // ffn.pto:7:16
                 }
@@ -123,7 +128,7 @@ extern "C" int ffn_bf16(void* stream, bfloat16_t* x, bfloat16_t* w1, bfloat16_t*
             }
             ffn_bf16_k3_launch(1, ptodsl_stream, h, t3, B);  // ffn.pto:9:23
             {  // ffn.pto:9:16
-                const int64_t ffn_bf16_k4_blocks = std::max<int64_t>(ceil_div((B + 31) / 32, std::max<int64_t>(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
+                const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
                 if (ptodsl_failed) {  // ffn.pto:9:16
                     return -1;  // ffn.pto:9:16
                 }

@@ -42,15 +42,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* flash_attn_f16_failure(void)
@@ -96,7 +101,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
             flash_attn_f16_k2(vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
                 {  // flash_attn.pto:25:25
-                    const int64_t flash_attn_f16_k3_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                    const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
                     bool flash_attn_f16_k3_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
                     for (int64_t flash_attn_f16_k3_block = 0; flash_attn_f16_k3_block < flash_attn_f16_k3_blocks; ++flash_attn_f16_k3_block) {  // flash_attn.pto:25:25
@@ -184,7 +189,7 @@ extern "C" int flash_attn_f16(half* q, half* k, half* v, half* o, float scale, i
             start_launch(poison);  // flash_attn.pto:22:36
             flash_attn_f16_k9(t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
             {  // flash_attn.pto:25:25
-                const int64_t flash_attn_f16_k10_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                const int64_t flash_attn_f16_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
                 bool flash_attn_f16_k10_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t flash_attn_f16_k10_block = 0; flash_attn_f16_k10_block < flash_attn_f16_k10_blocks; ++flash_attn_f16_k10_block) {  // flash_attn.pto:25:25

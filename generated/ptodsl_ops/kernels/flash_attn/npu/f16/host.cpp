@@ -76,15 +76,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* flash_attn_f16_failure(void)
@@ -134,7 +139,7 @@ extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, 
             flash_attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
                 {  // flash_attn.pto:25:25
-                    const int64_t flash_attn_f16_k3_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                    const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
                     if (ptodsl_failed) {  // flash_attn.pto:25:25
                         return -1;  // flash_attn.pto:25:25
                     }
@@ -216,7 +221,7 @@ extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, 
             }
             flash_attn_f16_k9_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
             {  // flash_attn.pto:25:25
-                const int64_t flash_attn_f16_k10_blocks = std::max<int64_t>(ceil_div((S + 63) / 64, std::max<int64_t>(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
+                const int64_t flash_attn_f16_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
                 if (ptodsl_failed) {  // flash_attn.pto:25:25
                     return -1;  // flash_attn.pto:25:25
                 }

@@ -33,15 +33,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" { int64_t gather_last_f32_guard[3] = {0, 0, 0}; }
@@ -73,7 +78,7 @@ extern "C" int gather_last_f32(float* x, int32_t* idx, int64_t* cols, float* pic
         }
     }
     {  // gather_last.pto:4:17
-        const int64_t gather_last_f32_k0_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
+        const int64_t gather_last_f32_k0_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
         bool gather_last_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_last_f32_k0_block = 0; gather_last_f32_k0_block < gather_last_f32_k0_blocks; ++gather_last_f32_k0_block) {  // gather_last.pto:4:17
@@ -107,7 +112,7 @@ extern "C" int gather_last_f32(float* x, int32_t* idx, int64_t* cols, float* pic
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f32_k1_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
+        const int64_t gather_last_f32_k1_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
         bool gather_last_f32_k1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_last_f32_k1_block = 0; gather_last_f32_k1_block < gather_last_f32_k1_blocks; ++gather_last_f32_k1_block) {  // gather_last.pto:5:19

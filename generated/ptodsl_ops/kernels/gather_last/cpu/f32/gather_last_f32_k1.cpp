@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -30,12 +35,12 @@ extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm_
     using TileT8 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gather_last.pto:5:19
-        for (int64_t _g4 = block_index * ceil_div(M, block_count); _g4 < block_index * ceil_div(M, block_count) + std::min<int64_t>(ceil_div(M, block_count), M - block_index * ceil_div(M, block_count)); ++_g4) {  // gather_last.pto:5:19
+        for (int64_t _g4 = block_index * ceil_div(M, block_count); _g4 < block_index * ceil_div(M, block_count) + min_i64(ceil_div(M, block_count), M - block_index * ceil_div(M, block_count)); ++_g4) {  // gather_last.pto:5:19
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g5 = 0; _g5 < (J + 63) / 64; ++_g5) {  // gather_last.pto:5:19
                 pipe_barrier(PIPE_V);
-                TileT6 t6(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+                TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
                 TASSIGN(t6, 0);  // gather_last.pto:5:19
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -44,11 +49,11 @@ extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm_
                 TLOAD(t6, colsGm0);  // gather_last.pto:5:19
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT7 t7(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+                TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
                 TASSIGN(t7, 512);  // gather_last.pto:5:19
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCVT(t7, t6, RoundMode::CAST_RINT);  // gather_last.pto:5:19
-                TileT8 t8(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+                TileT8 t8(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
                 TASSIGN(t8, 0);  // gather_last.pto:5:19
                 pipe_barrier(PIPE_V);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19

@@ -67,15 +67,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" { int64_t gather_last_f32_guard[3] = {0, 0, 0}; }
@@ -105,7 +110,7 @@ extern "C" int gather_last_f32(void* stream, float* x, int32_t* idx, int64_t* co
         }
     }
     {  // gather_last.pto:4:17
-        const int64_t gather_last_f32_k0_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
+        const int64_t gather_last_f32_k0_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
         if (ptodsl_failed) {  // gather_last.pto:4:17
             return -1;  // gather_last.pto:4:17
         }
@@ -121,7 +126,7 @@ extern "C" int gather_last_f32(void* stream, float* x, int32_t* idx, int64_t* co
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f32_k1_blocks = std::max<int64_t>(ceil_div(M, std::max<int64_t>((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
+        const int64_t gather_last_f32_k1_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
         if (ptodsl_failed) {  // gather_last.pto:5:19
             return -1;  // gather_last.pto:5:19
         }

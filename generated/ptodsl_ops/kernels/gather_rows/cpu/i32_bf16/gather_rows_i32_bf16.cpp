@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" { int64_t gather_rows_i32_bf16_guard[3] = {0, 0, 0}; }
@@ -70,7 +75,7 @@ extern "C" int gather_rows_i32_bf16(bfloat16_t* table, int32_t* ids, bfloat16_t*
         }
     }
     {  // gather_rows.pto:3:14
-        const int64_t gather_rows_i32_bf16_k0_blocks = std::max<int64_t>(ceil_div((N + 7) / 8, std::max<int64_t>(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
+        const int64_t gather_rows_i32_bf16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
         bool gather_rows_i32_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_rows_i32_bf16_k0_block = 0; gather_rows_i32_bf16_k0_block < gather_rows_i32_bf16_k0_blocks; ++gather_rows_i32_bf16_k0_block) {  // gather_rows.pto:3:14

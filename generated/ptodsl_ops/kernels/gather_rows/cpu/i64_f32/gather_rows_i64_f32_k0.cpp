@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -30,24 +35,24 @@ extern "C" __global__ AICORE void gather_rows_i64_f32_k0(__gm__ int64_t* ids, __
     using TileT4 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gather_rows.pto:3:14
-        for (int64_t _g0 = block_index * ceil_div((N + 7) / 8, block_count); _g0 < block_index * ceil_div((N + 7) / 8, block_count) + std::min<int64_t>(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)); ++_g0) {  // gather_rows.pto:3:14
+        for (int64_t _g0 = block_index * ceil_div((N + 7) / 8, block_count); _g0 < block_index * ceil_div((N + 7) / 8, block_count) + min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)); ++_g0) {  // gather_rows.pto:3:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // gather_rows.pto:3:14
                 pipe_barrier(PIPE_V);
-                TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // gather_rows.pto:3:14
+                TileT2 t2(min_i64(N - _g0 * 8, 8));  // gather_rows.pto:3:14
                 TASSIGN(t2, 0);  // gather_rows.pto:3:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<int64_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_rows.pto:3:14
                 GmView0 idsGm0(ids + _g0 * 8, GmView0::Shape(t2.GetValidCol()));  // gather_rows.pto:3:14
                 TLOAD(t2, idsGm0);  // gather_rows.pto:3:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(std::min<int64_t>(N - _g0 * 8, 8));  // gather_rows.pto:3:14
+                TileT3 t3(min_i64(N - _g0 * 8, 8));  // gather_rows.pto:3:14
                 TASSIGN(t3, 64);  // gather_rows.pto:3:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCVT(t3, t2, RoundMode::CAST_RINT);  // gather_rows.pto:3:14
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TileT4 t4(std::min<int64_t>(N - _g0 * 8, 8), std::min<int64_t>(D - _g1 * 64, 64));  // gather_rows.pto:3:14
+                TileT4 t4(min_i64(N - _g0 * 8, 8), min_i64(D - _g1 * 64, 64));  // gather_rows.pto:3:14
                 TASSIGN(t4, 96);  // gather_rows.pto:3:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 pipe_barrier(PIPE_V);

@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" { int64_t gather_rows_i32_bf16_guard[3] = {0, 0, 0}; }
@@ -102,7 +107,7 @@ extern "C" int gather_rows_i32_bf16(void* stream, bfloat16_t* table, int32_t* id
         }
     }
     {  // gather_rows.pto:3:14
-        const int64_t gather_rows_i32_bf16_k0_blocks = std::max<int64_t>(ceil_div((N + 7) / 8, std::max<int64_t>(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
+        const int64_t gather_rows_i32_bf16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // gather_rows.pto:3:14
         if (ptodsl_failed) {  // gather_rows.pto:3:14
             return -1;  // gather_rows.pto:3:14
         }

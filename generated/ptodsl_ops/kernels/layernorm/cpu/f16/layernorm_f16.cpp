@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* layernorm_f16_failure(void)
@@ -59,7 +64,7 @@ extern "C" int layernorm_f16(half* x, half* gamma, half* beta, half* y, float ep
 #endif
     try {
     {  // layernorm.pto:3:5
-        const int64_t layernorm_f16_k0_blocks = std::max<int64_t>(ceil_div(R, std::max<int64_t>((R + 47) / 48, 1)), 1);  // layernorm.pto:3:5
+        const int64_t layernorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:3:5
         bool layernorm_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t layernorm_f16_k0_block = 0; layernorm_f16_k0_block < layernorm_f16_k0_blocks; ++layernorm_f16_k0_block) {  // layernorm.pto:3:5

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ half* x, __gm__ half* dy, __gm__ float* xhat, __gm__ half* gamma, __gm__ float* t10, __gm__ half* dx, int64_t H, int64_t R, float eps)
 {
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -61,7 +66,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm_bwd.pto:6:13
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm_bwd.pto:6:13
+        TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // layernorm_bwd.pto:6:13
         TASSIGN(t1, 0);  // layernorm_bwd.pto:6:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TEXPANDS(t1, 0.0f);  // layernorm_bwd.pto:6:13
@@ -102,9 +107,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
+            TileT12 t12(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
             TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
-            TileT5Re1 t5_re1(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TileT5Re1 t5_re1(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
             TASSIGN(t5_re1, 4128);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -139,9 +144,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TileT15 t15(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
             TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
-            TileT5Re2 t5_re2(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TileT5Re2 t5_re2(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
             TASSIGN(t5_re2, 4160);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -150,7 +155,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t15, t5_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-            TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TileT18 t18(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
             TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
             pipe_barrier(PIPE_V);
             TileView1 view1;  // layernorm_bwd.pto:11:13
@@ -158,7 +163,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
             TASSIGN(tmp2, 16448);  // layernorm_bwd.pto:11:13
             TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
-            TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
+            TileT22 t22(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
             TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
             pipe_barrier(PIPE_V);
             TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
@@ -203,11 +208,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
-            TileT32 t32(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TileT32 t32(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
             TASSIGN(t32, 96);  // layernorm_bwd.pto:13:16
-            TileT15Re4 t15_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
+            TileT15Re4 t15_re4(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
             TASSIGN(t15_re4, 4192);  // layernorm_bwd.pto:11:13
-            TileT5Re2Re4 t5_re2_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
+            TileT5Re2Re4 t5_re2_re4(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
             TASSIGN(t5_re2_re4, 8288);  // layernorm_bwd.pto:9:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -224,7 +229,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TileTmp2 tmp5;  // layernorm_bwd.pto:11:13
             TASSIGN(tmp5, 16448);  // layernorm_bwd.pto:11:13
             TROWEXPANDSUB(t32, t15_re4, view4, tmp5);  // layernorm_bwd.pto:11:13
-            TileT35 t35(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+            TileT35 t35(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
             TASSIGN(t35, 4192);  // layernorm_bwd.pto:13:16
             pipe_barrier(PIPE_V);
             TileView1 view6;  // layernorm_bwd.pto:13:16
@@ -241,23 +246,23 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TSTORE(xhatGm5, t35);  // layernorm_bwd.pto:13:16
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TileT37 t37(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView6 gammaGm6(gamma + _g31 * 1024, GmView6::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37, gammaGm6);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT38 t38(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TileT38 t38(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t38, 2144);  // layernorm_bwd.pto:14:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             TCVT(t38, t37, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TileT40 t40(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
             TASSIGN(t40, 6240);  // layernorm_bwd.pto:14:14
-            TileT8Re3 t8_re3(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TileT8Re3 t8_re3(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
             TASSIGN(t8_re3, 96);  // layernorm_bwd.pto:10:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -269,7 +274,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TCVT(t40, t8_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TileT43 t43(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
             TASSIGN(t43, 10336);  // layernorm_bwd.pto:14:14
             pipe_barrier(PIPE_V);
             TCOLEXPANDMUL(t43, t40, t38);  // layernorm_bwd.pto:14:14
@@ -308,24 +313,24 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
-            TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TileT49 t49(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
             TASSIGN(t49, 96);  // layernorm_bwd.pto:15:33
-            TileT37Re5 t37_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TileT37Re5 t37_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t37_re5, 4192);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
             GmView8 gammaGm8(gamma + _g48 * 1024, GmView8::Shape(t37_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
             TLOAD(t37_re5, gammaGm8);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT38Re5 t38_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+            TileT38Re5 t38_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
             TASSIGN(t38_re5, 6240);  // layernorm_bwd.pto:14:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t38_re5, t37_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT40Re5 t40_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+            TileT40Re5 t40_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
             TASSIGN(t40_re5, 10336);  // layernorm_bwd.pto:14:14
-            TileT8Re3Re5 t8_re3_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TileT8Re3Re5 t8_re3_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
             TASSIGN(t8_re3_re5, 4192);  // layernorm_bwd.pto:10:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -336,7 +341,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TCVT(t40_re5, t8_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
             pipe_barrier(PIPE_V);
             TCOLEXPANDMUL(t49, t40_re5, t38_re5);  // layernorm_bwd.pto:14:14
-            TileT52 t52(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TileT52 t52(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
             TASSIGN(t52, 4192);  // layernorm_bwd.pto:15:33
             pipe_barrier(PIPE_V);
             TileView1 view9;  // layernorm_bwd.pto:15:33
@@ -351,7 +356,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             GmView10 t10Gm10(t10 + _g48 * 1024, GmView10::Shape(t52.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:33
             TSTORE(t10Gm10, t52);  // layernorm_bwd.pto:15:33
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TileT55 t55(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t55, 4192);  // layernorm_bwd.pto:15:83
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -360,7 +365,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TLOAD(t55, xhatGm11);  // layernorm_bwd.pto:15:83
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+            TileT56 t56(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
             TASSIGN(t56, 8288);  // layernorm_bwd.pto:15:83
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -395,14 +400,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
             pipe_barrier(PIPE_V);
-            TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TileT62 t62(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
             TASSIGN(t62, 64);  // layernorm_bwd.pto:15:71
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
             GmView12 xhatGm12(xhat + _g61 * 1024, GmView12::Shape(t62.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:71
             TLOAD(t62, xhatGm12);  // layernorm_bwd.pto:15:71
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+            TileT65 t65(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
             TASSIGN(t65, 4160);  // layernorm_bwd.pto:15:71
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileView1 view12;  // layernorm_bwd.pto:15:71
@@ -410,7 +415,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TileTmp2 tmp13;  // layernorm_bwd.pto:15:71
             TASSIGN(tmp13, 16448);  // layernorm_bwd.pto:15:71
             TROWEXPANDMUL(t65, t62, view12, tmp13);  // layernorm_bwd.pto:15:71
-            TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TileT67 t67(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
             TASSIGN(t67, 8256);  // layernorm_bwd.pto:15:33
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
@@ -418,13 +423,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TLOAD(t67, t10Gm13);  // layernorm_bwd.pto:15:33
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+            TileT69 t69(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
             TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-            TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+            TileT74 t74(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
             TASSIGN(t74, 4160);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);
             TileTmp3 tmp14;  // layernorm_bwd.pto:15:25
@@ -432,7 +437,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TROWEXPAND(tmp14, t30);  // layernorm_bwd.pto:15:25
             pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
             TROWEXPANDMUL(t74, tmp14, t69);  // layernorm_bwd.pto:15:25
-            TileT77 t77(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
+            TileT77 t77(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
             TASSIGN(t77, 8256);  // layernorm_bwd.pto:15:20
             pipe_barrier(PIPE_V);
             TCVT(t77, t74, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
@@ -444,9 +449,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             GmView14 dxGm14(dx + r * H + _g61 * 1024, GmView14::Shape(t77.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:15:20
             TSTORE(dxGm14, t77);  // layernorm_bwd.pto:15:20
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            TileT79 t79(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+            TileT79 t79(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
             TASSIGN(t79, 4160);  // layernorm_bwd.pto:16:28
-            TileT8Re6 t8_re6(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
+            TileT8Re6 t8_re6(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
             TASSIGN(t8_re6, 8256);  // layernorm_bwd.pto:10:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -457,12 +462,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-            TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+            TileT81 t81(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
             TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
             pipe_barrier(PIPE_V);
             TMUL(t81, t79, t62);  // layernorm_bwd.pto:16:28
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TileT83 t83(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
             TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
@@ -470,7 +475,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TLOAD(t83, acc_gGm16);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+            TileT85 t85(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
             TASSIGN(t85, 12352);  // layernorm_bwd.pto:16:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -483,7 +488,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             GmView17 acc_gGm17(acc_g + _g61 * 1024, GmView17::Shape(t85.GetValidCol()), GmView17::Stride(H));  // layernorm_bwd.pto:16:20
             TSTORE(acc_gGm17, t85);  // layernorm_bwd.pto:16:20
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TileT87 t87(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
             TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView18 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
@@ -491,7 +496,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k0(__gm__ float* acc_g, __gm
             TLOAD(t87, acc_bGm18);  // layernorm_bwd.pto:17:20
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+            TileT89 t89(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
             TASSIGN(t89, 8256);  // layernorm_bwd.pto:17:20
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);

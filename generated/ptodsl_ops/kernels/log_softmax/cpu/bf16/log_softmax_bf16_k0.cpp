@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -50,7 +55,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ bfloat16_t* v0 = x + b * N;  // log_softmax.pto:4:20
         TileT3 t3;  // log_softmax.pto:5:19
@@ -67,14 +72,14 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+            TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
             TASSIGN(t1, 64);  // log_softmax.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
             GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
             TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+            TileT2 t2(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
             TASSIGN(t2, 2112);  // log_softmax.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t2, t1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
@@ -104,7 +109,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
             TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TMAX(t3, t3, t6);  // log_softmax.pto:5:19
-            TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
+            TileT14 t14(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
             TASSIGN(t14, 6208);  // log_softmax.pto:6:36
             pipe_barrier(PIPE_V);
             TileView1 view1;  // log_softmax.pto:6:36
@@ -140,11 +145,11 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT22 t22(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+            TileT22 t22(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
             TASSIGN(t22, 96);  // log_softmax.pto:6:24
-            TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+            TileT8Re2 t8_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
             TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
-            TileT1Re1Re2 t1_re1_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
+            TileT1Re1Re2 t1_re1_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
             TASSIGN(t1_re1_re2, 8288);  // log_softmax.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
@@ -161,7 +166,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
             TileTmp2 tmp5;  // log_softmax.pto:5:13
             TASSIGN(tmp5, 10336);  // log_softmax.pto:5:13
             TROWEXPANDSUB(t22, t8_re2, view4, tmp5);  // log_softmax.pto:5:13
-            TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+            TileT25 t25(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
             TASSIGN(t25, 4192);  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
             TileView1 view6;  // log_softmax.pto:6:24
@@ -169,7 +174,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
             TileTmp2 tmp7;  // log_softmax.pto:6:24
             TASSIGN(tmp7, 10336);  // log_softmax.pto:6:24
             TROWEXPANDSUB(t25, t22, view6, tmp7);  // log_softmax.pto:6:24
-            TileT28 t28(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
+            TileT28 t28(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
             TASSIGN(t28, 96);  // log_softmax.pto:6:19
             pipe_barrier(PIPE_V);
             TCVT(t28, t25, RoundMode::CAST_RINT);  // log_softmax.pto:6:19

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -45,7 +50,7 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ float* v0 = x + b * N;  // log_softmax.pto:4:20
         TileT3 t3;  // log_softmax.pto:5:19
@@ -60,7 +65,7 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+            TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
             TASSIGN(t1, 64);  // log_softmax.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
@@ -93,7 +98,7 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
             TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
             pipe_barrier(PIPE_V);
             TMAX(t3, t3, t6);  // log_softmax.pto:5:19
-            TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
+            TileT14 t14(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
             TASSIGN(t14, 4256);  // log_softmax.pto:6:36
             pipe_barrier(PIPE_V);
             TileView1 view1;  // log_softmax.pto:6:36
@@ -127,9 +132,9 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT22 t22(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+            TileT22 t22(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
             TASSIGN(t22, 96);  // log_softmax.pto:6:24
-            TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+            TileT8Re2 t8_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
             TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -143,7 +148,7 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
             TileTmp2 tmp5;  // log_softmax.pto:5:13
             TASSIGN(tmp5, 8352);  // log_softmax.pto:5:13
             TROWEXPANDSUB(t22, t8_re2, view4, tmp5);  // log_softmax.pto:5:13
-            TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+            TileT25 t25(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
             TASSIGN(t25, 4192);  // log_softmax.pto:6:24
             pipe_barrier(PIPE_V);
             TileView1 view6;  // log_softmax.pto:6:24

@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* logical_f32_failure(void)
@@ -91,7 +96,7 @@ extern "C" int logical_f32(void* stream, float* x, float* z, float* a, float* b,
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // logical.pto:4:19
-        const int64_t logical_f32_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // logical.pto:4:19
+        const int64_t logical_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // logical.pto:4:19
         if (ptodsl_failed) {  // logical.pto:4:19
             return -1;  // logical.pto:4:19
         }

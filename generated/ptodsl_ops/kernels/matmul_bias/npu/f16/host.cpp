@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* matmul_bias_f16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int matmul_bias_f16(void* stream, half* x, half* w, half* bias, half*
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // matmul_bias.pto:5:12
-        const int64_t matmul_bias_f16_k0_blocks = std::max<int64_t>(ceil_div((N + 31) / 32, std::max<int64_t>(((N + 31) / 32 + 23) / 24, 1)), 1);  // matmul_bias.pto:5:12
+        const int64_t matmul_bias_f16_k0_blocks = max_i64(ceil_div((N + 31) / 32, max_i64(((N + 31) / 32 + 23) / 24, 1)), 1);  // matmul_bias.pto:5:12
         if (ptodsl_failed) {  // matmul_bias.pto:5:12
             return -1;  // matmul_bias.pto:5:12
         }

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -31,8 +36,8 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __
     using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13 = block_index * ceil_div((N + 63) / 64, block_count); _g13 < block_index * ceil_div((N + 63) / 64, block_count) + std::min<int64_t>(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g13) {  // matmul_bias_relu.pto:4:17
-        TileT15 t15(std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+    for (int64_t _g13 = block_index * ceil_div((N + 63) / 64, block_count); _g13 < block_index * ceil_div((N + 63) / 64, block_count) + min_i64(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g13) {  // matmul_bias_relu.pto:4:17
+        TileT15 t15(min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
         TASSIGN(t15, 0);  // matmul_bias_relu.pto:4:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:4:17
@@ -44,7 +49,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g12 = 0; _g12 < (M + 15) / 16; ++_g12) {  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
-            TileT14 t14(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TileT14 t14(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t14, 256);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -52,11 +57,11 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k1(__gm__ float* bias, __
             GmView1 t2Gm1(t2 + _g12 * 16 * N + _g13 * 64, GmView1::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
             TLOAD(t14, t2Gm1);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17 t17(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TileT17 t17(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t17, 4352);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCOLEXPANDADD(t17, t14, t15);  // matmul_bias_relu.pto:4:17
-            TileT21 t21(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
+            TileT21 t21(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
             TASSIGN(t21, 256);  // matmul_bias_relu.pto:4:12
             pipe_barrier(PIPE_V);
             TRELU(t21, t17);  // matmul_bias_relu.pto:4:12

@@ -67,15 +67,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* matmul_bias_relu_f32_failure(void)
@@ -99,7 +104,7 @@ extern "C" int matmul_bias_relu_f32(void* stream, float* a, float* b, float* bia
         }
         matmul_bias_relu_f32_k0_launch(1, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
         {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_f32_k1_blocks = std::max<int64_t>(ceil_div((N + 63) / 64, std::max<int64_t>(((N + 63) / 64 + 47) / 48, 1)), 1);  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f32_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(((N + 63) / 64 + 47) / 48, 1)), 1);  // matmul_bias_relu.pto:4:17
             if (ptodsl_failed) {  // matmul_bias_relu.pto:4:17
                 return -1;  // matmul_bias_relu.pto:4:17
             }

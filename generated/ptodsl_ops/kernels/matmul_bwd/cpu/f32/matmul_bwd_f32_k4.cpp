@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -27,10 +32,10 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k4(__gm__ float* t4, __gm__ flo
 #endif
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g36 = block_index * ceil_div((K + 15) / 16, block_count); _g36 < block_index * ceil_div((K + 15) / 16, block_count) + std::min<int64_t>(ceil_div((K + 15) / 16, block_count), (K + 15) / 16 - block_index * ceil_div((K + 15) / 16, block_count)); ++_g36) {  // matmul_bwd.pto:6:13
+    for (int64_t _g36 = block_index * ceil_div((K + 15) / 16, block_count); _g36 < block_index * ceil_div((K + 15) / 16, block_count) + min_i64(ceil_div((K + 15) / 16, block_count), (K + 15) / 16 - block_index * ceil_div((K + 15) / 16, block_count)); ++_g36) {  // matmul_bwd.pto:6:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13
-            TileT38 t38(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TileT38 t38(min_i64(K - _g36 * 16, 16), min_i64(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
             TASSIGN(t38, 0);  // matmul_bwd.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13

@@ -70,15 +70,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* matmul_bwd_f16_failure(void)
@@ -120,7 +125,7 @@ extern "C" int matmul_bwd_f16(void* stream, half* a, half* b, float* dc, half* d
         }
         matmul_bwd_f16_k3_launch(1, ptodsl_stream, dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
         {  // matmul_bwd.pto:6:13
-            const int64_t matmul_bwd_f16_k4_blocks = std::max<int64_t>(ceil_div((K + 15) / 16, std::max<int64_t>(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_f16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
             if (ptodsl_failed) {  // matmul_bwd.pto:6:13
                 return -1;  // matmul_bwd.pto:6:13
             }

@@ -33,15 +33,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* matmul_splitk_bf16_failure(void)
@@ -65,7 +70,7 @@ extern "C" int matmul_splitk_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, bfl
         start_launch(poison);  // matmul_splitk.pto:5:12
         matmul_splitk_bf16_k0(bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = std::max<int64_t>(ceil_div((M + 15) / 16, std::max<int64_t>(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
             bool matmul_splitk_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_splitk_bf16_k1_block = 0; matmul_splitk_bf16_k1_block < matmul_splitk_bf16_k1_blocks; ++matmul_splitk_bf16_k1_block) {  // matmul_splitk.pto:5:12

@@ -67,15 +67,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* matmul_splitk_bf16_failure(void)
@@ -99,7 +104,7 @@ extern "C" int matmul_splitk_bf16(void* stream, bfloat16_t* a, bfloat16_t* b, fl
         }
         matmul_splitk_bf16_k0_launch(1, ptodsl_stream, bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = std::max<int64_t>(ceil_div((M + 15) / 16, std::max<int64_t>(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
             if (ptodsl_failed) {  // matmul_splitk.pto:5:12
                 return -1;  // matmul_splitk.pto:5:12
             }

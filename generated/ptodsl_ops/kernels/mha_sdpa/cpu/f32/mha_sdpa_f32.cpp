@@ -34,15 +34,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* mha_sdpa_f32_failure(void)
@@ -78,7 +83,7 @@ extern "C" int mha_sdpa_f32(float* q, float* k, float* v, float* o, float scale,
         start_launch(poison);  // mha_sdpa.pto:5:9
         mha_sdpa_f32_k1(t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
         {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f32_k2_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f32_k2_blocks = max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
             bool mha_sdpa_f32_k2_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t mha_sdpa_f32_k2_block = 0; mha_sdpa_f32_k2_block < mha_sdpa_f32_k2_blocks; ++mha_sdpa_f32_k2_block) {  // mha_sdpa.pto:8:12

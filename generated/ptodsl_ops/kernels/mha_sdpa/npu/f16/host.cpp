@@ -68,15 +68,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* mha_sdpa_f16_failure(void)
@@ -114,7 +119,7 @@ extern "C" int mha_sdpa_f16(void* stream, half* q, half* k, half* v, half* o, fl
         }
         mha_sdpa_f16_k1_launch(1, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
         {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f16_k2_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f16_k2_blocks = max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
             if (ptodsl_failed) {  // mha_sdpa.pto:8:12
                 return -1;  // mha_sdpa.pto:8:12
             }

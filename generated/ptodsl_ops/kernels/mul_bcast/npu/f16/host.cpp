@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* mul_bcast_f16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int mul_bcast_f16(void* stream, half* x, half* s, half* y, int64_t C,
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // mul_bcast.pto:3:12
-        const int64_t mul_bcast_f16_k0_blocks = std::max<int64_t>(ceil_div((R + 7) / 8, std::max<int64_t>(((R + 7) / 8 + 47) / 48, 1)), 1);  // mul_bcast.pto:3:12
+        const int64_t mul_bcast_f16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // mul_bcast.pto:3:12
         if (ptodsl_failed) {  // mul_bcast.pto:3:12
             return -1;  // mul_bcast.pto:3:12
         }

@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* permute_heads_f32_failure(void)
@@ -60,7 +65,7 @@ extern "C" int permute_heads_f32(float* x, float* y, int64_t B, int64_t D, int64
     try {
     float* t0 = x;  // permute_heads.pto:4:12
     {  // permute_heads.pto:4:5
-        const int64_t permute_heads_f32_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // permute_heads.pto:4:5
+        const int64_t permute_heads_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // permute_heads.pto:4:5
         bool permute_heads_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t permute_heads_f32_k0_block = 0; permute_heads_f32_k0_block < permute_heads_f32_k0_blocks; ++permute_heads_f32_k0_block) {  // permute_heads.pto:4:5

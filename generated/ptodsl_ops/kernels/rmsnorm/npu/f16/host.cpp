@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* rmsnorm_f16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int rmsnorm_f16(void* stream, half* x, half* gamma, half* y, float ep
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // rmsnorm.pto:3:5
-        const int64_t rmsnorm_f16_k0_blocks = std::max<int64_t>(ceil_div(R, std::max<int64_t>((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
+        const int64_t rmsnorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
         if (ptodsl_failed) {  // rmsnorm.pto:3:5
             return -1;  // rmsnorm.pto:3:5
         }

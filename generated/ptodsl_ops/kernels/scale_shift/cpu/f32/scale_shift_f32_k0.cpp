@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -32,9 +37,9 @@ extern "C" __global__ AICORE void scale_shift_f32_k0(__gm__ float* x, __gm__ flo
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // scale_shift.pto:3:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = block_index * ceil_div((N + 1023) / 1024, block_count); _g0 < block_index * ceil_div((N + 1023) / 1024, block_count) + std::min<int64_t>(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)); ++_g0) {  // scale_shift.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((N + 1023) / 1024, block_count); _g0 < block_index * ceil_div((N + 1023) / 1024, block_count) + min_i64(ceil_div((N + 1023) / 1024, block_count), (N + 1023) / 1024 - block_index * ceil_div((N + 1023) / 1024, block_count)); ++_g0) {  // scale_shift.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
             TASSIGN(t1, 0);  // scale_shift.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -42,11 +47,11 @@ extern "C" __global__ AICORE void scale_shift_f32_k0(__gm__ float* x, __gm__ flo
             GmView0 xGm0(x + _g0 * 1024, GmView0::Shape(t1.GetValidCol()));  // scale_shift.pto:3:12
             TLOAD(t1, xGm0);  // scale_shift.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TileT2 t2(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
             TASSIGN(t2, 4096);  // scale_shift.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t2, t1, alpha);  // scale_shift.pto:3:12
-            TileT5 t5(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+            TileT5 t5(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
             TASSIGN(t5, 0);  // scale_shift.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t5, t2, beta);  // scale_shift.pto:3:12

@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* seq_add_failure(void)
@@ -59,7 +64,7 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
 #endif
     try {
     {  // seq_add.pto:4:5
-        const int64_t seq_add_k0_blocks = std::max<int64_t>(ceil_div(std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0), std::max<int64_t>((std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0), max_i64((max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
         bool seq_add_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t seq_add_k0_block = 0; seq_add_k0_block < seq_add_k0_blocks; ++seq_add_k0_block) {  // seq_add.pto:4:5

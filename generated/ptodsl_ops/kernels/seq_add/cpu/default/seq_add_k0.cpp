@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -34,25 +44,25 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t b_u2 = block_index * ceil_div(std::max<int64_t>(B, 0) / 2, block_count); b_u2 < block_index * ceil_div(std::max<int64_t>(B, 0) / 2, block_count) + std::min<int64_t>(ceil_div(std::max<int64_t>(B, 0) / 2, block_count), std::max<int64_t>(B, 0) / 2 - block_index * ceil_div(std::max<int64_t>(B, 0) / 2, block_count)); ++b_u2) {  // seq_add.pto:4:5
+    for (int64_t b_u2 = block_index * ceil_div(max_i64(B, 0) / 2, block_count); b_u2 < block_index * ceil_div(max_i64(B, 0) / 2, block_count) + min_i64(ceil_div(max_i64(B, 0) / 2, block_count), max_i64(B, 0) / 2 - block_index * ceil_div(max_i64(B, 0) / 2, block_count)); ++b_u2) {  // seq_add.pto:4:5
         pipe_barrier(PIPE_V);
         const int64_t cur_seq_u2c0 = static_cast<int64_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
         __gm__ float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
+        for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             for (int64_t _g1 = 0; _g1 < (H + 63) / 64; ++_g1) {  // seq_add.pto:7:24
                 pipe_barrier(PIPE_V);
-                TileT2 t2(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+                TileT2 t2(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t2, 0);  // seq_add.pto:7:24
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
                 TLOAD(t2, a0_u2c0Gm0);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+                TileT3 t3(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t3, 1024);  // seq_add.pto:7:24
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -61,7 +71,7 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
                 TSTORE(outGm1, t3);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
             }
@@ -75,19 +85,19 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g4 = 0; _g4 < (std::min<int64_t>(std::max<int64_t>(cur_seq_u2c1, 0), S) + 3) / 4; ++_g4) {  // seq_add.pto:7:24
+        for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(cur_seq_u2c1, 0), S) + 3) / 4; ++_g4) {  // seq_add.pto:7:24
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _g5 = 0; _g5 < (H + 63) / 64; ++_g5) {  // seq_add.pto:7:24
                 pipe_barrier(PIPE_V);
-                TileT6 t6(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c1, 0), S) - _g4 * 4, 4), std::min<int64_t>(H - _g5 * 64, 64));  // seq_add.pto:7:24
+                TileT6 t6(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t6, 0);  // seq_add.pto:7:24
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView2 a0_u2c1Gm2(a0_u2c1 + _g4 * 4 * H + _g5 * 64, GmView2::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c1, 0), S) - _g4 * 4, 4), std::min<int64_t>(H - _g5 * 64, 64)), GmView2::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView2 a0_u2c1Gm2(a0_u2c1 + _g4 * 4 * H + _g5 * 64, GmView2::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64)), GmView2::Stride(H * S, H));  // seq_add.pto:7:24
                 TLOAD(t6, a0_u2c1Gm2);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT7 t7(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c1, 0), S) - _g4 * 4, 4), std::min<int64_t>(H - _g5 * 64, 64));  // seq_add.pto:7:24
+                TileT7 t7(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t7, 1024);  // seq_add.pto:7:24
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -96,7 +106,7 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView3 outGm3(out + (b_u2 * 2 + 1) * (H * S) + _g4 * 4 * H + _g5 * 64, GmView3::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c1, 0), S) - _g4 * 4, 4), std::min<int64_t>(H - _g5 * 64, 64)), GmView3::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView3 outGm3(out + (b_u2 * 2 + 1) * (H * S) + _g4 * 4 * H + _g5 * 64, GmView3::Shape(min_i64(min_i64(max_i64(cur_seq_u2c1, 0), S) - _g4 * 4, 4), min_i64(H - _g5 * 64, 64)), GmView3::Stride(H * S, H));  // seq_add.pto:7:24
                 TSTORE(outGm3, t7);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             }
@@ -113,22 +123,22 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b_u1 = block_index * ceil_div(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, block_count); b_u1 < block_index * ceil_div(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, block_count) + std::min<int64_t>(ceil_div(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, block_count), std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2 - block_index * ceil_div(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, block_count)); ++b_u1) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
-        __gm__ float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
-        for (int64_t _g8 = 0; _g8 < (std::min<int64_t>(std::max<int64_t>(cur_seq_u1c0, 0), S) + 3) / 4; ++_g8) {  // seq_add.pto:7:24
+    for (int64_t b_u1 = block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count); b_u1 < block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count) + min_i64(ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count), max_i64(B, 0) - max_i64(B, 0) / 2 * 2 - block_index * ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, block_count)); ++b_u1) {  // seq_add.pto:4:5
+        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[max_i64(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
+        __gm__ float* a0_u1c0 = inp + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
+        for (int64_t _g8 = 0; _g8 < (min_i64(max_i64(cur_seq_u1c0, 0), S) + 3) / 4; ++_g8) {  // seq_add.pto:7:24
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g9 = 0; _g9 < (H + 63) / 64; ++_g9) {  // seq_add.pto:7:24
                 pipe_barrier(PIPE_V);
-                TileT10 t10(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u1c0, 0), S) - _g8 * 4, 4), std::min<int64_t>(H - _g9 * 64, 64));  // seq_add.pto:7:24
+                TileT10 t10(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t10, 0);  // seq_add.pto:7:24
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView4 a0_u1c0Gm4(a0_u1c0 + _g8 * 4 * H + _g9 * 64, GmView4::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u1c0, 0), S) - _g8 * 4, 4), std::min<int64_t>(H - _g9 * 64, 64)), GmView4::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView4 a0_u1c0Gm4(a0_u1c0 + _g8 * 4 * H + _g9 * 64, GmView4::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64)), GmView4::Stride(H * S, H));  // seq_add.pto:7:24
                 TLOAD(t10, a0_u1c0Gm4);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u1c0, 0), S) - _g8 * 4, 4), std::min<int64_t>(H - _g9 * 64, 64));  // seq_add.pto:7:24
+                TileT11 t11(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64));  // seq_add.pto:7:24
                 TASSIGN(t11, 1024);  // seq_add.pto:7:24
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -137,7 +147,7 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ int32_t* act_seqs, __gm__ fl
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-                GmView5 outGm5(out + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S) + _g8 * 4 * H + _g9 * 64, GmView5::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u1c0, 0), S) - _g8 * 4, 4), std::min<int64_t>(H - _g9 * 64, 64)), GmView5::Stride(H * S, H));  // seq_add.pto:7:24
+                GmView5 outGm5(out + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S) + _g8 * 4 * H + _g9 * 64, GmView5::Shape(min_i64(min_i64(max_i64(cur_seq_u1c0, 0), S) - _g8 * 4, 4), min_i64(H - _g9 * 64, 64)), GmView5::Stride(H * S, H));  // seq_add.pto:7:24
                 TSTORE(outGm5, t11);  // seq_add.pto:7:24
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }

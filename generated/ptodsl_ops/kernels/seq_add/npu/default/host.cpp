@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* seq_add_failure(void)
@@ -91,7 +96,7 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // seq_add.pto:4:5
-        const int64_t seq_add_k0_blocks = std::max<int64_t>(ceil_div(std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0), std::max<int64_t>((std::max<int64_t>(B, 0) / 2 + std::max<int64_t>(std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0), max_i64((max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
         if (ptodsl_failed) {  // seq_add.pto:4:5
             return -1;  // seq_add.pto:4:5
         }

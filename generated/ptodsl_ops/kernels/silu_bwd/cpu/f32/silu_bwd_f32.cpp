@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* silu_bwd_f32_failure(void)
@@ -59,7 +64,7 @@ extern "C" int silu_bwd_f32(float* x, float* dy, float* dx, int64_t M, int64_t N
 #endif
     try {
     {  // silu_bwd.pto:3:10
-        const int64_t silu_bwd_f32_k0_blocks = std::max<int64_t>(ceil_div((M + 3) / 4, std::max<int64_t>(((M + 3) / 4 + 47) / 48, 1)), 1);  // silu_bwd.pto:3:10
+        const int64_t silu_bwd_f32_k0_blocks = max_i64(ceil_div((M + 3) / 4, max_i64(((M + 3) / 4 + 47) / 48, 1)), 1);  // silu_bwd.pto:3:10
         bool silu_bwd_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t silu_bwd_f32_k0_block = 0; silu_bwd_f32_k0_block < silu_bwd_f32_k0_blocks; ++silu_bwd_f32_k0_block) {  // silu_bwd.pto:3:10

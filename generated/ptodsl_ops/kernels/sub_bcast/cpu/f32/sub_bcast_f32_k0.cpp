@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -31,8 +36,8 @@ extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sub_bcast.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = block_index * ceil_div((C + 255) / 256, block_count); _g1 < block_index * ceil_div((C + 255) / 256, block_count) + std::min<int64_t>(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g1) {  // sub_bcast.pto:3:12
-            TileT3 t3(std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+        for (int64_t _g1 = block_index * ceil_div((C + 255) / 256, block_count); _g1 < block_index * ceil_div((C + 255) / 256, block_count) + min_i64(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g1) {  // sub_bcast.pto:3:12
+            TileT3 t3(min_i64(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
             TASSIGN(t3, 0);  // sub_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
@@ -44,14 +49,14 @@ extern "C" __global__ AICORE void sub_bcast_f32_k0(__gm__ float* m, __gm__ float
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sub_bcast.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
                 TASSIGN(t2, 1024);  // sub_bcast.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sub_bcast.pto:3:12
                 GmView1 xGm1(x + _g0 * 8 * C + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // sub_bcast.pto:3:12
                 TLOAD(t2, xGm1);  // sub_bcast.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
+                TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
                 TASSIGN(t5, 9216);  // sub_bcast.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* sum_cols_bf16_failure(void)
@@ -59,7 +64,7 @@ extern "C" int sum_cols_bf16(bfloat16_t* x, bfloat16_t* y, int64_t C, int64_t R,
 #endif
     try {
     {  // sum_cols.pto:3:12
-        const int64_t sum_cols_bf16_k0_blocks = std::max<int64_t>(ceil_div((C + 255) / 256, std::max<int64_t>(((C + 255) / 256 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
+        const int64_t sum_cols_bf16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(((C + 255) / 256 + 47) / 48, 1)), 1);  // sum_cols.pto:3:12
         bool sum_cols_bf16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sum_cols_bf16_k0_block = 0; sum_cols_bf16_k0_block < sum_cols_bf16_k0_blocks; ++sum_cols_bf16_k0_block) {  // sum_cols.pto:3:12

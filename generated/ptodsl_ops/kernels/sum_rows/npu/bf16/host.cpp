@@ -66,15 +66,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* sum_rows_bf16_failure(void)
@@ -91,7 +96,7 @@ extern "C" int sum_rows_bf16(void* stream, bfloat16_t* x, bfloat16_t* y, int64_t
     ptodsl_stream = stream;
     ptodsl_failed = false;
     {  // sum_rows.pto:3:12
-        const int64_t sum_rows_bf16_k0_blocks = std::max<int64_t>(ceil_div((R + 7) / 8, std::max<int64_t>(((R + 7) / 8 + 47) / 48, 1)), 1);  // sum_rows.pto:3:12
+        const int64_t sum_rows_bf16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // sum_rows.pto:3:12
         if (ptodsl_failed) {  // sum_rows.pto:3:12
             return -1;  // sum_rows.pto:3:12
         }

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -30,16 +35,16 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k1(__gm__ float* acc, __gm__ b
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g3 = block_index * ceil_div((N + 511) / 512, block_count); _g3 < block_index * ceil_div((N + 511) / 512, block_count) + std::min<int64_t>(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g3) {  // tensor_sum.pto:12:20
+    for (int64_t _g3 = block_index * ceil_div((N + 511) / 512, block_count); _g3 < block_index * ceil_div((N + 511) / 512, block_count) + min_i64(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g3) {  // tensor_sum.pto:12:20
         pipe_barrier(PIPE_V);
-        TileT4 t4(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
+        TileT4 t4(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
         TASSIGN(t4, 0);  // tensor_sum.pto:12:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:12:20
         GmView0 accGm0(acc + _g3 * 512, GmView0::Shape(t4.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:12:20
         TLOAD(t4, accGm0);  // tensor_sum.pto:12:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT5 t5(std::min<int64_t>(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
+        TileT5 t5(min_i64(N - _g3 * 512, 512));  // tensor_sum.pto:12:20
         TASSIGN(t5, 2048);  // tensor_sum.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

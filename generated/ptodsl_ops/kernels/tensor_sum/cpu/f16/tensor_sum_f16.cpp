@@ -35,15 +35,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* tensor_sum_f16_failure(void)
@@ -70,7 +75,7 @@ extern "C" int tensor_sum_f16(half* x, half* y, int64_t B, int64_t N, int poison
             tensor_sum_f16_k0(v0_first, acc, N);  // tensor_sum.pto:6:15
             if (B == 1) {  // tensor_sum.pto:11:9
                 {  // tensor_sum.pto:12:20
-                    const int64_t tensor_sum_f16_k1_blocks = std::max<int64_t>(ceil_div((N + 511) / 512, std::max<int64_t>(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
+                    const int64_t tensor_sum_f16_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
                     bool tensor_sum_f16_k1_block_no_memory = false;
                     #pragma omp parallel for schedule(static)
                     for (int64_t tensor_sum_f16_k1_block = 0; tensor_sum_f16_k1_block < tensor_sum_f16_k1_blocks; ++tensor_sum_f16_k1_block) {  // tensor_sum.pto:12:20

@@ -69,15 +69,20 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* tensor_sum_bf16_failure(void)
@@ -104,7 +109,7 @@ extern "C" int tensor_sum_bf16(void* stream, bfloat16_t* x, bfloat16_t* y, int64
             tensor_sum_bf16_k0_launch(1, ptodsl_stream, v0_first, acc, N);  // tensor_sum.pto:6:15
             if (B == 1) {  // tensor_sum.pto:11:9
                 {  // tensor_sum.pto:12:20
-                    const int64_t tensor_sum_bf16_k1_blocks = std::max<int64_t>(ceil_div((N + 511) / 512, std::max<int64_t>(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
+                    const int64_t tensor_sum_bf16_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
                     if (ptodsl_failed) {  // tensor_sum.pto:12:20
                         return -1;  // tensor_sum.pto:12:20
                     }

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -30,19 +35,19 @@ extern "C" __global__ AICORE void transpose2d_bf16_k0(__gm__ bfloat16_t* x, __gm
     using TileTmp0 = Tile<TileType::Vec, bfloat16_t, 32, 64, BLayout::RowMajor>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // transpose2d.pto:3:12
-        for (int64_t _g0 = block_index * ceil_div((N + 31) / 32, block_count); _g0 < block_index * ceil_div((N + 31) / 32, block_count) + std::min<int64_t>(ceil_div((N + 31) / 32, block_count), (N + 31) / 32 - block_index * ceil_div((N + 31) / 32, block_count)); ++_g0) {  // transpose2d.pto:3:12
+        for (int64_t _g0 = block_index * ceil_div((N + 31) / 32, block_count); _g0 < block_index * ceil_div((N + 31) / 32, block_count) + min_i64(ceil_div((N + 31) / 32, block_count), (N + 31) / 32 - block_index * ceil_div((N + 31) / 32, block_count)); ++_g0) {  // transpose2d.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g1 = 0; _g1 < (M + 63) / 64; ++_g1) {  // transpose2d.pto:3:12
                 pipe_barrier(PIPE_V);
-                TileT2 t2(std::min<int64_t>(M - _g1 * 64, 64), std::min<int64_t>(N - _g0 * 32, 32));  // transpose2d.pto:3:12
+                TileT2 t2(min_i64(M - _g1 * 64, 64), min_i64(N - _g0 * 32, 32));  // transpose2d.pto:3:12
                 TASSIGN(t2, 0);  // transpose2d.pto:3:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // transpose2d.pto:3:12
                 GmView0 xGm0(x + _g1 * 64 * N + _g0 * 32, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // transpose2d.pto:3:12
                 TLOAD(t2, xGm0);  // transpose2d.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT3 t3(std::min<int64_t>(N - _g0 * 32, 32), std::min<int64_t>(M - _g1 * 64, 64));  // transpose2d.pto:3:12
+                TileT3 t3(min_i64(N - _g0 * 32, 32), min_i64(M - _g1 * 64, 64));  // transpose2d.pto:3:12
                 TASSIGN(t3, 4096);  // transpose2d.pto:3:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

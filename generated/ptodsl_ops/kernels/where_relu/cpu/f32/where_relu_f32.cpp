@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* where_relu_f32_failure(void)
@@ -59,7 +64,7 @@ extern "C" int where_relu_f32(float* x, float* y, int64_t M, int64_t N, int pois
 #endif
     try {
     {  // where_relu.pto:3:18
-        const int64_t where_relu_f32_k0_blocks = std::max<int64_t>(ceil_div((M + 7) / 8, std::max<int64_t>(((M + 7) / 8 + 47) / 48, 1)), 1);  // where_relu.pto:3:18
+        const int64_t where_relu_f32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // where_relu.pto:3:18
         bool where_relu_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t where_relu_f32_k0_block = 0; where_relu_f32_k0_block < where_relu_f32_k0_blocks; ++where_relu_f32_k0_block) {  // where_relu.pto:3:18
