@@ -86,3 +86,22 @@ def test_a_mask_through_a_workspace_is_fine():
     emitted = emit_variant(compile_spec("specs/where_relu.yaml"), 0)
     kernel = emitted.sources[f"{emitted.kernels[0]}.cpp"]
     assert "TCMPS(" in kernel and "TSEL(" in kernel
+
+
+@pytest.mark.parametrize("body", ["        y[0:n, :] = t + 1.0\n",
+                                  "        print(\"r={}\", r)\n        y[0:n, :] = t + 1.0\n"])
+def test_a_top_level_local_sized_by_a_read_that_a_later_loop_reads(write_spec, body):
+    # Its workspace cannot be declared before the read that sizes it, and inside its implicit
+    # loop(1) it would be gone by the later loop (a C++ build failure, E0901, before): the loop now
+    # runs inside the kernel that makes the local, on every backend, and computes what it says
+    pto = ("kernel k(x: f32[M, N], lens: i32[1], y: out f32[M, N]):\n"
+           "    n = lens[0]\n"
+           "    t = x[0:n, :] * 2.0\n"
+           "    for r in loop(2, name=\"l\"):\n" + body)
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [1, 64]\n"))
+    x = np.random.default_rng(0).random((4, 64), dtype=np.float32)
+    for backend in ("sim", "cpu"):
+        y = np.full((4, 64), -1.0, np.float32)
+        op(x, np.array([3], np.int32), y=y, backend=backend)
+        np.testing.assert_array_equal(y[:3], x[:3] * np.float32(2.0) + np.float32(1.0))
+        np.testing.assert_array_equal(y[3], -1.0)

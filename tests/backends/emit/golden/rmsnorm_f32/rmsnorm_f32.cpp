@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* rmsnorm_f32_failure(void)
@@ -59,7 +64,7 @@ extern "C" int rmsnorm_f32(float* x, float* gamma, float* y, float eps, int64_t 
 #endif
     try {
     {  // rmsnorm.pto:3:5
-        const int64_t rmsnorm_f32_k0_blocks = std::max<int64_t>(ceil_div(R, std::max<int64_t>((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
+        const int64_t rmsnorm_f32_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
         bool rmsnorm_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t rmsnorm_f32_k0_block = 0; rmsnorm_f32_k0_block < rmsnorm_f32_k0_blocks; ++rmsnorm_f32_k0_block) {  // rmsnorm.pto:3:5

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -40,7 +45,7 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + std::min<int64_t>(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
+    for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ float* v0 = x + r * H;  // rmsnorm.pto:4:19
         TileT7 t7;  // rmsnorm.pto:5:21
@@ -51,14 +56,14 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm.pto:4:14
             pipe_barrier(PIPE_V);
-            TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
+            TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
             TASSIGN(t1, 32);  // rmsnorm.pto:4:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
             GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
             TLOAD(t1, v0Gm0);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT6 t6(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm.pto:5:26
+            TileT6 t6(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:5:26
             TASSIGN(t6, 4128);  // rmsnorm.pto:5:26
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMUL(t6, t1, t1);  // rmsnorm.pto:5:26
@@ -92,14 +97,14 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g15 = 0; _g15 < (H + 1023) / 1024; ++_g15) {  // rmsnorm.pto:6:24
             pipe_barrier(PIPE_V);
-            TileT16 t16(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+            TileT16 t16(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t16, 32);  // rmsnorm.pto:6:24
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
             GmView1 v0Gm1(v0 + _g15 * 1024, GmView1::Shape(t16.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
             TLOAD(t16, v0Gm1);  // rmsnorm.pto:4:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19 t19(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+            TileT19 t19(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t19, 4128);  // rmsnorm.pto:6:24
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileView1 view1;  // rmsnorm.pto:6:24
@@ -108,14 +113,14 @@ extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* 
             TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
             TROWEXPANDMUL(t19, t16, view1, tmp2);  // rmsnorm.pto:6:24
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT21 t21(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
+            TileT21 t21(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
             TASSIGN(t21, 32);  // rmsnorm.pto:6:35
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
             GmView2 gammaGm2(gamma + _g15 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm.pto:6:35
             TLOAD(t21, gammaGm2);  // rmsnorm.pto:6:35
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT27 t27(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+            TileT27 t27(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
             TASSIGN(t27, 8224);  // rmsnorm.pto:6:24
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);

@@ -32,15 +32,20 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* softmax_f32_failure(void)
@@ -59,7 +64,7 @@ extern "C" int softmax_f32(float* x, float* y, int64_t B, int poison)
 #endif
     try {
     {  // softmax.pto:3:5
-        const int64_t softmax_f32_k0_blocks = std::max<int64_t>(ceil_div(B, std::max<int64_t>((B + 47) / 48, 1)), 1);  // softmax.pto:3:5
+        const int64_t softmax_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax.pto:3:5
         bool softmax_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t softmax_f32_k0_block = 0; softmax_f32_k0_block < softmax_f32_k0_blocks; ++softmax_f32_k0_block) {  // softmax.pto:3:5

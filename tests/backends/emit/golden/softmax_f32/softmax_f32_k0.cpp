@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
@@ -36,7 +41,7 @@ extern "C" __global__ AICORE void softmax_f32_k0(__gm__ float* x, __gm__ float* 
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + std::min<int64_t>(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax.pto:3:5
+    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax.pto:3:5
         pipe_barrier(PIPE_V);
         __gm__ float* row = x + b * 1024;  // softmax.pto:4:15
         TileT0 t0;  // softmax.pto:5:23
