@@ -186,6 +186,22 @@ def device_id(device: Any, env: Mapping[str, str]) -> int:
     return index
 
 
+def tensor_device(inputs: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int | None:
+    """The NPU the call's torch tensors are on, when they are (they decide the device when no
+    ``device=`` is given); E0921 when they are on different NPUs."""
+    found: dict[int, str] = {}
+    named = [(f"argument {k + 1}", v) for k, v in enumerate(inputs)] + [(f"`{k}`", v) for k, v in kwargs.items()]
+    for what, value in named:
+        device = getattr(value, "device", None)
+        if type(value).__module__.startswith("torch") and getattr(device, "type", None) == "npu":
+            found.setdefault(int(device.index or 0), what)
+    if len(found) > 1:
+        where = ", ".join(f"{what} on npu:{index}" for index, what in sorted(found.items()))
+        raise _fail("E0921", f"the call's tensors are on different NPUs: {where}",
+                    "move them to one device, or pass `device=N` to say where the op runs")
+    return next(iter(found), None)
+
+
 def find_compiler(env: Mapping[str, str], toolkit: Path) -> str:
     """The CANN kernel compiler: on PATH, else in the toolkit's own bin folders."""
     path = env.get("PATH", "")
@@ -260,6 +276,8 @@ def run(op: PackagedOp, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], devi
     """backend="npu": check the arguments (as on the simulator), then the environment, build, launch."""
     env = os.environ if env is None else env
     index, symbols = op.validate(inputs, kwargs)
+    if device is None:
+        device = tensor_device(inputs, kwargs)
     environment = check_environment(device, env)
     from .npu_build import build
 
@@ -276,6 +294,7 @@ __all__ = [
     "cann_version",
     "check_environment",
     "device_id",
+    "tensor_device",
     "driver_version",
     "find_compiler",
     "launch",

@@ -1,9 +1,10 @@
 """Calling a variant's NPU host program: torch tensors on the device, the current torch_npu stream.
 
-The host program (``kernels/<op>/npu/<variant>/host.cpp``) exports ``int <entry>(void* stream, ...)``
-taking the operator's device pointers, scalars and symbols in the order of its ``build.json``, as
-the CPU entry does, and launches every compute kernel on that stream with
-``<<<1, nullptr, stream>>>``. This module turns a call's arguments into those: numpy inputs are
+The host program (``kernels/<op>/npu/<variant>/host.cpp``) exports
+``int <entry>(int32_t device, void* stream, ...)`` taking the operator's device pointers, scalars
+and symbols in the order of its ``build.json``, as the CPU entry does; it makes the device current
+and launches every compute kernel on that stream (``<<<block_dim, nullptr, stream>>>``), and on a
+failed ACL call returns -1 with ``<entry>_failure()`` naming it. This module turns a call's arguments into those: numpy inputs are
 copied to the device and results copied back; torch tensors already on the NPU are passed as
 device pointers and written in place. None of it has run on NPU hardware; the marshalling is
 tested on the CPU with a stand-in entry.
@@ -35,8 +36,9 @@ _SCALAR_CTYPES = {
 
 
 def ctypes_of(params: Sequence[tuple[str, str, str]]) -> list[Any]:
-    """The ctypes of the host entry: the stream, then one per (kind, name, dtype) parameter."""
-    out: list[Any] = [ctypes.c_void_p]
+    """The ctypes of the host entry: the device and the stream, then one per (kind, name, dtype)
+    parameter."""
+    out: list[Any] = [ctypes.c_int32, ctypes.c_void_p]
     for kind, _name, dtype in params:
         out.append(ctypes.c_void_p if kind == "tensor" else ctypes.c_int if kind == "poison"
                    else _SCALAR_CTYPES[dtype])
@@ -161,7 +163,7 @@ def call_host_entry(torch_npu: Any, library: Path, plan: Any, operator: Operator
     entry.restype = ctypes.c_int
     entry.argtypes = ctypes_of(plan.params)
     stream = torch_npu.npu.current_stream(target).npu_stream
-    code = entry(ctypes.c_void_p(stream), *args)
+    code = entry(ctypes.c_int32(device), ctypes.c_void_p(stream), *args)
     if code > 0:  # a bounds guard stopped the call before a write outside a tensor
         module = operator.program.block_module(index)
         guards = guard_ops(module, module.func(plan.entry))
@@ -169,9 +171,12 @@ def call_host_entry(torch_npu: Any, library: Path, plan: Any, operator: Operator
         offset, extent, dim = (ctypes.c_int64 * 3).in_dll(lib, f"{plan.entry}_guard")
         raise guard_failure(op.attrs, op.span, offset, extent, dim)
     if code < 0:
+        failure = getattr(lib, f"{plan.entry}_failure")
+        failure.restype = ctypes.c_char_p
+        said = (failure() or b"").decode("utf-8", "replace")
         raise _fail("E0932", f"the NPU run of `{operator.name}` failed: the ACL runtime reported an error",
                     "run with ASCEND_GLOBAL_LOG_LEVEL=1 and check the device log (plog) for the cause",
-                    (f"library: {library}", f"device {device}"))
+                    (*([said] if said else []), f"library: {library}", f"device {device}"))
     return results()
 
 

@@ -268,28 +268,36 @@ def test_the_host_view_of_the_pto_header_compiles_the_host_program(pkg: ModuleTy
     (tmp_path / "acl").mkdir()
     (tmp_path / "acl" / "acl.h").write_text(ACL_DECLARATIONS)
     root = Path(pkg.__file__).parent / "kernels"
+    # workspaces, blocks, bf16, kernels that read, a control program that reads, guards, attention
     hosts = [root / "tensor_sum" / "npu" / "f32" / "host.cpp", root / "softmax" / "npu" / "bf16" / "host.cpp",
-             root / "seq_add" / "npu" / "default" / "host.cpp"]
+             root / "seq_add" / "npu" / "default" / "host.cpp", root / "gather_rows" / "npu" / "i32_f32" / "host.cpp",
+             root / "kv_cache_update" / "npu" / "f16" / "host.cpp", root / "flash_attn" / "npu" / "f32" / "host.cpp"]
     for host in hosts:
         options = [o for o in npu_build.HOST_OPTIONS if o != "-xc++"]
-        proc = subprocess.run(["g++", "-fsyntax-only", *options, f"-I{tmp_path}", str(host)],
+        proc = subprocess.run(["g++", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-function", *options,
+                               f"-I{tmp_path}", str(host)],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0, f"{host}:\n{proc.stderr[-3000:]}"
 
 
-# What the host programs use of ACL, declared as acl/acl.h declares it (the test compiles, never links).
+# What the host programs may use of ACL, declared as acl/acl.h declares it (the test compiles, never
+# links): a use of anything else, the synchronous aclrtMemset among them, fails the compile.
 ACL_DECLARATIONS = """\
 #include <cstddef>
+#include <cstdint>
 typedef int aclError;
 typedef void* aclrtStream;
 enum aclrtMemMallocPolicy { ACL_MEM_MALLOC_HUGE_FIRST = 0 };
 enum aclrtMemcpyKind { ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2 };
+enum aclrtLastErrLevel { ACL_RT_THREAD_LEVEL = 0 };
 static const aclError ACL_SUCCESS = 0;
+extern "C" aclError aclrtSetDevice(int32_t deviceId);
 extern "C" aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
 extern "C" aclError aclrtFree(void* devPtr);
-extern "C" aclError aclrtMemset(void* devPtr, size_t maxCount, int value, size_t count);
+extern "C" aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream);
 extern "C" aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind);
 extern "C" aclError aclrtSynchronizeStream(aclrtStream stream);
+extern "C" aclError aclrtGetLastError(aclrtLastErrLevel level);
 """
 
 
@@ -378,13 +386,14 @@ def test_the_packaged_npu_build(pkg: ModuleType):
     assert "softmax_long_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)x," in kernel
     host = (folder / "host.cpp").read_text()
     assert '#include "acl/acl.h"' in host and "#pragma omp" not in host
-    assert 'extern "C" int softmax_long_f32(void* stream, float* x, float* y, int64_t B, int64_t N, int poison)' in host
-    # the rows loop runs inside the kernel, as blocks of one launch on every vector core
+    assert ('extern "C" int softmax_long_f32(int32_t device, void* stream, float* x, float* y, int64_t B, int64_t N, '
+            'int poison)' in host)
+    # the rows are the kernel's blocks: one launch of them all
     assert "softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);" in host
     # a GM local of the spec (tensor_sum's accumulator row) is a device workspace of the host program
     sums = (Path(pkg.__file__).parent / "kernels" / "tensor_sum" / "npu" / "f32" / "host.cpp").read_text()
     assert "DeviceWorkspace acc_bytes(N * static_cast<int64_t>(sizeof(float)), poison);" in sums
-    assert "aclrtMalloc(" in host and "aclrtSynchronizeStream(stream)" in host
+    assert "aclrtMalloc(" in host and "aclrtSetDevice(device)" in host
     assert "__global__" not in host  # the host program launches; it defines no kernel
 
 
@@ -392,11 +401,11 @@ def test_a_scalar_read_waits_for_the_stream(pkg: ModuleType):
     # gather_rows reads each row index out of a tensor in its control program, to check it
     kernels = Path(pkg.__file__).parent / "kernels"
     host = (kernels / "gather_rows" / "npu" / "i32_f32" / "host.cpp").read_text()
-    body = host.split("ptodsl_stream = stream;")[1]
+    body = host.split("Call call(device, stream);")[1]
     assert "static_cast<int64_t>(read_device(ids + _ix1));" in body
-    assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);" in host
+    assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST)" in host
     # seq_add's lengths are read by the kernel that runs its loop (nothing in the call writes them)
-    seq = (kernels / "seq_add" / "npu" / "default" / "host.cpp").read_text().split("ptodsl_stream = stream;")[1]
+    seq = (kernels / "seq_add" / "npu" / "default" / "host.cpp").read_text().split("Call call(device, stream);")[1]
     assert "read_device(" not in seq
 
 
@@ -486,7 +495,7 @@ def test_numpy_inputs_cross_as_device_pointers_and_results_come_back(pkg: Module
     x = np.arange(3 * 1024, dtype=np.float32).reshape(3, 1024)
     args, results, params, moved, types = _marshal(pkg, "softmax", (x,), {})
     assert [p[:2] for p in params] == [("tensor", "x"), ("tensor", "y"), ("symbol", "B"), ("poison", "poison")]
-    assert types == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    assert types == [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
     assert args[2:] == [3, 0] and len(moved) == 1  # x moved to the device; y allocated there
     assert ctypes.string_at(args[0], x.nbytes) == x.tobytes()  # x's data behind the pointer
     want = np.full((3, 1024), 0.5, np.float32)
@@ -503,3 +512,27 @@ def test_a_given_numpy_output_is_written_in_place(pkg: ModuleType):
     two = np.full_like(y, 2.0)
     ctypes.memmove(args[1], two.ctypes.data, y.nbytes)
     assert results() is y and (y == 2.0).all()
+
+
+# ------------------------------------------------------------------ the device of the tensors
+
+
+class _NpuTensor:
+    """Stands for a torch tensor on an NPU: what tensor_device looks at."""
+
+    __module__ = "torch"
+
+    def __init__(self, index: int):
+        self.device = type("device", (), {"type": "npu", "index": index})()
+
+
+def test_the_tensors_decide_the_device(npu: ModuleType):
+    assert npu.tensor_device((_NpuTensor(2), np.ones(3)), {}) == 2
+    assert npu.tensor_device((np.ones(3),), {}) is None  # numpy inputs: device= or the environment
+
+
+def test_tensors_on_two_npus_are_refused(npu: ModuleType):
+    with pytest.raises(npu.NpuError) as exc:
+        npu.tensor_device((_NpuTensor(0),), {"y": _NpuTensor(1)})
+    assert exc.value.diagnostic.code == "E0921"
+    assert "argument 1 on npu:0, `y` on npu:1" in str(exc.value)

@@ -2,22 +2,25 @@
 the NPU. It runs the loops and branches, reads scalars out of tensors, allocates GM workspaces,
 computes the offsets of views and the symbolic arguments, and calls the compute kernels.
 
-It exports one ``extern "C"`` entry named after the variant (``softmax_f32``) whose parameters are,
-in order: the operator's tensors (pointers to C-contiguous data), its scalar parameters, the
-values of the symbols the program uses (sorted by name, ``int64_t``) and ``int poison``. With
-``poison`` set, every launch starts from freshly poisoned on-chip buffers and workspaces start as
-NaN bytes, as the simulator's poison mode does, so a kernel reading data nobody wrote shows it.
+This module is the walker both hosts share (loops, branches, views, guards, prints, the arguments
+of a launch); what differs between running the program on the CPU (control_cpu.py: host memory,
+blocks on threads) and on the NPU's host (control_npu.py: device memory and streams through ACL)
+is in the hooks each host defines.
 
-The entry returns 0, or the 1-based number (in program order) of the bounds guard that stopped
-the call before an access outside a tensor; it then leaves that access's offset, size and dim in
-the exported ``int64_t <entry>_guard[3]`` for the caller's diagnostic. It returns -1 when a check
-of the CPU header failed and -2 when a GM workspace could not be allocated.
+The entry of either host is named after the variant (``softmax_f32``) and takes, in order: the
+operator's tensors (pointers to C-contiguous data), its scalar parameters, the values of the
+symbols the program uses (sorted by name, ``int64_t``) and ``int poison`` (the NPU host takes the
+device and the stream first). With ``poison`` set, every launch starts from freshly poisoned
+on-chip buffers and workspaces start as NaN bytes, as the simulator's poison mode does, so a kernel
+reading data nobody wrote shows it. A bounds guard that stops the call makes the entry return its
+1-based number (in program order) and leave the access's offset, size and dim in the exported
+``int64_t <entry>_guard[3]`` for the caller's diagnostic.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ... import sym
@@ -52,25 +55,6 @@ class ControlSource:
     parallel: list[str]  # names of the loops that run with OpenMP
 
 
-PRELUDE = """\
-// Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
-// reading what an earlier one left there.
-static void start_launch(int poison)
-{
-#ifdef PTO_CPU_SUBSET
-    if (poison) {
-        pto::cpu::poison_buffers();
-    }
-#else
-    (void)poison;
-#endif
-}
-
-// A GM workspace: NaN bytes when poisoning (reads of unwritten data show), zeros otherwise.
-static std::vector<unsigned char> workspace(int64_t bytes, int poison)
-{
-    return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
-}"""
 # After a launch of a kernel holding bounds guards: each block that stopped at one left its number,
 # offset, extent and dim in its four status entries; the first such block (blocks run contiguous
 # ranges of iterations, in order) is the guard the call stops at, as if run one after another.
@@ -87,81 +71,6 @@ static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* val
     }
     return 0;
 }"""
-
-
-# The entry returns 0; the number of the bounds guard that stopped it; or -1 when a check of the CPU
-# header failed, and {name}_failure() then says which.
-# With a real pto-isa checkout (no PTO_CPU_SUBSET) the library's own checks apply and 0 is returned.
-FAILURE_ENTRY = """\
-extern "C" const char* {name}_failure(void)
-{{
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
-}}"""
-# The NPU host program (host="npu"): the same control program run by the host CPU against device
-# memory through the ACL runtime. Kernels are started on the caller's stream with their
-# ``<kernel>_launch`` functions; a workspace is device memory (freed once the stream has drained);
-# a scalar read waits for the stream and copies the value back.
-NPU_PRELUDE = """\
-static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
-
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
-class DeviceWorkspace {
-public:
-    DeviceWorkspace(int64_t bytes, int poison)
-    {
-        size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
-        }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
-    }
-    ~DeviceWorkspace()
-    {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
-        }
-    }
-    DeviceWorkspace(const DeviceWorkspace&) = delete;
-    DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
-
-private:
-    void* data_ = nullptr;
-};
-
-// One element of device memory, once every kernel queued before has finished.
-template <typename T>
-static T read_device(const T* p)
-{
-    T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
-    return value;
-}
-
-// The status entries of a kernel's blocks, copied back once the kernel has finished.
-static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
-{
-    std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
-    return host;
-}"""
-
-CATCH_BEGIN = ["#ifdef PTO_CPU_SUBSET", "    pto::cpu::clear_failure();", "#endif", "    try {"]
-# -1: a check of the CPU header failed (guards that stop a call return their number, from 1);
-# -2: a GM workspace could not be allocated (E0718), which would otherwise abort the process
-CATCH_END = ["#ifdef PTO_CPU_SUBSET", "    } catch (const pto::cpu::Failure&) {", "        return -1;", "#endif",
-             "    } catch (const std::bad_alloc&) {", "        return -2;", "    }", "    return 0;"]
 
 
 def symbols_of(control: Func) -> list[str]:
@@ -194,13 +103,13 @@ CONTROL = Handlers("the control program emitter")
 
 
 class ControlEmitter:
+    """The walker: one control program's C++ body, with the host-specific parts left to hooks."""
+
+    # names the host's prelude defines, which no variable of the program may take
+    RESERVED: tuple[str, ...] = ()
+
     def __init__(self, module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
-                 origin: str, host: str = "cpu"):
-        if host not in ("cpu", "npu"):
-            raise ValueError(f"host must be cpu or npu, not {host!r}")
-        self.host = host
-        if host == "npu":  # launches go to one stream, in order; no host threads
-            parallel = []
+                 origin: str):
         self.module = module
         self.control = control
         self.kernels = kernels
@@ -217,10 +126,8 @@ class ControlEmitter:
         self._context()
 
     def _context(self) -> None:
-        self.names = Names(["start_launch", "workspace", "poison", f"{self.control.name}_failure", *self.kernels,
-                            "ptodsl_stream", "ptodsl_failed", "DeviceWorkspace", "read_device", "stream",
-                            "guard_stopped", "read_status",
-                            *(f"{k}_launch" for k in self.kernels)])
+        self.names = Names(["poison", f"{self.control.name}_failure", *self.kernels, "guard_stopped",
+                            *self.RESERVED, *(f"{k}_launch" for k in self.kernels)])
         self.guard_var = self.names.claim(f"{self.control.name}_guard")
         names: dict[str, str] = {}
         kinds: dict[str, str] = {}
@@ -260,42 +167,70 @@ class ControlEmitter:
         self._hoist_allocs()
         self._block(self.control.body, 1)
         name = self.control.name
-        npu = self.host == "npu"
         out = [f"// {name}: the control program of {cpp_comment(self.origin)}.",
                "// Generated by ptodsl from the Block IR: loops, branches, scalar reads, GM workspaces and the",
-               "// launches of the compute kernels" + (", run by the host on device memory through ACL." if npu
-                                                      else ", as the AICPU runs them on the NPU."),
-               "#include <pto/pto-inst.hpp>", *(["#include \"acl/acl.h\""] if npu else []), "",
+               f"// launches of the compute kernels{self.RUN_BY}",
+               "#include <pto/pto-inst.hpp>", *self.INCLUDES, "",
                "#include <algorithm>", "#include <cmath>", "#include <cstdint>", "#include <cstdio>",
                "#include <limits>", "#include <new>", "#include <vector>", ""]
-        if npu:
-            out += [k.launcher_declaration for k in self.kernels.values()]
-            out += ["", NPU_PRELUDE, ""]
-        else:
-            out += [k.declaration for k in self.kernels.values()]
-            out += ["", PRELUDE, ""]
+        out += self._declarations()
+        out += ["", self.PRELUDE, ""]
         for h in cxx.helper_definitions(self.ctx.helpers):
             out += [h, ""]
         if any(k.guards for k in self.kernels.values()):
             out += [GUARD_STOPPED, ""]
         if self.guards or any(k.guards for k in self.kernels.values()):
             out += [f'extern "C" {{ int64_t {self.guard_var}[3] = {{0, 0, 0}}; }}', ""]
-        params = ", ".join(decl for _, decl in self.params)
-        out += FAILURE_ENTRY.format(name=name).splitlines() + [""]
-        if npu:  # the caller's stream comes first; the entry returns once the stream has drained
-            out.append(f'extern "C" int {name}(void* stream, {params})')
-            out += ["{", "    ptodsl_stream = stream;", "    ptodsl_failed = false;"]
-            out += cxx.format_lines(self.lines)
-            out += ["    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;", "}"]
-        else:
-            out.append(f'extern "C" int {name}({params})')
-            out.append("{")
-            out += CATCH_BEGIN
-            out += cxx.format_lines(self.lines)
-            out += CATCH_END
-            out.append("}")
+        out += self._entry(", ".join(decl for _, decl in self.params))
         return ControlSource(name, f"{name}.cpp", "\n".join(out) + "\n", [p for p, _ in self.params],
                              self.parallel_names)
+
+    # ------------------------------------------------------------------ the host's hooks
+
+    RUN_BY = "."  # how the comment at the top ends: who runs the program
+    INCLUDES: tuple[str, ...] = ()
+    PRELUDE = ""
+
+    def _declarations(self) -> list[str]:
+        """What the program calls of each kernel."""
+        raise NotImplementedError
+
+    def _entry(self, params: str) -> list[str]:
+        """The exported entry around the program's body (``self.lines``)."""
+        raise NotImplementedError
+
+    def _workspace(self, depth: int, memory: str, nbytes: str, op: Op) -> None:
+        """Declare ``memory``, a GM workspace of ``nbytes`` bytes with a ``data()``."""
+        raise NotImplementedError
+
+    def _read_value(self, pointer: str, index: str) -> str:
+        """The expression reading element ``index`` of ``pointer``."""
+        raise NotImplementedError
+
+    def _after_device_call(self, depth: int, op: Op) -> None:
+        """After a workspace or a read: stop the call if the host's runtime failed."""
+
+    def _block_args(self, block: str, blocks: str) -> tuple[str | None, str | None]:
+        """What a kernel taking its block index and count as parameters gets (None: nothing)."""
+        raise NotImplementedError
+
+    def _status(self, depth: int, status: str, count: str, op: Op) -> str:
+        """Declare the status buffer of a kernel holding guards; returns the kernel's argument."""
+        raise NotImplementedError
+
+    def _start(self, depth: int, kernel: Func, args: list[str], blocks: str | None, block: str | None,
+               op: Op) -> None:
+        """Start ``kernel`` with ``args``: once, or ``blocks`` times (``block`` the index)."""
+        raise NotImplementedError
+
+    def _status_entries(self, depth: int, status: str, count: str, op: Op) -> str:
+        """The host pointer to the status entries once the kernel is done."""
+        raise NotImplementedError
+
+    def _openmp(self, depth: int, head: str, index: str, body: Callable[[int], None], op: Op) -> None:
+        """``head`` (a ``for`` over ``index``) shared out over the host's threads; only a host that
+        has them is given parallel loops."""
+        raise NotImplementedError
 
     def _line(self, depth: int, code: str, op: Op | None = None) -> None:
         self.lines.append((depth, code, cxx.location(op.span if op is not None else None)))
@@ -328,35 +263,6 @@ class ControlEmitter:
         self._line(depth, head, op)
         self._block(op.regions[0], depth + 1)
         self._line(depth, "}")
-
-    def _openmp(self, depth: int, head: str, index: str, body, op: Op) -> None:
-        """``head`` (a ``for`` over ``index``) shared out over the machine's threads.
-
-        An exception may not leave an OpenMP region: each iteration catches the header's Failure
-        (the message is kept) and a failed workspace allocation, and the loop rethrows them once
-        all threads are done."""
-        oom = self.names.claim(f"{index}_no_memory")
-        self._line(depth, f"bool {oom} = false;")
-        self._line(depth, "#pragma omp parallel for schedule(static)")
-        self._line(depth, head, op)
-        self._line(depth + 1, "try {")
-        body(depth + 1)
-        self._line(0, "#ifdef PTO_CPU_SUBSET")
-        self._line(depth + 1, "} catch (const pto::cpu::Failure&) {")
-        self._line(0, "#endif")
-        self._line(depth + 1, "} catch (const std::bad_alloc&) {")
-        self._line(0, "#pragma omp atomic write")
-        self._line(depth + 2, f"{oom} = true;")
-        self._line(depth + 1, "}")
-        self._line(depth, "}")
-        self._line(depth, f"if ({oom}) {{")
-        self._line(depth + 1, "throw std::bad_alloc();")
-        self._line(depth, "}")
-        self._line(0, "#ifdef PTO_CPU_SUBSET")
-        self._line(depth, "if (pto::cpu::failed()) {")
-        self._line(depth + 1, "throw pto::cpu::Failure{};")
-        self._line(depth, "}")
-        self._line(0, "#endif")
 
     @CONTROL.on("if")
     def _op_if(self, op: Op, depth: int) -> None:
@@ -456,12 +362,7 @@ class ControlEmitter:
         elements = self._e(count)
         if not re.fullmatch(r"\w+", elements):
             elements = f"({elements})"
-        if self.host == "npu":
-            self._line(depth, f"DeviceWorkspace {memory}({elements} * static_cast<int64_t>(sizeof({ctype})), "
-                              "poison);", op)
-        else:
-            self._line(depth, f"std::vector<unsigned char> {memory} = workspace({elements} * "
-                              f"static_cast<int64_t>(sizeof({ctype})), poison);", op)
+        self._workspace(depth, memory, f"{elements} * static_cast<int64_t>(sizeof({ctype}))", op)
         self._line(depth, f"{ctype}* {var} = reinterpret_cast<{ctype}*>({memory}.data());", op)
 
     @CONTROL.on("read")
@@ -474,11 +375,9 @@ class ControlEmitter:
         # (`r + 1 <= R`) cannot overflow the tensor's element type, whatever value the data holds
         ctype = "float" if dtype in cxx.FLOAT_DTYPES else "int64_t"
         var = self.ctx.names[op.attrs["sym"]]
-        if self.host == "npu":
-            self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>(read_device({pointer} + "
-                              f"{self._e(index)}));", op)
-            return
-        self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({pointer}[{self._e(index)}]);", op)
+        value = self._read_value(pointer, self._e(index))
+        self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({value});", op)
+        self._after_device_call(depth, op)
 
     @CONTROL.on("guard")
     def _op_guard(self, op: Op, depth: int) -> None:
@@ -498,11 +397,9 @@ class ControlEmitter:
 
     @CONTROL.on("launch")
     def _op_launch(self, op: Op, depth: int) -> None:
-        """Start a compute kernel: once, or (``block_dim``) once per block. On the CPU the blocks
-        run on the machine's threads, each given its index and the block count; the NPU host
-        starts them all with one ``<kernel>_launch(block_dim, stream, ...)``. A kernel holding
-        bounds guards also takes a status buffer of four entries per block, checked once it is
-        done (``GUARD_STOPPED``)."""
+        """Start a compute kernel: once, or (``block_dim``) once per block, each block given its
+        index and the block count. A kernel holding bounds guards also takes a status buffer of
+        four entries per block, checked once it is done (``GUARD_STOPPED``)."""
         kernel = self.module.func(op.attrs["kernel"])
         if kernel is None or kernel.name not in self.kernels:
             raise unsupported(f"a launch of the unknown kernel `{op.attrs['kernel']}`", op.span)
@@ -511,11 +408,12 @@ class ControlEmitter:
         strided = self.strided.get(kernel.name, set())
         tensors = iter(op.operands)
         own = dict(zip(("block_index", "block_count"), block_params(kernel)))
-        args = []
-        blocks = None
+        blocks = block = None
         if "block_dim" in op.attrs or own:
             blocks = self.names.claim(f"{kernel.name}_blocks")
             block = self.names.claim(f"{kernel.name}_block")
+        given = dict(zip(("block_index", "block_count"), self._block_args(block or "", blocks or "")))
+        args: list[str | None] = []
         for p in kernel.params:
             if p.is_tensor:
                 value = next(tensors)
@@ -523,12 +421,12 @@ class ControlEmitter:
                 if p.name in strided:
                     args += [self._e(s) for s in self.origins[value.name].strides[:-1]]
             elif p.name == own.get("block_index"):
-                args.append(block if self.host == "cpu" else None)
+                args.append(given["block_index"])
             elif p.name == own.get("block_count"):
-                args.append(blocks if self.host == "cpu" else None)
+                args.append(given["block_count"])
             else:
                 args.append(self._e(env[p.name]))
-        args = [a for a in args if a is not None]
+        kept = [a for a in args if a is not None]
         count = blocks or "1"
         scoped = blocks is not None or source.guards > 0  # a scope for the block count and status buffer
         inner = depth + 1 if scoped else depth
@@ -539,35 +437,11 @@ class ControlEmitter:
         status = None
         if source.guards:
             status = self.names.claim(f"{kernel.name}_status")
-            if self.host == "npu":
-                self._line(inner, f"DeviceWorkspace {status}(4 * {count} * static_cast<int64_t>(sizeof(int64_t)), 0);",
-                           op)
-                args.append(f"reinterpret_cast<int64_t*>({status}.data())")
-            else:
-                self._line(inner, f"std::vector<int64_t> {status}(static_cast<size_t>(4 * {count}), 0);", op)
-                args.append(f"{status}.data()")
-        call = f"{kernel.name}({', '.join(args)});"
-        if self.host == "npu":
-            self._line(inner, "if (ptodsl_failed) {", op)
-            self._line(inner + 1, "return -1;", op)
-            self._line(inner, "}")
-            self._line(inner, f"{kernel.name}_launch({count}, ptodsl_stream, {', '.join(args)});", op)
-        elif blocks is None:
-            self._line(inner, "start_launch(poison);", op)
-            self._line(inner, call, op)
-        else:
-            def body(d: int) -> None:
-                self._line(d + 1, "start_launch(poison);", op)
-                self._line(d + 1, call, op)
-
-            self._openmp(inner, f"for (int64_t {block} = 0; {block} < {blocks}; ++{block}) {{", block, body, op)
+            kept.append(self._status(inner, status, count, op))
+        self._start(inner, kernel, kept, blocks, block, op)
         if status is not None:
             stopped = self.names.claim(f"{kernel.name}_stopped")
-            entries = f"{status}.data()"
-            if self.host == "npu":
-                entries = self.names.claim(f"{kernel.name}_status_host")
-                self._line(inner, f"const std::vector<int64_t> {entries} = read_status({status}, {count});", op)
-                entries += ".data()"
+            entries = self._status_entries(inner, status, count, op)
             self._line(inner, f"const int64_t {stopped} = guard_stopped({entries}, {count}, {self.guard_var});", op)
             self._line(inner, f"if ({stopped} != 0) {{", op)
             self._line(inner + 1, f"return static_cast<int>({stopped});", op)
@@ -635,13 +509,19 @@ def openmp_loops(control: Func, kernels: Mapping[str, Func]) -> list[Op]:
     return found
 
 
+# The hosts a control program is emitted for, registered by control_cpu.py and control_npu.py.
+HOSTS: dict[str, type[ControlEmitter]] = {}
+
+
 def emit_control(module: Module, control: Func, kernels: dict[str, KernelSource], parallel: list[Op],
                  origin: str, host: str = "cpu") -> ControlSource:
     """The control program for the CPU backend, or (``host="npu"``) the NPU host program."""
-    return ControlEmitter(module, control, kernels, parallel, origin, host).emit()
+    if host not in HOSTS:
+        raise ValueError(f"host must be one of {sorted(HOSTS)}, not {host!r}")
+    return HOSTS[host](module, control, kernels, parallel, origin).emit()
 
 
-__all__ = ["ControlSource", "EntryParam", "emit_control", "openmp_loops", "symbols_of"]
+__all__ = ["HOSTS", "ControlEmitter", "ControlSource", "EntryParam", "emit_control", "openmp_loops", "symbols_of"]
 
 
-from . import control_layout  # noqa: E402,F401  (the layout ops' C++ registers on CONTROL)
+from . import control_cpu, control_layout, control_npu  # noqa: E402,F401  (hosts and layout ops register here)

@@ -35,43 +35,121 @@ extern "C" void attn_bf16_k18_launch(uint32_t block_dim, void* stream, bfloat16_
 extern "C" void attn_bf16_k19_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, bfloat16_t* o, int64_t S, int64_t D);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
+static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
+static thread_local char ptodsl_failure[160] = "";  // which call, and its error code
 
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
+// Record the first failing ACL call of the entry; true when `rc` is a success.
+static bool ptodsl_check(aclError rc, const char* what)
+{
+    if (rc == ACL_SUCCESS) {
+        return true;
+    }
+    if (!ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "%s returned ACL error %d", what,
+                      static_cast<int>(rc));
+    }
+    ptodsl_failed = true;
+    return false;
+}
+
+// The device memory of one call's workspaces. A buffer is busy while a workspace holds it; a free
+// one is reused by the next workspace that fits without waiting: whoever uses it next is queued on
+// the same stream after the kernels that used it before.
+struct PoolBuffer {
+    void* data;
+    size_t size;
+    bool busy;
+};
+static thread_local std::vector<PoolBuffer> ptodsl_pool;
+
+// The call: the device made current and the thread's error state cleared on entry; on every
+// return, the stream drained and the pool freed.
+class Call {
+public:
+    Call(int32_t device, void* stream)
+    {
+        ptodsl_stream = stream;
+        ptodsl_failed = false;
+        ptodsl_failure[0] = 0;
+        ptodsl_pool.clear();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);  // an earlier caller's error is not ours
+        ptodsl_check(aclrtSetDevice(device), "aclrtSetDevice");
+    }
+    ~Call()
+    {
+        finish();
+        for (PoolBuffer& b : ptodsl_pool) {
+            ptodsl_check(aclrtFree(b.data), "aclrtFree");
+        }
+        ptodsl_pool.clear();
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    int finish()
+    {
+        if (!drained_) {
+            drained_ = true;
+            ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+        }
+        return ptodsl_failed ? -1 : 0;
+    }
+
+private:
+    bool drained_ = false;
+};
+
+// A GM workspace: a pool buffer cleared on the stream to 0xFF bytes (NaN) when poisoning, zeros
+// otherwise.
 class DeviceWorkspace {
 public:
     DeviceWorkspace(int64_t bytes, int poison)
     {
         size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
+        for (size_t k = 0; k < ptodsl_pool.size() && slot_ < 0; ++k) {
+            if (!ptodsl_pool[k].busy && ptodsl_pool[k].size >= size) {
+                slot_ = static_cast<long>(k);
+            }
         }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
+        if (slot_ < 0) {
+            void* data = nullptr;
+            if (!ptodsl_check(aclrtMalloc(&data, size, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")) {
+                return;
+            }
+            ptodsl_pool.push_back(PoolBuffer{data, size, false});
+            slot_ = static_cast<long>(ptodsl_pool.size() - 1);
+        }
+        ptodsl_pool[slot_].busy = true;
+        ptodsl_check(aclrtMemsetAsync(ptodsl_pool[slot_].data, size, poison ? 0xFF : 0, size, ptodsl_stream),
+                     "aclrtMemsetAsync");
     }
     ~DeviceWorkspace()
     {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
+        if (slot_ >= 0) {
+            ptodsl_pool[slot_].busy = false;
         }
     }
     DeviceWorkspace(const DeviceWorkspace&) = delete;
     DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
+    unsigned char* data() { return slot_ < 0 ? nullptr : static_cast<unsigned char*>(ptodsl_pool[slot_].data); }
 
 private:
-    void* data_ = nullptr;
+    long slot_ = -1;
 };
+
+// After a launch: the runtime's error for it, if any.
+static bool launched(const char* kernel)
+{
+    return ptodsl_check(aclrtGetLastError(ACL_RT_THREAD_LEVEL), kernel);
+}
 
 // One element of device memory, once every kernel queued before has finished.
 template <typename T>
 static T read_device(const T* p)
 {
     T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
+    if (ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return value;
 }
 
@@ -79,9 +157,10 @@ static T read_device(const T* p)
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
     std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
+    if (status.data() != nullptr && ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(),
+                                 host.size() * sizeof(int64_t), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return host;
 }
 
@@ -103,56 +182,78 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 
 extern "C" const char* attn_bf16_failure(void)
 {
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
+    return ptodsl_failure;
 }
 
-extern "C" int attn_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t* o, float scale, int64_t D, int64_t L, int64_t S, int poison)
+extern "C" int attn_bf16(int32_t device, void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, bfloat16_t* o, float scale, int64_t D, int64_t L, int64_t S, int poison)
 {
-    ptodsl_stream = stream;
-    ptodsl_failed = false;
+    Call call(device, stream);
+    if (ptodsl_failed) {
+        return -1;
+    }
     DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:4:9
+    if (ptodsl_failed) {  // online_softmax_attn.pto:4:9
+        return -1;  // online_softmax_attn.pto:4:9
+    }
     float* m = reinterpret_cast<float*>(m_bytes.data());  // online_softmax_attn.pto:4:9
     DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:5:9
+    if (ptodsl_failed) {  // online_softmax_attn.pto:5:9
+        return -1;  // online_softmax_attn.pto:5:9
+    }
     float* l = reinterpret_cast<float*>(l_bytes.data());  // online_softmax_attn.pto:5:9
     DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:6:11
+    if (ptodsl_failed) {  // online_softmax_attn.pto:6:11
+        return -1;  // online_softmax_attn.pto:6:11
+    }
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // online_softmax_attn.pto:6:11
     if ((L + 63) / 64 >= 1) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // online_softmax_attn.pto:7:5
             bfloat16_t* kj_first = k;  // online_softmax_attn.pto:8:14
             bfloat16_t* vj_first = v;  // online_softmax_attn.pto:9:14
             DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+                return -1;  // online_softmax_attn.pto:10:13
+            }
             float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // online_softmax_attn.pto:10:13
             DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
                 return -1;  // online_softmax_attn.pto:10:13
             }
+            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             attn_bf16_k0_launch(1, ptodsl_stream, kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
+            if (!launched("the launch of attn_bf16_k0")) {  // online_softmax_attn.pto:10:13
+                return -1;  // online_softmax_attn.pto:10:13
+            }
             DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
+            if (ptodsl_failed) {  // online_softmax_attn.pto:13:21
+                return -1;  // online_softmax_attn.pto:13:21
+            }
             float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // online_softmax_attn.pto:13:21
             DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:17
+            if (ptodsl_failed) {  // online_softmax_attn.pto:13:17
+                return -1;  // online_softmax_attn.pto:13:17
+            }
             float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // online_softmax_attn.pto:13:17
             DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:15:29
+            if (ptodsl_failed) {  // online_softmax_attn.pto:15:29
+                return -1;  // online_softmax_attn.pto:15:29
+            }
             bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+            attn_bf16_k1_launch(1, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+            if (!launched("the launch of attn_bf16_k1")) {  // online_softmax_attn.pto:10:13
                 return -1;  // online_softmax_attn.pto:10:13
             }
-            attn_bf16_k1_launch(1, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:15:22
+            attn_bf16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
+            if (!launched("the launch of attn_bf16_k2")) {  // online_softmax_attn.pto:15:22
                 return -1;  // online_softmax_attn.pto:15:22
             }
-            attn_bf16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
                 {  // online_softmax_attn.pto:24:25
                     const int64_t attn_bf16_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
-                    if (ptodsl_failed) {  // online_softmax_attn.pto:24:25
+                    attn_bf16_k3_launch(attn_bf16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
+                    if (!launched("the launch of attn_bf16_k3")) {  // online_softmax_attn.pto:24:25
                         return -1;  // online_softmax_attn.pto:24:25
                     }
-                    attn_bf16_k3_launch(attn_bf16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
                 }
             }
         }
@@ -161,161 +262,281 @@ extern "C" int attn_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t*
         bfloat16_t* kj_u2c0 = k + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:8:14
         bfloat16_t* vj_u2c0 = v + (1 + j_u2 * 2) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         float* t0_u2c0 = reinterpret_cast<float*>(t0_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
         DeviceWorkspace s_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
         if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
             return -1;  // online_softmax_attn.pto:10:13
         }
+        float* s_u2c0 = reinterpret_cast<float*>(s_u2c0_bytes.data());  // online_softmax_attn.pto:10:13
         attn_bf16_k4_launch(1, ptodsl_stream, kj_u2c0, q, t0_u2c0, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k4")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         DeviceWorkspace m_new_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+            return -1;  // online_softmax_attn.pto:17:21
+        }
         float* m_new_u2c0 = reinterpret_cast<float*>(m_new_u2c0_bytes.data());  // online_softmax_attn.pto:17:21
         DeviceWorkspace alpha_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+            return -1;  // online_softmax_attn.pto:18:21
+        }
         float* alpha_u2c0 = reinterpret_cast<float*>(alpha_u2c0_bytes.data());  // online_softmax_attn.pto:18:21
         DeviceWorkspace t8_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+            return -1;  // online_softmax_attn.pto:19:21
+        }
         float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // online_softmax_attn.pto:19:21
         DeviceWorkspace p_1_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+            return -1;  // online_softmax_attn.pto:19:17
+        }
         float* p_1_u2c0 = reinterpret_cast<float*>(p_1_u2c0_bytes.data());  // online_softmax_attn.pto:19:17
         DeviceWorkspace t10_u2c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+            return -1;  // online_softmax_attn.pto:20:20
+        }
         float* t10_u2c0 = reinterpret_cast<float*>(t10_u2c0_bytes.data());  // online_softmax_attn.pto:20:20
         DeviceWorkspace t13_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
+        if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
+            return -1;  // online_softmax_attn.pto:21:22
+        }
         float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // online_softmax_attn.pto:21:22
         DeviceWorkspace t15_u2c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+            return -1;  // online_softmax_attn.pto:21:43
+        }
         bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // online_softmax_attn.pto:21:43
         DeviceWorkspace t14_u2c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k5_launch(1, ptodsl_stream, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
             return -1;  // online_softmax_attn.pto:21:36
         }
+        float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // online_softmax_attn.pto:21:36
+        attn_bf16_k5_launch(1, ptodsl_stream, t0_u2c0, s_u2c0, m, m_new_u2c0, alpha_u2c0, t8_u2c0, p_1_u2c0, l, t10_u2c0, acc, t13_u2c0, t15_u2c0, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k5")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         attn_bf16_k6_launch(1, ptodsl_stream, vj_u2c0, t15_u2c0, t14_u2c0, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
+        if (!launched("the launch of attn_bf16_k6")) {  // online_softmax_attn.pto:21:36
+            return -1;  // online_softmax_attn.pto:21:36
+        }
         bfloat16_t* kj_u2c1 = k + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:8:14
         bfloat16_t* vj_u2c1 = v + (j_u2 * 2 + 2) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         float* t0_u2c1 = reinterpret_cast<float*>(t0_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+        attn_bf16_k7_launch(1, ptodsl_stream, t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
+        if (!launched("the launch of attn_bf16_k7")) {  // online_softmax_attn.pto:21:22
+            return -1;  // online_softmax_attn.pto:21:22
+        }
+        DeviceWorkspace s_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
+        float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
+        attn_bf16_k8_launch(1, ptodsl_stream, kj_u2c1, q, t0_u2c1, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k8")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
+        DeviceWorkspace m_new_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+            return -1;  // online_softmax_attn.pto:17:21
+        }
+        float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
+        DeviceWorkspace alpha_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+            return -1;  // online_softmax_attn.pto:18:21
+        }
+        float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
+        DeviceWorkspace t8_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+            return -1;  // online_softmax_attn.pto:19:21
+        }
+        float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
+        DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+            return -1;  // online_softmax_attn.pto:19:17
+        }
+        float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
+        DeviceWorkspace t10_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+            return -1;  // online_softmax_attn.pto:20:20
+        }
+        float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
+        DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
         if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
             return -1;  // online_softmax_attn.pto:21:22
         }
-        attn_bf16_k7_launch(1, ptodsl_stream, t13_u2c0, t14_u2c0, acc, m_new_u2c0, m, S, D);  // online_softmax_attn.pto:21:22
-        DeviceWorkspace s_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u2c1 = reinterpret_cast<float*>(s_u2c1_bytes.data());  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k8_launch(1, ptodsl_stream, kj_u2c1, q, t0_u2c1, L, j_u2, D, S);  // online_softmax_attn.pto:10:13
-        DeviceWorkspace m_new_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
-        float* m_new_u2c1 = reinterpret_cast<float*>(m_new_u2c1_bytes.data());  // online_softmax_attn.pto:17:21
-        DeviceWorkspace alpha_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
-        float* alpha_u2c1 = reinterpret_cast<float*>(alpha_u2c1_bytes.data());  // online_softmax_attn.pto:18:21
-        DeviceWorkspace t8_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
-        float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // online_softmax_attn.pto:19:21
-        DeviceWorkspace p_1_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
-        float* p_1_u2c1 = reinterpret_cast<float*>(p_1_u2c1_bytes.data());  // online_softmax_attn.pto:19:17
-        DeviceWorkspace t10_u2c1_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
-        float* t10_u2c1 = reinterpret_cast<float*>(t10_u2c1_bytes.data());  // online_softmax_attn.pto:20:20
-        DeviceWorkspace t13_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
         float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // online_softmax_attn.pto:21:22
         DeviceWorkspace t15_u2c1_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+            return -1;  // online_softmax_attn.pto:21:43
+        }
         bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // online_softmax_attn.pto:21:43
         DeviceWorkspace t14_u2c1_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k9_launch(1, ptodsl_stream, t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
         if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
             return -1;  // online_softmax_attn.pto:21:36
         }
+        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // online_softmax_attn.pto:21:36
+        attn_bf16_k9_launch(1, ptodsl_stream, t0_u2c1, s_u2c1, m, m_new_u2c1, alpha_u2c1, t8_u2c1, p_1_u2c1, l, t10_u2c1, acc, t13_u2c1, t15_u2c1, S, L, j_u2, scale, D);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k9")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         attn_bf16_k10_launch(1, ptodsl_stream, vj_u2c1, t15_u2c1, t14_u2c1, D, L, j_u2, S);  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
-            return -1;  // online_softmax_attn.pto:21:22
+        if (!launched("the launch of attn_bf16_k10")) {  // online_softmax_attn.pto:21:36
+            return -1;  // online_softmax_attn.pto:21:36
         }
         attn_bf16_k11_launch(1, ptodsl_stream, t13_u2c1, t14_u2c1, acc, m_new_u2c1, m, S, D);  // online_softmax_attn.pto:21:22
+        if (!launched("the launch of attn_bf16_k11")) {  // online_softmax_attn.pto:21:22
+            return -1;  // online_softmax_attn.pto:21:22
+        }
     }
     for (int64_t j_u1 = 0; j_u1 < max_i64((L + 63) / 64 - 2, 0) - max_i64((L + 63) / 64 - 2, 0) / 2 * 2; ++j_u1) {  // online_softmax_attn.pto:7:5
         bfloat16_t* kj_u1c0 = k + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:8:14
         bfloat16_t* vj_u1c0 = v + (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64 * D;  // online_softmax_attn.pto:9:14
         DeviceWorkspace t0_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         float* t0_u1c0 = reinterpret_cast<float*>(t0_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         DeviceWorkspace s_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-        float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
             return -1;  // online_softmax_attn.pto:10:13
         }
+        float* s_u1c0 = reinterpret_cast<float*>(s_u1c0_bytes.data());  // online_softmax_attn.pto:10:13
         attn_bf16_k12_launch(1, ptodsl_stream, kj_u1c0, q, t0_u1c0, L, j_u1, D, S);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k12")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
         DeviceWorkspace m_new_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+            return -1;  // online_softmax_attn.pto:17:21
+        }
         float* m_new_u1c0 = reinterpret_cast<float*>(m_new_u1c0_bytes.data());  // online_softmax_attn.pto:17:21
         DeviceWorkspace alpha_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+            return -1;  // online_softmax_attn.pto:18:21
+        }
         float* alpha_u1c0 = reinterpret_cast<float*>(alpha_u1c0_bytes.data());  // online_softmax_attn.pto:18:21
         DeviceWorkspace t8_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+            return -1;  // online_softmax_attn.pto:19:21
+        }
         float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // online_softmax_attn.pto:19:21
         DeviceWorkspace p_1_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+        if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+            return -1;  // online_softmax_attn.pto:19:17
+        }
         float* p_1_u1c0 = reinterpret_cast<float*>(p_1_u1c0_bytes.data());  // online_softmax_attn.pto:19:17
         DeviceWorkspace t10_u1c0_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+        if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+            return -1;  // online_softmax_attn.pto:20:20
+        }
         float* t10_u1c0 = reinterpret_cast<float*>(t10_u1c0_bytes.data());  // online_softmax_attn.pto:20:20
         DeviceWorkspace t13_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
-        DeviceWorkspace t15_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-        bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
-        DeviceWorkspace t14_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
-        if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-            return -1;  // online_softmax_attn.pto:10:13
-        }
-        attn_bf16_k13_launch(1, ptodsl_stream, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
-        if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-            return -1;  // online_softmax_attn.pto:21:36
-        }
-        attn_bf16_k14_launch(1, ptodsl_stream, vj_u1c0, t15_u1c0, t14_u1c0, D, L, j_u1, S);  // online_softmax_attn.pto:21:36
         if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
             return -1;  // online_softmax_attn.pto:21:22
         }
+        float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // online_softmax_attn.pto:21:22
+        DeviceWorkspace t15_u1c0_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+        if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+            return -1;  // online_softmax_attn.pto:21:43
+        }
+        bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // online_softmax_attn.pto:21:43
+        DeviceWorkspace t14_u1c0_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+        if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+            return -1;  // online_softmax_attn.pto:21:36
+        }
+        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // online_softmax_attn.pto:21:36
+        attn_bf16_k13_launch(1, ptodsl_stream, t0_u1c0, s_u1c0, m, m_new_u1c0, alpha_u1c0, t8_u1c0, p_1_u1c0, l, t10_u1c0, acc, t13_u1c0, t15_u1c0, S, L, j_u1, scale, D);  // online_softmax_attn.pto:10:13
+        if (!launched("the launch of attn_bf16_k13")) {  // online_softmax_attn.pto:10:13
+            return -1;  // online_softmax_attn.pto:10:13
+        }
+        attn_bf16_k14_launch(1, ptodsl_stream, vj_u1c0, t15_u1c0, t14_u1c0, D, L, j_u1, S);  // online_softmax_attn.pto:21:36
+        if (!launched("the launch of attn_bf16_k14")) {  // online_softmax_attn.pto:21:36
+            return -1;  // online_softmax_attn.pto:21:36
+        }
         attn_bf16_k15_launch(1, ptodsl_stream, t13_u1c0, t14_u1c0, acc, m_new_u1c0, m, S, D);  // online_softmax_attn.pto:21:22
+        if (!launched("the launch of attn_bf16_k15")) {  // online_softmax_attn.pto:21:22
+            return -1;  // online_softmax_attn.pto:21:22
+        }
     }
     if ((L + 63) / 64 >= 2) {  // online_softmax_attn.pto:7:5
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // online_softmax_attn.pto:7:5
             bfloat16_t* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:8:14
             bfloat16_t* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // online_softmax_attn.pto:9:14
             DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
+            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
+                return -1;  // online_softmax_attn.pto:10:13
+            }
             float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // online_softmax_attn.pto:10:13
             DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
                 return -1;  // online_softmax_attn.pto:10:13
             }
+            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             attn_bf16_k16_launch(1, ptodsl_stream, kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
+            if (!launched("the launch of attn_bf16_k16")) {  // online_softmax_attn.pto:10:13
+                return -1;  // online_softmax_attn.pto:10:13
+            }
             DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
+            if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
+                return -1;  // online_softmax_attn.pto:17:21
+            }
             float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // online_softmax_attn.pto:17:21
             DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:18:21
+            if (ptodsl_failed) {  // online_softmax_attn.pto:18:21
+                return -1;  // online_softmax_attn.pto:18:21
+            }
             float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // online_softmax_attn.pto:18:21
             DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:21
+            if (ptodsl_failed) {  // online_softmax_attn.pto:19:21
+                return -1;  // online_softmax_attn.pto:19:21
+            }
             float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // online_softmax_attn.pto:19:21
             DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:19:17
+            if (ptodsl_failed) {  // online_softmax_attn.pto:19:17
+                return -1;  // online_softmax_attn.pto:19:17
+            }
             float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // online_softmax_attn.pto:19:17
             DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:20:20
+            if (ptodsl_failed) {  // online_softmax_attn.pto:20:20
+                return -1;  // online_softmax_attn.pto:20:20
+            }
             float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // online_softmax_attn.pto:20:20
             DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:22
-            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
-            DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
-            bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
-            DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
-            if (ptodsl_failed) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
-            }
-            attn_bf16_k17_launch(1, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-            if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
-                return -1;  // online_softmax_attn.pto:21:36
-            }
-            attn_bf16_k18_launch(1, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
             if (ptodsl_failed) {  // online_softmax_attn.pto:21:22
                 return -1;  // online_softmax_attn.pto:21:22
             }
+            float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // online_softmax_attn.pto:21:22
+            DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // online_softmax_attn.pto:21:43
+            if (ptodsl_failed) {  // online_softmax_attn.pto:21:43
+                return -1;  // online_softmax_attn.pto:21:43
+            }
+            bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // online_softmax_attn.pto:21:43
+            DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
+            if (ptodsl_failed) {  // online_softmax_attn.pto:21:36
+                return -1;  // online_softmax_attn.pto:21:36
+            }
+            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
+            attn_bf16_k17_launch(1, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+            if (!launched("the launch of attn_bf16_k17")) {  // online_softmax_attn.pto:10:13
+                return -1;  // online_softmax_attn.pto:10:13
+            }
+            attn_bf16_k18_launch(1, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
+            if (!launched("the launch of attn_bf16_k18")) {  // online_softmax_attn.pto:21:36
+                return -1;  // online_softmax_attn.pto:21:36
+            }
             attn_bf16_k19_launch(1, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
+            if (!launched("the launch of attn_bf16_k19")) {  // online_softmax_attn.pto:21:22
+                return -1;  // online_softmax_attn.pto:21:22
+            }
         }
     }
-    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
+    return call.finish();
 }

@@ -26,43 +26,121 @@ extern "C" void flash_attn_f16_k9_launch(uint32_t block_dim, void* stream, half*
 extern "C" void flash_attn_f16_k10_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
+static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
+static thread_local char ptodsl_failure[160] = "";  // which call, and its error code
 
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
+// Record the first failing ACL call of the entry; true when `rc` is a success.
+static bool ptodsl_check(aclError rc, const char* what)
+{
+    if (rc == ACL_SUCCESS) {
+        return true;
+    }
+    if (!ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "%s returned ACL error %d", what,
+                      static_cast<int>(rc));
+    }
+    ptodsl_failed = true;
+    return false;
+}
+
+// The device memory of one call's workspaces. A buffer is busy while a workspace holds it; a free
+// one is reused by the next workspace that fits without waiting: whoever uses it next is queued on
+// the same stream after the kernels that used it before.
+struct PoolBuffer {
+    void* data;
+    size_t size;
+    bool busy;
+};
+static thread_local std::vector<PoolBuffer> ptodsl_pool;
+
+// The call: the device made current and the thread's error state cleared on entry; on every
+// return, the stream drained and the pool freed.
+class Call {
+public:
+    Call(int32_t device, void* stream)
+    {
+        ptodsl_stream = stream;
+        ptodsl_failed = false;
+        ptodsl_failure[0] = 0;
+        ptodsl_pool.clear();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);  // an earlier caller's error is not ours
+        ptodsl_check(aclrtSetDevice(device), "aclrtSetDevice");
+    }
+    ~Call()
+    {
+        finish();
+        for (PoolBuffer& b : ptodsl_pool) {
+            ptodsl_check(aclrtFree(b.data), "aclrtFree");
+        }
+        ptodsl_pool.clear();
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    int finish()
+    {
+        if (!drained_) {
+            drained_ = true;
+            ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+        }
+        return ptodsl_failed ? -1 : 0;
+    }
+
+private:
+    bool drained_ = false;
+};
+
+// A GM workspace: a pool buffer cleared on the stream to 0xFF bytes (NaN) when poisoning, zeros
+// otherwise.
 class DeviceWorkspace {
 public:
     DeviceWorkspace(int64_t bytes, int poison)
     {
         size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
+        for (size_t k = 0; k < ptodsl_pool.size() && slot_ < 0; ++k) {
+            if (!ptodsl_pool[k].busy && ptodsl_pool[k].size >= size) {
+                slot_ = static_cast<long>(k);
+            }
         }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
+        if (slot_ < 0) {
+            void* data = nullptr;
+            if (!ptodsl_check(aclrtMalloc(&data, size, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")) {
+                return;
+            }
+            ptodsl_pool.push_back(PoolBuffer{data, size, false});
+            slot_ = static_cast<long>(ptodsl_pool.size() - 1);
+        }
+        ptodsl_pool[slot_].busy = true;
+        ptodsl_check(aclrtMemsetAsync(ptodsl_pool[slot_].data, size, poison ? 0xFF : 0, size, ptodsl_stream),
+                     "aclrtMemsetAsync");
     }
     ~DeviceWorkspace()
     {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
+        if (slot_ >= 0) {
+            ptodsl_pool[slot_].busy = false;
         }
     }
     DeviceWorkspace(const DeviceWorkspace&) = delete;
     DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
+    unsigned char* data() { return slot_ < 0 ? nullptr : static_cast<unsigned char*>(ptodsl_pool[slot_].data); }
 
 private:
-    void* data_ = nullptr;
+    long slot_ = -1;
 };
+
+// After a launch: the runtime's error for it, if any.
+static bool launched(const char* kernel)
+{
+    return ptodsl_check(aclrtGetLastError(ACL_RT_THREAD_LEVEL), kernel);
+}
 
 // One element of device memory, once every kernel queued before has finished.
 template <typename T>
 static T read_device(const T* p)
 {
     T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
+    if (ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return value;
 }
 
@@ -70,9 +148,10 @@ static T read_device(const T* p)
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
     std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
+    if (status.data() != nullptr && ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(),
+                                 host.size() * sizeof(int64_t), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return host;
 }
 
@@ -94,56 +173,78 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 
 extern "C" const char* flash_attn_f16_failure(void)
 {
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
+    return ptodsl_failure;
 }
 
-extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, float scale, int64_t D, int64_t L, int64_t S, int poison)
+extern "C" int flash_attn_f16(int32_t device, void* stream, half* q, half* k, half* v, half* o, float scale, int64_t D, int64_t L, int64_t S, int poison)
 {
-    ptodsl_stream = stream;
-    ptodsl_failed = false;
+    Call call(device, stream);
+    if (ptodsl_failed) {
+        return -1;
+    }
     DeviceWorkspace m_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:5:9
+    if (ptodsl_failed) {  // flash_attn.pto:5:9
+        return -1;  // flash_attn.pto:5:9
+    }
     float* m = reinterpret_cast<float*>(m_bytes.data());  // flash_attn.pto:5:9
     DeviceWorkspace l_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:6:9
+    if (ptodsl_failed) {  // flash_attn.pto:6:9
+        return -1;  // flash_attn.pto:6:9
+    }
     float* l = reinterpret_cast<float*>(l_bytes.data());  // flash_attn.pto:6:9
     DeviceWorkspace acc_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:7:11
+    if (ptodsl_failed) {  // flash_attn.pto:7:11
+        return -1;  // flash_attn.pto:7:11
+    }
     float* acc = reinterpret_cast<float*>(acc_bytes.data());  // flash_attn.pto:7:11
     if ((L + 63) / 64 >= 1) {  // flash_attn.pto:8:5
         for (int64_t _j_first = 0; _j_first < 1; ++_j_first) {  // flash_attn.pto:8:5
             half* kj_first = k;  // flash_attn.pto:9:14
             half* vj_first = v;  // flash_attn.pto:10:14
             DeviceWorkspace t0_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
-            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
             if (ptodsl_failed) {  // flash_attn.pto:11:13
                 return -1;  // flash_attn.pto:11:13
             }
+            float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // flash_attn.pto:11:13
+            DeviceWorkspace s_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+            if (ptodsl_failed) {  // flash_attn.pto:11:13
+                return -1;  // flash_attn.pto:11:13
+            }
+            float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
+            DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
+            if (ptodsl_failed) {  // flash_attn.pto:14:21
+                return -1;  // flash_attn.pto:14:21
+            }
+            float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
             flash_attn_f16_k0_launch(1, ptodsl_stream, kj_first, q, t0_first, s_first, L, D, S, scale);  // flash_attn.pto:11:13
+            if (!launched("the launch of flash_attn_f16_k0")) {  // flash_attn.pto:11:13
+                return -1;  // flash_attn.pto:11:13
+            }
             DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
+            if (ptodsl_failed) {  // flash_attn.pto:14:17
+                return -1;  // flash_attn.pto:14:17
+            }
             float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
             DeviceWorkspace t5_first_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:16:29
+            if (ptodsl_failed) {  // flash_attn.pto:16:29
+                return -1;  // flash_attn.pto:16:29
+            }
             half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // flash_attn.pto:16:29
-            if (ptodsl_failed) {  // flash_attn.pto:13:20
+            flash_attn_f16_k1_launch(1, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
+            if (!launched("the launch of flash_attn_f16_k1")) {  // flash_attn.pto:13:20
                 return -1;  // flash_attn.pto:13:20
             }
-            flash_attn_f16_k1_launch(1, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
-            if (ptodsl_failed) {  // flash_attn.pto:16:22
+            flash_attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
+            if (!launched("the launch of flash_attn_f16_k2")) {  // flash_attn.pto:16:22
                 return -1;  // flash_attn.pto:16:22
             }
-            flash_attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
             if ((L + 63) / 64 == 1) {  // flash_attn.pto:24:9
                 {  // flash_attn.pto:25:25
                     const int64_t flash_attn_f16_k3_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
-                    if (ptodsl_failed) {  // flash_attn.pto:25:25
+                    flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
+                    if (!launched("the launch of flash_attn_f16_k3")) {  // flash_attn.pto:25:25
                         return -1;  // flash_attn.pto:25:25
                     }
-                    flash_attn_f16_k3_launch(flash_attn_f16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
                 }
             }
         }
@@ -152,82 +253,142 @@ extern "C" int flash_attn_f16(void* stream, half* q, half* k, half* v, half* o, 
         half* kj = k + j * 64 * D;  // flash_attn.pto:9:14
         half* vj = v + j * 64 * D;  // flash_attn.pto:10:14
         DeviceWorkspace t0_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
-        DeviceWorkspace s_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-        float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
-        DeviceWorkspace m_new_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-        float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
-        DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-        float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
-        DeviceWorkspace t8_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
         if (ptodsl_failed) {  // flash_attn.pto:11:13
             return -1;  // flash_attn.pto:11:13
         }
+        float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // flash_attn.pto:11:13
+        DeviceWorkspace s_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+        if (ptodsl_failed) {  // flash_attn.pto:11:13
+            return -1;  // flash_attn.pto:11:13
+        }
+        float* s = reinterpret_cast<float*>(s_bytes.data());  // flash_attn.pto:11:13
+        DeviceWorkspace m_new_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+        if (ptodsl_failed) {  // flash_attn.pto:18:21
+            return -1;  // flash_attn.pto:18:21
+        }
+        float* m_new = reinterpret_cast<float*>(m_new_bytes.data());  // flash_attn.pto:18:21
+        DeviceWorkspace alpha_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+        if (ptodsl_failed) {  // flash_attn.pto:19:21
+            return -1;  // flash_attn.pto:19:21
+        }
+        float* alpha = reinterpret_cast<float*>(alpha_bytes.data());  // flash_attn.pto:19:21
+        DeviceWorkspace t8_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+        if (ptodsl_failed) {  // flash_attn.pto:20:21
+            return -1;  // flash_attn.pto:20:21
+        }
+        float* t8 = reinterpret_cast<float*>(t8_bytes.data());  // flash_attn.pto:20:21
         flash_attn_f16_k4_launch(1, ptodsl_stream, kj, q, t0, s, L, j, D, S, scale);  // flash_attn.pto:11:13
+        if (!launched("the launch of flash_attn_f16_k4")) {  // flash_attn.pto:11:13
+            return -1;  // flash_attn.pto:11:13
+        }
         DeviceWorkspace p_1_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+        if (ptodsl_failed) {  // flash_attn.pto:20:17
+            return -1;  // flash_attn.pto:20:17
+        }
         float* p_1 = reinterpret_cast<float*>(p_1_bytes.data());  // flash_attn.pto:20:17
         DeviceWorkspace t10_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+        if (ptodsl_failed) {  // flash_attn.pto:21:20
+            return -1;  // flash_attn.pto:21:20
+        }
         float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // flash_attn.pto:21:20
         DeviceWorkspace t13_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+        if (ptodsl_failed) {  // flash_attn.pto:22:22
+            return -1;  // flash_attn.pto:22:22
+        }
         float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // flash_attn.pto:22:22
         DeviceWorkspace t15_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
+        if (ptodsl_failed) {  // flash_attn.pto:22:43
+            return -1;  // flash_attn.pto:22:43
+        }
         half* t15 = reinterpret_cast<half*>(t15_bytes.data());  // flash_attn.pto:22:43
         DeviceWorkspace t14_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-        float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
-        if (ptodsl_failed) {  // flash_attn.pto:18:32
-            return -1;  // flash_attn.pto:18:32
-        }
-        flash_attn_f16_k5_launch(1, ptodsl_stream, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, S, L, j, D);  // flash_attn.pto:18:32
         if (ptodsl_failed) {  // flash_attn.pto:22:36
             return -1;  // flash_attn.pto:22:36
         }
+        float* t14 = reinterpret_cast<float*>(t14_bytes.data());  // flash_attn.pto:22:36
+        flash_attn_f16_k5_launch(1, ptodsl_stream, s, m, m_new, alpha, t8, p_1, l, t10, acc, t13, t15, S, L, j, D);  // flash_attn.pto:18:32
+        if (!launched("the launch of flash_attn_f16_k5")) {  // flash_attn.pto:18:32
+            return -1;  // flash_attn.pto:18:32
+        }
         flash_attn_f16_k6_launch(1, ptodsl_stream, t15, vj, t14, t13, acc, m_new, m, S, D, L, j);  // flash_attn.pto:22:36
+        if (!launched("the launch of flash_attn_f16_k6")) {  // flash_attn.pto:22:36
+            return -1;  // flash_attn.pto:22:36
+        }
     }
     if ((L + 63) / 64 >= 2) {  // flash_attn.pto:8:5
         for (int64_t _j_last = 0; _j_last < 1; ++_j_last) {  // flash_attn.pto:8:5
             half* kj_last = k + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:9:14
             half* vj_last = v + ((L + 63) / 64 - 1) * 64 * D;  // flash_attn.pto:10:14
             DeviceWorkspace t0_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
-            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
-            DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
-            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
-            DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
-            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
-            DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
-            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
             if (ptodsl_failed) {  // flash_attn.pto:11:13
                 return -1;  // flash_attn.pto:11:13
             }
+            float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // flash_attn.pto:11:13
+            DeviceWorkspace s_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:11:13
+            if (ptodsl_failed) {  // flash_attn.pto:11:13
+                return -1;  // flash_attn.pto:11:13
+            }
+            float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // flash_attn.pto:11:13
+            DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:18:21
+            if (ptodsl_failed) {  // flash_attn.pto:18:21
+                return -1;  // flash_attn.pto:18:21
+            }
+            float* m_new_last = reinterpret_cast<float*>(m_new_last_bytes.data());  // flash_attn.pto:18:21
+            DeviceWorkspace alpha_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:19:21
+            if (ptodsl_failed) {  // flash_attn.pto:19:21
+                return -1;  // flash_attn.pto:19:21
+            }
+            float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
+            DeviceWorkspace t8_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
+            if (ptodsl_failed) {  // flash_attn.pto:20:21
+                return -1;  // flash_attn.pto:20:21
+            }
+            float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
             flash_attn_f16_k7_launch(1, ptodsl_stream, kj_last, q, t0_last, s_last, L, D, S, scale);  // flash_attn.pto:11:13
+            if (!launched("the launch of flash_attn_f16_k7")) {  // flash_attn.pto:11:13
+                return -1;  // flash_attn.pto:11:13
+            }
             DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
+            if (ptodsl_failed) {  // flash_attn.pto:20:17
+                return -1;  // flash_attn.pto:20:17
+            }
             float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
             DeviceWorkspace t10_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
+            if (ptodsl_failed) {  // flash_attn.pto:21:20
+                return -1;  // flash_attn.pto:21:20
+            }
             float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // flash_attn.pto:21:20
             DeviceWorkspace t13_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:22
+            if (ptodsl_failed) {  // flash_attn.pto:22:22
+                return -1;  // flash_attn.pto:22:22
+            }
             float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // flash_attn.pto:22:22
             DeviceWorkspace t15_last_bytes((S * 64) * static_cast<int64_t>(sizeof(half)), poison);  // flash_attn.pto:22:43
+            if (ptodsl_failed) {  // flash_attn.pto:22:43
+                return -1;  // flash_attn.pto:22:43
+            }
             half* t15_last = reinterpret_cast<half*>(t15_last_bytes.data());  // flash_attn.pto:22:43
             DeviceWorkspace t14_last_bytes((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:22:36
-            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
-            if (ptodsl_failed) {  // flash_attn.pto:18:32
-                return -1;  // flash_attn.pto:18:32
-            }
-            flash_attn_f16_k8_launch(1, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
             if (ptodsl_failed) {  // flash_attn.pto:22:36
                 return -1;  // flash_attn.pto:22:36
             }
+            float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // flash_attn.pto:22:36
+            flash_attn_f16_k8_launch(1, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
+            if (!launched("the launch of flash_attn_f16_k8")) {  // flash_attn.pto:18:32
+                return -1;  // flash_attn.pto:18:32
+            }
             flash_attn_f16_k9_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
+            if (!launched("the launch of flash_attn_f16_k9")) {  // flash_attn.pto:22:36
+                return -1;  // flash_attn.pto:22:36
+            }
             {  // flash_attn.pto:25:25
                 const int64_t flash_attn_f16_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 47) / 48, 1)), 1);  // flash_attn.pto:25:25
-                if (ptodsl_failed) {  // flash_attn.pto:25:25
+                flash_attn_f16_k10_launch(flash_attn_f16_k10_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
+                if (!launched("the launch of flash_attn_f16_k10")) {  // flash_attn.pto:25:25
                     return -1;  // flash_attn.pto:25:25
                 }
-                flash_attn_f16_k10_launch(flash_attn_f16_k10_blocks, ptodsl_stream, acc, l, o, S, D);  // flash_attn.pto:25:25
             }
         }
     }
-    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
+    return call.finish();
 }

@@ -37,43 +37,121 @@ extern "C" void paged_attention_bf16_k20_launch(uint32_t block_dim, void* stream
 extern "C" void paged_attention_bf16_k21_launch(uint32_t block_dim, void* stream, float* oi_update, float* sum_update, bfloat16_t* atten_out, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
+static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
+static thread_local char ptodsl_failure[160] = "";  // which call, and its error code
 
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
+// Record the first failing ACL call of the entry; true when `rc` is a success.
+static bool ptodsl_check(aclError rc, const char* what)
+{
+    if (rc == ACL_SUCCESS) {
+        return true;
+    }
+    if (!ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "%s returned ACL error %d", what,
+                      static_cast<int>(rc));
+    }
+    ptodsl_failed = true;
+    return false;
+}
+
+// The device memory of one call's workspaces. A buffer is busy while a workspace holds it; a free
+// one is reused by the next workspace that fits without waiting: whoever uses it next is queued on
+// the same stream after the kernels that used it before.
+struct PoolBuffer {
+    void* data;
+    size_t size;
+    bool busy;
+};
+static thread_local std::vector<PoolBuffer> ptodsl_pool;
+
+// The call: the device made current and the thread's error state cleared on entry; on every
+// return, the stream drained and the pool freed.
+class Call {
+public:
+    Call(int32_t device, void* stream)
+    {
+        ptodsl_stream = stream;
+        ptodsl_failed = false;
+        ptodsl_failure[0] = 0;
+        ptodsl_pool.clear();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);  // an earlier caller's error is not ours
+        ptodsl_check(aclrtSetDevice(device), "aclrtSetDevice");
+    }
+    ~Call()
+    {
+        finish();
+        for (PoolBuffer& b : ptodsl_pool) {
+            ptodsl_check(aclrtFree(b.data), "aclrtFree");
+        }
+        ptodsl_pool.clear();
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    int finish()
+    {
+        if (!drained_) {
+            drained_ = true;
+            ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+        }
+        return ptodsl_failed ? -1 : 0;
+    }
+
+private:
+    bool drained_ = false;
+};
+
+// A GM workspace: a pool buffer cleared on the stream to 0xFF bytes (NaN) when poisoning, zeros
+// otherwise.
 class DeviceWorkspace {
 public:
     DeviceWorkspace(int64_t bytes, int poison)
     {
         size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
+        for (size_t k = 0; k < ptodsl_pool.size() && slot_ < 0; ++k) {
+            if (!ptodsl_pool[k].busy && ptodsl_pool[k].size >= size) {
+                slot_ = static_cast<long>(k);
+            }
         }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
+        if (slot_ < 0) {
+            void* data = nullptr;
+            if (!ptodsl_check(aclrtMalloc(&data, size, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")) {
+                return;
+            }
+            ptodsl_pool.push_back(PoolBuffer{data, size, false});
+            slot_ = static_cast<long>(ptodsl_pool.size() - 1);
+        }
+        ptodsl_pool[slot_].busy = true;
+        ptodsl_check(aclrtMemsetAsync(ptodsl_pool[slot_].data, size, poison ? 0xFF : 0, size, ptodsl_stream),
+                     "aclrtMemsetAsync");
     }
     ~DeviceWorkspace()
     {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
+        if (slot_ >= 0) {
+            ptodsl_pool[slot_].busy = false;
         }
     }
     DeviceWorkspace(const DeviceWorkspace&) = delete;
     DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
+    unsigned char* data() { return slot_ < 0 ? nullptr : static_cast<unsigned char*>(ptodsl_pool[slot_].data); }
 
 private:
-    void* data_ = nullptr;
+    long slot_ = -1;
 };
+
+// After a launch: the runtime's error for it, if any.
+static bool launched(const char* kernel)
+{
+    return ptodsl_check(aclrtGetLastError(ACL_RT_THREAD_LEVEL), kernel);
+}
 
 // One element of device memory, once every kernel queued before has finished.
 template <typename T>
 static T read_device(const T* p)
 {
     T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
+    if (ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return value;
 }
 
@@ -81,9 +159,10 @@ static T read_device(const T* p)
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
     std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
+    if (status.data() != nullptr && ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(),
+                                 host.size() * sizeof(int64_t), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return host;
 }
 
@@ -112,27 +191,37 @@ extern "C" { int64_t paged_attention_bf16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* paged_attention_bf16_failure(void)
 {
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
+    return ptodsl_failure;
 }
 
-extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, int32_t* block_table, int32_t* kv_act_seqs, bfloat16_t* atten_out, float softmax_scale, int64_t B, int64_t KD, int64_t KR, int64_t MB, int64_t QR, int poison)
+extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, int32_t* block_table, int32_t* kv_act_seqs, bfloat16_t* atten_out, float softmax_scale, int64_t B, int64_t KD, int64_t KR, int64_t MB, int64_t QR, int poison)
 {
-    ptodsl_stream = stream;
-    ptodsl_failed = false;
+    Call call(device, stream);
+    if (ptodsl_failed) {
+        return -1;
+    }
     for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
             const int64_t s0 = static_cast<int64_t>(read_device(kv_act_seqs + b));  // paged_attention.pto:22:23
+            if (ptodsl_failed) {  // paged_attention.pto:22:23
+                return -1;  // paged_attention.pto:22:23
+            }
             for (int64_t n2 = 0; n2 < KD / 32; ++n2) {  // paged_attention.pto:23:13
                 for (int64_t g = 0; g < floor_div(64 / (KD / 32), 16); ++g) {  // paged_attention.pto:24:17
                     DeviceWorkspace oi_update_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:25:33
+                    if (ptodsl_failed) {  // paged_attention.pto:25:33
+                        return -1;  // paged_attention.pto:25:33
+                    }
                     float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // paged_attention.pto:25:33
                     DeviceWorkspace sum_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:26:34
+                    if (ptodsl_failed) {  // paged_attention.pto:26:34
+                        return -1;  // paged_attention.pto:26:34
+                    }
                     float* sum_update = reinterpret_cast<float*>(sum_update_bytes.data());  // paged_attention.pto:26:34
                     DeviceWorkspace max_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
+                    if (ptodsl_failed) {  // paged_attention.pto:27:34
+                        return -1;  // paged_attention.pto:27:34
+                    }
                     float* max_update = reinterpret_cast<float*>(max_update_bytes.data());  // paged_attention.pto:27:34
                     if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
                         paged_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
@@ -156,6 +245,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 3;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_first = static_cast<int64_t>(read_device(block_table + b * MB));  // paged_attention.pto:33:38
+                            if (ptodsl_failed) {  // paged_attention.pto:33:38
+                                return -1;  // paged_attention.pto:33:38
+                            }
                             if (!(1 <= MB - 1)) {  // paged_attention.pto:34:38
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
@@ -163,7 +255,13 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 4;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_first = static_cast<int64_t>(read_device(block_table + b * MB + 1));  // paged_attention.pto:34:38
+                            if (ptodsl_failed) {  // paged_attention.pto:34:38
+                                return -1;  // paged_attention.pto:34:38
+                            }
                             DeviceWorkspace kj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+                            if (ptodsl_failed) {  // paged_attention.pto:35:39
+                                return -1;  // paged_attention.pto:35:39
+                            }
                             bfloat16_t* kj_assemble_first = reinterpret_cast<bfloat16_t*>(kj_assemble_first_bytes.data());  // paged_attention.pto:35:39
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
@@ -180,13 +278,19 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             }
                             bfloat16_t* v1_first = k + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             DeviceWorkspace sij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+                            if (ptodsl_failed) {  // paged_attention.pto:38:31
+                                return -1;  // paged_attention.pto:38:31
+                            }
                             float* sij_first = reinterpret_cast<float*>(sij_first_bytes.data());  // paged_attention.pto:38:31
-                            if (ptodsl_failed) {  // paged_attention.pto:36:25
+                            paged_attention_bf16_k0_launch(1, ptodsl_stream, v0_first, KD, kj_assemble_first, v1_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:36:25
+                            if (!launched("the launch of paged_attention_bf16_k0")) {  // paged_attention.pto:36:25
                                 return -1;  // paged_attention.pto:36:25
                             }
-                            paged_attention_bf16_k0_launch(1, ptodsl_stream, v0_first, KD, kj_assemble_first, v1_first, KD, KR, s3_first, s4_first);  // paged_attention.pto:36:25
                             float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
                             DeviceWorkspace vj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+                            if (ptodsl_failed) {  // paged_attention.pto:40:39
+                                return -1;  // paged_attention.pto:40:39
+                            }
                             bfloat16_t* vj_assemble_first = reinterpret_cast<bfloat16_t*>(vj_assemble_first_bytes.data());  // paged_attention.pto:40:39
                             if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
@@ -195,10 +299,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 7;  // paged_attention.pto:41:49
                             }
                             bfloat16_t* v2_first = v + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            if (ptodsl_failed) {  // paged_attention.pto:38:31
+                            paged_attention_bf16_k1_launch(1, ptodsl_stream, qi_first, kj_assemble_first, sij_first, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
+                            if (!launched("the launch of paged_attention_bf16_k1")) {  // paged_attention.pto:38:31
                                 return -1;  // paged_attention.pto:38:31
                             }
-                            paged_attention_bf16_k1_launch(1, ptodsl_stream, qi_first, kj_assemble_first, sij_first, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
                             if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
@@ -208,23 +312,38 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             bfloat16_t* v3_first = v + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
                             DeviceWorkspace sij_scale_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+                            if (ptodsl_failed) {  // paged_attention.pto:44:37
+                                return -1;  // paged_attention.pto:44:37
+                            }
                             float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
                             DeviceWorkspace tilda_mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:45:37
+                            if (ptodsl_failed) {  // paged_attention.pto:45:37
+                                return -1;  // paged_attention.pto:45:37
+                            }
                             float* tilda_mij_first = reinterpret_cast<float*>(tilda_mij_first_bytes.data());  // paged_attention.pto:45:37
                             DeviceWorkspace t4_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:45
+                            if (ptodsl_failed) {  // paged_attention.pto:47:45
+                                return -1;  // paged_attention.pto:47:45
+                            }
                             float* t4_first = reinterpret_cast<float*>(t4_first_bytes.data());  // paged_attention.pto:47:45
                             DeviceWorkspace tilda_pij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:47:41
+                            if (ptodsl_failed) {  // paged_attention.pto:47:41
+                                return -1;  // paged_attention.pto:47:41
+                            }
                             float* tilda_pij_first = reinterpret_cast<float*>(tilda_pij_first_bytes.data());  // paged_attention.pto:47:41
                             DeviceWorkspace t7_first_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:50:51
+                            if (ptodsl_failed) {  // paged_attention.pto:50:51
+                                return -1;  // paged_attention.pto:50:51
+                            }
                             bfloat16_t* t7_first = reinterpret_cast<bfloat16_t*>(t7_first_bytes.data());  // paged_attention.pto:50:51
-                            if (ptodsl_failed) {  // paged_attention.pto:41:25
+                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_mij_first, t4_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            if (!launched("the launch of paged_attention_bf16_k2")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }
-                            paged_attention_bf16_k2_launch(1, ptodsl_stream, v2_first, KD, vj_assemble_first, v3_first, KD, sij_valid_first, sij_scale_first, tilda_mij_first, t4_first, tilda_pij_first, sum_update, max_update, t7_first, KR, s3_first, s4_first, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
-                            if (ptodsl_failed) {  // paged_attention.pto:50:44
+                            paged_attention_bf16_k3_launch(1, ptodsl_stream, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:50:44
+                            if (!launched("the launch of paged_attention_bf16_k3")) {  // paged_attention.pto:50:44
                                 return -1;  // paged_attention.pto:50:44
                             }
-                            paged_attention_bf16_k3_launch(1, ptodsl_stream, t7_first, vj_first, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:50:44
                             if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) == 1) {  // paged_attention.pto:59:25
                                 if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                     paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
@@ -232,10 +351,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                     paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
                                     return 9;  // paged_attention.pto:61:29
                                 }
-                                if (ptodsl_failed) {  // paged_attention.pto:61:64
+                                paged_attention_bf16_k4_launch(1, ptodsl_stream, oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
+                                if (!launched("the launch of paged_attention_bf16_k4")) {  // paged_attention.pto:61:64
                                     return -1;  // paged_attention.pto:61:64
                                 }
-                                paged_attention_bf16_k4_launch(1, ptodsl_stream, oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
                             }
                         }
                     }
@@ -254,6 +373,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 11;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u2c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + s2_u2 * 2) * 2));  // paged_attention.pto:33:38
+                        if (ptodsl_failed) {  // paged_attention.pto:33:38
+                            return -1;  // paged_attention.pto:33:38
+                        }
                         if (!(0 <= s2_u2 * 4 + 3 && s2_u2 * 4 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(s2_u2 * 4 + 3);  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
@@ -261,7 +383,13 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 12;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c0 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 3)));  // paged_attention.pto:34:38
+                        if (ptodsl_failed) {  // paged_attention.pto:34:38
+                            return -1;  // paged_attention.pto:34:38
+                        }
                         DeviceWorkspace kj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+                        if (ptodsl_failed) {  // paged_attention.pto:35:39
+                            return -1;  // paged_attention.pto:35:39
+                        }
                         bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
@@ -278,13 +406,19 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         }
                         bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                            return -1;  // paged_attention.pto:38:31
+                        }
                         float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
-                        if (ptodsl_failed) {  // paged_attention.pto:36:25
+                        paged_attention_bf16_k5_launch(1, ptodsl_stream, v0_u2c0, KD, kj_assemble_u2c0, v1_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:36:25
+                        if (!launched("the launch of paged_attention_bf16_k5")) {  // paged_attention.pto:36:25
                             return -1;  // paged_attention.pto:36:25
                         }
-                        paged_attention_bf16_k5_launch(1, ptodsl_stream, v0_u2c0, KD, kj_assemble_u2c0, v1_u2c0, KD, KR, s3_u2c0, s4_u2c0);  // paged_attention.pto:36:25
                         float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+                        if (ptodsl_failed) {  // paged_attention.pto:40:39
+                            return -1;  // paged_attention.pto:40:39
+                        }
                         bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
                         if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
@@ -293,10 +427,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 15;  // paged_attention.pto:41:49
                         }
                         bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                        paged_attention_bf16_k6_launch(1, ptodsl_stream, qi_u2c0, kj_assemble_u2c0, sij_u2c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
+                        if (!launched("the launch of paged_attention_bf16_k6")) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
-                        paged_attention_bf16_k6_launch(1, ptodsl_stream, qi_u2c0, kj_assemble_u2c0, sij_u2c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
                         if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
@@ -306,29 +440,59 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+                        if (ptodsl_failed) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
+                        }
                         float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
                         DeviceWorkspace max_new_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
+                        if (ptodsl_failed) {  // paged_attention.pto:52:39
+                            return -1;  // paged_attention.pto:52:39
+                        }
                         float* max_new_u2c0 = reinterpret_cast<float*>(max_new_u2c0_bytes.data());  // paged_attention.pto:52:39
                         DeviceWorkspace t8_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
+                        if (ptodsl_failed) {  // paged_attention.pto:53:45
+                            return -1;  // paged_attention.pto:53:45
+                        }
                         float* t8_u2c0 = reinterpret_cast<float*>(t8_u2c0_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+                        if (ptodsl_failed) {  // paged_attention.pto:53:41
+                            return -1;  // paged_attention.pto:53:41
+                        }
                         float* tilda_pij_1_u2c0 = reinterpret_cast<float*>(tilda_pij_1_u2c0_bytes.data());  // paged_attention.pto:53:41
                         DeviceWorkspace sum_local_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
+                        if (ptodsl_failed) {  // paged_attention.pto:54:41
+                            return -1;  // paged_attention.pto:54:41
+                        }
                         float* sum_local_u2c0 = reinterpret_cast<float*>(sum_local_u2c0_bytes.data());  // paged_attention.pto:54:41
                         DeviceWorkspace update_mul_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
+                        if (ptodsl_failed) {  // paged_attention.pto:55:42
+                            return -1;  // paged_attention.pto:55:42
+                        }
                         float* update_mul_u2c0 = reinterpret_cast<float*>(update_mul_u2c0_bytes.data());  // paged_attention.pto:55:42
                         DeviceWorkspace t11_u2c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
+                        if (ptodsl_failed) {  // paged_attention.pto:57:45
+                            return -1;  // paged_attention.pto:57:45
+                        }
                         float* t11_u2c0 = reinterpret_cast<float*>(t11_u2c0_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
+                        if (ptodsl_failed) {  // paged_attention.pto:58:44
+                            return -1;  // paged_attention.pto:58:44
+                        }
                         float* t13_u2c0 = reinterpret_cast<float*>(t13_u2c0_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u2c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+                        if (ptodsl_failed) {  // paged_attention.pto:58:76
+                            return -1;  // paged_attention.pto:58:76
+                        }
                         bfloat16_t* t15_u2c0 = reinterpret_cast<bfloat16_t*>(t15_u2c0_bytes.data());  // paged_attention.pto:58:76
                         DeviceWorkspace t14_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+                        if (ptodsl_failed) {  // paged_attention.pto:58:69
+                            return -1;  // paged_attention.pto:58:69
+                        }
                         float* t14_u2c0 = reinterpret_cast<float*>(t14_u2c0_bytes.data());  // paged_attention.pto:58:69
-                        if (ptodsl_failed) {  // paged_attention.pto:41:25
+                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_local_u2c0, update_mul_u2c0, sum_update, t11_u2c0, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        if (!launched("the launch of paged_attention_bf16_k7")) {  // paged_attention.pto:41:25
                             return -1;  // paged_attention.pto:41:25
                         }
-                        paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_local_u2c0, update_mul_u2c0, sum_update, t11_u2c0, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
@@ -342,11 +506,14 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 18;  // paged_attention.pto:33:38
                         }
-                        if (ptodsl_failed) {  // paged_attention.pto:58:69
+                        paged_attention_bf16_k8_launch(1, ptodsl_stream, t15_u2c0, vj_u2c0, t14_u2c0, t13_u2c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
+                        if (!launched("the launch of paged_attention_bf16_k8")) {  // paged_attention.pto:58:69
                             return -1;  // paged_attention.pto:58:69
                         }
-                        paged_attention_bf16_k8_launch(1, ptodsl_stream, t15_u2c0, vj_u2c0, t14_u2c0, t13_u2c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
                         const int64_t s3_u2c1 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 2 + 2) * 2));  // paged_attention.pto:33:38
+                        if (ptodsl_failed) {  // paged_attention.pto:33:38
+                            return -1;  // paged_attention.pto:33:38
+                        }
                         if (!(0 <= s2_u2 * 4 + 5 && s2_u2 * 4 + 5 <= MB - 1)) {  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(s2_u2 * 4 + 5);  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
@@ -354,7 +521,13 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 19;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u2c1 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 5)));  // paged_attention.pto:34:38
+                        if (ptodsl_failed) {  // paged_attention.pto:34:38
+                            return -1;  // paged_attention.pto:34:38
+                        }
                         DeviceWorkspace kj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+                        if (ptodsl_failed) {  // paged_attention.pto:35:39
+                            return -1;  // paged_attention.pto:35:39
+                        }
                         bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
@@ -371,13 +544,19 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         }
                         bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                            return -1;  // paged_attention.pto:38:31
+                        }
                         float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
-                        if (ptodsl_failed) {  // paged_attention.pto:36:25
+                        paged_attention_bf16_k9_launch(1, ptodsl_stream, v0_u2c1, KD, kj_assemble_u2c1, v1_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:36:25
+                        if (!launched("the launch of paged_attention_bf16_k9")) {  // paged_attention.pto:36:25
                             return -1;  // paged_attention.pto:36:25
                         }
-                        paged_attention_bf16_k9_launch(1, ptodsl_stream, v0_u2c1, KD, kj_assemble_u2c1, v1_u2c1, KD, KR, s3_u2c1, s4_u2c1);  // paged_attention.pto:36:25
                         float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+                        if (ptodsl_failed) {  // paged_attention.pto:40:39
+                            return -1;  // paged_attention.pto:40:39
+                        }
                         bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
                         if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
@@ -386,10 +565,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 22;  // paged_attention.pto:41:49
                         }
                         bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                        paged_attention_bf16_k10_launch(1, ptodsl_stream, qi_u2c1, kj_assemble_u2c1, sij_u2c1, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
+                        if (!launched("the launch of paged_attention_bf16_k10")) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
-                        paged_attention_bf16_k10_launch(1, ptodsl_stream, qi_u2c1, kj_assemble_u2c1, sij_u2c1, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
                         if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
@@ -399,33 +578,63 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+                        if (ptodsl_failed) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
+                        }
                         float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
                         DeviceWorkspace max_new_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
+                        if (ptodsl_failed) {  // paged_attention.pto:52:39
+                            return -1;  // paged_attention.pto:52:39
+                        }
                         float* max_new_u2c1 = reinterpret_cast<float*>(max_new_u2c1_bytes.data());  // paged_attention.pto:52:39
                         DeviceWorkspace t8_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
+                        if (ptodsl_failed) {  // paged_attention.pto:53:45
+                            return -1;  // paged_attention.pto:53:45
+                        }
                         float* t8_u2c1 = reinterpret_cast<float*>(t8_u2c1_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+                        if (ptodsl_failed) {  // paged_attention.pto:53:41
+                            return -1;  // paged_attention.pto:53:41
+                        }
                         float* tilda_pij_1_u2c1 = reinterpret_cast<float*>(tilda_pij_1_u2c1_bytes.data());  // paged_attention.pto:53:41
                         DeviceWorkspace sum_local_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
+                        if (ptodsl_failed) {  // paged_attention.pto:54:41
+                            return -1;  // paged_attention.pto:54:41
+                        }
                         float* sum_local_u2c1 = reinterpret_cast<float*>(sum_local_u2c1_bytes.data());  // paged_attention.pto:54:41
                         DeviceWorkspace update_mul_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
+                        if (ptodsl_failed) {  // paged_attention.pto:55:42
+                            return -1;  // paged_attention.pto:55:42
+                        }
                         float* update_mul_u2c1 = reinterpret_cast<float*>(update_mul_u2c1_bytes.data());  // paged_attention.pto:55:42
                         DeviceWorkspace t11_u2c1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
+                        if (ptodsl_failed) {  // paged_attention.pto:57:45
+                            return -1;  // paged_attention.pto:57:45
+                        }
                         float* t11_u2c1 = reinterpret_cast<float*>(t11_u2c1_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
+                        if (ptodsl_failed) {  // paged_attention.pto:58:44
+                            return -1;  // paged_attention.pto:58:44
+                        }
                         float* t13_u2c1 = reinterpret_cast<float*>(t13_u2c1_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u2c1_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+                        if (ptodsl_failed) {  // paged_attention.pto:58:76
+                            return -1;  // paged_attention.pto:58:76
+                        }
                         bfloat16_t* t15_u2c1 = reinterpret_cast<bfloat16_t*>(t15_u2c1_bytes.data());  // paged_attention.pto:58:76
                         DeviceWorkspace t14_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
-                        if (ptodsl_failed) {  // paged_attention.pto:41:25
-                            return -1;  // paged_attention.pto:41:25
-                        }
-                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, max_new_u2c1, t8_u2c1, tilda_pij_1_u2c1, sum_local_u2c1, update_mul_u2c1, sum_update, t11_u2c1, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
                         if (ptodsl_failed) {  // paged_attention.pto:58:69
                             return -1;  // paged_attention.pto:58:69
                         }
+                        float* t14_u2c1 = reinterpret_cast<float*>(t14_u2c1_bytes.data());  // paged_attention.pto:58:69
+                        paged_attention_bf16_k11_launch(1, ptodsl_stream, v2_u2c1, KD, vj_assemble_u2c1, v3_u2c1, KD, sij_valid_u2c1, sij_scale_u2c1, max_update, max_new_u2c1, t8_u2c1, tilda_pij_1_u2c1, sum_local_u2c1, update_mul_u2c1, sum_update, t11_u2c1, oi_update, t13_u2c1, t15_u2c1, KR, s3_u2c1, s4_u2c1, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
+                        if (!launched("the launch of paged_attention_bf16_k11")) {  // paged_attention.pto:41:25
+                            return -1;  // paged_attention.pto:41:25
+                        }
                         paged_attention_bf16_k12_launch(1, ptodsl_stream, t15_u2c1, vj_u2c1, t14_u2c1, t13_u2c1, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
+                        if (!launched("the launch of paged_attention_bf16_k12")) {  // paged_attention.pto:58:69
+                            return -1;  // paged_attention.pto:58:69
+                        }
                     }
                     for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
                         if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
@@ -442,6 +651,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 25;  // paged_attention.pto:33:38
                         }
                         const int64_t s3_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2));  // paged_attention.pto:33:38
+                        if (ptodsl_failed) {  // paged_attention.pto:33:38
+                            return -1;  // paged_attention.pto:33:38
+                        }
                         if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
@@ -449,7 +661,13 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 26;  // paged_attention.pto:34:38
                         }
                         const int64_t s4_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)));  // paged_attention.pto:34:38
+                        if (ptodsl_failed) {  // paged_attention.pto:34:38
+                            return -1;  // paged_attention.pto:34:38
+                        }
                         DeviceWorkspace kj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+                        if (ptodsl_failed) {  // paged_attention.pto:35:39
+                            return -1;  // paged_attention.pto:35:39
+                        }
                         bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
@@ -466,13 +684,19 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         }
                         bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                            return -1;  // paged_attention.pto:38:31
+                        }
                         float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
-                        if (ptodsl_failed) {  // paged_attention.pto:36:25
+                        paged_attention_bf16_k13_launch(1, ptodsl_stream, v0_u1c0, KD, kj_assemble_u1c0, v1_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:36:25
+                        if (!launched("the launch of paged_attention_bf16_k13")) {  // paged_attention.pto:36:25
                             return -1;  // paged_attention.pto:36:25
                         }
-                        paged_attention_bf16_k13_launch(1, ptodsl_stream, v0_u1c0, KD, kj_assemble_u1c0, v1_u1c0, KD, KR, s3_u1c0, s4_u1c0);  // paged_attention.pto:36:25
                         float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+                        if (ptodsl_failed) {  // paged_attention.pto:40:39
+                            return -1;  // paged_attention.pto:40:39
+                        }
                         bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
                         if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
@@ -481,10 +705,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return 29;  // paged_attention.pto:41:49
                         }
                         bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                        if (ptodsl_failed) {  // paged_attention.pto:38:31
+                        paged_attention_bf16_k14_launch(1, ptodsl_stream, qi_u1c0, kj_assemble_u1c0, sij_u1c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
+                        if (!launched("the launch of paged_attention_bf16_k14")) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
-                        paged_attention_bf16_k14_launch(1, ptodsl_stream, qi_u1c0, kj_assemble_u1c0, sij_u1c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
                         if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
@@ -494,33 +718,63 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+                        if (ptodsl_failed) {  // paged_attention.pto:44:37
+                            return -1;  // paged_attention.pto:44:37
+                        }
                         float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
                         DeviceWorkspace max_new_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
+                        if (ptodsl_failed) {  // paged_attention.pto:52:39
+                            return -1;  // paged_attention.pto:52:39
+                        }
                         float* max_new_u1c0 = reinterpret_cast<float*>(max_new_u1c0_bytes.data());  // paged_attention.pto:52:39
                         DeviceWorkspace t8_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
+                        if (ptodsl_failed) {  // paged_attention.pto:53:45
+                            return -1;  // paged_attention.pto:53:45
+                        }
                         float* t8_u1c0 = reinterpret_cast<float*>(t8_u1c0_bytes.data());  // paged_attention.pto:53:45
                         DeviceWorkspace tilda_pij_1_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+                        if (ptodsl_failed) {  // paged_attention.pto:53:41
+                            return -1;  // paged_attention.pto:53:41
+                        }
                         float* tilda_pij_1_u1c0 = reinterpret_cast<float*>(tilda_pij_1_u1c0_bytes.data());  // paged_attention.pto:53:41
                         DeviceWorkspace sum_local_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
+                        if (ptodsl_failed) {  // paged_attention.pto:54:41
+                            return -1;  // paged_attention.pto:54:41
+                        }
                         float* sum_local_u1c0 = reinterpret_cast<float*>(sum_local_u1c0_bytes.data());  // paged_attention.pto:54:41
                         DeviceWorkspace update_mul_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
+                        if (ptodsl_failed) {  // paged_attention.pto:55:42
+                            return -1;  // paged_attention.pto:55:42
+                        }
                         float* update_mul_u1c0 = reinterpret_cast<float*>(update_mul_u1c0_bytes.data());  // paged_attention.pto:55:42
                         DeviceWorkspace t11_u1c0_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
+                        if (ptodsl_failed) {  // paged_attention.pto:57:45
+                            return -1;  // paged_attention.pto:57:45
+                        }
                         float* t11_u1c0 = reinterpret_cast<float*>(t11_u1c0_bytes.data());  // paged_attention.pto:57:45
                         DeviceWorkspace t13_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
+                        if (ptodsl_failed) {  // paged_attention.pto:58:44
+                            return -1;  // paged_attention.pto:58:44
+                        }
                         float* t13_u1c0 = reinterpret_cast<float*>(t13_u1c0_bytes.data());  // paged_attention.pto:58:44
                         DeviceWorkspace t15_u1c0_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+                        if (ptodsl_failed) {  // paged_attention.pto:58:76
+                            return -1;  // paged_attention.pto:58:76
+                        }
                         bfloat16_t* t15_u1c0 = reinterpret_cast<bfloat16_t*>(t15_u1c0_bytes.data());  // paged_attention.pto:58:76
                         DeviceWorkspace t14_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
-                        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
-                        if (ptodsl_failed) {  // paged_attention.pto:41:25
-                            return -1;  // paged_attention.pto:41:25
-                        }
-                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, max_new_u1c0, t8_u1c0, tilda_pij_1_u1c0, sum_local_u1c0, update_mul_u1c0, sum_update, t11_u1c0, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
                         if (ptodsl_failed) {  // paged_attention.pto:58:69
                             return -1;  // paged_attention.pto:58:69
                         }
+                        float* t14_u1c0 = reinterpret_cast<float*>(t14_u1c0_bytes.data());  // paged_attention.pto:58:69
+                        paged_attention_bf16_k15_launch(1, ptodsl_stream, v2_u1c0, KD, vj_assemble_u1c0, v3_u1c0, KD, sij_valid_u1c0, sij_scale_u1c0, max_update, max_new_u1c0, t8_u1c0, tilda_pij_1_u1c0, sum_local_u1c0, update_mul_u1c0, sum_update, t11_u1c0, oi_update, t13_u1c0, t15_u1c0, KR, s3_u1c0, s4_u1c0, B, KD, QR, b, g, n2, s1, s0, s2_u1, softmax_scale);  // paged_attention.pto:41:25
+                        if (!launched("the launch of paged_attention_bf16_k15")) {  // paged_attention.pto:41:25
+                            return -1;  // paged_attention.pto:41:25
+                        }
                         paged_attention_bf16_k16_launch(1, ptodsl_stream, t15_u1c0, vj_u1c0, t14_u1c0, t13_u1c0, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u1);  // paged_attention.pto:58:69
+                        if (!launched("the launch of paged_attention_bf16_k16")) {  // paged_attention.pto:58:69
+                            return -1;  // paged_attention.pto:58:69
+                        }
                     }
                     if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
@@ -538,6 +792,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 32;  // paged_attention.pto:33:38
                             }
                             const int64_t s3_last = static_cast<int64_t>(read_device(block_table + b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2));  // paged_attention.pto:33:38
+                            if (ptodsl_failed) {  // paged_attention.pto:33:38
+                                return -1;  // paged_attention.pto:33:38
+                            }
                             if (!(0 <= ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 && ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1 <= MB - 1)) {  // paged_attention.pto:34:38
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1);  // paged_attention.pto:34:38
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
@@ -545,7 +802,13 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 33;  // paged_attention.pto:34:38
                             }
                             const int64_t s4_last = static_cast<int64_t>(read_device(block_table + b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)));  // paged_attention.pto:34:38
+                            if (ptodsl_failed) {  // paged_attention.pto:34:38
+                                return -1;  // paged_attention.pto:34:38
+                            }
                             DeviceWorkspace kj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
+                            if (ptodsl_failed) {  // paged_attention.pto:35:39
+                                return -1;  // paged_attention.pto:35:39
+                            }
                             bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
@@ -562,13 +825,19 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             }
                             bfloat16_t* v1_last = k + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             DeviceWorkspace sij_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
+                            if (ptodsl_failed) {  // paged_attention.pto:38:31
+                                return -1;  // paged_attention.pto:38:31
+                            }
                             float* sij_last = reinterpret_cast<float*>(sij_last_bytes.data());  // paged_attention.pto:38:31
-                            if (ptodsl_failed) {  // paged_attention.pto:36:25
+                            paged_attention_bf16_k17_launch(1, ptodsl_stream, v0_last, KD, kj_assemble_last, v1_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:36:25
+                            if (!launched("the launch of paged_attention_bf16_k17")) {  // paged_attention.pto:36:25
                                 return -1;  // paged_attention.pto:36:25
                             }
-                            paged_attention_bf16_k17_launch(1, ptodsl_stream, v0_last, KD, kj_assemble_last, v1_last, KD, KR, s3_last, s4_last);  // paged_attention.pto:36:25
                             float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
                             DeviceWorkspace vj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
+                            if (ptodsl_failed) {  // paged_attention.pto:40:39
+                                return -1;  // paged_attention.pto:40:39
+                            }
                             bfloat16_t* vj_assemble_last = reinterpret_cast<bfloat16_t*>(vj_assemble_last_bytes.data());  // paged_attention.pto:40:39
                             if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
@@ -577,10 +846,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                                 return 36;  // paged_attention.pto:41:49
                             }
                             bfloat16_t* v2_last = v + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
-                            if (ptodsl_failed) {  // paged_attention.pto:38:31
+                            paged_attention_bf16_k18_launch(1, ptodsl_stream, qi_last, kj_assemble_last, sij_last, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
+                            if (!launched("the launch of paged_attention_bf16_k18")) {  // paged_attention.pto:38:31
                                 return -1;  // paged_attention.pto:38:31
                             }
-                            paged_attention_bf16_k18_launch(1, ptodsl_stream, qi_last, kj_assemble_last, sij_last, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
                             if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
@@ -590,48 +859,78 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             bfloat16_t* v3_last = v + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
                             DeviceWorkspace sij_scale_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
+                            if (ptodsl_failed) {  // paged_attention.pto:44:37
+                                return -1;  // paged_attention.pto:44:37
+                            }
                             float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37
                             DeviceWorkspace max_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:52:39
+                            if (ptodsl_failed) {  // paged_attention.pto:52:39
+                                return -1;  // paged_attention.pto:52:39
+                            }
                             float* max_new_last = reinterpret_cast<float*>(max_new_last_bytes.data());  // paged_attention.pto:52:39
                             DeviceWorkspace t8_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:45
+                            if (ptodsl_failed) {  // paged_attention.pto:53:45
+                                return -1;  // paged_attention.pto:53:45
+                            }
                             float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // paged_attention.pto:53:45
                             DeviceWorkspace tilda_pij_1_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:53:41
+                            if (ptodsl_failed) {  // paged_attention.pto:53:41
+                                return -1;  // paged_attention.pto:53:41
+                            }
                             float* tilda_pij_1_last = reinterpret_cast<float*>(tilda_pij_1_last_bytes.data());  // paged_attention.pto:53:41
                             DeviceWorkspace sum_local_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:54:41
+                            if (ptodsl_failed) {  // paged_attention.pto:54:41
+                                return -1;  // paged_attention.pto:54:41
+                            }
                             float* sum_local_last = reinterpret_cast<float*>(sum_local_last_bytes.data());  // paged_attention.pto:54:41
                             DeviceWorkspace update_mul_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:55:42
+                            if (ptodsl_failed) {  // paged_attention.pto:55:42
+                                return -1;  // paged_attention.pto:55:42
+                            }
                             float* update_mul_last = reinterpret_cast<float*>(update_mul_last_bytes.data());  // paged_attention.pto:55:42
                             DeviceWorkspace t11_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:57:45
+                            if (ptodsl_failed) {  // paged_attention.pto:57:45
+                                return -1;  // paged_attention.pto:57:45
+                            }
                             float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // paged_attention.pto:57:45
                             DeviceWorkspace t13_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:44
+                            if (ptodsl_failed) {  // paged_attention.pto:58:44
+                                return -1;  // paged_attention.pto:58:44
+                            }
                             float* t13_last = reinterpret_cast<float*>(t13_last_bytes.data());  // paged_attention.pto:58:44
                             DeviceWorkspace t15_last_bytes(512 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:58:76
+                            if (ptodsl_failed) {  // paged_attention.pto:58:76
+                                return -1;  // paged_attention.pto:58:76
+                            }
                             bfloat16_t* t15_last = reinterpret_cast<bfloat16_t*>(t15_last_bytes.data());  // paged_attention.pto:58:76
                             DeviceWorkspace t14_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:58:69
+                            if (ptodsl_failed) {  // paged_attention.pto:58:69
+                                return -1;  // paged_attention.pto:58:69
+                            }
                             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // paged_attention.pto:58:69
-                            if (ptodsl_failed) {  // paged_attention.pto:41:25
+                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, max_new_last, t8_last, tilda_pij_1_last, sum_local_last, update_mul_last, sum_update, t11_last, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
+                            if (!launched("the launch of paged_attention_bf16_k19")) {  // paged_attention.pto:41:25
                                 return -1;  // paged_attention.pto:41:25
                             }
-                            paged_attention_bf16_k19_launch(1, ptodsl_stream, v2_last, KD, vj_assemble_last, v3_last, KD, sij_valid_last, sij_scale_last, max_update, max_new_last, t8_last, tilda_pij_1_last, sum_local_last, update_mul_last, sum_update, t11_last, oi_update, t13_last, t15_last, KR, s3_last, s4_last, B, KD, QR, b, g, n2, s1, s0, softmax_scale);  // paged_attention.pto:41:25
                             if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - 16)) {  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[1] = static_cast<int64_t>(16);  // paged_attention.pto:61:29
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:61:29
                                 return 38;  // paged_attention.pto:61:29
                             }
-                            if (ptodsl_failed) {  // paged_attention.pto:58:69
+                            paged_attention_bf16_k20_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:58:69
+                            if (!launched("the launch of paged_attention_bf16_k20")) {  // paged_attention.pto:58:69
                                 return -1;  // paged_attention.pto:58:69
                             }
-                            paged_attention_bf16_k20_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, oi_update, B, KD, QR, b, g, n2, s1, s0);  // paged_attention.pto:58:69
-                            if (ptodsl_failed) {  // paged_attention.pto:61:64
+                            paged_attention_bf16_k21_launch(1, ptodsl_stream, oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
+                            if (!launched("the launch of paged_attention_bf16_k21")) {  // paged_attention.pto:61:64
                                 return -1;  // paged_attention.pto:61:64
                             }
-                            paged_attention_bf16_k21_launch(1, ptodsl_stream, oi_update, sum_update, atten_out, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:61:64
                         }
                     }
                 }
             }
         }
     }
-    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
+    return call.finish();
 }

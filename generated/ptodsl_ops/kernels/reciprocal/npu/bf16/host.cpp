@@ -16,43 +16,121 @@
 extern "C" void reciprocal_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
+static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
+static thread_local char ptodsl_failure[160] = "";  // which call, and its error code
 
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
+// Record the first failing ACL call of the entry; true when `rc` is a success.
+static bool ptodsl_check(aclError rc, const char* what)
+{
+    if (rc == ACL_SUCCESS) {
+        return true;
+    }
+    if (!ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "%s returned ACL error %d", what,
+                      static_cast<int>(rc));
+    }
+    ptodsl_failed = true;
+    return false;
+}
+
+// The device memory of one call's workspaces. A buffer is busy while a workspace holds it; a free
+// one is reused by the next workspace that fits without waiting: whoever uses it next is queued on
+// the same stream after the kernels that used it before.
+struct PoolBuffer {
+    void* data;
+    size_t size;
+    bool busy;
+};
+static thread_local std::vector<PoolBuffer> ptodsl_pool;
+
+// The call: the device made current and the thread's error state cleared on entry; on every
+// return, the stream drained and the pool freed.
+class Call {
+public:
+    Call(int32_t device, void* stream)
+    {
+        ptodsl_stream = stream;
+        ptodsl_failed = false;
+        ptodsl_failure[0] = 0;
+        ptodsl_pool.clear();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);  // an earlier caller's error is not ours
+        ptodsl_check(aclrtSetDevice(device), "aclrtSetDevice");
+    }
+    ~Call()
+    {
+        finish();
+        for (PoolBuffer& b : ptodsl_pool) {
+            ptodsl_check(aclrtFree(b.data), "aclrtFree");
+        }
+        ptodsl_pool.clear();
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    int finish()
+    {
+        if (!drained_) {
+            drained_ = true;
+            ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+        }
+        return ptodsl_failed ? -1 : 0;
+    }
+
+private:
+    bool drained_ = false;
+};
+
+// A GM workspace: a pool buffer cleared on the stream to 0xFF bytes (NaN) when poisoning, zeros
+// otherwise.
 class DeviceWorkspace {
 public:
     DeviceWorkspace(int64_t bytes, int poison)
     {
         size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
+        for (size_t k = 0; k < ptodsl_pool.size() && slot_ < 0; ++k) {
+            if (!ptodsl_pool[k].busy && ptodsl_pool[k].size >= size) {
+                slot_ = static_cast<long>(k);
+            }
         }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
+        if (slot_ < 0) {
+            void* data = nullptr;
+            if (!ptodsl_check(aclrtMalloc(&data, size, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")) {
+                return;
+            }
+            ptodsl_pool.push_back(PoolBuffer{data, size, false});
+            slot_ = static_cast<long>(ptodsl_pool.size() - 1);
+        }
+        ptodsl_pool[slot_].busy = true;
+        ptodsl_check(aclrtMemsetAsync(ptodsl_pool[slot_].data, size, poison ? 0xFF : 0, size, ptodsl_stream),
+                     "aclrtMemsetAsync");
     }
     ~DeviceWorkspace()
     {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
+        if (slot_ >= 0) {
+            ptodsl_pool[slot_].busy = false;
         }
     }
     DeviceWorkspace(const DeviceWorkspace&) = delete;
     DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
+    unsigned char* data() { return slot_ < 0 ? nullptr : static_cast<unsigned char*>(ptodsl_pool[slot_].data); }
 
 private:
-    void* data_ = nullptr;
+    long slot_ = -1;
 };
+
+// After a launch: the runtime's error for it, if any.
+static bool launched(const char* kernel)
+{
+    return ptodsl_check(aclrtGetLastError(ACL_RT_THREAD_LEVEL), kernel);
+}
 
 // One element of device memory, once every kernel queued before has finished.
 template <typename T>
 static T read_device(const T* p)
 {
     T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
+    if (ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return value;
 }
 
@@ -60,9 +138,10 @@ static T read_device(const T* p)
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
     std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
+    if (status.data() != nullptr && ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(),
+                                 host.size() * sizeof(int64_t), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return host;
 }
 
@@ -84,23 +163,21 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 
 extern "C" const char* reciprocal_bf16_failure(void)
 {
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
+    return ptodsl_failure;
 }
 
-extern "C" int reciprocal_bf16(void* stream, bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int poison)
+extern "C" int reciprocal_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t M, int64_t N, int poison)
 {
-    ptodsl_stream = stream;
-    ptodsl_failed = false;
+    Call call(device, stream);
+    if (ptodsl_failed) {
+        return -1;
+    }
     {  // reciprocal.pto:3:12
         const int64_t reciprocal_bf16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // reciprocal.pto:3:12
-        if (ptodsl_failed) {  // reciprocal.pto:3:12
+        reciprocal_bf16_k0_launch(reciprocal_bf16_k0_blocks, ptodsl_stream, x, y, M, N);  // reciprocal.pto:3:12
+        if (!launched("the launch of reciprocal_bf16_k0")) {  // reciprocal.pto:3:12
             return -1;  // reciprocal.pto:3:12
         }
-        reciprocal_bf16_k0_launch(reciprocal_bf16_k0_blocks, ptodsl_stream, x, y, M, N);  // reciprocal.pto:3:12
     }
-    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
+    return call.finish();
 }

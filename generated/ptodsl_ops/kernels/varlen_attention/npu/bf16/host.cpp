@@ -29,43 +29,121 @@ extern "C" void varlen_attention_bf16_k12_launch(uint32_t block_dim, void* strea
 extern "C" void varlen_attention_bf16_k13_launch(uint32_t block_dim, void* stream, float* mi_last, float* mij_last, float* mi_new_last, float* t2_1_last, float* t4_1_last, float* li_last, float* t9_last, float* lij_last, float* t10_last, float* li_new_last, float* oi_last, float* t11_last, float* oij_1_last, float* t12_last, float* oi_tmp_last, float* l_output, float* m_output, bfloat16_t* output, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t h, int64_t NH, int64_t HD);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
-static thread_local bool ptodsl_failed = false;  // a device allocation failed: launch nothing more
+static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
+static thread_local char ptodsl_failure[160] = "";  // which call, and its error code
 
-// A GM workspace in device memory: 0xFF bytes (NaN) when poisoning, zeros otherwise.
+// Record the first failing ACL call of the entry; true when `rc` is a success.
+static bool ptodsl_check(aclError rc, const char* what)
+{
+    if (rc == ACL_SUCCESS) {
+        return true;
+    }
+    if (!ptodsl_failed) {
+        std::snprintf(ptodsl_failure, sizeof(ptodsl_failure), "%s returned ACL error %d", what,
+                      static_cast<int>(rc));
+    }
+    ptodsl_failed = true;
+    return false;
+}
+
+// The device memory of one call's workspaces. A buffer is busy while a workspace holds it; a free
+// one is reused by the next workspace that fits without waiting: whoever uses it next is queued on
+// the same stream after the kernels that used it before.
+struct PoolBuffer {
+    void* data;
+    size_t size;
+    bool busy;
+};
+static thread_local std::vector<PoolBuffer> ptodsl_pool;
+
+// The call: the device made current and the thread's error state cleared on entry; on every
+// return, the stream drained and the pool freed.
+class Call {
+public:
+    Call(int32_t device, void* stream)
+    {
+        ptodsl_stream = stream;
+        ptodsl_failed = false;
+        ptodsl_failure[0] = 0;
+        ptodsl_pool.clear();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);  // an earlier caller's error is not ours
+        ptodsl_check(aclrtSetDevice(device), "aclrtSetDevice");
+    }
+    ~Call()
+    {
+        finish();
+        for (PoolBuffer& b : ptodsl_pool) {
+            ptodsl_check(aclrtFree(b.data), "aclrtFree");
+        }
+        ptodsl_pool.clear();
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    int finish()
+    {
+        if (!drained_) {
+            drained_ = true;
+            ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+        }
+        return ptodsl_failed ? -1 : 0;
+    }
+
+private:
+    bool drained_ = false;
+};
+
+// A GM workspace: a pool buffer cleared on the stream to 0xFF bytes (NaN) when poisoning, zeros
+// otherwise.
 class DeviceWorkspace {
 public:
     DeviceWorkspace(int64_t bytes, int poison)
     {
         size_t size = static_cast<size_t>(bytes > 0 ? bytes : 1);
-        if (aclrtMalloc(&data_, size, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) {
-            data_ = nullptr;
-            ptodsl_failed = true;
-            return;
+        for (size_t k = 0; k < ptodsl_pool.size() && slot_ < 0; ++k) {
+            if (!ptodsl_pool[k].busy && ptodsl_pool[k].size >= size) {
+                slot_ = static_cast<long>(k);
+            }
         }
-        aclrtMemset(data_, size, poison ? 0xFF : 0, size);
+        if (slot_ < 0) {
+            void* data = nullptr;
+            if (!ptodsl_check(aclrtMalloc(&data, size, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")) {
+                return;
+            }
+            ptodsl_pool.push_back(PoolBuffer{data, size, false});
+            slot_ = static_cast<long>(ptodsl_pool.size() - 1);
+        }
+        ptodsl_pool[slot_].busy = true;
+        ptodsl_check(aclrtMemsetAsync(ptodsl_pool[slot_].data, size, poison ? 0xFF : 0, size, ptodsl_stream),
+                     "aclrtMemsetAsync");
     }
     ~DeviceWorkspace()
     {
-        if (data_ != nullptr) {
-            aclrtSynchronizeStream(ptodsl_stream);  // kernels queued on the stream may still use it
-            aclrtFree(data_);
+        if (slot_ >= 0) {
+            ptodsl_pool[slot_].busy = false;
         }
     }
     DeviceWorkspace(const DeviceWorkspace&) = delete;
     DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
-    unsigned char* data() { return static_cast<unsigned char*>(data_); }
+    unsigned char* data() { return slot_ < 0 ? nullptr : static_cast<unsigned char*>(ptodsl_pool[slot_].data); }
 
 private:
-    void* data_ = nullptr;
+    long slot_ = -1;
 };
+
+// After a launch: the runtime's error for it, if any.
+static bool launched(const char* kernel)
+{
+    return ptodsl_check(aclrtGetLastError(ACL_RT_THREAD_LEVEL), kernel);
+}
 
 // One element of device memory, once every kernel queued before has finished.
 template <typename T>
 static T read_device(const T* p)
 {
     T value{};
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST);
+    if (ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return value;
 }
 
@@ -73,9 +151,10 @@ static T read_device(const T* p)
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
     std::vector<int64_t> host(static_cast<size_t>(4 * (blocks > 0 ? blocks : 1)), 0);
-    aclrtSynchronizeStream(ptodsl_stream);
-    aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(), host.size() * sizeof(int64_t),
-                ACL_MEMCPY_DEVICE_TO_HOST);
+    if (status.data() != nullptr && ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream")) {
+        ptodsl_check(aclrtMemcpy(host.data(), host.size() * sizeof(int64_t), status.data(),
+                                 host.size() * sizeof(int64_t), ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+    }
     return host;
 }
 
@@ -104,22 +183,32 @@ extern "C" { int64_t varlen_attention_bf16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* varlen_attention_bf16_failure(void)
 {
-#ifdef PTO_CPU_SUBSET
-    return pto::cpu::failure_message();
-#else
-    return "";
-#endif
+    return ptodsl_failure;
 }
 
-extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* output, float* l_output, float* m_output, float softmax_scale, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, int poison)
+extern "C" int varlen_attention_bf16(int32_t device, void* stream, bfloat16_t* q, bfloat16_t* k, bfloat16_t* v, int32_t* cu_seqlens_q, int32_t* cu_seqlens_k, bfloat16_t* output, float* l_output, float* m_output, float softmax_scale, int64_t C, int64_t HD, int64_t NH, int64_t v_TK, int64_t v_TQ, int poison)
 {
-    ptodsl_stream = stream;
-    ptodsl_failed = false;
+    Call call(device, stream);
+    if (ptodsl_failed) {
+        return -1;
+    }
     for (int64_t b = 0; b < C - 1; ++b) {  // varlen_attention.pto:16:5
         const int64_t q_start = static_cast<int64_t>(read_device(cu_seqlens_q + b));  // varlen_attention.pto:17:19
+        if (ptodsl_failed) {  // varlen_attention.pto:17:19
+            return -1;  // varlen_attention.pto:17:19
+        }
         const int64_t s0 = static_cast<int64_t>(read_device(cu_seqlens_q + b + 1));  // varlen_attention.pto:18:21
+        if (ptodsl_failed) {  // varlen_attention.pto:18:21
+            return -1;  // varlen_attention.pto:18:21
+        }
         const int64_t k_start = static_cast<int64_t>(read_device(cu_seqlens_k + b));  // varlen_attention.pto:19:19
+        if (ptodsl_failed) {  // varlen_attention.pto:19:19
+            return -1;  // varlen_attention.pto:19:19
+        }
         const int64_t s1 = static_cast<int64_t>(read_device(cu_seqlens_k + b + 1));  // varlen_attention.pto:20:21
+        if (ptodsl_failed) {  // varlen_attention.pto:20:21
+            return -1;  // varlen_attention.pto:20:21
+        }
         for (int64_t h = 0; h < HD / 64; ++h) {  // varlen_attention.pto:21:9
             if (!(ceil_div(s0 - q_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:22:31
                 varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - q_start, 16));  // varlen_attention.pto:22:31
@@ -129,10 +218,19 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
             }
             for (int64_t q_tile_idx = 0; q_tile_idx < ceil_div(s0 - q_start, 16); ++q_tile_idx) {  // varlen_attention.pto:22:13
                 DeviceWorkspace oi_update_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:23:29
+                if (ptodsl_failed) {  // varlen_attention.pto:23:29
+                    return -1;  // varlen_attention.pto:23:29
+                }
                 float* oi_update = reinterpret_cast<float*>(oi_update_bytes.data());  // varlen_attention.pto:23:29
                 DeviceWorkspace li_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:24:29
+                if (ptodsl_failed) {  // varlen_attention.pto:24:29
+                    return -1;  // varlen_attention.pto:24:29
+                }
                 float* li_update = reinterpret_cast<float*>(li_update_bytes.data());  // varlen_attention.pto:24:29
                 DeviceWorkspace mi_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:25:29
+                if (ptodsl_failed) {  // varlen_attention.pto:25:29
+                    return -1;  // varlen_attention.pto:25:29
+                }
                 float* mi_update = reinterpret_cast<float*>(mi_update_bytes.data());  // varlen_attention.pto:25:29
                 if (!(ceil_div(s1 - k_start, 16) <= max_i64(max_i64(max_i64(max_i64(v_TQ, HD), v_TK), C), NH))) {  // varlen_attention.pto:29:35
                     varlen_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s1 - k_start, 16));  // varlen_attention.pto:29:35
@@ -164,29 +262,53 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
                         }
                         bfloat16_t* v_tile_view_first = v + k_start * HD + h * 64;  // varlen_attention.pto:34:35
                         DeviceWorkspace scores_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
-                        DeviceWorkspace scores_scaled_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
-                        DeviceWorkspace mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
-                        DeviceWorkspace t0_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
-                        float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // varlen_attention.pto:38:31
                         if (ptodsl_failed) {  // varlen_attention.pto:35:30
                             return -1;  // varlen_attention.pto:35:30
                         }
-                        varlen_attention_bf16_k0_launch(1, ptodsl_stream, k_tile_view_first, HD, q_tile_view_first, HD, scores_first, scores_scaled_first, v_TK, k_start, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
-                        DeviceWorkspace pij_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
-                        DeviceWorkspace lij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
+                        float* scores_first = reinterpret_cast<float*>(scores_first_bytes.data());  // varlen_attention.pto:35:30
+                        DeviceWorkspace scores_scaled_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+                        if (ptodsl_failed) {  // varlen_attention.pto:36:37
+                            return -1;  // varlen_attention.pto:36:37
+                        }
+                        float* scores_scaled_first = reinterpret_cast<float*>(scores_scaled_first_bytes.data());  // varlen_attention.pto:36:37
+                        DeviceWorkspace mij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
                         if (ptodsl_failed) {  // varlen_attention.pto:37:27
                             return -1;  // varlen_attention.pto:37:27
                         }
+                        float* mij_first = reinterpret_cast<float*>(mij_first_bytes.data());  // varlen_attention.pto:37:27
+                        DeviceWorkspace t0_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
+                        if (ptodsl_failed) {  // varlen_attention.pto:38:31
+                            return -1;  // varlen_attention.pto:38:31
+                        }
+                        float* t0_first = reinterpret_cast<float*>(t0_first_bytes.data());  // varlen_attention.pto:38:31
+                        varlen_attention_bf16_k0_launch(1, ptodsl_stream, k_tile_view_first, HD, q_tile_view_first, HD, scores_first, scores_scaled_first, v_TK, k_start, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
+                        if (!launched("the launch of varlen_attention_bf16_k0")) {  // varlen_attention.pto:35:30
+                            return -1;  // varlen_attention.pto:35:30
+                        }
+                        DeviceWorkspace pij_first_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+                        if (ptodsl_failed) {  // varlen_attention.pto:38:27
+                            return -1;  // varlen_attention.pto:38:27
+                        }
+                        float* pij_first = reinterpret_cast<float*>(pij_first_bytes.data());  // varlen_attention.pto:38:27
+                        DeviceWorkspace lij_first_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+                        if (ptodsl_failed) {  // varlen_attention.pto:39:27
+                            return -1;  // varlen_attention.pto:39:27
+                        }
+                        float* lij_first = reinterpret_cast<float*>(lij_first_bytes.data());  // varlen_attention.pto:39:27
                         varlen_attention_bf16_k1_launch(1, ptodsl_stream, scores_scaled_first, mij_first, t0_first, pij_first, lij_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:37:27
+                        if (!launched("the launch of varlen_attention_bf16_k1")) {  // varlen_attention.pto:37:27
+                            return -1;  // varlen_attention.pto:37:27
+                        }
                         if (ceil_div(s1 - k_start, 16) == 1) {  // varlen_attention.pto:41:25
                             DeviceWorkspace t1_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:42:42
+                            if (ptodsl_failed) {  // varlen_attention.pto:42:42
+                                return -1;  // varlen_attention.pto:42:42
+                            }
                             bfloat16_t* t1_first = reinterpret_cast<bfloat16_t*>(t1_first_bytes.data());  // varlen_attention.pto:42:42
                             DeviceWorkspace oij_first_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:42:35
+                            if (ptodsl_failed) {  // varlen_attention.pto:42:35
+                                return -1;  // varlen_attention.pto:42:35
+                            }
                             float* oij_first = reinterpret_cast<float*>(oij_first_bytes.data());  // varlen_attention.pto:42:35
                             if (!(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) <= 0 || 0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) {  // varlen_attention.pto:43:29
                                 varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:43:29
@@ -218,25 +340,28 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
                                 varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:45:29
                                 return 10;  // varlen_attention.pto:45:29
                             }
-                            if (ptodsl_failed) {  // varlen_attention.pto:42:47
+                            varlen_attention_bf16_k2_launch(1, ptodsl_stream, pij_first, lij_first, t1_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:42:47
+                            if (!launched("the launch of varlen_attention_bf16_k2")) {  // varlen_attention.pto:42:47
                                 return -1;  // varlen_attention.pto:42:47
                             }
-                            varlen_attention_bf16_k2_launch(1, ptodsl_stream, pij_first, lij_first, t1_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:42:47
-                            if (ptodsl_failed) {  // varlen_attention.pto:42:35
+                            varlen_attention_bf16_k3_launch(1, ptodsl_stream, t1_first, v_tile_view_first, HD, oij_first, lij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:35
+                            if (!launched("the launch of varlen_attention_bf16_k3")) {  // varlen_attention.pto:42:35
                                 return -1;  // varlen_attention.pto:42:35
                             }
-                            varlen_attention_bf16_k3_launch(1, ptodsl_stream, t1_first, v_tile_view_first, HD, oij_first, lij_first, l_output, mij_first, m_output, output, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1, h, NH, HD);  // varlen_attention.pto:42:35
                         } else {
                             DeviceWorkspace t5_first_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:47:51
-                            bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
                             if (ptodsl_failed) {  // varlen_attention.pto:47:51
                                 return -1;  // varlen_attention.pto:47:51
                             }
+                            bfloat16_t* t5_first = reinterpret_cast<bfloat16_t*>(t5_first_bytes.data());  // varlen_attention.pto:47:51
                             varlen_attention_bf16_k4_launch(1, ptodsl_stream, pij_first, t5_first, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:51
-                            if (ptodsl_failed) {  // varlen_attention.pto:47:44
-                                return -1;  // varlen_attention.pto:47:44
+                            if (!launched("the launch of varlen_attention_bf16_k4")) {  // varlen_attention.pto:47:51
+                                return -1;  // varlen_attention.pto:47:51
                             }
                             varlen_attention_bf16_k5_launch(1, ptodsl_stream, t5_first, v_tile_view_first, HD, oi_update, lij_first, li_update, mij_first, mi_update, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:47:44
+                            if (!launched("the launch of varlen_attention_bf16_k5")) {  // varlen_attention.pto:47:44
+                                return -1;  // varlen_attention.pto:47:44
+                            }
                         }
                     }
                 }
@@ -263,56 +388,104 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
                     }
                     bfloat16_t* v_tile_view = v + (k_start + k_tile_idx * 16) * HD + h * 64;  // varlen_attention.pto:34:35
                     DeviceWorkspace scores_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
-                    DeviceWorkspace scores_scaled_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
-                    DeviceWorkspace mij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
-                    DeviceWorkspace t0_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
-                    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // varlen_attention.pto:38:31
                     if (ptodsl_failed) {  // varlen_attention.pto:35:30
                         return -1;  // varlen_attention.pto:35:30
                     }
-                    varlen_attention_bf16_k6_launch(1, ptodsl_stream, k_tile_view, HD, q_tile_view, HD, scores, scores_scaled, v_TK, k_start, k_tile_idx, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
-                    DeviceWorkspace pij_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
-                    DeviceWorkspace lij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
-                    DeviceWorkspace t6_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
-                    DeviceWorkspace oij_1_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
+                    float* scores = reinterpret_cast<float*>(scores_bytes.data());  // varlen_attention.pto:35:30
+                    DeviceWorkspace scores_scaled_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+                    if (ptodsl_failed) {  // varlen_attention.pto:36:37
+                        return -1;  // varlen_attention.pto:36:37
+                    }
+                    float* scores_scaled = reinterpret_cast<float*>(scores_scaled_bytes.data());  // varlen_attention.pto:36:37
+                    DeviceWorkspace mij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
                     if (ptodsl_failed) {  // varlen_attention.pto:37:27
                         return -1;  // varlen_attention.pto:37:27
                     }
+                    float* mij = reinterpret_cast<float*>(mij_bytes.data());  // varlen_attention.pto:37:27
+                    DeviceWorkspace t0_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
+                    if (ptodsl_failed) {  // varlen_attention.pto:38:31
+                        return -1;  // varlen_attention.pto:38:31
+                    }
+                    float* t0 = reinterpret_cast<float*>(t0_bytes.data());  // varlen_attention.pto:38:31
+                    varlen_attention_bf16_k6_launch(1, ptodsl_stream, k_tile_view, HD, q_tile_view, HD, scores, scores_scaled, v_TK, k_start, k_tile_idx, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
+                    if (!launched("the launch of varlen_attention_bf16_k6")) {  // varlen_attention.pto:35:30
+                        return -1;  // varlen_attention.pto:35:30
+                    }
+                    DeviceWorkspace pij_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+                    if (ptodsl_failed) {  // varlen_attention.pto:38:27
+                        return -1;  // varlen_attention.pto:38:27
+                    }
+                    float* pij = reinterpret_cast<float*>(pij_bytes.data());  // varlen_attention.pto:38:27
+                    DeviceWorkspace lij_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+                    if (ptodsl_failed) {  // varlen_attention.pto:39:27
+                        return -1;  // varlen_attention.pto:39:27
+                    }
+                    float* lij = reinterpret_cast<float*>(lij_bytes.data());  // varlen_attention.pto:39:27
+                    DeviceWorkspace t6_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+                    if (ptodsl_failed) {  // varlen_attention.pto:51:38
+                        return -1;  // varlen_attention.pto:51:38
+                    }
+                    bfloat16_t* t6 = reinterpret_cast<bfloat16_t*>(t6_bytes.data());  // varlen_attention.pto:51:38
+                    DeviceWorkspace oij_1_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+                    if (ptodsl_failed) {  // varlen_attention.pto:51:31
+                        return -1;  // varlen_attention.pto:51:31
+                    }
+                    float* oij_1 = reinterpret_cast<float*>(oij_1_bytes.data());  // varlen_attention.pto:51:31
                     varlen_attention_bf16_k7_launch(1, ptodsl_stream, scores_scaled, mij, t0, pij, lij, t6, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1);  // varlen_attention.pto:37:27
+                    if (!launched("the launch of varlen_attention_bf16_k7")) {  // varlen_attention.pto:37:27
+                        return -1;  // varlen_attention.pto:37:27
+                    }
                     float* li = li_update;  // varlen_attention.pto:52:30
                     float* mi = mi_update;  // varlen_attention.pto:53:30
                     float* oi = oi_update;  // varlen_attention.pto:54:30
                     DeviceWorkspace mi_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
-                    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
-                    if (ptodsl_failed) {  // varlen_attention.pto:51:31
-                        return -1;  // varlen_attention.pto:51:31
-                    }
-                    varlen_attention_bf16_k8_launch(1, ptodsl_stream, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1);  // varlen_attention.pto:51:31
-                    DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
-                    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
-                    DeviceWorkspace t4_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
-                    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
-                    DeviceWorkspace t9_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
-                    DeviceWorkspace t10_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
-                    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
-                    DeviceWorkspace li_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
-                    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
-                    DeviceWorkspace t11_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
-                    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
-                    DeviceWorkspace t12_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
-                    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
                     if (ptodsl_failed) {  // varlen_attention.pto:55:34
                         return -1;  // varlen_attention.pto:55:34
                     }
+                    float* mi_new = reinterpret_cast<float*>(mi_new_bytes.data());  // varlen_attention.pto:55:34
+                    varlen_attention_bf16_k8_launch(1, ptodsl_stream, t6, v_tile_view, HD, oij_1, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, k_tile_idx, s1);  // varlen_attention.pto:51:31
+                    if (!launched("the launch of varlen_attention_bf16_k8")) {  // varlen_attention.pto:51:31
+                        return -1;  // varlen_attention.pto:51:31
+                    }
+                    DeviceWorkspace t2_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+                    if (ptodsl_failed) {  // varlen_attention.pto:56:30
+                        return -1;  // varlen_attention.pto:56:30
+                    }
+                    float* t2_1 = reinterpret_cast<float*>(t2_1_bytes.data());  // varlen_attention.pto:56:30
+                    DeviceWorkspace t4_1_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+                    if (ptodsl_failed) {  // varlen_attention.pto:57:30
+                        return -1;  // varlen_attention.pto:57:30
+                    }
+                    float* t4_1 = reinterpret_cast<float*>(t4_1_bytes.data());  // varlen_attention.pto:57:30
+                    DeviceWorkspace t9_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                        return -1;  // varlen_attention.pto:58:34
+                    }
+                    float* t9 = reinterpret_cast<float*>(t9_bytes.data());  // varlen_attention.pto:58:34
+                    DeviceWorkspace t10_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:44
+                        return -1;  // varlen_attention.pto:58:44
+                    }
+                    float* t10 = reinterpret_cast<float*>(t10_bytes.data());  // varlen_attention.pto:58:44
+                    DeviceWorkspace li_new_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                        return -1;  // varlen_attention.pto:58:34
+                    }
+                    float* li_new = reinterpret_cast<float*>(li_new_bytes.data());  // varlen_attention.pto:58:34
+                    DeviceWorkspace t11_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                    if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                        return -1;  // varlen_attention.pto:59:34
+                    }
+                    float* t11 = reinterpret_cast<float*>(t11_bytes.data());  // varlen_attention.pto:59:34
+                    DeviceWorkspace t12_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+                    if (ptodsl_failed) {  // varlen_attention.pto:59:44
+                        return -1;  // varlen_attention.pto:59:44
+                    }
+                    float* t12 = reinterpret_cast<float*>(t12_bytes.data());  // varlen_attention.pto:59:44
                     varlen_attention_bf16_k9_launch(1, ptodsl_stream, mi, mij, mi_new, t2_1, t4_1, li, t9, lij, t10, li_new, oi, t11, oij_1, t12, oi_update, li_update, mi_update, v_TQ, q_start, q_tile_idx, s0);  // varlen_attention.pto:55:34
+                    if (!launched("the launch of varlen_attention_bf16_k9")) {  // varlen_attention.pto:55:34
+                        return -1;  // varlen_attention.pto:55:34
+                    }
                 }
                 if (ceil_div(s1 - k_start, 16) >= 2) {  // varlen_attention.pto:29:17
                     for (int64_t _k_tile_idx_last = 0; _k_tile_idx_last < 1; ++_k_tile_idx_last) {  // varlen_attention.pto:29:17
@@ -338,53 +511,104 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
                         }
                         bfloat16_t* v_tile_view_last = v + (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16) * HD + h * 64;  // varlen_attention.pto:34:35
                         DeviceWorkspace scores_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:35:30
-                        float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
-                        DeviceWorkspace scores_scaled_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
-                        float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
-                        DeviceWorkspace mij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
-                        float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
-                        DeviceWorkspace t0_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
-                        float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // varlen_attention.pto:38:31
                         if (ptodsl_failed) {  // varlen_attention.pto:35:30
                             return -1;  // varlen_attention.pto:35:30
                         }
-                        varlen_attention_bf16_k10_launch(1, ptodsl_stream, k_tile_view_last, HD, q_tile_view_last, HD, scores_last, scores_scaled_last, v_TK, k_start, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
-                        DeviceWorkspace pij_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
-                        float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
-                        DeviceWorkspace lij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
-                        float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
-                        DeviceWorkspace t6_last_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
-                        bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
-                        DeviceWorkspace oij_1_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
-                        float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
+                        float* scores_last = reinterpret_cast<float*>(scores_last_bytes.data());  // varlen_attention.pto:35:30
+                        DeviceWorkspace scores_scaled_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:36:37
+                        if (ptodsl_failed) {  // varlen_attention.pto:36:37
+                            return -1;  // varlen_attention.pto:36:37
+                        }
+                        float* scores_scaled_last = reinterpret_cast<float*>(scores_scaled_last_bytes.data());  // varlen_attention.pto:36:37
+                        DeviceWorkspace mij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:37:27
                         if (ptodsl_failed) {  // varlen_attention.pto:37:27
                             return -1;  // varlen_attention.pto:37:27
                         }
+                        float* mij_last = reinterpret_cast<float*>(mij_last_bytes.data());  // varlen_attention.pto:37:27
+                        DeviceWorkspace t0_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:31
+                        if (ptodsl_failed) {  // varlen_attention.pto:38:31
+                            return -1;  // varlen_attention.pto:38:31
+                        }
+                        float* t0_last = reinterpret_cast<float*>(t0_last_bytes.data());  // varlen_attention.pto:38:31
+                        varlen_attention_bf16_k10_launch(1, ptodsl_stream, k_tile_view_last, HD, q_tile_view_last, HD, scores_last, scores_scaled_last, v_TK, k_start, s1, v_TQ, q_start, q_tile_idx, s0, softmax_scale);  // varlen_attention.pto:35:30
+                        if (!launched("the launch of varlen_attention_bf16_k10")) {  // varlen_attention.pto:35:30
+                            return -1;  // varlen_attention.pto:35:30
+                        }
+                        DeviceWorkspace pij_last_bytes(256 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:38:27
+                        if (ptodsl_failed) {  // varlen_attention.pto:38:27
+                            return -1;  // varlen_attention.pto:38:27
+                        }
+                        float* pij_last = reinterpret_cast<float*>(pij_last_bytes.data());  // varlen_attention.pto:38:27
+                        DeviceWorkspace lij_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:39:27
+                        if (ptodsl_failed) {  // varlen_attention.pto:39:27
+                            return -1;  // varlen_attention.pto:39:27
+                        }
+                        float* lij_last = reinterpret_cast<float*>(lij_last_bytes.data());  // varlen_attention.pto:39:27
+                        DeviceWorkspace t6_last_bytes(256 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // varlen_attention.pto:51:38
+                        if (ptodsl_failed) {  // varlen_attention.pto:51:38
+                            return -1;  // varlen_attention.pto:51:38
+                        }
+                        bfloat16_t* t6_last = reinterpret_cast<bfloat16_t*>(t6_last_bytes.data());  // varlen_attention.pto:51:38
+                        DeviceWorkspace oij_1_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:51:31
+                        if (ptodsl_failed) {  // varlen_attention.pto:51:31
+                            return -1;  // varlen_attention.pto:51:31
+                        }
+                        float* oij_1_last = reinterpret_cast<float*>(oij_1_last_bytes.data());  // varlen_attention.pto:51:31
                         varlen_attention_bf16_k11_launch(1, ptodsl_stream, scores_scaled_last, mij_last, t0_last, pij_last, lij_last, t6_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:37:27
+                        if (!launched("the launch of varlen_attention_bf16_k11")) {  // varlen_attention.pto:37:27
+                            return -1;  // varlen_attention.pto:37:27
+                        }
                         float* li_last = li_update;  // varlen_attention.pto:52:30
                         float* mi_last = mi_update;  // varlen_attention.pto:53:30
                         float* oi_last = oi_update;  // varlen_attention.pto:54:30
                         DeviceWorkspace mi_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:55:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:55:34
+                            return -1;  // varlen_attention.pto:55:34
+                        }
                         float* mi_new_last = reinterpret_cast<float*>(mi_new_last_bytes.data());  // varlen_attention.pto:55:34
-                        if (ptodsl_failed) {  // varlen_attention.pto:51:31
+                        varlen_attention_bf16_k12_launch(1, ptodsl_stream, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:51:31
+                        if (!launched("the launch of varlen_attention_bf16_k12")) {  // varlen_attention.pto:51:31
                             return -1;  // varlen_attention.pto:51:31
                         }
-                        varlen_attention_bf16_k12_launch(1, ptodsl_stream, t6_last, v_tile_view_last, HD, oij_1_last, v_TQ, q_start, q_tile_idx, s0, v_TK, k_start, s1);  // varlen_attention.pto:51:31
                         DeviceWorkspace t2_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:56:30
+                        if (ptodsl_failed) {  // varlen_attention.pto:56:30
+                            return -1;  // varlen_attention.pto:56:30
+                        }
                         float* t2_1_last = reinterpret_cast<float*>(t2_1_last_bytes.data());  // varlen_attention.pto:56:30
                         DeviceWorkspace t4_1_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:57:30
+                        if (ptodsl_failed) {  // varlen_attention.pto:57:30
+                            return -1;  // varlen_attention.pto:57:30
+                        }
                         float* t4_1_last = reinterpret_cast<float*>(t4_1_last_bytes.data());  // varlen_attention.pto:57:30
                         DeviceWorkspace t9_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                            return -1;  // varlen_attention.pto:58:34
+                        }
                         float* t9_last = reinterpret_cast<float*>(t9_last_bytes.data());  // varlen_attention.pto:58:34
                         DeviceWorkspace t10_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:44
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:44
+                            return -1;  // varlen_attention.pto:58:44
+                        }
                         float* t10_last = reinterpret_cast<float*>(t10_last_bytes.data());  // varlen_attention.pto:58:44
                         DeviceWorkspace li_new_last_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:58:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:58:34
+                            return -1;  // varlen_attention.pto:58:34
+                        }
                         float* li_new_last = reinterpret_cast<float*>(li_new_last_bytes.data());  // varlen_attention.pto:58:34
                         DeviceWorkspace t11_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                            return -1;  // varlen_attention.pto:59:34
+                        }
                         float* t11_last = reinterpret_cast<float*>(t11_last_bytes.data());  // varlen_attention.pto:59:34
                         DeviceWorkspace t12_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:44
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:44
+                            return -1;  // varlen_attention.pto:59:44
+                        }
                         float* t12_last = reinterpret_cast<float*>(t12_last_bytes.data());  // varlen_attention.pto:59:44
                         DeviceWorkspace oi_tmp_last_bytes(1024 * static_cast<int64_t>(sizeof(float)), poison);  // varlen_attention.pto:59:34
+                        if (ptodsl_failed) {  // varlen_attention.pto:59:34
+                            return -1;  // varlen_attention.pto:59:34
+                        }
                         float* oi_tmp_last = reinterpret_cast<float*>(oi_tmp_last_bytes.data());  // varlen_attention.pto:59:34
                         if (!(min_i64(min_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16)), min_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))) <= 0 || 0 <= q_start + q_tile_idx * 16 && q_start + q_tile_idx * 16 <= v_TQ - min_i64(min_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16)), min_i64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), 16), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))), min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)))))) {  // varlen_attention.pto:61:29
                             varlen_attention_bf16_guard[0] = static_cast<int64_t>(q_start + q_tile_idx * 16);  // varlen_attention.pto:61:29
@@ -416,14 +640,14 @@ extern "C" int varlen_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k,
                             varlen_attention_bf16_guard[2] = static_cast<int64_t>(v_TQ);  // varlen_attention.pto:63:29
                             return 21;  // varlen_attention.pto:63:29
                         }
-                        if (ptodsl_failed) {  // varlen_attention.pto:55:34
+                        varlen_attention_bf16_k13_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
+                        if (!launched("the launch of varlen_attention_bf16_k13")) {  // varlen_attention.pto:55:34
                             return -1;  // varlen_attention.pto:55:34
                         }
-                        varlen_attention_bf16_k13_launch(1, ptodsl_stream, mi_last, mij_last, mi_new_last, t2_1_last, t4_1_last, li_last, t9_last, lij_last, t10_last, li_new_last, oi_last, t11_last, oij_1_last, t12_last, oi_tmp_last, l_output, m_output, output, v_TQ, q_start, q_tile_idx, s0, h, NH, HD);  // varlen_attention.pto:55:34
                     }
                 }
             }
         }
     }
-    return aclrtSynchronizeStream(stream) == ACL_SUCCESS && !ptodsl_failed ? 0 : -1;
+    return call.finish();
 }
