@@ -255,10 +255,17 @@ def search_cases(ir: Module, spec: Spec) -> list[Case]:
     return cases
 
 
-def _case_dims(spec: Spec, case: TestCase) -> dict[str, int]:
-    """A case's shapes with the dims the spec defines by them (``symbols: {D: 2*H}``)."""
+def case_symbols(spec: Spec, case: TestCase) -> dict[str, Any]:
+    """The spec's symbols as a case binds them, with the dims the spec defines by others
+    (``symbols: {D: 2*H}``); a symbol the case leaves unsized keeps the spec's entry."""
     full: dict[str, Any] = dict(spec.symbols) | dict(case.shapes)
     sym.bind_defined(spec.defined, full)
+    return full
+
+
+def _case_dims(spec: Spec, case: TestCase) -> dict[str, int]:
+    """A case's shapes with the dims the spec defines by them."""
+    full = case_symbols(spec, case)
     return {k: int(v) for k, v in full.items() if k not in spec.symbols or k in case.shapes}
 
 

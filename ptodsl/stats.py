@@ -30,7 +30,7 @@ from .api import Operator
 from .check import paths
 from .cost.chip import Chip
 from .cost.dryrun import MAX_OPS, TooLong, estimate
-from .driver import explicit_inputs
+from .driver import case_symbols, explicit_inputs
 from .dtypes import DTYPES
 from .golden import case_id, run_case, test_error
 from .ir import Func, Module, Op
@@ -186,8 +186,7 @@ def collect(op: Operator, bench: bool = False) -> list[VariantStats]:
 def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStats) -> None:
     """One bench case through the dry run: its GM traffic against the minimum, and both models."""
     cid = case_id(op.spec, case)
-    symbols = dict(op.spec.symbols) | dict(case.shapes)
-    sym.bind_defined(op.spec.defined, symbols)  # dims the spec defines by others (`D: 2*F`)
+    symbols = case_symbols(op.spec, case)
     for p in [*op.inputs, *op.outputs]:
         for d in p.dims or ():
             if not isinstance(d, int) and d not in symbols:

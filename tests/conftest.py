@@ -58,16 +58,20 @@ def pytest_generate_tests(metafunc):
 # the everyday suite.
 HEAVY_SPECS = {"online_softmax_attn", "paged_attention", "varlen_attention", "flash_attn", "layernorm_bwd", "rope",
                "gelu_bwd", "reduce_axes", "mha_sdpa", "rmsnorm_bwd", "bmm", "matmul_bwd"}
+# Tuning softmax compiles many candidates too; it is the one light spec whose tune is slow.
+HEAVY_FOR = {"test_tune_runs_on_every_library_spec": HEAVY_SPECS | {"softmax"}}
 LIBRARY_WIDE = {"test_tune_runs_on_every_library_spec", "test_bench_runs_every_case_of_every_library_spec",
                 "test_every_library_spec_without_its_schedule", "test_compiling_from_printed_ir_gives_the_same_block_ir",
                 "test_roundtrip_after_every_pass", "test_fixtures_compile_or_fail_as_they_should"}
 
 
 def _heavy(item) -> bool:
-    if getattr(item, "originalname", None) not in LIBRARY_WIDE:
+    name = getattr(item, "originalname", None)
+    if name not in LIBRARY_WIDE:
         return False
+    heavy = HEAVY_FOR.get(name, HEAVY_SPECS)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return any(Path(str(v)).stem in HEAVY_SPECS for v in params.values() if isinstance(v, str))
+    return any(Path(str(v)).stem in heavy for v in params.values() if isinstance(v, str))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,13 +17,6 @@ SPECS = sorted(f"specs/{p.name}" for p in (ROOT / "specs").glob("*.yaml"))
 
 # Tuning these models 12 to 17 candidates through the passes for over half a second each (the fuse
 # pass dominates); `pytest -m slow` tunes them, the everyday suite tunes every other spec.
-SLOW_TO_TUNE = {"flash_attn", "gelu_bwd", "layernorm_bwd", "online_softmax_attn", "rmsnorm_bwd", "softmax"}
-
-
-def _name(path: str) -> str:
-    return path.rsplit("/", 1)[-1].removesuffix(".yaml")
-
-
 @pytest.mark.parametrize("spec", SPECS)
 def test_bench_runs_every_case_of_every_library_spec(spec):
     """Every case once on the simulator (one call after the warm-up): the numbers do not matter
@@ -43,8 +36,7 @@ def test_bench_uses_a_scalars_default_where_the_case_gives_none(capsys):
     assert [r["case"] for r in doc["rows"]] == ["scale_shift[f16-tail]"] and doc["rows"][0]["error"] is None
 
 
-@pytest.mark.parametrize("spec", [pytest.param(p, marks=pytest.mark.slow) if _name(p) in SLOW_TO_TUNE else p
-                                  for p in SPECS])
+@pytest.mark.parametrize("spec", SPECS)  # the largest specs' tunes are slow (tests/conftest.py HEAVY_FOR)
 def test_tune_runs_on_every_library_spec(spec, capsys):
     assert cli.main(["tune", spec, "--jobs", "1", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
