@@ -249,6 +249,10 @@ def test_build_then_no_device(with_kernel: Any, ready: Path):
     err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
     assert err.diagnostic.code == "E0930" and "torch_npu" in str(err)
     assert (ready / "bin" / "calls.log").read_text() == calls
+    # an entry missing one of its libraries is built again
+    (built.parent / "libsoftmax_f32_vector.so").unlink()
+    npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
+    assert len(builds(ready)) == 8 and (built.parent / "libsoftmax_f32_vector.so").is_file()
 
 
 def test_the_host_view_of_the_pto_header_compiles_the_host_program(pkg: ModuleType, npu: ModuleType,

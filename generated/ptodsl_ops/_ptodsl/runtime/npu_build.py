@@ -321,7 +321,12 @@ def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[s
     key = build_key(plan, archs, environment.compiler, environment.toolkit, pto_include)
     final = cache_dir(env) / op.package / op.name / f"{slug}-{key}"
     output = final / library_name(plan.entry)
-    if output.is_file():
+    libraries = [output.name, *(library_name(plan.entry, c) for c in sorted({c for _n, c, _s in plan.kernels}))]
+
+    def complete() -> bool:
+        return all((final / name).is_file() for name in libraries)
+
+    if complete():
         return output
     work = final.with_name(f"{final.name}.{os.getpid()}.tmp")  # renamed into place once linked
     shutil.rmtree(work, ignore_errors=True)
@@ -336,9 +341,10 @@ def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[s
             obj.unlink()
         try:
             os.replace(work, final)
-        except OSError:  # another process installed the same build first
-            if not output.is_file():
-                raise
+        except OSError:  # another process installed the same build first, or a damaged entry is in the way
+            if not complete():
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(work, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return output
