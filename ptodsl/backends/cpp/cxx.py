@@ -37,7 +37,7 @@ goto if inline int long mutable namespace new noexcept not not_eq nullptr operat
 protected public register reinterpret_cast requires return short signed sizeof static static_assert
 static_cast struct switch template this thread_local throw true try typedef typeid typename union
 unsigned using virtual void volatile wchar_t while xor xor_eq
-std pto half bfloat16_t main floor_div floor_mod ceil_div min_i64 max_i64 min_f64 max_f64 AICORE
+std pto half bfloat16_t main floor_div floor_mod ceil_div min_i64 max_i64 min_fp max_fp AICORE
 """.split())
 
 # Helpers defined in a translation unit only when one of its expressions needs them: floor rounding
@@ -52,6 +52,12 @@ def _minmax(name: str, ctype: str, op: str) -> str:
     return f"{_HELPER_HEAD} {ctype} {name}({ctype} a, {ctype} b)\n{{\n    return b {op} a ? b : a;\n}}"
 
 
+def _fminmax(name: str, op: str) -> str:
+    # the operands' common type, as std::fmin gives: a float scalar operand stays a float
+    return (f"template <typename A, typename B>\n{_HELPER_HEAD} decltype(A() + B()) {name}(A a, B b)\n"
+            f"{{\n    return b {op} a ? b : a;\n}}")
+
+
 HELPERS: dict[str, str] = {
     "floor_div": (f"{_HELPER_HEAD} int64_t floor_div(int64_t a, int64_t b)\n"
                   "{\n    const int64_t q = a / b;\n    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}"),
@@ -61,8 +67,8 @@ HELPERS: dict[str, str] = {
                  "{\n    return -floor_div(-a, b);\n}"),
     "min_i64": _minmax("min_i64", "int64_t", "<"),
     "max_i64": _minmax("max_i64", "int64_t", ">"),
-    "min_f64": _minmax("min_f64", "double", "<"),
-    "max_f64": _minmax("max_f64", "double", ">"),
+    "min_fp": _fminmax("min_fp", "<"),
+    "max_fp": _fminmax("max_fp", ">"),
 }
 HELPER_DEPS = {"ceil_div": ("floor_div",)}
 
@@ -208,7 +214,7 @@ def _call(e: sym.CallExpr, ctx: ExprContext) -> tuple[str, int, str]:
         return f"!{_wrap(args[0][0], args[0][1], 8)}", 7, BOOL
     if e.fn in ("min", "max"):
         integral = all(kind != FLOAT for _, _, kind in args)
-        helper = f"{e.fn}_{'i64' if integral else 'f64'}"
+        helper = f"{e.fn}_{'i64' if integral else 'fp'}"
         _use(ctx, helper)
         return f"{helper}({args[0][0]}, {args[1][0]})", _ATOM, INT if integral else FLOAT
     if e.fn == "cdiv":
