@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ptodsl import staging
-from ptodsl.backends.cpp import build
+from ptodsl.backends.cpp import build, buildcache, toolchain
 from ptodsl.diagnostics import CompileError
 
 KERNEL = 'extern "C" void f(float* y) { y[0] = 1.0f; }\n'
@@ -38,7 +38,7 @@ def fake_cxx(tmp: Path, mp: pytest.MonkeyPatch, on_compile: str, on_version: str
     mp.setenv("PTODSL_CXX", str(script))
     mp.setenv("PTODSL_CACHE_DIR", str(tmp / "cache"))
     mp.delenv("PTO_ISA_ROOT", raising=False)
-    build._identify.cache_clear()
+    toolchain._identify.cache_clear()
     return script
 
 
@@ -56,7 +56,7 @@ def test_a_cache_shard_replaced_by_a_file_is_rebuilt(tmp_path: Path, monkeypatch
     first = build.build_shared({"k.cpp": KERNEL}, "k")
     shard = first.parent.parent
     for entry in shard.iterdir():
-        build._discard(entry)
+        buildcache.discard(entry)
     shard.rmdir()
     shard.write_text("not a folder\n")
     again = build.build_shared({"k.cpp": KERNEL}, "k")

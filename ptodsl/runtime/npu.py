@@ -4,26 +4,23 @@ Nothing here needs an NPU to be tested. Every check reads the environment throug
 the file system through paths taken from it, so tests point them at fake version trees. Each
 failure is an :class:`NpuError` (a ``RuntimeError``) carrying a diagnostic (codes E0920-E0939)
 that says what was found, where, and what is required. The checks run in the order a user
-fixes them: device id, CANN toolkit, driver, compiler; then the kernel is built and launched.
+fixes them: device id, CANN toolkit, driver, compiler; then the kernel is built
+(:mod:`.npu_build`) and launched (:mod:`.npu_launch`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, DiagnosticError
-from ..targets import load_target, target_names
-from .layout import npu_folder, variant_slug
+from .layout import variant_slug
 
 if TYPE_CHECKING:
     from .package import PackagedOp
@@ -37,7 +34,6 @@ DRIVER_ENV = "ASCEND_DRIVER_PATH"
 DEFAULT_DRIVER = "/usr/local/Ascend/driver"
 COMPILERS = ("bisheng", "ccec")  # bisheng is CANN's kernel compiler; older toolkits call it ccec
 DEV_ROOT = Path("/dev")  # where the driver creates davinci<N>; tests point it elsewhere
-BUILD_TIMEOUT_S = 600
 
 
 class NpuError(DiagnosticError, RuntimeError):
@@ -226,140 +222,7 @@ def check_environment(device: Any = None, env: Mapping[str, str] | None = None) 
     return NpuEnvironment(index, toolkit, cann, driver, find_compiler(env, toolkit))
 
 
-# ------------------------------------------------------------------ build and launch
-
-PTO_ISA_ENV = "PTO_ISA_ROOT"
-# pto-isa's own NPU tests (tests/npu/a2a3/src/st) build every kernel with these bisheng options.
-CCE_OPTIONS = ("-xcce", "-O2", "-std=c++17", "-fPIC", "-DMEMORY_BASE",
-               "-mllvm", "-cce-aicore-stack-size=0x8000",
-               "-mllvm", "-cce-aicore-function-stack-size=0x8000",
-               "-mllvm", "-cce-aicore-record-overflow=true",
-               "-mllvm", "-cce-aicore-addr-transform",
-               "-mllvm", "-cce-aicore-dcci-insert-for-scalar=false")
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    """The NPU build of one variant, as the package's ``kernels/<op>/npu/<variant>/build.json``
-    describes it."""
-
-    folder: Path
-    entry: str
-    kernels: tuple[tuple[str, str, str], ...]  # (name, vector | cube, source file name)
-    host: str
-    params: tuple[tuple[str, str, str], ...]  # (kind, name, dtype) of the host entry, after the stream
-
-
-def cache_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ptodsl" / "npu"
-
-
-def pto_isa_include(env: Mapping[str, str], toolkit: Path) -> Path:
-    """The folder holding ``pto/pto-inst.hpp``: $PTO_ISA_ROOT/include, else the toolkit's include."""
-    tried = []
-    if env.get(PTO_ISA_ENV):
-        tried.append(Path(env[PTO_ISA_ENV]) / "include")
-    tried.append(toolkit / "include")
-    for folder in tried:
-        if (folder / "pto" / "pto-inst.hpp").is_file():
-            return folder
-    raise _fail("E0931", "the pto-isa headers were not found",
-                f"set {PTO_ISA_ENV} to a checkout of pto-isa (the folder holding include/pto/pto-inst.hpp)",
-                tuple(f"looked for {f / 'pto' / 'pto-inst.hpp'}" for f in tried))
-
-
-def _includes(toolkit: Path, pto_include: Path) -> list[str]:
-    return [f"-I{pto_include}", f"-I{toolkit / 'include'}", f"-I{toolkit / 'pkg_inc'}",
-            f"-I{toolkit / 'pkg_inc' / 'runtime'}", f"-I{toolkit / 'pkg_inc' / 'profiling'}"]
-
-
-def kernel_command(compiler: str, toolkit: Path, pto_include: Path, arch: str, source: Path, output: Path) -> list[str]:
-    """Compile one kernel translation unit (the kernel and its launcher) for its core type."""
-    return [compiler, "-c", *CCE_OPTIONS, f"--cce-aicore-arch={arch}", *_includes(toolkit, pto_include),
-            str(source), "-o", str(output)]
-
-
-def link_command(compiler: str, toolkit: Path, objects: list[Path], output: Path) -> list[str]:
-    """Link the kernels and the host program into one library against the ACL runtime."""
-    return [compiler, "-shared", "--cce-fatobj-link", *map(str, objects), "-o", str(output),
-            f"-L{toolkit / 'lib64'}", "-lascendcl", "-lruntime", "-lstdc++"]
-
-
-def build_plan(op: PackagedOp, slug: str) -> BuildPlan:
-    """The variant's NPU sources in the package; E0927 when the package has none."""
-    rel = f"kernels/{npu_folder(op.name, slug)}"
-    folder = op.root / rel
-    try:
-        data = json.loads((folder / "build.json").read_text(encoding="utf-8"))
-        kernels = tuple((k["name"], k["core"], k["source"]) for k in data["kernels"])
-        params = tuple((p["kind"], p["name"], p["dtype"]) for p in data["params"])
-        plan = BuildPlan(folder, data["entry"], kernels, data["host"], params)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _fail("E0927", f"op `{op.name}` has no NPU kernel sources for variant {slug}",
-                    "regenerate the package with a ptodsl that emits NPU kernels; use backend=\"sim\" until then",
-                    (f"{rel}/build.json cannot be read from the package at {op.root}: {exc}",)) from None
-    for name in [k[2] for k in plan.kernels] + [plan.host]:
-        if not (folder / name).is_file():
-            raise _fail("E0927", f"op `{op.name}` has no NPU kernel sources for variant {slug}",
-                        "regenerate the package with `ptodsl gen`; use backend=\"sim\" until then",
-                        (f"{rel}/{name} is missing from the package at {op.root}",))
-    return plan
-
-
-def _run(command: list[str], what: str, op: PackagedOp, slug: str) -> None:
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed: {exc}",
-                    "check that the compiler runs: `bisheng --version`") from None
-    output = Path(command[command.index("-o") + 1])
-    if proc.returncode != 0 or not output.is_file():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-20:]
-        output.unlink(missing_ok=True)
-        raise _fail("E0928", f"building op `{op.name}` variant {slug} for the NPU failed "
-                    f"(exit {proc.returncode}, {what})", "please report this with the compiler output",
-                    (f"command: {' '.join(command)}", *tail))
-
-
-def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[str, str] | None = None) -> Path:
-    """Build (or reuse) the shared library of one op variant: every compute kernel compiled for
-    its own core type (``--cce-aicore-arch`` from the target file), the host program, linked
-    against the ACL runtime. Returns its path."""
-    env = os.environ if env is None else env
-    plan = build_plan(op, slug)
-    target = op.program.target
-    archs = {"vector": target.npu_vector_arch, "cube": target.npu_cube_arch}
-    if not all(archs[core] for _name, core, _src in plan.kernels) or not archs["vector"]:
-        known = [n for n in target_names() if load_target(n).npu_vector_arch]
-        raise _fail("E0928", f"no NPU architecture is known for target `{target.name}`",
-                    f"targets the NPU build knows: {', '.join(known)}")
-    pto_include = pto_isa_include(env, environment.toolkit)
-    sources = [plan.folder / src for _n, _c, src in plan.kernels] + [plan.folder / plan.host]
-    # keyed on the sources and the pto-isa version they are built against (its top header's text)
-    header = (pto_include / "pto" / "pto-inst.hpp").read_bytes()
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + header).hexdigest()[:16]
-    output = cache_dir(env) / op.package / op.name / f"{slug}-{digest}.so"
-    if output.is_file():
-        return output
-    work = output.parent / f"{slug}-{digest}-objects.{os.getpid()}.tmp"  # removed once linked
-    work.mkdir(parents=True, exist_ok=True)
-    objects = []
-    # the host program has no kernel of its own; it is compiled as the vector kernels are, so that
-    # the kernels' pointer types (half, bfloat16_t, __gm__) mean the same on both sides
-    units = [(src, archs[core], name) for name, core, src in plan.kernels] + [(plan.host, archs["vector"], "host")]
-    try:
-        for src, arch, name in units:
-            obj = work / f"{name}.o"
-            _run(kernel_command(environment.compiler, environment.toolkit, pto_include, arch, plan.folder / src, obj),
-                 f"compiling {src}", op, slug)
-            objects.append(obj)
-        partial = output.with_suffix(f".{os.getpid()}.tmp")
-        _run(link_command(environment.compiler, environment.toolkit, objects, partial), "linking", op, slug)
-        os.replace(partial, output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return output
+# ------------------------------------------------------------------ launch
 
 
 def _torch_npu() -> Any:
@@ -384,6 +247,7 @@ def launch(environment: NpuEnvironment, library: Path, op: PackagedOp, index: in
                     "check `npu-smi info` for the devices of this machine, and the device id",
                     (f"CANN {environment.cann.version}, driver {environment.driver.version}, kernel {library}",))
     torch_npu = _torch_npu()
+    from .npu_build import build_plan
     from .npu_launch import call_host_entry
 
     slug = variant_slug(op.program.variants[index].dtypes)
@@ -397,6 +261,8 @@ def run(op: PackagedOp, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], devi
     env = os.environ if env is None else env
     index, symbols = op.validate(inputs, kwargs)
     environment = check_environment(device, env)
+    from .npu_build import build
+
     slug = variant_slug(op.program.variants[index].dtypes)
     library = build(environment, op, slug, env)
     return launch(environment, library, op, index, inputs, kwargs, symbols)
@@ -407,18 +273,12 @@ __all__ = [
     "MIN_DRIVER",
     "NpuEnvironment",
     "NpuError",
-    "BuildPlan",
-    "build",
-    "build_plan",
     "cann_version",
     "check_environment",
     "device_id",
     "driver_version",
     "find_compiler",
-    "kernel_command",
     "launch",
-    "link_command",
-    "pto_isa_include",
     "read_version",
     "run",
     "version_key",

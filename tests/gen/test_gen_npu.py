@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,13 +42,14 @@ def driver_tree(root: Path, version: str) -> Path:
     return root
 
 
-def fake_compiler(folder: Path, exit_code: int = 0) -> Path:
+def fake_compiler(folder: Path, exit_code: int = 0, version: str = "bisheng 1.0 (fake)") -> Path:
     """A `bisheng` that logs its calls and writes its -o output (or fails with a message)."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "bisheng"
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> "{folder}/calls.log"\n'
+        f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
         f"if [ {exit_code} -ne 0 ]; then echo 'error: unknown type name TADD' >&2; exit {exit_code}; fi\n"
         'while [ "$#" -gt 0 ]; do if [ "$1" = "-o" ]; then echo built > "$2"; fi; shift; done\n'
     )
@@ -214,37 +216,135 @@ def with_kernel(pkg: ModuleType, tmp_path: Path) -> Any:
     return _copy_op(pkg, tmp_path, "softmax")
 
 
+def builds(ready: Path) -> list[str]:
+    """The compiler runs so far, without the version probes."""
+    log = ready / "bin" / "calls.log"
+    return [c for c in log.read_text().splitlines() if c != "--version"] if log.is_file() else []
+
+
 def test_build_then_no_device(with_kernel: Any, ready: Path):
     err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
     assert err.diagnostic.code == "E0929"
     assert "NPU device 0 is not present" in str(err) and "davinci0 does not exist" in str(err)
-    calls = (ready / "bin" / "calls.log").read_text().splitlines()
-    # the one vector kernel and the host program, each compiled for the vector core, then the link
-    assert len(calls) == 3
-    kernel, host, link = calls
-    for compile_ in (kernel, host):
-        assert compile_.startswith("-c -xcce") and "--cce-aicore-arch=dav-c220-vec" in compile_
-        assert "-DMEMORY_BASE" in compile_ and f"-I{ready / 'pto-isa' / 'include'}" in compile_
+    # as pto-isa's NPU tests build: the kernel compiled as CCE for its core and linked into a kernel
+    # library of its own, the host program compiled as host C++ and linked against it and ACL
+    kernel, kernels, host, link = builds(ready)
+    assert kernel.startswith("-c -xcce") and "--cce-aicore-arch=dav-c220-vec" in kernel
+    assert "-DMEMORY_BASE" in kernel and f"-I{ready / 'pto-isa' / 'include'}" in kernel
     assert kernel.split()[-3].endswith("npu/f32/softmax_f32_k0.cpp")
-    assert host.split()[-3].endswith("npu/f32/host.cpp")
-    assert link.startswith("-shared --cce-fatobj-link") and "-lascendcl" in link and "-lruntime" in link
-    # the build is cached by the sources' hash: a second call does not run the compiler again
+    assert kernels.startswith("-shared --cce-fatobj-link ") and kernels.split()[2].endswith("/softmax_f32_k0.o")
+    assert kernels.endswith("/libsoftmax_f32_vector.so") and "-lascendcl" not in kernels
+    assert host.startswith("-c -xc++ ") and "-include stdint.h -include stddef.h" in host
+    assert "cce" not in host and "-DMEMORY_BASE" not in host and str(ready / "pto-isa") not in host
+    assert host.split()[-3].endswith("npu/f32/host.cpp") and "/host_include " in host
+    assert link.startswith("-shared ") and link.split()[1].endswith("/host.o") and "--cce-fatobj-link" not in link
+    assert "-l:libsoftmax_f32_vector.so -Wl,-rpath,$ORIGIN" in link and "-lascendcl" in link and "-lruntime" in link
+    # the cache entry holds the two libraries, the host one finding the kernel one beside it
+    built = next((ready / "cache").rglob("libsoftmax_f32.so"))
+    assert sorted(p.name for p in built.parent.iterdir()) == ["libsoftmax_f32.so", "libsoftmax_f32_vector.so"]
+    # the build is cached: a second call runs no compiler, not even its version probe
+    calls = (ready / "bin" / "calls.log").read_text()
     (ready / "dev").mkdir()
     (ready / "dev" / "davinci0").write_text("")
     err = npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
     assert err.diagnostic.code == "E0930" and "torch_npu" in str(err)
-    assert len((ready / "bin" / "calls.log").read_text().splitlines()) == 3
+    assert (ready / "bin" / "calls.log").read_text() == calls
+    # an entry missing one of its libraries is built again
+    (built.parent / "libsoftmax_f32_vector.so").unlink()
+    npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
+    assert len(builds(ready)) == 8 and (built.parent / "libsoftmax_f32_vector.so").is_file()
+
+
+def test_the_host_view_of_the_pto_header_compiles_the_host_program(pkg: ModuleType, npu: ModuleType,
+                                                                   tmp_path: Path):
+    """The host program as the NPU build compiles it, with g++ standing in for bisheng -xc++ and a
+    declaration-only acl/acl.h: host programs compile without pto-isa's header (f32 and bf16
+    pointers, a device workspace, index reads from device memory)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    npu_build = importlib.import_module(npu.__name__ + "_build")
+    (tmp_path / "pto").mkdir()
+    (tmp_path / "pto" / "pto-inst.hpp").write_text(npu_build.HOST_HEADER)
+    (tmp_path / "acl").mkdir()
+    (tmp_path / "acl" / "acl.h").write_text(ACL_DECLARATIONS)
+    root = Path(pkg.__file__).parent / "kernels"
+    hosts = [root / "tensor_sum" / "npu" / "f32" / "host.cpp", root / "softmax" / "npu" / "bf16" / "host.cpp",
+             root / "seq_add" / "npu" / "default" / "host.cpp"]
+    for host in hosts:
+        options = [o for o in npu_build.HOST_OPTIONS if o != "-xc++"]
+        proc = subprocess.run(["g++", "-fsyntax-only", *options, f"-I{tmp_path}", str(host)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"{host}:\n{proc.stderr[-3000:]}"
+
+
+# What the host programs use of ACL, declared as acl/acl.h declares it (the test compiles, never links).
+ACL_DECLARATIONS = """\
+#include <cstddef>
+typedef int aclError;
+typedef void* aclrtStream;
+enum aclrtMemMallocPolicy { ACL_MEM_MALLOC_HUGE_FIRST = 0 };
+enum aclrtMemcpyKind { ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2 };
+static const aclError ACL_SUCCESS = 0;
+extern "C" aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
+extern "C" aclError aclrtFree(void* devPtr);
+extern "C" aclError aclrtMemset(void* devPtr, size_t maxCount, int value, size_t count);
+extern "C" aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind);
+extern "C" aclError aclrtSynchronizeStream(aclrtStream stream);
+"""
 
 
 def test_cube_kernels_are_built_for_the_cube_core(pkg: ModuleType, tmp_path: Path, ready: Path):
     op = _copy_op(pkg, tmp_path, "matmul_bias_relu")
     a, b, bias = np.ones((64, 32), np.float32), np.ones((32, 48), np.float32), np.ones((48,), np.float32)
     npu_error(lambda: op((a, b, bias), {}, {}, backend="npu"))
-    calls = (ready / "bin" / "calls.log").read_text().splitlines()
+    calls = builds(ready)
     archs = {c.split()[-3].rsplit("/", 1)[1]: c.split("--cce-aicore-arch=")[1].split()[0]
-             for c in calls if c.startswith("-c ")}
-    assert archs == {"matmul_bias_relu_f32_k0.cpp": "dav-c220-cube", "matmul_bias_relu_f32_k1.cpp": "dav-c220-vec",
-                     "host.cpp": "dav-c220-vec"}
+             for c in calls if c.startswith("-c -xcce ")}
+    assert archs == {"matmul_bias_relu_f32_k0.cpp": "dav-c220-cube", "matmul_bias_relu_f32_k1.cpp": "dav-c220-vec"}
+    # cube and vector kernels go to separate libraries, both linked into the host library
+    libraries = {c.rsplit("/", 1)[1]: [a.rsplit("/", 1)[1] for a in c.split() if a.endswith(".o")]
+                 for c in calls if c.startswith("-shared --cce-fatobj-link ")}
+    assert libraries == {"libmatmul_bias_relu_f32_vector.so": ["matmul_bias_relu_f32_k1.o"],
+                         "libmatmul_bias_relu_f32_cube.so": ["matmul_bias_relu_f32_k0.o"]}
+    link = calls[-1]
+    assert "-l:libmatmul_bias_relu_f32_vector.so -l:libmatmul_bias_relu_f32_cube.so" in link
+    assert [c.split()[:2] for c in calls if "host.cpp" in c] == [["-c", "-xc++"]]
+
+
+def test_the_build_key_covers_headers_compiler_and_flags(with_kernel: Any, ready: Path, npu: ModuleType,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    """Anything the libraries depend on rebuilds them: a header of pto-isa or of the toolkit (not
+    only pto-inst.hpp), the CPU kernel file an NPU unit includes, the compiler's version, a flag."""
+    npu_build = importlib.import_module(npu.__name__ + "_build")
+
+    def rebuilt() -> bool:
+        before = len(builds(ready))
+        npu_error(lambda: with_kernel((x(),), {}, {}, backend="npu"))
+        return len(builds(ready)) > before
+
+    assert rebuilt()
+    assert not rebuilt()
+    (ready / "pto-isa" / "include" / "pto" / "pto-inst.hpp").touch()  # a new mtime, the same text
+    assert not rebuilt()
+    tile = ready / "pto-isa" / "include" / "pto" / "common" / "pto_tile.hpp"
+    tile.parent.mkdir()
+    tile.write_text("// tiles\n")
+    assert rebuilt()
+    tile.write_text("// tiles, fixed\n")
+    assert rebuilt()
+    (ready / "cann" / "include" / "acl").mkdir(parents=True)
+    (ready / "cann" / "include" / "acl" / "acl.h").write_text("// acl\n")
+    assert rebuilt()
+    kernel = with_kernel.root / "kernels" / "softmax" / "cpu" / "f32" / "softmax_f32_k0.cpp"
+    kernel.write_text(kernel.read_text() + "// changed\n")
+    assert rebuilt()
+    fake_compiler(ready / "bin", version="bisheng 1.1.0 (fake, newer)")
+    assert rebuilt()
+    monkeypatch.setattr(npu_build, "CCE_OPTIONS", (*npu_build.CCE_OPTIONS, "-DNDEBUG"))
+    assert rebuilt()
+    monkeypatch.setattr(npu_build, "HOST_OPTIONS", (*npu_build.HOST_OPTIONS, "-DNDEBUG"))
+    assert rebuilt()
+    assert not rebuilt()
 
 
 def test_build_failure_shows_the_compiler_output(with_kernel: Any, ready: Path):

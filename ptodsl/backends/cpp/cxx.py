@@ -4,7 +4,9 @@ expressions and source-location comments.
 Symbolic expressions (:mod:`ptodsl.sym`) follow Python semantics: ``/`` is true division and
 ``//``, ``%`` and ``cdiv`` round towards minus infinity. C++ integer division truncates, so those
 three print as plain ``/`` and ``%`` only where both operands are provably non-negative; elsewhere
-they call a small helper that the translation unit defines once (see :data:`HELPERS`).
+they call a small helper that the translation unit defines once (see :data:`HELPERS`). ``min`` and
+``max`` call helpers too: pto-isa's device code calls no standard-library function, so neither does
+an emitted kernel (no ``std::min``, ``std::fmin``).
 """
 
 from __future__ import annotations
@@ -35,18 +37,38 @@ goto if inline int long mutable namespace new noexcept not not_eq nullptr operat
 protected public register reinterpret_cast requires return short signed sizeof static static_assert
 static_cast struct switch template this thread_local throw true try typedef typeid typename union
 unsigned using virtual void volatile wchar_t while xor xor_eq
-std pto half bfloat16_t main floor_div floor_mod ceil_div
+std pto half bfloat16_t main floor_div floor_mod ceil_div min_i64 max_i64 min_fp max_fp AICORE
 """.split())
 
-# Floor-rounding helpers for operands that may be negative, defined in a translation unit only
-# when one of its expressions needs them.
+# Helpers defined in a translation unit only when one of its expressions needs them: floor rounding
+# for operands that may be negative, and min/max. They are AICORE functions, as everything a kernel
+# calls on the NPU must be (pto-isa's header defines the macro; it is empty on the CPU and on the
+# NPU host). min and max keep Python's meaning, which the simulator evaluates: the first argument
+# unless the second is smaller (or, for max, larger), also when one of them is NaN.
+_HELPER_HEAD = "AICORE static inline constexpr"
+
+
+def _minmax(name: str, ctype: str, op: str) -> str:
+    return f"{_HELPER_HEAD} {ctype} {name}({ctype} a, {ctype} b)\n{{\n    return b {op} a ? b : a;\n}}"
+
+
+def _fminmax(name: str, op: str) -> str:
+    # the operands' common type, as std::fmin gives: a float scalar operand stays a float
+    return (f"template <typename A, typename B>\n{_HELPER_HEAD} decltype(A() + B()) {name}(A a, B b)\n"
+            f"{{\n    return b {op} a ? b : a;\n}}")
+
+
 HELPERS: dict[str, str] = {
-    "floor_div": ("static inline int64_t floor_div(int64_t a, int64_t b)\n"
+    "floor_div": (f"{_HELPER_HEAD} int64_t floor_div(int64_t a, int64_t b)\n"
                   "{\n    const int64_t q = a / b;\n    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}"),
-    "floor_mod": ("static inline int64_t floor_mod(int64_t a, int64_t b)\n"
+    "floor_mod": (f"{_HELPER_HEAD} int64_t floor_mod(int64_t a, int64_t b)\n"
                   "{\n    const int64_t r = a % b;\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}"),
-    "ceil_div": ("static inline int64_t ceil_div(int64_t a, int64_t b)\n"
+    "ceil_div": (f"{_HELPER_HEAD} int64_t ceil_div(int64_t a, int64_t b)\n"
                  "{\n    return -floor_div(-a, b);\n}"),
+    "min_i64": _minmax("min_i64", "int64_t", "<"),
+    "max_i64": _minmax("max_i64", "int64_t", ">"),
+    "min_fp": _fminmax("min_fp", "<"),
+    "max_fp": _fminmax("max_fp", ">"),
 }
 HELPER_DEPS = {"ceil_div": ("floor_div",)}
 
@@ -191,9 +213,10 @@ def _call(e: sym.CallExpr, ctx: ExprContext) -> tuple[str, int, str]:
     if e.fn == "not":
         return f"!{_wrap(args[0][0], args[0][1], 8)}", 7, BOOL
     if e.fn in ("min", "max"):
-        if all(kind != FLOAT for _, _, kind in args):
-            return f"std::{e.fn}<int64_t>({args[0][0]}, {args[1][0]})", _ATOM, INT
-        return f"std::f{e.fn}({args[0][0]}, {args[1][0]})", _ATOM, FLOAT
+        integral = all(kind != FLOAT for _, _, kind in args)
+        helper = f"{e.fn}_{'i64' if integral else 'fp'}"
+        _use(ctx, helper)
+        return f"{helper}({args[0][0]}, {args[1][0]})", _ATOM, INT if integral else FLOAT
     if e.fn == "cdiv":
         a, b = e.args
         if ctx.is_nonneg(a) and isinstance(b, int) and b > 0:

@@ -115,6 +115,7 @@ def test_key_covers_compiler_version_and_every_header(tmp_path):
     key = build.cache_key(sources, "k", ["-O3"], chain, mode)
     assert key == build.cache_key(sources, "k", ["-O3"], chain, mode)
     assert key != build.cache_key(sources, "k", ["-O3"], build.Toolchain("/usr/bin/g++", "g++ 13.1.0", True), mode)
+    assert key != build.cache_key(sources, "k", ["-O2"], chain, mode)  # every flag of the command
     time.sleep(0.01)  # a new mtime, so the per-file digest memo cannot hide the edits
     seen = {key}
     for header in sorted(headers.rglob("*.hpp")):  # the top header and the nested ones alike

@@ -36,3 +36,23 @@ def test_reads_inside_expressions_and_computed_scalar_locals(write_spec, backend
     y, z = op(x, ids, s=1.5, backend=backend)
     np.testing.assert_allclose(y, x[ids] * 3.0 + x[0], rtol=1e-6)
     np.testing.assert_allclose(z, np.where(x[ids, :1] > 0.5, x * 3.0, x - 1.0), rtol=1e-6)
+
+
+MINMAX = """\
+kernel fm(x: f32[R, N], y: out f32[R, N], s: f32, t: f32):
+    y[:, :] = x[:, :] * min(s, t) + max(s, t)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.cpu)])
+@pytest.mark.parametrize("s, t", [(1.0, 2.0), (2.0, 1.0), (float("nan"), 2.0), (2.0, float("nan"))])
+def test_min_and_max_of_float_scalars_keep_pythons_order(write_spec, backend, request, s, t):
+    """min and max of float scalars mean Python's (the first argument unless the second is smaller,
+    or larger): a NaN first argument is the answer, a NaN second one is not. The C++ spells them as
+    helpers of its own (the NPU's device code calls no std::fmin), with that meaning."""
+    if backend == "cpu":
+        request.getfixturevalue("gxx")
+    op = ptodsl.load(write_spec("fm", MINMAX, "op: fm\nschedule:\n  vec_tile: [1, 8]\n"))
+    x = np.full((2, 8), 3.0, np.float32)
+    want = np.float32(3.0 * min(s, t) + max(s, t))
+    np.testing.assert_array_equal(op(x, s=s, t=t, backend=backend), np.full((2, 8), want, np.float32))

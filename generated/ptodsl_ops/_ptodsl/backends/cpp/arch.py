@@ -189,7 +189,8 @@ def _x86() -> bool:
 
 def probe(compiler: str, tmp: Path, flag: str) -> tuple[bool, str]:
     """Compile the probe with ``flag`` and run it: (usable, why not)."""
-    from .build import STATS, build_timeout, run_tool
+    from .buildcache import STATS
+    from .toolchain import build_timeout, run_tool
 
     try:
         tmp.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void abs_neg_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* n, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -19,7 +24,7 @@ extern "C" __global__ AICORE void abs_neg_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // abs_neg.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:3:12
             TASSIGN(t2, 0);  // abs_neg.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -27,13 +32,13 @@ extern "C" __global__ AICORE void abs_neg_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // abs_neg.pto:3:12
             TLOAD(t2, xGm0);  // abs_neg.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:3:12
             TASSIGN(t3, 4096);  // abs_neg.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:3:12
             TASSIGN(t4, 8192);  // abs_neg.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // abs_neg.pto:3:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:3:12
             TASSIGN(t5, 16384);  // abs_neg.pto:3:12
             pipe_barrier(PIPE_V);
             TABS(t5, t4);  // abs_neg.pto:3:12
@@ -46,9 +51,9 @@ extern "C" __global__ AICORE void abs_neg_bf16_k0(__gm__ bfloat16_t* x, __gm__ b
             GmView1 aGm1(a + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // abs_neg.pto:3:12
             TSTORE(aGm1, t3);  // abs_neg.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:4:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:4:12
             TASSIGN(t9, 0);  // abs_neg.pto:4:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // abs_neg.pto:4:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // abs_neg.pto:4:12
             TASSIGN(t11, 16384);  // abs_neg.pto:4:12
             pipe_barrier(PIPE_V);
             TNEG(t11, t4);  // abs_neg.pto:4:12

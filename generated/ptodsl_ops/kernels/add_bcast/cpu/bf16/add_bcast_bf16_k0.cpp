@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __gm__ bfloat16_t* v1, __gm__ bfloat16_t* y, int64_t H, int64_t S, int64_t b, int64_t B)
 {
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
@@ -15,11 +20,11 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __g
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (H + 127) / 128; ++_g1) {  // add_bcast.pto:4:22
-        TileT3 t3(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+        TileT3 t3(min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
         TASSIGN(t3, 0);  // add_bcast.pto:4:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-        GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(std::min<int64_t>(H - _g1 * 128, 128)), GmView0::Stride(H, H));  // add_bcast.pto:4:22
+        GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(min_i64(H - _g1 * 128, 128)), GmView0::Stride(H, H));  // add_bcast.pto:4:22
         TLOAD(t3, biasGm0);  // add_bcast.pto:4:22
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -27,24 +32,24 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __g
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (S + 15) / 16; ++_g0) {  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TileT2 t2(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t2, 256);  // add_bcast.pto:4:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
+            GmView1 v1Gm1(v1 + _g0 * 16 * H + _g1 * 128, GmView1::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView1::Stride(H * S, H));  // add_bcast.pto:4:22
             TLOAD(t2, v1Gm1);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileC0 c0(std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TileC0 c0(min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(c0, 4352);  // add_bcast.pto:4:22
-            TileT5 t5(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TileT5 t5(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t5, 4864);  // add_bcast.pto:4:22
-            TileT6 t6(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TileT6 t6(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t6, 8960);  // add_bcast.pto:4:22
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t6, t2, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TCVT(c0, t3, RoundMode::CAST_RINT);  // add_bcast.pto:4:22
-            TileT8 t8(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128));  // add_bcast.pto:4:22
+            TileT8 t8(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128));  // add_bcast.pto:4:22
             TASSIGN(t8, 17152);  // add_bcast.pto:4:22
             pipe_barrier(PIPE_V);
             TCOLEXPANDADD(t8, t6, c0);  // add_bcast.pto:4:22
@@ -54,7 +59,7 @@ extern "C" __global__ AICORE void add_bcast_bf16_k0(__gm__ bfloat16_t* bias, __g
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // add_bcast.pto:4:22
-            GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(std::min<int64_t>(S - _g0 * 16, 16), std::min<int64_t>(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
+            GmView2 yGm2(y + b * (H * S) + _g0 * 16 * H + _g1 * 128, GmView2::Shape(min_i64(S - _g0 * 16, 16), min_i64(H - _g1 * 128, 128)), GmView2::Stride(H * S, H));  // add_bcast.pto:4:22
             TSTORE(yGm2, t5);  // add_bcast.pto:4:22
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void amax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* y, int64_t R, int64_t C)
 {
     using TileT1Tile = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -15,7 +20,7 @@ extern "C" __global__ AICORE void amax_rows_i32_k0(__gm__ int32_t* x, __gm__ int
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // amax_rows.pto:3:12
         pipe_barrier(PIPE_V);
-        TileT1Tile t1Tile(std::min<int64_t>(R - _g0 * 8, 8));  // amax_rows.pto:3:12
+        TileT1Tile t1Tile(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
         TASSIGN(t1Tile, 0);  // amax_rows.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1Tile, -2147483648);  // amax_rows.pto:3:12
@@ -23,14 +28,14 @@ extern "C" __global__ AICORE void amax_rows_i32_k0(__gm__ int32_t* x, __gm__ int
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // amax_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // amax_rows.pto:3:12
+            TileT3 t3(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // amax_rows.pto:3:12
             TASSIGN(t3, 256);  // amax_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amax_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amax_rows.pto:3:12
             TLOAD(t3, xGm0);  // amax_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8));  // amax_rows.pto:3:12
+            TileT4 t4(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
             TASSIGN(t4, 8448);  // amax_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // amax_rows.pto:3:12
@@ -57,7 +62,7 @@ extern "C" __global__ AICORE void amax_rows_i32_k0(__gm__ int32_t* x, __gm__ int
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g5 = 0; _g5 < (R + 255) / 256; ++_g5) {  // amax_rows.pto:3:5
-        TileT6 t6(std::min<int64_t>(R - _g5 * 256, 256));  // amax_rows.pto:3:5
+        TileT6 t6(min_i64(R - _g5 * 256, 256));  // amax_rows.pto:3:5
         TASSIGN(t6, 0);  // amax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // amax_rows.pto:3:5

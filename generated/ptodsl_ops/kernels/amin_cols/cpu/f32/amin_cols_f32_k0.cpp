@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float* y, int64_t C, int64_t R)
 {
     using TileT1 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
@@ -13,7 +18,7 @@ extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (C + 127) / 128; ++_g0) {  // amin_cols.pto:3:12
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+        TileT1 t1(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
         TASSIGN(t1, 0);  // amin_cols.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, std::numeric_limits<float>::infinity());  // amin_cols.pto:3:12
@@ -21,14 +26,14 @@ extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k2 = 0; _k2 < (R + 15) / 16; ++_k2) {  // amin_cols.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _k2 * 16, 16), std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+            TileT3 t3(min_i64(R - _k2 * 16, 16), min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
             TASSIGN(t3, 512);  // amin_cols.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // amin_cols.pto:3:12
             GmView0 xGm0(x + _k2 * 16 * C + _g0 * 128, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // amin_cols.pto:3:12
             TLOAD(t3, xGm0);  // amin_cols.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(C - _g0 * 128, 128));  // amin_cols.pto:3:12
+            TileT4 t4(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
             TASSIGN(t4, 8704);  // amin_cols.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCOLMIN(t4, t3);  // amin_cols.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B)
 {
     using TileT1 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
@@ -16,7 +21,7 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 63) / 64; ++_g0) {  // arange_pos.pto:4:14
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:4:14
+        TileT1 t1(min_i64(N - _g0 * 64, 64));  // arange_pos.pto:4:14
         TASSIGN(t1, 0);  // arange_pos.pto:4:14
         TCI<TileT1, int32_t, 0>(t1, static_cast<int32_t>(start + _g0 * 64));  // arange_pos.pto:4:14
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -25,12 +30,12 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
         GmView0 posGm0(pos + _g0 * 64, GmView0::Shape(t1.GetValidCol()));  // arange_pos.pto:4:14
         TSTORE(posGm0, t1);  // arange_pos.pto:4:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT3 t3(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
+        TileT3 t3(min_i64(N - _g0 * 64, 64));  // arange_pos.pto:5:16
         TASSIGN(t3, 0);  // arange_pos.pto:5:16
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TCI<TileT3, float, 0>(t3, static_cast<float>(static_cast<float>(_g0 * 64)));  // arange_pos.pto:5:16
-        TileT6 t6(std::min<int64_t>(N - _g0 * 64, 64));  // arange_pos.pto:5:16
+        TileT6 t6(min_i64(N - _g0 * 64, 64));  // arange_pos.pto:5:16
         TASSIGN(t6, 256);  // arange_pos.pto:5:16
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -49,7 +54,7 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g8 = 0; _g8 < (N + 63) / 64; ++_g8) {  // arange_pos.pto:5:12
-        TileT10 t10(std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+        TileT10 t10(min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
         TASSIGN(t10, 0);  // arange_pos.pto:5:12
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:12
@@ -61,14 +66,14 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g7 = 0; _g7 < (B + 3) / 4; ++_g7) {  // arange_pos.pto:5:12
             pipe_barrier(PIPE_V);
-            TileT9 t9(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+            TileT9 t9(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
             TASSIGN(t9, 256);  // arange_pos.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
             GmView3 xGm3(x + _g7 * 4 * N + _g8 * 64, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
             TLOAD(t9, xGm3);  // arange_pos.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12 t12(std::min<int64_t>(B - _g7 * 4, 4), std::min<int64_t>(N - _g8 * 64, 64));  // arange_pos.pto:5:12
+            TileT12 t12(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
             TASSIGN(t12, 1280);  // arange_pos.pto:5:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N)
 {
     using TileT1Tile = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -37,7 +42,7 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
-        TileT1Tile t1Tile(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:3:15
+        TileT1Tile t1Tile(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t1Tile, 0);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -46,18 +51,18 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         TLOAD(t1Tile, xGm0);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:3:15
+        TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t2, 2048);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         TCVT(t2, t1Tile, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
-        TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+        TileT3 t3(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t3, 0);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // argmax_rows.pto:3:15
         TASSIGN(tmp0, 6656);  // argmax_rows.pto:3:15
         TROWMAX(t3, t2, tmp0);  // argmax_rows.pto:3:15
-        TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+        TileT4 t4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t4, 256);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp1;  // argmax_rows.pto:3:15
@@ -69,24 +74,24 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _k5 = 1; _k5 < (N + 127) / 128; ++_k5) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t6, 512);  // argmax_rows.pto:3:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
             GmView1 xGm1(x + _g0 * 8 * N + _k5 * 128, GmView1::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
             TLOAD(t6, xGm1);  // argmax_rows.pto:3:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t7, 2560);  // argmax_rows.pto:3:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TCVT(t7, t6, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT8 t8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t8, 512);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp2;  // argmax_rows.pto:3:15
             TASSIGN(tmp2, 6656);  // argmax_rows.pto:3:15
             TROWMAX(t8, t7, tmp2);  // argmax_rows.pto:3:15
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT9 t9(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t9, 768);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp3;  // argmax_rows.pto:3:15
@@ -94,32 +99,32 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TROWARGMAX(t9, t7, tmp3);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TADDS(t9, t9, _k5 * 128);  // argmax_rows.pto:3:15
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT10 t10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t10, 1024);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView1 view4(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view4, 1024);  // argmax_rows.pto:3:15
             TCMP(view4, t8, t3, CmpMode::GT);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view5(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view5, 0);  // argmax_rows.pto:3:15
-            TileView2 view6(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view6(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view6, 512);  // argmax_rows.pto:3:15
-            TileView2 view7(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view7(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view7, 0);  // argmax_rows.pto:3:15
-            TileView1 view8(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view8, 1024);  // argmax_rows.pto:3:15
             TileTmp3 tmp9;  // argmax_rows.pto:3:15
             TASSIGN(tmp9, 6656);  // argmax_rows.pto:3:15
             TSEL(view5, view8, view6, view7, tmp9);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView4 view10(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView4 view10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view10, 256);  // argmax_rows.pto:3:15
-            TileView4 view11(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView4 view11(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view11, 768);  // argmax_rows.pto:3:15
-            TileView4 view12(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView4 view12(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view12, 256);  // argmax_rows.pto:3:15
-            TileView1 view13(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view13(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view13, 1024);  // argmax_rows.pto:3:15
             TileTmp5 tmp14;  // argmax_rows.pto:3:15
             TASSIGN(tmp14, 6656);  // argmax_rows.pto:3:15
@@ -149,7 +154,7 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g11 = 0; _g11 < (M + 127) / 128; ++_g11) {  // argmax_rows.pto:3:5
-        TileT12 t12(std::min<int64_t>(M - _g11 * 128, 128));  // argmax_rows.pto:3:5
+        TileT12 t12(min_i64(M - _g11 * 128, 128));  // argmax_rows.pto:3:5
         TASSIGN(t12, 0);  // argmax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
@@ -172,7 +177,7 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g13 = 0; _g13 < (M + 7) / 8; ++_g13) {  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
-        TileT14 t14(std::min<int64_t>(M - _g13 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:4:15
+        TileT14 t14(min_i64(M - _g13 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
         TASSIGN(t14, 0);  // argmax_rows.pto:4:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -181,18 +186,18 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         TLOAD(t14, xGm5);  // argmax_rows.pto:4:15
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT15 t15(std::min<int64_t>(M - _g13 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:4:15
+        TileT15 t15(min_i64(M - _g13 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
         TASSIGN(t15, 2048);  // argmax_rows.pto:4:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t15, t14, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
-        TileT16 t16(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+        TileT16 t16(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
         TASSIGN(t16, 0);  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp15;  // argmax_rows.pto:4:15
         TASSIGN(tmp15, 6656);  // argmax_rows.pto:4:15
         TROWMIN(t16, t15, tmp15);  // argmax_rows.pto:4:15
-        TileT17 t17(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+        TileT17 t17(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
         TASSIGN(t17, 256);  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
         TileTmp0 tmp16;  // argmax_rows.pto:4:15
@@ -204,24 +209,24 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _k18 = 1; _k18 < (N + 127) / 128; ++_k18) {  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT19 t19(std::min<int64_t>(M - _g13 * 8, 8), std::min<int64_t>(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
+            TileT19 t19(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
             TASSIGN(t19, 512);  // argmax_rows.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
             GmView6 xGm6(x + _g13 * 8 * N + _k18 * 128, GmView6::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView6::Stride(N));  // argmax_rows.pto:4:15
             TLOAD(t19, xGm6);  // argmax_rows.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT20 t20(std::min<int64_t>(M - _g13 * 8, 8), std::min<int64_t>(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
+            TileT20 t20(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
             TASSIGN(t20, 2560);  // argmax_rows.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t20, t19, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
-            TileT21 t21(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileT21 t21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t21, 512);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp17;  // argmax_rows.pto:4:15
             TASSIGN(tmp17, 6656);  // argmax_rows.pto:4:15
             TROWMIN(t21, t20, tmp17);  // argmax_rows.pto:4:15
-            TileT22 t22(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileT22 t22(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t22, 768);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TileTmp0 tmp18;  // argmax_rows.pto:4:15
@@ -229,32 +234,32 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TROWARGMIN(t22, t20, tmp18);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TADDS(t22, t22, _k18 * 128);  // argmax_rows.pto:4:15
-            TileT23 t23(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileT23 t23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t23, 1024);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView1 view19(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view19(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view19, 1024);  // argmax_rows.pto:4:15
             TCMP(view19, t21, t16, CmpMode::LT);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView2 view20(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view20(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view20, 0);  // argmax_rows.pto:4:15
-            TileView2 view21(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view21, 512);  // argmax_rows.pto:4:15
-            TileView2 view22(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view22(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view22, 0);  // argmax_rows.pto:4:15
-            TileView1 view23(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view23, 1024);  // argmax_rows.pto:4:15
             TileTmp3 tmp24;  // argmax_rows.pto:4:15
             TASSIGN(tmp24, 6656);  // argmax_rows.pto:4:15
             TSEL(view20, view23, view21, view22, tmp24);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView4 view25(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView4 view25(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view25, 256);  // argmax_rows.pto:4:15
-            TileView4 view26(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView4 view26(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view26, 768);  // argmax_rows.pto:4:15
-            TileView4 view27(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView4 view27(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view27, 256);  // argmax_rows.pto:4:15
-            TileView1 view28(std::min<int64_t>(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view28(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view28, 1024);  // argmax_rows.pto:4:15
             TileTmp5 tmp29;  // argmax_rows.pto:4:15
             TASSIGN(tmp29, 6656);  // argmax_rows.pto:4:15

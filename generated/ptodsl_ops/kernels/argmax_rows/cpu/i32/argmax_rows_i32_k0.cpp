@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N)
 {
     using TileT1Tile = Tile<TileType::Vec, int32_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -30,20 +35,20 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
-        TileT1Tile t1Tile(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:3:15
+        TileT1Tile t1Tile(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t1Tile, 0);  // argmax_rows.pto:3:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
         GmView0 xGm0(x + _g0 * 8 * N, GmView0::Shape(t1Tile.GetValidRow(), t1Tile.GetValidCol()), GmView0::Stride(N));  // argmax_rows.pto:3:15
         TLOAD(t1Tile, xGm0);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+        TileT2 t2(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t2, 4096);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp0;  // argmax_rows.pto:3:15
         TASSIGN(tmp0, 5120);  // argmax_rows.pto:3:15
         TROWMAX(t2, t1Tile, tmp0);  // argmax_rows.pto:3:15
-        TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+        TileT3 t3(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t3, 4352);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileTmp0 tmp1;  // argmax_rows.pto:3:15
@@ -55,52 +60,52 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _k4 = 1; _k4 < (N + 127) / 128; ++_k4) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _k4 * 128, 128));  // argmax_rows.pto:3:15
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _k4 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t5, 0);  // argmax_rows.pto:3:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
             GmView1 xGm1(x + _g0 * 8 * N + _k4 * 128, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
             TLOAD(t5, xGm1);  // argmax_rows.pto:3:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT6 t6(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t6, 4608);  // argmax_rows.pto:3:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // argmax_rows.pto:3:15
             TASSIGN(tmp2, 5120);  // argmax_rows.pto:3:15
             TROWMAX(t6, t5, tmp2);  // argmax_rows.pto:3:15
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT7 t7(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t7, 4864);  // argmax_rows.pto:3:15
             TileTmp0 tmp3;  // argmax_rows.pto:3:15
             TASSIGN(tmp3, 5120);  // argmax_rows.pto:3:15
             TROWARGMAX(t7, t5, tmp3);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TADDS(t7, t7, _k4 * 128);  // argmax_rows.pto:3:15
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileT8 t8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t8, 0);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView1 view4(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view4(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view4, 0);  // argmax_rows.pto:3:15
             TCMP(view4, t6, t2, CmpMode::GT);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view5(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view5, 4096);  // argmax_rows.pto:3:15
-            TileView2 view6(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view6(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view6, 4608);  // argmax_rows.pto:3:15
-            TileView2 view7(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view7(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view7, 4096);  // argmax_rows.pto:3:15
-            TileView1 view8(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view8, 0);  // argmax_rows.pto:3:15
             TileTmp3 tmp9;  // argmax_rows.pto:3:15
             TASSIGN(tmp9, 5120);  // argmax_rows.pto:3:15
             TSEL(view5, view8, view6, view7, tmp9);  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view10(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view10, 4352);  // argmax_rows.pto:3:15
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view11(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view11, 4864);  // argmax_rows.pto:3:15
-            TileView2 view12(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView2 view12(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view12, 4352);  // argmax_rows.pto:3:15
-            TileView1 view13(std::min<int64_t>(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
+            TileView1 view13(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(view13, 0);  // argmax_rows.pto:3:15
             TileTmp3 tmp14;  // argmax_rows.pto:3:15
             TASSIGN(tmp14, 5120);  // argmax_rows.pto:3:15
@@ -125,7 +130,7 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g9 = 0; _g9 < (M + 127) / 128; ++_g9) {  // argmax_rows.pto:3:5
-        TileT10 t10(std::min<int64_t>(M - _g9 * 128, 128));  // argmax_rows.pto:3:5
+        TileT10 t10(min_i64(M - _g9 * 128, 128));  // argmax_rows.pto:3:5
         TASSIGN(t10, 0);  // argmax_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
@@ -147,20 +152,20 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g11 = 0; _g11 < (M + 7) / 8; ++_g11) {  // argmax_rows.pto:4:15
         pipe_barrier(PIPE_V);
-        TileT12 t12(std::min<int64_t>(M - _g11 * 8, 8), std::min<int64_t>(N, 128));  // argmax_rows.pto:4:15
+        TileT12 t12(min_i64(M - _g11 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
         TASSIGN(t12, 0);  // argmax_rows.pto:4:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView5 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
         GmView5 xGm5(x + _g11 * 8 * N, GmView5::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView5::Stride(N));  // argmax_rows.pto:4:15
         TLOAD(t12, xGm5);  // argmax_rows.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT13 t13(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+        TileT13 t13(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
         TASSIGN(t13, 4096);  // argmax_rows.pto:4:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileTmp0 tmp15;  // argmax_rows.pto:4:15
         TASSIGN(tmp15, 5120);  // argmax_rows.pto:4:15
         TROWMIN(t13, t12, tmp15);  // argmax_rows.pto:4:15
-        TileT14 t14(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+        TileT14 t14(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
         TASSIGN(t14, 4352);  // argmax_rows.pto:4:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TileTmp0 tmp16;  // argmax_rows.pto:4:15
@@ -172,52 +177,52 @@ extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ i
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _k15 = 1; _k15 < (N + 127) / 128; ++_k15) {  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT16 t16(std::min<int64_t>(M - _g11 * 8, 8), std::min<int64_t>(N - _k15 * 128, 128));  // argmax_rows.pto:4:15
+            TileT16 t16(min_i64(M - _g11 * 8, 8), min_i64(N - _k15 * 128, 128));  // argmax_rows.pto:4:15
             TASSIGN(t16, 0);  // argmax_rows.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView6 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
             GmView6 xGm6(x + _g11 * 8 * N + _k15 * 128, GmView6::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView6::Stride(N));  // argmax_rows.pto:4:15
             TLOAD(t16, xGm6);  // argmax_rows.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17 t17(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileT17 t17(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t17, 4608);  // argmax_rows.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp17;  // argmax_rows.pto:4:15
             TASSIGN(tmp17, 5120);  // argmax_rows.pto:4:15
             TROWMIN(t17, t16, tmp17);  // argmax_rows.pto:4:15
-            TileT18 t18(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileT18 t18(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t18, 4864);  // argmax_rows.pto:4:15
             TileTmp0 tmp18;  // argmax_rows.pto:4:15
             TASSIGN(tmp18, 5120);  // argmax_rows.pto:4:15
             TROWARGMIN(t18, t16, tmp18);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
             TADDS(t18, t18, _k15 * 128);  // argmax_rows.pto:4:15
-            TileT19 t19(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileT19 t19(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(t19, 0);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView1 view19(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view19(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view19, 0);  // argmax_rows.pto:4:15
             TCMP(view19, t17, t13, CmpMode::LT);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView2 view20(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view20(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view20, 4096);  // argmax_rows.pto:4:15
-            TileView2 view21(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view21(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view21, 4608);  // argmax_rows.pto:4:15
-            TileView2 view22(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view22(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view22, 4096);  // argmax_rows.pto:4:15
-            TileView1 view23(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view23(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view23, 0);  // argmax_rows.pto:4:15
             TileTmp3 tmp24;  // argmax_rows.pto:4:15
             TASSIGN(tmp24, 5120);  // argmax_rows.pto:4:15
             TSEL(view20, view23, view21, view22, tmp24);  // argmax_rows.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView2 view25(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view25(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view25, 4352);  // argmax_rows.pto:4:15
-            TileView2 view26(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view26(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view26, 4864);  // argmax_rows.pto:4:15
-            TileView2 view27(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView2 view27(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view27, 4352);  // argmax_rows.pto:4:15
-            TileView1 view28(std::min<int64_t>(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
+            TileView1 view28(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
             TASSIGN(view28, 0);  // argmax_rows.pto:4:15
             TileTmp3 tmp29;  // argmax_rows.pto:4:15
             TASSIGN(tmp29, 5120);  // argmax_rows.pto:4:15

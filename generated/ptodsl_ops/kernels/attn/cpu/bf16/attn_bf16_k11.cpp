@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_bf16_k11(__gm__ float* t13_u2c1, __gm__ float* t14_u2c1, __gm__ float* acc, __gm__ float* m_new_u2c1, __gm__ float* m, int64_t S, int64_t D)
 {
     using TileT225 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -18,19 +23,19 @@ extern "C" __global__ AICORE void attn_bf16_k11(__gm__ float* t13_u2c1, __gm__ f
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g224 = 0; _g224 < (D + 63) / 64; ++_g224) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT225 t225(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT225 t225(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t225, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView0 t13_u2c1Gm0(t13_u2c1 + _g223 * 16 * D + _g224 * 64, GmView0::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t225, t13_u2c1Gm0);  // online_softmax_attn.pto:21:22
-            TileT226 t226(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT226 t226(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t226, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView1 t14_u2c1Gm1(t14_u2c1 + _g223 * 16 * D + _g224 * 64, GmView1::Shape(t226.GetValidRow(), t226.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t226, t14_u2c1Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT227 t227(std::min<int64_t>(S - _g223 * 16, 16), std::min<int64_t>(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT227 t227(min_i64(S - _g223 * 16, 16), min_i64(D - _g224 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t227, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -46,7 +51,7 @@ extern "C" __global__ AICORE void attn_bf16_k11(__gm__ float* t13_u2c1, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT229 t229(std::min<int64_t>(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
+        TileT229 t229(min_i64(S - _g223 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t229, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13

@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ float* s_u1c0, __gm__ float* m, __gm__ float* m_new_u1c0, __gm__ float* alpha_u1c0, __gm__ float* t8_u1c0, __gm__ float* p_1_u1c0, __gm__ float* l, __gm__ float* t10_u1c0, __gm__ float* acc, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t S, int64_t L, int64_t j_u1, float scale, int64_t D)
@@ -52,14 +62,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g243 = 0; _g243 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
-            TileT244 t244(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g243 = 0; _g243 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g243) {  // online_softmax_attn.pto:10:13
+            TileT244 t244(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t244, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u1c0Gm0(t0_u1c0 + _g242 * 16 * 64 + _g243 * 64, GmView0::Shape(t244.GetValidRow(), t244.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t244, t0_u1c0Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT245 t245(std::min<int64_t>(S - _g242 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT245 t245(min_i64(S - _g242 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g243 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t245, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t245, t244, scale);  // online_softmax_attn.pto:10:13
@@ -93,21 +103,21 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g246 = 0; _g246 < (S + 15) / 16; ++_g246) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        TileT247 t247(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
+        TileT247 t247(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t247, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k248 = 0; _k248 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
-            TileT249 t249(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k248 = 0; _k248 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k248) {  // online_softmax_attn.pto:17:32
+            TileT249 t249(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k248 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t249, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u1c0Gm2(s_u1c0 + _g246 * 16 * 64 + _k248 * 64, GmView2::Shape(t249.GetValidRow(), t249.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t249, s_u1c0Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT250 t250(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
+            TileT250 t250(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t250, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
@@ -118,14 +128,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT252 t252(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT252 t252(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t252, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g246 * 16, GmView3::Shape(t252.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t252, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT254 t254(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT254 t254(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t254, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -136,11 +146,11 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u1c0Gm4(m_new_u1c0 + _g246 * 16, GmView4::Shape(t254.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u1c0Gm4, t254);  // online_softmax_attn.pto:17:21
-        TileT258 t258(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
+        TileT258 t258(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t258, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
         TSUB(t258, t252, t254);  // online_softmax_attn.pto:18:25
-        TileT261 t261(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
+        TileT261 t261(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:18:21
         TASSIGN(t261, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t261, t258);  // online_softmax_attn.pto:18:21
@@ -152,17 +162,17 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g263 = 0; _g263 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
-            TileT264 t264(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g263 = 0; _g263 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g263) {  // online_softmax_attn.pto:19:21
+            TileT264 t264(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t264, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u1c0Gm6(s_u1c0 + _g246 * 16 * 64 + _g263 * 64, GmView6::Shape(t264.GetValidRow(), t264.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t264, s_u1c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT267 t267(std::min<int64_t>(S - _g246 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT267 t267(min_i64(S - _g246 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g263 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t267, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
+            TileTmp1 tmp1(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:19:21
             TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t254);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
@@ -202,14 +212,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g269 = 0; _g269 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
-            TileT270 t270(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g269 = 0; _g269 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g269) {  // online_softmax_attn.pto:19:17
+            TileT270 t270(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t270, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u1c0Gm8(t8_u1c0 + _g268 * 16 * 64 + _g269 * 64, GmView8::Shape(t270.GetValidRow(), t270.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t270, t8_u1c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT271 t271(std::min<int64_t>(S - _g268 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT271 t271(min_i64(S - _g268 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g269 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t271, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t271, t270);  // online_softmax_attn.pto:19:17
@@ -222,19 +232,19 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT273 t273(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT273 t273(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t273, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView10 lGm10(l + _g268 * 16, GmView10::Shape(t273.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t273, lGm10);  // online_softmax_attn.pto:20:20
-        TileT274 t274(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT274 t274(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t274, 512);  // online_softmax_attn.pto:20:20
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView11 alpha_u1c0Gm11(alpha_u1c0 + _g268 * 16, GmView11::Shape(t274.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t274, alpha_u1c0Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT275 t275(std::min<int64_t>(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT275 t275(min_i64(S - _g268 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t275, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -272,7 +282,7 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g276 = 0; _g276 < (S + 15) / 16; ++_g276) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        TileT277 t277(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
+        TileT277 t277(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t277, 0);  // online_softmax_attn.pto:20:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t277, 0.0f);  // online_softmax_attn.pto:20:32
@@ -280,14 +290,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k278 = 0; _k278 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
-            TileT279 t279(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k278 = 0; _k278 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k278) {  // online_softmax_attn.pto:20:32
+            TileT279 t279(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k278 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t279, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u1c0Gm13(p_1_u1c0 + _g276 * 16 * 64 + _k278 * 64, GmView13::Shape(t279.GetValidRow(), t279.GetValidCol()));  // online_softmax_attn.pto:20:32
             TLOAD(t279, p_1_u1c0Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT280 t280(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
+            TileT280 t280(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t280, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
@@ -298,14 +308,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT282 t282(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT282 t282(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t282, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView14 t10_u1c0Gm14(t10_u1c0 + _g276 * 16, GmView14::Shape(t282.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t282, t10_u1c0Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT284 t284(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT284 t284(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t284, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -327,23 +337,23 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g286 = 0; _g286 < (D + 63) / 64; ++_g286) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT287 t287(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT287 t287(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t287, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView16 accGm16(acc + _g276 * 16 * D + _g286 * 64, GmView16::Shape(t287.GetValidRow(), t287.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t287, accGm16);  // online_softmax_attn.pto:21:22
-            TileT288 t288(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileT288 t288(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t288, 4096);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
             GmView17 alpha_u1c0Gm17(alpha_u1c0 + _g276 * 16, GmView17::Shape(t288.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t288, alpha_u1c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT290 t290(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT290 t290(min_i64(S - _g276 * 16, 16), min_i64(D - _g286 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t290, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileTmp1 tmp3(min_i64(S - _g276 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
             TROWEXPAND(tmp3, t288);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
@@ -367,14 +377,14 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g292 = 0; _g292 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
-            TileT293 t293(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g292 = 0; _g292 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g292) {  // online_softmax_attn.pto:21:43
+            TileT293 t293(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t293, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u1c0Gm19(p_1_u1c0 + _g276 * 16 * 64 + _g292 * 64, GmView19::Shape(t293.GetValidRow(), t293.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t293, p_1_u1c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT294 t294(std::min<int64_t>(S - _g276 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT294 t294(min_i64(S - _g276 * 16, 16), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g292 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t294, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t294, t293, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_bf16_k15(__gm__ float* t13_u1c0, __gm__ float* t14_u1c0, __gm__ float* acc, __gm__ float* m_new_u1c0, __gm__ float* m, int64_t S, int64_t D)
 {
     using TileT309 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -18,19 +23,19 @@ extern "C" __global__ AICORE void attn_bf16_k15(__gm__ float* t13_u1c0, __gm__ f
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g308 = 0; _g308 < (D + 63) / 64; ++_g308) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT309 t309(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT309 t309(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t309, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView0 t13_u1c0Gm0(t13_u1c0 + _g307 * 16 * D + _g308 * 64, GmView0::Shape(t309.GetValidRow(), t309.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t309, t13_u1c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT310 t310(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT310 t310(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t310, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView1 t14_u1c0Gm1(t14_u1c0 + _g307 * 16 * D + _g308 * 64, GmView1::Shape(t310.GetValidRow(), t310.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t310, t14_u1c0Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT311 t311(std::min<int64_t>(S - _g307 * 16, 16), std::min<int64_t>(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT311 t311(min_i64(S - _g307 * 16, 16), min_i64(D - _g308 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t311, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -46,7 +51,7 @@ extern "C" __global__ AICORE void attn_bf16_k15(__gm__ float* t13_u1c0, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT313 t313(std::min<int64_t>(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
+        TileT313 t313(min_i64(S - _g307 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t313, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13

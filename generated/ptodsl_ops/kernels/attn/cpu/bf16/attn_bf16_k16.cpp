@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm__ bfloat16_t* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S)
@@ -27,8 +32,8 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
     using TileT324 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g315 = 0; _g315 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g315) {  // online_softmax_attn.pto:10:13
-        TileT319 t319(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g315 = 0; _g315 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g315) {  // online_softmax_attn.pto:10:13
+        TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -39,22 +44,22 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
-            TileT316 t316(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT316 t316(min_i64(S - _g314 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
-            TileT317 t317(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT317 t317(min_i64(S - _g314 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t317, 8192);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g314 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT318 t318(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT318 t318(min_i64(S - _g314 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t318, t317);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT320 t320(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
             TMOV(t320, t319);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -67,27 +72,27 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                TileT322 t322(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT322 t322(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t322, 8192);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT323 t323(std::min<int64_t>(S - _g314 * 64, 64), std::min<int64_t>(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT323 t323(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t323, t322);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT324 t324(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t324, 8192);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT325 t325(std::min<int64_t>(D - _k321 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT325 t325(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t325, t324);  // online_softmax_attn.pto:10:13

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm__ bfloat16_t* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S)
@@ -29,7 +34,7 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
-        TileT384 t384(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+        TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -41,22 +46,22 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
-            TileT381 t381(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+            TileT381 t381(min_i64(S - _g379 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
-            TileT382 t382(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+            TileT382 t382(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t382, 8192);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_lastGm1(t15_last + _g379 * 64 * 64, GmView1::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t382, t15_lastGm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT383 t383(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+            TileT383 t383(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t383, t382);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT385 t385(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+            TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
             TMOV(t385, t384);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -66,26 +71,26 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k386 = 1; _k386 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k386) {  // online_softmax_attn.pto:21:36
-                TileT387 t387(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
+            for (int64_t _k386 = 1; _k386 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k386) {  // online_softmax_attn.pto:21:36
+                TileT387 t387(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t387, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_lastGm2(t15_last + _g379 * 64 * 64 + _k386 * 64, GmView2::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t387, t15_lastGm2);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT388 t388(std::min<int64_t>(S - _g379 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT388 t388(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t388, t387);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT389 t389(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t389, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_lastGm3(vj_last + _k386 * 64 * D + _g380 * 64, GmView3::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t389, vj_lastGm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT390 t390(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), std::min<int64_t>(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t390, t389);  // online_softmax_attn.pto:21:36

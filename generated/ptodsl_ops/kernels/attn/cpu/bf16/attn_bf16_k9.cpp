@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ float* s_u2c1, __gm__ float* m, __gm__ float* m_new_u2c1, __gm__ float* alpha_u2c1, __gm__ float* t8_u2c1, __gm__ float* p_1_u2c1, __gm__ float* l, __gm__ float* t10_u2c1, __gm__ float* acc, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
@@ -52,14 +57,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g159 = 0; _g159 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
-            TileT160 t160(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g159 = 0; _g159 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g159) {  // online_softmax_attn.pto:10:13
+            TileT160 t160(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t160, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u2c1Gm0(t0_u2c1 + _g158 * 16 * 64 + _g159 * 64, GmView0::Shape(t160.GetValidRow(), t160.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t160, t0_u2c1Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT161 t161(std::min<int64_t>(S - _g158 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT161 t161(min_i64(S - _g158 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g159 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t161, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t161, t160, scale);  // online_softmax_attn.pto:10:13
@@ -93,21 +98,21 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g162 = 0; _g162 < (S + 15) / 16; ++_g162) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        TileT163 t163(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+        TileT163 t163(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
-            TileT165 t165(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k164) {  // online_softmax_attn.pto:17:32
+            TileT165 t165(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k164 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t165, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c1Gm2(s_u2c1 + _g162 * 16 * 64 + _k164 * 64, GmView2::Shape(t165.GetValidRow(), t165.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t165, s_u2c1Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT166 t166(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
+            TileT166 t166(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t166, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
@@ -118,14 +123,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT168 t168(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT168 t168(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t168, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g162 * 16, GmView3::Shape(t168.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t168, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT170 t170(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT170 t170(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t170, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -136,11 +141,11 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c1Gm4(m_new_u2c1 + _g162 * 16, GmView4::Shape(t170.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u2c1Gm4, t170);  // online_softmax_attn.pto:17:21
-        TileT174 t174(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
+        TileT174 t174(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t174, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
         TSUB(t174, t168, t170);  // online_softmax_attn.pto:18:25
-        TileT177 t177(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
+        TileT177 t177(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:18:21
         TASSIGN(t177, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t177, t174);  // online_softmax_attn.pto:18:21
@@ -152,17 +157,17 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
-            TileT180 t180(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g179) {  // online_softmax_attn.pto:19:21
+            TileT180 t180(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t180, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c1Gm6(s_u2c1 + _g162 * 16 * 64 + _g179 * 64, GmView6::Shape(t180.GetValidRow(), t180.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t180, s_u2c1Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT183 t183(std::min<int64_t>(S - _g162 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT183 t183(min_i64(S - _g162 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g179 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t183, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
+            TileTmp1 tmp1(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:19:21
             TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t170);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
@@ -202,14 +207,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
-            TileT186 t186(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g185) {  // online_softmax_attn.pto:19:17
+            TileT186 t186(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t186, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u2c1Gm8(t8_u2c1 + _g184 * 16 * 64 + _g185 * 64, GmView8::Shape(t186.GetValidRow(), t186.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t186, t8_u2c1Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT187 t187(std::min<int64_t>(S - _g184 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT187 t187(min_i64(S - _g184 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g185 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t187, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t187, t186);  // online_softmax_attn.pto:19:17
@@ -222,19 +227,19 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT189 t189(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT189 t189(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t189, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView10 lGm10(l + _g184 * 16, GmView10::Shape(t189.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t189, lGm10);  // online_softmax_attn.pto:20:20
-        TileT190 t190(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT190 t190(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t190, 512);  // online_softmax_attn.pto:20:20
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView11 alpha_u2c1Gm11(alpha_u2c1 + _g184 * 16, GmView11::Shape(t190.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t190, alpha_u2c1Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT191 t191(std::min<int64_t>(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT191 t191(min_i64(S - _g184 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t191, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -272,7 +277,7 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g192 = 0; _g192 < (S + 15) / 16; ++_g192) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        TileT193 t193(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
+        TileT193 t193(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t193, 0);  // online_softmax_attn.pto:20:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t193, 0.0f);  // online_softmax_attn.pto:20:32
@@ -280,14 +285,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
-            TileT195 t195(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k194) {  // online_softmax_attn.pto:20:32
+            TileT195 t195(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k194 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t195, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u2c1Gm13(p_1_u2c1 + _g192 * 16 * 64 + _k194 * 64, GmView13::Shape(t195.GetValidRow(), t195.GetValidCol()));  // online_softmax_attn.pto:20:32
             TLOAD(t195, p_1_u2c1Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT196 t196(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
+            TileT196 t196(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t196, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
@@ -298,14 +303,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT198 t198(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT198 t198(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t198, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView14 t10_u2c1Gm14(t10_u2c1 + _g192 * 16, GmView14::Shape(t198.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t198, t10_u2c1Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT200 t200(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT200 t200(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t200, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -327,23 +332,23 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT203 t203(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT203 t203(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t203, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView16 accGm16(acc + _g192 * 16 * D + _g202 * 64, GmView16::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t203, accGm16);  // online_softmax_attn.pto:21:22
-            TileT204 t204(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileT204 t204(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t204, 4096);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
             GmView17 alpha_u2c1Gm17(alpha_u2c1 + _g192 * 16, GmView17::Shape(t204.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t204, alpha_u2c1Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT206 t206(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT206 t206(min_i64(S - _g192 * 16, 16), min_i64(D - _g202 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t206, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileTmp1 tmp3(min_i64(S - _g192 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
             TROWEXPAND(tmp3, t204);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
@@ -367,14 +372,14 @@ extern "C" __global__ AICORE void attn_bf16_k9(__gm__ float* t0_u2c1, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g208 = 0; _g208 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
-            TileT209 t209(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g208) {  // online_softmax_attn.pto:21:43
+            TileT209 t209(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t209, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u2c1Gm19(p_1_u2c1 + _g192 * 16 * 64 + _g208 * 64, GmView19::Shape(t209.GetValidRow(), t209.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t209, p_1_u2c1Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT210 t210(std::min<int64_t>(S - _g192 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT210 t210(min_i64(S - _g192 * 16, 16), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g208 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t210, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t210, t209, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

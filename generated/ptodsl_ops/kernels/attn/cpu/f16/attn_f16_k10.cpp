@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S)
@@ -29,7 +34,7 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
-        TileT216 t216(std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+        TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
@@ -41,22 +46,22 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
-            TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+            TileT213 t213(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
-            TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+            TileT214 t214(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t214, 8192);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u2c1Gm1(t15_u2c1 + _g211 * 64 * 64, GmView1::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t214, t15_u2c1Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
+            TileT215 t215(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT217 t217(std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+            TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
             TMOV(t217, t216);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -66,26 +71,26 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k218 = 1; _k218 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
-                TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
+            for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
+                TileT219 t219(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t219, 8192);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u2c1Gm2(t15_u2c1 + _g211 * 64 * 64 + _k218 * 64, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t219, t15_u2c1Gm2);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT220 t220(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT220 t220(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t220, t219);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT221 t221(std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t221, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView3::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t221, vj_u2c1Gm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT222 t222(std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+                TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
                 TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t222, t221);  // online_softmax_attn.pto:21:36

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D)
@@ -52,14 +57,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g327 = 0; _g327 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g327) {  // online_softmax_attn.pto:10:13
-            TileT328 t328(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g327 = 0; _g327 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g327) {  // online_softmax_attn.pto:10:13
+            TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_lastGm0(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView0::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t328, t0_lastGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT329 t329(std::min<int64_t>(S - _g326 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
@@ -93,21 +98,21 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g330 = 0; _g330 < (S + 15) / 16; ++_g330) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        TileT331 t331(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
+        TileT331 t331(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t331, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k332 = 0; _k332 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k332) {  // online_softmax_attn.pto:17:32
-            TileT333 t333(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k332 = 0; _k332 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k332) {  // online_softmax_attn.pto:17:32
+            TileT333 t333(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t333, s_lastGm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT334 t334(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
+            TileT334 t334(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
@@ -118,14 +123,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT336 t336(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT336 t336(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g330 * 16, GmView3::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t336, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT338 t338(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT338 t338(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -136,11 +141,11 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_lastGm4, t338);  // online_softmax_attn.pto:17:21
-        TileT342 t342(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
+        TileT342 t342(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
         TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
-        TileT345 t345(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
+        TileT345 t345(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
         TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t345, t342);  // online_softmax_attn.pto:18:21
@@ -152,17 +157,17 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g347 = 0; _g347 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
-            TileT348 t348(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g347 = 0; _g347 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
+            TileT348 t348(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT351 t351(std::min<int64_t>(S - _g330 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT351 t351(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t351, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
+            TileTmp1 tmp1(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
             TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
@@ -202,14 +207,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g353 = 0; _g353 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g353) {  // online_softmax_attn.pto:19:17
-            TileT354 t354(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g353 = 0; _g353 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g353) {  // online_softmax_attn.pto:19:17
+            TileT354 t354(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_lastGm8(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView8::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t354, t8_lastGm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT355 t355(std::min<int64_t>(S - _g352 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT355 t355(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t355, t354);  // online_softmax_attn.pto:19:17
@@ -222,19 +227,19 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT357 t357(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT357 t357(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView10 lGm10(l + _g352 * 16, GmView10::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t357, lGm10);  // online_softmax_attn.pto:20:20
-        TileT358 t358(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT358 t358(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView11 alpha_lastGm11(alpha_last + _g352 * 16, GmView11::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t358, alpha_lastGm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT359 t359(std::min<int64_t>(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT359 t359(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -272,7 +277,7 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g360 = 0; _g360 < (S + 15) / 16; ++_g360) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        TileT361 t361(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+        TileT361 t361(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
@@ -280,14 +285,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k362 = 0; _k362 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k362) {  // online_softmax_attn.pto:20:32
-            TileT363 t363(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k362 = 0; _k362 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k362) {  // online_softmax_attn.pto:20:32
+            TileT363 t363(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_lastGm13(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView13::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
             TLOAD(t363, p_1_lastGm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT364 t364(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
+            TileT364 t364(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
@@ -298,14 +303,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT366 t366(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT366 t366(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView14 t10_lastGm14(t10_last + _g360 * 16, GmView14::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t366, t10_lastGm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT368 t368(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT368 t368(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -327,23 +332,23 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT371 t371(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT371 t371(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView16 accGm16(acc + _g360 * 16 * D + _g370 * 64, GmView16::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t371, accGm16);  // online_softmax_attn.pto:21:22
-            TileT372 t372(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileT372 t372(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
             GmView17 alpha_lastGm17(alpha_last + _g360 * 16, GmView17::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t372, alpha_lastGm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT374 t374(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT374 t374(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileTmp1 tmp3(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
             TROWEXPAND(tmp3, t372);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
@@ -367,14 +372,14 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g376 = 0; _g376 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g376) {  // online_softmax_attn.pto:21:43
-            TileT377 t377(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g376 = 0; _g376 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g376) {  // online_softmax_attn.pto:21:43
+            TileT377 t377(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_lastGm19(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView19::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t377, p_1_lastGm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT378 t378(std::min<int64_t>(S - _g360 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT378 t378(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

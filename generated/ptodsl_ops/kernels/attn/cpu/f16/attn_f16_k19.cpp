@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
     using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -23,19 +28,19 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT393 t393(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392 * 64, GmView0::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t393, t13_lastGm0);  // online_softmax_attn.pto:21:22
-            TileT394 t394(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT394 t394(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t394, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392 * 64, GmView1::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t394, t14_lastGm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT395 t395(std::min<int64_t>(S - _g391 * 16, 16), std::min<int64_t>(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -51,7 +56,7 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT397 t397(std::min<int64_t>(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
+        TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
@@ -79,7 +84,7 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            TileT400 t400(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TileT400 t400(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -87,21 +92,21 @@ extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ fl
             GmView5 accGm5(acc + _g398 * 16 * D + _g399 * 64, GmView5::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
             TLOAD(t400, accGm5);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT401 t401(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
             GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT403 t403(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
+            TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
+            TileTmp0 tmp0(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:24:25
             TROWEXPAND(tmp0, t401);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
             TROWEXPANDDIV(t403, t400, tmp0);  // online_softmax_attn.pto:24:25
-            TileT407 t407(std::min<int64_t>(S - _g398 * 16, 16), std::min<int64_t>(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
+            TileT407 t407(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
             TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
             TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20

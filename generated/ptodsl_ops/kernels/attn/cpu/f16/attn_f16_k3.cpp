@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D)
 {
     using TileT54 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -17,7 +22,7 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);
-            TileT54 t54(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
+            TileT54 t54(min_i64(S - _g52 * 16, 16), min_i64(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t54, 0);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -25,21 +30,21 @@ extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l
             GmView0 accGm0(acc + _g52 * 16 * D + _g53 * 64, GmView0::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:24:25
             TLOAD(t54, accGm0);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT55 t55(std::min<int64_t>(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
+            TileT55 t55(min_i64(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(t55, 4096);  // online_softmax_attn.pto:24:25
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
             GmView1 lGm1(l + _g52 * 16, GmView1::Shape(t55.GetValidRow()));  // online_softmax_attn.pto:24:25
             TLOAD(t55, lGm1);  // online_softmax_attn.pto:24:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT57 t57(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
+            TileT57 t57(min_i64(S - _g52 * 16, 16), min_i64(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:25
             TASSIGN(t57, 4608);  // online_softmax_attn.pto:24:25
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
+            TileTmp0 tmp0(min_i64(S - _g52 * 16, 16));  // online_softmax_attn.pto:24:25
             TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:24:25
             TROWEXPAND(tmp0, t55);  // online_softmax_attn.pto:24:25
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
             TROWEXPANDDIV(t57, t54, tmp0);  // online_softmax_attn.pto:24:25
-            TileT61 t61(std::min<int64_t>(S - _g52 * 16, 16), std::min<int64_t>(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:20
+            TileT61 t61(min_i64(S - _g52 * 16, 16), min_i64(D - _g53 * 64, 64));  // online_softmax_attn.pto:24:20
             TASSIGN(t61, 0);  // online_softmax_attn.pto:24:20
             pipe_barrier(PIPE_V);
             TCVT(t61, t57, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20

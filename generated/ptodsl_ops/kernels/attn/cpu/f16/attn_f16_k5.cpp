@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ float* s_u2c0, __gm__ float* m, __gm__ float* m_new_u2c0, __gm__ float* alpha_u2c0, __gm__ float* t8_u2c0, __gm__ float* p_1_u2c0, __gm__ float* l, __gm__ float* t10_u2c0, __gm__ float* acc, __gm__ float* t13_u2c0, __gm__ half* t15_u2c0, int64_t S, int64_t L, int64_t j_u2, float scale, int64_t D)
@@ -52,14 +57,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g75 = 0; _g75 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
-            TileT76 t76(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g75 = 0; _g75 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g75) {  // online_softmax_attn.pto:10:13
+            TileT76 t76(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t76, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_u2c0Gm0(t0_u2c0 + _g74 * 16 * 64 + _g75 * 64, GmView0::Shape(t76.GetValidRow(), t76.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t76, t0_u2c0Gm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT77 t77(std::min<int64_t>(S - _g74 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT77 t77(min_i64(S - _g74 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g75 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t77, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t77, t76, scale);  // online_softmax_attn.pto:10:13
@@ -93,21 +98,21 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g78 = 0; _g78 < (S + 15) / 16; ++_g78) {  // online_softmax_attn.pto:17:32
         pipe_barrier(PIPE_V);
-        TileT79 t79(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
+        TileT79 t79(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
         TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k80 = 0; _k80 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
-            TileT81 t81(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
+        for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k80) {  // online_softmax_attn.pto:17:32
+            TileT81 t81(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k80 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t81, 512);  // online_softmax_attn.pto:17:32
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
             GmView2 s_u2c0Gm2(s_u2c0 + _g78 * 16 * 64 + _k80 * 64, GmView2::Shape(t81.GetValidRow(), t81.GetValidCol()));  // online_softmax_attn.pto:17:32
             TLOAD(t81, s_u2c0Gm2);  // online_softmax_attn.pto:17:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT82 t82(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
+            TileT82 t82(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
             TASSIGN(t82, 4608);  // online_softmax_attn.pto:17:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
@@ -118,14 +123,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT84 t84(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT84 t84(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t84, 512);  // online_softmax_attn.pto:17:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView3 mGm3(m + _g78 * 16, GmView3::Shape(t84.GetValidRow()));  // online_softmax_attn.pto:17:21
         TLOAD(t84, mGm3);  // online_softmax_attn.pto:17:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT86 t86(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
+        TileT86 t86(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:21
         TASSIGN(t86, 1024);  // online_softmax_attn.pto:17:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -136,11 +141,11 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
         GmView4 m_new_u2c0Gm4(m_new_u2c0 + _g78 * 16, GmView4::Shape(t86.GetValidRow()));  // online_softmax_attn.pto:17:21
         TSTORE(m_new_u2c0Gm4, t86);  // online_softmax_attn.pto:17:21
-        TileT90 t90(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
+        TileT90 t90(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:25
         TASSIGN(t90, 0);  // online_softmax_attn.pto:18:25
         pipe_barrier(PIPE_V);
         TSUB(t90, t84, t86);  // online_softmax_attn.pto:18:25
-        TileT93 t93(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
+        TileT93 t93(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:18:21
         TASSIGN(t93, 512);  // online_softmax_attn.pto:18:21
         pipe_barrier(PIPE_V);
         TEXP(t93, t90);  // online_softmax_attn.pto:18:21
@@ -152,17 +157,17 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
-            TileT96 t96(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g95) {  // online_softmax_attn.pto:19:21
+            TileT96 t96(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t96, 1536);  // online_softmax_attn.pto:19:21
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
             GmView6 s_u2c0Gm6(s_u2c0 + _g78 * 16 * 64 + _g95 * 64, GmView6::Shape(t96.GetValidRow(), t96.GetValidCol()));  // online_softmax_attn.pto:19:21
             TLOAD(t96, s_u2c0Gm6);  // online_softmax_attn.pto:19:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT99 t99(std::min<int64_t>(S - _g78 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
+            TileT99 t99(min_i64(S - _g78 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g95 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t99, 5632);  // online_softmax_attn.pto:19:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
+            TileTmp1 tmp1(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:19:21
             TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
             TROWEXPAND(tmp1, t86);  // online_softmax_attn.pto:19:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
@@ -202,14 +207,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g101 = 0; _g101 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
-            TileT102 t102(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+        for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g101) {  // online_softmax_attn.pto:19:17
+            TileT102 t102(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t102, 0);  // online_softmax_attn.pto:19:17
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
             GmView8 t8_u2c0Gm8(t8_u2c0 + _g100 * 16 * 64 + _g101 * 64, GmView8::Shape(t102.GetValidRow(), t102.GetValidCol()));  // online_softmax_attn.pto:19:17
             TLOAD(t102, t8_u2c0Gm8);  // online_softmax_attn.pto:19:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT103 t103(std::min<int64_t>(S - _g100 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
+            TileT103 t103(min_i64(S - _g100 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g101 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t103, 4096);  // online_softmax_attn.pto:19:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t103, t102);  // online_softmax_attn.pto:19:17
@@ -222,19 +227,19 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT105 t105(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT105 t105(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t105, 0);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView10 lGm10(l + _g100 * 16, GmView10::Shape(t105.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t105, lGm10);  // online_softmax_attn.pto:20:20
-        TileT106 t106(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT106 t106(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t106, 512);  // online_softmax_attn.pto:20:20
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView11 alpha_u2c0Gm11(alpha_u2c0 + _g100 * 16, GmView11::Shape(t106.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t106, alpha_u2c0Gm11);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT107 t107(std::min<int64_t>(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT107 t107(min_i64(S - _g100 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t107, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -272,7 +277,7 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g108 = 0; _g108 < (S + 15) / 16; ++_g108) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
-        TileT109 t109(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
+        TileT109 t109(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t109, 0);  // online_softmax_attn.pto:20:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TEXPANDS(t109, 0.0f);  // online_softmax_attn.pto:20:32
@@ -280,14 +285,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k110 = 0; _k110 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
-            TileT111 t111(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
+        for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k110) {  // online_softmax_attn.pto:20:32
+            TileT111 t111(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k110 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t111, 512);  // online_softmax_attn.pto:20:32
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView13 p_1_u2c0Gm13(p_1_u2c0 + _g108 * 16 * 64 + _k110 * 64, GmView13::Shape(t111.GetValidRow(), t111.GetValidCol()));  // online_softmax_attn.pto:20:32
             TLOAD(t111, p_1_u2c0Gm13);  // online_softmax_attn.pto:20:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT112 t112(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
+            TileT112 t112(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t112, 4608);  // online_softmax_attn.pto:20:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
@@ -298,14 +303,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT114 t114(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT114 t114(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t114, 512);  // online_softmax_attn.pto:20:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView14 t10_u2c0Gm14(t10_u2c0 + _g108 * 16, GmView14::Shape(t114.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t114, t10_u2c0Gm14);  // online_softmax_attn.pto:20:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT116 t116(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
+        TileT116 t116(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t116, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -327,23 +332,23 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT119 t119(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT119 t119(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t119, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView16 accGm16(acc + _g108 * 16 * D + _g118 * 64, GmView16::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t119, accGm16);  // online_softmax_attn.pto:21:22
-            TileT120 t120(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileT120 t120(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(t120, 4096);  // online_softmax_attn.pto:21:22
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
             GmView17 alpha_u2c0Gm17(alpha_u2c0 + _g108 * 16, GmView17::Shape(t120.GetValidRow()));  // online_softmax_attn.pto:21:22
             TLOAD(t120, alpha_u2c0Gm17);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT122 t122(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT122 t122(min_i64(S - _g108 * 16, 16), min_i64(D - _g118 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t122, 4608);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
+            TileTmp1 tmp3(min_i64(S - _g108 * 16, 16));  // online_softmax_attn.pto:21:22
             TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
             TROWEXPAND(tmp3, t120);  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
@@ -367,14 +372,14 @@ extern "C" __global__ AICORE void attn_f16_k5(__gm__ float* t0_u2c0, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
-            TileT125 t125(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+        for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g124) {  // online_softmax_attn.pto:21:43
+            TileT125 t125(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t125, 0);  // online_softmax_attn.pto:21:43
             using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
             GmView19 p_1_u2c0Gm19(p_1_u2c0 + _g108 * 16 * 64 + _g124 * 64, GmView19::Shape(t125.GetValidRow(), t125.GetValidCol()));  // online_softmax_attn.pto:21:43
             TLOAD(t125, p_1_u2c0Gm19);  // online_softmax_attn.pto:21:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT126 t126(std::min<int64_t>(S - _g108 * 16, 16), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
+            TileT126 t126(min_i64(S - _g108 * 16, 16), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g124 * 64, 64));  // online_softmax_attn.pto:21:43
             TASSIGN(t126, 4096);  // online_softmax_attn.pto:21:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t126, t125, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ float* t14_u2c0, __gm__ float* acc, __gm__ float* m_new_u2c0, __gm__ float* m, int64_t S, int64_t D)
 {
     using TileT141 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -18,19 +23,19 @@ extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g140 = 0; _g140 < (D + 63) / 64; ++_g140) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
-            TileT141 t141(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT141 t141(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t141, 0);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView0 t13_u2c0Gm0(t13_u2c0 + _g139 * 16 * D + _g140 * 64, GmView0::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t141, t13_u2c0Gm0);  // online_softmax_attn.pto:21:22
-            TileT142 t142(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT142 t142(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t142, 4096);  // online_softmax_attn.pto:21:22
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView1 t14_u2c0Gm1(t14_u2c0 + _g139 * 16 * D + _g140 * 64, GmView1::Shape(t142.GetValidRow(), t142.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t142, t14_u2c0Gm1);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT143 t143(std::min<int64_t>(S - _g139 * 16, 16), std::min<int64_t>(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
+            TileT143 t143(min_i64(S - _g139 * 16, 16), min_i64(D - _g140 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t143, 8192);  // online_softmax_attn.pto:21:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -46,7 +51,7 @@ extern "C" __global__ AICORE void attn_f16_k7(__gm__ float* t13_u2c0, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT145 t145(std::min<int64_t>(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
+        TileT145 t145(min_i64(S - _g139 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t145, 0);  // online_softmax_attn.pto:22:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13

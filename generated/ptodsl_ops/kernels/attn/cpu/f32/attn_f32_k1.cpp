@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, float scale)
 {
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -28,14 +33,14 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g13 = 0; _g13 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
-            TileT14 t14(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+        for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
+            TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_firstGm0(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t14, t0_firstGm0);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT15 t15(std::min<int64_t>(S - _g12 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
@@ -68,21 +73,21 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
     for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // online_softmax_attn.pto:12:20
         pipe_barrier(PIPE_V);
-        TileT17 t17(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
+        TileT17 t17(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
         TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);
-        for (int64_t _k18 = 0; _k18 < (std::min<int64_t>(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
-            TileT19 t19(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
+        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
+            TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
             TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
             GmView2 s_firstGm2(s_first + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
             TLOAD(t19, s_firstGm2);  // online_softmax_attn.pto:12:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT20 t20(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
+            TileT20 t20(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
             TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
@@ -100,17 +105,17 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g22 = 0; _g22 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-            TileT23 t23(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
+            TileT23 t23(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
             TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
             GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
             TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT26 t26(std::min<int64_t>(S - _g16 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
+            TileT26 t26(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
             TASSIGN(t26, 4608);  // online_softmax_attn.pto:13:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
+            TileTmp1 tmp1(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
             TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:13:21
             TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:21
             pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:21
@@ -146,14 +151,14 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g28 = 0; _g28 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
-            TileT29 t29(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
+        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
+            TileT29 t29(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
             GmView6 t2_firstGm6(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
             TLOAD(t29, t2_firstGm6);  // online_softmax_attn.pto:13:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT30 t30(std::min<int64_t>(S - _g27 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
+            TileT30 t30(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
             TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t30, t29);  // online_softmax_attn.pto:13:17
@@ -186,7 +191,7 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
     for (int64_t _g31 = 0; _g31 < (S + 15) / 16; ++_g31) {  // online_softmax_attn.pto:14:20
         pipe_barrier(PIPE_V);
-        TileT32 t32(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
+        TileT32 t32(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
         TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -194,14 +199,14 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         pipe_barrier(PIPE_V);
-        for (int64_t _k33 = 0; _k33 < (std::min<int64_t>(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
-            TileT34 t34(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
+        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
+            TileT34 t34(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
             TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
             GmView8 p_firstGm8(p_first + _g31 * 16 * 64 + _k33 * 64, GmView8::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
             TLOAD(t34, p_firstGm8);  // online_softmax_attn.pto:14:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT35 t35(std::min<int64_t>(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
+            TileT35 t35(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
             TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
@@ -223,8 +228,8 @@ extern "C" __global__ AICORE void attn_f32_k1(__gm__ float* t0_first, __gm__ flo
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g37 = 0; _g37 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-            TileT38 t38(std::min<int64_t>(S - _g31 * 16, 16), std::min<int64_t>(std::min<int64_t>(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
+        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
+            TileT38 t38(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
             TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
             GmView10 p_firstGm10(p_first + _g31 * 16 * 64 + _g37 * 64, GmView10::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29

@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ float* q, __gm__ float* t0_u1c0, int64_t L, int64_t j_u1, int64_t D, int64_t S)
@@ -27,8 +37,8 @@ extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ flo
     using TileT240 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT241 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g231 = 0; _g231 < ceil_div(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
-        TileT235 t235(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g231 = 0; _g231 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_g231) {  // online_softmax_attn.pto:10:13
+        TileT235 t235(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t235, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_u1c0Gm0(kj_u1c0 + _g231 * 64 * D, GmView0::Shape(t235.GetValidRow(), t235.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -39,22 +49,22 @@ extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ flo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g230 = 0; _g230 < (S + 63) / 64; ++_g230) {  // online_softmax_attn.pto:10:13
-            TileT232 t232(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT232 t232(min_i64(S - _g230 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t232, 0);  // online_softmax_attn.pto:10:13
-            TileT233 t233(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT233 t233(min_i64(S - _g230 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t233, 16384);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g230 * 64 * D, GmView1::Shape(t233.GetValidRow(), t233.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t233, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT234 t234(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT234 t234(min_i64(S - _g230 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t234, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t234, t233);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT236 t236(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT236 t236(min_i64(D, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t236, 0);  // online_softmax_attn.pto:10:13
             TMOV(t236, t235);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -67,27 +77,27 @@ extern "C" __global__ AICORE void attn_f32_k12(__gm__ float* kj_u1c0, __gm__ flo
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k237 = 1; _k237 < (D + 63) / 64; ++_k237) {  // online_softmax_attn.pto:10:13
-                TileT238 t238(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT238 t238(min_i64(S - _g230 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t238, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g230 * 64 * D + _k237 * 64, GmView2::Shape(t238.GetValidRow(), t238.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t238, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT239 t239(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT239 t239(min_i64(S - _g230 * 64, 64), min_i64(D - _k237 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t239, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t239, t238);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT240 t240(std::min<int64_t>(D - _k237 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT240 t240(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t240, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u1c0Gm3(kj_u1c0 + _g231 * 64 * D + _k237 * 64, GmView3::Shape(t240.GetValidRow(), t240.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t240, kj_u1c0Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT241 t241(std::min<int64_t>(D - _k237 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + (std::max<int64_t>((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT241 t241(min_i64(D - _k237 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _g231 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t241, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t241, t240);  // online_softmax_attn.pto:10:13

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ float* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S)
@@ -27,8 +32,8 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
     using TileT72 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT73 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g63 = 0; _g63 < ceil_div(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
-        TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_g63) {  // online_softmax_attn.pto:10:13
+        TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t67, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_u2c0Gm0(kj_u2c0 + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -39,22 +44,22 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g62 = 0; _g62 < (S + 63) / 64; ++_g62) {  // online_softmax_attn.pto:10:13
-            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT64 t64(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t64, 0);  // online_softmax_attn.pto:10:13
-            TileT65 t65(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT65 t65(min_i64(S - _g62 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t65, 16384);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g62 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t65, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT66 t66(min_i64(S - _g62 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t66, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t68, 0);  // online_softmax_attn.pto:10:13
             TMOV(t68, t67);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -67,27 +72,27 @@ extern "C" __global__ AICORE void attn_f32_k4(__gm__ float* kj_u2c0, __gm__ floa
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // online_softmax_attn.pto:10:13
-                TileT70 t70(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT70 t70(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t70, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g62 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t70, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT71 t71(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t71, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t71, t70);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t72, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c0Gm3(kj_u2c0 + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t72, kj_u2c0Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _g63 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t73, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t73, t72);  // online_softmax_attn.pto:10:13

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* kj_u2c1, __gm__ float* q, __gm__ float* t0_u2c1, int64_t L, int64_t j_u2, int64_t D, int64_t S)
@@ -27,8 +32,8 @@ extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* kj_u2c1, __gm__ floa
     using TileT156 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT157 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g147 = 0; _g147 < ceil_div(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
-        TileT151 t151(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+    for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_g147) {  // online_softmax_attn.pto:10:13
+        TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t151, 0);  // online_softmax_attn.pto:10:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_u2c1Gm0(kj_u2c1 + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
@@ -39,22 +44,22 @@ extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* kj_u2c1, __gm__ floa
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // online_softmax_attn.pto:10:13
-            TileT148 t148(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT148 t148(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t148, 0);  // online_softmax_attn.pto:10:13
-            TileT149 t149(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT149 t149(min_i64(S - _g146 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t149, 16384);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g146 * 64 * D, GmView1::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t149, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT150 t150(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D, 64));  // online_softmax_attn.pto:10:13
+            TileT150 t150(min_i64(S - _g146 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t150, 0);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t150, t149);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT152 t152(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+            TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t152, 0);  // online_softmax_attn.pto:10:13
             TMOV(t152, t151);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -67,27 +72,27 @@ extern "C" __global__ AICORE void attn_f32_k8(__gm__ float* kj_u2c1, __gm__ floa
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // online_softmax_attn.pto:10:13
-                TileT154 t154(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT154 t154(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t154, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t154, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT155 t155(std::min<int64_t>(S - _g146 * 64, 64), std::min<int64_t>(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT155 t155(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t155, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t155, t154);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT156 t156(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t156, 16384);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_u2c1Gm3(kj_u2c1 + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t156, kj_u2c1Gm3);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT157 t157(std::min<int64_t>(D - _k153 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
+                TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _g147 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t157, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t157, t156);  // online_softmax_attn.pto:10:13

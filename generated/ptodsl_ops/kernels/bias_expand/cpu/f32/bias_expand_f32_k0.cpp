@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S)
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
@@ -15,25 +20,25 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
     for (int64_t _g0 = 0; _g0 < B; ++_g0) {  // bias_expand.pto:4:16
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g2 = 0; _g2 < (H + 63) / 64; ++_g2) {  // bias_expand.pto:4:16
-            TileT3 t3(std::min<int64_t>(H - _g2 * 64, 64));  // bias_expand.pto:4:16
+            TileT3 t3(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:16
             TASSIGN(t3, 0);  // bias_expand.pto:4:16
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:16
-            GmView0 t2Gm0(t2 + _g0 * H + _g2 * 64, GmView0::Shape(std::min<int64_t>(H - _g2 * 64, 64)), GmView0::Stride(H, H));  // bias_expand.pto:4:16
+            GmView0 t2Gm0(t2 + _g0 * H + _g2 * 64, GmView0::Shape(min_i64(H - _g2 * 64, 64)), GmView0::Stride(H, H));  // bias_expand.pto:4:16
             TLOAD(t3, t2Gm0);  // bias_expand.pto:4:16
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g1 = 0; _g1 < (S + 7) / 8; ++_g1) {  // bias_expand.pto:4:16
                 pipe_barrier(PIPE_V);
-                TileT4 t4(std::min<int64_t>(S - _g1 * 8, 8), std::min<int64_t>(H - _g2 * 64, 64));  // bias_expand.pto:4:16
+                TileT4 t4(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:16
                 TASSIGN(t4, 256);  // bias_expand.pto:4:16
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TCOLEXPAND(t4, t3);  // bias_expand.pto:4:16
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:16
-                GmView1 t1Gm1(t1 + _g0 * (H * S) + _g1 * 8 * H + _g2 * 64, GmView1::Shape(std::min<int64_t>(S - _g1 * 8, 8), std::min<int64_t>(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:16
+                GmView1 t1Gm1(t1 + _g0 * (H * S) + _g1 * 8 * H + _g2 * 64, GmView1::Shape(min_i64(S - _g1 * 8, 8), min_i64(H - _g2 * 64, 64)), GmView1::Stride(H * S, H));  // bias_expand.pto:4:16
                 TSTORE(t1Gm1, t4);  // bias_expand.pto:4:16
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -52,19 +57,19 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g7 = 0; _g7 < (H + 63) / 64; ++_g7) {  // bias_expand.pto:4:12
                 pipe_barrier(PIPE_V);
-                TileT8 t8(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64));  // bias_expand.pto:4:12
+                TileT8 t8(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
                 TASSIGN(t8, 0);  // bias_expand.pto:4:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                GmView2 xGm2(x + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView2::Shape(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
+                GmView2 xGm2(x + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView2::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
                 TLOAD(t8, xGm2);  // bias_expand.pto:4:12
-                TileT9 t9(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64));  // bias_expand.pto:4:12
+                TileT9 t9(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
                 TASSIGN(t9, 4096);  // bias_expand.pto:4:12
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                GmView3 t1Gm3(t1 + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView3::Shape(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
+                GmView3 t1Gm3(t1 + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView3::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
                 TLOAD(t9, t1Gm3);  // bias_expand.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT10 t10(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64));  // bias_expand.pto:4:12
+                TileT10 t10(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
                 TASSIGN(t10, 8192);  // bias_expand.pto:4:12
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -73,7 +78,7 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                GmView4 yGm4(y + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView4::Shape(std::min<int64_t>(S - _g6 * 16, 16), std::min<int64_t>(H - _g7 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
+                GmView4 yGm4(y + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView4::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
                 TSTORE(yGm4, t10);  // bias_expand.pto:4:12
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M)
 {
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -25,11 +30,11 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
         for (int64_t _b1 = 0; _b1 < H; ++_b1) {  // bmm.pto:4:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g3 = 0; _g3 < (N + 31) / 32; ++_g3) {  // bmm.pto:4:12
-                TileT7 t7(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:4:12
+                TileT7 t7(min_i64(K, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
                 TASSIGN(t7, 0);  // bmm.pto:4:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                GmView0 bGm0(b + _b1 * (N * K) + _g3 * 32, GmView0::Shape(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g3 * 32, 32)), GmView0::Stride(N * K, N));  // bmm.pto:4:12
+                GmView0 bGm0(b + _b1 * (N * K) + _g3 * 32, GmView0::Shape(min_i64(K, 32), min_i64(N - _g3 * 32, 32)), GmView0::Stride(N * K, N));  // bmm.pto:4:12
                 TLOAD(t7, bGm0);  // bmm.pto:4:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -37,22 +42,22 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g2 = 0; _g2 < (M + 31) / 32; ++_g2) {  // bmm.pto:4:12
-                    TileT4 t4(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:4:12
+                    TileT4 t4(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
                     TASSIGN(t4, 0);  // bmm.pto:4:12
-                    TileT5 t5(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K, 32));  // bmm.pto:4:12
+                    TileT5 t5(min_i64(M - _g2 * 32, 32), min_i64(K, 32));  // bmm.pto:4:12
                     TASSIGN(t5, 2048);  // bmm.pto:4:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                    GmView1 aGm1(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K, GmView1::Shape(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K, 32)), GmView1::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                    GmView1 aGm1(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K, GmView1::Shape(min_i64(M - _g2 * 32, 32), min_i64(K, 32)), GmView1::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                     TLOAD(t5, aGm1);  // bmm.pto:4:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT6 t6(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K, 32));  // bmm.pto:4:12
+                    TileT6 t6(min_i64(M - _g2 * 32, 32), min_i64(K, 32));  // bmm.pto:4:12
                     TASSIGN(t6, 0);  // bmm.pto:4:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t6, t5);  // bmm.pto:4:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT8 t8(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:4:12
+                    TileT8 t8(min_i64(K, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
                     TASSIGN(t8, 0);  // bmm.pto:4:12
                     TMOV(t8, t7);  // bmm.pto:4:12
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -63,27 +68,27 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k9 = 1; _k9 < (K + 31) / 32; ++_k9) {  // bmm.pto:4:12
-                        TileT10 t10(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // bmm.pto:4:12
+                        TileT10 t10(min_i64(M - _g2 * 32, 32), min_i64(K - _k9 * 32, 32));  // bmm.pto:4:12
                         TASSIGN(t10, 2048);  // bmm.pto:4:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + _k9 * 32, GmView2::Shape(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
+                        GmView2 aGm2(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + _k9 * 32, GmView2::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - _k9 * 32, 32)), GmView2::Stride(K * M * H, K * M, K));  // bmm.pto:4:12
                         TLOAD(t10, aGm2);  // bmm.pto:4:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11 t11(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // bmm.pto:4:12
+                        TileT11 t11(min_i64(M - _g2 * 32, 32), min_i64(K - _k9 * 32, 32));  // bmm.pto:4:12
                         TASSIGN(t11, 2048);  // bmm.pto:4:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11, t10);  // bmm.pto:4:12
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT12 t12(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:4:12
+                        TileT12 t12(min_i64(K - _k9 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
                         TASSIGN(t12, 2048);  // bmm.pto:4:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                        GmView3 bGm3(b + _b1 * (N * K) + _k9 * 32 * N + _g3 * 32, GmView3::Shape(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
+                        GmView3 bGm3(b + _b1 * (N * K) + _k9 * 32 * N + _g3 * 32, GmView3::Shape(min_i64(K - _k9 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView3::Stride(N * K, N));  // bmm.pto:4:12
                         TLOAD(t12, bGm3);  // bmm.pto:4:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT13 t13(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:4:12
+                        TileT13 t13(min_i64(K - _k9 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12
                         TASSIGN(t13, 2048);  // bmm.pto:4:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t13, t12);  // bmm.pto:4:12
@@ -99,10 +104,10 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
                     set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:4:12
-                    GmView4 cGm4(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView4::Shape(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32)), GmView4::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
+                    GmView4 cGm4(c + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView4::Shape(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView4::Stride(N * M * H, N * M, N));  // bmm.pto:4:12
                     TSTORE(cGm4, t4);  // bmm.pto:4:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
-                    TileT18 t18(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:5:12
+                    TileT18 t18(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
                     TASSIGN(t18, 0);  // bmm.pto:5:12
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
                     TMATMUL(t18, t6, t8);  // bmm.pto:5:12
@@ -112,27 +117,27 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     for (int64_t _k23 = 1; _k23 < (K + 31) / 32; ++_k23) {  // bmm.pto:5:12
-                        TileT24 t24(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k23 * 32, 32));  // bmm.pto:5:12
+                        TileT24 t24(min_i64(M - _g2 * 32, 32), min_i64(K - _k23 * 32, 32));  // bmm.pto:5:12
                         TASSIGN(t24, 2048);  // bmm.pto:5:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                        GmView5 aGm5(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + _k23 * 32, GmView5::Shape(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k23 * 32, 32)), GmView5::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
+                        GmView5 aGm5(a + _b0 * (K * M * H) + _b1 * (K * M) + _g2 * 32 * K + _k23 * 32, GmView5::Shape(min_i64(M - _g2 * 32, 32), min_i64(K - _k23 * 32, 32)), GmView5::Stride(K * M * H, K * M, K));  // bmm.pto:5:12
                         TLOAD(t24, aGm5);  // bmm.pto:5:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT25 t25(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(K - _k23 * 32, 32));  // bmm.pto:5:12
+                        TileT25 t25(min_i64(M - _g2 * 32, 32), min_i64(K - _k23 * 32, 32));  // bmm.pto:5:12
                         TASSIGN(t25, 0);  // bmm.pto:5:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t25, t24);  // bmm.pto:5:12
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                        TileT26 t26(std::min<int64_t>(K - _k23 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:5:12
+                        TileT26 t26(min_i64(K - _k23 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
                         TASSIGN(t26, 2048);  // bmm.pto:5:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                        GmView6 bGm6(b + _b1 * (N * K) + _k23 * 32 * N + _g3 * 32, GmView6::Shape(std::min<int64_t>(K - _k23 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32)), GmView6::Stride(N * K, N));  // bmm.pto:5:12
+                        GmView6 bGm6(b + _b1 * (N * K) + _k23 * 32 * N + _g3 * 32, GmView6::Shape(min_i64(K - _k23 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView6::Stride(N * K, N));  // bmm.pto:5:12
                         TLOAD(t26, bGm6);  // bmm.pto:5:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT27 t27(std::min<int64_t>(K - _k23 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32));  // bmm.pto:5:12
+                        TileT27 t27(min_i64(K - _k23 * 32, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:5:12
                         TASSIGN(t27, 0);  // bmm.pto:5:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t27, t26);  // bmm.pto:5:12
@@ -149,7 +154,7 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // bmm.pto:5:12
-                    GmView7 dGm7(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView7::Shape(std::min<int64_t>(M - _g2 * 32, 32), std::min<int64_t>(N - _g3 * 32, 32)), GmView7::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
+                    GmView7 dGm7(d + _b0 * (N * M * H) + _b1 * (N * M) + _g2 * 32 * N + _g3 * 32, GmView7::Shape(min_i64(M - _g2 * 32, 32), min_i64(N - _g3 * 32, 32)), GmView7::Stride(N * M * H, N * M, N));  // bmm.pto:5:12
                     TSTORE(dGm7, t18);  // bmm.pto:5:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }

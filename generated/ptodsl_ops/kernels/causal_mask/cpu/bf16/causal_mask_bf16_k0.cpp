@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores, __gm__ bfloat16_t* keep, __gm__ bfloat16_t* future, int64_t Q, int64_t L, int32_t offset)
 {
     using TileT2 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -27,27 +32,27 @@ extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores,
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (L + 63) / 64; ++_g1) {  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT2 t2(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t2, 0);  // causal_mask.pto:4:15
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TTRI<TileT2, 0>(t2, static_cast<int>(offset + (_g0 * 16 - _g1 * 64)));  // causal_mask.pto:4:15
-            TileT3 t3(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT3 t3(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t3, 4096);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
             TCVT(t3, t2, RoundMode::CAST_RINT);  // causal_mask.pto:4:15
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT7 t7(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t7, 0);  // causal_mask.pto:4:15
-            TileT8 t8(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT8 t8(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t8, 6144);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
             TCVT(t8, t3, RoundMode::CAST_RINT);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView0 view0(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view0, 0);  // causal_mask.pto:4:15
             TCMPS(view0, t8, 0.0f, CmpMode::NE);  // causal_mask.pto:4:15
-            TileT12 t12(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT12 t12(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t12, 1024);  // causal_mask.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // causal_mask.pto:4:15
@@ -55,7 +60,7 @@ extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores,
             TLOAD(t12, scoresGm0);  // causal_mask.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT13 t13(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT13 t13(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t13, 3072);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -63,13 +68,13 @@ extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores,
             TASSIGN(tmp1, 10240);  // causal_mask.pto:4:15
             TEXPANDS(tmp1, 0.0f);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);  // causal_mask.pto:4:15
-            TileView2 view2(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view2(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view2, 3072);  // causal_mask.pto:4:15
-            TileView2 view3(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view3(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view3, 1024);  // causal_mask.pto:4:15
-            TileView2 view4(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view4(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view4, 10240);  // causal_mask.pto:4:15
-            TileView0 view5(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView0 view5(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view5, 0);  // causal_mask.pto:4:15
             TileTmp1 tmp6;  // causal_mask.pto:4:15
             TASSIGN(tmp6, 12288);  // causal_mask.pto:4:15
@@ -81,40 +86,40 @@ extern "C" __global__ AICORE void causal_mask_bf16_k0(__gm__ bfloat16_t* scores,
             GmView1 keepGm1(keep + _g0 * 16 * L + _g1 * 64, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(L));  // causal_mask.pto:4:15
             TSTORE(keepGm1, t13);  // causal_mask.pto:4:15
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT16 t16(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT16 t16(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t16, 3072);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TTRI<TileT16, 1>(t16, static_cast<int>(offset + 1 + (_g0 * 16 - _g1 * 64)));  // causal_mask.pto:5:17
-            TileT17 t17(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT17 t17(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t17, 7168);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             TCVT(t17, t16, RoundMode::CAST_RINT);  // causal_mask.pto:5:17
-            TileT21 t21(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT21 t21(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t21, 0);  // causal_mask.pto:5:17
-            TileT22 t22(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT22 t22(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t22, 3072);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             TCVT(t22, t17, RoundMode::CAST_RINT);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            TileView0 view7(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView0 view7(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view7, 0);  // causal_mask.pto:5:17
             TCMPS(view7, t22, 0.0f, CmpMode::NE);  // causal_mask.pto:5:17
-            TileT27 t27(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT27 t27(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t27, 3072);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             TileTmp1 tmp8;  // causal_mask.pto:5:17
             TASSIGN(tmp8, 10240);  // causal_mask.pto:5:17
             TEXPANDS(tmp8, 0.0f);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);  // causal_mask.pto:5:17
-            TileView2 view9(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view9(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view9, 3072);  // causal_mask.pto:5:17
-            TileView2 view10(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view10(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view10, 1024);  // causal_mask.pto:5:17
-            TileView2 view11(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view11(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view11, 10240);  // causal_mask.pto:5:17
-            TileView0 view12(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView0 view12(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view12, 0);  // causal_mask.pto:5:17
             TileTmp1 tmp13;  // causal_mask.pto:5:17
             TASSIGN(tmp13, 12288);  // causal_mask.pto:5:17

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm__ float* keep, __gm__ float* future, int64_t Q, int64_t L, int32_t offset)
 {
     using TileT2 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -23,19 +28,19 @@ extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm_
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (L + 63) / 64; ++_g1) {  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT2 t2(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t2, 0);  // causal_mask.pto:4:15
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TTRI<TileT2, 0>(t2, static_cast<int>(offset + (_g0 * 16 - _g1 * 64)));  // causal_mask.pto:4:15
-            TileT6 t6(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT6 t6(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t6, 4096);  // causal_mask.pto:4:15
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView0 view0(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view0, 4096);  // causal_mask.pto:4:15
             TCMPS(view0, t2, 0.0f, CmpMode::NE);  // causal_mask.pto:4:15
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT10 t10(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t10, 0);  // causal_mask.pto:4:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // causal_mask.pto:4:15
@@ -43,7 +48,7 @@ extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm_
             TLOAD(t10, scoresGm0);  // causal_mask.pto:4:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:4:15
+            TileT11 t11(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
             TASSIGN(t11, 5120);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -51,13 +56,13 @@ extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm_
             TASSIGN(tmp1, 9216);  // causal_mask.pto:4:15
             TEXPANDS(tmp1, 0.0f);  // causal_mask.pto:4:15
             pipe_barrier(PIPE_V);  // causal_mask.pto:4:15
-            TileView2 view2(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view2(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view2, 5120);  // causal_mask.pto:4:15
-            TileView2 view3(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view3(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view3, 0);  // causal_mask.pto:4:15
-            TileView2 view4(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView2 view4(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view4, 9216);  // causal_mask.pto:4:15
-            TileView0 view5(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
+            TileView0 view5(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:4:15
             TASSIGN(view5, 4096);  // causal_mask.pto:4:15
             TileTmp1 tmp6;  // causal_mask.pto:4:15
             TASSIGN(tmp6, 13312);  // causal_mask.pto:4:15
@@ -69,31 +74,31 @@ extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm_
             GmView1 keepGm1(keep + _g0 * 16 * L + _g1 * 64, GmView1::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView1::Stride(L));  // causal_mask.pto:4:15
             TSTORE(keepGm1, t11);  // causal_mask.pto:4:15
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT14 t14(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT14 t14(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t14, 4096);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TTRI<TileT14, 1>(t14, static_cast<int>(offset + 1 + (_g0 * 16 - _g1 * 64)));  // causal_mask.pto:5:17
-            TileT18 t18(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT18 t18(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t18, 8192);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
-            TileView0 view7(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView0 view7(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view7, 8192);  // causal_mask.pto:5:17
             TCMPS(view7, t14, 0.0f, CmpMode::NE);  // causal_mask.pto:5:17
-            TileT23 t23(std::min<int64_t>(Q - _g0 * 16, 16), std::min<int64_t>(L - _g1 * 64, 64));  // causal_mask.pto:5:17
+            TileT23 t23(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:5:17
             TASSIGN(t23, 4096);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);
             TileTmp1 tmp8;  // causal_mask.pto:5:17
             TASSIGN(tmp8, 9216);  // causal_mask.pto:5:17
             TEXPANDS(tmp8, 0.0f);  // causal_mask.pto:5:17
             pipe_barrier(PIPE_V);  // causal_mask.pto:5:17
-            TileView2 view9(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view9(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view9, 4096);  // causal_mask.pto:5:17
-            TileView2 view10(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view10(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view10, 0);  // causal_mask.pto:5:17
-            TileView2 view11(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView2 view11(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view11, 9216);  // causal_mask.pto:5:17
-            TileView0 view12(std::min<int64_t>(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
+            TileView0 view12(min_i64(Q - _g0 * 16, 16));  // causal_mask.pto:5:17
             TASSIGN(view12, 8192);  // causal_mask.pto:5:17
             TileTmp1 tmp13;  // causal_mask.pto:5:17
             TASSIGN(tmp13, 13312);  // causal_mask.pto:5:17

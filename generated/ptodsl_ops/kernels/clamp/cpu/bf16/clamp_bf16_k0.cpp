@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void clamp_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float lo, float hi)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -19,7 +24,7 @@ extern "C" __global__ AICORE void clamp_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clamp.pto:3:20
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t2, 0);  // clamp.pto:3:20
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -27,25 +32,25 @@ extern "C" __global__ AICORE void clamp_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfl
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // clamp.pto:3:20
             TLOAD(t2, xGm0);  // clamp.pto:3:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t3, 4096);  // clamp.pto:3:20
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t4, 8192);  // clamp.pto:3:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // clamp.pto:3:20
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t5, 16384);  // clamp.pto:3:20
             pipe_barrier(PIPE_V);
             TMAXS(t5, t4, lo);  // clamp.pto:3:20
             pipe_barrier(PIPE_V);
             TCVT(t3, t5, RoundMode::CAST_RINT);  // clamp.pto:3:20
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:12
             TASSIGN(t9, 0);  // clamp.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:12
             TASSIGN(t10, 8192);  // clamp.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t10, t3, RoundMode::CAST_RINT);  // clamp.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:12
             TASSIGN(t11, 16384);  // clamp.pto:3:12
             pipe_barrier(PIPE_V);
             TMINS(t11, t10, hi);  // clamp.pto:3:12

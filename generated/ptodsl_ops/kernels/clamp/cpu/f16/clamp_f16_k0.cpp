@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void clamp_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, float lo, float hi)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -15,7 +20,7 @@ extern "C" __global__ AICORE void clamp_f16_k0(__gm__ half* x, __gm__ half* y, i
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clamp.pto:3:20
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t2, 0);  // clamp.pto:3:20
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -23,11 +28,11 @@ extern "C" __global__ AICORE void clamp_f16_k0(__gm__ half* x, __gm__ half* y, i
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // clamp.pto:3:20
             TLOAD(t2, xGm0);  // clamp.pto:3:20
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:20
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:20
             TASSIGN(t3, 4096);  // clamp.pto:3:20
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMAXS(t3, t2, lo);  // clamp.pto:3:20
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clamp.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clamp.pto:3:12
             TASSIGN(t7, 0);  // clamp.pto:3:12
             pipe_barrier(PIPE_V);
             TMINS(t7, t3, hi);  // clamp.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfloat16_t* x, __gm__ bfloat16_t* a, __gm__ bfloat16_t* lo, __gm__ bfloat16_t* b, __gm__ bfloat16_t* s, int64_t N, int64_t M)
 {
     using TileT11 = Tile<TileType::Vec, bfloat16_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
@@ -29,7 +34,7 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
-        TileT11 t11(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+        TileT11 t11(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
         TASSIGN(t11, 0);  // clip.pto:4:12
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
@@ -42,7 +47,7 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t2, 512);  // clip.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -50,16 +55,16 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
             TLOAD(t2, xGm1);  // clip.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t3, 4608);  // clip.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t4, 8704);  // clip.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // clip.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t5, 16896);  // clip.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t6, 25088);  // clip.pto:3:12
             pipe_barrier(PIPE_V);
             TMAXS(t6, t4, -1.0f);  // clip.pto:3:12
@@ -75,18 +80,18 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             TSTORE(aGm2, t3);  // clip.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t10, 512);  // clip.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:4:12
             GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
             TLOAD(t10, loGm3);  // clip.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileC0 c0(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileC0 c0(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(c0, 4608);  // clip.pto:4:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t13, 16896);  // clip.pto:4:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t15, 20992);  // clip.pto:4:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -94,9 +99,9 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TCVT(c0, t11, RoundMode::CAST_RINT);  // clip.pto:4:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t17, 29184);  // clip.pto:4:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t18, 37376);  // clip.pto:4:12
             pipe_barrier(PIPE_V);
             TMAX(t18, t4, t15);  // clip.pto:4:12
@@ -110,36 +115,36 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             GmView4 bGm4(b + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // clip.pto:4:12
             TSTORE(bGm4, t13);  // clip.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t22, 512);  // clip.pto:5:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t24, 16896);  // clip.pto:5:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t25, 4608);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view0, 4608);  // clip.pto:5:12
             TCMPS(view0, t4, 0.0f, CmpMode::GT);  // clip.pto:5:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t26, 6656);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
-            TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view1(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view1, 6656);  // clip.pto:5:12
             TCMPS(view1, t4, 0.0f, CmpMode::LT);  // clip.pto:5:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t27, 25088);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp2;  // clip.pto:5:12
             TASSIGN(tmp2, 45568);  // clip.pto:5:12
             TEXPANDS(tmp2, -1.0f);  // clip.pto:5:12
             pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view3(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view3, 25088);  // clip.pto:5:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view4(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view4, 45568);  // clip.pto:5:12
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view5(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view5, 8704);  // clip.pto:5:12
-            TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view6(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view6, 6656);  // clip.pto:5:12
             TileTmp1 tmp7;  // clip.pto:5:12
             TASSIGN(tmp7, 53760);  // clip.pto:5:12
@@ -150,13 +155,13 @@ extern "C" __global__ AICORE void clip_bf16_k0(__gm__ bfloat16_t* hi, __gm__ bfl
             TASSIGN(tmp8, 45568);  // clip.pto:5:12
             TEXPANDS(tmp8, 1.0f);  // clip.pto:5:12
             pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view9(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view9, 16896);  // clip.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view10(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view10, 45568);  // clip.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view11(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view11, 25088);  // clip.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view12(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view12, 4608);  // clip.pto:5:12
             TileTmp1 tmp13;  // clip.pto:5:12
             TASSIGN(tmp13, 53760);  // clip.pto:5:12

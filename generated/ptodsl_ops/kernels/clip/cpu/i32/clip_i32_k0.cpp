@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M)
 {
     using TileT9 = Tile<TileType::Vec, int32_t, 1, 256, BLayout::RowMajor, 1, DYNAMIC>;
@@ -23,7 +28,7 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // clip.pto:3:12
-        TileT9 t9(std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+        TileT9 t9(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
         TASSIGN(t9, 0);  // clip.pto:4:12
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // clip.pto:4:12
@@ -37,16 +42,16 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t2, 1024);  // clip.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // clip.pto:3:12
             GmView1 xGm1(x + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(N));  // clip.pto:3:12
             TLOAD(t2, xGm1);  // clip.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t3, 9216);  // clip.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
             TASSIGN(t4, 17408);  // clip.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -61,7 +66,7 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
             GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView2::Stride(N));  // clip.pto:3:12
             TSTORE(aGm2, t3);  // clip.pto:3:12
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t8, 9216);  // clip.pto:4:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -69,9 +74,9 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
             GmView3 loGm3(lo + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // clip.pto:4:12
             TLOAD(t8, loGm3);  // clip.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t11, 17408);  // clip.pto:4:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:4:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t12, 25600);  // clip.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMAX(t12, t2, t8);  // clip.pto:4:12
@@ -85,35 +90,35 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
             TSTORE(bGm4, t11);  // clip.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t16, 9216);  // clip.pto:5:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t17, 17408);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view0, 17408);  // clip.pto:5:12
             TCMPS(view0, t2, 0, CmpMode::GT);  // clip.pto:5:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t18, 19456);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
-            TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view1(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view1, 19456);  // clip.pto:5:12
             TCMPS(view1, t2, 0, CmpMode::LT);  // clip.pto:5:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // clip.pto:5:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:5:12
             TASSIGN(t19, 21504);  // clip.pto:5:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp2;  // clip.pto:5:12
             TASSIGN(tmp2, 33792);  // clip.pto:5:12
             TEXPANDS(tmp2, -1);  // clip.pto:5:12
             pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view3(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view3, 21504);  // clip.pto:5:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view4(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view4, 33792);  // clip.pto:5:12
-            TileView2 view5(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view5(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view5, 1024);  // clip.pto:5:12
-            TileView0 view6(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view6(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view6, 19456);  // clip.pto:5:12
             TileTmp1 tmp7;  // clip.pto:5:12
             TASSIGN(tmp7, 41984);  // clip.pto:5:12
@@ -125,13 +130,13 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
             TASSIGN(tmp8, 33792);  // clip.pto:5:12
             TEXPANDS(tmp8, 1);  // clip.pto:5:12
             pipe_barrier(PIPE_V);  // clip.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view9(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view9, 9216);  // clip.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view10(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view10, 33792);  // clip.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView2 view11(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view11, 21504);  // clip.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // clip.pto:5:12
+            TileView0 view12(min_i64(M - _g0 * 8, 8));  // clip.pto:5:12
             TASSIGN(view12, 17408);  // clip.pto:5:12
             TileTmp1 tmp13;  // clip.pto:5:12
             TASSIGN(tmp13, 41984);  // clip.pto:5:12

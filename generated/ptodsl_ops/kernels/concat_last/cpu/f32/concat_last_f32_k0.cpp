@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void concat_last_f32_k0(__gm__ float* x2, int64_t x2_stride0, __gm__ float* x1, int64_t x1_stride0, __gm__ float* y, int64_t R)
 {
     using TileT1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
@@ -15,26 +20,26 @@ extern "C" __global__ AICORE void concat_last_f32_k0(__gm__ float* x2, int64_t x
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // concat_last.pto:6:20
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+        TileT1 t1(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
         TASSIGN(t1, 0);  // concat_last.pto:6:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:20
         GmView0 x2Gm0(x2 + _g0 * 8 * x2_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(x2_stride0));  // concat_last.pto:6:20
         TLOAD(t1, x2Gm0);  // concat_last.pto:6:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:20
+        TileT2 t2(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:20
         TASSIGN(t2, 2048);  // concat_last.pto:6:20
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TNEG(t2, t1);  // concat_last.pto:6:20
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+        TileT5 t5(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
         TASSIGN(t5, 0);  // concat_last.pto:6:12
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // concat_last.pto:6:12
         GmView1 x1Gm1(x1 + _g0 * 8 * x1_stride0, GmView1::Shape(t5.GetValidRow()), GmView1::Stride(x1_stride0));  // concat_last.pto:6:12
         TLOAD(t5, x1Gm1);  // concat_last.pto:6:12
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // concat_last.pto:6:12
+        TileT6 t6(min_i64(R - _g0 * 8, 8));  // concat_last.pto:6:12
         TASSIGN(t6, 4096);  // concat_last.pto:6:12
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);

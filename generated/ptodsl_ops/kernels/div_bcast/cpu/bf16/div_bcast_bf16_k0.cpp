@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void div_bcast_bf16_k0(__gm__ bfloat16_t* d, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t C, int64_t R)
 {
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
@@ -15,7 +20,7 @@ extern "C" __global__ AICORE void div_bcast_bf16_k0(__gm__ bfloat16_t* d, __gm__
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (C + 511) / 512; ++_g1) {  // div_bcast.pto:3:12
-        TileT3 t3(std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+        TileT3 t3(min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
         TASSIGN(t3, 0);  // div_bcast.pto:3:12
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
@@ -27,24 +32,24 @@ extern "C" __global__ AICORE void div_bcast_bf16_k0(__gm__ bfloat16_t* d, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (R + 3) / 4; ++_g0) {  // div_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+            TileT2 t2(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
             TASSIGN(t2, 1024);  // div_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // div_bcast.pto:3:12
             GmView1 xGm1(x + _g0 * 4 * C + _g1 * 512, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(C));  // div_bcast.pto:3:12
             TLOAD(t2, xGm1);  // div_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileC0 c0(std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+            TileC0 c0(min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
             TASSIGN(c0, 5120);  // div_bcast.pto:3:12
-            TileT5 t5(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+            TileT5 t5(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
             TASSIGN(t5, 7168);  // div_bcast.pto:3:12
-            TileT6 t6(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+            TileT6 t6(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
             TASSIGN(t6, 11264);  // div_bcast.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t6, t2, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             TCVT(c0, t3, RoundMode::CAST_RINT);  // div_bcast.pto:3:12
-            TileT8 t8(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _g1 * 512, 512));  // div_bcast.pto:3:12
+            TileT8 t8(min_i64(R - _g0 * 4, 4), min_i64(C - _g1 * 512, 512));  // div_bcast.pto:3:12
             TASSIGN(t8, 19456);  // div_bcast.pto:3:12
             pipe_barrier(PIPE_V);
             TCOLEXPANDDIV(t8, t6, c0);  // div_bcast.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void erf_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -38,107 +43,107 @@ extern "C" __global__ AICORE void erf_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t2, 0);  // erf.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // erf.pto:3:12
             TLOAD(t2, xGm0);  // erf.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t3, 4096);  // erf.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t4, 8192);  // erf.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // erf.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t5, 16384);  // erf.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t6, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMAXS(t6, t4, -4.0f);  // erf.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t7, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMINS(t7, t6, 4.0f);  // erf.pto:3:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t8, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t8, t7, t7);  // erf.pto:3:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t9, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t9, t8, 1.67348068e-07f);  // erf.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t10, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t10, t9, -6.12606035e-06f);  // erf.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t11, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t11, t8, t10);  // erf.pto:3:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t12, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t12, t11, 9.05351557e-05f);  // erf.pto:3:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t13, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t13, t8, t12);  // erf.pto:3:12
-            TileT14 t14(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT14 t14(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t14, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t14, t13, -0.000627806131f);  // erf.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t15, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t15, t8, t14);  // erf.pto:3:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t16, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t16, t15, -0.000182089676f);  // erf.pto:3:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t17, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t17, t8, t16);  // erf.pto:3:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t18, 40960);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t18, t17, 0.102764531f);  // erf.pto:3:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t19, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t19, t8, t18);  // erf.pto:3:12
-            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT20 t20(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t20, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t20, t19, 1.1283798f);  // erf.pto:3:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t21, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t21, t7, t20);  // erf.pto:3:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t22, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t22, t21, 2.0f);  // erf.pto:3:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t23, 24576);  // erf.pto:3:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t24, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TNEG(t24, t22);  // erf.pto:3:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t25, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TEXP(t25, t24);  // erf.pto:3:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t26, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t26, t25, 1.0f);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TRECIP(t23, t26);  // erf.pto:3:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t27, 8192);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t27, t23, 2.0f);  // erf.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void erf_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -36,100 +41,100 @@ extern "C" __global__ AICORE void erf_f32_k0(__gm__ float* x, __gm__ float* y, i
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // erf.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t2, 0);  // erf.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // erf.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // erf.pto:3:12
             TLOAD(t2, xGm0);  // erf.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t3, 8192);  // erf.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t4, 16384);  // erf.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMAXS(t4, t2, -4.0f);  // erf.pto:3:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t5, 0);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMINS(t5, t4, 4.0f);  // erf.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t6, 16384);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t6, t5, t5);  // erf.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t7, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t7, t6, 1.67348068e-07f);  // erf.pto:3:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t8, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t8, t7, -6.12606035e-06f);  // erf.pto:3:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t9, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t9, t6, t8);  // erf.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t10, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t10, t9, 9.05351557e-05f);  // erf.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t11, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t11, t6, t10);  // erf.pto:3:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t12, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t12, t11, -0.000627806131f);  // erf.pto:3:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t13, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t13, t6, t12);  // erf.pto:3:12
-            TileT14 t14(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT14 t14(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t14, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t14, t13, -0.000182089676f);  // erf.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t15, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t15, t6, t14);  // erf.pto:3:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t16, 32768);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t16, t15, 0.102764531f);  // erf.pto:3:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t17, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t17, t6, t16);  // erf.pto:3:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t18, 16384);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t18, t17, 1.1283798f);  // erf.pto:3:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t19, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t19, t5, t18);  // erf.pto:3:12
-            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT20 t20(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t20, 0);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t20, t19, 2.0f);  // erf.pto:3:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t21, 16384);  // erf.pto:3:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t22, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TNEG(t22, t20);  // erf.pto:3:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t23, 0);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TEXP(t23, t22);  // erf.pto:3:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t24, 24576);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t24, t23, 1.0f);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TRECIP(t21, t24);  // erf.pto:3:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // erf.pto:3:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // erf.pto:3:12
             TASSIGN(t25, 0);  // erf.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t25, t21, 2.0f);  // erf.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B)
 {
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
@@ -25,16 +30,16 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (B + 31) / 32; ++_g0) {  // ffn.pto:5:9
-            TileT2 t2(std::min<int64_t>(B - _g0 * 32, 32));  // ffn.pto:5:9
+            TileT2 t2(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t2, 0);  // ffn.pto:5:9
-            TileT3 t3(std::min<int64_t>(B - _g0 * 32, 32));  // ffn.pto:5:9
+            TileT3 t3(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t3, 8192);  // ffn.pto:5:9
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:5:9
             GmView1 xGm1(x + _g0 * 32 * 64, GmView1::Shape(t3.GetValidRow()));  // ffn.pto:5:9
             TLOAD(t3, xGm1);  // ffn.pto:5:9
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(B - _g0 * 32, 32));  // ffn.pto:5:9
+            TileT4 t4(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t4, 0);  // ffn.pto:5:9
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);

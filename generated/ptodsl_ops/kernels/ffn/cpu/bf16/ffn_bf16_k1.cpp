@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B)
 {
     using TileT8 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -19,33 +24,33 @@ extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g7 = 0; _g7 < (B + 15) / 16; ++_g7) {  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
-        TileT8 t8(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT8 t8(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t8, 0);  // ffn.pto:7:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:23
         GmView0 hGm0(h + _g7 * 16 * 256, GmView0::Shape(t8.GetValidRow()));  // ffn.pto:7:23
         TLOAD(t8, hGm0);  // ffn.pto:7:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT9 t9(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT9 t9(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t9, 8192);  // ffn.pto:7:23
-        TileT10 t10(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT10 t10(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t10, 16384);  // ffn.pto:7:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t10, t8, RoundMode::CAST_RINT);  // ffn.pto:7:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT11 t11(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT11 t11(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t11, 32768);  // ffn.pto:7:23
-        TileT12 t12(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT12 t12(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t12, 49152);  // ffn.pto:7:23
-        TileT13 t13(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT13 t13(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t13, 65536);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
         TNEG(t13, t10);  // ffn.pto:7:23
-        TileT14 t14(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT14 t14(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t14, 81920);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
         TEXP(t14, t13);  // ffn.pto:7:23
-        TileT15 t15(std::min<int64_t>(B - _g7 * 16, 16));  // ffn.pto:7:23
+        TileT15 t15(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t15, 65536);  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
         TADDS(t15, t14, 1.0f);  // ffn.pto:7:23

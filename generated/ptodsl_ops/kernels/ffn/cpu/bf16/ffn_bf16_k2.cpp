@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B)
 {
     using TileT17 = TileAcc<float, 32, 64, DYNAMIC, 64>;
@@ -21,16 +26,16 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g16 = 0; _g16 < (B + 31) / 32; ++_g16) {  // ffn.pto:7:16
-        TileT17 t17(std::min<int64_t>(B - _g16 * 32, 32));  // ffn.pto:7:16
+        TileT17 t17(min_i64(B - _g16 * 32, 32));  // ffn.pto:7:16
         TASSIGN(t17, 0);  // ffn.pto:7:16
-        TileT18 t18(std::min<int64_t>(B - _g16 * 32, 32));  // ffn.pto:7:16
+        TileT18 t18(min_i64(B - _g16 * 32, 32));  // ffn.pto:7:16
         TASSIGN(t18, 0);  // ffn.pto:7:16
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
         GmView0 t1Gm0(t1 + _g16 * 32 * 256, GmView0::Shape(t18.GetValidRow()));  // ffn.pto:7:16
         TLOAD(t18, t1Gm0);  // ffn.pto:7:16
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        TileT19 t19(std::min<int64_t>(B - _g16 * 32, 32));  // ffn.pto:7:16
+        TileT19 t19(min_i64(B - _g16 * 32, 32));  // ffn.pto:7:16
         TASSIGN(t19, 0);  // ffn.pto:7:16
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -59,21 +64,21 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _k22 = 1; _k22 < 4; ++_k22) {  // ffn.pto:7:16
-            TileT23 t23(std::min<int64_t>(B - _g16 * 32, 32), std::min<int64_t>(256 - _k22 * 64, 64));  // ffn.pto:7:16
+            TileT23 t23(min_i64(B - _g16 * 32, 32), min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
             TASSIGN(t23, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:7:16
             GmView2 t1Gm2(t1 + _g16 * 32 * 256 + _k22 * 64, GmView2::Shape(t23.GetValidRow(), t23.GetValidCol()));  // ffn.pto:7:16
             TLOAD(t23, t1Gm2);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT24 t24(std::min<int64_t>(B - _g16 * 32, 32), std::min<int64_t>(256 - _k22 * 64, 64));  // ffn.pto:7:16
+            TileT24 t24(min_i64(B - _g16 * 32, 32), min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
             TASSIGN(t24, 0);  // ffn.pto:7:16
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t24, t23);  // ffn.pto:7:16
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT25 t25(std::min<int64_t>(256 - _k22 * 64, 64));  // ffn.pto:7:16
+            TileT25 t25(min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
             TASSIGN(t25, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:7:16
@@ -81,7 +86,7 @@ extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bflo
             TLOAD(t25, w2Gm3);  // ffn.pto:7:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT26 t26(std::min<int64_t>(256 - _k22 * 64, 64));  // ffn.pto:7:16
+            TileT26 t26(min_i64(256 - _k22 * 64, 64));  // ffn.pto:7:16
             TASSIGN(t26, 0);  // ffn.pto:7:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t26, t25);  // ffn.pto:7:16

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B)
 {
     using TileT28 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -24,53 +29,53 @@ extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g27 = 0; _g27 < (B + 15) / 16; ++_g27) {  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
-        TileT28 t28(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT28 t28(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t28, 0);  // ffn.pto:9:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 256>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:23
         GmView0 hGm0(h + _g27 * 16 * 256, GmView0::Shape(t28.GetValidRow()));  // ffn.pto:9:23
         TLOAD(t28, hGm0);  // ffn.pto:9:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT29 t29(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT29 t29(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t29, 8192);  // ffn.pto:9:23
-        TileT30 t30(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT30 t30(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t30, 16384);  // ffn.pto:9:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t30, t28, RoundMode::CAST_RINT);  // ffn.pto:9:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT31 t31(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT31 t31(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t31, 32768);  // ffn.pto:9:23
-        TileT32 t32(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT32 t32(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t32, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TMUL(t32, t30, t30);  // ffn.pto:9:23
-        TileT33 t33(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT33 t33(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t33, 65536);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TMUL(t33, t32, t30);  // ffn.pto:9:23
-        TileT34 t34(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT34 t34(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t34, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TMULS(t34, t33, 0.044715f);  // ffn.pto:9:23
-        TileT35 t35(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT35 t35(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t35, 65536);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TADD(t35, t30, t34);  // ffn.pto:9:23
-        TileT36 t36(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT36 t36(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t36, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TMULS(t36, t35, 1.5957691216057308f);  // ffn.pto:9:23
-        TileT37 t37(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT37 t37(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t37, 65536);  // ffn.pto:9:23
-        TileT38 t38(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT38 t38(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t38, 81920);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TNEG(t38, t36);  // ffn.pto:9:23
-        TileT39 t39(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT39 t39(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t39, 49152);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TEXP(t39, t38);  // ffn.pto:9:23
-        TileT40 t40(std::min<int64_t>(B - _g27 * 16, 16));  // ffn.pto:9:23
+        TileT40 t40(min_i64(B - _g27 * 16, 16));  // ffn.pto:9:23
         TASSIGN(t40, 81920);  // ffn.pto:9:23
         pipe_barrier(PIPE_V);
         TADDS(t40, t39, 1.0f);  // ffn.pto:9:23

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B)
 {
     using TileT42 = TileAcc<float, 32, 64, DYNAMIC, 64>;
@@ -21,16 +26,16 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g41 = 0; _g41 < (B + 31) / 32; ++_g41) {  // ffn.pto:9:16
-        TileT42 t42(std::min<int64_t>(B - _g41 * 32, 32));  // ffn.pto:9:16
+        TileT42 t42(min_i64(B - _g41 * 32, 32));  // ffn.pto:9:16
         TASSIGN(t42, 0);  // ffn.pto:9:16
-        TileT43 t43(std::min<int64_t>(B - _g41 * 32, 32));  // ffn.pto:9:16
+        TileT43 t43(min_i64(B - _g41 * 32, 32));  // ffn.pto:9:16
         TASSIGN(t43, 0);  // ffn.pto:9:16
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
         GmView0 t3Gm0(t3 + _g41 * 32 * 256, GmView0::Shape(t43.GetValidRow()));  // ffn.pto:9:16
         TLOAD(t43, t3Gm0);  // ffn.pto:9:16
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-        TileT44 t44(std::min<int64_t>(B - _g41 * 32, 32));  // ffn.pto:9:16
+        TileT44 t44(min_i64(B - _g41 * 32, 32));  // ffn.pto:9:16
         TASSIGN(t44, 0);  // ffn.pto:9:16
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -59,21 +64,21 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _k47 = 1; _k47 < 4; ++_k47) {  // ffn.pto:9:16
-            TileT48 t48(std::min<int64_t>(B - _g41 * 32, 32), std::min<int64_t>(256 - _k47 * 64, 64));  // ffn.pto:9:16
+            TileT48 t48(min_i64(B - _g41 * 32, 32), min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
             TASSIGN(t48, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 256, 1>>;  // ffn.pto:9:16
             GmView2 t3Gm2(t3 + _g41 * 32 * 256 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // ffn.pto:9:16
             TLOAD(t48, t3Gm2);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
-            TileT49 t49(std::min<int64_t>(B - _g41 * 32, 32), std::min<int64_t>(256 - _k47 * 64, 64));  // ffn.pto:9:16
+            TileT49 t49(min_i64(B - _g41 * 32, 32), min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
             TASSIGN(t49, 0);  // ffn.pto:9:16
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t49, t48);  // ffn.pto:9:16
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT50 t50(std::min<int64_t>(256 - _k47 * 64, 64));  // ffn.pto:9:16
+            TileT50 t50(min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
             TASSIGN(t50, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // ffn.pto:9:16
@@ -81,7 +86,7 @@ extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bflo
             TLOAD(t50, w2Gm3);  // ffn.pto:9:16
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT51 t51(std::min<int64_t>(256 - _k47 * 64, 64));  // ffn.pto:9:16
+            TileT51 t51(min_i64(256 - _k47 * 64, 64));  // ffn.pto:9:16
             TASSIGN(t51, 0);  // ffn.pto:9:16
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID2);
             TMOV(t51, t50);  // ffn.pto:9:16

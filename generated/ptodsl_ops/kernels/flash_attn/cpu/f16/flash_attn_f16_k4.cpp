@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half* q, __gm__ float* t0, __gm__ float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale)
@@ -29,8 +34,8 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
     using TileT76 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT77 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g63 = 0; _g63 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
-        TileT67 t67(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+    for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g63) {  // flash_attn.pto:11:13
+        TileT67 t67(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
         TASSIGN(t67, 0);  // flash_attn.pto:11:13
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
         GmView0 kjGm0(kj + _g63 * 64 * D, GmView0::Shape(t67.GetValidRow(), t67.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
@@ -45,22 +50,22 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g62 = 0; _g62 < (S + 63) / 64; ++_g62) {  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT64 t64(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+            TileT64 t64(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t64, 0);  // flash_attn.pto:11:13
-            TileT65 t65(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
+            TileT65 t65(min_i64(S - _g62 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t65, 8192);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView1 qGm1(q + _g62 * 64 * D, GmView1::Shape(t65.GetValidRow(), t65.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t65, qGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT66 t66(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
+            TileT66 t66(min_i64(S - _g62 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t66, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t66, t65);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT68 t68(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+            TileT68 t68(min_i64(D, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t68, 0);  // flash_attn.pto:11:13
             TMOV(t68, t67);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -73,27 +78,27 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k69 = 1; _k69 < (D + 63) / 64; ++_k69) {  // flash_attn.pto:11:13
-                TileT70 t70(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TileT70 t70(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t70, 8192);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView2 qGm2(q + _g62 * 64 * D + _k69 * 64, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t70, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT71 t71(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(D - _k69 * 64, 64));  // flash_attn.pto:11:13
+                TileT71 t71(min_i64(S - _g62 * 64, 64), min_i64(D - _k69 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t71, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t71, t70);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT72 t72(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TileT72 t72(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t72, 8192);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView3 kjGm3(kj + _g63 * 64 * D + _k69 * 64, GmView3::Shape(t72.GetValidRow(), t72.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t72, kjGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT73 t73(std::min<int64_t>(D - _k69 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+                TileT73 t73(min_i64(D - _k69 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t73, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t73, t72);  // flash_attn.pto:11:13
@@ -115,7 +120,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
             TSTORE(t0Gm4, t64);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            TileT76 t76(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+            TileT76 t76(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t76, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
@@ -124,7 +129,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k4(__gm__ half* kj, __gm__ half
             TLOAD(t76, t0Gm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            TileT77 t77(std::min<int64_t>(S - _g62 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
+            TileT77 t77(min_i64(S - _g62 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g63 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t77, 16384);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ half* t15, int64_t S, int64_t L, int64_t j, int64_t D)
@@ -50,21 +55,21 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g78 = 0; _g78 < (S + 63) / 64; ++_g78) {  // flash_attn.pto:18:32
         pipe_barrier(PIPE_V);
-        TileT79 t79(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:18:32
+        TileT79 t79(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:18:32
         TASSIGN(t79, 0);  // flash_attn.pto:18:32
         TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // flash_attn.pto:18:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        for (int64_t _k80 = 0; _k80 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
-            TileT81 t81(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
+        for (int64_t _k80 = 0; _k80 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k80) {  // flash_attn.pto:18:32
+            TileT81 t81(min_i64(S - _g78 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k80 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t81, 2048);  // flash_attn.pto:18:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
             GmView0 sGm0(s + _g78 * 64 * 64 + _k80 * 64, GmView0::Shape(t81.GetValidRow(), t81.GetValidCol()));  // flash_attn.pto:18:32
             TLOAD(t81, sGm0);  // flash_attn.pto:18:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT82 t82(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:18:32
+            TileT82 t82(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t82, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
@@ -75,14 +80,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT84 t84(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:18:21
+        TileT84 t84(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t84, 2048);  // flash_attn.pto:18:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView1 mGm1(m + _g78 * 64, GmView1::Shape(t84.GetValidRow()));  // flash_attn.pto:18:21
         TLOAD(t84, mGm1);  // flash_attn.pto:18:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT86 t86(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:18:21
+        TileT86 t86(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t86, 4096);  // flash_attn.pto:18:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -93,11 +98,11 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView2 m_newGm2(m_new + _g78 * 64, GmView2::Shape(t86.GetValidRow()));  // flash_attn.pto:18:21
         TSTORE(m_newGm2, t86);  // flash_attn.pto:18:21
-        TileT90 t90(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:19:25
+        TileT90 t90(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:19:25
         TASSIGN(t90, 0);  // flash_attn.pto:19:25
         pipe_barrier(PIPE_V);
         TSUB(t90, t84, t86);  // flash_attn.pto:19:25
-        TileT93 t93(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:19:21
+        TileT93 t93(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:19:21
         TASSIGN(t93, 2048);  // flash_attn.pto:19:21
         pipe_barrier(PIPE_V);
         TEXP(t93, t90);  // flash_attn.pto:19:21
@@ -109,17 +114,17 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g95 = 0; _g95 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
-            TileT96 t96(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
+        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g95) {  // flash_attn.pto:20:21
+            TileT96 t96(min_i64(S - _g78 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t96, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView4 sGm4(s + _g78 * 64 * 64 + _g95 * 64, GmView4::Shape(t96.GetValidRow(), t96.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t96, sGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT99 t99(std::min<int64_t>(S - _g78 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
+            TileT99 t99(min_i64(S - _g78 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g95 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t99, 22528);  // flash_attn.pto:20:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g78 * 64, 64));  // flash_attn.pto:20:21
+            TileTmp1 tmp1(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
             TROWEXPAND(tmp1, t86);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
@@ -159,14 +164,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g101 = 0; _g101 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
-            TileT102 t102(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
+        for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g101) {  // flash_attn.pto:20:17
+            TileT102 t102(min_i64(S - _g100 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t102, 0);  // flash_attn.pto:20:17
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
             GmView6 t8Gm6(t8 + _g100 * 64 * 64 + _g101 * 64, GmView6::Shape(t102.GetValidRow(), t102.GetValidCol()));  // flash_attn.pto:20:17
             TLOAD(t102, t8Gm6);  // flash_attn.pto:20:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT103 t103(std::min<int64_t>(S - _g100 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
+            TileT103 t103(min_i64(S - _g100 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g101 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t103, 16384);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t103, t102);  // flash_attn.pto:20:17
@@ -179,19 +184,19 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TileT105 t105(std::min<int64_t>(S - _g100 * 64, 64));  // flash_attn.pto:21:20
+        TileT105 t105(min_i64(S - _g100 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t105, 0);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView8 lGm8(l + _g100 * 64, GmView8::Shape(t105.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t105, lGm8);  // flash_attn.pto:21:20
-        TileT106 t106(std::min<int64_t>(S - _g100 * 64, 64));  // flash_attn.pto:21:20
+        TileT106 t106(min_i64(S - _g100 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t106, 2048);  // flash_attn.pto:21:20
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView9 alphaGm9(alpha + _g100 * 64, GmView9::Shape(t106.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t106, alphaGm9);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT107 t107(std::min<int64_t>(S - _g100 * 64, 64));  // flash_attn.pto:21:20
+        TileT107 t107(min_i64(S - _g100 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t107, 4096);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -229,7 +234,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g108 = 0; _g108 < (S + 63) / 64; ++_g108) {  // flash_attn.pto:21:32
         pipe_barrier(PIPE_V);
-        TileT109 t109(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:21:32
+        TileT109 t109(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:21:32
         TASSIGN(t109, 0);  // flash_attn.pto:21:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TEXPANDS(t109, 0.0f);  // flash_attn.pto:21:32
@@ -237,14 +242,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k110 = 0; _k110 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
-            TileT111 t111(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
+        for (int64_t _k110 = 0; _k110 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k110) {  // flash_attn.pto:21:32
+            TileT111 t111(min_i64(S - _g108 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k110 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t111, 2048);  // flash_attn.pto:21:32
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
             GmView11 p_1Gm11(p_1 + _g108 * 64 * 64 + _k110 * 64, GmView11::Shape(t111.GetValidRow(), t111.GetValidCol()));  // flash_attn.pto:21:32
             TLOAD(t111, p_1Gm11);  // flash_attn.pto:21:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT112 t112(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:21:32
+            TileT112 t112(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t112, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
@@ -255,14 +260,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT114 t114(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:21:20
+        TileT114 t114(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t114, 2048);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView12 t10Gm12(t10 + _g108 * 64, GmView12::Shape(t114.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t114, t10Gm12);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT116 t116(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:21:20
+        TileT116 t116(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t116, 4096);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -284,23 +289,23 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g118 = 0; _g118 < (D + 63) / 64; ++_g118) {  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            TileT119 t119(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(D - _g118 * 64, 64));  // flash_attn.pto:22:22
+            TileT119 t119(min_i64(S - _g108 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t119, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView14 accGm14(acc + _g108 * 64 * D + _g118 * 64, GmView14::Shape(t119.GetValidRow(), t119.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t119, accGm14);  // flash_attn.pto:22:22
-            TileT120 t120(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+            TileT120 t120(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t120, 16384);  // flash_attn.pto:22:22
             using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
             GmView15 alphaGm15(alpha + _g108 * 64, GmView15::Shape(t120.GetValidRow()));  // flash_attn.pto:22:22
             TLOAD(t120, alphaGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT122 t122(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(D - _g118 * 64, 64));  // flash_attn.pto:22:22
+            TileT122 t122(min_i64(S - _g108 * 64, 64), min_i64(D - _g118 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t122, 18432);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g108 * 64, 64));  // flash_attn.pto:22:22
+            TileTmp1 tmp3(min_i64(S - _g108 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
             TROWEXPAND(tmp3, t120);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
@@ -324,14 +329,14 @@ extern "C" __global__ AICORE void flash_attn_f16_k5(__gm__ float* s, __gm__ floa
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g124 = 0; _g124 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
-            TileT125 t125(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
+        for (int64_t _g124 = 0; _g124 < ceil_div(min_i64(L - j * 64, 64), 64); ++_g124) {  // flash_attn.pto:22:43
+            TileT125 t125(min_i64(S - _g108 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t125, 0);  // flash_attn.pto:22:43
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
             GmView17 p_1Gm17(p_1 + _g108 * 64 * 64 + _g124 * 64, GmView17::Shape(t125.GetValidRow(), t125.GetValidCol()));  // flash_attn.pto:22:43
             TLOAD(t125, p_1Gm17);  // flash_attn.pto:22:43
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT126 t126(std::min<int64_t>(S - _g108 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
+            TileT126 t126(min_i64(S - _g108 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _g124 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t126, 16384);  // flash_attn.pto:22:43
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t126, t125, RoundMode::CAST_RINT);  // flash_attn.pto:22:43

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale)
 {
     using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -18,8 +23,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm
     using TileT14 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g1 = 0; _g1 < (std::min<int64_t>(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
-        TileT5 t5(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+    for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // flash_attn.pto:11:13
+        TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
         TASSIGN(t5, 0);  // flash_attn.pto:11:13
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
         GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
@@ -34,22 +39,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT2 t2(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t2, 0);  // flash_attn.pto:11:13
-            TileT3 t3(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
+            TileT3 t3(min_i64(S - _g0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t3, 16384);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView1 qGm1(q + _g0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t3, qGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D, 64));  // flash_attn.pto:11:13
+            TileT4 t4(min_i64(S - _g0 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t4, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT6 t6(std::min<int64_t>(D, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t6, 0);  // flash_attn.pto:11:13
             TMOV(t6, t5);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -62,27 +67,27 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // flash_attn.pto:11:13
-                TileT8 t8(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+                TileT8 t8(min_i64(S - _g0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t8, 16384);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
                 GmView2 qGm2(q + _g0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t8, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(D - _k7 * 64, 64));  // flash_attn.pto:11:13
+                TileT9 t9(min_i64(S - _g0 * 64, 64), min_i64(D - _k7 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t9, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT10 t10(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t10, 16384);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
                 TLOAD(t10, kj_firstGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(D - _k7 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+                TileT11 t11(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
                 TASSIGN(t11, 0);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // flash_attn.pto:11:13
@@ -104,7 +109,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm
             TSTORE(t0_firstGm4, t2);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            TileT14 t14(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT14 t14(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t14, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
@@ -113,7 +118,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm
             TLOAD(t14, t0_firstGm5);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(S - _g0 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
+            TileT15 t15(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t15, 16384);  // flash_attn.pto:11:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

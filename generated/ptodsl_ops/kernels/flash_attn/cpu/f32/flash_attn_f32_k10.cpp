@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D)
 {
     using TileT232 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -16,23 +21,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ f
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g231 = 0; _g231 < (D + 63) / 64; ++_g231) {  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
-            TileT232 t232(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
+            TileT232 t232(min_i64(S - _g230 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t232, 0);  // flash_attn.pto:25:25
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
             GmView0 accGm0(acc + _g230 * 64 * D + _g231 * 64, GmView0::Shape(t232.GetValidRow(), t232.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
             TLOAD(t232, accGm0);  // flash_attn.pto:25:25
-            TileT233 t233(std::min<int64_t>(S - _g230 * 64, 64));  // flash_attn.pto:25:25
+            TileT233 t233(min_i64(S - _g230 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t233, 16384);  // flash_attn.pto:25:25
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
             GmView1 lGm1(l + _g230 * 64, GmView1::Shape(t233.GetValidRow()));  // flash_attn.pto:25:25
             TLOAD(t233, lGm1);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT235 t235(std::min<int64_t>(S - _g230 * 64, 64), std::min<int64_t>(D - _g231 * 64, 64));  // flash_attn.pto:25:25
+            TileT235 t235(min_i64(S - _g230 * 64, 64), min_i64(D - _g231 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t235, 18432);  // flash_attn.pto:25:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(S - _g230 * 64, 64));  // flash_attn.pto:25:25
+            TileTmp0 tmp0(min_i64(S - _g230 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(tmp0, 34816);  // flash_attn.pto:25:25
             TROWEXPAND(tmp0, t233);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:25:25

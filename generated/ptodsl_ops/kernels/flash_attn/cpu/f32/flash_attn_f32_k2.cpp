@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm__ float* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S)
 {
     using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -18,7 +23,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // flash_attn.pto:16:22
-        TileT45 t45(std::min<int64_t>(std::min<int64_t>(L, 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+        TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
         TASSIGN(t45, 0);  // flash_attn.pto:16:22
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
@@ -30,22 +35,22 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g40 = 0; _g40 < (S + 63) / 64; ++_g40) {  // flash_attn.pto:16:22
-            TileT42 t42(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TileT42 t42(min_i64(S - _g40 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t42, 0);  // flash_attn.pto:16:22
-            TileT43 t43(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64), 64));  // flash_attn.pto:16:22
+            TileT43 t43(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t43, 16384);  // flash_attn.pto:16:22
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
             GmView1 t5_firstGm1(t5_first + _g40 * 64 * 64, GmView1::Shape(t43.GetValidRow(), t43.GetValidCol()));  // flash_attn.pto:16:22
             TLOAD(t43, t5_firstGm1);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT44 t44(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64), 64));  // flash_attn.pto:16:22
+            TileT44 t44(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64), 64));  // flash_attn.pto:16:22
             TASSIGN(t44, 0);  // flash_attn.pto:16:22
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // flash_attn.pto:16:22
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT46 t46(std::min<int64_t>(std::min<int64_t>(L, 64), 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
             TASSIGN(t46, 0);  // flash_attn.pto:16:22
             TMOV(t46, t45);  // flash_attn.pto:16:22
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -55,26 +60,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k47 = 1; _k47 < (std::min<int64_t>(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
-                TileT48 t48(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
+            for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // flash_attn.pto:16:22
+                TileT48 t48(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t48, 16384);  // flash_attn.pto:16:22
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:22
                 GmView2 t5_firstGm2(t5_first + _g40 * 64 * 64 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // flash_attn.pto:16:22
                 TLOAD(t48, t5_firstGm2);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT49 t49(std::min<int64_t>(S - _g40 * 64, 64), std::min<int64_t>(std::min<int64_t>(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
+                TileT49 t49(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t49, 0);  // flash_attn.pto:16:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT50 t50(std::min<int64_t>(std::min<int64_t>(L, 64) - _k47 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+                TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t50, 16384);  // flash_attn.pto:16:22
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:16:22
                 GmView3 vj_firstGm3(vj_first + _k47 * 64 * D + _g41 * 64, GmView3::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:16:22
                 TLOAD(t50, vj_firstGm3);  // flash_attn.pto:16:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT51 t51(std::min<int64_t>(std::min<int64_t>(L, 64) - _k47 * 64, 64), std::min<int64_t>(D - _g41 * 64, 64));  // flash_attn.pto:16:22
+                TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // flash_attn.pto:16:22
                 TASSIGN(t51, 0);  // flash_attn.pto:16:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t51, t50);  // flash_attn.pto:16:22

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D)
 {
     using TileT54 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -16,23 +21,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ fl
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
-            TileT54 t54(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
+            TileT54 t54(min_i64(S - _g52 * 64, 64), min_i64(D - _g53 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t54, 0);  // flash_attn.pto:25:25
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:25:25
             GmView0 accGm0(acc + _g52 * 64 * D + _g53 * 64, GmView0::Shape(t54.GetValidRow(), t54.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:25:25
             TLOAD(t54, accGm0);  // flash_attn.pto:25:25
-            TileT55 t55(std::min<int64_t>(S - _g52 * 64, 64));  // flash_attn.pto:25:25
+            TileT55 t55(min_i64(S - _g52 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t55, 16384);  // flash_attn.pto:25:25
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:25:25
             GmView1 lGm1(l + _g52 * 64, GmView1::Shape(t55.GetValidRow()));  // flash_attn.pto:25:25
             TLOAD(t55, lGm1);  // flash_attn.pto:25:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT57 t57(std::min<int64_t>(S - _g52 * 64, 64), std::min<int64_t>(D - _g53 * 64, 64));  // flash_attn.pto:25:25
+            TileT57 t57(min_i64(S - _g52 * 64, 64), min_i64(D - _g53 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t57, 18432);  // flash_attn.pto:25:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(S - _g52 * 64, 64));  // flash_attn.pto:25:25
+            TileTmp0 tmp0(min_i64(S - _g52 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(tmp0, 34816);  // flash_attn.pto:25:25
             TROWEXPAND(tmp0, t55);  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);  // flash_attn.pto:25:25

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ float* vj, __gm__ float* t14, __gm__ float* t13, __gm__ float* acc, __gm__ float* m_new, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t j)
@@ -42,29 +47,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // flash_attn.pto:22:36
             pipe_barrier(PIPE_V);
-            TileT129 t129(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
+            TileT129 t129(min_i64(S - _g127 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t129, 0);  // flash_attn.pto:22:36
-            TileT130 t130(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+            TileT130 t130(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t130, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
             GmView0 t15Gm0(t15 + _g127 * 64 * 64, GmView0::Shape(t130.GetValidRow(), t130.GetValidCol()));  // flash_attn.pto:22:36
             TLOAD(t130, t15Gm0);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT131 t131(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64), 64));  // flash_attn.pto:22:36
+            TileT131 t131(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - j * 64, 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t131, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t131, t130);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT132 t132(std::min<int64_t>(std::min<int64_t>(L - j * 64, 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
+            TileT132 t132(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t132, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
             GmView1 vjGm1(vj + _g128 * 64, GmView1::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:36
             TLOAD(t132, vjGm1);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT133 t133(std::min<int64_t>(std::min<int64_t>(L - j * 64, 64), 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
+            TileT133 t133(min_i64(min_i64(L - j * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t133, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t133, t132);  // flash_attn.pto:22:36
@@ -76,26 +81,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k134 = 1; _k134 < ceil_div(std::min<int64_t>(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
-                TileT135 t135(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
+            for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - j * 64, 64), 64); ++_k134) {  // flash_attn.pto:22:36
+                TileT135 t135(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t135, 0);  // flash_attn.pto:22:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView2 t15Gm2(t15 + _g127 * 64 * 64 + _k134 * 64, GmView2::Shape(t135.GetValidRow(), t135.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t135, t15Gm2);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT136 t136(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
+                TileT136 t136(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t136, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t136, t135);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT137 t137(std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k134 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
+                TileT137 t137(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t137, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView3 vjGm3(vj + _k134 * 64 * D + _g128 * 64, GmView3::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t137, vjGm3);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT138 t138(std::min<int64_t>(std::min<int64_t>(L - j * 64, 64) - _k134 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:36
+                TileT138 t138(min_i64(min_i64(L - j * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t138, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t138, t137);  // flash_attn.pto:22:36
@@ -113,13 +118,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             TSTORE(t14Gm4, t129);  // flash_attn.pto:22:36
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            TileT141 t141(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+            TileT141 t141(min_i64(S - _g127 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t141, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView5 t13Gm5(t13 + _g127 * 64 * D + _g128 * 64, GmView5::Shape(t141.GetValidRow(), t141.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t141, t13Gm5);  // flash_attn.pto:22:22
-            TileT142 t142(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+            TileT142 t142(min_i64(S - _g127 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t142, 16384);  // flash_attn.pto:22:22
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
@@ -127,7 +132,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
             TLOAD(t142, t14Gm6);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            TileT143 t143(std::min<int64_t>(S - _g127 * 64, 64), std::min<int64_t>(D - _g128 * 64, 64));  // flash_attn.pto:22:22
+            TileT143 t143(min_i64(S - _g127 * 64, 64), min_i64(D - _g128 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t143, 32768);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -147,7 +152,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ fl
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT145 t145(std::min<int64_t>(S - _g127 * 64, 64));  // flash_attn.pto:23:13
+        TileT145 t145(min_i64(S - _g127 * 64, 64));  // flash_attn.pto:23:13
         TASSIGN(t145, 0);  // flash_attn.pto:23:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D)
@@ -49,21 +54,21 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g162 = 0; _g162 < (S + 63) / 64; ++_g162) {  // flash_attn.pto:18:32
         pipe_barrier(PIPE_V);
-        TileT163 t163(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:18:32
+        TileT163 t163(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:32
         TASSIGN(t163, 0);  // flash_attn.pto:18:32
         TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // flash_attn.pto:18:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k164) {  // flash_attn.pto:18:32
-            TileT165 t165(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
+        for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k164) {  // flash_attn.pto:18:32
+            TileT165 t165(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t165, 2048);  // flash_attn.pto:18:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
             GmView0 s_lastGm0(s_last + _g162 * 64 * 64 + _k164 * 64, GmView0::Shape(t165.GetValidRow(), t165.GetValidCol()));  // flash_attn.pto:18:32
             TLOAD(t165, s_lastGm0);  // flash_attn.pto:18:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT166 t166(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:18:32
+            TileT166 t166(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t166, 18432);  // flash_attn.pto:18:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
@@ -74,14 +79,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT168 t168(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:18:21
+        TileT168 t168(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t168, 2048);  // flash_attn.pto:18:21
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView1 mGm1(m + _g162 * 64, GmView1::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
         TLOAD(t168, mGm1);  // flash_attn.pto:18:21
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT170 t170(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:18:21
+        TileT170 t170(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t170, 4096);  // flash_attn.pto:18:21
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -92,11 +97,11 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView2 m_new_lastGm2(m_new_last + _g162 * 64, GmView2::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
         TSTORE(m_new_lastGm2, t170);  // flash_attn.pto:18:21
-        TileT174 t174(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:19:25
+        TileT174 t174(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:19:25
         TASSIGN(t174, 0);  // flash_attn.pto:19:25
         pipe_barrier(PIPE_V);
         TSUB(t174, t168, t170);  // flash_attn.pto:19:25
-        TileT177 t177(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:19:21
+        TileT177 t177(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:19:21
         TASSIGN(t177, 2048);  // flash_attn.pto:19:21
         pipe_barrier(PIPE_V);
         TEXP(t177, t174);  // flash_attn.pto:19:21
@@ -108,17 +113,17 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g179 = 0; _g179 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
-            TileT180 t180(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
+        for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
+            TileT180 t180(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t180, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView4 s_lastGm4(s_last + _g162 * 64 * 64 + _g179 * 64, GmView4::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t180, s_lastGm4);  // flash_attn.pto:20:21
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT183 t183(std::min<int64_t>(S - _g162 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
+            TileT183 t183(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t183, 22528);  // flash_attn.pto:20:21
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp1(std::min<int64_t>(S - _g162 * 64, 64));  // flash_attn.pto:20:21
+            TileTmp1 tmp1(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
             TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
@@ -158,14 +163,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g185 = 0; _g185 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
-            TileT186 t186(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
+        for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
+            TileT186 t186(min_i64(S - _g184 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t186, 0);  // flash_attn.pto:20:17
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
             GmView6 t8_lastGm6(t8_last + _g184 * 64 * 64 + _g185 * 64, GmView6::Shape(t186.GetValidRow(), t186.GetValidCol()));  // flash_attn.pto:20:17
             TLOAD(t186, t8_lastGm6);  // flash_attn.pto:20:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT187 t187(std::min<int64_t>(S - _g184 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
+            TileT187 t187(min_i64(S - _g184 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t187, 16384);  // flash_attn.pto:20:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t187, t186);  // flash_attn.pto:20:17
@@ -178,19 +183,19 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TileT189 t189(std::min<int64_t>(S - _g184 * 64, 64));  // flash_attn.pto:21:20
+        TileT189 t189(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t189, 0);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView8 lGm8(l + _g184 * 64, GmView8::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t189, lGm8);  // flash_attn.pto:21:20
-        TileT190 t190(std::min<int64_t>(S - _g184 * 64, 64));  // flash_attn.pto:21:20
+        TileT190 t190(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t190, 2048);  // flash_attn.pto:21:20
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView9 alpha_lastGm9(alpha_last + _g184 * 64, GmView9::Shape(t190.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t190, alpha_lastGm9);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT191 t191(std::min<int64_t>(S - _g184 * 64, 64));  // flash_attn.pto:21:20
+        TileT191 t191(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t191, 4096);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -227,7 +232,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g192 = 0; _g192 < (S + 63) / 64; ++_g192) {  // flash_attn.pto:21:32
         pipe_barrier(PIPE_V);
-        TileT193 t193(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:21:32
+        TileT193 t193(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
         TASSIGN(t193, 0);  // flash_attn.pto:21:32
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -235,14 +240,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k194) {  // flash_attn.pto:21:32
-            TileT195 t195(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
+        for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k194) {  // flash_attn.pto:21:32
+            TileT195 t195(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t195, 2048);  // flash_attn.pto:21:32
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
             GmView11 p_1_lastGm11(p_1_last + _g192 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
             TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT196 t196(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:21:32
+            TileT196 t196(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t196, 18432);  // flash_attn.pto:21:32
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // flash_attn.pto:21:32
@@ -253,14 +258,14 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT198 t198(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:21:20
+        TileT198 t198(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t198, 2048);  // flash_attn.pto:21:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView12 t10_lastGm12(t10_last + _g192 * 64, GmView12::Shape(t198.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t198, t10_lastGm12);  // flash_attn.pto:21:20
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT200 t200(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:21:20
+        TileT200 t200(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t200, 4096);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -281,23 +286,23 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);
-            TileT203 t203(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
+            TileT203 t203(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t203, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
             using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView14 accGm14(acc + _g192 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t203, accGm14);  // flash_attn.pto:22:22
-            TileT204 t204(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
+            TileT204 t204(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t204, 16384);  // flash_attn.pto:22:22
             using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
             GmView15 alpha_lastGm15(alpha_last + _g192 * 64, GmView15::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
             TLOAD(t204, alpha_lastGm15);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT206 t206(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(D - _g202 * 64, 64));  // flash_attn.pto:22:22
+            TileT206 t206(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t206, 18432);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp3(std::min<int64_t>(S - _g192 * 64, 64));  // flash_attn.pto:22:22
+            TileTmp1 tmp3(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
             TROWEXPAND(tmp3, t204);  // flash_attn.pto:22:22
             pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
@@ -315,8 +320,8 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g208 = 0; _g208 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g208) {  // flash_attn.pto:22:43
-            TileT209 t209(std::min<int64_t>(S - _g192 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
+        for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g208) {  // flash_attn.pto:22:43
+            TileT209 t209(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
             TASSIGN(t209, 0);  // flash_attn.pto:22:43
             using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
             GmView17 p_1_lastGm17(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L)
@@ -42,29 +47,29 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // flash_attn.pto:22:36
             pipe_barrier(PIPE_V);
-            TileT213 t213(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
+            TileT213 t213(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t213, 0);  // flash_attn.pto:22:36
-            TileT214 t214(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+            TileT214 t214(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t214, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
             GmView0 t15_lastGm0(t15_last + _g211 * 64 * 64, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // flash_attn.pto:22:36
             TLOAD(t214, t15_lastGm0);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT215 t215(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
+            TileT215 t215(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // flash_attn.pto:22:36
             TASSIGN(t215, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT216 t216(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
+            TileT216 t216(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t216, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
             GmView1 vj_lastGm1(vj_last + _g212 * 64, GmView1::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:22:36
             TLOAD(t216, vj_lastGm1);  // flash_attn.pto:22:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT217 t217(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
+            TileT217 t217(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
             TASSIGN(t217, 0);  // flash_attn.pto:22:36
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t217, t216);  // flash_attn.pto:22:36
@@ -76,26 +81,26 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k218 = 1; _k218 < ceil_div(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k218) {  // flash_attn.pto:22:36
-                TileT219 t219(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
+            for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k218) {  // flash_attn.pto:22:36
+                TileT219 t219(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t219, 0);  // flash_attn.pto:22:36
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36
                 GmView2 t15_lastGm2(t15_last + _g211 * 64 * 64 + _k218 * 64, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // flash_attn.pto:22:36
                 TLOAD(t219, t15_lastGm2);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT220 t220(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
+                TileT220 t220(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t220, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t220, t219);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT221 t221(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
+                TileT221 t221(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t221, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:36
                 GmView3 vj_lastGm3(vj_last + _k218 * 64 * D + _g212 * 64, GmView3::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:36
                 TLOAD(t221, vj_lastGm3);  // flash_attn.pto:22:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT222 t222(std::min<int64_t>(std::min<int64_t>(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:36
+                TileT222 t222(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t222, 0);  // flash_attn.pto:22:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t222, t221);  // flash_attn.pto:22:36
@@ -113,13 +118,13 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             TSTORE(t14_lastGm4, t213);  // flash_attn.pto:22:36
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-            TileT225 t225(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+            TileT225 t225(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t225, 0);  // flash_attn.pto:22:22
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
             GmView5 t13_lastGm5(t13_last + _g211 * 64 * D + _g212 * 64, GmView5::Shape(t225.GetValidRow(), t225.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
             TLOAD(t225, t13_lastGm5);  // flash_attn.pto:22:22
-            TileT226 t226(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+            TileT226 t226(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t226, 16384);  // flash_attn.pto:22:22
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
@@ -127,7 +132,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
             TLOAD(t226, t14_lastGm6);  // flash_attn.pto:22:22
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            TileT227 t227(std::min<int64_t>(S - _g211 * 64, 64), std::min<int64_t>(D - _g212 * 64, 64));  // flash_attn.pto:22:22
+            TileT227 t227(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // flash_attn.pto:22:22
             TASSIGN(t227, 32768);  // flash_attn.pto:22:22
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -147,7 +152,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT229 t229(std::min<int64_t>(S - _g211 * 64, 64));  // flash_attn.pto:23:13
+        TileT229 t229(min_i64(S - _g211 * 64, 64));  // flash_attn.pto:23:13
         TASSIGN(t229, 0);  // flash_attn.pto:23:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:23:13

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__ float* x, __gm__ float* picked, int64_t M, int64_t K, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
@@ -14,14 +19,14 @@ extern "C" __global__ AICORE void gather_last_f32_k0(__gm__ int32_t* idx, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (K + 63) / 64; ++_g1) {  // gather_last.pto:4:17
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
+            TileT2 t2(min_i64(K - _g1 * 64, 64));  // gather_last.pto:4:17
             TASSIGN(t2, 0);  // gather_last.pto:4:17
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:4:17
             GmView0 idxGm0(idx + _g0 * K + _g1 * 64, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(K));  // gather_last.pto:4:17
             TLOAD(t2, idxGm0);  // gather_last.pto:4:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(K - _g1 * 64, 64));  // gather_last.pto:4:17
+            TileT3 t3(min_i64(K - _g1 * 64, 64));  // gather_last.pto:4:17
             TASSIGN(t3, 256);  // gather_last.pto:4:17
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

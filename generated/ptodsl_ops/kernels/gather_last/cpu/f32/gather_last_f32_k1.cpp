@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t M, int64_t J, int64_t N)
 {
     using TileT6 = Tile<TileType::Vec, int64_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
@@ -15,7 +20,7 @@ extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm_
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g5 = 0; _g5 < (J + 63) / 64; ++_g5) {  // gather_last.pto:5:19
             pipe_barrier(PIPE_V);
-            TileT6 t6(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
             TASSIGN(t6, 0);  // gather_last.pto:5:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -24,11 +29,11 @@ extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm_
             TLOAD(t6, colsGm0);  // gather_last.pto:5:19
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
             TASSIGN(t7, 512);  // gather_last.pto:5:19
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t7, t6, RoundMode::CAST_RINT);  // gather_last.pto:5:19
-            TileT8 t8(std::min<int64_t>(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TileT8 t8(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
             TASSIGN(t8, 0);  // gather_last.pto:5:19
             pipe_barrier(PIPE_V);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19

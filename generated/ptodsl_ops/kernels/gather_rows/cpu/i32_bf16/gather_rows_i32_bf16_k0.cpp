@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void gather_rows_i32_bf16_k0(__gm__ int32_t* ids, __gm__ bfloat16_t* table, __gm__ bfloat16_t* out, int64_t N, int64_t D, int64_t V)
 {
     using TileT2 = Tile<TileType::Vec, int32_t, 1, 8, BLayout::RowMajor, 1, DYNAMIC>;
@@ -14,14 +19,14 @@ extern "C" __global__ AICORE void gather_rows_i32_bf16_k0(__gm__ int32_t* ids, _
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // gather_rows.pto:3:14
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // gather_rows.pto:3:14
+            TileT2 t2(min_i64(N - _g0 * 8, 8));  // gather_rows.pto:3:14
             TASSIGN(t2, 0);  // gather_rows.pto:3:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_rows.pto:3:14
             GmView0 idsGm0(ids + _g0 * 8, GmView0::Shape(t2.GetValidCol()));  // gather_rows.pto:3:14
             TLOAD(t2, idsGm0);  // gather_rows.pto:3:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(N - _g0 * 8, 8), std::min<int64_t>(D - _g1 * 64, 64));  // gather_rows.pto:3:14
+            TileT3 t3(min_i64(N - _g0 * 8, 8), min_i64(D - _g1 * 64, 64));  // gather_rows.pto:3:14
             TASSIGN(t3, 32);  // gather_rows.pto:3:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void gelu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -23,46 +28,46 @@ extern "C" __global__ AICORE void gelu_f32_k0(__gm__ float* x, __gm__ float* y, 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT2 t2(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t2, 0);  // gelu.pto:2:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu.pto:2:12
             GmView0 xGm0(x + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // gelu.pto:2:12
             TLOAD(t2, xGm0);  // gelu.pto:2:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT3 t3(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t3, 8192);  // gelu.pto:2:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT4 t4(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t4, 16384);  // gelu.pto:2:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t4, t2, t2);  // gelu.pto:2:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT5 t5(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t5, 24576);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TMUL(t5, t4, t2);  // gelu.pto:2:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT6 t6(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t6, 16384);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TMULS(t6, t5, 0.044715f);  // gelu.pto:2:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT7 t7(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t7, 24576);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TADD(t7, t2, t6);  // gelu.pto:2:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT8 t8(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t8, 16384);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TMULS(t8, t7, 1.5957691216057308f);  // gelu.pto:2:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT9 t9(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t9, 24576);  // gelu.pto:2:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT10 t10(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t10, 32768);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TNEG(t10, t8);  // gelu.pto:2:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT11 t11(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t11, 16384);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TEXP(t11, t10);  // gelu.pto:2:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu.pto:2:12
+            TileT12 t12(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu.pto:2:12
             TASSIGN(t12, 32768);  // gelu.pto:2:12
             pipe_barrier(PIPE_V);
             TADDS(t12, t11, 1.0f);  // gelu.pto:2:12

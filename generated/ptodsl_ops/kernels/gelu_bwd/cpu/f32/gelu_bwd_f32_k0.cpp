@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void gelu_bwd_f32_k0(__gm__ float* x, __gm__ float* dy, __gm__ float* dx, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -39,77 +44,77 @@ extern "C" __global__ AICORE void gelu_bwd_f32_k0(__gm__ float* x, __gm__ float*
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // gelu_bwd.pto:5:10
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
+            TileT2 t2(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:5:10
             TASSIGN(t2, 0);  // gelu_bwd.pto:5:10
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:5:10
             GmView0 xGm0(x + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // gelu_bwd.pto:5:10
             TLOAD(t2, xGm0);  // gelu_bwd.pto:5:10
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:6:10
+            TileT8 t8(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:6:10
             TASSIGN(t8, 8192);  // gelu_bwd.pto:6:10
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMUL(t8, t2, t2);  // gelu_bwd.pto:6:10
-            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
+            TileT12 t12(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
             TASSIGN(t12, 16384);  // gelu_bwd.pto:7:41
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
             TMULS(t12, t8, 0.044715f);  // gelu_bwd.pto:7:41
-            TileT17 t17(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
+            TileT17 t17(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:41
             TASSIGN(t17, 24576);  // gelu_bwd.pto:7:41
             pipe_barrier(PIPE_V);
             TMUL(t17, t12, t2);  // gelu_bwd.pto:7:41
-            TileT22 t22(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:36
+            TileT22 t22(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:36
             TASSIGN(t22, 16384);  // gelu_bwd.pto:7:36
             pipe_barrier(PIPE_V);
             TADD(t22, t2, t17);  // gelu_bwd.pto:7:36
-            TileT26 t26(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:14
+            TileT26 t26(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:14
             TASSIGN(t26, 24576);  // gelu_bwd.pto:7:14
             pipe_barrier(PIPE_V);
             TMULS(t26, t22, 0.7978845608028654f);  // gelu_bwd.pto:7:14
-            TileT30 t30(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT30 t30(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t30, 16384);  // gelu_bwd.pto:7:9
-            TileT31 t31(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT31 t31(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t31, 32768);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TMULS(t31, t26, 2.0f);  // gelu_bwd.pto:7:9
-            TileT32 t32(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT32 t32(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t32, 24576);  // gelu_bwd.pto:7:9
-            TileT33 t33(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT33 t33(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t33, 40960);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TNEG(t33, t31);  // gelu_bwd.pto:7:9
-            TileT34 t34(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT34 t34(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t34, 32768);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TEXP(t34, t33);  // gelu_bwd.pto:7:9
-            TileT35 t35(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT35 t35(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t35, 40960);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TADDS(t35, t34, 1.0f);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TRECIP(t32, t35);  // gelu_bwd.pto:7:9
-            TileT36 t36(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
+            TileT36 t36(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:7:9
             TASSIGN(t36, 32768);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TMULS(t36, t32, 2.0f);  // gelu_bwd.pto:7:9
             pipe_barrier(PIPE_V);
             TSUBS(t30, t36, 1.0f);  // gelu_bwd.pto:7:9
-            TileT40 t40(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:38
+            TileT40 t40(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:8:38
             TASSIGN(t40, 24576);  // gelu_bwd.pto:8:38
             pipe_barrier(PIPE_V);
             TMULS(t40, t8, 0.134145f);  // gelu_bwd.pto:8:38
-            TileT44 t44(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:32
+            TileT44 t44(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:8:32
             TASSIGN(t44, 8192);  // gelu_bwd.pto:8:32
             pipe_barrier(PIPE_V);
             TADDS(t44, t40, 1.0f);  // gelu_bwd.pto:8:32
-            TileT48 t48(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:8:10
+            TileT48 t48(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:8:10
             TASSIGN(t48, 24576);  // gelu_bwd.pto:8:10
             pipe_barrier(PIPE_V);
             TMULS(t48, t44, 0.7978845608028654f);  // gelu_bwd.pto:8:10
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT51 t51(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
+            TileT51 t51(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
             TASSIGN(t51, 8192);  // gelu_bwd.pto:9:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gelu_bwd.pto:9:18
@@ -117,41 +122,41 @@ extern "C" __global__ AICORE void gelu_bwd_f32_k0(__gm__ float* x, __gm__ float*
             TLOAD(t51, dyGm1);  // gelu_bwd.pto:9:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT56 t56(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:42
+            TileT56 t56(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:42
             TASSIGN(t56, 32768);  // gelu_bwd.pto:9:42
             pipe_barrier(PIPE_V);
             TADDS(t56, t30, 1.0f);  // gelu_bwd.pto:9:42
-            TileT60 t60(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
+            TileT60 t60(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
             TASSIGN(t60, 40960);  // gelu_bwd.pto:9:35
             pipe_barrier(PIPE_V);
             TMULS(t60, t56, 0.5f);  // gelu_bwd.pto:9:35
-            TileT64 t64(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TileT64 t64(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
             TASSIGN(t64, 32768);  // gelu_bwd.pto:9:53
             pipe_barrier(PIPE_V);
             TMULS(t64, t2, 0.5f);  // gelu_bwd.pto:9:53
-            TileT69 t69(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:71
+            TileT69 t69(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:71
             TASSIGN(t69, 0);  // gelu_bwd.pto:9:71
             pipe_barrier(PIPE_V);
             TMUL(t69, t30, t30);  // gelu_bwd.pto:9:71
-            TileT73 t73(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:65
+            TileT73 t73(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:65
             TASSIGN(t73, 16384);  // gelu_bwd.pto:9:65
             pipe_barrier(PIPE_V);
             TSUBS(t73, t69, 1.0f);  // gelu_bwd.pto:9:65
             pipe_barrier(PIPE_V);  // gelu_bwd.pto:9:65
             TNEG(t73, t73);  // gelu_bwd.pto:9:65
-            TileT78 t78(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TileT78 t78(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
             TASSIGN(t78, 0);  // gelu_bwd.pto:9:53
             pipe_barrier(PIPE_V);
             TMUL(t78, t64, t73);  // gelu_bwd.pto:9:53
-            TileT83 t83(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
+            TileT83 t83(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:53
             TASSIGN(t83, 16384);  // gelu_bwd.pto:9:53
             pipe_barrier(PIPE_V);
             TMUL(t83, t78, t48);  // gelu_bwd.pto:9:53
-            TileT88 t88(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
+            TileT88 t88(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:35
             TASSIGN(t88, 0);  // gelu_bwd.pto:9:35
             pipe_barrier(PIPE_V);
             TADD(t88, t60, t83);  // gelu_bwd.pto:9:35
-            TileT93 t93(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
+            TileT93 t93(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // gelu_bwd.pto:9:18
             TASSIGN(t93, 16384);  // gelu_bwd.pto:9:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void kv_cache_update_f16_k1(__gm__ half* v, __gm__ int32_t* slot_mapping, __gm__ half* v_cache, int64_t N, int64_t S)
 {
     using TileT6 = Tile<TileType::Vec, half, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
@@ -13,13 +18,13 @@ extern "C" __global__ AICORE void kv_cache_update_f16_k1(__gm__ half* v, __gm__ 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g5 = 0; _g5 < 2; ++_g5) {  // kv_cache_update.pto:7:5
             pipe_barrier(PIPE_V);
-            TileT6 t6(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
+            TileT6 t6(min_i64(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
             TASSIGN(t6, 0);  // kv_cache_update.pto:7:5
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:7:5
-            GmView0 vGm0(v + _g4 * 8 * 128 + _g5 * 64, GmView0::Shape(std::min<int64_t>(N - _g4 * 8, 8)));  // kv_cache_update.pto:7:5
+            GmView0 vGm0(v + _g4 * 8 * 128 + _g5 * 64, GmView0::Shape(min_i64(N - _g4 * 8, 8)));  // kv_cache_update.pto:7:5
             TLOAD(t6, vGm0);  // kv_cache_update.pto:7:5
-            TileT7 t7(std::min<int64_t>(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
+            TileT7 t7(min_i64(N - _g4 * 8, 8));  // kv_cache_update.pto:7:5
             TASSIGN(t7, 1024);  // kv_cache_update.pto:7:5
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:7:5
             GmView1 slot_mappingGm1(slot_mapping + _g4 * 8, GmView1::Shape(t7.GetValidCol()));  // kv_cache_update.pto:7:5

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__ int32_t* slot_mapping, __gm__ float* k_cache, int64_t N, int64_t S)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, 64>;
@@ -13,13 +18,13 @@ extern "C" __global__ AICORE void kv_cache_update_f32_k0(__gm__ float* k, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < 2; ++_g1) {  // kv_cache_update.pto:6:5
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
+            TileT2 t2(min_i64(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
             TASSIGN(t2, 0);  // kv_cache_update.pto:6:5
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 64>, Stride<1, 1, 128, 64, 1>>;  // kv_cache_update.pto:6:5
-            GmView0 kGm0(k + _g0 * 8 * 128 + _g1 * 64, GmView0::Shape(std::min<int64_t>(N - _g0 * 8, 8)));  // kv_cache_update.pto:6:5
+            GmView0 kGm0(k + _g0 * 8 * 128 + _g1 * 64, GmView0::Shape(min_i64(N - _g0 * 8, 8)));  // kv_cache_update.pto:6:5
             TLOAD(t2, kGm0);  // kv_cache_update.pto:6:5
-            TileT3 t3(std::min<int64_t>(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
+            TileT3 t3(min_i64(N - _g0 * 8, 8));  // kv_cache_update.pto:6:5
             TASSIGN(t3, 2048);  // kv_cache_update.pto:6:5
             using GmView1 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // kv_cache_update.pto:6:5
             GmView1 slot_mappingGm1(slot_mapping + _g0 * 8, GmView1::Shape(t3.GetValidCol()));  // kv_cache_update.pto:6:5

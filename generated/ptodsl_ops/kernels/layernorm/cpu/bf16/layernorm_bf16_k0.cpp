@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* beta, __gm__ bfloat16_t* y, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -40,14 +45,14 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm.pto:4:14
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
+        TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
         TASSIGN(t1, 32);  // layernorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
         GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
         TLOAD(t1, v0Gm0);  // layernorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT2 t2(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
+        TileT2 t2(min_i64(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
         TASSIGN(t2, 2080);  // layernorm.pto:4:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t2, t1, RoundMode::CAST_RINT);  // layernorm.pto:4:14
@@ -78,9 +83,9 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
-        TileT8 t8(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
+        TileT8 t8(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
         TASSIGN(t8, 64);  // layernorm.pto:5:13
-        TileT1Re1 t1_re1(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:4:14
+        TileT1Re1 t1_re1(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:4:14
         TASSIGN(t1_re1, 4160);  // layernorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
@@ -89,7 +94,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t8, t1_re1, RoundMode::CAST_RINT);  // layernorm.pto:4:14
-        TileT11 t11(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
+        TileT11 t11(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
         TASSIGN(t11, 4160);  // layernorm.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // layernorm.pto:5:13
@@ -97,7 +102,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
         TileTmp2 tmp2;  // layernorm.pto:5:13
         TASSIGN(tmp2, 14400);  // layernorm.pto:5:13
         TROWEXPANDSUB(t11, t8, view1, tmp2);  // layernorm.pto:5:13
-        TileT15 t15(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
+        TileT15 t15(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
         TASSIGN(t15, 64);  // layernorm.pto:6:20
         pipe_barrier(PIPE_V);
         TMUL(t15, t11, t11);  // layernorm.pto:6:20
@@ -130,11 +135,11 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
-        TileT25 t25(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TileT25 t25(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
         TASSIGN(t25, 64);  // layernorm.pto:7:24
-        TileT8Re2 t8_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
+        TileT8Re2 t8_re2(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
         TASSIGN(t8_re2, 4160);  // layernorm.pto:5:13
-        TileT1Re1Re2 t1_re1_re2(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:4:14
+        TileT1Re1Re2 t1_re1_re2(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:4:14
         TASSIGN(t1_re1_re2, 8256);  // layernorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
@@ -151,7 +156,7 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
         TileTmp2 tmp5;  // layernorm.pto:5:13
         TASSIGN(tmp5, 14400);  // layernorm.pto:5:13
         TROWEXPANDSUB(t25, t8_re2, view4, tmp5);  // layernorm.pto:5:13
-        TileT28 t28(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TileT28 t28(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
         TASSIGN(t28, 4160);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TileView1 view6;  // layernorm.pto:7:24
@@ -160,24 +165,24 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
         TASSIGN(tmp7, 14400);  // layernorm.pto:7:24
         TROWEXPANDMUL(t28, t25, view6, tmp7);  // layernorm.pto:7:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT30 t30(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
+        TileT30 t30(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
         TASSIGN(t30, 64);  // layernorm.pto:7:47
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
         GmView3 gammaGm3(gamma + _g24 * 1024, GmView3::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
         TLOAD(t30, gammaGm3);  // layernorm.pto:7:47
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT31 t31(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
+        TileT31 t31(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
         TASSIGN(t31, 8256);  // layernorm.pto:7:47
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t31, t30, RoundMode::CAST_RINT);  // layernorm.pto:7:47
-        TileT36 t36(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TileT36 t36(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
         TASSIGN(t36, 64);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t36, t28, t31);  // layernorm.pto:7:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT38 t38(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
+        TileT38 t38(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
         TASSIGN(t38, 4160);  // layernorm.pto:7:66
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
@@ -185,17 +190,17 @@ extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* v0, __gm_
         TLOAD(t38, betaGm4);  // layernorm.pto:7:66
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT39 t39(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
+        TileT39 t39(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
         TASSIGN(t39, 6208);  // layernorm.pto:7:66
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t39, t38, RoundMode::CAST_RINT);  // layernorm.pto:7:66
-        TileT44 t44(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
+        TileT44 t44(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
         TASSIGN(t44, 10304);  // layernorm.pto:7:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDADD(t44, t36, t39);  // layernorm.pto:7:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT47 t47(std::min<int64_t>(H - _g24 * 1024, 1024));  // layernorm.pto:7:19
+        TileT47 t47(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:19
         TASSIGN(t47, 64);  // layernorm.pto:7:19
         pipe_barrier(PIPE_V);
         TCVT(t47, t44, RoundMode::CAST_RINT);  // layernorm.pto:7:19

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __gm__ float* acc_b, int64_t H)
 {
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -11,7 +16,7 @@ extern "C" __global__ AICORE void layernorm_bwd_bf16_k0(__gm__ float* acc_g, __g
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm_bwd.pto:6:13
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // layernorm_bwd.pto:6:13
+        TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // layernorm_bwd.pto:6:13
         TASSIGN(t1, 0);  // layernorm_bwd.pto:6:13
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, 0.0f);  // layernorm_bwd.pto:6:13

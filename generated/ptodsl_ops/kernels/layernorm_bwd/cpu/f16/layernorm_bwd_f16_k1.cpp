@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ float* xhat, __gm__ half* gamma, __gm__ half* v1, __gm__ float* t10, __gm__ half* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT10Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -64,9 +69,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
+        TileT12 t12(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
         TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
-        TileT5Re1 t5_re1(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TileT5Re1 t5_re1(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:9:14
         TASSIGN(t5_re1, 4128);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -101,9 +106,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT15 t15(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
-        TileT5Re2 t5_re2(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TileT5Re2 t5_re2(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:9:14
         TASSIGN(t5_re2, 4160);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -112,7 +117,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t15, t5_re2, RoundMode::CAST_RINT);  // layernorm_bwd.pto:9:14
-        TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT18 t18(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // layernorm_bwd.pto:11:13
@@ -120,7 +125,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
         TASSIGN(tmp2, 16448);  // layernorm_bwd.pto:11:13
         TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
-        TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
+        TileT22 t22(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
         TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
         pipe_barrier(PIPE_V);
         TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
@@ -161,11 +166,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TileT32 t32(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TileT32 t32(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
         TASSIGN(t32, 96);  // layernorm_bwd.pto:13:16
-        TileT15Re4 t15_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT15Re4 t15_re4(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15_re4, 4192);  // layernorm_bwd.pto:11:13
-        TileT5Re2Re4 t5_re2_re4(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
+        TileT5Re2Re4 t5_re2_re4(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:9:14
         TASSIGN(t5_re2_re4, 8288);  // layernorm_bwd.pto:9:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -182,7 +187,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TileTmp2 tmp5;  // layernorm_bwd.pto:11:13
         TASSIGN(tmp5, 16448);  // layernorm_bwd.pto:11:13
         TROWEXPANDSUB(t32, t15_re4, view4, tmp5);  // layernorm_bwd.pto:11:13
-        TileT35 t35(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TileT35 t35(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:13:16
         TASSIGN(t35, 4192);  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
         TileView1 view6;  // layernorm_bwd.pto:13:16
@@ -199,23 +204,23 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TSTORE(xhatGm3, t35);  // layernorm_bwd.pto:13:16
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT37 t37(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
         GmView4 gammaGm4(gamma + _g31 * 1024, GmView4::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
         TLOAD(t37, gammaGm4);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TileT38 t38(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT38 t38(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t38, 2144);  // layernorm_bwd.pto:14:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         TCVT(t38, t37, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT40 t40(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t40, 6240);  // layernorm_bwd.pto:14:14
-        TileT8Re3 t8_re3(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TileT8Re3 t8_re3(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:10:13
         TASSIGN(t8_re3, 96);  // layernorm_bwd.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -227,7 +232,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         TCVT(t40, t8_re3, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT43 t43(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t43, 10336);  // layernorm_bwd.pto:14:14
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t43, t40, t38);  // layernorm_bwd.pto:14:14
@@ -266,24 +271,24 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT49 t49(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t49, 96);  // layernorm_bwd.pto:15:33
-        TileT37Re5 t37_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT37Re5 t37_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t37_re5, 4192);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
         GmView6 gammaGm6(gamma + _g48 * 1024, GmView6::Shape(t37_re5.GetValidCol()));  // layernorm_bwd.pto:14:18
         TLOAD(t37_re5, gammaGm6);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT38Re5 t38_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT38Re5 t38_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t38_re5, 6240);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t38_re5, t37_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:14:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT40Re5 t40_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT40Re5 t40_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t40_re5, 10336);  // layernorm_bwd.pto:14:14
-        TileT8Re3Re5 t8_re3_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TileT8Re3Re5 t8_re3_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:10:13
         TASSIGN(t8_re3_re5, 4192);  // layernorm_bwd.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -294,7 +299,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TCVT(t40_re5, t8_re3_re5, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t49, t40_re5, t38_re5);  // layernorm_bwd.pto:14:14
-        TileT52 t52(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT52 t52(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t52, 4192);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
         TileView1 view9;  // layernorm_bwd.pto:15:33
@@ -309,7 +314,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         GmView8 t10Gm8(t10 + _g48 * 1024, GmView8::Shape(t52.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:15:33
         TSTORE(t10Gm8, t52);  // layernorm_bwd.pto:15:33
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TileT55 t55(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
         TASSIGN(t55, 4192);  // layernorm_bwd.pto:15:83
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -318,7 +323,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TLOAD(t55, xhatGm9);  // layernorm_bwd.pto:15:83
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TileT56 t56(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
         TASSIGN(t56, 8288);  // layernorm_bwd.pto:15:83
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -353,14 +358,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TileT62 t62(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
         TASSIGN(t62, 64);  // layernorm_bwd.pto:15:71
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:71
         GmView10 xhatGm10(xhat + _g61 * 1024, GmView10::Shape(t62.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:71
         TLOAD(t62, xhatGm10);  // layernorm_bwd.pto:15:71
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TileT65 t65(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
         TASSIGN(t65, 4160);  // layernorm_bwd.pto:15:71
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileView1 view12;  // layernorm_bwd.pto:15:71
@@ -368,7 +373,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TileTmp2 tmp13;  // layernorm_bwd.pto:15:71
         TASSIGN(tmp13, 16448);  // layernorm_bwd.pto:15:71
         TROWEXPANDMUL(t65, t62, view12, tmp13);  // layernorm_bwd.pto:15:71
-        TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT67 t67(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t67, 8256);  // layernorm_bwd.pto:15:33
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:33
@@ -376,13 +381,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TLOAD(t67, t10Gm11);  // layernorm_bwd.pto:15:33
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT69 t69(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t69, 12352);  // layernorm_bwd.pto:15:33
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-        TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+        TileT74 t74(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
         TASSIGN(t74, 4160);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
         TileTmp3 tmp14;  // layernorm_bwd.pto:15:25
@@ -390,7 +395,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TROWEXPAND(tmp14, t30);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
         TROWEXPANDMUL(t74, tmp14, t69);  // layernorm_bwd.pto:15:25
-        TileT77 t77(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
+        TileT77 t77(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:20
         TASSIGN(t77, 8256);  // layernorm_bwd.pto:15:20
         pipe_barrier(PIPE_V);
         TCVT(t77, t74, RoundMode::CAST_RINT);  // layernorm_bwd.pto:15:20
@@ -402,9 +407,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         GmView12 dxGm12(dx + r * H + _g61 * 1024, GmView12::Shape(t77.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:20
         TSTORE(dxGm12, t77);  // layernorm_bwd.pto:15:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT79 t79(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TileT79 t79(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
         TASSIGN(t79, 4160);  // layernorm_bwd.pto:16:28
-        TileT8Re6 t8_re6(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
+        TileT8Re6 t8_re6(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:10:13
         TASSIGN(t8_re6, 8256);  // layernorm_bwd.pto:10:13
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -415,12 +420,12 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t79, t8_re6, RoundMode::CAST_RINT);  // layernorm_bwd.pto:10:13
-        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TileT81 t81(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
         TASSIGN(t81, 8256);  // layernorm_bwd.pto:16:28
         pipe_barrier(PIPE_V);
         TMUL(t81, t79, t62);  // layernorm_bwd.pto:16:28
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TileT83 t83(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
         TASSIGN(t83, 64);  // layernorm_bwd.pto:16:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
@@ -428,7 +433,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TLOAD(t83, acc_gGm14);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TileT85 t85(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
         TASSIGN(t85, 12352);  // layernorm_bwd.pto:16:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -441,7 +446,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         GmView15 acc_gGm15(acc_g + _g61 * 1024, GmView15::Shape(t85.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:16:20
         TSTORE(acc_gGm15, t85);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TileT87 t87(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t87, 64);  // layernorm_bwd.pto:17:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
@@ -449,7 +454,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ half* v0, __gm__ f
         TLOAD(t87, acc_bGm16);  // layernorm_bwd.pto:17:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TileT89 t89(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t89, 8256);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

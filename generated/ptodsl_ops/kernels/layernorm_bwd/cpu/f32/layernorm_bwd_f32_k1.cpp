@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc_g, __gm__ float* acc_b, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -57,7 +62,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
         pipe_barrier(PIPE_V);
-        TileT12 t12(std::min<int64_t>(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
+        TileT12 t12(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
         TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
@@ -89,14 +94,14 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
         pipe_barrier(PIPE_V);
-        TileT15 t15(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT15 t15(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
         GmView1 v0Gm1(v0 + _g14 * 1024, GmView1::Shape(t15.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:9:14
         TLOAD(t15, v0Gm1);  // layernorm_bwd.pto:9:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT18 t18(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT18 t18(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileView1 view1;  // layernorm_bwd.pto:11:13
@@ -104,7 +109,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
         TASSIGN(tmp2, 24704);  // layernorm_bwd.pto:11:13
         TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
-        TileT22 t22(std::min<int64_t>(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
+        TileT22 t22(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
         TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
         pipe_barrier(PIPE_V);
         TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
@@ -139,19 +144,19 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
         pipe_barrier(PIPE_V);
-        TileT37 t37(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT37 t37(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
         GmView2 gammaGm2(gamma + _g31 * 1024, GmView2::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
         TLOAD(t37, gammaGm2);  // layernorm_bwd.pto:14:18
-        TileT40 t40(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT40 t40(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t40, 4192);  // layernorm_bwd.pto:14:14
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
         GmView3 v1Gm3(v1 + _g31 * 1024, GmView3::Shape(t40.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:10:13
         TLOAD(t40, v1Gm3);  // layernorm_bwd.pto:10:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT43 t43(std::min<int64_t>(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT43 t43(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t43, 8288);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCOLEXPANDMUL(t43, t40, t37);  // layernorm_bwd.pto:14:14
@@ -183,15 +188,15 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
-        TileT49 t49(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT49 t49(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t49, 128);  // layernorm_bwd.pto:15:33
-        TileT37Re6 t37_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT37Re6 t37_re6(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t37_re6, 4224);  // layernorm_bwd.pto:14:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
         GmView4 gammaGm4(gamma + _g48 * 1024, GmView4::Shape(t37_re6.GetValidCol()));  // layernorm_bwd.pto:14:18
         TLOAD(t37_re6, gammaGm4);  // layernorm_bwd.pto:14:18
-        TileT40Re6 t40_re6(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT40Re6 t40_re6(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t40_re6, 8320);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -200,11 +205,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCOLEXPANDMUL(t49, t40_re6, t37_re6);  // layernorm_bwd.pto:14:14
-        TileT55 t55(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TileT55 t55(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
         TASSIGN(t55, 4224);  // layernorm_bwd.pto:15:83
-        TileT32Re5 t32_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TileT32Re5 t32_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
         TASSIGN(t32_re5, 8320);  // layernorm_bwd.pto:13:16
-        TileT15Re4Re5 t15_re4_re5(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT15Re4Re5 t15_re4_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15_re4_re5, 12416);  // layernorm_bwd.pto:11:13
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
         GmView6 v0Gm6(v0 + _g48 * 1024, GmView6::Shape(t15_re4_re5.GetValidCol()), GmView6::Stride(H));  // layernorm_bwd.pto:9:14
@@ -223,7 +228,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileTmp2 tmp8;  // layernorm_bwd.pto:13:16
         TASSIGN(tmp8, 24704);  // layernorm_bwd.pto:13:16
         TROWEXPANDMUL(t55, t32_re5, view7, tmp8);  // layernorm_bwd.pto:13:16
-        TileT56 t56(std::min<int64_t>(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
+        TileT56 t56(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
         TASSIGN(t56, 8320);  // layernorm_bwd.pto:15:83
         pipe_barrier(PIPE_V);
         TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
@@ -257,11 +262,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
-        TileT62 t62(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TileT62 t62(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
         TASSIGN(t62, 128);  // layernorm_bwd.pto:15:71
-        TileT32Re8 t32_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
+        TileT32Re8 t32_re8(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
         TASSIGN(t32_re8, 4224);  // layernorm_bwd.pto:13:16
-        TileT15Re4Re8 t15_re4_re8(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
+        TileT15Re4Re8 t15_re4_re8(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
         TASSIGN(t15_re4_re8, 8320);  // layernorm_bwd.pto:11:13
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -283,7 +288,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
         TASSIGN(tmp13, 24704);  // layernorm_bwd.pto:13:16
         TROWEXPANDMUL(t62, t32_re8, view12, tmp13);  // layernorm_bwd.pto:13:16
-        TileT65 t65(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
+        TileT65 t65(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
         TASSIGN(t65, 4224);  // layernorm_bwd.pto:15:71
         pipe_barrier(PIPE_V);
         TileView1 view14;  // layernorm_bwd.pto:15:71
@@ -291,16 +296,16 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileTmp2 tmp15;  // layernorm_bwd.pto:15:71
         TASSIGN(tmp15, 24704);  // layernorm_bwd.pto:15:71
         TROWEXPANDMUL(t65, t62, view14, tmp15);  // layernorm_bwd.pto:15:71
-        TileT67 t67(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT67 t67(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t67, 8320);  // layernorm_bwd.pto:15:33
-        TileT49Re9 t49_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT49Re9 t49_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t49_re9, 12416);  // layernorm_bwd.pto:15:33
-        TileT37Re6Re9 t37_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:18
+        TileT37Re6Re9 t37_re6_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:18
         TASSIGN(t37_re6_re9, 16512);  // layernorm_bwd.pto:14:18
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
         GmView8 gammaGm8(gamma + _g61 * 1024, GmView8::Shape(t37_re6_re9.GetValidCol()));  // layernorm_bwd.pto:14:18
         TLOAD(t37_re6_re9, gammaGm8);  // layernorm_bwd.pto:14:18
-        TileT40Re6Re9 t40_re6_re9(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
+        TileT40Re6Re9 t40_re6_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
         TASSIGN(t40_re6_re9, 20608);  // layernorm_bwd.pto:14:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
@@ -315,11 +320,11 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TileTmp2 tmp17;  // layernorm_bwd.pto:15:33
         TASSIGN(tmp17, 24704);  // layernorm_bwd.pto:15:33
         TROWEXPANDSUB(t67, t49_re9, view16, tmp17);  // layernorm_bwd.pto:15:33
-        TileT69 t69(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
+        TileT69 t69(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
         TASSIGN(t69, 12416);  // layernorm_bwd.pto:15:33
         pipe_barrier(PIPE_V);
         TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-        TileT74 t74(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
+        TileT74 t74(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
         TASSIGN(t74, 4224);  // layernorm_bwd.pto:15:25
         pipe_barrier(PIPE_V);
         TileTmp3 tmp18;  // layernorm_bwd.pto:15:25
@@ -333,13 +338,13 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         GmView10 dxGm10(dx + r * H + _g61 * 1024, GmView10::Shape(t74.GetValidCol()), GmView10::Stride(H));  // layernorm_bwd.pto:15:20
         TSTORE(dxGm10, t74);  // layernorm_bwd.pto:15:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT81 t81(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
+        TileT81 t81(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
         TASSIGN(t81, 4224);  // layernorm_bwd.pto:16:28
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         TMUL(t81, t40_re6_re9, t62);  // layernorm_bwd.pto:16:28
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT83 t83(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TileT83 t83(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
         TASSIGN(t83, 128);  // layernorm_bwd.pto:16:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
@@ -347,7 +352,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         TLOAD(t83, acc_gGm11);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT85 t85(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
+        TileT85 t85(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
         TASSIGN(t85, 8320);  // layernorm_bwd.pto:16:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -361,7 +366,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         GmView12 acc_gGm12(acc_g + _g61 * 1024, GmView12::Shape(t85.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:16:20
         TSTORE(acc_gGm12, t85);  // layernorm_bwd.pto:16:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT87 t87(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TileT87 t87(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t87, 128);  // layernorm_bwd.pto:17:20
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -371,7 +376,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* v0, __gm__ 
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT89 t89(std::min<int64_t>(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
+        TileT89 t89(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
         TASSIGN(t89, 4224);  // layernorm_bwd.pto:17:20
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

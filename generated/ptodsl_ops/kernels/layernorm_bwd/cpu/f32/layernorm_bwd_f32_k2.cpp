@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H)
 {
     using TileT91 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -17,9 +22,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g90 = 0; _g90 < (H + 1023) / 1024; ++_g90) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
-        TileT91 t91(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TileT91 t91(min_i64(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
         TASSIGN(t91, 0);  // layernorm_bwd.pto:18:22
-        TileT92 t92(std::min<int64_t>(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
+        TileT92 t92(min_i64(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
         TASSIGN(t92, 4096);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
@@ -46,7 +51,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     for (int64_t _g93 = 0; _g93 < (H + 1023) / 1024; ++_g93) {  // layernorm_bwd.pto:18:17
-        TileT94 t94(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
+        TileT94 t94(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
         TASSIGN(t94, 0);  // layernorm_bwd.pto:18:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
@@ -59,9 +64,9 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm
         GmView3 dgammaGm3(dgamma + _g93 * 1024, GmView3::Shape(t94.GetValidCol()));  // layernorm_bwd.pto:18:17
         TSTORE(dgammaGm3, t94);  // layernorm_bwd.pto:18:17
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT97 t97(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TileT97 t97(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
         TASSIGN(t97, 0);  // layernorm_bwd.pto:19:21
-        TileT98 t98(std::min<int64_t>(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
+        TileT98 t98(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
         TASSIGN(t98, 4096);  // layernorm_bwd.pto:19:21
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
         GmView4 acc_bGm4(acc_b + _g93 * 1024, GmView4::Shape(t98.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:19:21
@@ -86,7 +91,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k2(__gm__ float* acc_g, __gm
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g99 = 0; _g99 < (H + 1023) / 1024; ++_g99) {  // layernorm_bwd.pto:19:16
-        TileT100 t100(std::min<int64_t>(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
+        TileT100 t100(min_i64(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
         TASSIGN(t100, 0);  // layernorm_bwd.pto:19:16
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16

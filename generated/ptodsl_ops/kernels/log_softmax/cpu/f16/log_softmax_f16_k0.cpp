@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ half* y, int64_t N, int64_t b, int64_t B)
 {
     using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -37,14 +42,14 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
         TASSIGN(t1, 64);  // log_softmax.pto:4:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
         GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
         TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
+        TileT2 t2(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
         TASSIGN(t2, 2112);  // log_softmax.pto:4:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t2, t1, RoundMode::CAST_RINT);  // log_softmax.pto:4:15
@@ -74,7 +79,7 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
         TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
         pipe_barrier(PIPE_V);
         TMAX(t3, t3, t6);  // log_softmax.pto:5:19
-        TileT14 t14(std::min<int64_t>(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
+        TileT14 t14(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
         TASSIGN(t14, 6208);  // log_softmax.pto:6:36
         pipe_barrier(PIPE_V);
         TileView1 view1;  // log_softmax.pto:6:36
@@ -110,11 +115,11 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
-        TileT22 t22(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TileT22 t22(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
         TASSIGN(t22, 96);  // log_softmax.pto:6:24
-        TileT8Re2 t8_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
+        TileT8Re2 t8_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
         TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
-        TileT1Re1Re2 t1_re1_re2(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
+        TileT1Re1Re2 t1_re1_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:4:15
         TASSIGN(t1_re1_re2, 8288);  // log_softmax.pto:4:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
@@ -131,7 +136,7 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
         TileTmp2 tmp5;  // log_softmax.pto:5:13
         TASSIGN(tmp5, 10336);  // log_softmax.pto:5:13
         TROWEXPANDSUB(t22, t8_re2, view4, tmp5);  // log_softmax.pto:5:13
-        TileT25 t25(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
+        TileT25 t25(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
         TASSIGN(t25, 4192);  // log_softmax.pto:6:24
         pipe_barrier(PIPE_V);
         TileView1 view6;  // log_softmax.pto:6:24
@@ -139,7 +144,7 @@ extern "C" __global__ AICORE void log_softmax_f16_k0(__gm__ half* v0, __gm__ hal
         TileTmp2 tmp7;  // log_softmax.pto:6:24
         TASSIGN(tmp7, 10336);  // log_softmax.pto:6:24
         TROWEXPANDSUB(t25, t22, view6, tmp7);  // log_softmax.pto:6:24
-        TileT28 t28(std::min<int64_t>(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
+        TileT28 t28(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:19
         TASSIGN(t28, 96);  // log_softmax.pto:6:19
         pipe_barrier(PIPE_V);
         TCVT(t28, t25, RoundMode::CAST_RINT);  // log_softmax.pto:6:19

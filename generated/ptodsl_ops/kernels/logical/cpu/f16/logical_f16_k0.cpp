@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z, __gm__ half* a, __gm__ half* b, __gm__ half* c, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -35,7 +40,7 @@ extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z,
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // logical.pto:4:19
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:19
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:19
             TASSIGN(t2, 0);  // logical.pto:4:19
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -44,39 +49,39 @@ extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z,
             TLOAD(t2, xGm0);  // logical.pto:4:19
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:19
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:19
             TASSIGN(t3, 4096);  // logical.pto:4:19
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:19
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // logical.pto:4:19
             TASSIGN(view0, 4096);  // logical.pto:4:19
             TCMPS(view0, t2, 0.0f, CmpMode::GT);  // logical.pto:4:19
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:33
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:33
             TASSIGN(t6, 6144);  // logical.pto:4:33
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // logical.pto:4:33
             GmView1 zGm1(z + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView1::Stride(N));  // logical.pto:4:33
             TLOAD(t6, zGm1);  // logical.pto:4:33
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:33
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:33
             TASSIGN(t7, 10240);  // logical.pto:4:33
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView0 view1(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:33
+            TileView0 view1(min_i64(M - _g0 * 8, 8));  // logical.pto:4:33
             TASSIGN(view1, 10240);  // logical.pto:4:33
             TCMPS(view1, t6, 0.5f, CmpMode::LT);  // logical.pto:4:33
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:18
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:18
             TASSIGN(t12, 12288);  // logical.pto:4:18
             pipe_barrier(PIPE_V);
             TAND(t12, t3, t7);  // logical.pto:4:18
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:4:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:4:12
             TASSIGN(t18, 14336);  // logical.pto:4:12
             pipe_barrier(PIPE_V);
-            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:12
+            TileView1 view2(min_i64(M - _g0 * 8, 8));  // logical.pto:4:12
             TASSIGN(view2, 14336);  // logical.pto:4:12
-            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:12
+            TileView1 view3(min_i64(M - _g0 * 8, 8));  // logical.pto:4:12
             TASSIGN(view3, 0);  // logical.pto:4:12
-            TileView1 view4(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:12
+            TileView1 view4(min_i64(M - _g0 * 8, 8));  // logical.pto:4:12
             TASSIGN(view4, 6144);  // logical.pto:4:12
-            TileView0 view5(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:4:12
+            TileView0 view5(min_i64(M - _g0 * 8, 8));  // logical.pto:4:12
             TASSIGN(view5, 12288);  // logical.pto:4:12
             TileTmp2 tmp6;  // logical.pto:4:12
             TASSIGN(tmp6, 18432);  // logical.pto:4:12
@@ -88,27 +93,27 @@ extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z,
             GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView2::Stride(N));  // logical.pto:4:12
             TSTORE(aGm2, t18);  // logical.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:5:18
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:5:18
             TASSIGN(t22, 4096);  // logical.pto:5:18
             pipe_barrier(PIPE_V);
-            TileView0 view7(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:18
+            TileView0 view7(min_i64(M - _g0 * 8, 8));  // logical.pto:5:18
             TASSIGN(view7, 4096);  // logical.pto:5:18
             TCMPS(view7, t2, -0.5f, CmpMode::LT);  // logical.pto:5:18
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:5:35
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:5:35
             TASSIGN(t26, 10240);  // logical.pto:5:35
             pipe_barrier(PIPE_V);
-            TileView0 view8(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:35
+            TileView0 view8(min_i64(M - _g0 * 8, 8));  // logical.pto:5:35
             TASSIGN(view8, 10240);  // logical.pto:5:35
             TCMPS(view8, t6, 0.0f, CmpMode::GT);  // logical.pto:5:35
-            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:5:30
+            TileT30 t30(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:5:30
             TASSIGN(t30, 12288);  // logical.pto:5:30
             pipe_barrier(PIPE_V);
             TNOT(t30, t26);  // logical.pto:5:30
-            TileT35 t35(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:5:18
+            TileT35 t35(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:5:18
             TASSIGN(t35, 10240);  // logical.pto:5:18
             pipe_barrier(PIPE_V);
             TOR(t35, t22, t30);  // logical.pto:5:18
-            TileT40 t40(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:5:12
+            TileT40 t40(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:5:12
             TASSIGN(t40, 12288);  // logical.pto:5:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
@@ -116,13 +121,13 @@ extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z,
             TASSIGN(tmp9, 18432);  // logical.pto:5:12
             TEXPANDS(tmp9, 0.0f);  // logical.pto:5:12
             pipe_barrier(PIPE_V);  // logical.pto:5:12
-            TileView1 view10(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:12
+            TileView1 view10(min_i64(M - _g0 * 8, 8));  // logical.pto:5:12
             TASSIGN(view10, 12288);  // logical.pto:5:12
-            TileView1 view11(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:12
+            TileView1 view11(min_i64(M - _g0 * 8, 8));  // logical.pto:5:12
             TASSIGN(view11, 0);  // logical.pto:5:12
-            TileView1 view12(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:12
+            TileView1 view12(min_i64(M - _g0 * 8, 8));  // logical.pto:5:12
             TASSIGN(view12, 18432);  // logical.pto:5:12
-            TileView0 view13(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:5:12
+            TileView0 view13(min_i64(M - _g0 * 8, 8));  // logical.pto:5:12
             TASSIGN(view13, 10240);  // logical.pto:5:12
             TileTmp2 tmp14;  // logical.pto:5:12
             TASSIGN(tmp14, 22528);  // logical.pto:5:12
@@ -134,51 +139,51 @@ extern "C" __global__ AICORE void logical_f16_k0(__gm__ half* x, __gm__ half* z,
             GmView3 bGm3(b + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t40.GetValidRow(), t40.GetValidCol()), GmView3::Stride(N));  // logical.pto:5:12
             TSTORE(bGm3, t40);  // logical.pto:5:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT45 t45(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:41
+            TileT45 t45(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:41
             TASSIGN(t45, 4096);  // logical.pto:6:41
             pipe_barrier(PIPE_V);
-            TileView0 view15(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:41
+            TileView0 view15(min_i64(M - _g0 * 8, 8));  // logical.pto:6:41
             TASSIGN(view15, 4096);  // logical.pto:6:41
             TCMP(view15, t2, t6, CmpMode::GT);  // logical.pto:6:41
-            TileT49 t49(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:60
+            TileT49 t49(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:60
             TASSIGN(t49, 10240);  // logical.pto:6:60
             pipe_barrier(PIPE_V);
-            TileView0 view16(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:60
+            TileView0 view16(min_i64(M - _g0 * 8, 8));  // logical.pto:6:60
             TASSIGN(view16, 10240);  // logical.pto:6:60
             TCMPS(view16, t6, 0.75f, CmpMode::GT);  // logical.pto:6:60
-            TileT53 t53(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:48
+            TileT53 t53(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:48
             TASSIGN(t53, 12288);  // logical.pto:6:48
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TNOT(t53, t49);  // logical.pto:6:48
-            TileT58 t58(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:29
+            TileT58 t58(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:29
             TASSIGN(t58, 10240);  // logical.pto:6:29
             pipe_barrier(PIPE_V);
             TAND(t58, t45, t53);  // logical.pto:6:29
-            TileT62 t62(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:72
+            TileT62 t62(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:72
             TASSIGN(t62, 4096);  // logical.pto:6:72
             pipe_barrier(PIPE_V);
-            TileView0 view17(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:72
+            TileView0 view17(min_i64(M - _g0 * 8, 8));  // logical.pto:6:72
             TASSIGN(view17, 4096);  // logical.pto:6:72
             TCMPS(view17, t2, -0.9f, CmpMode::LT);  // logical.pto:6:72
-            TileT67 t67(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:18
+            TileT67 t67(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:18
             TASSIGN(t67, 0);  // logical.pto:6:18
             pipe_barrier(PIPE_V);
             TOR(t67, t58, t62);  // logical.pto:6:18
-            TileT72 t72(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // logical.pto:6:12
+            TileT72 t72(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // logical.pto:6:12
             TASSIGN(t72, 2048);  // logical.pto:6:12
             pipe_barrier(PIPE_V);
             TileTmp2 tmp18;  // logical.pto:6:12
             TASSIGN(tmp18, 18432);  // logical.pto:6:12
             TEXPANDS(tmp18, 1.0f);  // logical.pto:6:12
             pipe_barrier(PIPE_V);  // logical.pto:6:12
-            TileView1 view19(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:12
+            TileView1 view19(min_i64(M - _g0 * 8, 8));  // logical.pto:6:12
             TASSIGN(view19, 2048);  // logical.pto:6:12
-            TileView1 view20(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:12
+            TileView1 view20(min_i64(M - _g0 * 8, 8));  // logical.pto:6:12
             TASSIGN(view20, 18432);  // logical.pto:6:12
-            TileView1 view21(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:12
+            TileView1 view21(min_i64(M - _g0 * 8, 8));  // logical.pto:6:12
             TASSIGN(view21, 6144);  // logical.pto:6:12
-            TileView0 view22(std::min<int64_t>(M - _g0 * 8, 8));  // logical.pto:6:12
+            TileView0 view22(min_i64(M - _g0 * 8, 8));  // logical.pto:6:12
             TASSIGN(view22, 0);  // logical.pto:6:12
             TileTmp2 tmp23;  // logical.pto:6:12
             TASSIGN(tmp23, 22528);  // logical.pto:6:12

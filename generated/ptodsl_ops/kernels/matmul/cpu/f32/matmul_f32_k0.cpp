@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a, __gm__ float* c, int64_t N, int64_t K, int64_t M)
 {
     using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -18,7 +23,7 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul.pto:3:12
-        TileT5 t5(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
+        TileT5 t5(min_i64(K, 64), min_i64(N - _g1 * 64, 64));  // matmul.pto:3:12
         TASSIGN(t5, 0);  // matmul.pto:3:12
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
@@ -30,22 +35,22 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g0 = 0; _g0 < (M + 63) / 64; ++_g0) {  // matmul.pto:3:12
-            TileT2 t2(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 64, 64), min_i64(N - _g1 * 64, 64));  // matmul.pto:3:12
             TASSIGN(t2, 0);  // matmul.pto:3:12
-            TileT3 t3(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K, 64));  // matmul.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 64, 64), min_i64(K, 64));  // matmul.pto:3:12
             TASSIGN(t3, 16384);  // matmul.pto:3:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
             GmView1 aGm1(a + _g0 * 64 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul.pto:3:12
             TLOAD(t3, aGm1);  // matmul.pto:3:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K, 64));  // matmul.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 64, 64), min_i64(K, 64));  // matmul.pto:3:12
             TASSIGN(t4, 0);  // matmul.pto:3:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // matmul.pto:3:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT6 t6(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
+            TileT6 t6(min_i64(K, 64), min_i64(N - _g1 * 64, 64));  // matmul.pto:3:12
             TASSIGN(t6, 0);  // matmul.pto:3:12
             TMOV(t6, t5);  // matmul.pto:3:12
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -58,27 +63,27 @@ extern "C" __global__ AICORE void matmul_f32_k0(__gm__ float* b, __gm__ float* a
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k7 = 1; _k7 < (K + 63) / 64; ++_k7) {  // matmul.pto:3:12
-                TileT8 t8(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K - _k7 * 64, 64));  // matmul.pto:3:12
+                TileT8 t8(min_i64(M - _g0 * 64, 64), min_i64(K - _k7 * 64, 64));  // matmul.pto:3:12
                 TASSIGN(t8, 16384);  // matmul.pto:3:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView2 aGm2(a + _g0 * 64 * K + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(K));  // matmul.pto:3:12
                 TLOAD(t8, aGm2);  // matmul.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(std::min<int64_t>(M - _g0 * 64, 64), std::min<int64_t>(K - _k7 * 64, 64));  // matmul.pto:3:12
+                TileT9 t9(min_i64(M - _g0 * 64, 64), min_i64(K - _k7 * 64, 64));  // matmul.pto:3:12
                 TASSIGN(t9, 0);  // matmul.pto:3:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // matmul.pto:3:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(std::min<int64_t>(K - _k7 * 64, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
+                TileT10 t10(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 64, 64));  // matmul.pto:3:12
                 TASSIGN(t10, 16384);  // matmul.pto:3:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul.pto:3:12
                 GmView3 bGm3(b + _k7 * 64 * N + _g1 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // matmul.pto:3:12
                 TLOAD(t10, bGm3);  // matmul.pto:3:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(K - _k7 * 64, 64), std::min<int64_t>(N - _g1 * 64, 64));  // matmul.pto:3:12
+                TileT11 t11(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 64, 64));  // matmul.pto:3:12
                 TASSIGN(t11, 0);  // matmul.pto:3:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // matmul.pto:3:12

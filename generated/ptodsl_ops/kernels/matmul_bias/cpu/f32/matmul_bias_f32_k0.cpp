@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ float* w, __gm__ float* x, __gm__ float* y, int64_t N, int64_t K, int64_t M)
 {
     using TileT3 = Tile<TileType::Mat, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
@@ -20,9 +25,9 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g1 = 0; _g1 < (N + 31) / 32; ++_g1) {  // matmul_bias.pto:5:12
-        TileT3 t3(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+        TileT3 t3(min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
         TASSIGN(t3, 0);  // matmul_bias.pto:5:12
-        TileT7 t7(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+        TileT7 t7(min_i64(K, 32), min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
         TASSIGN(t7, 128);  // matmul_bias.pto:5:12
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias.pto:5:12
@@ -38,26 +43,26 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         for (int64_t _g0 = 0; _g0 < (M + 31) / 32; ++_g0) {  // matmul_bias.pto:5:12
-            TileT2 t2(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+            TileT2 t2(min_i64(M - _g0 * 32, 32), min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
             TASSIGN(t2, 0);  // matmul_bias.pto:5:12
-            TileT4 t4(std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+            TileT4 t4(min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
             TASSIGN(t4, 0);  // matmul_bias.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // matmul_bias.pto:5:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
+            TileT5 t5(min_i64(M - _g0 * 32, 32), min_i64(K, 32));  // matmul_bias.pto:5:12
             TASSIGN(t5, 4224);  // matmul_bias.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
             GmView2 xGm2(x + _g0 * 32 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias.pto:5:12
             TLOAD(t5, xGm2);  // matmul_bias.pto:5:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT6 t6(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K, 32));  // matmul_bias.pto:5:12
+            TileT6 t6(min_i64(M - _g0 * 32, 32), min_i64(K, 32));  // matmul_bias.pto:5:12
             TASSIGN(t6, 0);  // matmul_bias.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t6, t5);  // matmul_bias.pto:5:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT8 t8(std::min<int64_t>(K, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+            TileT8 t8(min_i64(K, 32), min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
             TASSIGN(t8, 0);  // matmul_bias.pto:5:12
             TMOV(t8, t7);  // matmul_bias.pto:5:12
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -71,27 +76,27 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k9 = 1; _k9 < (K + 31) / 32; ++_k9) {  // matmul_bias.pto:5:12
-                TileT10 t10(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
+                TileT10 t10(min_i64(M - _g0 * 32, 32), min_i64(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
                 TASSIGN(t10, 4224);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
                 GmView3 xGm3(x + _g0 * 32 * K + _k9 * 32, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
                 TLOAD(t10, xGm3);  // matmul_bias.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(std::min<int64_t>(M - _g0 * 32, 32), std::min<int64_t>(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
+                TileT11 t11(min_i64(M - _g0 * 32, 32), min_i64(K - _k9 * 32, 32));  // matmul_bias.pto:5:12
                 TASSIGN(t11, 0);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // matmul_bias.pto:5:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT12 t12(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                TileT12 t12(min_i64(K - _k9 * 32, 32), min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
                 TASSIGN(t12, 4224);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
                 GmView4 wGm4(w + _g1 * 32 * K + _k9 * 32, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
                 TLOAD(t12, wGm4);  // matmul_bias.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT13 t13(std::min<int64_t>(K - _k9 * 32, 32), std::min<int64_t>(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
+                TileT13 t13(min_i64(K - _k9 * 32, 32), min_i64(N - _g1 * 32, 32));  // matmul_bias.pto:5:12
                 TASSIGN(t13, 0);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t13, t12);  // matmul_bias.pto:5:12

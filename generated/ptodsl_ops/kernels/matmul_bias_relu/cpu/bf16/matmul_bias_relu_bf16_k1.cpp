@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M)
 {
     using TileT15 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
@@ -13,7 +18,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g13 = 0; _g13 < (N + 63) / 64; ++_g13) {  // matmul_bias_relu.pto:4:17
-        TileT15 t15(std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+        TileT15 t15(min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
         TASSIGN(t15, 0);  // matmul_bias_relu.pto:4:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias_relu.pto:4:17
@@ -25,7 +30,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g12 = 0; _g12 < (M + 15) / 16; ++_g12) {  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
-            TileT14 t14(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TileT14 t14(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t14, 256);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -33,11 +38,11 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
             GmView1 t2Gm1(t2 + _g12 * 16 * N + _g13 * 64, GmView1::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
             TLOAD(t14, t2Gm1);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17 t17(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TileT17 t17(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t17, 4352);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCOLEXPANDADD(t17, t14, t15);  // matmul_bias_relu.pto:4:17
-            TileT21 t21(std::min<int64_t>(M - _g12 * 16, 16), std::min<int64_t>(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
+            TileT21 t21(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
             TASSIGN(t21, 256);  // matmul_bias_relu.pto:4:12
             pipe_barrier(PIPE_V);
             TRELU(t21, t17);  // matmul_bias_relu.pto:4:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_bf16_k0(__gm__ bfloat16_t* b, __gm__ float* t2, int64_t K, int64_t N)
 {
     using TileT2Tile = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -14,14 +19,14 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k0(__gm__ bfloat16_t* b, __gm_
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bwd.pto:5:29
             pipe_barrier(PIPE_V);
-            TileT2Tile t2Tile(std::min<int64_t>(K - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
+            TileT2Tile t2Tile(min_i64(K - _g0 * 16, 16), min_i64(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
             TASSIGN(t2Tile, 0);  // matmul_bwd.pto:5:29
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29
             GmView0 bGm0(b + _g0 * 16 * N + _g1 * 64, GmView0::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:29
             TLOAD(t2Tile, bGm0);  // matmul_bwd.pto:5:29
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(K - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
+            TileT3 t3(min_i64(K - _g0 * 16, 16), min_i64(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
             TASSIGN(t3, 2048);  // matmul_bwd.pto:5:29
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

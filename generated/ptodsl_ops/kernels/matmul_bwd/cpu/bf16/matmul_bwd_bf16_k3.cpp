@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K)
 {
     using TileT29 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -18,7 +23,7 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g25 = 0; _g25 < (N + 63) / 64; ++_g25) {  // matmul_bwd.pto:6:18
-        TileT29 t29(std::min<int64_t>(M, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+        TileT29 t29(min_i64(M, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
         TASSIGN(t29, 0);  // matmul_bwd.pto:6:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
@@ -30,22 +35,22 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g24 = 0; _g24 < (K + 63) / 64; ++_g24) {  // matmul_bwd.pto:6:18
-            TileT26 t26(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+            TileT26 t26(min_i64(K - _g24 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
-            TileT27 t27(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M, 64));  // matmul_bwd.pto:6:18
+            TileT27 t27(min_i64(K - _g24 * 64, 64), min_i64(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t27, 16384);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
             GmView1 t5Gm1(t5 + _g24 * 64, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT28 t28(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M, 64));  // matmul_bwd.pto:6:18
+            TileT28 t28(min_i64(K - _g24 * 64, 64), min_i64(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t28, 0);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t28, t27);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT30 t30(std::min<int64_t>(M, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+            TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
             TMOV(t30, t29);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -58,27 +63,27 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
-                TileT32 t32(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT32 t32(min_i64(K - _g24 * 64, 64), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t32, 16384);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
                 GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 64, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
                 TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT33 t33(std::min<int64_t>(K - _g24 * 64, 64), std::min<int64_t>(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT33 t33(min_i64(K - _g24 * 64, 64), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t33, t32);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT34 t34(std::min<int64_t>(M - _k31 * 64, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t34, 16384);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
                 GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 64, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
                 TLOAD(t34, dcGm3);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT35 t35(std::min<int64_t>(M - _k31 * 64, 64), std::min<int64_t>(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT35 t35(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t35, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t35, t34);  // matmul_bwd.pto:6:18

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_bf16_k4(__gm__ float* t4, __gm__ bfloat16_t* db, int64_t K, int64_t N)
 {
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -14,14 +19,14 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k4(__gm__ float* t4, __gm__ bf
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13
             pipe_barrier(PIPE_V);
-            TileT38 t38(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TileT38 t38(min_i64(K - _g36 * 16, 16), min_i64(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
             TASSIGN(t38, 0);  // matmul_bwd.pto:6:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13
             GmView0 t4Gm0(t4 + _g36 * 16 * N + _g37 * 64, GmView0::Shape(t38.GetValidRow(), t38.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:13
             TLOAD(t38, t4Gm0);  // matmul_bwd.pto:6:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT39 t39(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TileT39 t39(min_i64(K - _g36 * 16, 16), min_i64(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
             TASSIGN(t39, 4096);  // matmul_bwd.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_f16_k2(__gm__ float* t1, __gm__ half* da, __gm__ half* a, __gm__ float* t5, int64_t M, int64_t K)
 {
     using TileT18 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -18,7 +23,7 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k2(__gm__ float* t1, __gm__ hal
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g17 = 0; _g17 < (K + 63) / 64; ++_g17) {  // matmul_bwd.pto:5:13
             pipe_barrier(PIPE_V);
-            TileT18 t18(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
+            TileT18 t18(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
             TASSIGN(t18, 0);  // matmul_bwd.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -27,7 +32,7 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k2(__gm__ float* t1, __gm__ hal
             TLOAD(t18, t1Gm0);  // matmul_bwd.pto:5:13
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19 t19(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
+            TileT19 t19(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
             TASSIGN(t19, 4096);  // matmul_bwd.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -40,14 +45,14 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k2(__gm__ float* t1, __gm__ hal
             GmView1 daGm1(da + _g16 * 16 * K + _g17 * 64, GmView1::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:5:13
             TSTORE(daGm1, t19);  // matmul_bwd.pto:5:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT22 t22(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
+            TileT22 t22(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
             TASSIGN(t22, 0);  // matmul_bwd.pto:6:25
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25
             GmView2 aGm2(a + _g16 * 16 * K + _g17 * 64, GmView2::Shape(t22.GetValidRow(), t22.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:25
             TLOAD(t22, aGm2);  // matmul_bwd.pto:6:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT23 t23(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
+            TileT23 t23(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
             TASSIGN(t23, 2048);  // matmul_bwd.pto:6:25
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N)
 {
     using TileT2Tile = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -11,7 +16,7 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ floa
     for (int64_t _g0 = 0; _g0 < (K + 15) / 16; ++_g0) {  // matmul_bwd.pto:5:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bwd.pto:5:29
-            TileT2Tile t2Tile(std::min<int64_t>(K - _g0 * 16, 16), std::min<int64_t>(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
+            TileT2Tile t2Tile(min_i64(K - _g0 * 16, 16), min_i64(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
             TASSIGN(t2Tile, 0);  // matmul_bwd.pto:5:29
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:29

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K)
 {
     using TileT18 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -12,7 +17,7 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ flo
     for (int64_t _g16 = 0; _g16 < (M + 15) / 16; ++_g16) {  // matmul_bwd.pto:5:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g17 = 0; _g17 < (K + 63) / 64; ++_g17) {  // matmul_bwd.pto:5:13
-            TileT18 t18(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
+            TileT18 t18(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
             TASSIGN(t18, 0);  // matmul_bwd.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:13
@@ -24,7 +29,7 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ flo
             GmView1 daGm1(da + _g16 * 16 * K + _g17 * 64, GmView1::Shape(t18.GetValidRow(), t18.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:5:13
             TSTORE(daGm1, t18);  // matmul_bwd.pto:5:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            TileT22 t22(std::min<int64_t>(M - _g16 * 16, 16), std::min<int64_t>(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
+            TileT22 t22(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:6:25
             TASSIGN(t22, 0);  // matmul_bwd.pto:6:25
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:25

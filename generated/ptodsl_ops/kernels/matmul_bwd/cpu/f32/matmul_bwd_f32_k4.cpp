@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void matmul_bwd_f32_k4(__gm__ float* t4, __gm__ float* db, int64_t K, int64_t N)
 {
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -11,7 +16,7 @@ extern "C" __global__ AICORE void matmul_bwd_f32_k4(__gm__ float* t4, __gm__ flo
     for (int64_t _g36 = 0; _g36 < (K + 15) / 16; ++_g36) {  // matmul_bwd.pto:6:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13
-            TileT38 t38(std::min<int64_t>(K - _g36 * 16, 16), std::min<int64_t>(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
+            TileT38 t38(min_i64(K - _g36 * 16, 16), min_i64(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
             TASSIGN(t38, 0);  // matmul_bwd.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:13

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm__ bfloat16_t* b, __gm__ bfloat16_t* a, __gm__ float* _ws0, int64_t N, int64_t K, int64_t M)
@@ -40,9 +45,9 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g2 = 0; _g2 < (N + 31) / 32; ++_g2) {  // matmul_splitk.pto:5:12
-        TileT4 t4(std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+        TileT4 t4(min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
         TASSIGN(t4, 0);  // matmul_splitk.pto:5:12
-        TileT8 t8(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+        TileT8 t8(min_i64(K, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
         TASSIGN(t8, 128);  // matmul_splitk.pto:5:12
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_splitk.pto:5:12
@@ -58,26 +63,26 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
         for (int64_t _g1 = 0; _g1 < (M + 31) / 32; ++_g1) {  // matmul_splitk.pto:5:12
-            TileT3 t3(std::min<int64_t>(M - _g1 * 32, 32), std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+            TileT3 t3(min_i64(M - _g1 * 32, 32), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
             TASSIGN(t3, 0);  // matmul_splitk.pto:5:12
-            TileT5 t5(std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+            TileT5 t5(min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
             TASSIGN(t5, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             TMOV(t5, t4);  // matmul_splitk.pto:5:12
-            TileT6 t6(std::min<int64_t>(M - _g1 * 32, 32), std::min<int64_t>(K, 64));  // matmul_splitk.pto:5:12
+            TileT6 t6(min_i64(M - _g1 * 32, 32), min_i64(K, 64));  // matmul_splitk.pto:5:12
             TASSIGN(t6, 4224);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
             GmView2 aGm2(a + _g1 * 32 * K, GmView2::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView2::Stride(K));  // matmul_splitk.pto:5:12
             TLOAD(t6, aGm2);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-            TileT7 t7(std::min<int64_t>(M - _g1 * 32, 32), std::min<int64_t>(K, 64));  // matmul_splitk.pto:5:12
+            TileT7 t7(min_i64(M - _g1 * 32, 32), min_i64(K, 64));  // matmul_splitk.pto:5:12
             TASSIGN(t7, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t7, t6);  // matmul_splitk.pto:5:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            TileT9 t9(std::min<int64_t>(K, 64), std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+            TileT9 t9(min_i64(K, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
             TASSIGN(t9, 0);  // matmul_splitk.pto:5:12
             TMOV(t9, t8);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID1);
@@ -90,28 +95,28 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
-            for (int64_t _k10 = 1; _k10 < std::min<int64_t>(((K + 63) / 64 + 3) / 4, (K + 63) / 64); ++_k10) {  // matmul_splitk.pto:5:12
-                TileT11 t11(std::min<int64_t>(M - _g1 * 32, 32), std::min<int64_t>(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
+            for (int64_t _k10 = 1; _k10 < min_i64(((K + 63) / 64 + 3) / 4, (K + 63) / 64); ++_k10) {  // matmul_splitk.pto:5:12
+                TileT11 t11(min_i64(M - _g1 * 32, 32), min_i64(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t11, 4224);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                 GmView3 aGm3(a + _g1 * 32 * K + _k10 * 64, GmView3::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView3::Stride(K));  // matmul_splitk.pto:5:12
                 TLOAD(t11, aGm3);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT12 t12(std::min<int64_t>(M - _g1 * 32, 32), std::min<int64_t>(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
+                TileT12 t12(min_i64(M - _g1 * 32, 32), min_i64(K - _k10 * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t12, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t12, t11);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                TileT13 t13(std::min<int64_t>(K - _k10 * 64, 64), std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                TileT13 t13(min_i64(K - _k10 * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
                 TASSIGN(t13, 4224);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                 GmView4 bGm4(b + _k10 * 64 * N + _g2 * 32, GmView4::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView4::Stride(N));  // matmul_splitk.pto:5:12
                 TLOAD(t13, bGm4);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
-                TileT14 t14(std::min<int64_t>(K - _k10 * 64, 64), std::min<int64_t>(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
+                TileT14 t14(min_i64(K - _k10 * 64, 64), min_i64(N - _g2 * 32, 32));  // matmul_splitk.pto:5:12
                 TASSIGN(t14, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t14, t13);  // matmul_splitk.pto:5:12
@@ -150,7 +155,7 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
     for (int64_t _split15 = 1; _split15 < ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4); ++_split15) {  // matmul_splitk.pto:5:12
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g17 = 0; _g17 < (N + 31) / 32; ++_g17) {  // matmul_splitk.pto:5:12
-            TileT21 t21(std::min<int64_t>(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), std::min<int64_t>(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+            TileT21 t21(min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
             TASSIGN(t21, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView6 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
@@ -162,22 +167,22 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g16 = 0; _g16 < (M + 31) / 32; ++_g16) {  // matmul_splitk.pto:5:12
-                TileT18 t18(std::min<int64_t>(M - _g16 * 32, 32), std::min<int64_t>(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                TileT18 t18(min_i64(M - _g16 * 32, 32), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
                 TASSIGN(t18, 0);  // matmul_splitk.pto:5:12
-                TileT19 t19(std::min<int64_t>(M - _g16 * 32, 32), std::min<int64_t>(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
+                TileT19 t19(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t19, 4096);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                 GmView7 aGm7(a + _g16 * 32 * K + _split15 * (((K + 63) / 64 + 3) / 4) * 64, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView7::Stride(K));  // matmul_splitk.pto:5:12
                 TLOAD(t19, aGm7);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT20 t20(std::min<int64_t>(M - _g16 * 32, 32), std::min<int64_t>(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
+                TileT20 t20(min_i64(M - _g16 * 32, 32), min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t20, 0);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t20, t19);  // matmul_splitk.pto:5:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT22 t22(std::min<int64_t>(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), std::min<int64_t>(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                TileT22 t22(min_i64(K - _split15 * (((K + 63) / 64 + 3) / 4) * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
                 TASSIGN(t22, 0);  // matmul_splitk.pto:5:12
                 TMOV(t22, t21);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -189,28 +194,28 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k0(__gm__ float* bias, __gm
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k23 = _split15 * (((K + 63) / 64 + 3) / 4) + 1; _k23 < std::min<int64_t>((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64); ++_k23) {  // matmul_splitk.pto:5:12
-                    TileT24 t24(std::min<int64_t>(M - _g16 * 32, 32), std::min<int64_t>(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
+                for (int64_t _k23 = _split15 * (((K + 63) / 64 + 3) / 4) + 1; _k23 < min_i64((_split15 + 1) * (((K + 63) / 64 + 3) / 4), (K + 63) / 64); ++_k23) {  // matmul_splitk.pto:5:12
+                    TileT24 t24(min_i64(M - _g16 * 32, 32), min_i64(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t24, 4096);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView8 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                     GmView8 aGm8(a + _g16 * 32 * K + _k23 * 64, GmView8::Shape(t24.GetValidRow(), t24.GetValidCol()), GmView8::Stride(K));  // matmul_splitk.pto:5:12
                     TLOAD(t24, aGm8);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT25 t25(std::min<int64_t>(M - _g16 * 32, 32), std::min<int64_t>(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
+                    TileT25 t25(min_i64(M - _g16 * 32, 32), min_i64(K - _k23 * 64, 64));  // matmul_splitk.pto:5:12
                     TASSIGN(t25, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t25, t24);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT26 t26(std::min<int64_t>(K - _k23 * 64, 64), std::min<int64_t>(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                    TileT26 t26(min_i64(K - _k23 * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
                     TASSIGN(t26, 4096);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                     using GmView9 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
                     GmView9 bGm9(b + _k23 * 64 * N + _g17 * 32, GmView9::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView9::Stride(N));  // matmul_splitk.pto:5:12
                     TLOAD(t26, bGm9);  // matmul_splitk.pto:5:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT27 t27(std::min<int64_t>(K - _k23 * 64, 64), std::min<int64_t>(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
+                    TileT27 t27(min_i64(K - _k23 * 64, 64), min_i64(N - _g17 * 32, 32));  // matmul_splitk.pto:5:12
                     TASSIGN(t27, 0);  // matmul_splitk.pto:5:12
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t27, t26);  // matmul_splitk.pto:5:12

@@ -4,15 +4,20 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
 }
 
 extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K)
@@ -25,7 +30,7 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g29 = 0; _g29 < (N + 63) / 64; ++_g29) {  // matmul_splitk.pto:5:12
-            TileT30 t30(std::min<int64_t>(M - _g28 * 16, 16), std::min<int64_t>(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
+            TileT30 t30(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
             TASSIGN(t30, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
@@ -37,7 +42,7 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _split31 = 1; _split31 < ceil_div((K + 63) / 64, ((K + 63) / 64 + 3) / 4); ++_split31) {  // matmul_splitk.pto:5:12
                 pipe_barrier(PIPE_V);
-                TileT32 t32(std::min<int64_t>(M - _g28 * 16, 16), std::min<int64_t>(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
+                TileT32 t32(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
                 TASSIGN(t32, 4096);  // matmul_splitk.pto:5:12
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_splitk.pto:5:12
@@ -51,7 +56,7 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT33 t33(std::min<int64_t>(M - _g28 * 16, 16), std::min<int64_t>(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
+            TileT33 t33(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
             TASSIGN(t33, 4096);  // matmul_splitk.pto:5:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* t1, __gm__ bfloat16_t* t0, __gm__ bfloat16_t* y, int64_t R, int64_t C)
 {
     using TileT1Tile = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -18,7 +23,7 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (R + 3) / 4; ++_g0) {  // mean_rows.pto:3:12
         pipe_barrier(PIPE_V);
-        TileT1Tile t1Tile(std::min<int64_t>(R - _g0 * 4, 4));  // mean_rows.pto:3:12
+        TileT1Tile t1Tile(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
         TASSIGN(t1Tile, 0);  // mean_rows.pto:3:12
         TEXPANDS(t1Tile, 0.0f);  // mean_rows.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -27,18 +32,18 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _k2 = 0; _k2 < (C + 511) / 512; ++_k2) {  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _k2 * 512, 512));  // mean_rows.pto:3:12
+            TileT3 t3(min_i64(R - _g0 * 4, 4), min_i64(C - _k2 * 512, 512));  // mean_rows.pto:3:12
             TASSIGN(t3, 128);  // mean_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mean_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 4 * C + _k2 * 512, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // mean_rows.pto:3:12
             TLOAD(t3, xGm0);  // mean_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(std::min<int64_t>(R - _g0 * 4, 4), std::min<int64_t>(C - _k2 * 512, 512));  // mean_rows.pto:3:12
+            TileT4 t4(min_i64(R - _g0 * 4, 4), min_i64(C - _k2 * 512, 512));  // mean_rows.pto:3:12
             TASSIGN(t4, 4224);  // mean_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t4, t3, RoundMode::CAST_RINT);  // mean_rows.pto:3:12
-            TileT5 t5(std::min<int64_t>(R - _g0 * 4, 4));  // mean_rows.pto:3:12
+            TileT5 t5(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
             TASSIGN(t5, 128);  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // mean_rows.pto:3:12
@@ -53,7 +58,7 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t1Tile, t1Tile, static_cast<float>(1.0 / C));  // mean_rows.pto:3:12
-        TileT6 t6(std::min<int64_t>(R - _g0 * 4, 4));  // mean_rows.pto:3:12
+        TileT6 t6(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
         TASSIGN(t6, 128);  // mean_rows.pto:3:12
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -77,7 +82,7 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g7 = 0; _g7 < (R + 511) / 512; ++_g7) {  // mean_rows.pto:3:5
-        TileT8 t8(std::min<int64_t>(R - _g7 * 512, 512));  // mean_rows.pto:3:5
+        TileT8 t8(min_i64(R - _g7 * 512, 512));  // mean_rows.pto:3:5
         TASSIGN(t8, 0);  // mean_rows.pto:3:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
 {
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
@@ -20,11 +25,11 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
         for (int64_t _b1 = 0; _b1 < H; ++_b1) {  // mha_sdpa.pto:5:9
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g3 = 0; _g3 < (L + 31) / 32; ++_g3) {  // mha_sdpa.pto:5:9
-                TileT7 t7(std::min<int64_t>(D, 32), std::min<int64_t>(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                TileT7 t7(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                 TASSIGN(t7, 0);  // mha_sdpa.pto:5:9
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                GmView0 kGm0(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D, GmView0::Shape(std::min<int64_t>(D, 32), std::min<int64_t>(L - _g3 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                GmView0 kGm0(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D, GmView0::Shape(min_i64(D, 32), min_i64(L - _g3 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                 TLOAD(t7, kGm0);  // mha_sdpa.pto:5:9
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -32,22 +37,22 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g2 = 0; _g2 < (S + 31) / 32; ++_g2) {  // mha_sdpa.pto:5:9
-                    TileT4 t4(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                    TileT4 t4(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t4, 0);  // mha_sdpa.pto:5:9
-                    TileT5 t5(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D, 32));  // mha_sdpa.pto:5:9
+                    TileT5 t5(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t5, 2048);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView1 qGm1(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D, GmView1::Shape(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D, 32)), GmView1::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                    GmView1 qGm1(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D, GmView1::Shape(min_i64(S - _g2 * 32, 32), min_i64(D, 32)), GmView1::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                     TLOAD(t5, qGm1);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT6 t6(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D, 32));  // mha_sdpa.pto:5:9
+                    TileT6 t6(min_i64(S - _g2 * 32, 32), min_i64(D, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t6, 0);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t6, t5);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT8 t8(std::min<int64_t>(D, 32), std::min<int64_t>(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                    TileT8 t8(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                     TASSIGN(t8, 0);  // mha_sdpa.pto:5:9
                     TMOV(t8, t7);  // mha_sdpa.pto:5:9
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -60,27 +65,27 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k9 = 1; _k9 < (D + 31) / 32; ++_k9) {  // mha_sdpa.pto:5:9
-                        TileT10 t10(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
+                        TileT10 t10(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t10, 2048);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + _k9 * 32, GmView2::Shape(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D - _k9 * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
+                        GmView2 qGm2(q + _b0 * (D * S * H) + _b1 * (D * S) + _g2 * 32 * D + _k9 * 32, GmView2::Shape(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32)), GmView2::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:5:9
                         TLOAD(t10, qGm2);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT11 t11(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
+                        TileT11 t11(min_i64(S - _g2 * 32, 32), min_i64(D - _k9 * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t11, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t11, t10);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT12 t12(std::min<int64_t>(D - _k9 * 32, 32), std::min<int64_t>(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                        TileT12 t12(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t12, 2048);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, 1, DYNAMIC>, Layout::DN>;  // mha_sdpa.pto:5:9
-                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + _k9 * 32, GmView3::Shape(std::min<int64_t>(D - _k9 * 32, 32), std::min<int64_t>(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
+                        GmView3 kGm3(k + _b0 * (D * L * H) + _b1 * (D * L) + _g3 * 32 * D + _k9 * 32, GmView3::Shape(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:5:9
                         TLOAD(t12, kGm3);  // mha_sdpa.pto:5:9
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT13 t13(std::min<int64_t>(D - _k9 * 32, 32), std::min<int64_t>(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
+                        TileT13 t13(min_i64(D - _k9 * 32, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9
                         TASSIGN(t13, 0);  // mha_sdpa.pto:5:9
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t13, t12);  // mha_sdpa.pto:5:9
@@ -97,7 +102,7 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
-                    GmView4 t0Gm4(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView4::Shape(std::min<int64_t>(S - _g2 * 32, 32), std::min<int64_t>(L - _g3 * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
+                    GmView4 t0Gm4(t0 + _b0 * (L * S * H) + _b1 * (L * S) + _g2 * 32 * L + _g3 * 32, GmView4::Shape(min_i64(S - _g2 * 32, 32), min_i64(L - _g3 * 32, 32)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
                     TSTORE(t0Gm4, t4);  // mha_sdpa.pto:5:9
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }

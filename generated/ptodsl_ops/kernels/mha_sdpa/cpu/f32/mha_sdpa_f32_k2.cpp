@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float* t5, __gm__ float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S)
 {
     using TileT69 = Tile<TileType::Mat, float, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -20,11 +25,11 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
         for (int64_t _b63 = 0; _b63 < H; ++_b63) {  // mha_sdpa.pto:8:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g65 = 0; _g65 < (D + 31) / 32; ++_g65) {  // mha_sdpa.pto:8:12
-                TileT69 t69(std::min<int64_t>(L, 32), std::min<int64_t>(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                TileT69 t69(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                 TASSIGN(t69, 0);  // mha_sdpa.pto:8:12
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                GmView0 vGm0(v + _b62 * (D * L * H) + _b63 * (D * L) + _g65 * 32, GmView0::Shape(std::min<int64_t>(L, 32), std::min<int64_t>(D - _g65 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                GmView0 vGm0(v + _b62 * (D * L * H) + _b63 * (D * L) + _g65 * 32, GmView0::Shape(min_i64(L, 32), min_i64(D - _g65 * 32, 32)), GmView0::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
                 TLOAD(t69, vGm0);  // mha_sdpa.pto:8:12
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
@@ -32,22 +37,22 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _g64 = 0; _g64 < (S + 31) / 32; ++_g64) {  // mha_sdpa.pto:8:12
-                    TileT66 t66(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                    TileT66 t66(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t66, 0);  // mha_sdpa.pto:8:12
-                    TileT67 t67(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L, 32));  // mha_sdpa.pto:8:12
+                    TileT67 t67(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t67, 4096);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView1 t5Gm1(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L, GmView1::Shape(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L, 32)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                    GmView1 t5Gm1(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L, GmView1::Shape(min_i64(S - _g64 * 32, 32), min_i64(L, 32)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                     TLOAD(t67, t5Gm1);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT68 t68(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L, 32));  // mha_sdpa.pto:8:12
+                    TileT68 t68(min_i64(S - _g64 * 32, 32), min_i64(L, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t68, 0);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                     TMOV(t68, t67);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT70 t70(std::min<int64_t>(L, 32), std::min<int64_t>(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                    TileT70 t70(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                     TASSIGN(t70, 0);  // mha_sdpa.pto:8:12
                     TMOV(t70, t69);  // mha_sdpa.pto:8:12
                     wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -60,27 +65,27 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     for (int64_t _k71 = 1; _k71 < (L + 31) / 32; ++_k71) {  // mha_sdpa.pto:8:12
-                        TileT72 t72(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT72 t72(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t72, 4096);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + _k71 * 32, GmView2::Shape(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L - _k71 * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
+                        GmView2 t5Gm2(t5 + _b62 * (L * S * H) + _b63 * (L * S) + _g64 * 32 * L + _k71 * 32, GmView2::Shape(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:12
                         TLOAD(t72, t5Gm2);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT73 t73(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT73 t73(min_i64(S - _g64 * 32, 32), min_i64(L - _k71 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t73, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t73, t72);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                        TileT74 t74(std::min<int64_t>(L - _k71 * 32, 32), std::min<int64_t>(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT74 t74(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t74, 4096);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + _k71 * 32 * D + _g65 * 32, GmView3::Shape(std::min<int64_t>(L - _k71 * 32, 32), std::min<int64_t>(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
+                        GmView3 vGm3(v + _b62 * (D * L * H) + _b63 * (D * L) + _k71 * 32 * D + _g65 * 32, GmView3::Shape(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView3::Stride(D * L * H, D * L, D));  // mha_sdpa.pto:8:12
                         TLOAD(t74, vGm3);  // mha_sdpa.pto:8:12
                         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                        TileT75 t75(std::min<int64_t>(L - _k71 * 32, 32), std::min<int64_t>(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
+                        TileT75 t75(min_i64(L - _k71 * 32, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12
                         TASSIGN(t75, 0);  // mha_sdpa.pto:8:12
                         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                         TMOV(t75, t74);  // mha_sdpa.pto:8:12
@@ -97,7 +102,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k2(__gm__ float* v, __gm__ float*
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:12
-                    GmView4 oGm4(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView4::Shape(std::min<int64_t>(S - _g64 * 32, 32), std::min<int64_t>(D - _g65 * 32, 32)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
+                    GmView4 oGm4(o + _b62 * (D * S * H) + _b63 * (D * S) + _g64 * 32 * D + _g65 * 32, GmView4::Shape(min_i64(S - _g64 * 32, 32), min_i64(D - _g65 * 32, 32)), GmView4::Stride(D * S * H, D * S, D));  // mha_sdpa.pto:8:12
                     TSTORE(oGm4, t66);  // mha_sdpa.pto:8:12
                     set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
                 }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ half* weights, __gm__ int32_t* experts, int64_t N)
 {
     using TileT1 = Tile<TileType::Vec, half, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
@@ -42,7 +47,7 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g0 = 0; _g0 < (N + 7) / 8; ++_g0) {  // moe_topk.pto:5:9
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:5:9
+        TileT1 t1(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:5:9
         TASSIGN(t1, 0);  // moe_topk.pto:5:9
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -50,34 +55,34 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
         GmView0 logitsGm0(logits + _g0 * 8 * 16, GmView0::Shape(t1.GetValidRow()));  // moe_topk.pto:5:9
         TLOAD(t1, logitsGm0);  // moe_topk.pto:5:9
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:5:9
+        TileT2 t2(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:5:9
         TASSIGN(t2, 256);  // moe_topk.pto:5:9
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t2, t1, RoundMode::CAST_RINT);  // moe_topk.pto:5:9
-        TileT4 t4(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:17
+        TileT4 t4(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:6:17
         TASSIGN(t4, 0);  // moe_topk.pto:6:17
         pipe_barrier(PIPE_V);
         TileTmp0 tmp0;  // moe_topk.pto:6:17
         TASSIGN(tmp0, 3072);  // moe_topk.pto:6:17
         TROWMAX(t4, t2, tmp0);  // moe_topk.pto:6:17
-        TileT13 t13(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:9
+        TileT13 t13(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:6:9
         TASSIGN(t13, 768);  // moe_topk.pto:6:9
         pipe_barrier(PIPE_V);
-        TileTmp1 tmp1(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:6:9
+        TileTmp1 tmp1(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:6:9
         TASSIGN(tmp1, 3072);  // moe_topk.pto:6:9
         TROWEXPAND(tmp1, t4);  // moe_topk.pto:6:9
         pipe_barrier(PIPE_V);  // moe_topk.pto:6:9
         TROWEXPANDEXPDIF(t13, t2, tmp1);  // moe_topk.pto:6:9
-        TileT15 t15(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:13
+        TileT15 t15(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:7:13
         TASSIGN(t15, 0);  // moe_topk.pto:7:13
         pipe_barrier(PIPE_V);
         TileTmp0 tmp2;  // moe_topk.pto:7:13
         TASSIGN(tmp2, 3072);  // moe_topk.pto:7:13
         TROWSUM(t15, t13, tmp2);  // moe_topk.pto:7:13
-        TileT21 t21(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:9
+        TileT21 t21(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:7:9
         TASSIGN(t21, 256);  // moe_topk.pto:7:9
         pipe_barrier(PIPE_V);
-        TileTmp1 tmp3(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:7:9
+        TileTmp1 tmp3(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:7:9
         TASSIGN(tmp3, 3072);  // moe_topk.pto:7:9
         TROWEXPAND(tmp3, t15);  // moe_topk.pto:7:9
         pipe_barrier(PIPE_V);  // moe_topk.pto:7:9
@@ -86,109 +91,109 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
         TASSIGN(t24, 0);  // moe_topk.pto:8:5
         pipe_barrier(PIPE_V);
         TCI<TileT24, int32_t, 0>(t24, static_cast<int32_t>(0));  // moe_topk.pto:8:5
-        TileT25 t25(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+        TileT25 t25(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
         TASSIGN(t25, 768);  // moe_topk.pto:8:5
         pipe_barrier(PIPE_V);
         TCOLEXPAND(t25, t24);  // moe_topk.pto:8:5
-        TileT26 t26(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+        TileT26 t26(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
         TASSIGN(t26, 1280);  // moe_topk.pto:8:5
         TEXPANDS(t26, 0);  // moe_topk.pto:8:5
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _j27 = 0; _j27 < 4; ++_j27) {  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
-            TileT28 t28(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT28 t28(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t28, 0);  // moe_topk.pto:8:5
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileView2 view4(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view4(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view4, 0);  // moe_topk.pto:8:5
             TCMPS(view4, t26, 0, CmpMode::NE);  // moe_topk.pto:8:5
-            TileT29 t29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT29 t29(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t29, 1792);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TileTmp0 tmp5;  // moe_topk.pto:8:5
             TASSIGN(tmp5, 3072);  // moe_topk.pto:8:5
             TEXPANDS(tmp5, -std::numeric_limits<float>::infinity());  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-            TileView3 view6(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView3 view6(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view6, 1792);  // moe_topk.pto:8:5
-            TileView3 view7(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView3 view7(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view7, 3072);  // moe_topk.pto:8:5
-            TileView3 view8(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView3 view8(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view8, 256);  // moe_topk.pto:8:5
-            TileView2 view9(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view9(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view9, 0);  // moe_topk.pto:8:5
             TileTmp0 tmp10;  // moe_topk.pto:8:5
             TASSIGN(tmp10, 3584);  // moe_topk.pto:8:5
             TSEL(view6, view9, view7, view8, tmp10);  // moe_topk.pto:8:5
-            TileT30 t30(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT30 t30(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t30, 2304);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TileTmp0 tmp11;  // moe_topk.pto:8:5
             TASSIGN(tmp11, 3072);  // moe_topk.pto:8:5
             TROWMAX(t30, t29, tmp11);  // moe_topk.pto:8:5
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            TileT31 t31(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT31 t31(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t31, 1792);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TROWEXPAND(t31, t30);  // moe_topk.pto:8:5
-            TileT32 t32(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT32 t32(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t32, 2560);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
-            TileView2 view12(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view12(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view12, 2560);  // moe_topk.pto:8:5
             TCMP(view12, t21, t31, CmpMode::EQ);  // moe_topk.pto:8:5
-            TileT33 t33(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT33 t33(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t33, 1792);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TileTmp4 tmp13;  // moe_topk.pto:8:5
             TASSIGN(tmp13, 3072);  // moe_topk.pto:8:5
             TEXPANDS(tmp13, 16);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-            TileView5 view14(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view14(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view14, 1792);  // moe_topk.pto:8:5
-            TileView5 view15(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view15(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view15, 768);  // moe_topk.pto:8:5
-            TileView5 view16(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view16(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view16, 3072);  // moe_topk.pto:8:5
-            TileView2 view17(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view17(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view17, 2560);  // moe_topk.pto:8:5
             TileTmp4 tmp18;  // moe_topk.pto:8:5
             TASSIGN(tmp18, 3584);  // moe_topk.pto:8:5
             TSEL(view14, view17, view15, view16, tmp18);  // moe_topk.pto:8:5
-            TileT34 t34(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT34 t34(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t34, 2560);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TileTmp4 tmp19;  // moe_topk.pto:8:5
             TASSIGN(tmp19, 3072);  // moe_topk.pto:8:5
             TEXPANDS(tmp19, 16);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-            TileView5 view20(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view20(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view20, 2560);  // moe_topk.pto:8:5
-            TileView5 view21(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view21(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view21, 3072);  // moe_topk.pto:8:5
-            TileView5 view22(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view22(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view22, 1792);  // moe_topk.pto:8:5
-            TileView2 view23(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view23(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view23, 0);  // moe_topk.pto:8:5
             TileTmp4 tmp24;  // moe_topk.pto:8:5
             TASSIGN(tmp24, 3584);  // moe_topk.pto:8:5
             TSEL(view20, view23, view21, view22, tmp24);  // moe_topk.pto:8:5
-            TileT35 t35(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT35 t35(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t35, 0);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TileTmp4 tmp25;  // moe_topk.pto:8:5
             TASSIGN(tmp25, 3072);  // moe_topk.pto:8:5
             TROWMIN(t35, t34, tmp25);  // moe_topk.pto:8:5
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            TileT36 t36(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT36 t36(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t36, 1792);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
             TROWEXPAND(t36, t35);  // moe_topk.pto:8:5
-            TileT37 t37(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileT37 t37(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(t37, 2560);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
-            TileView2 view26(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view26(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view26, 2560);  // moe_topk.pto:8:5
             TCMP(view26, t25, t36, CmpMode::EQ);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
@@ -196,13 +201,13 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
             TASSIGN(tmp27, 3072);  // moe_topk.pto:8:5
             TEXPANDS(tmp27, 1);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
-            TileView5 view28(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view28(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view28, 1280);  // moe_topk.pto:8:5
-            TileView5 view29(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view29(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view29, 3072);  // moe_topk.pto:8:5
-            TileView5 view30(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView5 view30(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view30, 1280);  // moe_topk.pto:8:5
-            TileView2 view31(std::min<int64_t>(N - _g0 * 8, 8));  // moe_topk.pto:8:5
+            TileView2 view31(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
             TASSIGN(view31, 2560);  // moe_topk.pto:8:5
             TileTmp4 tmp32;  // moe_topk.pto:8:5
             TASSIGN(tmp32, 3584);  // moe_topk.pto:8:5
@@ -235,9 +240,9 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g38 = 0; _g38 < (N + 7) / 8; ++_g38) {  // moe_topk.pto:9:29
         pipe_barrier(PIPE_V);
-        TileT39 t39(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:29
+        TileT39 t39(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
         TASSIGN(t39, 0);  // moe_topk.pto:9:29
-        TileT40 t40(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:29
+        TileT40 t40(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
         TASSIGN(t40, 256);  // moe_topk.pto:9:29
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:29
@@ -250,16 +255,16 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
         TileTmp6 tmp33;  // moe_topk.pto:9:29
         TASSIGN(tmp33, 3072);  // moe_topk.pto:9:29
         TROWSUM(t39, t40, tmp33);  // moe_topk.pto:9:29
-        TileT45 t45(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:23
+        TileT45 t45(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
         TASSIGN(t45, 512);  // moe_topk.pto:9:23
         pipe_barrier(PIPE_V);
-        TileTmp1 tmp34(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:23
+        TileTmp1 tmp34(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
         TASSIGN(tmp34, 3072);  // moe_topk.pto:9:23
         TROWEXPAND(tmp34, t39);  // moe_topk.pto:9:23
         pipe_barrier(PIPE_V);  // moe_topk.pto:9:23
         TROWEXPANDDIV(t45, t40, tmp34);  // moe_topk.pto:9:23
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT48 t48(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:9:18
+        TileT48 t48(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:18
         TASSIGN(t48, 0);  // moe_topk.pto:9:18
         pipe_barrier(PIPE_V);
         TCVT(t48, t45, RoundMode::CAST_RINT);  // moe_topk.pto:9:18
@@ -270,7 +275,7 @@ extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ fl
         GmView4 weightsGm4(weights + _g38 * 8 * 4, GmView4::Shape(t48.GetValidRow()));  // moe_topk.pto:9:18
         TSTORE(weightsGm4, t48);  // moe_topk.pto:9:18
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT50 t50(std::min<int64_t>(N - _g38 * 8, 8));  // moe_topk.pto:10:5
+        TileT50 t50(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:10:5
         TASSIGN(t50, 0);  // moe_topk.pto:10:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void mul_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* s, __gm__ bfloat16_t* y, int64_t R, int64_t C)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,25 +25,25 @@ extern "C" __global__ AICORE void mul_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t2, 0);  // mul_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(C));  // mul_bcast.pto:3:12
             TLOAD(t2, xGm0);  // mul_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TileT3 t3(min_i64(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(t3, 4096);  // mul_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
             GmView1 sGm1(s + _g0 * 8, GmView1::Shape(t3.GetValidRow()));  // mul_bcast.pto:3:12
             TLOAD(t3, sGm1);  // mul_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileC0 c0(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TileC0 c0(min_i64(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(c0, 4352);  // mul_bcast.pto:3:12
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t5, 4608);  // mul_bcast.pto:3:12
-            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT6 t6(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t6, 8704);  // mul_bcast.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t6, t2, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
@@ -46,10 +51,10 @@ extern "C" __global__ AICORE void mul_bcast_bf16_k0(__gm__ bfloat16_t* x, __gm__
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(c0, t3, RoundMode::CAST_RINT);  // mul_bcast.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT8 t8(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT8 t8(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t8, 16896);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp0(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TileTmp0 tmp0(min_i64(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(tmp0, 25088);  // mul_bcast.pto:3:12
             TROWEXPAND(tmp0, c0);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);  // mul_bcast.pto:3:12

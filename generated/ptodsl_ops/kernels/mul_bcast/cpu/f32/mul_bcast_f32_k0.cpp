@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void mul_bcast_f32_k0(__gm__ float* x, __gm__ float* s, __gm__ float* y, int64_t R, int64_t C)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -16,23 +21,23 @@ extern "C" __global__ AICORE void mul_bcast_f32_k0(__gm__ float* x, __gm__ float
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (C + 255) / 256; ++_g1) {  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t2, 0);  // mul_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mul_bcast.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(C));  // mul_bcast.pto:3:12
             TLOAD(t2, xGm0);  // mul_bcast.pto:3:12
-            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TileT3 t3(min_i64(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(t3, 8192);  // mul_bcast.pto:3:12
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mul_bcast.pto:3:12
             GmView1 sGm1(s + _g0 * 8, GmView1::Shape(t3.GetValidRow()));  // mul_bcast.pto:3:12
             TLOAD(t3, sGm1);  // mul_bcast.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
+            TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // mul_bcast.pto:3:12
             TASSIGN(t5, 8448);  // mul_bcast.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
+            TileTmp0 tmp0(min_i64(R - _g0 * 8, 8));  // mul_bcast.pto:3:12
             TASSIGN(tmp0, 16640);  // mul_bcast.pto:3:12
             TROWEXPAND(tmp0, t3);  // mul_bcast.pto:3:12
             pipe_barrier(PIPE_V);  // mul_bcast.pto:3:12

@@ -4,13 +4,23 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ bfloat16_t* v0_first, int64_t v0_first_stride0, __gm__ bfloat16_t* kj_assemble_first, __gm__ bfloat16_t* v1_first, int64_t v1_first_stride0, int64_t KR, int32_t s3_first, int32_t s4_first)
 {
     using TileT1 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g0 = 0; _g0 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g0) {  // paged_attention.pto:36:25
-        TileT1 t1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) - _g0 * 16, 16));  // paged_attention.pto:36:25
+    for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g0) {  // paged_attention.pto:36:25
+        TileT1 t1(min_i64(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) - _g0 * 16, 16));  // paged_attention.pto:36:25
         TASSIGN(t1, 0);  // paged_attention.pto:36:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
         GmView0 v0_firstGm0(v0_first + _g0 * 16 * v0_first_stride0, GmView0::Shape(t1.GetValidRow()), GmView0::Stride(v0_first_stride0));  // paged_attention.pto:36:25
@@ -23,8 +33,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k0(__gm__ bfloat16_t* v0_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g2 = 0; _g2 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g2) {  // paged_attention.pto:37:25
-        TileT3 t3(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16) - _g2 * 16, 16));  // paged_attention.pto:37:25
+    for (int64_t _g2 = 0; _g2 < (min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g2) {  // paged_attention.pto:37:25
+        TileT3 t3(min_i64(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) - _g2 * 16, 16));  // paged_attention.pto:37:25
         TASSIGN(t3, 0);  // paged_attention.pto:37:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
         GmView2 v1_firstGm2(v1_first + _g2 * 16 * v1_first_stride0, GmView2::Shape(t3.GetValidRow()), GmView2::Stride(v1_first_stride0));  // paged_attention.pto:37:25

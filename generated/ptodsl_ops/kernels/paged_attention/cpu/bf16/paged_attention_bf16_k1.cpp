@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k1(__gm__ bfloat16_t* qi_first, __gm__ bfloat16_t* kj_assemble_first, __gm__ float* sij_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1)
 {
     using TileT5 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -12,16 +22,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k1(__gm__ bfloat16_t* qi_
     using TileT8 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::RowMajor, 32, 32, SLayout::ColMajor, 512>;
     using TileT9 = TileRight<bfloat16_t, 32, 32, 32, 32>;
 
-    for (int64_t _g4 = 0; _g4 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
-        TileT5 t5(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
+    for (int64_t _g4 = 0; _g4 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g4) {  // paged_attention.pto:38:31
+        TileT5 t5(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t5, 0);  // paged_attention.pto:38:31
-        TileT6 t6(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
+        TileT6 t6(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t6, 0);  // paged_attention.pto:38:31
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
         GmView0 qi_firstGm0(qi_first + _g4 * 16 * 32, GmView0::Shape(t6.GetValidRow()));  // paged_attention.pto:38:31
         TLOAD(t6, qi_firstGm0);  // paged_attention.pto:38:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT7 t7(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
+        TileT7 t7(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g4 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t7, 0);  // paged_attention.pto:38:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t7, t6);  // paged_attention.pto:38:31

@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2_u2c1, int64_t v2_u2c1_stride0, __gm__ bfloat16_t* vj_assemble_u2c1, __gm__ bfloat16_t* v3_u2c1, int64_t v3_u2c1_stride0, __gm__ float* sij_valid_u2c1, __gm__ float* sij_scale_u2c1, __gm__ float* max_update, __gm__ float* max_new_u2c1, __gm__ float* t8_u2c1, __gm__ float* tilda_pij_1_u2c1, __gm__ float* sum_local_u2c1, __gm__ float* update_mul_u2c1, __gm__ float* sum_update, __gm__ float* t11_u2c1, __gm__ float* oi_update, __gm__ float* t13_u2c1, __gm__ bfloat16_t* t15_u2c1, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT155 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -42,8 +52,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g154 = 0; _g154 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
-        TileT155 t155(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
+    for (int64_t _g154 = 0; _g154 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g154) {  // paged_attention.pto:41:25
+        TileT155 t155(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g154 * 16, 16));  // paged_attention.pto:41:25
         TASSIGN(t155, 0);  // paged_attention.pto:41:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
         GmView0 v2_u2c1Gm0(v2_u2c1 + _g154 * 16 * v2_u2c1_stride0, GmView0::Shape(t155.GetValidRow()), GmView0::Stride(v2_u2c1_stride0));  // paged_attention.pto:41:25
@@ -56,8 +66,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g156 = 0; _g156 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
-        TileT157 t157(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16) - _g156 * 16, 16));  // paged_attention.pto:42:25
+    for (int64_t _g156 = 0; _g156 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g156) {  // paged_attention.pto:42:25
+        TileT157 t157(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g156 * 16, 16));  // paged_attention.pto:42:25
         TASSIGN(t157, 0);  // paged_attention.pto:42:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
         GmView2 v3_u2c1Gm2(v3_u2c1 + _g156 * 16 * v3_u2c1_stride0, GmView2::Shape(t157.GetValidRow()), GmView2::Stride(v3_u2c1_stride0));  // paged_attention.pto:42:25
@@ -70,15 +80,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g158 = 0; _g158 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
-        for (int64_t _g159 = 0; _g159 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g159) {  // paged_attention.pto:44:37
-            TileT160 t160(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
+    for (int64_t _g158 = 0; _g158 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g158) {  // paged_attention.pto:44:37
+        for (int64_t _g159 = 0; _g159 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g159) {  // paged_attention.pto:44:37
+            TileT160 t160(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t160, 0);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_u2c1Gm4(sij_valid_u2c1 + _g158 * 16 * 32 + _g159 * 32, GmView4::Shape(t160.GetValidRow(), t160.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t160, sij_valid_u2c1Gm4);  // paged_attention.pto:44:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT161 t161(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
+            TileT161 t161(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g158 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g159 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t161, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t161, t160, softmax_scale);  // paged_attention.pto:44:37
@@ -102,19 +112,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g162 = 0; _g162 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g162) {  // paged_attention.pto:45:37
-        TileT163 t163(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
+    for (int64_t _g162 = 0; _g162 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g162) {  // paged_attention.pto:45:37
+        TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t163, 0);  // paged_attention.pto:45:37
         TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k164) {  // paged_attention.pto:45:37
-            TileT165 t165(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k164 * 32, 32));  // paged_attention.pto:45:37
+        for (int64_t _k164 = 0; _k164 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k164) {  // paged_attention.pto:45:37
+            TileT165 t165(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k164 * 32, 32));  // paged_attention.pto:45:37
             TASSIGN(t165, 512);  // paged_attention.pto:45:37
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
             GmView6 sij_scale_u2c1Gm6(sij_scale_u2c1 + _g162 * 16 * 32 + _k164 * 32, GmView6::Shape(t165.GetValidRow(), t165.GetValidCol()));  // paged_attention.pto:45:37
             TLOAD(t165, sij_scale_u2c1Gm6);  // paged_attention.pto:45:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT166 t166(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
+            TileT166 t166(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
             TASSIGN(t166, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
@@ -125,14 +135,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT168 t168(std::min<int64_t>(std::max<int64_t>(16 - _g162 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT168 t168(min_i64(max_i64(16 - _g162 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t168, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView7 max_updateGm7(max_update + _g162 * 16, GmView7::Shape(t168.GetValidRow()));  // paged_attention.pto:52:39
         TLOAD(t168, max_updateGm7);  // paged_attention.pto:52:39
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT170 t170(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:52:39
+        TileT170 t170(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t170, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -144,17 +154,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         GmView8 max_new_u2c1Gm8(max_new_u2c1 + _g162 * 16, GmView8::Shape(t170.GetValidRow()));  // paged_attention.pto:52:39
         TSTORE(max_new_u2c1Gm8, t170);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
-        for (int64_t _g172 = 0; _g172 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
-            TileT173 t173(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
+        for (int64_t _g172 = 0; _g172 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g172) {  // paged_attention.pto:53:45
+            TileT173 t173(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t173, 1536);  // paged_attention.pto:53:45
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView9 sij_scale_u2c1Gm9(sij_scale_u2c1 + _g162 * 16 * 32 + _g172 * 32, GmView9::Shape(t173.GetValidRow(), t173.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t173, sij_scale_u2c1Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT176 t176(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
+            TileT176 t176(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g172 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t176, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:53:45
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:53:45
             TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t170);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
@@ -179,15 +189,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g177 = 0; _g177 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g177) {  // paged_attention.pto:53:41
-        for (int64_t _g178 = 0; _g178 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g178) {  // paged_attention.pto:53:41
-            TileT179 t179(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
+    for (int64_t _g177 = 0; _g177 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g177) {  // paged_attention.pto:53:41
+        for (int64_t _g178 = 0; _g178 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g178) {  // paged_attention.pto:53:41
+            TileT179 t179(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t179, 0);  // paged_attention.pto:53:41
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView11 t8_u2c1Gm11(t8_u2c1 + _g177 * 16 * 32 + _g178 * 32, GmView11::Shape(t179.GetValidRow(), t179.GetValidCol()));  // paged_attention.pto:53:41
             TLOAD(t179, t8_u2c1Gm11);  // paged_attention.pto:53:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT180 t180(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
+            TileT180 t180(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g177 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g178 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t180, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t180, t179);  // paged_attention.pto:53:41
@@ -210,19 +220,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g181 = 0; _g181 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g181) {  // paged_attention.pto:54:41
-        TileT182 t182(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
+    for (int64_t _g181 = 0; _g181 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g181) {  // paged_attention.pto:54:41
+        TileT182 t182(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t182, 0);  // paged_attention.pto:54:41
         TEXPANDS(t182, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k183 = 0; _k183 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k183) {  // paged_attention.pto:54:41
-            TileT184 t184(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k183 * 32, 32));  // paged_attention.pto:54:41
+        for (int64_t _k183 = 0; _k183 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k183) {  // paged_attention.pto:54:41
+            TileT184 t184(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k183 * 32, 32));  // paged_attention.pto:54:41
             TASSIGN(t184, 512);  // paged_attention.pto:54:41
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
             GmView13 tilda_pij_1_u2c1Gm13(tilda_pij_1_u2c1 + _g181 * 16 * 32 + _k183 * 32, GmView13::Shape(t184.GetValidRow(), t184.GetValidCol()));  // paged_attention.pto:54:41
             TLOAD(t184, tilda_pij_1_u2c1Gm13);  // paged_attention.pto:54:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT185 t185(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
+            TileT185 t185(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t185, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
@@ -238,25 +248,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         GmView14 sum_local_u2c1Gm14(sum_local_u2c1 + _g181 * 16, GmView14::Shape(t182.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u2c1Gm14, t182);  // paged_attention.pto:54:41
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT187 t187(std::min<int64_t>(std::max<int64_t>(16 - _g181 * 16, 0), 16));  // paged_attention.pto:55:46
+        TileT187 t187(min_i64(max_i64(16 - _g181 * 16, 0), 16));  // paged_attention.pto:55:46
         TASSIGN(t187, 0);  // paged_attention.pto:55:46
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView15 max_updateGm15(max_update + _g181 * 16, GmView15::Shape(t187.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t187, max_updateGm15);  // paged_attention.pto:55:46
-        TileT188 t188(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
+        TileT188 t188(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t188, 512);  // paged_attention.pto:55:46
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView16 max_new_u2c1Gm16(max_new_u2c1 + _g181 * 16, GmView16::Shape(t188.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t188, max_new_u2c1Gm16);  // paged_attention.pto:55:46
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT189 t189(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
+        TileT189 t189(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t189, 1024);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t189, t187, t188);  // paged_attention.pto:55:46
-        TileT192 t192(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:42
+        TileT192 t192(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g181 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t192, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t192, t189);  // paged_attention.pto:55:42
@@ -275,8 +285,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g193 = 0; _g193 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g193) {  // paged_attention.pto:56:29
-        TileT194 t194(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:56:29
+    for (int64_t _g193 = 0; _g193 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g193) {  // paged_attention.pto:56:29
+        TileT194 t194(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:56:29
         TASSIGN(t194, 0);  // paged_attention.pto:56:29
         using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
         GmView18 max_new_u2c1Gm18(max_new_u2c1 + _g193 * 16, GmView18::Shape(t194.GetValidRow()));  // paged_attention.pto:56:29
@@ -287,19 +297,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         GmView19 max_updateGm19(max_update + _g193 * 16, GmView19::Shape(t194.GetValidRow()));  // paged_attention.pto:56:29
         TSTORE(max_updateGm19, t194);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT196 t196(std::min<int64_t>(std::max<int64_t>(16 - _g193 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT196 t196(min_i64(max_i64(16 - _g193 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t196, 0);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView20 sum_updateGm20(sum_update + _g193 * 16, GmView20::Shape(t196.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t196, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT197 t197(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
+        TileT197 t197(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t197, 512);  // paged_attention.pto:57:45
         using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView21 update_mul_u2c1Gm21(update_mul_u2c1 + _g193 * 16, GmView21::Shape(t197.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t197, update_mul_u2c1Gm21);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT198 t198(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
+        TileT198 t198(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g193 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t198, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t198, t196, t197);  // paged_attention.pto:57:45
@@ -319,19 +329,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g199 = 0; _g199 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g199) {  // paged_attention.pto:57:45
-        TileT200 t200(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
+    for (int64_t _g199 = 0; _g199 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g199) {  // paged_attention.pto:57:45
+        TileT200 t200(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t200, 0);  // paged_attention.pto:57:45
         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView23 t11_u2c1Gm23(t11_u2c1 + _g199 * 16, GmView23::Shape(t200.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t200, t11_u2c1Gm23);  // paged_attention.pto:57:45
-        TileT201 t201(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
+        TileT201 t201(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t201, 512);  // paged_attention.pto:57:45
         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView24 sum_local_u2c1Gm24(sum_local_u2c1 + _g199 * 16, GmView24::Shape(t201.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t201, sum_local_u2c1Gm24);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT202 t202(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
+        TileT202 t202(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t202, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t202, t200, t201);  // paged_attention.pto:57:45
@@ -342,24 +352,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         GmView25 sum_updateGm25(sum_update + _g199 * 16, GmView25::Shape(t202.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(sum_updateGm25, t202);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT204 t204(std::min<int64_t>(std::max<int64_t>(16 - _g199 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT204 t204(min_i64(max_i64(16 - _g199 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t204, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView26 oi_updateGm26(oi_update + _g199 * 16 * 32, GmView26::Shape(t204.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t204, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT205 t205(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
+        TileT205 t205(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t205, 2048);  // paged_attention.pto:58:44
         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
         GmView27 update_mul_u2c1Gm27(update_mul_u2c1 + _g199 * 16, GmView27::Shape(t205.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t205, update_mul_u2c1Gm27);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT206 t206(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
+        TileT206 t206(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t206, 2560);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TROWEXPAND(t206, t205);  // paged_attention.pto:58:44
-        TileT207 t207(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
+        TileT207 t207(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t207, 4608);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         TMUL(t207, t204, t206);  // paged_attention.pto:58:44
@@ -371,14 +381,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
         TSTORE(t13_u2c1Gm28, t207);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g209 = 0; _g209 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
-            TileT210 t210(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+        for (int64_t _g209 = 0; _g209 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_g209) {  // paged_attention.pto:58:76
+            TileT210 t210(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t210, 0);  // paged_attention.pto:58:76
             using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
             GmView29 tilda_pij_1_u2c1Gm29(tilda_pij_1_u2c1 + _g199 * 16 * 32 + _g209 * 32, GmView29::Shape(t210.GetValidRow(), t210.GetValidCol()));  // paged_attention.pto:58:76
             TLOAD(t210, tilda_pij_1_u2c1Gm29);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT211 t211(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
+            TileT211 t211(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g199 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _g209 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t211, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t211, t210, RoundMode::CAST_RINT);  // paged_attention.pto:58:76

@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t15_u2c1, __gm__ bfloat16_t* vj_u2c1, __gm__ float* t14_u2c1, __gm__ float* t13_u2c1, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2)
 {
     using TileT213 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -19,28 +29,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
     using TileT225 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT226 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g212 = 0; _g212 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g212) {  // paged_attention.pto:58:69
-        TileT213 t213(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g212 = 0; _g212 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g212) {  // paged_attention.pto:58:69
+        TileT213 t213(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t213, 0);  // paged_attention.pto:58:69
-        TileT214 t214(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT214 t214(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t214, 0);  // paged_attention.pto:58:69
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView0 t15_u2c1Gm0(t15_u2c1 + _g212 * 16 * 32, GmView0::Shape(t214.GetValidRow(), t214.GetValidCol()));  // paged_attention.pto:58:69
         TLOAD(t214, t15_u2c1Gm0);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT215 t215(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT215 t215(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t215, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t215, t214);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT216 t216(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT216 t216(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t216, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView1 vj_u2c1Gm1(vj_u2c1, GmView1::Shape(t216.GetValidRow()));  // paged_attention.pto:58:69
         TLOAD(t216, vj_u2c1Gm1);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT217 t217(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT217 t217(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t217, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t217, t216);  // paged_attention.pto:58:69
@@ -51,26 +61,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k218 = 1; _k218 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
-            TileT219 t219(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+        for (int64_t _k218 = 1; _k218 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k218) {  // paged_attention.pto:58:69
+            TileT219 t219(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t219, 0);  // paged_attention.pto:58:69
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView2 t15_u2c1Gm2(t15_u2c1 + _g212 * 16 * 32 + _k218 * 32, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // paged_attention.pto:58:69
             TLOAD(t219, t15_u2c1Gm2);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT220 t220(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+            TileT220 t220(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t220, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t220, t219);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT221 t221(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+            TileT221 t221(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t221, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 32 * 32, GmView3::Shape(t221.GetValidRow()));  // paged_attention.pto:58:69
             TLOAD(t221, vj_u2c1Gm3);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT222 t222(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
+            TileT222 t222(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k218 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t222, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t222, t221);  // paged_attention.pto:58:69
@@ -84,19 +94,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k12(__gm__ bfloat16_t* t1
         GmView4 t14_u2c1Gm4(t14_u2c1 + _g212 * 16 * 32, GmView4::Shape(t213.GetValidRow()));  // paged_attention.pto:58:69
         TSTORE(t14_u2c1Gm4, t213);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT224 t224(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
+        TileT224 t224(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t224, 0);  // paged_attention.pto:58:44
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView5 t13_u2c1Gm5(t13_u2c1 + _g212 * 16 * 32, GmView5::Shape(t224.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t224, t13_u2c1Gm5);  // paged_attention.pto:58:44
-        TileT225 t225(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
+        TileT225 t225(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t225, 2048);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView6 t14_u2c1Gm6(t14_u2c1 + _g212 * 16 * 32, GmView6::Shape(t225.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t225, t14_u2c1Gm6);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT226 t226(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
+        TileT226 t226(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g212 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t226, 4096);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t226, t224, t225);  // paged_attention.pto:58:44

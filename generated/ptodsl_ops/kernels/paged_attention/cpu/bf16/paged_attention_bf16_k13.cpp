@@ -4,13 +4,23 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k13(__gm__ bfloat16_t* v0_u1c0, int64_t v0_u1c0_stride0, __gm__ bfloat16_t* kj_assemble_u1c0, __gm__ bfloat16_t* v1_u1c0, int64_t v1_u1c0_stride0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0)
 {
     using TileT228 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT230 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g227 = 0; _g227 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g227) {  // paged_attention.pto:36:25
-        TileT228 t228(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) - _g227 * 16, 16));  // paged_attention.pto:36:25
+    for (int64_t _g227 = 0; _g227 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g227) {  // paged_attention.pto:36:25
+        TileT228 t228(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g227 * 16, 16));  // paged_attention.pto:36:25
         TASSIGN(t228, 0);  // paged_attention.pto:36:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
         GmView0 v0_u1c0Gm0(v0_u1c0 + _g227 * 16 * v0_u1c0_stride0, GmView0::Shape(t228.GetValidRow()), GmView0::Stride(v0_u1c0_stride0));  // paged_attention.pto:36:25
@@ -23,8 +33,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k13(__gm__ bfloat16_t* v0
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g229 = 0; _g229 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g229) {  // paged_attention.pto:37:25
-        TileT230 t230(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16) - _g229 * 16, 16));  // paged_attention.pto:37:25
+    for (int64_t _g229 = 0; _g229 < (min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g229) {  // paged_attention.pto:37:25
+        TileT230 t230(min_i64(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) - _g229 * 16, 16));  // paged_attention.pto:37:25
         TASSIGN(t230, 0);  // paged_attention.pto:37:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
         GmView2 v1_u1c0Gm2(v1_u1c0 + _g229 * 16 * v1_u1c0_stride0, GmView2::Shape(t230.GetValidRow()), GmView2::Stride(v1_u1c0_stride0));  // paged_attention.pto:37:25

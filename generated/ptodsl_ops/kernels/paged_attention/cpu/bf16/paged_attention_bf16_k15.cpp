@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2_u1c0, int64_t v2_u1c0_stride0, __gm__ bfloat16_t* vj_assemble_u1c0, __gm__ bfloat16_t* v3_u1c0, int64_t v3_u1c0_stride0, __gm__ float* sij_valid_u1c0, __gm__ float* sij_scale_u1c0, __gm__ float* max_update, __gm__ float* max_new_u1c0, __gm__ float* t8_u1c0, __gm__ float* tilda_pij_1_u1c0, __gm__ float* sum_local_u1c0, __gm__ float* update_mul_u1c0, __gm__ float* sum_update, __gm__ float* t11_u1c0, __gm__ float* oi_update, __gm__ float* t13_u1c0, __gm__ bfloat16_t* t15_u1c0, int64_t KR, int32_t s3_u1c0, int32_t s4_u1c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1, float softmax_scale)
@@ -53,8 +63,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g237 = 0; _g237 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
-        TileT238 t238(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
+    for (int64_t _g237 = 0; _g237 < (min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g237) {  // paged_attention.pto:41:25
+        TileT238 t238(min_i64(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16) - _g237 * 16, 16));  // paged_attention.pto:41:25
         TASSIGN(t238, 0);  // paged_attention.pto:41:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
         GmView0 v2_u1c0Gm0(v2_u1c0 + _g237 * 16 * v2_u1c0_stride0, GmView0::Shape(t238.GetValidRow()), GmView0::Stride(v2_u1c0_stride0));  // paged_attention.pto:41:25
@@ -67,8 +77,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g239 = 0; _g239 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g239) {  // paged_attention.pto:42:25
-        TileT240 t240(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16) - _g239 * 16, 16));  // paged_attention.pto:42:25
+    for (int64_t _g239 = 0; _g239 < (min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) + 15) / 16; ++_g239) {  // paged_attention.pto:42:25
+        TileT240 t240(min_i64(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16) - _g239 * 16, 16));  // paged_attention.pto:42:25
         TASSIGN(t240, 0);  // paged_attention.pto:42:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
         GmView2 v3_u1c0Gm2(v3_u1c0 + _g239 * 16 * v3_u1c0_stride0, GmView2::Shape(t240.GetValidRow()), GmView2::Stride(v3_u1c0_stride0));  // paged_attention.pto:42:25
@@ -81,15 +91,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g241 = 0; _g241 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
-        for (int64_t _g242 = 0; _g242 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g242) {  // paged_attention.pto:44:37
-            TileT243 t243(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
+    for (int64_t _g241 = 0; _g241 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g241) {  // paged_attention.pto:44:37
+        for (int64_t _g242 = 0; _g242 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g242) {  // paged_attention.pto:44:37
+            TileT243 t243(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t243, 0);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_u1c0Gm4(sij_valid_u1c0 + _g241 * 16 * 32 + _g242 * 32, GmView4::Shape(t243.GetValidRow(), t243.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t243, sij_valid_u1c0Gm4);  // paged_attention.pto:44:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT244 t244(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
+            TileT244 t244(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g241 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g242 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t244, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t244, t243, softmax_scale);  // paged_attention.pto:44:37
@@ -113,19 +123,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g245 = 0; _g245 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g245) {  // paged_attention.pto:45:37
-        TileT246 t246(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:45:37
+    for (int64_t _g245 = 0; _g245 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g245) {  // paged_attention.pto:45:37
+        TileT246 t246(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t246, 0);  // paged_attention.pto:45:37
         TEXPANDS(t246, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
-        for (int64_t _k247 = 0; _k247 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k247) {  // paged_attention.pto:45:37
-            TileT248 t248(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k247 * 32, 32));  // paged_attention.pto:45:37
+        for (int64_t _k247 = 0; _k247 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k247) {  // paged_attention.pto:45:37
+            TileT248 t248(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k247 * 32, 32));  // paged_attention.pto:45:37
             TASSIGN(t248, 512);  // paged_attention.pto:45:37
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
             GmView6 sij_scale_u1c0Gm6(sij_scale_u1c0 + _g245 * 16 * 32 + _k247 * 32, GmView6::Shape(t248.GetValidRow(), t248.GetValidCol()));  // paged_attention.pto:45:37
             TLOAD(t248, sij_scale_u1c0Gm6);  // paged_attention.pto:45:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT249 t249(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:45:37
+            TileT249 t249(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:45:37
             TASSIGN(t249, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
@@ -136,14 +146,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT251 t251(std::min<int64_t>(std::max<int64_t>(16 - _g245 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT251 t251(min_i64(max_i64(16 - _g245 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t251, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView7 max_updateGm7(max_update + _g245 * 16, GmView7::Shape(t251.GetValidRow()));  // paged_attention.pto:52:39
         TLOAD(t251, max_updateGm7);  // paged_attention.pto:52:39
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT253 t253(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:52:39
+        TileT253 t253(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t253, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -155,17 +165,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         GmView8 max_new_u1c0Gm8(max_new_u1c0 + _g245 * 16, GmView8::Shape(t253.GetValidRow()));  // paged_attention.pto:52:39
         TSTORE(max_new_u1c0Gm8, t253);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
-        for (int64_t _g255 = 0; _g255 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g255) {  // paged_attention.pto:53:45
-            TileT256 t256(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
+        for (int64_t _g255 = 0; _g255 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g255) {  // paged_attention.pto:53:45
+            TileT256 t256(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t256, 1536);  // paged_attention.pto:53:45
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView9 sij_scale_u1c0Gm9(sij_scale_u1c0 + _g245 * 16 * 32 + _g255 * 32, GmView9::Shape(t256.GetValidRow(), t256.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t256, sij_scale_u1c0Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT259 t259(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
+            TileT259 t259(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g255 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t259, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:53:45
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:53:45
             TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t253);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
@@ -190,15 +200,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g260 = 0; _g260 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g260) {  // paged_attention.pto:53:41
-        for (int64_t _g261 = 0; _g261 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g261) {  // paged_attention.pto:53:41
-            TileT262 t262(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g260 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g261 * 32, 32));  // paged_attention.pto:53:41
+    for (int64_t _g260 = 0; _g260 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g260) {  // paged_attention.pto:53:41
+        for (int64_t _g261 = 0; _g261 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g261) {  // paged_attention.pto:53:41
+            TileT262 t262(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g260 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g261 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t262, 0);  // paged_attention.pto:53:41
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView11 t8_u1c0Gm11(t8_u1c0 + _g260 * 16 * 32 + _g261 * 32, GmView11::Shape(t262.GetValidRow(), t262.GetValidCol()));  // paged_attention.pto:53:41
             TLOAD(t262, t8_u1c0Gm11);  // paged_attention.pto:53:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT263 t263(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g260 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g261 * 32, 32));  // paged_attention.pto:53:41
+            TileT263 t263(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g260 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g261 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t263, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t263, t262);  // paged_attention.pto:53:41
@@ -221,19 +231,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g264 = 0; _g264 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g264) {  // paged_attention.pto:54:41
-        TileT265 t265(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:54:41
+    for (int64_t _g264 = 0; _g264 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g264) {  // paged_attention.pto:54:41
+        TileT265 t265(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t265, 0);  // paged_attention.pto:54:41
         TEXPANDS(t265, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k266 = 0; _k266 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k266) {  // paged_attention.pto:54:41
-            TileT267 t267(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k266 * 32, 32));  // paged_attention.pto:54:41
+        for (int64_t _k266 = 0; _k266 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k266) {  // paged_attention.pto:54:41
+            TileT267 t267(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k266 * 32, 32));  // paged_attention.pto:54:41
             TASSIGN(t267, 512);  // paged_attention.pto:54:41
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
             GmView13 tilda_pij_1_u1c0Gm13(tilda_pij_1_u1c0 + _g264 * 16 * 32 + _k266 * 32, GmView13::Shape(t267.GetValidRow(), t267.GetValidCol()));  // paged_attention.pto:54:41
             TLOAD(t267, tilda_pij_1_u1c0Gm13);  // paged_attention.pto:54:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT268 t268(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:54:41
+            TileT268 t268(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t268, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
@@ -249,25 +259,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         GmView14 sum_local_u1c0Gm14(sum_local_u1c0 + _g264 * 16, GmView14::Shape(t265.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u1c0Gm14, t265);  // paged_attention.pto:54:41
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT270 t270(std::min<int64_t>(std::max<int64_t>(16 - _g264 * 16, 0), 16));  // paged_attention.pto:55:46
+        TileT270 t270(min_i64(max_i64(16 - _g264 * 16, 0), 16));  // paged_attention.pto:55:46
         TASSIGN(t270, 0);  // paged_attention.pto:55:46
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView15 max_updateGm15(max_update + _g264 * 16, GmView15::Shape(t270.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t270, max_updateGm15);  // paged_attention.pto:55:46
-        TileT271 t271(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
+        TileT271 t271(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t271, 512);  // paged_attention.pto:55:46
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView16 max_new_u1c0Gm16(max_new_u1c0 + _g264 * 16, GmView16::Shape(t271.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t271, max_new_u1c0Gm16);  // paged_attention.pto:55:46
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT272 t272(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
+        TileT272 t272(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t272, 1024);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t272, t270, t271);  // paged_attention.pto:55:46
-        TileT275 t275(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:42
+        TileT275 t275(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g264 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t275, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t275, t272);  // paged_attention.pto:55:42
@@ -286,8 +296,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g276 = 0; _g276 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g276) {  // paged_attention.pto:56:29
-        TileT277 t277(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:56:29
+    for (int64_t _g276 = 0; _g276 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g276) {  // paged_attention.pto:56:29
+        TileT277 t277(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:56:29
         TASSIGN(t277, 0);  // paged_attention.pto:56:29
         using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
         GmView18 max_new_u1c0Gm18(max_new_u1c0 + _g276 * 16, GmView18::Shape(t277.GetValidRow()));  // paged_attention.pto:56:29
@@ -298,19 +308,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         GmView19 max_updateGm19(max_update + _g276 * 16, GmView19::Shape(t277.GetValidRow()));  // paged_attention.pto:56:29
         TSTORE(max_updateGm19, t277);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT279 t279(std::min<int64_t>(std::max<int64_t>(16 - _g276 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT279 t279(min_i64(max_i64(16 - _g276 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t279, 0);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView20 sum_updateGm20(sum_update + _g276 * 16, GmView20::Shape(t279.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t279, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT280 t280(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
+        TileT280 t280(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t280, 512);  // paged_attention.pto:57:45
         using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView21 update_mul_u1c0Gm21(update_mul_u1c0 + _g276 * 16, GmView21::Shape(t280.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t280, update_mul_u1c0Gm21);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT281 t281(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
+        TileT281 t281(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g276 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t281, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t281, t279, t280);  // paged_attention.pto:57:45
@@ -330,19 +340,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g282 = 0; _g282 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g282) {  // paged_attention.pto:57:45
-        TileT283 t283(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
+    for (int64_t _g282 = 0; _g282 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g282) {  // paged_attention.pto:57:45
+        TileT283 t283(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t283, 0);  // paged_attention.pto:57:45
         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView23 t11_u1c0Gm23(t11_u1c0 + _g282 * 16, GmView23::Shape(t283.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t283, t11_u1c0Gm23);  // paged_attention.pto:57:45
-        TileT284 t284(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
+        TileT284 t284(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t284, 512);  // paged_attention.pto:57:45
         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView24 sum_local_u1c0Gm24(sum_local_u1c0 + _g282 * 16, GmView24::Shape(t284.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t284, sum_local_u1c0Gm24);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT285 t285(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
+        TileT285 t285(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t285, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t285, t283, t284);  // paged_attention.pto:57:45
@@ -353,24 +363,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         GmView25 sum_updateGm25(sum_update + _g282 * 16, GmView25::Shape(t285.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(sum_updateGm25, t285);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT287 t287(std::min<int64_t>(std::max<int64_t>(16 - _g282 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT287 t287(min_i64(max_i64(16 - _g282 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t287, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView26 oi_updateGm26(oi_update + _g282 * 16 * 32, GmView26::Shape(t287.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t287, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT288 t288(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
+        TileT288 t288(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t288, 2048);  // paged_attention.pto:58:44
         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
         GmView27 update_mul_u1c0Gm27(update_mul_u1c0 + _g282 * 16, GmView27::Shape(t288.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t288, update_mul_u1c0Gm27);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT289 t289(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
+        TileT289 t289(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t289, 2560);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TROWEXPAND(t289, t288);  // paged_attention.pto:58:44
-        TileT290 t290(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
+        TileT290 t290(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t290, 4608);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         TMUL(t290, t287, t289);  // paged_attention.pto:58:44
@@ -382,14 +392,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
         TSTORE(t13_u1c0Gm28, t290);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g292 = 0; _g292 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
-            TileT293 t293(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
+        for (int64_t _g292 = 0; _g292 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_g292) {  // paged_attention.pto:58:76
+            TileT293 t293(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t293, 0);  // paged_attention.pto:58:76
             using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
             GmView29 tilda_pij_1_u1c0Gm29(tilda_pij_1_u1c0 + _g282 * 16 * 32 + _g292 * 32, GmView29::Shape(t293.GetValidRow(), t293.GetValidCol()));  // paged_attention.pto:58:76
             TLOAD(t293, tilda_pij_1_u1c0Gm29);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT294 t294(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
+            TileT294 t294(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g282 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _g292 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t294, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t294, t293, RoundMode::CAST_RINT);  // paged_attention.pto:58:76

@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ bfloat16_t* t15_u1c0, __gm__ bfloat16_t* vj_u1c0, __gm__ float* t14_u1c0, __gm__ float* t13_u1c0, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u1)
@@ -30,28 +40,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ bfloat16_t* t1
     using TileT308 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT309 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g295 = 0; _g295 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g295) {  // paged_attention.pto:58:69
-        TileT296 t296(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g295 = 0; _g295 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g295) {  // paged_attention.pto:58:69
+        TileT296 t296(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t296, 0);  // paged_attention.pto:58:69
-        TileT297 t297(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT297 t297(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t297, 0);  // paged_attention.pto:58:69
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView0 t15_u1c0Gm0(t15_u1c0 + _g295 * 16 * 32, GmView0::Shape(t297.GetValidRow(), t297.GetValidCol()));  // paged_attention.pto:58:69
         TLOAD(t297, t15_u1c0Gm0);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT298 t298(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT298 t298(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t298, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t298, t297);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT299 t299(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT299 t299(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t299, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView1 vj_u1c0Gm1(vj_u1c0, GmView1::Shape(t299.GetValidRow()));  // paged_attention.pto:58:69
         TLOAD(t299, vj_u1c0Gm1);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT300 t300(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT300 t300(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t300, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t300, t299);  // paged_attention.pto:58:69
@@ -62,26 +72,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ bfloat16_t* t1
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k301 = 1; _k301 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
-            TileT302 t302(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
+        for (int64_t _k301 = 1; _k301 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k301) {  // paged_attention.pto:58:69
+            TileT302 t302(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t302, 0);  // paged_attention.pto:58:69
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView2 t15_u1c0Gm2(t15_u1c0 + _g295 * 16 * 32 + _k301 * 32, GmView2::Shape(t302.GetValidRow(), t302.GetValidCol()));  // paged_attention.pto:58:69
             TLOAD(t302, t15_u1c0Gm2);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT303 t303(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
+            TileT303 t303(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t303, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t303, t302);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT304 t304(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
+            TileT304 t304(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t304, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView3 vj_u1c0Gm3(vj_u1c0 + _k301 * 32 * 32, GmView3::Shape(t304.GetValidRow()));  // paged_attention.pto:58:69
             TLOAD(t304, vj_u1c0Gm3);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT305 t305(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
+            TileT305 t305(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k301 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t305, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t305, t304);  // paged_attention.pto:58:69
@@ -95,19 +105,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k16(__gm__ bfloat16_t* t1
         GmView4 t14_u1c0Gm4(t14_u1c0 + _g295 * 16 * 32, GmView4::Shape(t296.GetValidRow()));  // paged_attention.pto:58:69
         TSTORE(t14_u1c0Gm4, t296);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT307 t307(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
+        TileT307 t307(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t307, 0);  // paged_attention.pto:58:44
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView5 t13_u1c0Gm5(t13_u1c0 + _g295 * 16 * 32, GmView5::Shape(t307.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t307, t13_u1c0Gm5);  // paged_attention.pto:58:44
-        TileT308 t308(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
+        TileT308 t308(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t308, 2048);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView6 t14_u1c0Gm6(t14_u1c0 + _g295 * 16 * 32, GmView6::Shape(t308.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t308, t14_u1c0Gm6);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT309 t309(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
+        TileT309 t309(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g295 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t309, 4096);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t309, t307, t308);  // paged_attention.pto:58:44

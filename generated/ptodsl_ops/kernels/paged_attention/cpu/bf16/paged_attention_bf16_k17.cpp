@@ -4,13 +4,23 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k17(__gm__ bfloat16_t* v0_last, int64_t v0_last_stride0, __gm__ bfloat16_t* kj_assemble_last, __gm__ bfloat16_t* v1_last, int64_t v1_last_stride0, int64_t KR, int32_t s3_last, int32_t s4_last)
 {
     using TileT311 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT313 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g310 = 0; _g310 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g310) {  // paged_attention.pto:36:25
-        TileT311 t311(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) - _g310 * 16, 16));  // paged_attention.pto:36:25
+    for (int64_t _g310 = 0; _g310 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g310) {  // paged_attention.pto:36:25
+        TileT311 t311(min_i64(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) - _g310 * 16, 16));  // paged_attention.pto:36:25
         TASSIGN(t311, 0);  // paged_attention.pto:36:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
         GmView0 v0_lastGm0(v0_last + _g310 * 16 * v0_last_stride0, GmView0::Shape(t311.GetValidRow()), GmView0::Stride(v0_last_stride0));  // paged_attention.pto:36:25
@@ -23,8 +33,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k17(__gm__ bfloat16_t* v0
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g312 = 0; _g312 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g312) {  // paged_attention.pto:37:25
-        TileT313 t313(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16) - _g312 * 16, 16));  // paged_attention.pto:37:25
+    for (int64_t _g312 = 0; _g312 < (min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g312) {  // paged_attention.pto:37:25
+        TileT313 t313(min_i64(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) - _g312 * 16, 16));  // paged_attention.pto:37:25
         TASSIGN(t313, 0);  // paged_attention.pto:37:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
         GmView2 v1_lastGm2(v1_last + _g312 * 16 * v1_last_stride0, GmView2::Shape(t313.GetValidRow()), GmView2::Stride(v1_last_stride0));  // paged_attention.pto:37:25

@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2_last, int64_t v2_last_stride0, __gm__ bfloat16_t* vj_assemble_last, __gm__ bfloat16_t* v3_last, int64_t v3_last_stride0, __gm__ float* sij_valid_last, __gm__ float* sij_scale_last, __gm__ float* max_update, __gm__ float* max_new_last, __gm__ float* t8_last, __gm__ float* tilda_pij_1_last, __gm__ float* sum_local_last, __gm__ float* update_mul_last, __gm__ float* sum_update, __gm__ float* t11_last, __gm__ float* oi_update, __gm__ float* t13_last, __gm__ bfloat16_t* t15_last, int64_t KR, int32_t s3_last, int32_t s4_last, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
@@ -53,8 +63,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g320 = 0; _g320 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
-        TileT321 t321(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
+    for (int64_t _g320 = 0; _g320 < (min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) + 15) / 16; ++_g320) {  // paged_attention.pto:41:25
+        TileT321 t321(min_i64(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16) - _g320 * 16, 16));  // paged_attention.pto:41:25
         TASSIGN(t321, 0);  // paged_attention.pto:41:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
         GmView0 v2_lastGm0(v2_last + _g320 * 16 * v2_last_stride0, GmView0::Shape(t321.GetValidRow()), GmView0::Stride(v2_last_stride0));  // paged_attention.pto:41:25
@@ -67,8 +77,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g322 = 0; _g322 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g322) {  // paged_attention.pto:42:25
-        TileT323 t323(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16) - _g322 * 16, 16));  // paged_attention.pto:42:25
+    for (int64_t _g322 = 0; _g322 < (min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) + 15) / 16; ++_g322) {  // paged_attention.pto:42:25
+        TileT323 t323(min_i64(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16) - _g322 * 16, 16));  // paged_attention.pto:42:25
         TASSIGN(t323, 0);  // paged_attention.pto:42:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
         GmView2 v3_lastGm2(v3_last + _g322 * 16 * v3_last_stride0, GmView2::Shape(t323.GetValidRow()), GmView2::Stride(v3_last_stride0));  // paged_attention.pto:42:25
@@ -81,15 +91,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g324 = 0; _g324 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
-        for (int64_t _g325 = 0; _g325 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g325) {  // paged_attention.pto:44:37
-            TileT326 t326(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
+    for (int64_t _g324 = 0; _g324 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g324) {  // paged_attention.pto:44:37
+        for (int64_t _g325 = 0; _g325 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g325) {  // paged_attention.pto:44:37
+            TileT326 t326(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t326, 0);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_lastGm4(sij_valid_last + _g324 * 16 * 32 + _g325 * 32, GmView4::Shape(t326.GetValidRow(), t326.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t326, sij_valid_lastGm4);  // paged_attention.pto:44:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT327 t327(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
+            TileT327 t327(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g324 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g325 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t327, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t327, t326, softmax_scale);  // paged_attention.pto:44:37
@@ -113,19 +123,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g328 = 0; _g328 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g328) {  // paged_attention.pto:45:37
-        TileT329 t329(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:45:37
+    for (int64_t _g328 = 0; _g328 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g328) {  // paged_attention.pto:45:37
+        TileT329 t329(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t329, 0);  // paged_attention.pto:45:37
         TEXPANDS(t329, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
-        for (int64_t _k330 = 0; _k330 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k330) {  // paged_attention.pto:45:37
-            TileT331 t331(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k330 * 32, 32));  // paged_attention.pto:45:37
+        for (int64_t _k330 = 0; _k330 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k330) {  // paged_attention.pto:45:37
+            TileT331 t331(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k330 * 32, 32));  // paged_attention.pto:45:37
             TASSIGN(t331, 512);  // paged_attention.pto:45:37
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
             GmView6 sij_scale_lastGm6(sij_scale_last + _g328 * 16 * 32 + _k330 * 32, GmView6::Shape(t331.GetValidRow(), t331.GetValidCol()));  // paged_attention.pto:45:37
             TLOAD(t331, sij_scale_lastGm6);  // paged_attention.pto:45:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT332 t332(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:45:37
+            TileT332 t332(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:45:37
             TASSIGN(t332, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
@@ -136,14 +146,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT334 t334(std::min<int64_t>(std::max<int64_t>(16 - _g328 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT334 t334(min_i64(max_i64(16 - _g328 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t334, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView7 max_updateGm7(max_update + _g328 * 16, GmView7::Shape(t334.GetValidRow()));  // paged_attention.pto:52:39
         TLOAD(t334, max_updateGm7);  // paged_attention.pto:52:39
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT336 t336(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:52:39
+        TileT336 t336(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t336, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -155,17 +165,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         GmView8 max_new_lastGm8(max_new_last + _g328 * 16, GmView8::Shape(t336.GetValidRow()));  // paged_attention.pto:52:39
         TSTORE(max_new_lastGm8, t336);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
-        for (int64_t _g338 = 0; _g338 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
-            TileT339 t339(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
+        for (int64_t _g338 = 0; _g338 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g338) {  // paged_attention.pto:53:45
+            TileT339 t339(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t339, 1536);  // paged_attention.pto:53:45
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView9 sij_scale_lastGm9(sij_scale_last + _g328 * 16 * 32 + _g338 * 32, GmView9::Shape(t339.GetValidRow(), t339.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t339, sij_scale_lastGm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT342 t342(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
+            TileT342 t342(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g338 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t342, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:53:45
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:53:45
             TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t336);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
@@ -190,15 +200,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g343 = 0; _g343 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g343) {  // paged_attention.pto:53:41
-        for (int64_t _g344 = 0; _g344 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g344) {  // paged_attention.pto:53:41
-            TileT345 t345(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g343 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g344 * 32, 32));  // paged_attention.pto:53:41
+    for (int64_t _g343 = 0; _g343 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g343) {  // paged_attention.pto:53:41
+        for (int64_t _g344 = 0; _g344 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g344) {  // paged_attention.pto:53:41
+            TileT345 t345(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g343 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g344 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t345, 0);  // paged_attention.pto:53:41
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView11 t8_lastGm11(t8_last + _g343 * 16 * 32 + _g344 * 32, GmView11::Shape(t345.GetValidRow(), t345.GetValidCol()));  // paged_attention.pto:53:41
             TLOAD(t345, t8_lastGm11);  // paged_attention.pto:53:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT346 t346(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g343 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g344 * 32, 32));  // paged_attention.pto:53:41
+            TileT346 t346(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g343 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g344 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t346, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t346, t345);  // paged_attention.pto:53:41
@@ -221,19 +231,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g347 = 0; _g347 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g347) {  // paged_attention.pto:54:41
-        TileT348 t348(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:54:41
+    for (int64_t _g347 = 0; _g347 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g347) {  // paged_attention.pto:54:41
+        TileT348 t348(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t348, 0);  // paged_attention.pto:54:41
         TEXPANDS(t348, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k349 = 0; _k349 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k349) {  // paged_attention.pto:54:41
-            TileT350 t350(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k349 * 32, 32));  // paged_attention.pto:54:41
+        for (int64_t _k349 = 0; _k349 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k349) {  // paged_attention.pto:54:41
+            TileT350 t350(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k349 * 32, 32));  // paged_attention.pto:54:41
             TASSIGN(t350, 512);  // paged_attention.pto:54:41
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
             GmView13 tilda_pij_1_lastGm13(tilda_pij_1_last + _g347 * 16 * 32 + _k349 * 32, GmView13::Shape(t350.GetValidRow(), t350.GetValidCol()));  // paged_attention.pto:54:41
             TLOAD(t350, tilda_pij_1_lastGm13);  // paged_attention.pto:54:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT351 t351(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:54:41
+            TileT351 t351(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t351, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
@@ -249,25 +259,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         GmView14 sum_local_lastGm14(sum_local_last + _g347 * 16, GmView14::Shape(t348.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_lastGm14, t348);  // paged_attention.pto:54:41
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT353 t353(std::min<int64_t>(std::max<int64_t>(16 - _g347 * 16, 0), 16));  // paged_attention.pto:55:46
+        TileT353 t353(min_i64(max_i64(16 - _g347 * 16, 0), 16));  // paged_attention.pto:55:46
         TASSIGN(t353, 0);  // paged_attention.pto:55:46
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView15 max_updateGm15(max_update + _g347 * 16, GmView15::Shape(t353.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t353, max_updateGm15);  // paged_attention.pto:55:46
-        TileT354 t354(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
+        TileT354 t354(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t354, 512);  // paged_attention.pto:55:46
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView16 max_new_lastGm16(max_new_last + _g347 * 16, GmView16::Shape(t354.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t354, max_new_lastGm16);  // paged_attention.pto:55:46
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT355 t355(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
+        TileT355 t355(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t355, 1024);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t355, t353, t354);  // paged_attention.pto:55:46
-        TileT358 t358(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:42
+        TileT358 t358(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g347 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t358, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t358, t355);  // paged_attention.pto:55:42
@@ -286,8 +296,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g359 = 0; _g359 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g359) {  // paged_attention.pto:56:29
-        TileT360 t360(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:56:29
+    for (int64_t _g359 = 0; _g359 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g359) {  // paged_attention.pto:56:29
+        TileT360 t360(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:56:29
         TASSIGN(t360, 0);  // paged_attention.pto:56:29
         using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
         GmView18 max_new_lastGm18(max_new_last + _g359 * 16, GmView18::Shape(t360.GetValidRow()));  // paged_attention.pto:56:29
@@ -298,19 +308,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         GmView19 max_updateGm19(max_update + _g359 * 16, GmView19::Shape(t360.GetValidRow()));  // paged_attention.pto:56:29
         TSTORE(max_updateGm19, t360);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT362 t362(std::min<int64_t>(std::max<int64_t>(16 - _g359 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT362 t362(min_i64(max_i64(16 - _g359 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t362, 0);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView20 sum_updateGm20(sum_update + _g359 * 16, GmView20::Shape(t362.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t362, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT363 t363(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
+        TileT363 t363(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t363, 512);  // paged_attention.pto:57:45
         using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView21 update_mul_lastGm21(update_mul_last + _g359 * 16, GmView21::Shape(t363.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t363, update_mul_lastGm21);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT364 t364(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
+        TileT364 t364(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g359 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t364, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t364, t362, t363);  // paged_attention.pto:57:45
@@ -330,19 +340,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g365 = 0; _g365 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g365) {  // paged_attention.pto:57:45
-        TileT366 t366(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
+    for (int64_t _g365 = 0; _g365 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g365) {  // paged_attention.pto:57:45
+        TileT366 t366(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t366, 0);  // paged_attention.pto:57:45
         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView23 t11_lastGm23(t11_last + _g365 * 16, GmView23::Shape(t366.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t366, t11_lastGm23);  // paged_attention.pto:57:45
-        TileT367 t367(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
+        TileT367 t367(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t367, 512);  // paged_attention.pto:57:45
         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView24 sum_local_lastGm24(sum_local_last + _g365 * 16, GmView24::Shape(t367.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t367, sum_local_lastGm24);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT368 t368(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
+        TileT368 t368(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t368, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t368, t366, t367);  // paged_attention.pto:57:45
@@ -353,24 +363,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         GmView25 sum_updateGm25(sum_update + _g365 * 16, GmView25::Shape(t368.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(sum_updateGm25, t368);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT370 t370(std::min<int64_t>(std::max<int64_t>(16 - _g365 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT370 t370(min_i64(max_i64(16 - _g365 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t370, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView26 oi_updateGm26(oi_update + _g365 * 16 * 32, GmView26::Shape(t370.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t370, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT371 t371(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
+        TileT371 t371(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t371, 2048);  // paged_attention.pto:58:44
         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
         GmView27 update_mul_lastGm27(update_mul_last + _g365 * 16, GmView27::Shape(t371.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t371, update_mul_lastGm27);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT372 t372(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
+        TileT372 t372(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t372, 2560);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TROWEXPAND(t372, t371);  // paged_attention.pto:58:44
-        TileT373 t373(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
+        TileT373 t373(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t373, 4608);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         TMUL(t373, t370, t372);  // paged_attention.pto:58:44
@@ -382,14 +392,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
         TSTORE(t13_lastGm28, t373);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g375 = 0; _g375 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
-            TileT376 t376(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+        for (int64_t _g375 = 0; _g375 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_g375) {  // paged_attention.pto:58:76
+            TileT376 t376(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t376, 0);  // paged_attention.pto:58:76
             using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
             GmView29 tilda_pij_1_lastGm29(tilda_pij_1_last + _g365 * 16 * 32 + _g375 * 32, GmView29::Shape(t376.GetValidRow(), t376.GetValidCol()));  // paged_attention.pto:58:76
             TLOAD(t376, tilda_pij_1_lastGm29);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT377 t377(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
+            TileT377 t377(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g365 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _g375 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t377, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t377, t376, RoundMode::CAST_RINT);  // paged_attention.pto:58:76

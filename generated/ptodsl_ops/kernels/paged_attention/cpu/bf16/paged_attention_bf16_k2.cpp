@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_first, int64_t v2_first_stride0, __gm__ bfloat16_t* vj_assemble_first, __gm__ bfloat16_t* v3_first, int64_t v3_first_stride0, __gm__ float* sij_valid_first, __gm__ float* sij_scale_first, __gm__ float* tilda_mij_first, __gm__ float* t4_first, __gm__ float* tilda_pij_first, __gm__ float* sum_update, __gm__ float* max_update, __gm__ bfloat16_t* t7_first, int64_t KR, int32_t s3_first, int32_t s4_first, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, float softmax_scale)
 {
     using TileT11 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -26,8 +36,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g10 = 0; _g10 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
-        TileT11 t11(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16) - _g10 * 16, 16));  // paged_attention.pto:41:25
+    for (int64_t _g10 = 0; _g10 < (min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) + 15) / 16; ++_g10) {  // paged_attention.pto:41:25
+        TileT11 t11(min_i64(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16) - _g10 * 16, 16));  // paged_attention.pto:41:25
         TASSIGN(t11, 0);  // paged_attention.pto:41:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
         GmView0 v2_firstGm0(v2_first + _g10 * 16 * v2_first_stride0, GmView0::Shape(t11.GetValidRow()), GmView0::Stride(v2_first_stride0));  // paged_attention.pto:41:25
@@ -40,8 +50,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g12 = 0; _g12 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g12) {  // paged_attention.pto:42:25
-        TileT13 t13(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16) - _g12 * 16, 16));  // paged_attention.pto:42:25
+    for (int64_t _g12 = 0; _g12 < (min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) + 15) / 16; ++_g12) {  // paged_attention.pto:42:25
+        TileT13 t13(min_i64(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16) - _g12 * 16, 16));  // paged_attention.pto:42:25
         TASSIGN(t13, 0);  // paged_attention.pto:42:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
         GmView2 v3_firstGm2(v3_first + _g12 * 16 * v3_first_stride0, GmView2::Shape(t13.GetValidRow()), GmView2::Stride(v3_first_stride0));  // paged_attention.pto:42:25
@@ -54,15 +64,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g14 = 0; _g14 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
-        for (int64_t _g15 = 0; _g15 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g15) {  // paged_attention.pto:44:37
-            TileT16 t16(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
+    for (int64_t _g14 = 0; _g14 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g14) {  // paged_attention.pto:44:37
+        for (int64_t _g15 = 0; _g15 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g15) {  // paged_attention.pto:44:37
+            TileT16 t16(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t16, 0);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_firstGm4(sij_valid_first + _g14 * 16 * 32 + _g15 * 32, GmView4::Shape(t16.GetValidRow(), t16.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t16, sij_valid_firstGm4);  // paged_attention.pto:44:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT17 t17(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
+            TileT17 t17(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g14 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g15 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t17, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t17, t16, softmax_scale);  // paged_attention.pto:44:37
@@ -86,19 +96,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g18 = 0; _g18 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g18) {  // paged_attention.pto:45:37
-        TileT19 t19(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:45:37
+    for (int64_t _g18 = 0; _g18 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g18) {  // paged_attention.pto:45:37
+        TileT19 t19(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t19, 0);  // paged_attention.pto:45:37
         TEXPANDS(t19, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
-        for (int64_t _k20 = 0; _k20 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k20) {  // paged_attention.pto:45:37
-            TileT21 t21(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k20 * 32, 32));  // paged_attention.pto:45:37
+        for (int64_t _k20 = 0; _k20 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k20) {  // paged_attention.pto:45:37
+            TileT21 t21(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k20 * 32, 32));  // paged_attention.pto:45:37
             TASSIGN(t21, 512);  // paged_attention.pto:45:37
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
             GmView6 sij_scale_firstGm6(sij_scale_first + _g18 * 16 * 32 + _k20 * 32, GmView6::Shape(t21.GetValidRow(), t21.GetValidCol()));  // paged_attention.pto:45:37
             TLOAD(t21, sij_scale_firstGm6);  // paged_attention.pto:45:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT22 t22(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:45:37
+            TileT22 t22(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:45:37
             TASSIGN(t22, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
@@ -115,17 +125,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
         TSTORE(tilda_mij_firstGm7, t19);  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g24 = 0; _g24 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g24) {  // paged_attention.pto:47:45
-            TileT25 t25(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
+        for (int64_t _g24 = 0; _g24 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g24) {  // paged_attention.pto:47:45
+            TileT25 t25(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
             TASSIGN(t25, 512);  // paged_attention.pto:47:45
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:45
             GmView8 sij_scale_firstGm8(sij_scale_first + _g18 * 16 * 32 + _g24 * 32, GmView8::Shape(t25.GetValidRow(), t25.GetValidCol()));  // paged_attention.pto:47:45
             TLOAD(t25, sij_scale_firstGm8);  // paged_attention.pto:47:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT28 t28(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
+            TileT28 t28(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g24 * 32, 32));  // paged_attention.pto:47:45
             TASSIGN(t28, 2560);  // paged_attention.pto:47:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:47:45
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:47:45
             TASSIGN(tmp1, 4608);  // paged_attention.pto:47:45
             TROWEXPAND(tmp1, t19);  // paged_attention.pto:47:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:47:45
@@ -150,15 +160,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g29 = 0; _g29 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g29) {  // paged_attention.pto:47:41
-        for (int64_t _g30 = 0; _g30 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g30) {  // paged_attention.pto:47:41
-            TileT31 t31(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g29 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g30 * 32, 32));  // paged_attention.pto:47:41
+    for (int64_t _g29 = 0; _g29 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g29) {  // paged_attention.pto:47:41
+        for (int64_t _g30 = 0; _g30 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g30) {  // paged_attention.pto:47:41
+            TileT31 t31(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g29 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g30 * 32, 32));  // paged_attention.pto:47:41
             TASSIGN(t31, 0);  // paged_attention.pto:47:41
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:47:41
             GmView10 t4_firstGm10(t4_first + _g29 * 16 * 32 + _g30 * 32, GmView10::Shape(t31.GetValidRow(), t31.GetValidCol()));  // paged_attention.pto:47:41
             TLOAD(t31, t4_firstGm10);  // paged_attention.pto:47:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT32 t32(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g29 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g30 * 32, 32));  // paged_attention.pto:47:41
+            TileT32 t32(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g29 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g30 * 32, 32));  // paged_attention.pto:47:41
             TASSIGN(t32, 2048);  // paged_attention.pto:47:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t32, t31);  // paged_attention.pto:47:41
@@ -182,19 +192,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g33 = 0; _g33 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g33) {  // paged_attention.pto:48:45
-        TileT34 t34(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:48:45
+    for (int64_t _g33 = 0; _g33 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g33) {  // paged_attention.pto:48:45
+        TileT34 t34(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:48:45
         TASSIGN(t34, 0);  // paged_attention.pto:48:45
         TEXPANDS(t34, 0.0f);  // paged_attention.pto:48:45
         pipe_barrier(PIPE_V);
-        for (int64_t _k35 = 0; _k35 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k35) {  // paged_attention.pto:48:45
-            TileT36 t36(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k35 * 32, 32));  // paged_attention.pto:48:45
+        for (int64_t _k35 = 0; _k35 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k35) {  // paged_attention.pto:48:45
+            TileT36 t36(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k35 * 32, 32));  // paged_attention.pto:48:45
             TASSIGN(t36, 512);  // paged_attention.pto:48:45
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:48:45
             GmView12 tilda_pij_firstGm12(tilda_pij_first + _g33 * 16 * 32 + _k35 * 32, GmView12::Shape(t36.GetValidRow(), t36.GetValidCol()));  // paged_attention.pto:48:45
             TLOAD(t36, tilda_pij_firstGm12);  // paged_attention.pto:48:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT37 t37(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:48:45
+            TileT37 t37(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:48:45
             TASSIGN(t37, 2560);  // paged_attention.pto:48:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // paged_attention.pto:48:45
@@ -211,7 +221,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
         GmView13 sum_updateGm13(sum_update + _g33 * 16, GmView13::Shape(t34.GetValidRow()));  // paged_attention.pto:48:45
         TSTORE(sum_updateGm13, t34);  // paged_attention.pto:48:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT39 t39(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:49:29
+        TileT39 t39(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16));  // paged_attention.pto:49:29
         TASSIGN(t39, 0);  // paged_attention.pto:49:29
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -227,14 +237,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g41 = 0; _g41 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
-            TileT42 t42(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
+        for (int64_t _g41 = 0; _g41 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_g41) {  // paged_attention.pto:50:51
+            TileT42 t42(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
             TASSIGN(t42, 0);  // paged_attention.pto:50:51
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:51
             GmView16 tilda_pij_firstGm16(tilda_pij_first + _g33 * 16 * 32 + _g41 * 32, GmView16::Shape(t42.GetValidRow(), t42.GetValidCol()));  // paged_attention.pto:50:51
             TLOAD(t42, tilda_pij_firstGm16);  // paged_attention.pto:50:51
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT43 t43(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
+            TileT43 t43(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g33 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _g41 * 32, 32));  // paged_attention.pto:50:51
             TASSIGN(t43, 2048);  // paged_attention.pto:50:51
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t43, t42, RoundMode::CAST_RINT);  // paged_attention.pto:50:51

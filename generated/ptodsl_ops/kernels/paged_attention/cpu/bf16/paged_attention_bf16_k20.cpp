@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t15_last, __gm__ bfloat16_t* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0)
@@ -30,28 +40,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
     using TileT391 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT392 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g378 = 0; _g378 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g378) {  // paged_attention.pto:58:69
-        TileT379 t379(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g378 = 0; _g378 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g378) {  // paged_attention.pto:58:69
+        TileT379 t379(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t379, 0);  // paged_attention.pto:58:69
-        TileT380 t380(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT380 t380(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t380, 0);  // paged_attention.pto:58:69
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView0 t15_lastGm0(t15_last + _g378 * 16 * 32, GmView0::Shape(t380.GetValidRow(), t380.GetValidCol()));  // paged_attention.pto:58:69
         TLOAD(t380, t15_lastGm0);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT381 t381(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT381 t381(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t381, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t381, t380);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT382 t382(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT382 t382(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t382, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView1 vj_lastGm1(vj_last, GmView1::Shape(t382.GetValidRow()));  // paged_attention.pto:58:69
         TLOAD(t382, vj_lastGm1);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT383 t383(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT383 t383(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t383, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t383, t382);  // paged_attention.pto:58:69
@@ -62,26 +72,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k384 = 1; _k384 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
-            TileT385 t385(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+        for (int64_t _k384 = 1; _k384 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k384) {  // paged_attention.pto:58:69
+            TileT385 t385(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t385, 0);  // paged_attention.pto:58:69
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView2 t15_lastGm2(t15_last + _g378 * 16 * 32 + _k384 * 32, GmView2::Shape(t385.GetValidRow(), t385.GetValidCol()));  // paged_attention.pto:58:69
             TLOAD(t385, t15_lastGm2);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT386 t386(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+            TileT386 t386(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t386, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t386, t385);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT387 t387(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+            TileT387 t387(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t387, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView3 vj_lastGm3(vj_last + _k384 * 32 * 32, GmView3::Shape(t387.GetValidRow()));  // paged_attention.pto:58:69
             TLOAD(t387, vj_lastGm3);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT388 t388(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
+            TileT388 t388(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k384 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t388, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t388, t387);  // paged_attention.pto:58:69
@@ -95,19 +105,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k20(__gm__ bfloat16_t* t1
         GmView4 t14_lastGm4(t14_last + _g378 * 16 * 32, GmView4::Shape(t379.GetValidRow()));  // paged_attention.pto:58:69
         TSTORE(t14_lastGm4, t379);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT390 t390(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
+        TileT390 t390(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t390, 0);  // paged_attention.pto:58:44
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView5 t13_lastGm5(t13_last + _g378 * 16 * 32, GmView5::Shape(t390.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t390, t13_lastGm5);  // paged_attention.pto:58:44
-        TileT391 t391(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
+        TileT391 t391(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t391, 2048);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView6 t14_lastGm6(t14_last + _g378 * 16 * 32, GmView6::Shape(t391.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t391, t14_lastGm6);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT392 t392(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
+        TileT392 t392(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g378 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t392, 4096);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t392, t390, t391);  // paged_attention.pto:58:44

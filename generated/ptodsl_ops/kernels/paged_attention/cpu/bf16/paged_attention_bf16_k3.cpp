@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_first, __gm__ bfloat16_t* vj_first, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0)
 {
     using TileT45 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -16,28 +26,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
     using TileT53 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::ColMajor, DYNAMIC, 32, SLayout::RowMajor, 512>;
     using TileT54 = TileRight<bfloat16_t, 32, 32, DYNAMIC, 32>;
 
-    for (int64_t _g44 = 0; _g44 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g44) {  // paged_attention.pto:50:44
-        TileT45 t45(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16));  // paged_attention.pto:50:44
+    for (int64_t _g44 = 0; _g44 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g44) {  // paged_attention.pto:50:44
+        TileT45 t45(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16));  // paged_attention.pto:50:44
         TASSIGN(t45, 0);  // paged_attention.pto:50:44
-        TileT46 t46(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT46 t46(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t46, 0);  // paged_attention.pto:50:44
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
         GmView0 t7_firstGm0(t7_first + _g44 * 16 * 32, GmView0::Shape(t46.GetValidRow(), t46.GetValidCol()));  // paged_attention.pto:50:44
         TLOAD(t46, t7_firstGm0);  // paged_attention.pto:50:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT47 t47(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT47 t47(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t47, 0);  // paged_attention.pto:50:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t47, t46);  // paged_attention.pto:50:44
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT48 t48(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT48 t48(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t48, 0);  // paged_attention.pto:50:44
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
         GmView1 vj_firstGm1(vj_first, GmView1::Shape(t48.GetValidRow()));  // paged_attention.pto:50:44
         TLOAD(t48, vj_firstGm1);  // paged_attention.pto:50:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT49 t49(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
+        TileT49 t49(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0), 32));  // paged_attention.pto:50:44
         TASSIGN(t49, 0);  // paged_attention.pto:50:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t49, t48);  // paged_attention.pto:50:44
@@ -48,26 +58,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k3(__gm__ bfloat16_t* t7_
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k50 = 1; _k50 < (std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
-            TileT51 t51(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+        for (int64_t _k50 = 1; _k50 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k50) {  // paged_attention.pto:50:44
+            TileT51 t51(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t51, 0);  // paged_attention.pto:50:44
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
             GmView2 t7_firstGm2(t7_first + _g44 * 16 * 32 + _k50 * 32, GmView2::Shape(t51.GetValidRow(), t51.GetValidCol()));  // paged_attention.pto:50:44
             TLOAD(t51, t7_firstGm2);  // paged_attention.pto:50:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT52 t52(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+            TileT52 t52(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g44 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t52, 0);  // paged_attention.pto:50:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t52, t51);  // paged_attention.pto:50:44
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT53 t53(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+            TileT53 t53(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t53, 0);  // paged_attention.pto:50:44
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:50:44
             GmView3 vj_firstGm3(vj_first + _k50 * 32 * 32, GmView3::Shape(t53.GetValidRow()));  // paged_attention.pto:50:44
             TLOAD(t53, vj_firstGm3);  // paged_attention.pto:50:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT54 t54(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
+            TileT54 t54(min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k50 * 32, 32));  // paged_attention.pto:50:44
             TASSIGN(t54, 0);  // paged_attention.pto:50:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t54, t53);  // paged_attention.pto:50:44

@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k6(__gm__ bfloat16_t* qi_u2c0, __gm__ bfloat16_t* kj_assemble_u2c0, __gm__ float* sij_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1)
 {
     using TileT66 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -12,16 +22,16 @@ extern "C" __global__ AICORE void paged_attention_bf16_k6(__gm__ bfloat16_t* qi_
     using TileT69 = Tile<TileType::Mat, bfloat16_t, 32, 32, BLayout::RowMajor, 32, 32, SLayout::ColMajor, 512>;
     using TileT70 = TileRight<bfloat16_t, 32, 32, 32, 32>;
 
-    for (int64_t _g65 = 0; _g65 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
-        TileT66 t66(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
+    for (int64_t _g65 = 0; _g65 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g65) {  // paged_attention.pto:38:31
+        TileT66 t66(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t66, 0);  // paged_attention.pto:38:31
-        TileT67 t67(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
+        TileT67 t67(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t67, 0);  // paged_attention.pto:38:31
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:38:31
         GmView0 qi_u2c0Gm0(qi_u2c0 + _g65 * 16 * 32, GmView0::Shape(t67.GetValidRow()));  // paged_attention.pto:38:31
         TLOAD(t67, qi_u2c0Gm0);  // paged_attention.pto:38:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT68 t68(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
+        TileT68 t68(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g65 * 16, 16));  // paged_attention.pto:38:31
         TASSIGN(t68, 0);  // paged_attention.pto:38:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t68, t67);  // paged_attention.pto:38:31

@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_u2c0, int64_t v2_u2c0_stride0, __gm__ bfloat16_t* vj_assemble_u2c0, __gm__ bfloat16_t* v3_u2c0, int64_t v3_u2c0_stride0, __gm__ float* sij_valid_u2c0, __gm__ float* sij_scale_u2c0, __gm__ float* max_update, __gm__ float* max_new_u2c0, __gm__ float* t8_u2c0, __gm__ float* tilda_pij_1_u2c0, __gm__ float* sum_local_u2c0, __gm__ float* update_mul_u2c0, __gm__ float* sum_update, __gm__ float* t11_u2c0, __gm__ float* oi_update, __gm__ float* t13_u2c0, __gm__ bfloat16_t* t15_u2c0, int64_t KR, int32_t s3_u2c0, int32_t s4_u2c0, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2, float softmax_scale)
 {
     using TileT72 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
@@ -42,8 +52,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     using TileTmp0 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g71 = 0; _g71 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
-        TileT72 t72(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
+    for (int64_t _g71 = 0; _g71 < (min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g71) {  // paged_attention.pto:41:25
+        TileT72 t72(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16) - _g71 * 16, 16));  // paged_attention.pto:41:25
         TASSIGN(t72, 0);  // paged_attention.pto:41:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:41:25
         GmView0 v2_u2c0Gm0(v2_u2c0 + _g71 * 16 * v2_u2c0_stride0, GmView0::Shape(t72.GetValidRow()), GmView0::Stride(v2_u2c0_stride0));  // paged_attention.pto:41:25
@@ -56,8 +66,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g73 = 0; _g73 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
-        TileT74 t74(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16) - _g73 * 16, 16));  // paged_attention.pto:42:25
+    for (int64_t _g73 = 0; _g73 < (min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) + 15) / 16; ++_g73) {  // paged_attention.pto:42:25
+        TileT74 t74(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16) - _g73 * 16, 16));  // paged_attention.pto:42:25
         TASSIGN(t74, 0);  // paged_attention.pto:42:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:42:25
         GmView2 v3_u2c0Gm2(v3_u2c0 + _g73 * 16 * v3_u2c0_stride0, GmView2::Shape(t74.GetValidRow()), GmView2::Stride(v3_u2c0_stride0));  // paged_attention.pto:42:25
@@ -70,15 +80,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g75 = 0; _g75 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
-        for (int64_t _g76 = 0; _g76 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g76) {  // paged_attention.pto:44:37
-            TileT77 t77(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
+    for (int64_t _g75 = 0; _g75 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g75) {  // paged_attention.pto:44:37
+        for (int64_t _g76 = 0; _g76 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g76) {  // paged_attention.pto:44:37
+            TileT77 t77(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t77, 0);  // paged_attention.pto:44:37
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:44:37
             GmView4 sij_valid_u2c0Gm4(sij_valid_u2c0 + _g75 * 16 * 32 + _g76 * 32, GmView4::Shape(t77.GetValidRow(), t77.GetValidCol()));  // paged_attention.pto:44:37
             TLOAD(t77, sij_valid_u2c0Gm4);  // paged_attention.pto:44:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT78 t78(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
+            TileT78 t78(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g75 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g76 * 32, 32));  // paged_attention.pto:44:37
             TASSIGN(t78, 2048);  // paged_attention.pto:44:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TMULS(t78, t77, softmax_scale);  // paged_attention.pto:44:37
@@ -102,19 +112,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g79 = 0; _g79 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g79) {  // paged_attention.pto:45:37
-        TileT80 t80(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
+    for (int64_t _g79 = 0; _g79 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g79) {  // paged_attention.pto:45:37
+        TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t80, 0);  // paged_attention.pto:45:37
         TEXPANDS(t80, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
-        for (int64_t _k81 = 0; _k81 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k81) {  // paged_attention.pto:45:37
-            TileT82 t82(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k81 * 32, 32));  // paged_attention.pto:45:37
+        for (int64_t _k81 = 0; _k81 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k81) {  // paged_attention.pto:45:37
+            TileT82 t82(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k81 * 32, 32));  // paged_attention.pto:45:37
             TASSIGN(t82, 512);  // paged_attention.pto:45:37
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:45:37
             GmView6 sij_scale_u2c0Gm6(sij_scale_u2c0 + _g79 * 16 * 32 + _k81 * 32, GmView6::Shape(t82.GetValidRow(), t82.GetValidCol()));  // paged_attention.pto:45:37
             TLOAD(t82, sij_scale_u2c0Gm6);  // paged_attention.pto:45:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT83 t83(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
+            TileT83 t83(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
             TASSIGN(t83, 2560);  // paged_attention.pto:45:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // paged_attention.pto:45:37
@@ -125,14 +135,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         }
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT85 t85(std::min<int64_t>(std::max<int64_t>(16 - _g79 * 16, 0), 16));  // paged_attention.pto:52:39
+        TileT85 t85(min_i64(max_i64(16 - _g79 * 16, 0), 16));  // paged_attention.pto:52:39
         TASSIGN(t85, 512);  // paged_attention.pto:52:39
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:52:39
         GmView7 max_updateGm7(max_update + _g79 * 16, GmView7::Shape(t85.GetValidRow()));  // paged_attention.pto:52:39
         TLOAD(t85, max_updateGm7);  // paged_attention.pto:52:39
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT87 t87(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:52:39
+        TileT87 t87(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:52:39
         TASSIGN(t87, 1024);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -144,17 +154,17 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         GmView8 max_new_u2c0Gm8(max_new_u2c0 + _g79 * 16, GmView8::Shape(t87.GetValidRow()));  // paged_attention.pto:52:39
         TSTORE(max_new_u2c0Gm8, t87);  // paged_attention.pto:52:39
         pipe_barrier(PIPE_V);
-        for (int64_t _g89 = 0; _g89 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
-            TileT90 t90(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
+        for (int64_t _g89 = 0; _g89 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g89) {  // paged_attention.pto:53:45
+            TileT90 t90(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t90, 1536);  // paged_attention.pto:53:45
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:45
             GmView9 sij_scale_u2c0Gm9(sij_scale_u2c0 + _g79 * 16 * 32 + _g89 * 32, GmView9::Shape(t90.GetValidRow(), t90.GetValidCol()));  // paged_attention.pto:53:45
             TLOAD(t90, sij_scale_u2c0Gm9);  // paged_attention.pto:53:45
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT93 t93(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
+            TileT93 t93(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g89 * 32, 32));  // paged_attention.pto:53:45
             TASSIGN(t93, 3584);  // paged_attention.pto:53:45
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:53:45
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:53:45
             TASSIGN(tmp1, 6656);  // paged_attention.pto:53:45
             TROWEXPAND(tmp1, t87);  // paged_attention.pto:53:45
             pipe_barrier(PIPE_V);  // paged_attention.pto:53:45
@@ -179,15 +189,15 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g94 = 0; _g94 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g94) {  // paged_attention.pto:53:41
-        for (int64_t _g95 = 0; _g95 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g95) {  // paged_attention.pto:53:41
-            TileT96 t96(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
+    for (int64_t _g94 = 0; _g94 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g94) {  // paged_attention.pto:53:41
+        for (int64_t _g95 = 0; _g95 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g95) {  // paged_attention.pto:53:41
+            TileT96 t96(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t96, 0);  // paged_attention.pto:53:41
             using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:53:41
             GmView11 t8_u2c0Gm11(t8_u2c0 + _g94 * 16 * 32 + _g95 * 32, GmView11::Shape(t96.GetValidRow(), t96.GetValidCol()));  // paged_attention.pto:53:41
             TLOAD(t96, t8_u2c0Gm11);  // paged_attention.pto:53:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT97 t97(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
+            TileT97 t97(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g94 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g95 * 32, 32));  // paged_attention.pto:53:41
             TASSIGN(t97, 2048);  // paged_attention.pto:53:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TEXP(t97, t96);  // paged_attention.pto:53:41
@@ -210,19 +220,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g98 = 0; _g98 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g98) {  // paged_attention.pto:54:41
-        TileT99 t99(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
+    for (int64_t _g98 = 0; _g98 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g98) {  // paged_attention.pto:54:41
+        TileT99 t99(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
         TASSIGN(t99, 0);  // paged_attention.pto:54:41
         TEXPANDS(t99, 0.0f);  // paged_attention.pto:54:41
         pipe_barrier(PIPE_V);
-        for (int64_t _k100 = 0; _k100 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k100) {  // paged_attention.pto:54:41
-            TileT101 t101(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k100 * 32, 32));  // paged_attention.pto:54:41
+        for (int64_t _k100 = 0; _k100 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k100) {  // paged_attention.pto:54:41
+            TileT101 t101(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k100 * 32, 32));  // paged_attention.pto:54:41
             TASSIGN(t101, 512);  // paged_attention.pto:54:41
             using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:54:41
             GmView13 tilda_pij_1_u2c0Gm13(tilda_pij_1_u2c0 + _g98 * 16 * 32 + _k100 * 32, GmView13::Shape(t101.GetValidRow(), t101.GetValidCol()));  // paged_attention.pto:54:41
             TLOAD(t101, tilda_pij_1_u2c0Gm13);  // paged_attention.pto:54:41
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT102 t102(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
+            TileT102 t102(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:54:41
             TASSIGN(t102, 2560);  // paged_attention.pto:54:41
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // paged_attention.pto:54:41
@@ -238,25 +248,25 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         GmView14 sum_local_u2c0Gm14(sum_local_u2c0 + _g98 * 16, GmView14::Shape(t99.GetValidRow()));  // paged_attention.pto:54:41
         TSTORE(sum_local_u2c0Gm14, t99);  // paged_attention.pto:54:41
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT104 t104(std::min<int64_t>(std::max<int64_t>(16 - _g98 * 16, 0), 16));  // paged_attention.pto:55:46
+        TileT104 t104(min_i64(max_i64(16 - _g98 * 16, 0), 16));  // paged_attention.pto:55:46
         TASSIGN(t104, 0);  // paged_attention.pto:55:46
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView15 max_updateGm15(max_update + _g98 * 16, GmView15::Shape(t104.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t104, max_updateGm15);  // paged_attention.pto:55:46
-        TileT105 t105(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
+        TileT105 t105(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t105, 512);  // paged_attention.pto:55:46
         using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:55:46
         GmView16 max_new_u2c0Gm16(max_new_u2c0 + _g98 * 16, GmView16::Shape(t105.GetValidRow()));  // paged_attention.pto:55:46
         TLOAD(t105, max_new_u2c0Gm16);  // paged_attention.pto:55:46
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT106 t106(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
+        TileT106 t106(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:46
         TASSIGN(t106, 1024);  // paged_attention.pto:55:46
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TSUB(t106, t104, t105);  // paged_attention.pto:55:46
-        TileT109 t109(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:42
+        TileT109 t109(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g98 * 16, 16));  // paged_attention.pto:55:42
         TASSIGN(t109, 0);  // paged_attention.pto:55:42
         pipe_barrier(PIPE_V);
         TEXP(t109, t106);  // paged_attention.pto:55:42
@@ -275,8 +285,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g110 = 0; _g110 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g110) {  // paged_attention.pto:56:29
-        TileT111 t111(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:56:29
+    for (int64_t _g110 = 0; _g110 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g110) {  // paged_attention.pto:56:29
+        TileT111 t111(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:56:29
         TASSIGN(t111, 0);  // paged_attention.pto:56:29
         using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:56:29
         GmView18 max_new_u2c0Gm18(max_new_u2c0 + _g110 * 16, GmView18::Shape(t111.GetValidRow()));  // paged_attention.pto:56:29
@@ -287,19 +297,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         GmView19 max_updateGm19(max_update + _g110 * 16, GmView19::Shape(t111.GetValidRow()));  // paged_attention.pto:56:29
         TSTORE(max_updateGm19, t111);  // paged_attention.pto:56:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        TileT113 t113(std::min<int64_t>(std::max<int64_t>(16 - _g110 * 16, 0), 16));  // paged_attention.pto:57:45
+        TileT113 t113(min_i64(max_i64(16 - _g110 * 16, 0), 16));  // paged_attention.pto:57:45
         TASSIGN(t113, 0);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView20 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView20 sum_updateGm20(sum_update + _g110 * 16, GmView20::Shape(t113.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t113, sum_updateGm20);  // paged_attention.pto:57:45
-        TileT114 t114(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
+        TileT114 t114(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t114, 512);  // paged_attention.pto:57:45
         using GmView21 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView21 update_mul_u2c0Gm21(update_mul_u2c0 + _g110 * 16, GmView21::Shape(t114.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t114, update_mul_u2c0Gm21);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT115 t115(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
+        TileT115 t115(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g110 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t115, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMUL(t115, t113, t114);  // paged_attention.pto:57:45
@@ -319,19 +329,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g116 = 0; _g116 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g116) {  // paged_attention.pto:57:45
-        TileT117 t117(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
+    for (int64_t _g116 = 0; _g116 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g116) {  // paged_attention.pto:57:45
+        TileT117 t117(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t117, 0);  // paged_attention.pto:57:45
         using GmView23 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView23 t11_u2c0Gm23(t11_u2c0 + _g116 * 16, GmView23::Shape(t117.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t117, t11_u2c0Gm23);  // paged_attention.pto:57:45
-        TileT118 t118(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
+        TileT118 t118(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t118, 512);  // paged_attention.pto:57:45
         using GmView24 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:57:45
         GmView24 sum_local_u2c0Gm24(sum_local_u2c0 + _g116 * 16, GmView24::Shape(t118.GetValidRow()));  // paged_attention.pto:57:45
         TLOAD(t118, sum_local_u2c0Gm24);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT119 t119(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
+        TileT119 t119(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:57:45
         TASSIGN(t119, 1024);  // paged_attention.pto:57:45
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t119, t117, t118);  // paged_attention.pto:57:45
@@ -342,24 +352,24 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         GmView25 sum_updateGm25(sum_update + _g116 * 16, GmView25::Shape(t119.GetValidRow()));  // paged_attention.pto:57:45
         TSTORE(sum_updateGm25, t119);  // paged_attention.pto:57:45
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT121 t121(std::min<int64_t>(std::max<int64_t>(16 - _g116 * 16, 0), 16));  // paged_attention.pto:58:44
+        TileT121 t121(min_i64(max_i64(16 - _g116 * 16, 0), 16));  // paged_attention.pto:58:44
         TASSIGN(t121, 0);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView26 oi_updateGm26(oi_update + _g116 * 16 * 32, GmView26::Shape(t121.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t121, oi_updateGm26);  // paged_attention.pto:58:44
-        TileT122 t122(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
+        TileT122 t122(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t122, 2048);  // paged_attention.pto:58:44
         using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // paged_attention.pto:58:44
         GmView27 update_mul_u2c0Gm27(update_mul_u2c0 + _g116 * 16, GmView27::Shape(t122.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t122, update_mul_u2c0Gm27);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT123 t123(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
+        TileT123 t123(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t123, 2560);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TROWEXPAND(t123, t122);  // paged_attention.pto:58:44
-        TileT124 t124(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
+        TileT124 t124(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t124, 4608);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         TMUL(t124, t121, t123);  // paged_attention.pto:58:44
@@ -371,14 +381,14 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
         TSTORE(t13_u2c0Gm28, t124);  // paged_attention.pto:58:44
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g126 = 0; _g126 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
-            TileT127 t127(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+        for (int64_t _g126 = 0; _g126 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_g126) {  // paged_attention.pto:58:76
+            TileT127 t127(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t127, 0);  // paged_attention.pto:58:76
             using GmView29 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:76
             GmView29 tilda_pij_1_u2c0Gm29(tilda_pij_1_u2c0 + _g116 * 16 * 32 + _g126 * 32, GmView29::Shape(t127.GetValidRow(), t127.GetValidCol()));  // paged_attention.pto:58:76
             TLOAD(t127, tilda_pij_1_u2c0Gm29);  // paged_attention.pto:58:76
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT128 t128(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
+            TileT128 t128(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g116 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _g126 * 32, 32));  // paged_attention.pto:58:76
             TASSIGN(t128, 2048);  // paged_attention.pto:58:76
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t128, t127, RoundMode::CAST_RINT);  // paged_attention.pto:58:76

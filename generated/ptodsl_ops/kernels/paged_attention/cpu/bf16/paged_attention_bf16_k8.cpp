@@ -4,6 +4,16 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15_u2c0, __gm__ bfloat16_t* vj_u2c0, __gm__ float* t14_u2c0, __gm__ float* t13_u2c0, __gm__ float* oi_update, int64_t B, int64_t KD, int64_t QR, int64_t b, int64_t g, int64_t n2, int64_t s1, int32_t s0, int64_t s2_u2)
 {
     using TileT130 = TileAcc<float, 16, 32, DYNAMIC, 32>;
@@ -19,28 +29,28 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
     using TileT142 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT143 = Tile<TileType::Vec, float, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g129 = 0; _g129 < (std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g129) {  // paged_attention.pto:58:69
-        TileT130 t130(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:69
+    for (int64_t _g129 = 0; _g129 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g129) {  // paged_attention.pto:58:69
+        TileT130 t130(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:69
         TASSIGN(t130, 0);  // paged_attention.pto:58:69
-        TileT131 t131(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT131 t131(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t131, 0);  // paged_attention.pto:58:69
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView0 t15_u2c0Gm0(t15_u2c0 + _g129 * 16 * 32, GmView0::Shape(t131.GetValidRow(), t131.GetValidCol()));  // paged_attention.pto:58:69
         TLOAD(t131, t15_u2c0Gm0);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT132 t132(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT132 t132(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t132, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t132, t131);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT133 t133(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT133 t133(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t133, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
         GmView1 vj_u2c0Gm1(vj_u2c0, GmView1::Shape(t133.GetValidRow()));  // paged_attention.pto:58:69
         TLOAD(t133, vj_u2c0Gm1);  // paged_attention.pto:58:69
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT134 t134(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
+        TileT134 t134(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0), 32));  // paged_attention.pto:58:69
         TASSIGN(t134, 0);  // paged_attention.pto:58:69
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t134, t133);  // paged_attention.pto:58:69
@@ -51,26 +61,26 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k135 = 1; _k135 < (std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
-            TileT136 t136(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+        for (int64_t _k135 = 1; _k135 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k135) {  // paged_attention.pto:58:69
+            TileT136 t136(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t136, 0);  // paged_attention.pto:58:69
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView2 t15_u2c0Gm2(t15_u2c0 + _g129 * 16 * 32 + _k135 * 32, GmView2::Shape(t136.GetValidRow(), t136.GetValidCol()));  // paged_attention.pto:58:69
             TLOAD(t136, t15_u2c0Gm2);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT137 t137(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+            TileT137 t137(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t137, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t137, t136);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT138 t138(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+            TileT138 t138(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t138, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:69
             GmView3 vj_u2c0Gm3(vj_u2c0 + _k135 * 32 * 32, GmView3::Shape(t138.GetValidRow()));  // paged_attention.pto:58:69
             TLOAD(t138, vj_u2c0Gm3);  // paged_attention.pto:58:69
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT139 t139(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
+            TileT139 t139(min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k135 * 32, 32));  // paged_attention.pto:58:69
             TASSIGN(t139, 0);  // paged_attention.pto:58:69
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t139, t138);  // paged_attention.pto:58:69
@@ -84,19 +94,19 @@ extern "C" __global__ AICORE void paged_attention_bf16_k8(__gm__ bfloat16_t* t15
         GmView4 t14_u2c0Gm4(t14_u2c0 + _g129 * 16 * 32, GmView4::Shape(t130.GetValidRow()));  // paged_attention.pto:58:69
         TSTORE(t14_u2c0Gm4, t130);  // paged_attention.pto:58:69
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT141 t141(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
+        TileT141 t141(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t141, 0);  // paged_attention.pto:58:44
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView5 t13_u2c0Gm5(t13_u2c0 + _g129 * 16 * 32, GmView5::Shape(t141.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t141, t13_u2c0Gm5);  // paged_attention.pto:58:44
-        TileT142 t142(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
+        TileT142 t142(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t142, 2048);  // paged_attention.pto:58:44
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, 32, 1>>;  // paged_attention.pto:58:44
         GmView6 t14_u2c0Gm6(t14_u2c0 + _g129 * 16 * 32, GmView6::Shape(t142.GetValidRow()));  // paged_attention.pto:58:44
         TLOAD(t142, t14_u2c0Gm6);  // paged_attention.pto:58:44
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT143 t143(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
+        TileT143 t143(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g129 * 16, 16));  // paged_attention.pto:58:44
         TASSIGN(t143, 4096);  // paged_attention.pto:58:44
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t143, t141, t142);  // paged_attention.pto:58:44

@@ -4,13 +4,23 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void paged_attention_bf16_k9(__gm__ bfloat16_t* v0_u2c1, int64_t v0_u2c1_stride0, __gm__ bfloat16_t* kj_assemble_u2c1, __gm__ bfloat16_t* v1_u2c1, int64_t v1_u2c1_stride0, int64_t KR, int32_t s3_u2c1, int32_t s4_u2c1)
 {
     using TileT145 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
     using TileT147 = Tile<TileType::Vec, bfloat16_t, 16, 32, BLayout::RowMajor, DYNAMIC, 32>;
 
-    for (int64_t _g144 = 0; _g144 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
-        TileT145 t145(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16) - _g144 * 16, 16));  // paged_attention.pto:36:25
+    for (int64_t _g144 = 0; _g144 < (min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g144) {  // paged_attention.pto:36:25
+        TileT145 t145(min_i64(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16) - _g144 * 16, 16));  // paged_attention.pto:36:25
         TASSIGN(t145, 0);  // paged_attention.pto:36:25
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:36:25
         GmView0 v0_u2c1Gm0(v0_u2c1 + _g144 * 16 * v0_u2c1_stride0, GmView0::Shape(t145.GetValidRow()), GmView0::Stride(v0_u2c1_stride0));  // paged_attention.pto:36:25
@@ -23,8 +33,8 @@ extern "C" __global__ AICORE void paged_attention_bf16_k9(__gm__ bfloat16_t* v0_
     }
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g146 = 0; _g146 < (std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
-        TileT147 t147(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16) - _g146 * 16, 16));  // paged_attention.pto:37:25
+    for (int64_t _g146 = 0; _g146 < (min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) + 15) / 16; ++_g146) {  // paged_attention.pto:37:25
+        TileT147 t147(min_i64(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16) - _g146 * 16, 16));  // paged_attention.pto:37:25
         TASSIGN(t147, 0);  // paged_attention.pto:37:25
         using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 32>, Stride<1, 1, 1, DYNAMIC, 1>>;  // paged_attention.pto:37:25
         GmView2 v1_u2c1Gm2(v1_u2c1 + _g146 * 16 * v1_u2c1_stride0, GmView2::Shape(t147.GetValidRow()), GmView2::Stride(v1_u2c1_stride0));  // paged_attention.pto:37:25

@@ -77,15 +77,25 @@ static T read_device(const T* p)
     return value;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" { int64_t paged_attention_bf16_guard[3] = {0, 0, 0}; }
@@ -114,17 +124,17 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                     float* sum_update = reinterpret_cast<float*>(sum_update_bytes.data());  // paged_attention.pto:26:34
                     DeviceWorkspace max_update_bytes(16 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:27:34
                     float* max_update = reinterpret_cast<float*>(max_update_bytes.data());  // paged_attention.pto:27:34
-                    if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
+                    if (!(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) <= max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB))) {  // paged_attention.pto:28:31
                         paged_attention_bf16_guard[0] = static_cast<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32));  // paged_attention.pto:28:31
                         paged_attention_bf16_guard[1] = static_cast<int64_t>(0);  // paged_attention.pto:28:31
-                        paged_attention_bf16_guard[2] = static_cast<int64_t>(std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(std::max<int64_t>(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
+                        paged_attention_bf16_guard[2] = static_cast<int64_t>(max_i64(max_i64(max_i64(max_i64(max_i64(QR, 32), KR), KD), B), MB));  // paged_attention.pto:28:31
                         return 1;  // paged_attention.pto:28:31
                     }
                     if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 1) {  // paged_attention.pto:28:21
                         for (int64_t _s2_first = 0; _s2_first < 1; ++_s2_first) {  // paged_attention.pto:28:21
-                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
+                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
                                 return 2;  // paged_attention.pto:32:30
                             }
@@ -145,20 +155,20 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             const int64_t s4_first = static_cast<int64_t>(read_device(block_table + b * MB + 1));  // paged_attention.pto:34:38
                             DeviceWorkspace kj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
                             bfloat16_t* kj_assemble_first = reinterpret_cast<bfloat16_t*>(kj_assemble_first_bytes.data());  // paged_attention.pto:35:39
-                            if (!(0 <= std::max<int64_t>(s3_first, 0) * 16 && std::max<int64_t>(s3_first, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_first, 0) * 16);  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:36:49
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:36:49
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
                                 return 5;  // paged_attention.pto:36:49
                             }
-                            bfloat16_t* v0_first = k + std::max<int64_t>(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                            if (!(0 <= std::max<int64_t>(s4_first, 0) * 16 && std::max<int64_t>(s4_first, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_first, 0) * 16);  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            bfloat16_t* v0_first = k + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
+                            if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:37:55
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:37:55
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
                                 return 6;  // paged_attention.pto:37:55
                             }
-                            bfloat16_t* v1_first = k + std::max<int64_t>(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
+                            bfloat16_t* v1_first = k + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             DeviceWorkspace sij_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
                             float* sij_first = reinterpret_cast<float*>(sij_first_bytes.data());  // paged_attention.pto:38:31
                             if (ptodsl_failed) {  // paged_attention.pto:36:25
@@ -168,24 +178,24 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             float* sij_valid_first = sij_first;  // paged_attention.pto:39:37
                             DeviceWorkspace vj_assemble_first_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
                             bfloat16_t* vj_assemble_first = reinterpret_cast<bfloat16_t*>(vj_assemble_first_bytes.data());  // paged_attention.pto:40:39
-                            if (!(0 <= std::max<int64_t>(s3_first, 0) * 16 && std::max<int64_t>(s3_first, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_first, 0) * 16);  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            if (!(0 <= max_i64(s3_first, 0) * 16 && max_i64(s3_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_first, 0) * 16);  // paged_attention.pto:41:49
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_first, 0) * 16, 0), 16));  // paged_attention.pto:41:49
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
                                 return 7;  // paged_attention.pto:41:49
                             }
-                            bfloat16_t* v2_first = v + std::max<int64_t>(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
+                            bfloat16_t* v2_first = v + max_i64(s3_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                             if (ptodsl_failed) {  // paged_attention.pto:38:31
                                 return -1;  // paged_attention.pto:38:31
                             }
                             paged_attention_bf16_k1_launch(1, ptodsl_stream, qi_first, kj_assemble_first, sij_first, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                            if (!(0 <= std::max<int64_t>(s4_first, 0) * 16 && std::max<int64_t>(s4_first, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_first, 0) * 16);  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            if (!(0 <= max_i64(s4_first, 0) * 16 && max_i64(s4_first, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_first, 0) * 16);  // paged_attention.pto:42:55
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_first, 0) * 16, 0), 16));  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
                                 return 8;  // paged_attention.pto:42:55
                             }
-                            bfloat16_t* v3_first = v + std::max<int64_t>(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
+                            bfloat16_t* v3_first = v + max_i64(s4_first, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             bfloat16_t* vj_first = vj_assemble_first;  // paged_attention.pto:43:30
                             DeviceWorkspace sij_scale_first_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
                             float* sij_scale_first = reinterpret_cast<float*>(sij_scale_first_bytes.data());  // paged_attention.pto:44:37
@@ -219,10 +229,10 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             }
                         }
                     }
-                    for (int64_t s2_u2 = 0; s2_u2 < std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
+                    for (int64_t s2_u2 = 0; s2_u2 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2; ++s2_u2) {  // paged_attention.pto:28:21
+                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
                             return 10;  // paged_attention.pto:32:30
                         }
@@ -243,20 +253,20 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         const int64_t s4_u2c0 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 3)));  // paged_attention.pto:34:38
                         DeviceWorkspace kj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
                         bfloat16_t* kj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c0_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= std::max<int64_t>(s3_u2c0, 0) * 16 && std::max<int64_t>(s3_u2c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
                             return 13;  // paged_attention.pto:36:49
                         }
-                        bfloat16_t* v0_u2c0 = k + std::max<int64_t>(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= std::max<int64_t>(s4_u2c0, 0) * 16 && std::max<int64_t>(s4_u2c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                        bfloat16_t* v0_u2c0 = k + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
                             return 14;  // paged_attention.pto:37:55
                         }
-                        bfloat16_t* v1_u2c0 = k + std::max<int64_t>(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
+                        bfloat16_t* v1_u2c0 = k + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
                         float* sij_u2c0 = reinterpret_cast<float*>(sij_u2c0_bytes.data());  // paged_attention.pto:38:31
                         if (ptodsl_failed) {  // paged_attention.pto:36:25
@@ -266,24 +276,24 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         float* sij_valid_u2c0 = sij_u2c0;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u2c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
                         bfloat16_t* vj_assemble_u2c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c0_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= std::max<int64_t>(s3_u2c0, 0) * 16 && std::max<int64_t>(s3_u2c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                        if (!(0 <= max_i64(s3_u2c0, 0) * 16 && max_i64(s3_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c0, 0) * 16);  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
                             return 15;  // paged_attention.pto:41:49
                         }
-                        bfloat16_t* v2_u2c0 = v + std::max<int64_t>(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
+                        bfloat16_t* v2_u2c0 = v + max_i64(s3_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                         if (ptodsl_failed) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
                         paged_attention_bf16_k6_launch(1, ptodsl_stream, qi_u2c0, kj_assemble_u2c0, sij_u2c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= std::max<int64_t>(s4_u2c0, 0) * 16 && std::max<int64_t>(s4_u2c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                        if (!(0 <= max_i64(s4_u2c0, 0) * 16 && max_i64(s4_u2c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c0, 0) * 16);  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
                             return 16;  // paged_attention.pto:42:55
                         }
-                        bfloat16_t* v3_u2c0 = v + std::max<int64_t>(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
+                        bfloat16_t* v3_u2c0 = v + max_i64(s4_u2c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u2c0 = vj_assemble_u2c0;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u2c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
                         float* sij_scale_u2c0 = reinterpret_cast<float*>(sij_scale_u2c0_bytes.data());  // paged_attention.pto:44:37
@@ -309,9 +319,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             return -1;  // paged_attention.pto:41:25
                         }
                         paged_attention_bf16_k7_launch(1, ptodsl_stream, v2_u2c0, KD, vj_assemble_u2c0, v3_u2c0, KD, sij_valid_u2c0, sij_scale_u2c0, max_update, max_new_u2c0, t8_u2c0, tilda_pij_1_u2c0, sum_local_u2c0, update_mul_u2c0, sum_update, t11_u2c0, oi_update, t13_u2c0, t15_u2c0, KR, s3_u2c0, s4_u2c0, B, KD, QR, b, g, n2, s1, s0, s2_u2, softmax_scale);  // paged_attention.pto:41:25
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
+                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
                             return 17;  // paged_attention.pto:32:30
                         }
@@ -336,20 +346,20 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         const int64_t s4_u2c1 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 5)));  // paged_attention.pto:34:38
                         DeviceWorkspace kj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
                         bfloat16_t* kj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(kj_assemble_u2c1_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= std::max<int64_t>(s3_u2c1, 0) * 16 && std::max<int64_t>(s3_u2c1, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
                             return 20;  // paged_attention.pto:36:49
                         }
-                        bfloat16_t* v0_u2c1 = k + std::max<int64_t>(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= std::max<int64_t>(s4_u2c1, 0) * 16 && std::max<int64_t>(s4_u2c1, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                        bfloat16_t* v0_u2c1 = k + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:37:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
                             return 21;  // paged_attention.pto:37:55
                         }
-                        bfloat16_t* v1_u2c1 = k + std::max<int64_t>(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
+                        bfloat16_t* v1_u2c1 = k + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
                         float* sij_u2c1 = reinterpret_cast<float*>(sij_u2c1_bytes.data());  // paged_attention.pto:38:31
                         if (ptodsl_failed) {  // paged_attention.pto:36:25
@@ -359,24 +369,24 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         float* sij_valid_u2c1 = sij_u2c1;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u2c1_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
                         bfloat16_t* vj_assemble_u2c1 = reinterpret_cast<bfloat16_t*>(vj_assemble_u2c1_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= std::max<int64_t>(s3_u2c1, 0) * 16 && std::max<int64_t>(s3_u2c1, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                        if (!(0 <= max_i64(s3_u2c1, 0) * 16 && max_i64(s3_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u2c1, 0) * 16);  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
                             return 22;  // paged_attention.pto:41:49
                         }
-                        bfloat16_t* v2_u2c1 = v + std::max<int64_t>(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
+                        bfloat16_t* v2_u2c1 = v + max_i64(s3_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                         if (ptodsl_failed) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
                         paged_attention_bf16_k10_launch(1, ptodsl_stream, qi_u2c1, kj_assemble_u2c1, sij_u2c1, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= std::max<int64_t>(s4_u2c1, 0) * 16 && std::max<int64_t>(s4_u2c1, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                        if (!(0 <= max_i64(s4_u2c1, 0) * 16 && max_i64(s4_u2c1, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u2c1, 0) * 16);  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u2c1, 0) * 16, 0), 16));  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
                             return 23;  // paged_attention.pto:42:55
                         }
-                        bfloat16_t* v3_u2c1 = v + std::max<int64_t>(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
+                        bfloat16_t* v3_u2c1 = v + max_i64(s4_u2c1, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u2c1 = vj_assemble_u2c1;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u2c1_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
                         float* sij_scale_u2c1 = reinterpret_cast<float*>(sij_scale_u2c1_bytes.data());  // paged_attention.pto:44:37
@@ -407,44 +417,44 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         }
                         paged_attention_bf16_k12_launch(1, ptodsl_stream, t15_u2c1, vj_u2c1, t14_u2c1, t13_u2c1, oi_update, B, KD, QR, b, g, n2, s1, s0, s2_u2);  // paged_attention.pto:58:69
                     }
-                    for (int64_t s2_u1 = 0; s2_u1 < std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
-                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
+                    for (int64_t s2_u1 = 0; s2_u1 < max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2; ++s2_u1) {  // paged_attention.pto:28:21
+                        if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
                             return 24;  // paged_attention.pto:32:30
                         }
                         bfloat16_t* qi_u1c0 = q + ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)) * 32;  // paged_attention.pto:32:30
-                        if (!(0 <= (1 + (std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>((1 + (std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
+                        if (!(0 <= (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 && (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2 <= MB - 1)) {  // paged_attention.pto:33:38
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>((1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2);  // paged_attention.pto:33:38
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:33:38
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 25;  // paged_attention.pto:33:38
                         }
-                        const int64_t s3_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + (std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2));  // paged_attention.pto:33:38
-                        if (!(0 <= std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
+                        const int64_t s3_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2));  // paged_attention.pto:33:38
+                        if (!(0 <= max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 && max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3 <= MB - 1)) {  // paged_attention.pto:34:38
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3);  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[1] = static_cast<int64_t>(1);  // paged_attention.pto:34:38
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                             return 26;  // paged_attention.pto:34:38
                         }
-                        const int64_t s4_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (std::max<int64_t>(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)));  // paged_attention.pto:34:38
+                        const int64_t s4_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)));  // paged_attention.pto:34:38
                         DeviceWorkspace kj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
                         bfloat16_t* kj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(kj_assemble_u1c0_bytes.data());  // paged_attention.pto:35:39
-                        if (!(0 <= std::max<int64_t>(s3_u1c0, 0) * 16 && std::max<int64_t>(s3_u1c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:36:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:36:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
                             return 27;  // paged_attention.pto:36:49
                         }
-                        bfloat16_t* v0_u1c0 = k + std::max<int64_t>(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                        if (!(0 <= std::max<int64_t>(s4_u1c0, 0) * 16 && std::max<int64_t>(s4_u1c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                        bfloat16_t* v0_u1c0 = k + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
+                        if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:37:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:37:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
                             return 28;  // paged_attention.pto:37:55
                         }
-                        bfloat16_t* v1_u1c0 = k + std::max<int64_t>(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
+                        bfloat16_t* v1_u1c0 = k + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                         DeviceWorkspace sij_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
                         float* sij_u1c0 = reinterpret_cast<float*>(sij_u1c0_bytes.data());  // paged_attention.pto:38:31
                         if (ptodsl_failed) {  // paged_attention.pto:36:25
@@ -454,24 +464,24 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                         float* sij_valid_u1c0 = sij_u1c0;  // paged_attention.pto:39:37
                         DeviceWorkspace vj_assemble_u1c0_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
                         bfloat16_t* vj_assemble_u1c0 = reinterpret_cast<bfloat16_t*>(vj_assemble_u1c0_bytes.data());  // paged_attention.pto:40:39
-                        if (!(0 <= std::max<int64_t>(s3_u1c0, 0) * 16 && std::max<int64_t>(s3_u1c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                        if (!(0 <= max_i64(s3_u1c0, 0) * 16 && max_i64(s3_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_u1c0, 0) * 16);  // paged_attention.pto:41:49
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:41:49
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
                             return 29;  // paged_attention.pto:41:49
                         }
-                        bfloat16_t* v2_u1c0 = v + std::max<int64_t>(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
+                        bfloat16_t* v2_u1c0 = v + max_i64(s3_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                         if (ptodsl_failed) {  // paged_attention.pto:38:31
                             return -1;  // paged_attention.pto:38:31
                         }
                         paged_attention_bf16_k14_launch(1, ptodsl_stream, qi_u1c0, kj_assemble_u1c0, sij_u1c0, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                        if (!(0 <= std::max<int64_t>(s4_u1c0, 0) * 16 && std::max<int64_t>(s4_u1c0, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
-                            paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                        if (!(0 <= max_i64(s4_u1c0, 0) * 16 && max_i64(s4_u1c0, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_u1c0, 0) * 16);  // paged_attention.pto:42:55
+                            paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_u1c0, 0) * 16, 0), 16));  // paged_attention.pto:42:55
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
                             return 30;  // paged_attention.pto:42:55
                         }
-                        bfloat16_t* v3_u1c0 = v + std::max<int64_t>(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
+                        bfloat16_t* v3_u1c0 = v + max_i64(s4_u1c0, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                         bfloat16_t* vj_u1c0 = vj_assemble_u1c0;  // paged_attention.pto:43:30
                         DeviceWorkspace sij_scale_u1c0_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
                         float* sij_scale_u1c0 = reinterpret_cast<float*>(sij_scale_u1c0_bytes.data());  // paged_attention.pto:44:37
@@ -504,9 +514,9 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                     }
                     if (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) >= 2) {  // paged_attention.pto:28:21
                         for (int64_t _s2_last = 0; _s2_last < 1; ++_s2_last) {  // paged_attention.pto:28:21
-                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
+                            if (!(0 <= (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) && (b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16) <= QR - min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16))) {  // paged_attention.pto:32:30
                                 paged_attention_bf16_guard[0] = static_cast<int64_t>((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16));  // paged_attention.pto:32:30
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16));  // paged_attention.pto:32:30
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(QR);  // paged_attention.pto:32:30
                                 return 31;  // paged_attention.pto:32:30
                             }
@@ -527,20 +537,20 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             const int64_t s4_last = static_cast<int64_t>(read_device(block_table + b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)));  // paged_attention.pto:34:38
                             DeviceWorkspace kj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:35:39
                             bfloat16_t* kj_assemble_last = reinterpret_cast<bfloat16_t*>(kj_assemble_last_bytes.data());  // paged_attention.pto:35:39
-                            if (!(0 <= std::max<int64_t>(s3_last, 0) * 16 && std::max<int64_t>(s3_last, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_last, 0) * 16);  // paged_attention.pto:36:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
+                            if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:36:49
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:36:49
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:36:49
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:36:49
                                 return 34;  // paged_attention.pto:36:49
                             }
-                            bfloat16_t* v0_last = k + std::max<int64_t>(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
-                            if (!(0 <= std::max<int64_t>(s4_last, 0) * 16 && std::max<int64_t>(s4_last, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_last, 0) * 16);  // paged_attention.pto:37:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
+                            bfloat16_t* v0_last = k + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:36:49
+                            if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:37:55
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:37:55
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:37:55
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:37:55
                                 return 35;  // paged_attention.pto:37:55
                             }
-                            bfloat16_t* v1_last = k + std::max<int64_t>(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
+                            bfloat16_t* v1_last = k + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:37:55
                             DeviceWorkspace sij_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:38:31
                             float* sij_last = reinterpret_cast<float*>(sij_last_bytes.data());  // paged_attention.pto:38:31
                             if (ptodsl_failed) {  // paged_attention.pto:36:25
@@ -550,24 +560,24 @@ extern "C" int paged_attention_bf16(void* stream, bfloat16_t* q, bfloat16_t* k, 
                             float* sij_valid_last = sij_last;  // paged_attention.pto:39:37
                             DeviceWorkspace vj_assemble_last_bytes(1024 * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // paged_attention.pto:40:39
                             bfloat16_t* vj_assemble_last = reinterpret_cast<bfloat16_t*>(vj_assemble_last_bytes.data());  // paged_attention.pto:40:39
-                            if (!(0 <= std::max<int64_t>(s3_last, 0) * 16 && std::max<int64_t>(s3_last, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s3_last, 0) * 16);  // paged_attention.pto:41:49
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
+                            if (!(0 <= max_i64(s3_last, 0) * 16 && max_i64(s3_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16))) {  // paged_attention.pto:41:49
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s3_last, 0) * 16);  // paged_attention.pto:41:49
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s3_last, 0) * 16, 0), 16));  // paged_attention.pto:41:49
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:41:49
                                 return 36;  // paged_attention.pto:41:49
                             }
-                            bfloat16_t* v2_last = v + std::max<int64_t>(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
+                            bfloat16_t* v2_last = v + max_i64(s3_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:41:49
                             if (ptodsl_failed) {  // paged_attention.pto:38:31
                                 return -1;  // paged_attention.pto:38:31
                             }
                             paged_attention_bf16_k18_launch(1, ptodsl_stream, qi_last, kj_assemble_last, sij_last, B, KD, QR, b, g, n2, s1);  // paged_attention.pto:38:31
-                            if (!(0 <= std::max<int64_t>(s4_last, 0) * 16 && std::max<int64_t>(s4_last, 0) * 16 <= KR - std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[0] = static_cast<int64_t>(std::max<int64_t>(s4_last, 0) * 16);  // paged_attention.pto:42:55
-                                paged_attention_bf16_guard[1] = static_cast<int64_t>(std::min<int64_t>(std::max<int64_t>(KR - std::max<int64_t>(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
+                            if (!(0 <= max_i64(s4_last, 0) * 16 && max_i64(s4_last, 0) * 16 <= KR - min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16))) {  // paged_attention.pto:42:55
+                                paged_attention_bf16_guard[0] = static_cast<int64_t>(max_i64(s4_last, 0) * 16);  // paged_attention.pto:42:55
+                                paged_attention_bf16_guard[1] = static_cast<int64_t>(min_i64(max_i64(KR - max_i64(s4_last, 0) * 16, 0), 16));  // paged_attention.pto:42:55
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(KR);  // paged_attention.pto:42:55
                                 return 37;  // paged_attention.pto:42:55
                             }
-                            bfloat16_t* v3_last = v + std::max<int64_t>(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
+                            bfloat16_t* v3_last = v + max_i64(s4_last, 0) * 16 * KD + n2 * 32;  // paged_attention.pto:42:55
                             bfloat16_t* vj_last = vj_assemble_last;  // paged_attention.pto:43:30
                             DeviceWorkspace sij_scale_last_bytes(512 * static_cast<int64_t>(sizeof(float)), poison);  // paged_attention.pto:44:37
                             float* sij_scale_last = reinterpret_cast<float*>(sij_scale_last_bytes.data());  // paged_attention.pto:44:37

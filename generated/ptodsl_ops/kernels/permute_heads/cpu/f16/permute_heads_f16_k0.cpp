@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void permute_heads_f16_k0(__gm__ half* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, __gm__ half* y, int64_t B, int64_t H, int64_t S, int64_t D)
 {
     using TileT4 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -13,16 +18,16 @@ extern "C" __global__ AICORE void permute_heads_f16_k0(__gm__ half* t0, int64_t 
             for (int64_t _g2 = 0; _g2 < (S + 15) / 16; ++_g2) {  // permute_heads.pto:4:5
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g3 = 0; _g3 < (D + 63) / 64; ++_g3) {  // permute_heads.pto:4:5
-                    TileT4 t4(std::min<int64_t>(S - _g2 * 16, 16), std::min<int64_t>(D - _g3 * 64, 64));  // permute_heads.pto:4:5
+                    TileT4 t4(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64));  // permute_heads.pto:4:5
                     TASSIGN(t4, 0);  // permute_heads.pto:4:5
                     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
-                    GmView0 t0Gm0(t0 + _g0 * t0_stride0 + _g1 * t0_stride1 + _g2 * 16 * t0_stride2 + _g3 * 64, GmView0::Shape(std::min<int64_t>(S - _g2 * 16, 16), std::min<int64_t>(D - _g3 * 64, 64)), GmView0::Stride(t0_stride0, t0_stride1, t0_stride2));  // permute_heads.pto:4:5
+                    GmView0 t0Gm0(t0 + _g0 * t0_stride0 + _g1 * t0_stride1 + _g2 * 16 * t0_stride2 + _g3 * 64, GmView0::Shape(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64)), GmView0::Stride(t0_stride0, t0_stride1, t0_stride2));  // permute_heads.pto:4:5
                     TLOAD(t4, t0Gm0);  // permute_heads.pto:4:5
                     set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                     using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // permute_heads.pto:4:5
-                    GmView1 yGm1(y + _g0 * (D * S * H) + _g1 * (D * S) + _g2 * 16 * D + _g3 * 64, GmView1::Shape(std::min<int64_t>(S - _g2 * 16, 16), std::min<int64_t>(D - _g3 * 64, 64)), GmView1::Stride(D * S * H, D * S, D));  // permute_heads.pto:4:5
+                    GmView1 yGm1(y + _g0 * (D * S * H) + _g1 * (D * S) + _g2 * 16 * D + _g3 * 64, GmView1::Shape(min_i64(S - _g2 * 16, 16), min_i64(D - _g3 * 64, 64)), GmView1::Stride(D * S * H, D * S, D));  // permute_heads.pto:4:5
                     TSTORE(yGm1, t4);  // permute_heads.pto:4:5
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 }

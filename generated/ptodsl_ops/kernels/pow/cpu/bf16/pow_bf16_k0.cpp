@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* a, __gm__ bfloat16_t* b, __gm__ bfloat16_t* c, __gm__ bfloat16_t* d, __gm__ bfloat16_t* l, __gm__ bfloat16_t* s, int64_t M, int64_t N, float p)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -69,14 +74,14 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // pow.pto:5:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t2, 0);  // pow.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // pow.pto:5:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // pow.pto:5:12
             TLOAD(t2, xGm0);  // pow.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t3, 4096);  // pow.pto:5:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -84,20 +89,20 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView1 eGm1(e + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // pow.pto:5:12
             TLOAD(t3, eGm1);  // pow.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t4, 8192);  // pow.pto:5:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t5, 12288);  // pow.pto:5:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t5, t2, RoundMode::CAST_RINT);  // pow.pto:5:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t6, 20480);  // pow.pto:5:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t6, t3, RoundMode::CAST_RINT);  // pow.pto:5:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t7, 0);  // pow.pto:5:12
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp0(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileTmp0 tmp0(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(tmp0, 69632);  // pow.pto:5:12
             TPOW(t7, t5, t6, tmp0);  // pow.pto:5:12
             pipe_barrier(PIPE_V);
@@ -109,13 +114,13 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView2::Stride(N));  // pow.pto:5:12
             TSTORE(aGm2, t4);  // pow.pto:5:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:6:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:6:12
             TASSIGN(t11, 0);  // pow.pto:6:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:6:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:6:12
             TASSIGN(t13, 4096);  // pow.pto:6:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:6:12
+            TileTmp0 tmp1(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:6:12
             TASSIGN(tmp1, 69632);  // pow.pto:6:12
             TPOWS(t13, t5, p, tmp1);  // pow.pto:6:12
             pipe_barrier(PIPE_V);
@@ -126,16 +131,16 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView3 bGm3(b + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView3::Stride(N));  // pow.pto:6:12
             TSTORE(bGm3, t11);  // pow.pto:6:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(t17, 0);  // pow.pto:7:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(t19, 4096);  // pow.pto:7:12
             pipe_barrier(PIPE_V);
-            TileTmp0 tmp2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileTmp0 tmp2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(tmp2, 69632);  // pow.pto:7:12
             TEXPANDS(tmp2, 2.0f);  // pow.pto:7:12
             pipe_barrier(PIPE_V);  // pow.pto:7:12
-            TileTmp0 tmp3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileTmp0 tmp3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(tmp3, 77824);  // pow.pto:7:12
             TPOW(t19, tmp2, t6, tmp3);  // pow.pto:7:12
             pipe_barrier(PIPE_V);
@@ -147,76 +152,76 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView4 cGm4(c + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t17.GetValidRow(), t17.GetValidCol()), GmView4::Stride(N));  // pow.pto:7:12
             TSTORE(cGm4, t17);  // pow.pto:7:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:17
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:17
             TASSIGN(t23, 0);  // pow.pto:8:17
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:17
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:17
             TASSIGN(t25, 4096);  // pow.pto:8:17
             pipe_barrier(PIPE_V);
             TMULS(t25, t6, 8.0f);  // pow.pto:8:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TCVT(t23, t25, RoundMode::CAST_RINT);  // pow.pto:8:17
-            TileT29 t29(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT29 t29(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t29, 4096);  // pow.pto:8:12
-            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT30 t30(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t30, 28672);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t30, t23, RoundMode::CAST_RINT);  // pow.pto:8:12
-            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT31 t31(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t31, 36864);  // pow.pto:8:12
-            TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT32 t32(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t32, 45056);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t32, t30, RoundMode::CAST_FLOOR);  // pow.pto:8:12
-            TileT33 t33(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT33 t33(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t33, 0);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
-            TileView1 view4(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView1 view4(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view4, 0);  // pow.pto:8:12
             TCMP(view4, t30, t32, CmpMode::EQ);  // pow.pto:8:12
-            TileT34 t34(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT34 t34(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t34, 53248);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TSUB(t34, t30, t32);  // pow.pto:8:12
-            TileT35 t35(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT35 t35(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t35, 28672);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TileTmp2 tmp5;  // pow.pto:8:12
             TASSIGN(tmp5, 69632);  // pow.pto:8:12
             TEXPANDS(tmp5, 0.0f);  // pow.pto:8:12
             pipe_barrier(PIPE_V);  // pow.pto:8:12
-            TileView3 view6(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view6(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view6, 28672);  // pow.pto:8:12
-            TileView3 view7(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view7(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view7, 69632);  // pow.pto:8:12
-            TileView3 view8(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view8(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view8, 53248);  // pow.pto:8:12
-            TileView1 view9(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView1 view9(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view9, 0);  // pow.pto:8:12
             TileTmp2 tmp10;  // pow.pto:8:12
             TASSIGN(tmp10, 77824);  // pow.pto:8:12
             TSEL(view6, view9, view7, view8, tmp10);  // pow.pto:8:12
-            TileT36 t36(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT36 t36(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t36, 53248);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t36, t32, 0.693145751953125f);  // pow.pto:8:12
-            TileT37 t37(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT37 t37(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t37, 61440);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TEXP(t37, t36);  // pow.pto:8:12
-            TileT38 t38(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT38 t38(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t38, 53248);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t38, t32, 1.428606765330187e-06f);  // pow.pto:8:12
-            TileT39 t39(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT39 t39(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t39, 45056);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t39, t35, 0.6931471805599453f);  // pow.pto:8:12
-            TileT40 t40(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT40 t40(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t40, 28672);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TADD(t40, t38, t39);  // pow.pto:8:12
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT41 t41(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t41, 45056);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TEXP(t41, t40);  // pow.pto:8:12
@@ -230,77 +235,77 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView5 dGm5(d + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t29.GetValidRow(), t29.GetValidCol()), GmView5::Stride(N));  // pow.pto:8:12
             TSTORE(dGm5, t29);  // pow.pto:8:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT45 t45(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:18
+            TileT45 t45(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:18
             TASSIGN(t45, 0);  // pow.pto:9:18
-            TileT47 t47(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:18
+            TileT47 t47(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:18
             TASSIGN(t47, 4096);  // pow.pto:9:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TSUBS(t47, t5, 1.0f);  // pow.pto:9:18
             pipe_barrier(PIPE_V);
             TCVT(t45, t47, RoundMode::CAST_RINT);  // pow.pto:9:18
-            TileT51 t51(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT51 t51(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t51, 4096);  // pow.pto:9:12
-            TileT52 t52(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT52 t52(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t52, 8192);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TCVT(t52, t45, RoundMode::CAST_RINT);  // pow.pto:9:12
-            TileT53 t53(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT53 t53(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t53, 28672);  // pow.pto:9:12
-            TileT54 t54(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT54 t54(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t54, 36864);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TADDS(t54, t52, 1.0f);  // pow.pto:9:12
-            TileT55 t55(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT55 t55(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t55, 45056);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TSUBS(t55, t54, 1.0f);  // pow.pto:9:12
-            TileT56 t56(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT56 t56(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t56, 53248);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TLOG(t56, t54);  // pow.pto:9:12
-            TileT57 t57(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT57 t57(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t57, 0);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView1 view11(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view11(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view11, 0);  // pow.pto:9:12
             TCMPS(view11, t54, 1.0f, CmpMode::EQ);  // pow.pto:9:12
-            TileT58 t58(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT58 t58(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t58, 2048);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView1 view12(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view12(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view12, 2048);  // pow.pto:9:12
             TCMP(view12, t55, t52, CmpMode::EQ);  // pow.pto:9:12
-            TileT59 t59(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT59 t59(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t59, 36864);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TDIV(t59, t52, t55);  // pow.pto:9:12
-            TileT60 t60(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT60 t60(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t60, 45056);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TMUL(t60, t56, t59);  // pow.pto:9:12
-            TileT61 t61(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT61 t61(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t61, 36864);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView3 view13(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view13(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view13, 36864);  // pow.pto:9:12
-            TileView3 view14(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view14(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view14, 53248);  // pow.pto:9:12
-            TileView3 view15(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view15(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view15, 45056);  // pow.pto:9:12
-            TileView1 view16(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view16(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view16, 2048);  // pow.pto:9:12
             TileTmp2 tmp17;  // pow.pto:9:12
             TASSIGN(tmp17, 69632);  // pow.pto:9:12
             TSEL(view13, view16, view14, view15, tmp17);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView3 view18(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view18(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view18, 28672);  // pow.pto:9:12
-            TileView3 view19(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view19(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view19, 8192);  // pow.pto:9:12
-            TileView3 view20(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view20(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view20, 36864);  // pow.pto:9:12
-            TileView1 view21(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view21(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view21, 0);  // pow.pto:9:12
             TileTmp2 tmp22;  // pow.pto:9:12
             TASSIGN(tmp22, 69632);  // pow.pto:9:12
@@ -313,78 +318,78 @@ extern "C" __global__ AICORE void pow_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloa
             GmView6 lGm6(l + _g0 * 8 * N + _g1 * 256, GmView6::Shape(t51.GetValidRow(), t51.GetValidCol()), GmView6::Stride(N));  // pow.pto:9:12
             TSTORE(lGm6, t51);  // pow.pto:9:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT65 t65(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:18
+            TileT65 t65(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:18
             TASSIGN(t65, 0);  // pow.pto:10:18
-            TileT67 t67(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:18
+            TileT67 t67(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:18
             TASSIGN(t67, 4096);  // pow.pto:10:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t67, t6, 1e-05f);  // pow.pto:10:18
             pipe_barrier(PIPE_V);
             TCVT(t65, t67, RoundMode::CAST_RINT);  // pow.pto:10:18
-            TileT71 t71(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT71 t71(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t71, 4096);  // pow.pto:10:12
-            TileT72 t72(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT72 t72(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t72, 8192);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TCVT(t72, t65, RoundMode::CAST_RINT);  // pow.pto:10:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            TileT73 t73(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT73 t73(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t73, 16384);  // pow.pto:10:12
-            TileT74 t74(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT74 t74(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t74, 24576);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TADDS(t74, t72, 1.0f);  // pow.pto:10:12
-            TileT75 t75(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT75 t75(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t75, 32768);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TSUBS(t75, t74, 1.0f);  // pow.pto:10:12
-            TileT76 t76(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT76 t76(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t76, 40960);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TLOG(t76, t74);  // pow.pto:10:12
-            TileT77 t77(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT77 t77(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t77, 0);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView1 view23(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view23(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view23, 0);  // pow.pto:10:12
             TCMPS(view23, t74, 1.0f, CmpMode::EQ);  // pow.pto:10:12
-            TileT78 t78(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT78 t78(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t78, 2048);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView1 view24(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view24(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view24, 2048);  // pow.pto:10:12
             TCMP(view24, t75, t72, CmpMode::EQ);  // pow.pto:10:12
-            TileT79 t79(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT79 t79(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t79, 24576);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TDIV(t79, t72, t75);  // pow.pto:10:12
-            TileT80 t80(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT80 t80(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t80, 32768);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TMUL(t80, t76, t79);  // pow.pto:10:12
-            TileT81 t81(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT81 t81(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t81, 24576);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView3 view25(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view25(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view25, 24576);  // pow.pto:10:12
-            TileView3 view26(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view26(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view26, 40960);  // pow.pto:10:12
-            TileView3 view27(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view27(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view27, 32768);  // pow.pto:10:12
-            TileView1 view28(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view28(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view28, 2048);  // pow.pto:10:12
             TileTmp2 tmp29;  // pow.pto:10:12
             TASSIGN(tmp29, 69632);  // pow.pto:10:12
             TSEL(view25, view28, view26, view27, tmp29);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView3 view30(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view30(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view30, 16384);  // pow.pto:10:12
-            TileView3 view31(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view31(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view31, 8192);  // pow.pto:10:12
-            TileView3 view32(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view32(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view32, 24576);  // pow.pto:10:12
-            TileView1 view33(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view33(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view33, 0);  // pow.pto:10:12
             TileTmp2 tmp34;  // pow.pto:10:12
             TASSIGN(tmp34, 69632);  // pow.pto:10:12

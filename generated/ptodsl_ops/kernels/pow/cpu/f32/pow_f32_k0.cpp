@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, __gm__ float* a, __gm__ float* b, __gm__ float* c, __gm__ float* d, __gm__ float* l, __gm__ float* s, int64_t M, int64_t N, float p)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -54,23 +59,23 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // pow.pto:5:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t2, 0);  // pow.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // pow.pto:5:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // pow.pto:5:12
             TLOAD(t2, xGm0);  // pow.pto:5:12
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t3, 8192);  // pow.pto:5:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // pow.pto:5:12
             GmView1 eGm1(e + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // pow.pto:5:12
             TLOAD(t3, eGm1);  // pow.pto:5:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(t4, 16384);  // pow.pto:5:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:5:12
+            TileTmp0 tmp0(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:5:12
             TASSIGN(tmp0, 59392);  // pow.pto:5:12
             TPOW(t4, t2, t3, tmp0);  // pow.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -80,11 +85,11 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
             GmView2 aGm2(a + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t4.GetValidRow(), t4.GetValidCol()), GmView2::Stride(N));  // pow.pto:5:12
             TSTORE(aGm2, t4);  // pow.pto:5:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:6:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:6:12
             TASSIGN(t8, 16384);  // pow.pto:6:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp1(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:6:12
+            TileTmp0 tmp1(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:6:12
             TASSIGN(tmp1, 59392);  // pow.pto:6:12
             TPOWS(t8, t2, p, tmp1);  // pow.pto:6:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -93,15 +98,15 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
             GmView3 bGm3(b + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView3::Stride(N));  // pow.pto:6:12
             TSTORE(bGm3, t8);  // pow.pto:6:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(t12, 16384);  // pow.pto:7:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileTmp0 tmp2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(tmp2, 59392);  // pow.pto:7:12
             TEXPANDS(tmp2, 2.0f);  // pow.pto:7:12
             pipe_barrier(PIPE_V);  // pow.pto:7:12
-            TileTmp0 tmp3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:7:12
+            TileTmp0 tmp3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:7:12
             TASSIGN(tmp3, 67584);  // pow.pto:7:12
             TPOW(t12, tmp2, t3, tmp3);  // pow.pto:7:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
@@ -110,66 +115,66 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
             GmView4 cGm4(c + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // pow.pto:7:12
             TSTORE(cGm4, t12);  // pow.pto:7:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:17
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:17
             TASSIGN(t16, 16384);  // pow.pto:8:17
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t16, t3, 8.0f);  // pow.pto:8:17
-            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT20 t20(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t20, 24576);  // pow.pto:8:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t21, 32768);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t21, t16, RoundMode::CAST_FLOOR);  // pow.pto:8:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t22, 40960);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
-            TileView1 view4(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView1 view4(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view4, 40960);  // pow.pto:8:12
             TCMP(view4, t16, t21, CmpMode::EQ);  // pow.pto:8:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t23, 43008);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TSUB(t23, t16, t21);  // pow.pto:8:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t24, 16384);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TileTmp2 tmp5;  // pow.pto:8:12
             TASSIGN(tmp5, 59392);  // pow.pto:8:12
             TEXPANDS(tmp5, 0.0f);  // pow.pto:8:12
             pipe_barrier(PIPE_V);  // pow.pto:8:12
-            TileView3 view6(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view6(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view6, 16384);  // pow.pto:8:12
-            TileView3 view7(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view7(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view7, 59392);  // pow.pto:8:12
-            TileView3 view8(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView3 view8(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view8, 43008);  // pow.pto:8:12
-            TileView1 view9(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:8:12
+            TileView1 view9(min_i64(M - _g0 * 8, 8));  // pow.pto:8:12
             TASSIGN(view9, 40960);  // pow.pto:8:12
             TileTmp2 tmp10;  // pow.pto:8:12
             TASSIGN(tmp10, 67584);  // pow.pto:8:12
             TSEL(view6, view9, view7, view8, tmp10);  // pow.pto:8:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t25, 40960);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t25, t21, 0.693145751953125f);  // pow.pto:8:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t26, 49152);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TEXP(t26, t25);  // pow.pto:8:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t27, 40960);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t27, t21, 1.428606765330187e-06f);  // pow.pto:8:12
-            TileT28 t28(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT28 t28(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t28, 32768);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TMULS(t28, t24, 0.6931471805599453f);  // pow.pto:8:12
-            TileT29 t29(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT29 t29(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t29, 16384);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TADD(t29, t27, t28);  // pow.pto:8:12
-            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:8:12
+            TileT30 t30(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:8:12
             TASSIGN(t30, 32768);  // pow.pto:8:12
             pipe_barrier(PIPE_V);
             TEXP(t30, t29);  // pow.pto:8:12
@@ -181,67 +186,67 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
             GmView5 dGm5(d + _g0 * 8 * N + _g1 * 256, GmView5::Shape(t20.GetValidRow(), t20.GetValidCol()), GmView5::Stride(N));  // pow.pto:8:12
             TSTORE(dGm5, t20);  // pow.pto:8:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT34 t34(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:18
+            TileT34 t34(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:18
             TASSIGN(t34, 16384);  // pow.pto:9:18
             pipe_barrier(PIPE_V);
             TSUBS(t34, t2, 1.0f);  // pow.pto:9:18
-            TileT38 t38(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT38 t38(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t38, 0);  // pow.pto:9:12
-            TileT39 t39(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT39 t39(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t39, 24576);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TADDS(t39, t34, 1.0f);  // pow.pto:9:12
-            TileT40 t40(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT40 t40(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t40, 32768);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TSUBS(t40, t39, 1.0f);  // pow.pto:9:12
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT41 t41(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t41, 40960);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TLOG(t41, t39);  // pow.pto:9:12
-            TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT42 t42(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t42, 49152);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView1 view11(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view11(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view11, 49152);  // pow.pto:9:12
             TCMPS(view11, t39, 1.0f, CmpMode::EQ);  // pow.pto:9:12
-            TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT43 t43(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t43, 24576);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView1 view12(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view12(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view12, 24576);  // pow.pto:9:12
             TCMP(view12, t40, t34, CmpMode::EQ);  // pow.pto:9:12
-            TileT44 t44(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT44 t44(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t44, 51200);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TDIV(t44, t34, t40);  // pow.pto:9:12
-            TileT45 t45(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT45 t45(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t45, 26624);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
             TMUL(t45, t41, t44);  // pow.pto:9:12
-            TileT46 t46(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:9:12
+            TileT46 t46(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:9:12
             TASSIGN(t46, 51200);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView3 view13(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view13(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view13, 51200);  // pow.pto:9:12
-            TileView3 view14(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view14(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view14, 40960);  // pow.pto:9:12
-            TileView3 view15(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view15(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view15, 26624);  // pow.pto:9:12
-            TileView1 view16(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view16(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view16, 24576);  // pow.pto:9:12
             TileTmp2 tmp17;  // pow.pto:9:12
             TASSIGN(tmp17, 59392);  // pow.pto:9:12
             TSEL(view13, view16, view14, view15, tmp17);  // pow.pto:9:12
             pipe_barrier(PIPE_V);
-            TileView3 view18(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view18(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view18, 0);  // pow.pto:9:12
-            TileView3 view19(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view19(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view19, 16384);  // pow.pto:9:12
-            TileView3 view20(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView3 view20(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view20, 51200);  // pow.pto:9:12
-            TileView1 view21(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:9:12
+            TileView1 view21(min_i64(M - _g0 * 8, 8));  // pow.pto:9:12
             TASSIGN(view21, 49152);  // pow.pto:9:12
             TileTmp2 tmp22;  // pow.pto:9:12
             TASSIGN(tmp22, 59392);  // pow.pto:9:12
@@ -252,68 +257,68 @@ extern "C" __global__ AICORE void pow_f32_k0(__gm__ float* x, __gm__ float* e, _
             GmView6 lGm6(l + _g0 * 8 * N + _g1 * 256, GmView6::Shape(t38.GetValidRow(), t38.GetValidCol()), GmView6::Stride(N));  // pow.pto:9:12
             TSTORE(lGm6, t38);  // pow.pto:9:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT50 t50(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:18
+            TileT50 t50(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:18
             TASSIGN(t50, 0);  // pow.pto:10:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t50, t3, 1e-05f);  // pow.pto:10:18
-            TileT54 t54(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT54 t54(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t54, 8192);  // pow.pto:10:12
-            TileT55 t55(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT55 t55(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t55, 16384);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TADDS(t55, t50, 1.0f);  // pow.pto:10:12
-            TileT56 t56(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT56 t56(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t56, 24576);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TSUBS(t56, t55, 1.0f);  // pow.pto:10:12
-            TileT57 t57(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT57 t57(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t57, 32768);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TLOG(t57, t55);  // pow.pto:10:12
-            TileT58 t58(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT58 t58(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t58, 40960);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView1 view23(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view23(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view23, 40960);  // pow.pto:10:12
             TCMPS(view23, t55, 1.0f, CmpMode::EQ);  // pow.pto:10:12
-            TileT59 t59(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT59 t59(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t59, 16384);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView1 view24(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view24(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view24, 16384);  // pow.pto:10:12
             TCMP(view24, t56, t50, CmpMode::EQ);  // pow.pto:10:12
-            TileT60 t60(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT60 t60(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t60, 43008);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TDIV(t60, t50, t56);  // pow.pto:10:12
-            TileT61 t61(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT61 t61(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t61, 18432);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
             TMUL(t61, t57, t60);  // pow.pto:10:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            TileT62 t62(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // pow.pto:10:12
+            TileT62 t62(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // pow.pto:10:12
             TASSIGN(t62, 43008);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView3 view25(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view25(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view25, 43008);  // pow.pto:10:12
-            TileView3 view26(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view26(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view26, 32768);  // pow.pto:10:12
-            TileView3 view27(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view27(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view27, 18432);  // pow.pto:10:12
-            TileView1 view28(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view28(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view28, 16384);  // pow.pto:10:12
             TileTmp2 tmp29;  // pow.pto:10:12
             TASSIGN(tmp29, 59392);  // pow.pto:10:12
             TSEL(view25, view28, view26, view27, tmp29);  // pow.pto:10:12
             pipe_barrier(PIPE_V);
-            TileView3 view30(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view30(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view30, 8192);  // pow.pto:10:12
-            TileView3 view31(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view31(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view31, 0);  // pow.pto:10:12
-            TileView3 view32(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView3 view32(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view32, 43008);  // pow.pto:10:12
-            TileView1 view33(std::min<int64_t>(M - _g0 * 8, 8));  // pow.pto:10:12
+            TileView1 view33(min_i64(M - _g0 * 8, 8));  // pow.pto:10:12
             TASSIGN(view33, 40960);  // pow.pto:10:12
             TileTmp2 tmp34;  // pow.pto:10:12
             TASSIGN(tmp34, 59392);  // pow.pto:10:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ float* t1, __gm__ float* t2, __gm__ float* t3, __gm__ half* s02, __gm__ half* t5, __gm__ half* t4, __gm__ half* m0, __gm__ float* t7, __gm__ float* t8, __gm__ float* t9, __gm__ half* t10, __gm__ half* t6, __gm__ half* a12, __gm__ half* w, __gm__ half* n0, __gm__ float* t13, __gm__ float* t14, __gm__ float* t15, __gm__ half* v123, __gm__ float* t18, __gm__ float* t19, __gm__ float* t20, __gm__ half* t21, __gm__ half* t17, __gm__ half* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 {
     using TileT3Tile = Tile<TileType::Vec, half, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -69,14 +74,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g2 = 0; _g2 < (C + 31) / 32; ++_g2) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT3Tile t3Tile(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _g2 * 32, 32));  // reduce_axes.pto:5:14
+                TileT3Tile t3Tile(min_i64(B - _g1 * 8, 8), min_i64(C - _g2 * 32, 32));  // reduce_axes.pto:5:14
                 TASSIGN(t3Tile, 0);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _g2 * 32, GmView0::Shape(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _g2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _g2 * 32, GmView0::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _g2 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t3Tile, xGm0);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT4Tile t4Tile(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _g2 * 32, 32));  // reduce_axes.pto:5:14
+                TileT4Tile t4Tile(min_i64(B - _g1 * 8, 8), min_i64(C - _g2 * 32, 32));  // reduce_axes.pto:5:14
                 TASSIGN(t4Tile, 512);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -85,7 +90,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView1 t1Gm1(t1 + _g0 * (C * B) + _g1 * 8 * C + _g2 * 32, GmView1::Shape(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _g2 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView1 t1Gm1(t1 + _g0 * (C * B) + _g1 * 8 * C + _g2 * 32, GmView1::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _g2 * 32, 32)), GmView1::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TSTORE(t1Gm1, t4Tile);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
@@ -108,7 +113,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _g6 = 0; _g6 < (B + 7) / 8; ++_g6) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT7Tile t7Tile(std::min<int64_t>(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
+            TileT7Tile t7Tile(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
             TASSIGN(t7Tile, 0);  // reduce_axes.pto:5:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t7Tile, 0.0f);  // reduce_axes.pto:5:14
@@ -116,14 +121,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k8 = 0; _k8 < (C + 31) / 32; ++_k8) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT9Tile t9Tile(std::min<int64_t>(B - _g6 * 8, 8), std::min<int64_t>(C - _k8 * 32, 32));  // reduce_axes.pto:5:14
+                TileT9Tile t9Tile(min_i64(B - _g6 * 8, 8), min_i64(C - _k8 * 32, 32));  // reduce_axes.pto:5:14
                 TASSIGN(t9Tile, 256);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView2 t1Gm2(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8 * 32, GmView2::Shape(std::min<int64_t>(B - _g6 * 8, 8), std::min<int64_t>(C - _k8 * 32, 32)), GmView2::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView2 t1Gm2(t1 + _g5 * (C * B) + _g6 * 8 * C + _k8 * 32, GmView2::Shape(min_i64(B - _g6 * 8, 8), min_i64(C - _k8 * 32, 32)), GmView2::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t9Tile, t1Gm2);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT10Tile t10Tile(std::min<int64_t>(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
+                TileT10Tile t10Tile(min_i64(B - _g6 * 8, 8));  // reduce_axes.pto:5:14
                 TASSIGN(t10Tile, 1280);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
@@ -137,7 +142,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView3 t2Gm3(t2 + _g5 * B + _g6 * 8, GmView3::Shape(std::min<int64_t>(B - _g6 * 8, 8)), GmView3::Stride(B));  // reduce_axes.pto:5:14
+            GmView3 t2Gm3(t2 + _g5 * B + _g6 * 8, GmView3::Shape(min_i64(B - _g6 * 8, 8)), GmView3::Stride(B));  // reduce_axes.pto:5:14
             TSTORE(t2Gm3, t7Tile);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -165,11 +170,11 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k13 = 0; _k13 < (A + 7) / 8; ++_k13) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT14Tile t14Tile(std::min<int64_t>(A - _k13 * 8, 8));  // reduce_axes.pto:5:14
+            TileT14Tile t14Tile(min_i64(A - _k13 * 8, 8));  // reduce_axes.pto:5:14
             TASSIGN(t14Tile, 32);  // reduce_axes.pto:5:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView4 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView4 t2Gm4(t2 + _k13 * 8 * B + _g11, GmView4::Shape(std::min<int64_t>(A - _k13 * 8, 8)), GmView4::Stride(B));  // reduce_axes.pto:5:14
+            GmView4 t2Gm4(t2 + _k13 * 8 * B + _g11, GmView4::Shape(min_i64(A - _k13 * 8, 8)), GmView4::Stride(B));  // reduce_axes.pto:5:14
             TLOAD(t14Tile, t2Gm4);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT15Tile t15Tile;  // reduce_axes.pto:5:14
@@ -202,14 +207,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g16 = 0; _g16 < (B + 3) / 4; ++_g16) {  // reduce_axes.pto:5:14
         pipe_barrier(PIPE_V);
-        TileT17Tile t17Tile(std::min<int64_t>(B - _g16 * 4, 4));  // reduce_axes.pto:5:14
+        TileT17Tile t17Tile(min_i64(B - _g16 * 4, 4));  // reduce_axes.pto:5:14
         TASSIGN(t17Tile, 0);  // reduce_axes.pto:5:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView6 t3Gm6(t3 + _g16 * 4, GmView6::Shape(std::min<int64_t>(B - _g16 * 4, 4)), GmView6::Stride(B));  // reduce_axes.pto:5:14
+        GmView6 t3Gm6(t3 + _g16 * 4, GmView6::Shape(min_i64(B - _g16 * 4, 4)), GmView6::Stride(B));  // reduce_axes.pto:5:14
         TLOAD(t17Tile, t3Gm6);  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT18Tile t18Tile(std::min<int64_t>(B - _g16 * 4, 4));  // reduce_axes.pto:5:14
+        TileT18Tile t18Tile(min_i64(B - _g16 * 4, 4));  // reduce_axes.pto:5:14
         TASSIGN(t18Tile, 128);  // reduce_axes.pto:5:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -218,7 +223,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView7 s02Gm7(s02 + _g16 * 4, GmView7::Shape(std::min<int64_t>(B - _g16 * 4, 4)), GmView7::Stride(B));  // reduce_axes.pto:5:14
+        GmView7 s02Gm7(s02 + _g16 * 4, GmView7::Shape(min_i64(B - _g16 * 4, 4)), GmView7::Stride(B));  // reduce_axes.pto:5:14
         TSTORE(s02Gm7, t18Tile);  // reduce_axes.pto:5:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
@@ -236,7 +241,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g20 = 0; _g20 < (C + 31) / 32; ++_g20) {  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
-            TileT21Tile t21Tile(std::min<int64_t>(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+            TileT21Tile t21Tile(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
             TASSIGN(t21Tile, 0);  // reduce_axes.pto:6:13
             TEXPANDS(t21Tile, -std::numeric_limits<float>::infinity());  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
@@ -245,18 +250,18 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             for (int64_t _k22 = 0; _k22 < (A + 7) / 8; ++_k22) {  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TileT23 t23(std::min<int64_t>(A - _k22 * 8, 8), std::min<int64_t>(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TileT23 t23(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
                 TASSIGN(t23, 128);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 using GmView8 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView8 xGm8(x + _k22 * 8 * (C * B) + _g19 * C + _g20 * 32, GmView8::Shape(std::min<int64_t>(A - _k22 * 8, 8), std::min<int64_t>(C - _g20 * 32, 32)), GmView8::Stride(C * B, C));  // reduce_axes.pto:6:13
+                GmView8 xGm8(x + _k22 * 8 * (C * B) + _g19 * C + _g20 * 32, GmView8::Shape(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32)), GmView8::Stride(C * B, C));  // reduce_axes.pto:6:13
                 TLOAD(t23, xGm8);  // reduce_axes.pto:6:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT24 t24(std::min<int64_t>(A - _k22 * 8, 8), std::min<int64_t>(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TileT24 t24(min_i64(A - _k22 * 8, 8), min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
                 TASSIGN(t24, 640);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                 TCVT(t24, t23, RoundMode::CAST_RINT);  // reduce_axes.pto:6:13
-                TileT25 t25(std::min<int64_t>(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+                TileT25 t25(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
                 TASSIGN(t25, 128);  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
                 TCOLMAX(t25, t24);  // reduce_axes.pto:6:13
@@ -267,7 +272,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT26 t26(std::min<int64_t>(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
+            TileT26 t26(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
             TASSIGN(t26, 128);  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -277,7 +282,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView9 t5Gm9(t5 + _g19 * C + _g20 * 32, GmView9::Shape(std::min<int64_t>(C - _g20 * 32, 32)), GmView9::Stride(C * B, C));  // reduce_axes.pto:6:13
+            GmView9 t5Gm9(t5 + _g19 * C + _g20 * 32, GmView9::Shape(min_i64(C - _g20 * 32, 32)), GmView9::Stride(C * B, C));  // reduce_axes.pto:6:13
             TSTORE(t5Gm9, t26);  // reduce_axes.pto:6:13
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
@@ -295,7 +300,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
     for (int64_t _g27 = 0; _g27 < (B + 3) / 4; ++_g27) {  // reduce_axes.pto:6:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g28 = 0; _g28 < (C + 31) / 32; ++_g28) {  // reduce_axes.pto:6:5
-            TileT29 t29(std::min<int64_t>(B - _g27 * 4, 4), std::min<int64_t>(C - _g28 * 32, 32));  // reduce_axes.pto:6:5
+            TileT29 t29(min_i64(B - _g27 * 4, 4), min_i64(C - _g28 * 32, 32));  // reduce_axes.pto:6:5
             TASSIGN(t29, 0);  // reduce_axes.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView10 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:6:5
@@ -321,14 +326,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g32 = 0; _g32 < (C + 31) / 32; ++_g32) {  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT33 t33(std::min<int64_t>(B - _g31 * 8, 8), std::min<int64_t>(C - _g32 * 32, 32));  // reduce_axes.pto:7:14
+                TileT33 t33(min_i64(B - _g31 * 8, 8), min_i64(C - _g32 * 32, 32));  // reduce_axes.pto:7:14
                 TASSIGN(t33, 0);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView12 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView12 xGm12(x + _g30 * (C * B) + _g31 * 8 * C + _g32 * 32, GmView12::Shape(std::min<int64_t>(B - _g31 * 8, 8), std::min<int64_t>(C - _g32 * 32, 32)), GmView12::Stride(C * B, C));  // reduce_axes.pto:7:14
+                GmView12 xGm12(x + _g30 * (C * B) + _g31 * 8 * C + _g32 * 32, GmView12::Shape(min_i64(B - _g31 * 8, 8), min_i64(C - _g32 * 32, 32)), GmView12::Stride(C * B, C));  // reduce_axes.pto:7:14
                 TLOAD(t33, xGm12);  // reduce_axes.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT34 t34(std::min<int64_t>(B - _g31 * 8, 8), std::min<int64_t>(C - _g32 * 32, 32));  // reduce_axes.pto:7:14
+                TileT34 t34(min_i64(B - _g31 * 8, 8), min_i64(C - _g32 * 32, 32));  // reduce_axes.pto:7:14
                 TASSIGN(t34, 512);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -337,7 +342,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView13 t7Gm13(t7 + _g30 * (C * B) + _g31 * 8 * C + _g32 * 32, GmView13::Shape(std::min<int64_t>(B - _g31 * 8, 8), std::min<int64_t>(C - _g32 * 32, 32)), GmView13::Stride(C * B, C));  // reduce_axes.pto:7:14
+                GmView13 t7Gm13(t7 + _g30 * (C * B) + _g31 * 8 * C + _g32 * 32, GmView13::Shape(min_i64(B - _g31 * 8, 8), min_i64(C - _g32 * 32, 32)), GmView13::Stride(C * B, C));  // reduce_axes.pto:7:14
                 TSTORE(t7Gm13, t34);  // reduce_axes.pto:7:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             }
@@ -360,7 +365,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _g36 = 0; _g36 < (B + 7) / 8; ++_g36) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT37 t37(std::min<int64_t>(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
+            TileT37 t37(min_i64(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
             TASSIGN(t37, 0);  // reduce_axes.pto:7:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t37, 0.0f);  // reduce_axes.pto:7:14
@@ -368,14 +373,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k38 = 0; _k38 < (C + 31) / 32; ++_k38) {  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT39 t39(std::min<int64_t>(B - _g36 * 8, 8), std::min<int64_t>(C - _k38 * 32, 32));  // reduce_axes.pto:7:14
+                TileT39 t39(min_i64(B - _g36 * 8, 8), min_i64(C - _k38 * 32, 32));  // reduce_axes.pto:7:14
                 TASSIGN(t39, 256);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView14 t7Gm14(t7 + _g35 * (C * B) + _g36 * 8 * C + _k38 * 32, GmView14::Shape(std::min<int64_t>(B - _g36 * 8, 8), std::min<int64_t>(C - _k38 * 32, 32)), GmView14::Stride(C * B, C));  // reduce_axes.pto:7:14
+                GmView14 t7Gm14(t7 + _g35 * (C * B) + _g36 * 8 * C + _k38 * 32, GmView14::Shape(min_i64(B - _g36 * 8, 8), min_i64(C - _k38 * 32, 32)), GmView14::Stride(C * B, C));  // reduce_axes.pto:7:14
                 TLOAD(t39, t7Gm14);  // reduce_axes.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT40 t40(std::min<int64_t>(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
+                TileT40 t40(min_i64(B - _g36 * 8, 8));  // reduce_axes.pto:7:14
                 TASSIGN(t40, 1280);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp1;  // reduce_axes.pto:7:14
@@ -391,7 +396,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView15 t8Gm15(t8 + _g35 * B + _g36 * 8, GmView15::Shape(std::min<int64_t>(B - _g36 * 8, 8)), GmView15::Stride(B));  // reduce_axes.pto:7:14
+            GmView15 t8Gm15(t8 + _g35 * B + _g36 * 8, GmView15::Shape(min_i64(B - _g36 * 8, 8)), GmView15::Stride(B));  // reduce_axes.pto:7:14
             TSTORE(t8Gm15, t37);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -419,11 +424,11 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k43 = 0; _k43 < (B + 7) / 8; ++_k43) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT44 t44(std::min<int64_t>(B - _k43 * 8, 8));  // reduce_axes.pto:7:14
+            TileT44 t44(min_i64(B - _k43 * 8, 8));  // reduce_axes.pto:7:14
             TASSIGN(t44, 32);  // reduce_axes.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView16 t8Gm16(t8 + _g41 * B + _k43 * 8, GmView16::Shape(std::min<int64_t>(B - _k43 * 8, 8)), GmView16::Stride(B));  // reduce_axes.pto:7:14
+            GmView16 t8Gm16(t8 + _g41 * B + _k43 * 8, GmView16::Shape(min_i64(B - _k43 * 8, 8)), GmView16::Stride(B));  // reduce_axes.pto:7:14
             TLOAD(t44, t8Gm16);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT45 t45;  // reduce_axes.pto:7:14
@@ -457,14 +462,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g46 = 0; _g46 < (A + 1) / 2; ++_g46) {  // reduce_axes.pto:7:14
         pipe_barrier(PIPE_V);
-        TileT47 t47(std::min<int64_t>(A - _g46 * 2, 2));  // reduce_axes.pto:7:14
+        TileT47 t47(min_i64(A - _g46 * 2, 2));  // reduce_axes.pto:7:14
         TASSIGN(t47, 0);  // reduce_axes.pto:7:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView18 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-        GmView18 t9Gm18(t9 + _g46 * 2, GmView18::Shape(std::min<int64_t>(A - _g46 * 2, 2)));  // reduce_axes.pto:7:14
+        GmView18 t9Gm18(t9 + _g46 * 2, GmView18::Shape(min_i64(A - _g46 * 2, 2)));  // reduce_axes.pto:7:14
         TLOAD(t47, t9Gm18);  // reduce_axes.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT48 t48(std::min<int64_t>(A - _g46 * 2, 2));  // reduce_axes.pto:7:14
+        TileT48 t48(min_i64(A - _g46 * 2, 2));  // reduce_axes.pto:7:14
         TASSIGN(t48, 64);  // reduce_axes.pto:7:14
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -473,7 +478,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView19 = GlobalTensor<half, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:14
-        GmView19 t10Gm19(t10 + _g46 * 2, GmView19::Shape(std::min<int64_t>(A - _g46 * 2, 2)));  // reduce_axes.pto:7:14
+        GmView19 t10Gm19(t10 + _g46 * 2, GmView19::Shape(min_i64(A - _g46 * 2, 2)));  // reduce_axes.pto:7:14
         TSTORE(t10Gm19, t48);  // reduce_axes.pto:7:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
@@ -483,7 +488,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g49 = 0; _g49 < (A + 31) / 32; ++_g49) {  // reduce_axes.pto:7:5
-        TileT50 t50(std::min<int64_t>(A - _g49 * 32, 32));  // reduce_axes.pto:7:5
+        TileT50 t50(min_i64(A - _g49 * 32, 32));  // reduce_axes.pto:7:5
         TASSIGN(t50, 0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView20 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
@@ -508,7 +513,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _g53 = 0; _g53 < (S + 31) / 32; ++_g53) {  // reduce_axes.pto:8:13
                 pipe_barrier(PIPE_V);
-                TileT54 t54(std::min<int64_t>(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                TileT54 t54(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                 TASSIGN(t54, 0);  // reduce_axes.pto:8:13
                 TEXPANDS(t54, std::numeric_limits<float>::infinity());  // reduce_axes.pto:8:13
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -517,18 +522,18 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 for (int64_t _k55 = 0; _k55 < (P + 7) / 8; ++_k55) {  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TileT56 t56(std::min<int64_t>(P - _k55 * 8, 8), std::min<int64_t>(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TileT56 t56(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                     TASSIGN(t56, 128);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                     using GmView22 = GlobalTensor<half, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                    GmView22 wGm22(w + _k55 * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView22::Shape(std::min<int64_t>(P - _k55 * 8, 8), std::min<int64_t>(S - _g53 * 32, 32)), GmView22::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                    GmView22 wGm22(w + _k55 * 8 * (S * R * Q) + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView22::Shape(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32)), GmView22::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                     TLOAD(t56, wGm22);  // reduce_axes.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT57 t57(std::min<int64_t>(P - _k55 * 8, 8), std::min<int64_t>(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TileT57 t57(min_i64(P - _k55 * 8, 8), min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                     TASSIGN(t57, 640);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCVT(t57, t56, RoundMode::CAST_RINT);  // reduce_axes.pto:8:13
-                    TileT58 t58(std::min<int64_t>(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                    TileT58 t58(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                     TASSIGN(t58, 128);  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
                     TCOLMIN(t58, t57);  // reduce_axes.pto:8:13
@@ -539,7 +544,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
                 set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT59 t59(std::min<int64_t>(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
+                TileT59 t59(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                 TASSIGN(t59, 128);  // reduce_axes.pto:8:13
                 pipe_barrier(PIPE_V);
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -549,7 +554,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
                 using GmView23 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                GmView23 n0Gm23(n0 + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView23::Shape(std::min<int64_t>(S - _g53 * 32, 32)), GmView23::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                GmView23 n0Gm23(n0 + _g51 * (S * R) + _g52 * S + _g53 * 32, GmView23::Shape(min_i64(S - _g53 * 32, 32)), GmView23::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                 TSTORE(n0Gm23, t59);  // reduce_axes.pto:8:13
                 set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
@@ -575,14 +580,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g63 = 0; _g63 < (S + 31) / 32; ++_g63) {  // reduce_axes.pto:9:15
                     pipe_barrier(PIPE_V);
-                    TileT64 t64(std::min<int64_t>(R - _g62 * 8, 8), std::min<int64_t>(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
+                    TileT64 t64(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
                     TASSIGN(t64, 0);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView24 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView24 wGm24(w + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView24::Shape(std::min<int64_t>(R - _g62 * 8, 8), std::min<int64_t>(S - _g63 * 32, 32)), GmView24::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    GmView24 wGm24(w + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView24::Shape(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32)), GmView24::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                     TLOAD(t64, wGm24);  // reduce_axes.pto:9:15
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT65 t65(std::min<int64_t>(R - _g62 * 8, 8), std::min<int64_t>(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
+                    TileT65 t65(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32));  // reduce_axes.pto:9:15
                     TASSIGN(t65, 512);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
@@ -591,7 +596,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView25 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView25 t13Gm25(t13 + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView25::Shape(std::min<int64_t>(R - _g62 * 8, 8), std::min<int64_t>(S - _g63 * 32, 32)), GmView25::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    GmView25 t13Gm25(t13 + _g60 * (S * R * Q) + _g61 * (S * R) + _g62 * 8 * S + _g63 * 32, GmView25::Shape(min_i64(R - _g62 * 8, 8), min_i64(S - _g63 * 32, 32)), GmView25::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                     TSTORE(t13Gm25, t65);  // reduce_axes.pto:9:15
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 }
@@ -616,7 +621,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g68 = 0; _g68 < (R + 7) / 8; ++_g68) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT69 t69(std::min<int64_t>(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
+                TileT69 t69(min_i64(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
                 TASSIGN(t69, 0);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t69, 0.0f);  // reduce_axes.pto:9:15
@@ -624,14 +629,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k70 = 0; _k70 < (S + 31) / 32; ++_k70) {  // reduce_axes.pto:9:15
                     pipe_barrier(PIPE_V);
-                    TileT71 t71(std::min<int64_t>(R - _g68 * 8, 8), std::min<int64_t>(S - _k70 * 32, 32));  // reduce_axes.pto:9:15
+                    TileT71 t71(min_i64(R - _g68 * 8, 8), min_i64(S - _k70 * 32, 32));  // reduce_axes.pto:9:15
                     TASSIGN(t71, 256);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView26 t13Gm26(t13 + _g66 * (S * R * Q) + _g67 * (S * R) + _g68 * 8 * S + _k70 * 32, GmView26::Shape(std::min<int64_t>(R - _g68 * 8, 8), std::min<int64_t>(S - _k70 * 32, 32)), GmView26::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    GmView26 t13Gm26(t13 + _g66 * (S * R * Q) + _g67 * (S * R) + _g68 * 8 * S + _k70 * 32, GmView26::Shape(min_i64(R - _g68 * 8, 8), min_i64(S - _k70 * 32, 32)), GmView26::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                     TLOAD(t71, t13Gm26);  // reduce_axes.pto:9:15
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT72 t72(std::min<int64_t>(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
+                    TileT72 t72(min_i64(R - _g68 * 8, 8));  // reduce_axes.pto:9:15
                     TASSIGN(t72, 1280);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileTmp0 tmp2;  // reduce_axes.pto:9:15
@@ -647,7 +652,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView27 t14Gm27(t14 + _g66 * (R * Q) + _g67 * R + _g68 * 8, GmView27::Shape(std::min<int64_t>(R - _g68 * 8, 8)), GmView27::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                GmView27 t14Gm27(t14 + _g66 * (R * Q) + _g67 * R + _g68 * 8, GmView27::Shape(min_i64(R - _g68 * 8, 8)), GmView27::Stride(R * Q, R));  // reduce_axes.pto:9:15
                 TSTORE(t14Gm27, t69);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -678,11 +683,11 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k76 = 0; _k76 < (R + 7) / 8; ++_k76) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT77 t77(std::min<int64_t>(R - _k76 * 8, 8));  // reduce_axes.pto:9:15
+                TileT77 t77(min_i64(R - _k76 * 8, 8));  // reduce_axes.pto:9:15
                 TASSIGN(t77, 32);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView28 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView28 t14Gm28(t14 + _g73 * (R * Q) + _g74 * R + _k76 * 8, GmView28::Shape(std::min<int64_t>(R - _k76 * 8, 8)), GmView28::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                GmView28 t14Gm28(t14 + _g73 * (R * Q) + _g74 * R + _k76 * 8, GmView28::Shape(min_i64(R - _k76 * 8, 8)), GmView28::Stride(R * Q, R));  // reduce_axes.pto:9:15
                 TLOAD(t77, t14Gm28);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT78 t78;  // reduce_axes.pto:9:15
@@ -727,11 +732,11 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k81 = 0; _k81 < (Q + 7) / 8; ++_k81) {  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
-            TileT82 t82(std::min<int64_t>(Q - _k81 * 8, 8));  // reduce_axes.pto:9:15
+            TileT82 t82(min_i64(Q - _k81 * 8, 8));  // reduce_axes.pto:9:15
             TASSIGN(t82, 32);  // reduce_axes.pto:9:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView30 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView30 t15Gm30(t15 + _g79 * Q + _k81 * 8, GmView30::Shape(std::min<int64_t>(Q - _k81 * 8, 8)), GmView30::Stride(Q));  // reduce_axes.pto:9:15
+            GmView30 t15Gm30(t15 + _g79 * Q + _k81 * 8, GmView30::Shape(min_i64(Q - _k81 * 8, 8)), GmView30::Stride(Q));  // reduce_axes.pto:9:15
             TLOAD(t82, t15Gm30);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TileT83 t83;  // reduce_axes.pto:9:15
@@ -768,14 +773,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g90 = 0; _g90 < (S + 31) / 32; ++_g90) {  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
-                    TileT91 t91(std::min<int64_t>(R - _g89 * 8, 8), std::min<int64_t>(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT91 t91(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t91, 0);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView32 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView32 wGm32(w + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView32::Shape(std::min<int64_t>(R - _g89 * 8, 8), std::min<int64_t>(S - _g90 * 32, 32)), GmView32::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    GmView32 wGm32(w + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView32::Shape(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32)), GmView32::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                     TLOAD(t91, wGm32);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT92 t92(std::min<int64_t>(R - _g89 * 8, 8), std::min<int64_t>(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT92 t92(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t92, 512);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
@@ -784,7 +789,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                     using GmView33 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView33 t18Gm33(t18 + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView33::Shape(std::min<int64_t>(R - _g89 * 8, 8), std::min<int64_t>(S - _g90 * 32, 32)), GmView33::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    GmView33 t18Gm33(t18 + _g79 * (S * R * Q) + _g88 * (S * R) + _g89 * 8 * S + _g90 * 32, GmView33::Shape(min_i64(R - _g89 * 8, 8), min_i64(S - _g90 * 32, 32)), GmView33::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                     TSTORE(t18Gm33, t92);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 }
@@ -816,7 +821,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g95 = 0; _g95 < (S + 31) / 32; ++_g95) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT96 t96(std::min<int64_t>(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                TileT96 t96(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t96, 0);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t96, 0.0f);  // reduce_axes.pto:10:14
@@ -824,14 +829,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k97 = 0; _k97 < (Q + 7) / 8; ++_k97) {  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
-                    TileT98 t98(std::min<int64_t>(Q - _k97 * 8, 8), std::min<int64_t>(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT98 t98(min_i64(Q - _k97 * 8, 8), min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t98, 128);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView34 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView34 t18Gm34(t18 + _g93 * (S * R * Q) + _k97 * 8 * (S * R) + _g94 * S + _g95 * 32, GmView34::Shape(std::min<int64_t>(Q - _k97 * 8, 8), std::min<int64_t>(S - _g95 * 32, 32)), GmView34::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    GmView34 t18Gm34(t18 + _g93 * (S * R * Q) + _k97 * 8 * (S * R) + _g94 * S + _g95 * 32, GmView34::Shape(min_i64(Q - _k97 * 8, 8), min_i64(S - _g95 * 32, 32)), GmView34::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                     TLOAD(t98, t18Gm34);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT99 t99(std::min<int64_t>(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT99 t99(min_i64(S - _g95 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t99, 1152);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLSUM(t99, t98);  // reduce_axes.pto:10:14
@@ -843,7 +848,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView35 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView35 t19Gm35(t19 + _g93 * (S * R) + _g94 * S + _g95 * 32, GmView35::Shape(std::min<int64_t>(S - _g95 * 32, 32)), GmView35::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView35 t19Gm35(t19 + _g93 * (S * R) + _g94 * S + _g95 * 32, GmView35::Shape(min_i64(S - _g95 * 32, 32)), GmView35::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TSTORE(t19Gm35, t96);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -861,7 +866,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _g101 = 0; _g101 < (S + 31) / 32; ++_g101) {  // reduce_axes.pto:10:14
             pipe_barrier(PIPE_V);
-            TileT102 t102(std::min<int64_t>(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+            TileT102 t102(min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
             TASSIGN(t102, 0);  // reduce_axes.pto:10:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t102, 0.0f);  // reduce_axes.pto:10:14
@@ -869,14 +874,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k103 = 0; _k103 < (P + 7) / 8; ++_k103) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT104 t104(std::min<int64_t>(P - _k103 * 8, 8), std::min<int64_t>(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                TileT104 t104(min_i64(P - _k103 * 8, 8), min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t104, 128);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView36 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView36 t19Gm36(t19 + _k103 * 8 * (S * R) + _g100 * S + _g101 * 32, GmView36::Shape(std::min<int64_t>(P - _k103 * 8, 8), std::min<int64_t>(S - _g101 * 32, 32)), GmView36::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView36 t19Gm36(t19 + _k103 * 8 * (S * R) + _g100 * S + _g101 * 32, GmView36::Shape(min_i64(P - _k103 * 8, 8), min_i64(S - _g101 * 32, 32)), GmView36::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TLOAD(t104, t19Gm36);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT105 t105(std::min<int64_t>(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
+                TileT105 t105(min_i64(S - _g101 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t105, 1152);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TCOLSUM(t105, t104);  // reduce_axes.pto:10:14
@@ -888,7 +893,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView37 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView37 t20Gm37(t20 + _g100 * S + _g101 * 32, GmView37::Shape(std::min<int64_t>(S - _g101 * 32, 32)), GmView37::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            GmView37 t20Gm37(t20 + _g100 * S + _g101 * 32, GmView37::Shape(min_i64(S - _g101 * 32, 32)), GmView37::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
             TSTORE(t20Gm37, t102);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -909,14 +914,14 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g107 = 0; _g107 < (S + 31) / 32; ++_g107) {  // reduce_axes.pto:10:14
             pipe_barrier(PIPE_V);
-            TileT108 t108(std::min<int64_t>(R - _g106 * 4, 4), std::min<int64_t>(S - _g107 * 32, 32));  // reduce_axes.pto:10:14
+            TileT108 t108(min_i64(R - _g106 * 4, 4), min_i64(S - _g107 * 32, 32));  // reduce_axes.pto:10:14
             TASSIGN(t108, 0);  // reduce_axes.pto:10:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView38 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView38 t20Gm38(t20 + _g106 * 4 * S + _g107 * 32, GmView38::Shape(std::min<int64_t>(R - _g106 * 4, 4), std::min<int64_t>(S - _g107 * 32, 32)), GmView38::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            GmView38 t20Gm38(t20 + _g106 * 4 * S + _g107 * 32, GmView38::Shape(min_i64(R - _g106 * 4, 4), min_i64(S - _g107 * 32, 32)), GmView38::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
             TLOAD(t108, t20Gm38);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT109 t109(std::min<int64_t>(R - _g106 * 4, 4), std::min<int64_t>(S - _g107 * 32, 32));  // reduce_axes.pto:10:14
+            TileT109 t109(min_i64(R - _g106 * 4, 4), min_i64(S - _g107 * 32, 32));  // reduce_axes.pto:10:14
             TASSIGN(t109, 512);  // reduce_axes.pto:10:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -925,7 +930,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView39 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView39 t21Gm39(t21 + _g106 * 4 * S + _g107 * 32, GmView39::Shape(std::min<int64_t>(R - _g106 * 4, 4), std::min<int64_t>(S - _g107 * 32, 32)), GmView39::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            GmView39 t21Gm39(t21 + _g106 * 4 * S + _g107 * 32, GmView39::Shape(min_i64(R - _g106 * 4, 4), min_i64(S - _g107 * 32, 32)), GmView39::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
             TSTORE(t21Gm39, t109);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -939,7 +944,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
     for (int64_t _g110 = 0; _g110 < (R + 3) / 4; ++_g110) {  // reduce_axes.pto:10:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g111 = 0; _g111 < (S + 31) / 32; ++_g111) {  // reduce_axes.pto:10:5
-            TileT112 t112(std::min<int64_t>(R - _g110 * 4, 4), std::min<int64_t>(S - _g111 * 32, 32));  // reduce_axes.pto:10:5
+            TileT112 t112(min_i64(R - _g110 * 4, 4), min_i64(S - _g111 * 32, 32));  // reduce_axes.pto:10:5
             TASSIGN(t112, 0);  // reduce_axes.pto:10:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView40 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:10:5

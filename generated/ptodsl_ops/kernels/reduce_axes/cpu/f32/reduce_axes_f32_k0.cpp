@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
 {
     using TileT2Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -48,7 +53,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _g1 = 0; _g1 < (B + 7) / 8; ++_g1) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT2Tile t2Tile(std::min<int64_t>(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
+            TileT2Tile t2Tile(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
             TASSIGN(t2Tile, 0);  // reduce_axes.pto:5:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TEXPANDS(t2Tile, 0.0f);  // reduce_axes.pto:5:14
@@ -56,14 +61,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k3 = 0; _k3 < (C + 31) / 32; ++_k3) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                TileT4Tile t4Tile(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _k3 * 32, 32));  // reduce_axes.pto:5:14
+                TileT4Tile t4Tile(min_i64(B - _g1 * 8, 8), min_i64(C - _k3 * 32, 32));  // reduce_axes.pto:5:14
                 TASSIGN(t4Tile, 256);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
-                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _k3 * 32, GmView0::Shape(std::min<int64_t>(B - _g1 * 8, 8), std::min<int64_t>(C - _k3 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
+                GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _k3 * 32, GmView0::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _k3 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t4Tile, xGm0);  // reduce_axes.pto:5:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT5Tile t5Tile(std::min<int64_t>(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
+                TileT5Tile t5Tile(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
                 TASSIGN(t5Tile, 1280);  // reduce_axes.pto:5:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
@@ -77,7 +82,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView1 t1Gm1(t1 + _g0 * B + _g1 * 8, GmView1::Shape(std::min<int64_t>(B - _g1 * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
+            GmView1 t1Gm1(t1 + _g0 * B + _g1 * 8, GmView1::Shape(min_i64(B - _g1 * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
             TSTORE(t1Gm1, t2Tile);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
@@ -112,11 +117,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k8 = 0; _k8 < (A + 7) / 8; ++_k8) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            TileT9Tile t9Tile(std::min<int64_t>(A - _k8 * 8, 8));  // reduce_axes.pto:5:14
+            TileT9Tile t9Tile(min_i64(A - _k8 * 8, 8));  // reduce_axes.pto:5:14
             TASSIGN(t9Tile, 32);  // reduce_axes.pto:5:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView2 t1Gm2(t1 + _k8 * 8 * B + _g6, GmView2::Shape(std::min<int64_t>(A - _k8 * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:5:14
+            GmView2 t1Gm2(t1 + _k8 * 8 * B + _g6, GmView2::Shape(min_i64(A - _k8 * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:5:14
             TLOAD(t9Tile, t1Gm2);  // reduce_axes.pto:5:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
             TileT10Tile t10Tile;  // reduce_axes.pto:5:14
@@ -146,7 +151,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         for (int64_t _g12 = 0; _g12 < (C + 31) / 32; ++_g12) {  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
-            TileT13Tile t13Tile(std::min<int64_t>(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
+            TileT13Tile t13Tile(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
             TASSIGN(t13Tile, 0);  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TEXPANDS(t13Tile, -std::numeric_limits<float>::infinity());  // reduce_axes.pto:6:13
@@ -154,14 +159,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k14 = 0; _k14 < (A + 7) / 8; ++_k14) {  // reduce_axes.pto:6:13
                 pipe_barrier(PIPE_V);
-                TileT15 t15(std::min<int64_t>(A - _k14 * 8, 8), std::min<int64_t>(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
+                TileT15 t15(min_i64(A - _k14 * 8, 8), min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
                 TASSIGN(t15, 128);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView4 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView4 xGm4(x + _k14 * 8 * (C * B) + _g6 * C + _g12 * 32, GmView4::Shape(std::min<int64_t>(A - _k14 * 8, 8), std::min<int64_t>(C - _g12 * 32, 32)), GmView4::Stride(C * B, C));  // reduce_axes.pto:6:13
+                GmView4 xGm4(x + _k14 * 8 * (C * B) + _g6 * C + _g12 * 32, GmView4::Shape(min_i64(A - _k14 * 8, 8), min_i64(C - _g12 * 32, 32)), GmView4::Stride(C * B, C));  // reduce_axes.pto:6:13
                 TLOAD(t15, xGm4);  // reduce_axes.pto:6:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT16 t16(std::min<int64_t>(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
+                TileT16 t16(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
                 TASSIGN(t16, 1152);  // reduce_axes.pto:6:13
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCOLMAX(t16, t15);  // reduce_axes.pto:6:13
@@ -173,7 +178,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView5 t3Gm5(t3 + _g6 * C + _g12 * 32, GmView5::Shape(std::min<int64_t>(C - _g12 * 32, 32)), GmView5::Stride(C * B, C));  // reduce_axes.pto:6:13
+            GmView5 t3Gm5(t3 + _g6 * C + _g12 * 32, GmView5::Shape(min_i64(C - _g12 * 32, 32)), GmView5::Stride(C * B, C));  // reduce_axes.pto:6:13
             TSTORE(t3Gm5, t13Tile);  // reduce_axes.pto:6:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         }
@@ -198,7 +203,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
     for (int64_t _g17 = 0; _g17 < (B + 3) / 4; ++_g17) {  // reduce_axes.pto:6:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g18 = 0; _g18 < (C + 31) / 32; ++_g18) {  // reduce_axes.pto:6:5
-            TileT19 t19(std::min<int64_t>(B - _g17 * 4, 4), std::min<int64_t>(C - _g18 * 32, 32));  // reduce_axes.pto:6:5
+            TileT19 t19(min_i64(B - _g17 * 4, 4), min_i64(C - _g18 * 32, 32));  // reduce_axes.pto:6:5
             TASSIGN(t19, 0);  // reduce_axes.pto:6:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:6:5
@@ -226,7 +231,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _g21 = 0; _g21 < (B + 7) / 8; ++_g21) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT22 t22(std::min<int64_t>(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
+            TileT22 t22(min_i64(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
             TASSIGN(t22, 0);  // reduce_axes.pto:7:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t22, 0.0f);  // reduce_axes.pto:7:14
@@ -234,14 +239,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k23 = 0; _k23 < (C + 31) / 32; ++_k23) {  // reduce_axes.pto:7:14
                 pipe_barrier(PIPE_V);
-                TileT24 t24(std::min<int64_t>(B - _g21 * 8, 8), std::min<int64_t>(C - _k23 * 32, 32));  // reduce_axes.pto:7:14
+                TileT24 t24(min_i64(B - _g21 * 8, 8), min_i64(C - _k23 * 32, 32));  // reduce_axes.pto:7:14
                 TASSIGN(t24, 256);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView8 xGm8(x + _g20 * (C * B) + _g21 * 8 * C + _k23 * 32, GmView8::Shape(std::min<int64_t>(B - _g21 * 8, 8), std::min<int64_t>(C - _k23 * 32, 32)), GmView8::Stride(C * B, C));  // reduce_axes.pto:7:14
+                GmView8 xGm8(x + _g20 * (C * B) + _g21 * 8 * C + _k23 * 32, GmView8::Shape(min_i64(B - _g21 * 8, 8), min_i64(C - _k23 * 32, 32)), GmView8::Stride(C * B, C));  // reduce_axes.pto:7:14
                 TLOAD(t24, xGm8);  // reduce_axes.pto:7:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT25 t25(std::min<int64_t>(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
+                TileT25 t25(min_i64(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
                 TASSIGN(t25, 1280);  // reduce_axes.pto:7:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp1;  // reduce_axes.pto:7:14
@@ -257,7 +262,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
             using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView9 t5Gm9(t5 + _g20 * B + _g21 * 8, GmView9::Shape(std::min<int64_t>(B - _g21 * 8, 8)), GmView9::Stride(B));  // reduce_axes.pto:7:14
+            GmView9 t5Gm9(t5 + _g20 * B + _g21 * 8, GmView9::Shape(min_i64(B - _g21 * 8, 8)), GmView9::Stride(B));  // reduce_axes.pto:7:14
             TSTORE(t5Gm9, t22);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -285,11 +290,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k28 = 0; _k28 < (B + 7) / 8; ++_k28) {  // reduce_axes.pto:7:14
             pipe_barrier(PIPE_V);
-            TileT29 t29(std::min<int64_t>(B - _k28 * 8, 8));  // reduce_axes.pto:7:14
+            TileT29 t29(min_i64(B - _k28 * 8, 8));  // reduce_axes.pto:7:14
             TASSIGN(t29, 32);  // reduce_axes.pto:7:14
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView10 t5Gm10(t5 + _g26 * B + _k28 * 8, GmView10::Shape(std::min<int64_t>(B - _k28 * 8, 8)), GmView10::Stride(B));  // reduce_axes.pto:7:14
+            GmView10 t5Gm10(t5 + _g26 * B + _k28 * 8, GmView10::Shape(min_i64(B - _k28 * 8, 8)), GmView10::Stride(B));  // reduce_axes.pto:7:14
             TLOAD(t29, t5Gm10);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT30 t30;  // reduce_axes.pto:7:14
@@ -318,7 +323,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g31 = 0; _g31 < (A + 31) / 32; ++_g31) {  // reduce_axes.pto:7:5
-        TileT32 t32(std::min<int64_t>(A - _g31 * 32, 32));  // reduce_axes.pto:7:5
+        TileT32 t32(min_i64(A - _g31 * 32, 32));  // reduce_axes.pto:7:5
         TASSIGN(t32, 0);  // reduce_axes.pto:7:5
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
@@ -342,7 +347,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g35 = 0; _g35 < (S + 31) / 32; ++_g35) {  // reduce_axes.pto:8:13
                 pipe_barrier(PIPE_V);
-                TileT36 t36(std::min<int64_t>(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
+                TileT36 t36(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
                 TASSIGN(t36, 0);  // reduce_axes.pto:8:13
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t36, std::numeric_limits<float>::infinity());  // reduce_axes.pto:8:13
@@ -350,14 +355,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _k37 = 0; _k37 < (P + 7) / 8; ++_k37) {  // reduce_axes.pto:8:13
                     pipe_barrier(PIPE_V);
-                    TileT38 t38(std::min<int64_t>(P - _k37 * 8, 8), std::min<int64_t>(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
+                    TileT38 t38(min_i64(P - _k37 * 8, 8), min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
                     TASSIGN(t38, 128);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                     using GmView14 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                    GmView14 wGm14(w + _k37 * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView14::Shape(std::min<int64_t>(P - _k37 * 8, 8), std::min<int64_t>(S - _g35 * 32, 32)), GmView14::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                    GmView14 wGm14(w + _k37 * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView14::Shape(min_i64(P - _k37 * 8, 8), min_i64(S - _g35 * 32, 32)), GmView14::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                     TLOAD(t38, wGm14);  // reduce_axes.pto:8:13
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT39 t39(std::min<int64_t>(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
+                    TileT39 t39(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
                     TASSIGN(t39, 1152);  // reduce_axes.pto:8:13
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TCOLMIN(t39, t38);  // reduce_axes.pto:8:13
@@ -369,7 +374,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                GmView15 n0Gm15(n0 + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView15::Shape(std::min<int64_t>(S - _g35 * 32, 32)), GmView15::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
+                GmView15 n0Gm15(n0 + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView15::Shape(min_i64(S - _g35 * 32, 32)), GmView15::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
                 TSTORE(n0Gm15, t36);  // reduce_axes.pto:8:13
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -390,7 +395,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g42 = 0; _g42 < (R + 7) / 8; ++_g42) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT43 t43(std::min<int64_t>(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
+                TileT43 t43(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
                 TASSIGN(t43, 0);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t43, 0.0f);  // reduce_axes.pto:9:15
@@ -398,14 +403,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k44 = 0; _k44 < (S + 31) / 32; ++_k44) {  // reduce_axes.pto:9:15
                     pipe_barrier(PIPE_V);
-                    TileT45 t45(std::min<int64_t>(R - _g42 * 8, 8), std::min<int64_t>(S - _k44 * 32, 32));  // reduce_axes.pto:9:15
+                    TileT45 t45(min_i64(R - _g42 * 8, 8), min_i64(S - _k44 * 32, 32));  // reduce_axes.pto:9:15
                     TASSIGN(t45, 256);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView16 wGm16(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + _k44 * 32, GmView16::Shape(std::min<int64_t>(R - _g42 * 8, 8), std::min<int64_t>(S - _k44 * 32, 32)), GmView16::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
+                    GmView16 wGm16(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + _k44 * 32, GmView16::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - _k44 * 32, 32)), GmView16::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
                     TLOAD(t45, wGm16);  // reduce_axes.pto:9:15
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT46 t46(std::min<int64_t>(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
+                    TileT46 t46(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
                     TASSIGN(t46, 1280);  // reduce_axes.pto:9:15
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
                     TileTmp0 tmp2;  // reduce_axes.pto:9:15
@@ -421,7 +426,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView17 t9Gm17(t9 + _g40 * (R * Q) + _g41 * R + _g42 * 8, GmView17::Shape(std::min<int64_t>(R - _g42 * 8, 8)), GmView17::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                GmView17 t9Gm17(t9 + _g40 * (R * Q) + _g41 * R + _g42 * 8, GmView17::Shape(min_i64(R - _g42 * 8, 8)), GmView17::Stride(R * Q, R));  // reduce_axes.pto:9:15
                 TSTORE(t9Gm17, t43);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -451,11 +456,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k50 = 0; _k50 < (R + 7) / 8; ++_k50) {  // reduce_axes.pto:9:15
                 pipe_barrier(PIPE_V);
-                TileT51 t51(std::min<int64_t>(R - _k50 * 8, 8));  // reduce_axes.pto:9:15
+                TileT51 t51(min_i64(R - _k50 * 8, 8));  // reduce_axes.pto:9:15
                 TASSIGN(t51, 32);  // reduce_axes.pto:9:15
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView18 t9Gm18(t9 + _g47 * (R * Q) + _g48 * R + _k50 * 8, GmView18::Shape(std::min<int64_t>(R - _k50 * 8, 8)), GmView18::Stride(R * Q, R));  // reduce_axes.pto:9:15
+                GmView18 t9Gm18(t9 + _g47 * (R * Q) + _g48 * R + _k50 * 8, GmView18::Shape(min_i64(R - _k50 * 8, 8)), GmView18::Stride(R * Q, R));  // reduce_axes.pto:9:15
                 TLOAD(t51, t9Gm18);  // reduce_axes.pto:9:15
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT52 t52;  // reduce_axes.pto:9:15
@@ -503,11 +508,11 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _k55 = 0; _k55 < (Q + 7) / 8; ++_k55) {  // reduce_axes.pto:9:15
             pipe_barrier(PIPE_V);
-            TileT56 t56(std::min<int64_t>(Q - _k55 * 8, 8));  // reduce_axes.pto:9:15
+            TileT56 t56(min_i64(Q - _k55 * 8, 8));  // reduce_axes.pto:9:15
             TASSIGN(t56, 32);  // reduce_axes.pto:9:15
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView20 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView20 t10Gm20(t10 + _g53 * Q + _k55 * 8, GmView20::Shape(std::min<int64_t>(Q - _k55 * 8, 8)), GmView20::Stride(Q));  // reduce_axes.pto:9:15
+            GmView20 t10Gm20(t10 + _g53 * Q + _k55 * 8, GmView20::Shape(min_i64(Q - _k55 * 8, 8)), GmView20::Stride(Q));  // reduce_axes.pto:9:15
             TLOAD(t56, t10Gm20);  // reduce_axes.pto:9:15
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
             TileT57 t57;  // reduce_axes.pto:9:15
@@ -539,7 +544,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _g60 = 0; _g60 < (S + 31) / 32; ++_g60) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT61 t61(std::min<int64_t>(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
+                TileT61 t61(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t61, 0);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TEXPANDS(t61, 0.0f);  // reduce_axes.pto:10:14
@@ -547,14 +552,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _k62 = 0; _k62 < (Q + 7) / 8; ++_k62) {  // reduce_axes.pto:10:14
                     pipe_barrier(PIPE_V);
-                    TileT63 t63(std::min<int64_t>(Q - _k62 * 8, 8), std::min<int64_t>(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT63 t63(min_i64(Q - _k62 * 8, 8), min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t63, 128);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView22 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView22 wGm22(w + _g53 * (S * R * Q) + _k62 * 8 * (S * R) + _g59 * S + _g60 * 32, GmView22::Shape(std::min<int64_t>(Q - _k62 * 8, 8), std::min<int64_t>(S - _g60 * 32, 32)), GmView22::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
+                    GmView22 wGm22(w + _g53 * (S * R * Q) + _k62 * 8 * (S * R) + _g59 * S + _g60 * 32, GmView22::Shape(min_i64(Q - _k62 * 8, 8), min_i64(S - _g60 * 32, 32)), GmView22::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
                     TLOAD(t63, wGm22);  // reduce_axes.pto:10:14
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT64 t64(std::min<int64_t>(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
+                    TileT64 t64(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
                     TASSIGN(t64, 1152);  // reduce_axes.pto:10:14
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
                     TCOLSUM(t64, t63);  // reduce_axes.pto:10:14
@@ -566,7 +571,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView23 t12Gm23(t12 + _g53 * (S * R) + _g59 * S + _g60 * 32, GmView23::Shape(std::min<int64_t>(S - _g60 * 32, 32)), GmView23::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView23 t12Gm23(t12 + _g53 * (S * R) + _g59 * S + _g60 * 32, GmView23::Shape(min_i64(S - _g60 * 32, 32)), GmView23::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TSTORE(t12Gm23, t61);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
@@ -598,7 +603,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         for (int64_t _g66 = 0; _g66 < (S + 31) / 32; ++_g66) {  // reduce_axes.pto:10:14
             pipe_barrier(PIPE_V);
-            TileT67 t67(std::min<int64_t>(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
+            TileT67 t67(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
             TASSIGN(t67, 0);  // reduce_axes.pto:10:14
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t67, 0.0f);  // reduce_axes.pto:10:14
@@ -606,14 +611,14 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k68 = 0; _k68 < (P + 7) / 8; ++_k68) {  // reduce_axes.pto:10:14
                 pipe_barrier(PIPE_V);
-                TileT69 t69(std::min<int64_t>(P - _k68 * 8, 8), std::min<int64_t>(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
+                TileT69 t69(min_i64(P - _k68 * 8, 8), min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t69, 128);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView24 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView24 t12Gm24(t12 + _k68 * 8 * (S * R) + _g65 * S + _g66 * 32, GmView24::Shape(std::min<int64_t>(P - _k68 * 8, 8), std::min<int64_t>(S - _g66 * 32, 32)), GmView24::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+                GmView24 t12Gm24(t12 + _k68 * 8 * (S * R) + _g65 * S + _g66 * 32, GmView24::Shape(min_i64(P - _k68 * 8, 8), min_i64(S - _g66 * 32, 32)), GmView24::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
                 TLOAD(t69, t12Gm24);  // reduce_axes.pto:10:14
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT70 t70(std::min<int64_t>(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
+                TileT70 t70(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
                 TASSIGN(t70, 1152);  // reduce_axes.pto:10:14
                 wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TCOLSUM(t70, t69);  // reduce_axes.pto:10:14
@@ -625,7 +630,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView25 t13Gm25(t13 + _g65 * S + _g66 * 32, GmView25::Shape(std::min<int64_t>(S - _g66 * 32, 32)), GmView25::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
+            GmView25 t13Gm25(t13 + _g65 * S + _g66 * 32, GmView25::Shape(min_i64(S - _g66 * 32, 32)), GmView25::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
             TSTORE(t13Gm25, t67);  // reduce_axes.pto:10:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
@@ -640,7 +645,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
     for (int64_t _g71 = 0; _g71 < (R + 3) / 4; ++_g71) {  // reduce_axes.pto:10:5
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g72 = 0; _g72 < (S + 31) / 32; ++_g72) {  // reduce_axes.pto:10:5
-            TileT73 t73(std::min<int64_t>(R - _g71 * 4, 4), std::min<int64_t>(S - _g72 * 32, 32));  // reduce_axes.pto:10:5
+            TileT73 t73(min_i64(R - _g71 * 4, 4), min_i64(S - _g72 * 32, 32));  // reduce_axes.pto:10:5
             TASSIGN(t73, 0);  // reduce_axes.pto:10:5
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:10:5

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void relu_f32_k0(__gm__ float* x, __gm__ float* y, int64_t B, int64_t C, int64_t H, int64_t W)
 {
     using TileT4 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -16,14 +21,14 @@ extern "C" __global__ AICORE void relu_f32_k0(__gm__ float* x, __gm__ float* y, 
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g3 = 0; _g3 < (W + 63) / 64; ++_g3) {  // relu.pto:2:12
                     pipe_barrier(PIPE_V);
-                    TileT4 t4(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64));  // relu.pto:2:12
+                    TileT4 t4(min_i64(H - _g2 * 8, 8), min_i64(W - _g3 * 64, 64));  // relu.pto:2:12
                     TASSIGN(t4, 0);  // relu.pto:2:12
                     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-                    GmView0 xGm0(x + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView0::Shape(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                    GmView0 xGm0(x + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView0::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - _g3 * 64, 64)), GmView0::Stride(W * H * C, W * H, W));  // relu.pto:2:12
                     TLOAD(t4, xGm0);  // relu.pto:2:12
                     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT5 t5(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64));  // relu.pto:2:12
+                    TileT5 t5(min_i64(H - _g2 * 8, 8), min_i64(W - _g3 * 64, 64));  // relu.pto:2:12
                     TASSIGN(t5, 2048);  // relu.pto:2:12
                     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -32,7 +37,7 @@ extern "C" __global__ AICORE void relu_f32_k0(__gm__ float* x, __gm__ float* y, 
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // relu.pto:2:12
-                    GmView1 yGm1(y + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView1::Shape(std::min<int64_t>(H - _g2 * 8, 8), std::min<int64_t>(W - _g3 * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
+                    GmView1 yGm1(y + _g0 * (W * H * C) + _g1 * (W * H) + _g2 * 8 * W + _g3 * 64, GmView1::Shape(min_i64(H - _g2 * 8, 8), min_i64(W - _g3 * 64, 64)), GmView1::Stride(W * H * C, W * H, W));  // relu.pto:2:12
                     TSTORE(yGm1, t5);  // relu.pto:2:12
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* gamma, __gm__ half* y, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -31,18 +36,18 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* g
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm.pto:4:14
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
+        TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
         TASSIGN(t1, 32);  // rmsnorm.pto:4:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
         GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
         TLOAD(t1, v0Gm0);  // rmsnorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT2 t2(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
+        TileT2 t2(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
         TASSIGN(t2, 2080);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t2, t1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-        TileT6 t6(std::min<int64_t>(H - _g0 * 1024, 1024));  // rmsnorm.pto:5:26
+        TileT6 t6(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:5:26
         TASSIGN(t6, 6176);  // rmsnorm.pto:5:26
         pipe_barrier(PIPE_V);
         TMUL(t6, t2, t2);  // rmsnorm.pto:5:26
@@ -78,9 +83,9 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* g
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g15 = 0; _g15 < (H + 1023) / 1024; ++_g15) {  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
-        TileT16 t16(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+        TileT16 t16(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
         TASSIGN(t16, 32);  // rmsnorm.pto:6:24
-        TileT1Re1 t1_re1(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:4:14
+        TileT1Re1 t1_re1(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:4:14
         TASSIGN(t1_re1, 4128);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -90,7 +95,7 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* g
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t16, t1_re1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-        TileT19 t19(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+        TileT19 t19(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
         TASSIGN(t19, 4128);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TileView1 view1;  // rmsnorm.pto:6:24
@@ -99,23 +104,23 @@ extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* v0, __gm__ half* g
         TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
         TROWEXPANDMUL(t19, t16, view1, tmp2);  // rmsnorm.pto:6:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT21 t21(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
+        TileT21 t21(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
         TASSIGN(t21, 32);  // rmsnorm.pto:6:35
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
         GmView2 gammaGm2(gamma + _g15 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm.pto:6:35
         TLOAD(t21, gammaGm2);  // rmsnorm.pto:6:35
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT22 t22(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
+        TileT22 t22(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
         TASSIGN(t22, 8224);  // rmsnorm.pto:6:35
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-        TileT27 t27(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
+        TileT27 t27(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
         TASSIGN(t27, 32);  // rmsnorm.pto:6:24
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t27, t19, t22);  // rmsnorm.pto:6:24
-        TileT30 t30(std::min<int64_t>(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:19
+        TileT30 t30(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:19
         TASSIGN(t30, 4128);  // rmsnorm.pto:6:19
         pipe_barrier(PIPE_V);
         TCVT(t30, t27, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19

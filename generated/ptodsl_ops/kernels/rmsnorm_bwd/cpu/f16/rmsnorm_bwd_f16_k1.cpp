@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ half* gamma, __gm__ half* v1, __gm__ float* t8, __gm__ half* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -56,9 +61,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
-        TileT9 t9(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TileT9 t9(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
         TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
-        TileT3Re1 t3_re1(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TileT3Re1 t3_re1(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
         TASSIGN(t3_re1, 4128);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
@@ -67,7 +72,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t9, t3_re1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        TileT11 t11(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TileT11 t11(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
         TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
         pipe_barrier(PIPE_V);
         TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
@@ -100,7 +105,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g20 = 0; _g20 < (H + 1023) / 1024; ++_g20) {  // rmsnorm_bwd.pto:10:18
         pipe_barrier(PIPE_V);
-        TileT21 t21(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT21 t21(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t21, 32);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -108,15 +113,15 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         GmView1 gammaGm1(gamma + _g20 * 1024, GmView1::Shape(t21.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21, gammaGm1);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT22 t22(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT22 t22(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t22, 2080);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT24 t24(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT24 t24(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24, 6176);  // rmsnorm_bwd.pto:10:14
-        TileT6Re2 t6_re2(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TileT6Re2 t6_re2(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
         TASSIGN(t6_re2, 32);  // rmsnorm_bwd.pto:8:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
@@ -125,11 +130,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t24, t6_re2, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT27 t27(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT27 t27(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t27, 10272);  // rmsnorm_bwd.pto:10:14
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t27, t24, t22);  // rmsnorm_bwd.pto:10:14
-        TileT32 t32(std::min<int64_t>(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TileT32 t32(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t32, 32);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
         TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
@@ -171,9 +176,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT40 t40(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT40 t40(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
-        TileT3Re3 t3_re3(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TileT3Re3 t3_re3(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
         TASSIGN(t3_re3, 4192);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView4 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
@@ -182,23 +187,23 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t40, t3_re3, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-        TileT45 t45(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TileT45 t45(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
         TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
-        TileT21Re4 t21_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT21Re4 t21_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
         GmView5 gammaGm5(gamma + _g39 * 1024, GmView5::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21_re4, gammaGm5);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT22Re4 t22_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT22Re4 t22_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t22_re4, 10336);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t22_re4, t21_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT24Re4 t24_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24_re4, 14432);  // rmsnorm_bwd.pto:10:14
-        TileT6Re2Re4 t6_re2_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TileT6Re2Re4 t6_re2_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
         TASSIGN(t6_re2_re4, 8288);  // rmsnorm_bwd.pto:8:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
@@ -209,7 +214,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         TCVT(t24_re4, t6_re2_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
         TCOLEXPANDMUL(t45, t24_re4, t22_re4);  // rmsnorm_bwd.pto:10:14
-        TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TileT47 t47(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
         TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
         pipe_barrier(PIPE_V);
         TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
@@ -240,11 +245,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT53 t53(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT53 t53(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
-        TileT40Re7 t40_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT40Re7 t40_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t40_re7, 4192);  // rmsnorm_bwd.pto:11:36
-        TileT3Re3Re7 t3_re3_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
+        TileT3Re3Re7 t3_re3_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
         TASSIGN(t3_re3_re7, 8288);  // rmsnorm_bwd.pto:7:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -261,7 +266,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         TileTmp3 tmp4;  // rmsnorm_bwd.pto:11:36
         TASSIGN(tmp4, 18528);  // rmsnorm_bwd.pto:11:36
         TROWEXPANDMUL(t53, t40_re7, view3, tmp4);  // rmsnorm_bwd.pto:11:36
-        TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT56 t56(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -271,7 +276,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         TASSIGN(tmp6, 18528);  // rmsnorm_bwd.pto:11:36
         TROWEXPANDMUL(t56, t53, view5, tmp6);  // rmsnorm_bwd.pto:11:36
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TileT58 t58(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
@@ -279,13 +284,13 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         TLOAD(t58, t8Gm8);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TileT60 t60(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT63 t63(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
+        TileT63 t63(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
         TASSIGN(t63, 96);  // rmsnorm_bwd.pto:11:20
         pipe_barrier(PIPE_V);
         TCVT(t63, t60, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
@@ -296,9 +301,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         GmView9 dxGm9(dx + r * H + _g52 * 1024, GmView9::Shape(t63.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:11:20
         TSTORE(dxGm9, t63);  // rmsnorm_bwd.pto:11:20
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT65 t65(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TileT65 t65(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t65, 96);  // rmsnorm_bwd.pto:12:24
-        TileT6Re6 t6_re6(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
+        TileT6Re6 t6_re6(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
         TASSIGN(t6_re6, 8288);  // rmsnorm_bwd.pto:8:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
@@ -309,12 +314,12 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t65, t6_re6, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-        TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TileT67 t67(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t67, 8288);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
         TMUL(t67, t65, t40_re7);  // rmsnorm_bwd.pto:12:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TileT72 t72(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t72, 96);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
         TileView2 view7;  // rmsnorm_bwd.pto:12:24
@@ -322,7 +327,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
         TASSIGN(tmp8, 18528);  // rmsnorm_bwd.pto:12:24
         TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
-        TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TileT74 t74(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
         TASSIGN(t74, 4192);  // rmsnorm_bwd.pto:12:18
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
@@ -331,7 +336,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ half* v0, __gm__ hal
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT76 t76(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TileT76 t76(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
         TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);

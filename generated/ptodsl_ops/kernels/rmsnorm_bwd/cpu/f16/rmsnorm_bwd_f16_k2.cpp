@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H)
 {
     using TileT78 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -15,9 +20,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g77 = 0; _g77 < (H + 1023) / 1024; ++_g77) {  // rmsnorm_bwd.pto:13:22
         pipe_barrier(PIPE_V);
-        TileT78 t78(std::min<int64_t>(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TileT78 t78(min_i64(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
         TASSIGN(t78, 0);  // rmsnorm_bwd.pto:13:22
-        TileT79 t79(std::min<int64_t>(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
+        TileT79 t79(min_i64(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
         TASSIGN(t79, 4096);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
@@ -50,14 +55,14 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f16_k2(__gm__ float* acc, __gm__ f
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g80 = 0; _g80 < (H + 1023) / 1024; ++_g80) {  // rmsnorm_bwd.pto:13:17
         pipe_barrier(PIPE_V);
-        TileT81 t81(std::min<int64_t>(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TileT81 t81(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
         TASSIGN(t81, 0);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
         GmView2 t19Gm2(t19 + _g80 * 1024, GmView2::Shape(t81.GetValidCol()));  // rmsnorm_bwd.pto:13:17
         TLOAD(t81, t19Gm2);  // rmsnorm_bwd.pto:13:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT82 t82(std::min<int64_t>(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
+        TileT82 t82(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
         TASSIGN(t82, 4096);  // rmsnorm_bwd.pto:13:17
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ float* gamma, __gm__ float* v1, __gm__ float* dx, __gm__ float* acc, int64_t H, float eps, int64_t r, int64_t R)
 {
     using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -45,14 +50,14 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
         pipe_barrier(PIPE_V);
-        TileT9 t9(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TileT9 t9(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
         TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
         GmView0 v0Gm0(v0 + _g5 * 1024, GmView0::Shape(t9.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:7:14
         TLOAD(t9, v0Gm0);  // rmsnorm_bwd.pto:7:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT11 t11(std::min<int64_t>(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
+        TileT11 t11(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
         TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
@@ -97,20 +102,20 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT40 t40(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT40 t40(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
         GmView1 v0Gm1(v0 + _g39 * 1024, GmView1::Shape(t40.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
         TLOAD(t40, v0Gm1);  // rmsnorm_bwd.pto:7:14
-        TileT45 t45(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TileT45 t45(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
         TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
-        TileT21Re4 t21_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT21Re4 t21_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
         GmView2 gammaGm2(gamma + _g39 * 1024, GmView2::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21_re4, gammaGm2);  // rmsnorm_bwd.pto:10:18
-        TileT24Re4 t24_re4(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT24Re4 t24_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24_re4, 12384);  // rmsnorm_bwd.pto:10:14
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
         GmView3 v1Gm3(v1 + _g39 * 1024, GmView3::Shape(t24_re4.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
@@ -118,7 +123,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCOLEXPANDMUL(t45, t24_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
-        TileT47 t47(std::min<int64_t>(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
+        TileT47 t47(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
         TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
         pipe_barrier(PIPE_V);
         TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
@@ -147,9 +152,9 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
         pipe_barrier(PIPE_V);
-        TileT53 t53(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT53 t53(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
-        TileT40Re8 t40_re8(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT40Re8 t40_re8(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t40_re8, 4192);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
@@ -163,7 +168,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
         TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
         TROWEXPANDMUL(t53, t40_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
-        TileT56 t56(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
+        TileT56 t56(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
         TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -172,21 +177,21 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
         TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
         TROWEXPANDMUL(t56, t53, view4, tmp5);  // rmsnorm_bwd.pto:11:36
-        TileT58 t58(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TileT58 t58(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
-        TileT21Re7 t21_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
+        TileT21Re7 t21_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
         TASSIGN(t21_re7, 12384);  // rmsnorm_bwd.pto:10:18
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
         GmView5 gammaGm5(gamma + _g52 * 1024, GmView5::Shape(t21_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
         TLOAD(t21_re7, gammaGm5);  // rmsnorm_bwd.pto:10:18
-        TileT24Re7 t24_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT24Re7 t24_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t24_re7, 16480);  // rmsnorm_bwd.pto:10:14
         using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
         GmView6 v1Gm6(v1 + _g52 * 1024, GmView6::Shape(t24_re7.GetValidCol()), GmView6::Stride(H));  // rmsnorm_bwd.pto:8:13
         TLOAD(t24_re7, v1Gm6);  // rmsnorm_bwd.pto:8:13
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT27Re7 t27_re7(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
+        TileT27Re7 t27_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
         TASSIGN(t27_re7, 20576);  // rmsnorm_bwd.pto:10:14
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCOLEXPANDMUL(t27_re7, t24_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
@@ -196,7 +201,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TROWEXPAND(tmp6, t19);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
         TROWEXPANDMUL(t58, tmp6, t27_re7);  // rmsnorm_bwd.pto:11:25
-        TileT60 t60(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
+        TileT60 t60(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
         TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
         pipe_barrier(PIPE_V);
         TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
@@ -206,11 +211,11 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         GmView7 dxGm7(dx + r * H + _g52 * 1024, GmView7::Shape(t60.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:11:20
         TSTORE(dxGm7, t60);  // rmsnorm_bwd.pto:11:20
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT67 t67(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TileT67 t67(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t67, 96);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
         TMUL(t67, t24_re7, t40_re8);  // rmsnorm_bwd.pto:12:24
-        TileT72 t72(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
+        TileT72 t72(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
         TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
         pipe_barrier(PIPE_V);
         TileView1 view7;  // rmsnorm_bwd.pto:12:24
@@ -219,7 +224,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
         TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT74 t74(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TileT74 t74(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
         TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
@@ -229,7 +234,7 @@ extern "C" __global__ AICORE void rmsnorm_bwd_f32_k1(__gm__ float* v0, __gm__ fl
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT76 t76(std::min<int64_t>(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
+        TileT76 t76(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
         TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

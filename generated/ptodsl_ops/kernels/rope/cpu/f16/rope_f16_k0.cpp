@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ half* v1, int64_t v1_stride0, __gm__ half* v0, int64_t v0_stride0, __gm__ float* t7, __gm__ float* t3, __gm__ half* y, int64_t F, int64_t R)
 {
     using TileT4 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
@@ -88,7 +93,7 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _g1 = 0; _g1 < (F + 127) / 128; ++_g1) {  // rope.pto:10:13
-        TileT4 t4(std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
+        TileT4 t4(min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
         TASSIGN(t4, 0);  // rope.pto:10:13
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:10:13
@@ -101,7 +106,7 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // rope.pto:10:13
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:10:13
+            TileT2 t2(min_i64(R - _g0 * 8, 8));  // rope.pto:10:13
             TASSIGN(t2, 512);  // rope.pto:10:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -109,146 +114,146 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
             GmView1 posGm1(pos + _g0 * 8, GmView1::Shape(t2.GetValidRow()));  // rope.pto:10:13
             TLOAD(t2, posGm1);  // rope.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
+            TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
             TASSIGN(t5, 768);  // rope.pto:10:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             TCOLEXPAND(t5, t4);  // rope.pto:10:13
-            TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:10:13
+            TileT6 t6(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
             TASSIGN(t6, 4864);  // rope.pto:10:13
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:10:13
+            TileTmp0 tmp0(min_i64(R - _g0 * 8, 8));  // rope.pto:10:13
             TASSIGN(tmp0, 37632);  // rope.pto:10:13
             TROWEXPAND(tmp0, t2);  // rope.pto:10:13
             pipe_barrier(PIPE_V);  // rope.pto:10:13
             TROWEXPANDMUL(t6, tmp0, t5);  // rope.pto:10:13
-            TileT10 t10(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT10 t10(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t10, 512);  // rope.pto:11:9
-            TileT11 t11(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT11 t11(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t11, 8960);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t11, t6, 0.3183098861837907f);  // rope.pto:11:9
-            TileT12 t12(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT12 t12(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t12, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TCVT(t12, t11, RoundMode::CAST_FLOOR);  // rope.pto:11:9
-            TileT13 t13(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT13 t13(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t13, 17152);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t13, t12, 0.5f);  // rope.pto:11:9
-            TileT14 t14(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT14 t14(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t14, 21248);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t14, t13, 3.140625f);  // rope.pto:11:9
-            TileT15 t15(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT15 t15(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t15, 25344);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TSUB(t15, t6, t14);  // rope.pto:11:9
-            TileT16 t16(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT16 t16(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t16, 21248);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t16, t13, 0.0009675025939941406f);  // rope.pto:11:9
-            TileT17 t17(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT17 t17(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t17, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TSUB(t17, t15, t16);  // rope.pto:11:9
-            TileT18 t18(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT18 t18(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t18, 21248);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t18, t13, 1.5099580252808664e-07f);  // rope.pto:11:9
-            TileT19 t19(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT19 t19(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t19, 17152);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TSUB(t19, t17, t18);  // rope.pto:11:9
-            TileT20 t20(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT20 t20(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t20, 21248);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TABS(t20, t19);  // rope.pto:11:9
-            TileT21 t21(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT21 t21(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t21, 25344);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
-            TileView1 view1(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+            TileView1 view1(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
             TASSIGN(view1, 25344);  // rope.pto:11:9
             TCMPS(view1, t20, 2.0f, CmpMode::GT);  // rope.pto:11:9
-            TileT22 t22(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT22 t22(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t22, 21248);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TileTmp2 tmp2;  // rope.pto:11:9
             TASSIGN(tmp2, 37632);  // rope.pto:11:9
             TEXPANDS(tmp2, 0.0f);  // rope.pto:11:9
             pipe_barrier(PIPE_V);  // rope.pto:11:9
-            TileView3 view3(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+            TileView3 view3(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
             TASSIGN(view3, 21248);  // rope.pto:11:9
-            TileView3 view4(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+            TileView3 view4(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
             TASSIGN(view4, 37632);  // rope.pto:11:9
-            TileView3 view5(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+            TileView3 view5(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
             TASSIGN(view5, 17152);  // rope.pto:11:9
-            TileView1 view6(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:11:9
+            TileView1 view6(min_i64(R - _g0 * 8, 8));  // rope.pto:11:9
             TASSIGN(view6, 25344);  // rope.pto:11:9
             TileTmp2 tmp7;  // rope.pto:11:9
             TASSIGN(tmp7, 41728);  // rope.pto:11:9
             TSEL(view3, view6, view4, view5, tmp7);  // rope.pto:11:9
-            TileT23 t23(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT23 t23(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t23, 17152);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t23, t12, 0.5f);  // rope.pto:11:9
-            TileT24 t24(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT24 t24(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t24, 25344);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TCVT(t24, t23, RoundMode::CAST_FLOOR);  // rope.pto:11:9
-            TileT25 t25(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT25 t25(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t25, 17152);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t25, t24, 2.0f);  // rope.pto:11:9
-            TileT26 t26(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT26 t26(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t26, 25344);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TSUB(t26, t12, t25);  // rope.pto:11:9
-            TileT27 t27(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT27 t27(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t27, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t27, t26, 2.0f);  // rope.pto:11:9
-            TileT28 t28(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT28 t28(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t28, 17152);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TSUBS(t28, t27, 1.0f);  // rope.pto:11:9
-            TileT29 t29(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT29 t29(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t29, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMUL(t29, t22, t22);  // rope.pto:11:9
-            TileT30 t30(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT30 t30(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t30, 25344);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMUL(t30, t22, t29);  // rope.pto:11:9
-            TileT31 t31(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT31 t31(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t31, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMULS(t31, t29, 2.5903266305249417e-06f);  // rope.pto:11:9
-            TileT32 t32(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT32 t32(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t32, 33536);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t32, t31, -0.0001980264496523887f);  // rope.pto:11:9
-            TileT33 t33(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT33 t33(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t33, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMUL(t33, t29, t32);  // rope.pto:11:9
-            TileT34 t34(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT34 t34(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t34, 33536);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t34, t33, 0.008332972414791584f);  // rope.pto:11:9
-            TileT35 t35(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT35 t35(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t35, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMUL(t35, t29, t34);  // rope.pto:11:9
-            TileT36 t36(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT36 t36(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t36, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADDS(t36, t35, -0.16666656732559204f);  // rope.pto:11:9
-            TileT37 t37(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT37 t37(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t37, 29440);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TMUL(t37, t30, t36);  // rope.pto:11:9
-            TileT38 t38(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:11:9
+            TileT38 t38(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:11:9
             TASSIGN(t38, 13056);  // rope.pto:11:9
             pipe_barrier(PIPE_V);
             TADD(t38, t22, t37);  // rope.pto:11:9
@@ -260,125 +265,125 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
             GmView2 cGm2(c + _g0 * 8 * F + _g1 * 128, GmView2::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
             TSTORE(cGm2, t10);  // rope.pto:11:9
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            TileT42 t42(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT42 t42(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t42, 512);  // rope.pto:12:9
-            TileT44 t44(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT44 t44(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t44, 13056);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TCVT(t44, t11, RoundMode::CAST_RINT);  // rope.pto:12:9
-            TileT45 t45(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT45 t45(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t45, 8960);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t45, t44, 3.140625f);  // rope.pto:12:9
-            TileT46 t46(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT46 t46(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t46, 17152);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TSUB(t46, t6, t45);  // rope.pto:12:9
-            TileT47 t47(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT47 t47(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t47, 4608);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t47, t44, 0.0009675025939941406f);  // rope.pto:12:9
-            TileT48 t48(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT48 t48(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t48, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TSUB(t48, t46, t47);  // rope.pto:12:9
-            TileT49 t49(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT49 t49(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t49, 4608);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t49, t44, 1.5099580252808664e-07f);  // rope.pto:12:9
-            TileT50 t50(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT50 t50(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t50, 17152);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TSUB(t50, t48, t49);  // rope.pto:12:9
-            TileT51 t51(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT51 t51(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t51, 4608);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TABS(t51, t50);  // rope.pto:12:9
-            TileT52 t52(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT52 t52(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t52, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
-            TileView1 view8(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+            TileView1 view8(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
             TASSIGN(view8, 8704);  // rope.pto:12:9
             TCMPS(view8, t51, 2.0f, CmpMode::GT);  // rope.pto:12:9
-            TileT53 t53(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT53 t53(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t53, 4608);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TileTmp2 tmp9;  // rope.pto:12:9
             TASSIGN(tmp9, 37632);  // rope.pto:12:9
             TEXPANDS(tmp9, 0.0f);  // rope.pto:12:9
             pipe_barrier(PIPE_V);  // rope.pto:12:9
-            TileView3 view10(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+            TileView3 view10(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
             TASSIGN(view10, 4608);  // rope.pto:12:9
-            TileView3 view11(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+            TileView3 view11(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
             TASSIGN(view11, 37632);  // rope.pto:12:9
-            TileView3 view12(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+            TileView3 view12(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
             TASSIGN(view12, 17152);  // rope.pto:12:9
-            TileView1 view13(std::min<int64_t>(R - _g0 * 8, 8));  // rope.pto:12:9
+            TileView1 view13(min_i64(R - _g0 * 8, 8));  // rope.pto:12:9
             TASSIGN(view13, 8704);  // rope.pto:12:9
             TileTmp2 tmp14;  // rope.pto:12:9
             TASSIGN(tmp14, 41728);  // rope.pto:12:9
             TSEL(view10, view13, view11, view12, tmp14);  // rope.pto:12:9
-            TileT54 t54(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT54 t54(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t54, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t54, t44, 0.5f);  // rope.pto:12:9
-            TileT55 t55(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT55 t55(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t55, 17152);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TCVT(t55, t54, RoundMode::CAST_FLOOR);  // rope.pto:12:9
-            TileT56 t56(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT56 t56(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t56, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t56, t55, 2.0f);  // rope.pto:12:9
-            TileT57 t57(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT57 t57(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t57, 17152);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TSUB(t57, t44, t56);  // rope.pto:12:9
-            TileT58 t58(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT58 t58(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t58, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t58, t57, -2.0f);  // rope.pto:12:9
-            TileT59 t59(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT59 t59(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t59, 12800);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t59, t58, 1.0f);  // rope.pto:12:9
-            TileT60 t60(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT60 t60(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t60, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMUL(t60, t53, t53);  // rope.pto:12:9
-            TileT61 t61(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT61 t61(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t61, 16896);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMUL(t61, t53, t60);  // rope.pto:12:9
-            TileT62 t62(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT62 t62(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t62, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMULS(t62, t60, 2.5903266305249417e-06f);  // rope.pto:12:9
-            TileT63 t63(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT63 t63(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t63, 25088);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t63, t62, -0.0001980264496523887f);  // rope.pto:12:9
-            TileT64 t64(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT64 t64(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t64, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMUL(t64, t60, t63);  // rope.pto:12:9
-            TileT65 t65(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT65 t65(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t65, 25088);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t65, t64, 0.008332972414791584f);  // rope.pto:12:9
-            TileT66 t66(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT66 t66(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t66, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMUL(t66, t60, t65);  // rope.pto:12:9
-            TileT67 t67(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT67 t67(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t67, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADDS(t67, t66, -0.16666656732559204f);  // rope.pto:12:9
-            TileT68 t68(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT68 t68(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t68, 20992);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TMUL(t68, t61, t67);  // rope.pto:12:9
-            TileT69 t69(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(F - _g1 * 128, 128));  // rope.pto:12:9
+            TileT69 t69(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
             TASSIGN(t69, 8704);  // rope.pto:12:9
             pipe_barrier(PIPE_V);
             TADD(t69, t53, t68);  // rope.pto:12:9
@@ -415,22 +420,22 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g75 = 0; _g75 < (F + 127) / 128; ++_g75) {  // rope.pto:14:10
             pipe_barrier(PIPE_V);
-            TileT76 t76(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:14:10
+            TileT76 t76(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:14:10
             TASSIGN(t76, 0);  // rope.pto:14:10
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:14:10
             GmView4 v1Gm4(v1 + _g74 * 8 * v1_stride0 + _g75 * 128, GmView4::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView4::Stride(v1_stride0));  // rope.pto:14:10
             TLOAD(t76, v1Gm4);  // rope.pto:14:10
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT77 t77(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:14:10
+            TileT77 t77(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:14:10
             TASSIGN(t77, 2048);  // rope.pto:14:10
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t77, t76, RoundMode::CAST_RINT);  // rope.pto:14:10
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT80 t80(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
+            TileT80 t80(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t80, 6144);  // rope.pto:15:25
-            TileT72Re1 t72_re1(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:13:10
+            TileT72Re1 t72_re1(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:13:10
             TASSIGN(t72_re1, 0);  // rope.pto:13:10
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
@@ -439,42 +444,42 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t80, t72_re1, RoundMode::CAST_RINT);  // rope.pto:13:10
-            TileT81 t81(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
+            TileT81 t81(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t81, 10240);  // rope.pto:15:25
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:25
             GmView6 cGm6(c + _g74 * 8 * F + _g75 * 128, GmView6::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView6::Stride(F));  // rope.pto:15:25
             TLOAD(t81, cGm6);  // rope.pto:15:25
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT82 t82(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
+            TileT82 t82(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t82, 14336);  // rope.pto:15:25
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t82, t80, t81);  // rope.pto:15:25
-            TileT86 t86(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:34
+            TileT86 t86(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:34
             TASSIGN(t86, 18432);  // rope.pto:15:34
             using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:34
             GmView7 sGm7(s + _g74 * 8 * F + _g75 * 128, GmView7::Shape(t86.GetValidRow(), t86.GetValidCol()), GmView7::Stride(F));  // rope.pto:15:34
             TLOAD(t86, sGm7);  // rope.pto:15:34
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT87 t87(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:34
+            TileT87 t87(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:34
             TASSIGN(t87, 22528);  // rope.pto:15:34
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t87, t77, t86);  // rope.pto:15:34
-            TileT92 t92(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:25
+            TileT92 t92(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
             TASSIGN(t92, 26624);  // rope.pto:15:25
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             pipe_barrier(PIPE_V);
             TSUB(t92, t82, t87);  // rope.pto:15:25
-            TileT97 t97(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TileT97 t97(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:42
             TASSIGN(t97, 14336);  // rope.pto:15:42
             pipe_barrier(PIPE_V);
             TMUL(t97, t77, t81);  // rope.pto:15:42
-            TileT102 t102(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:51
+            TileT102 t102(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:51
             TASSIGN(t102, 0);  // rope.pto:15:51
             pipe_barrier(PIPE_V);
             TMUL(t102, t80, t86);  // rope.pto:15:51
-            TileT107 t107(std::min<int64_t>(R - _g74 * 8, 8), std::min<int64_t>(F - _g75 * 128, 128));  // rope.pto:15:42
+            TileT107 t107(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:42
             TASSIGN(t107, 4096);  // rope.pto:15:42
             pipe_barrier(PIPE_V);
             TADD(t107, t97, t102);  // rope.pto:15:42
@@ -504,7 +509,7 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
     for (int64_t _g111 = 0; _g111 < (R + 7) / 8; ++_g111) {  // rope.pto:15:17
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g112 = 0; _g112 < (F + 127) / 128; ++_g112) {  // rope.pto:15:17
-            TileT113 t113(std::min<int64_t>(R - _g111 * 8, 8), std::min<int64_t>(F - _g112 * 128, 128));  // rope.pto:15:17
+            TileT113 t113(min_i64(R - _g111 * 8, 8), min_i64(F - _g112 * 128, 128));  // rope.pto:15:17
             TASSIGN(t113, 0);  // rope.pto:15:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
@@ -528,14 +533,14 @@ extern "C" __global__ AICORE void rope_f16_k0(__gm__ float* inv_freq, __gm__ flo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g115 = 0; _g115 < (F * 2 + 127) / 128; ++_g115) {  // rope.pto:15:12
             pipe_barrier(PIPE_V);
-            TileT116 t116(std::min<int64_t>(R - _g114 * 8, 8), std::min<int64_t>(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
+            TileT116 t116(min_i64(R - _g114 * 8, 8), min_i64(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
             TASSIGN(t116, 0);  // rope.pto:15:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:12
             GmView12 t3Gm12(t3 + _g114 * 8 * (F * 2) + _g115 * 128, GmView12::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView12::Stride(F * 2));  // rope.pto:15:12
             TLOAD(t116, t3Gm12);  // rope.pto:15:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT117 t117(std::min<int64_t>(R - _g114 * 8, 8), std::min<int64_t>(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
+            TileT117 t117(min_i64(R - _g114 * 8, 8), min_i64(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
             TASSIGN(t117, 4096);  // rope.pto:15:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

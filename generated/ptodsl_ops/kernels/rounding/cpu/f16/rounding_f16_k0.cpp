@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r, __gm__ half* f, __gm__ half* c, __gm__ half* t, __gm__ half* h, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -30,7 +35,7 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // rounding.pto:4:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t2, 0);  // rounding.pto:4:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -38,13 +43,13 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // rounding.pto:4:12
             TLOAD(t2, xGm0);  // rounding.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t3, 4096);  // rounding.pto:4:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t4, 8192);  // rounding.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // rounding.pto:4:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t5, 16384);  // rounding.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t5, t4, RoundMode::CAST_RINT);  // rounding.pto:4:12
@@ -56,9 +61,9 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
             GmView1 rGm1(r + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // rounding.pto:4:12
             TSTORE(rGm1, t3);  // rounding.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:5:12
             TASSIGN(t9, 4096);  // rounding.pto:5:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:5:12
             TASSIGN(t11, 16384);  // rounding.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t11, t4, RoundMode::CAST_FLOOR);  // rounding.pto:5:12
@@ -71,9 +76,9 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
             GmView2 fGm2(f + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView2::Stride(N));  // rounding.pto:5:12
             TSTORE(fGm2, t9);  // rounding.pto:5:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:6:12
             TASSIGN(t15, 4096);  // rounding.pto:6:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:6:12
             TASSIGN(t17, 16384);  // rounding.pto:6:12
             pipe_barrier(PIPE_V);
             TCVT(t17, t4, RoundMode::CAST_CEIL);  // rounding.pto:6:12
@@ -86,9 +91,9 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
             GmView3 cGm3(c + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView3::Stride(N));  // rounding.pto:6:12
             TSTORE(cGm3, t15);  // rounding.pto:6:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:7:12
             TASSIGN(t21, 4096);  // rounding.pto:7:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:7:12
             TASSIGN(t23, 16384);  // rounding.pto:7:12
             pipe_barrier(PIPE_V);
             TCVT(t23, t4, RoundMode::CAST_TRUNC);  // rounding.pto:7:12
@@ -101,34 +106,34 @@ extern "C" __global__ AICORE void rounding_f16_k0(__gm__ half* x, __gm__ half* r
             GmView4 tGm4(t + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView4::Stride(N));  // rounding.pto:7:12
             TSTORE(tGm4, t21);  // rounding.pto:7:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:24
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:24
             TASSIGN(t27, 4096);  // rounding.pto:8:24
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t27, t2, 8.0f);  // rounding.pto:8:24
-            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT31 t31(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t31, 0);  // rounding.pto:8:18
-            TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT32 t32(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t32, 8192);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TCVT(t32, t27, RoundMode::CAST_RINT);  // rounding.pto:8:18
-            TileT33 t33(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT33 t33(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t33, 16384);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TCVT(t33, t32, RoundMode::CAST_FLOOR);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TCVT(t31, t33, RoundMode::CAST_RINT);  // rounding.pto:8:18
-            TileT37 t37(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT37 t37(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t37, 4096);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TMULS(t37, t31, 0.5f);  // rounding.pto:8:18
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+            TileT41 t41(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:12
             TASSIGN(t41, 0);  // rounding.pto:8:12
-            TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+            TileT42 t42(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:12
             TASSIGN(t42, 8192);  // rounding.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t42, t37, RoundMode::CAST_RINT);  // rounding.pto:8:12
-            TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+            TileT43 t43(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:12
             TASSIGN(t43, 16384);  // rounding.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t43, t42, RoundMode::CAST_RINT);  // rounding.pto:8:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float* r, __gm__ float* f, __gm__ float* c, __gm__ float* t, __gm__ float* h, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -21,7 +26,7 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // rounding.pto:4:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t2, 0);  // rounding.pto:4:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -29,7 +34,7 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // rounding.pto:4:12
             TLOAD(t2, xGm0);  // rounding.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:4:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:4:12
             TASSIGN(t3, 8192);  // rounding.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t3, t2, RoundMode::CAST_RINT);  // rounding.pto:4:12
@@ -39,7 +44,7 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
             GmView1 rGm1(r + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // rounding.pto:4:12
             TSTORE(rGm1, t3);  // rounding.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:5:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:5:12
             TASSIGN(t7, 8192);  // rounding.pto:5:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -50,7 +55,7 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
             GmView2 fGm2(f + _g0 * 8 * N + _g1 * 256, GmView2::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView2::Stride(N));  // rounding.pto:5:12
             TSTORE(fGm2, t7);  // rounding.pto:5:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:6:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:6:12
             TASSIGN(t11, 8192);  // rounding.pto:6:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -61,7 +66,7 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
             GmView3 cGm3(c + _g0 * 8 * N + _g1 * 256, GmView3::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView3::Stride(N));  // rounding.pto:6:12
             TSTORE(cGm3, t11);  // rounding.pto:6:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:7:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:7:12
             TASSIGN(t15, 8192);  // rounding.pto:7:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
@@ -72,20 +77,20 @@ extern "C" __global__ AICORE void rounding_f32_k0(__gm__ float* x, __gm__ float*
             GmView4 tGm4(t + _g0 * 8 * N + _g1 * 256, GmView4::Shape(t15.GetValidRow(), t15.GetValidCol()), GmView4::Stride(N));  // rounding.pto:7:12
             TSTORE(tGm4, t15);  // rounding.pto:7:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:24
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:24
             TASSIGN(t19, 8192);  // rounding.pto:8:24
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t19, t2, 8.0f);  // rounding.pto:8:24
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t23, 0);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TCVT(t23, t19, RoundMode::CAST_FLOOR);  // rounding.pto:8:18
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:18
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:18
             TASSIGN(t27, 8192);  // rounding.pto:8:18
             pipe_barrier(PIPE_V);
             TMULS(t27, t23, 0.5f);  // rounding.pto:8:18
-            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // rounding.pto:8:12
+            TileT31 t31(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // rounding.pto:8:12
             TASSIGN(t31, 0);  // rounding.pto:8:12
             pipe_barrier(PIPE_V);
             TCVT(t31, t27, RoundMode::CAST_RINT);  // rounding.pto:8:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N, float s)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -25,7 +30,7 @@ extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm_
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t2, 0);  // scalar_ops.pto:3:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -33,49 +38,49 @@ extern "C" __global__ AICORE void scalar_ops_bf16_k0(__gm__ bfloat16_t* x, __gm_
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
             TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t4, 4096);  // scalar_ops.pto:3:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t5, 8192);  // scalar_ops.pto:3:13
             pipe_barrier(PIPE_V);
             TSUBS(t5, t4, 1.5f);  // scalar_ops.pto:3:13
             pipe_barrier(PIPE_V);
             TCVT(t3, t5, RoundMode::CAST_RINT);  // scalar_ops.pto:3:13
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t9, 0);  // scalar_ops.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t10, 4096);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t10, t3, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t11, 8192);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t11, t10, 2.0f);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t9, t11, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t15, 2048);  // scalar_ops.pto:3:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t16, 4096);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t16, t9, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t17, 8192);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TDIVS(t17, t16, 4.0f);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t15, t17, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t21, 0);  // scalar_ops.pto:3:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t22, 4096);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t22, t15, RoundMode::CAST_RINT);  // scalar_ops.pto:3:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t23, 8192);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t23, t22, s);  // scalar_ops.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N, float s)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -17,7 +22,7 @@ extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half*
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 127) / 128; ++_g1) {  // scalar_ops.pto:3:13
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t2, 0);  // scalar_ops.pto:3:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -25,19 +30,19 @@ extern "C" __global__ AICORE void scalar_ops_f16_k0(__gm__ half* x, __gm__ half*
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 128, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // scalar_ops.pto:3:13
             TLOAD(t2, xGm0);  // scalar_ops.pto:3:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:13
             TASSIGN(t3, 2048);  // scalar_ops.pto:3:13
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TSUBS(t3, t2, 1.5f);  // scalar_ops.pto:3:13
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t7, 0);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t7, t3, 2.0f);  // scalar_ops.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t11, 2048);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TDIVS(t11, t7, 4.0f);  // scalar_ops.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 128, 128));  // scalar_ops.pto:3:12
             TASSIGN(t15, 0);  // scalar_ops.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t15, t11, s);  // scalar_ops.pto:3:12

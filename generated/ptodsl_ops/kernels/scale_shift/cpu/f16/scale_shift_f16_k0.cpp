@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half* y, int64_t N, float alpha, float beta)
 {
     using TileT1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
@@ -14,7 +19,7 @@ extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // scale_shift.pto:3:12
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+        TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
         TASSIGN(t1, 0);  // scale_shift.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -22,11 +27,11 @@ extern "C" __global__ AICORE void scale_shift_f16_k0(__gm__ half* x, __gm__ half
         GmView0 xGm0(x + _g0 * 1024, GmView0::Shape(t1.GetValidCol()));  // scale_shift.pto:3:12
         TLOAD(t1, xGm0);  // scale_shift.pto:3:12
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+        TileT2 t2(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
         TASSIGN(t2, 2048);  // scale_shift.pto:3:12
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t2, t1, alpha);  // scale_shift.pto:3:12
-        TileT5 t5(std::min<int64_t>(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
+        TileT5 t5(min_i64(N - _g0 * 1024, 1024));  // scale_shift.pto:3:12
         TASSIGN(t5, 0);  // scale_shift.pto:3:12
         pipe_barrier(PIPE_V);
         TADDS(t5, t2, beta);  // scale_shift.pto:3:12

@@ -34,6 +34,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* seq_add_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -51,7 +56,7 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
     try {
     bool b_u2_no_memory = false;
     #pragma omp parallel for schedule(static)
-    for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
+    for (int64_t b_u2 = 0; b_u2 < max_i64(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
         try {
         const int64_t cur_seq_u2c0 = static_cast<int64_t>(act_seqs[b_u2 * 2]);  // seq_add.pto:5:19
         float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
@@ -77,9 +82,9 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
         throw pto::cpu::Failure{};
     }
 #endif
-    for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[std::max<int64_t>(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
-        float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
+    for (int64_t b_u1 = 0; b_u1 < max_i64(B, 0) - max_i64(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
+        const int64_t cur_seq_u1c0 = static_cast<int64_t>(act_seqs[max_i64(B, 0) / 2 * 2 + b_u1]);  // seq_add.pto:5:19
+        float* a0_u1c0 = inp + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
         start_launch(poison);  // seq_add.pto:7:24
         seq_add_k2(a0_u1c0, out, S, cur_seq_u1c0, H, B, b_u1);  // seq_add.pto:7:24
     }

@@ -4,24 +4,34 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0_u2c0, __gm__ float* out, int64_t S, int32_t cur_seq_u2c0, int64_t H, int64_t b_u2, int64_t B)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
+    for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(cur_seq_u2c0, 0), S) + 3) / 4; ++_g0) {  // seq_add.pto:7:24
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (H + 63) / 64; ++_g1) {  // seq_add.pto:7:24
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TileT2 t2(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
             TASSIGN(t2, 0);  // seq_add.pto:7:24
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
+            GmView0 a0_u2c0Gm0(a0_u2c0 + _g0 * 4 * H + _g1 * 64, GmView0::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView0::Stride(H * S, H));  // seq_add.pto:7:24
             TLOAD(t2, a0_u2c0Gm0);  // seq_add.pto:7:24
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64));  // seq_add.pto:7:24
+            TileT3 t3(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64));  // seq_add.pto:7:24
             TASSIGN(t3, 1024);  // seq_add.pto:7:24
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
@@ -30,7 +40,7 @@ extern "C" __global__ AICORE void seq_add_k0(__gm__ float* a0_u2c0, __gm__ float
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // seq_add.pto:7:24
-            GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(cur_seq_u2c0, 0), S) - _g0 * 4, 4), std::min<int64_t>(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
+            GmView1 outGm1(out + b_u2 * 2 * (H * S) + _g0 * 4 * H + _g1 * 64, GmView1::Shape(min_i64(min_i64(max_i64(cur_seq_u2c0, 0), S) - _g0 * 4, 4), min_i64(H - _g1 * 64, 64)), GmView1::Stride(H * S, H));  // seq_add.pto:7:24
             TSTORE(outGm1, t3);  // seq_add.pto:7:24
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }

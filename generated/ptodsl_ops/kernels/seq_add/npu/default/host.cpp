@@ -58,6 +58,11 @@ static T read_device(const T* p)
     return value;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* seq_add_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -71,7 +76,7 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
 {
     ptodsl_stream = stream;
     ptodsl_failed = false;
-    for (int64_t b_u2 = 0; b_u2 < std::max<int64_t>(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
+    for (int64_t b_u2 = 0; b_u2 < max_i64(B, 0) / 2; ++b_u2) {  // seq_add.pto:4:5
         const int64_t cur_seq_u2c0 = static_cast<int64_t>(read_device(act_seqs + b_u2 * 2));  // seq_add.pto:5:19
         float* a0_u2c0 = inp + b_u2 * 2 * (H * S);  // seq_add.pto:6:14
         if (ptodsl_failed) {  // seq_add.pto:7:24
@@ -85,9 +90,9 @@ extern "C" int seq_add(void* stream, float* inp, int32_t* act_seqs, float* out, 
         }
         seq_add_k1_launch(1, ptodsl_stream, a0_u2c1, out, S, cur_seq_u2c1, H, b_u2, B);  // seq_add.pto:7:24
     }
-    for (int64_t b_u1 = 0; b_u1 < std::max<int64_t>(B, 0) - std::max<int64_t>(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
-        const int64_t cur_seq_u1c0 = static_cast<int64_t>(read_device(act_seqs + std::max<int64_t>(B, 0) / 2 * 2 + b_u1));  // seq_add.pto:5:19
-        float* a0_u1c0 = inp + (std::max<int64_t>(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
+    for (int64_t b_u1 = 0; b_u1 < max_i64(B, 0) - max_i64(B, 0) / 2 * 2; ++b_u1) {  // seq_add.pto:4:5
+        const int64_t cur_seq_u1c0 = static_cast<int64_t>(read_device(act_seqs + max_i64(B, 0) / 2 * 2 + b_u1));  // seq_add.pto:5:19
+        float* a0_u1c0 = inp + (max_i64(B, 0) / 2 * 2 + b_u1) * (H * S);  // seq_add.pto:6:14
         if (ptodsl_failed) {  // seq_add.pto:7:24
             return -1;  // seq_add.pto:7:24
         }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void silu_bwd_f32_k0(__gm__ float* x, __gm__ float* dy, __gm__ float* dx, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -23,24 +28,24 @@ extern "C" __global__ AICORE void silu_bwd_f32_k0(__gm__ float* x, __gm__ float*
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // silu_bwd.pto:3:10
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:3:10
+            TileT2 t2(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:3:10
             TASSIGN(t2, 0);  // silu_bwd.pto:3:10
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:3:10
             GmView0 xGm0(x + _g0 * 4 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // silu_bwd.pto:3:10
             TLOAD(t2, xGm0);  // silu_bwd.pto:3:10
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TileT7 t7(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
             TASSIGN(t7, 4096);  // silu_bwd.pto:4:9
-            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TileT8 t8(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
             TASSIGN(t8, 8192);  // silu_bwd.pto:4:9
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TNEG(t8, t2);  // silu_bwd.pto:4:9
-            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TileT9 t9(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
             TASSIGN(t9, 12288);  // silu_bwd.pto:4:9
             pipe_barrier(PIPE_V);
             TEXP(t9, t8);  // silu_bwd.pto:4:9
-            TileT10 t10(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
+            TileT10 t10(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:4:9
             TASSIGN(t10, 8192);  // silu_bwd.pto:4:9
             pipe_barrier(PIPE_V);
             TADDS(t10, t9, 1.0f);  // silu_bwd.pto:4:9
@@ -48,33 +53,33 @@ extern "C" __global__ AICORE void silu_bwd_f32_k0(__gm__ float* x, __gm__ float*
             pipe_barrier(PIPE_V);
             TRECIP(t7, t10);  // silu_bwd.pto:4:9
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT13 t13(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TileT13 t13(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
             TASSIGN(t13, 8192);  // silu_bwd.pto:5:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // silu_bwd.pto:5:18
             GmView1 dyGm1(dy + _g0 * 4 * N + _g1 * 256, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // silu_bwd.pto:5:18
             TLOAD(t13, dyGm1);  // silu_bwd.pto:5:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT19 t19(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TileT19 t19(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
             TASSIGN(t19, 12288);  // silu_bwd.pto:5:18
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMUL(t19, t13, t7);  // silu_bwd.pto:5:18
-            TileT23 t23(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:51
+            TileT23 t23(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:51
             TASSIGN(t23, 8192);  // silu_bwd.pto:5:51
             pipe_barrier(PIPE_V);
             TSUBS(t23, t7, 1.0f);  // silu_bwd.pto:5:51
             pipe_barrier(PIPE_V);  // silu_bwd.pto:5:51
             TNEG(t23, t23);  // silu_bwd.pto:5:51
-            TileT28 t28(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:45
+            TileT28 t28(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:45
             TASSIGN(t28, 4096);  // silu_bwd.pto:5:45
             pipe_barrier(PIPE_V);
             TMUL(t28, t2, t23);  // silu_bwd.pto:5:45
-            TileT32 t32(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:39
+            TileT32 t32(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:39
             TASSIGN(t32, 0);  // silu_bwd.pto:5:39
             pipe_barrier(PIPE_V);
             TADDS(t32, t28, 1.0f);  // silu_bwd.pto:5:39
-            TileT37 t37(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
+            TileT37 t37(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 256, 256));  // silu_bwd.pto:5:18
             TASSIGN(t37, 4096);  // silu_bwd.pto:5:18
             pipe_barrier(PIPE_V);
             TMUL(t37, t19, t32);  // silu_bwd.pto:5:18

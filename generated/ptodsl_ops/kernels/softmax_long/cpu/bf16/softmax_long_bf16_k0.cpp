@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t N, int64_t b, int64_t B)
 {
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -39,14 +44,14 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
         TASSIGN(t2, 32);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
         GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
         TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TileT3 t3(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
         TASSIGN(t3, 2080);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
@@ -82,7 +87,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g6 = 0; _g6 < (N + 1023) / 1024; ++_g6) {  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
-        TileT7 t7(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT7 t7(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t7, 64);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -92,14 +97,14 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileC0 c0;  // softmax_long.pto:5:17
         TASSIGN(c0, 2112);  // softmax_long.pto:5:17
-        TileT10 t10(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT10 t10(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t10, 2144);  // softmax_long.pto:5:17
-        TileT11 t11(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT11 t11(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t11, 4192);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t11, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
         TCVT(c0, t5, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-        TileT13 t13(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT13 t13(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t13, 8288);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         TileView1 view1;  // softmax_long.pto:5:17
@@ -109,13 +114,13 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
         TROWEXPANDSUB(t13, t11, view1, tmp2);  // softmax_long.pto:5:17
         pipe_barrier(PIPE_V);
         TCVT(t10, t13, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-        TileT16 t16(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TileT16 t16(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
         TASSIGN(t16, 64);  // softmax_long.pto:5:13
-        TileT17 t17(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TileT17 t17(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
         TASSIGN(t17, 4192);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TCVT(t17, t10, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-        TileT18 t18(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
+        TileT18 t18(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
         TASSIGN(t18, 8288);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TEXP(t18, t17);  // softmax_long.pto:5:13
@@ -128,7 +133,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
         TSTORE(eGm2, t16);  // softmax_long.pto:5:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT22 t22(std::min<int64_t>(N - _g6 * 1024, 1024));  // softmax_long.pto:6:23
+        TileT22 t22(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:6:23
         TASSIGN(t22, 2112);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t22, t16, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
@@ -160,7 +165,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g25 = 0; _g25 < (N + 1023) / 1024; ++_g25) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT26 t26(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT26 t26(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t26, 64);  // softmax_long.pto:6:19
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
@@ -169,15 +174,15 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* row, _
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileC1 c1;  // softmax_long.pto:6:19
         TASSIGN(c1, 0);  // softmax_long.pto:6:19
-        TileT29 t29(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT29 t29(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t29, 2112);  // softmax_long.pto:6:19
-        TileT30 t30(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT30 t30(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t30, 4160);  // softmax_long.pto:6:19
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t30, t26, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         TCVT(c1, t24, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-        TileT32 t32(std::min<int64_t>(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT32 t32(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t32, 8256);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TileView1 view4;  // softmax_long.pto:6:19

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ half* y, int64_t N, int64_t b, int64_t B)
 {
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -40,14 +45,14 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
         TASSIGN(t2, 96);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
         GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
         TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT3 t3(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TileT3 t3(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
         TASSIGN(t3, 2144);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
@@ -81,7 +86,7 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
         TCVT(online1_safe_f16, online1_safe, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         TMAX(t0, t0, t4);  // softmax_long.pto:5:23
-        TileT13 t13(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
+        TileT13 t13(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
         TASSIGN(t13, 2176);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // softmax_long.pto:5:13
@@ -89,7 +94,7 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
         TileTmp2 tmp2;  // softmax_long.pto:5:13
         TASSIGN(tmp2, 8320);  // softmax_long.pto:5:13
         TROWEXPANDEXPDIF(t13, t2, view1, tmp2);  // softmax_long.pto:5:13
-        TileT17 t17(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:6:23
+        TileT17 t17(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:6:23
         TASSIGN(t17, 4224);  // softmax_long.pto:6:23
         pipe_barrier(PIPE_V);
         TCVT(t17, t13, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
@@ -123,9 +128,9 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g20 = 0; _g20 < (N + 1023) / 1024; ++_g20) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT21 t21(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT21 t21(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t21, 64);  // softmax_long.pto:6:19
-        TileT7Re1 t7_re1(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT7Re1 t7_re1(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t7_re1, 2112);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -139,7 +144,7 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* row, __gm__ h
         TileTmp2 tmp5;  // softmax_long.pto:5:13
         TASSIGN(tmp5, 8320);  // softmax_long.pto:5:13
         TROWEXPANDEXPDIF(t21, t7_re1, view4, tmp5);  // softmax_long.pto:5:13
-        TileT24 t24(std::min<int64_t>(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT24 t24(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t24, 2112);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TileView1 view6;  // softmax_long.pto:6:19

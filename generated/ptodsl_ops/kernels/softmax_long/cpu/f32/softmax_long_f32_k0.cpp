@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ float* y, int64_t N, int64_t b, int64_t B)
 {
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
@@ -33,7 +38,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TileT2 t2(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
+        TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
         TASSIGN(t2, 64);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
@@ -66,7 +71,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
         TMUL(t12, t12, online1_alpha);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
         TMAX(t0, t0, t3);  // softmax_long.pto:5:23
-        TileT11 t11(std::min<int64_t>(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
+        TileT11 t11(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
         TASSIGN(t11, 4256);  // softmax_long.pto:5:13
         pipe_barrier(PIPE_V);
         TileView1 view1;  // softmax_long.pto:5:13
@@ -96,9 +101,9 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g16 = 0; _g16 < (N + 1023) / 1024; ++_g16) {  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
-        TileT17 t17(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT17 t17(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t17, 64);  // softmax_long.pto:6:19
-        TileT5Re1 t5_re1(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
+        TileT5Re1 t5_re1(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
         TASSIGN(t5_re1, 4160);  // softmax_long.pto:5:17
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -112,7 +117,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* row, __gm__ 
         TileTmp2 tmp5;  // softmax_long.pto:5:13
         TASSIGN(tmp5, 8352);  // softmax_long.pto:5:13
         TROWEXPANDEXPDIF(t17, t5_re1, view4, tmp5);  // softmax_long.pto:5:13
-        TileT20 t20(std::min<int64_t>(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
+        TileT20 t20(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
         TASSIGN(t20, 4160);  // softmax_long.pto:6:19
         pipe_barrier(PIPE_V);
         TileView1 view6;  // softmax_long.pto:6:19

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t R, int64_t C)
 {
     using TileT1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -17,7 +22,7 @@ extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sum_rows.pto:3:12
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+        TileT1 t1(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
         TASSIGN(t1, 0);  // sum_rows.pto:3:12
         TEXPANDS(t1, 0.0f);  // sum_rows.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -26,18 +31,18 @@ extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT3 t3(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
+            TileT3 t3(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // sum_rows.pto:3:12
             TASSIGN(t3, 256);  // sum_rows.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // sum_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * C + _k2 * 256, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // sum_rows.pto:3:12
             TLOAD(t3, xGm0);  // sum_rows.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT4 t4(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(C - _k2 * 256, 256));  // sum_rows.pto:3:12
+            TileT4 t4(min_i64(R - _g0 * 8, 8), min_i64(C - _k2 * 256, 256));  // sum_rows.pto:3:12
             TASSIGN(t4, 4352);  // sum_rows.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t4, t3, RoundMode::CAST_RINT);  // sum_rows.pto:3:12
-            TileT5 t5(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+            TileT5 t5(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
             TASSIGN(t5, 256);  // sum_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileTmp0 tmp0;  // sum_rows.pto:3:12
@@ -50,7 +55,7 @@ extern "C" __global__ AICORE void sum_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ 
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT6 t6(std::min<int64_t>(R - _g0 * 8, 8));  // sum_rows.pto:3:12
+        TileT6 t6(min_i64(R - _g0 * 8, 8));  // sum_rows.pto:3:12
         TASSIGN(t6, 256);  // sum_rows.pto:3:12
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -32,6 +32,11 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" { int64_t swap_halves_bf16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* swap_halves_bf16_failure(void)
@@ -52,9 +57,9 @@ extern "C" int swap_halves_bf16(bfloat16_t* x, int64_t D, int64_t R, int poison)
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // swap_halves.pto:5:11
         std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // swap_halves.pto:5:11
         bfloat16_t* old = reinterpret_cast<bfloat16_t*>(old_bytes.data());  // swap_halves.pto:5:11
-        if (!(D - D / 2 + std::min<int64_t>(D, D / 2) <= 0 || 0 <= D / 2 - std::min<int64_t>(D, D / 2))) {  // swap_halves.pto:6:5
+        if (!(D - D / 2 + min_i64(D, D / 2) <= 0 || 0 <= D / 2 - min_i64(D, D / 2))) {  // swap_halves.pto:6:5
             swap_halves_bf16_guard[0] = static_cast<int64_t>(0);  // swap_halves.pto:6:5
-            swap_halves_bf16_guard[1] = static_cast<int64_t>(D - D / 2 + std::min<int64_t>(D, D / 2));  // swap_halves.pto:6:5
+            swap_halves_bf16_guard[1] = static_cast<int64_t>(D - D / 2 + min_i64(D, D / 2));  // swap_halves.pto:6:5
             swap_halves_bf16_guard[2] = static_cast<int64_t>(D);  // swap_halves.pto:6:5
             return 1;  // swap_halves.pto:6:5
         }

@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void swap_halves_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* old, __gm__ bfloat16_t* v1, int64_t v1_stride0, __gm__ bfloat16_t* v2, int64_t v2_stride0, int64_t R, int64_t D)
@@ -24,7 +34,7 @@ extern "C" __global__ AICORE void swap_halves_bf16_k0(__gm__ bfloat16_t* x, __gm
     for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // swap_halves.pto:5:11
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // swap_halves.pto:5:11
-            TileT2 t2(std::min<int64_t>(R - _g0 * 8, 8), std::min<int64_t>(D - _g1 * 64, 64));  // swap_halves.pto:5:11
+            TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(D - _g1 * 64, 64));  // swap_halves.pto:5:11
             TASSIGN(t2, 0);  // swap_halves.pto:5:11
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
@@ -45,8 +55,8 @@ extern "C" __global__ AICORE void swap_halves_bf16_k0(__gm__ bfloat16_t* x, __gm
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g3 = 0; _g3 < (R + 7) / 8; ++_g3) {  // swap_halves.pto:6:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g4 = 0; _g4 < ceil_div(std::min<int64_t>(std::max<int64_t>(D - D / 2, 0), D - D / 2), 64); ++_g4) {  // swap_halves.pto:6:12
-            TileT5 t5(std::min<int64_t>(R - _g3 * 8, 8), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(D - D / 2, 0), D - D / 2) - _g4 * 64, 64));  // swap_halves.pto:6:12
+        for (int64_t _g4 = 0; _g4 < ceil_div(min_i64(max_i64(D - D / 2, 0), D - D / 2), 64); ++_g4) {  // swap_halves.pto:6:12
+            TileT5 t5(min_i64(R - _g3 * 8, 8), min_i64(min_i64(max_i64(D - D / 2, 0), D - D / 2) - _g4 * 64, 64));  // swap_halves.pto:6:12
             TASSIGN(t5, 0);  // swap_halves.pto:6:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12
@@ -65,8 +75,8 @@ extern "C" __global__ AICORE void swap_halves_bf16_k0(__gm__ bfloat16_t* x, __gm
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
     for (int64_t _g6 = 0; _g6 < (R + 7) / 8; ++_g6) {  // swap_halves.pto:6:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g7 = 0; _g7 < (std::min<int64_t>(D, D / 2) + 63) / 64; ++_g7) {  // swap_halves.pto:6:12
-            TileT8 t8(std::min<int64_t>(R - _g6 * 8, 8), std::min<int64_t>(std::min<int64_t>(D, D / 2) - _g7 * 64, 64));  // swap_halves.pto:6:12
+        for (int64_t _g7 = 0; _g7 < (min_i64(D, D / 2) + 63) / 64; ++_g7) {  // swap_halves.pto:6:12
+            TileT8 t8(min_i64(R - _g6 * 8, 8), min_i64(min_i64(D, D / 2) - _g7 * 64, 64));  // swap_halves.pto:6:12
             TASSIGN(t8, 0);  // swap_halves.pto:6:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12

@@ -56,6 +56,11 @@ static T read_device(const T* p)
     return value;
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" { int64_t swap_halves_bf16_guard[3] = {0, 0, 0}; }
 
 extern "C" const char* swap_halves_bf16_failure(void)
@@ -74,9 +79,9 @@ extern "C" int swap_halves_bf16(void* stream, bfloat16_t* x, int64_t D, int64_t 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // swap_halves.pto:5:11
         DeviceWorkspace old_bytes((R * D) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // swap_halves.pto:5:11
         bfloat16_t* old = reinterpret_cast<bfloat16_t*>(old_bytes.data());  // swap_halves.pto:5:11
-        if (!(D - D / 2 + std::min<int64_t>(D, D / 2) <= 0 || 0 <= D / 2 - std::min<int64_t>(D, D / 2))) {  // swap_halves.pto:6:5
+        if (!(D - D / 2 + min_i64(D, D / 2) <= 0 || 0 <= D / 2 - min_i64(D, D / 2))) {  // swap_halves.pto:6:5
             swap_halves_bf16_guard[0] = static_cast<int64_t>(0);  // swap_halves.pto:6:5
-            swap_halves_bf16_guard[1] = static_cast<int64_t>(D - D / 2 + std::min<int64_t>(D, D / 2));  // swap_halves.pto:6:5
+            swap_halves_bf16_guard[1] = static_cast<int64_t>(D - D / 2 + min_i64(D, D / 2));  // swap_halves.pto:6:5
             swap_halves_bf16_guard[2] = static_cast<int64_t>(D);  // swap_halves.pto:6:5
             return 1;  // swap_halves.pto:6:5
         }

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void swiglu_bf16_k0(__gm__ bfloat16_t* a, __gm__ bfloat16_t* b, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -25,34 +30,34 @@ extern "C" __global__ AICORE void swiglu_bf16_k0(__gm__ bfloat16_t* a, __gm__ bf
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t2, 0);  // swiglu.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
             GmView0 aGm0(a + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
             TLOAD(t2, aGm0);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t3, 4096);  // swiglu.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t4, 8192);  // swiglu.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // swiglu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t5, 16384);  // swiglu.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t6, 24576);  // swiglu.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t7, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TNEG(t7, t4);  // swiglu.pto:3:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT8 t8(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t8, 40960);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TEXP(t8, t7);  // swiglu.pto:3:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t9, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t9, t8, 1.0f);  // swiglu.pto:3:12
@@ -62,25 +67,25 @@ extern "C" __global__ AICORE void swiglu_bf16_k0(__gm__ bfloat16_t* a, __gm__ bf
             TMUL(t5, t4, t6);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t3, t5, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT13 t13(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t13, 0);  // swiglu.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
             GmView1 bGm1(b + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t13.GetValidRow(), t13.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
             TLOAD(t13, bGm1);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT14 t14(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT14 t14(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t14, 8192);  // swiglu.pto:3:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT15 t15(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t15, 12288);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TCVT(t15, t3, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT16 t16(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t16, 20480);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t16, t13, RoundMode::CAST_RINT);  // swiglu.pto:3:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT17 t17(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t17, 0);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TMUL(t17, t15, t16);  // swiglu.pto:3:12

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b, __gm__ float* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -20,26 +25,26 @@ extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 511) / 512; ++_g1) {  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t2, 0);  // swiglu.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
             GmView0 aGm0(a + _g0 * 4 * N + _g1 * 512, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // swiglu.pto:3:12
             TLOAD(t2, aGm0);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t3, 8192);  // swiglu.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t4, 16384);  // swiglu.pto:3:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t5, 24576);  // swiglu.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TNEG(t5, t2);  // swiglu.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t6, 32768);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TEXP(t6, t5);  // swiglu.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t7, 24576);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t7, t6, 1.0f);  // swiglu.pto:3:12
@@ -49,14 +54,14 @@ extern "C" __global__ AICORE void swiglu_f32_k0(__gm__ float* a, __gm__ float* b
             pipe_barrier(PIPE_V);
             TMUL(t3, t2, t4);  // swiglu.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT11 t11(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t11, 0);  // swiglu.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swiglu.pto:3:12
             GmView1 bGm1(b + _g0 * 4 * N + _g1 * 512, GmView1::Shape(t11.GetValidRow(), t11.GetValidCol()), GmView1::Stride(N));  // swiglu.pto:3:12
             TLOAD(t11, bGm1);  // swiglu.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT12 t12(std::min<int64_t>(M - _g0 * 4, 4), std::min<int64_t>(N - _g1 * 512, 512));  // swiglu.pto:3:12
+            TileT12 t12(min_i64(M - _g0 * 4, 4), min_i64(N - _g1 * 512, 512));  // swiglu.pto:3:12
             TASSIGN(t12, 16384);  // swiglu.pto:3:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void tanh_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -22,43 +27,43 @@ extern "C" __global__ AICORE void tanh_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t2, 0);  // tanh.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tanh.pto:3:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // tanh.pto:3:12
             TLOAD(t2, xGm0);  // tanh.pto:3:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t3, 4096);  // tanh.pto:3:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t4, 8192);  // tanh.pto:3:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // tanh.pto:3:12
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t5, 16384);  // tanh.pto:3:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t6, 24576);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t6, t4, 2.0f);  // tanh.pto:3:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t7, 8192);  // tanh.pto:3:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t8, 32768);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TNEG(t8, t6);  // tanh.pto:3:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t9, 24576);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TEXP(t9, t8);  // tanh.pto:3:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t10, 32768);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TADDS(t10, t9, 1.0f);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TRECIP(t7, t10);  // tanh.pto:3:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // tanh.pto:3:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // tanh.pto:3:12
             TASSIGN(t11, 24576);  // tanh.pto:3:12
             pipe_barrier(PIPE_V);
             TMULS(t11, t7, 2.0f);  // tanh.pto:3:12

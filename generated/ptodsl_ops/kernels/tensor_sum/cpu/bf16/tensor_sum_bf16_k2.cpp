@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void tensor_sum_bf16_k2(__gm__ bfloat16_t* v0, __gm__ float* acc, int64_t N)
 {
     using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
@@ -17,19 +22,19 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k2(__gm__ bfloat16_t* v0, __gm
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g6 = 0; _g6 < (N + 511) / 512; ++_g6) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT7 t7(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
+        TileT7 t7(min_i64(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t7, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
         GmView0 v0Gm0(v0 + _g6 * 512, GmView0::Shape(t7.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t7, v0Gm0);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT8 t8(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
+        TileT8 t8(min_i64(N - _g6 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t8, 1024);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t8, t7, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT10 t10(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
+        TileT10 t10(min_i64(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t10, 3072);  // tensor_sum.pto:10:22
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
@@ -38,7 +43,7 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k2(__gm__ bfloat16_t* v0, __gm
         TLOAD(t10, accGm1);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT12 t12(std::min<int64_t>(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
+        TileT12 t12(min_i64(N - _g6 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t12, 5120);  // tensor_sum.pto:10:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* v0_last, __gm__ float* acc, __gm__ bfloat16_t* y, int64_t N)
 {
     using TileT14 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
@@ -17,7 +22,7 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* v0_last,
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g13 = 0; _g13 < (N + 511) / 512; ++_g13) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT14 t14(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
+        TileT14 t14(min_i64(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t14, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -25,18 +30,18 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* v0_last,
         GmView0 v0_lastGm0(v0_last + _g13 * 512, GmView0::Shape(t14.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t14, v0_lastGm0);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT15 t15(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
+        TileT15 t15(min_i64(N - _g13 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t15, 1024);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t15, t14, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-        TileT17 t17(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+        TileT17 t17(min_i64(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t17, 3072);  // tensor_sum.pto:10:22
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:10:22
         GmView1 accGm1(acc + _g13 * 512, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:10:22
         TLOAD(t17, accGm1);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT19 t19(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
+        TileT19 t19(min_i64(N - _g13 * 512, 512));  // tensor_sum.pto:10:22
         TASSIGN(t19, 5120);  // tensor_sum.pto:10:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
@@ -49,7 +54,7 @@ extern "C" __global__ AICORE void tensor_sum_bf16_k3(__gm__ bfloat16_t* v0_last,
         GmView2 accGm2(acc + _g13 * 512, GmView2::Shape(t19.GetValidCol()), GmView2::Stride(N));  // tensor_sum.pto:10:22
         TSTORE(accGm2, t19);  // tensor_sum.pto:10:22
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileT22 t22(std::min<int64_t>(N - _g13 * 512, 512));  // tensor_sum.pto:12:20
+        TileT22 t22(min_i64(N - _g13 * 512, 512));  // tensor_sum.pto:12:20
         TASSIGN(t22, 0);  // tensor_sum.pto:12:20
         pipe_barrier(PIPE_V);
         TCVT(t22, t19, RoundMode::CAST_RINT);  // tensor_sum.pto:12:20

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ half* v0_first, __gm__ float* acc, int64_t N)
 {
     using TileT1 = Tile<TileType::Vec, half, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
@@ -13,14 +18,14 @@ extern "C" __global__ AICORE void tensor_sum_f16_k0(__gm__ half* v0_first, __gm_
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:6:15
         pipe_barrier(PIPE_V);
-        TileT1 t1(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
+        TileT1 t1(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t1, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
         GmView0 v0_firstGm0(v0_first + _g0 * 512, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
         TLOAD(t1, v0_firstGm0);  // tensor_sum.pto:6:15
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
+        TileT2 t2(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t2, 1024);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

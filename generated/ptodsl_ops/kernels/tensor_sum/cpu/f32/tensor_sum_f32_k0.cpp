@@ -4,13 +4,18 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N)
 {
     using TileT1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:6:15
-        TileT1 t1(std::min<int64_t>(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
+        TileT1 t1(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t1, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15

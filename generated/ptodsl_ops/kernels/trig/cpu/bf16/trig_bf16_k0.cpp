@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* s, __gm__ bfloat16_t* c, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, bfloat16_t, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -76,7 +81,7 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t2, 0);  // trig.pto:4:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -84,135 +89,135 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // trig.pto:4:12
             TLOAD(t2, xGm0);  // trig.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t3, 4096);  // trig.pto:4:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t4, 8192);  // trig.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t4, t2, RoundMode::CAST_RINT);  // trig.pto:4:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t5, 16384);  // trig.pto:4:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t6, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t6, t4, 0.3183098861837907f);  // trig.pto:4:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t7, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t7, t6, RoundMode::CAST_RINT);  // trig.pto:4:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t8, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t8, t7, 3.140625f);  // trig.pto:4:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t9, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t9, t4, t8);  // trig.pto:4:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t10, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t10, t7, 0.0009675025939941406f);  // trig.pto:4:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t11, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t11, t9, t10);  // trig.pto:4:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t12, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t12, t7, 1.5099580252808664e-07f);  // trig.pto:4:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t13, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t13, t11, t12);  // trig.pto:4:12
-            TileT14 t14(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT14 t14(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t14, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TABS(t14, t13);  // trig.pto:4:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t15, 0);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view0, 0);  // trig.pto:4:12
             TCMPS(view0, t14, 2.0f, CmpMode::GT);  // trig.pto:4:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t16, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp1;  // trig.pto:4:12
             TASSIGN(tmp1, 81920);  // trig.pto:4:12
             TEXPANDS(tmp1, 0.0f);  // trig.pto:4:12
             pipe_barrier(PIPE_V);  // trig.pto:4:12
-            TileView2 view2(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view2(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view2, 40960);  // trig.pto:4:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view3(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view3, 81920);  // trig.pto:4:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view4(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view4, 49152);  // trig.pto:4:12
-            TileView0 view5(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView0 view5(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view5, 0);  // trig.pto:4:12
             TileTmp1 tmp6;  // trig.pto:4:12
             TASSIGN(tmp6, 90112);  // trig.pto:4:12
             TSEL(view2, view5, view3, view4, tmp6);  // trig.pto:4:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t17, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t17, t7, 0.5f);  // trig.pto:4:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t18, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t18, t17, RoundMode::CAST_FLOOR);  // trig.pto:4:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t19, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t19, t18, 2.0f);  // trig.pto:4:12
-            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT20 t20(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t20, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t20, t7, t19);  // trig.pto:4:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t21, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t21, t20, -2.0f);  // trig.pto:4:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t22, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t22, t21, 1.0f);  // trig.pto:4:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t23, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t23, t16, t16);  // trig.pto:4:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t24, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t24, t16, t23);  // trig.pto:4:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t25, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t25, t23, 2.5903266305249417e-06f);  // trig.pto:4:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t26, 73728);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t26, t25, -0.0001980264496523887f);  // trig.pto:4:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t27, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t27, t23, t26);  // trig.pto:4:12
-            TileT28 t28(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT28 t28(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t28, 73728);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t28, t27, 0.008332972414791584f);  // trig.pto:4:12
-            TileT29 t29(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT29 t29(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t29, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t29, t23, t28);  // trig.pto:4:12
-            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT30 t30(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t30, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t30, t29, -0.16666656732559204f);  // trig.pto:4:12
-            TileT31 t31(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT31 t31(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t31, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t31, t24, t30);  // trig.pto:4:12
-            TileT32 t32(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT32 t32(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t32, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADD(t32, t16, t31);  // trig.pto:4:12
@@ -227,133 +232,133 @@ extern "C" __global__ AICORE void trig_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
             GmView1 sGm1(s + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // trig.pto:4:12
             TSTORE(sGm1, t3);  // trig.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TileT36 t36(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT36 t36(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t36, 0);  // trig.pto:5:12
-            TileT38 t38(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT38 t38(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t38, 16384);  // trig.pto:5:12
-            TileT40 t40(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT40 t40(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t40, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t40, t6, RoundMode::CAST_FLOOR);  // trig.pto:5:12
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT41 t41(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t41, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t41, t40, 0.5f);  // trig.pto:5:12
-            TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT42 t42(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t42, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t42, t41, 3.140625f);  // trig.pto:5:12
-            TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT43 t43(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t43, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t43, t4, t42);  // trig.pto:5:12
-            TileT44 t44(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT44 t44(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t44, 4096);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TMULS(t44, t41, 0.0009675025939941406f);  // trig.pto:5:12
-            TileT45 t45(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT45 t45(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t45, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t45, t43, t44);  // trig.pto:5:12
-            TileT46 t46(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT46 t46(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t46, 4096);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t46, t41, 1.5099580252808664e-07f);  // trig.pto:5:12
-            TileT47 t47(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT47 t47(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t47, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t47, t45, t46);  // trig.pto:5:12
-            TileT48 t48(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT48 t48(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t48, 4096);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TABS(t48, t47);  // trig.pto:5:12
-            TileT49 t49(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT49 t49(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t49, 12288);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
-            TileView0 view7(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView0 view7(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view7, 12288);  // trig.pto:5:12
             TCMPS(view7, t48, 2.0f, CmpMode::GT);  // trig.pto:5:12
-            TileT50 t50(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT50 t50(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t50, 4096);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp8;  // trig.pto:5:12
             TASSIGN(tmp8, 81920);  // trig.pto:5:12
             TEXPANDS(tmp8, 0.0f);  // trig.pto:5:12
             pipe_barrier(PIPE_V);  // trig.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view9(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view9, 4096);  // trig.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view10(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view10, 81920);  // trig.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view11(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view11, 24576);  // trig.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView0 view12(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view12, 12288);  // trig.pto:5:12
             TileTmp1 tmp13;  // trig.pto:5:12
             TASSIGN(tmp13, 90112);  // trig.pto:5:12
             TSEL(view9, view12, view10, view11, tmp13);  // trig.pto:5:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            TileT51 t51(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT51 t51(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t51, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t51, t40, 0.5f);  // trig.pto:5:12
-            TileT52 t52(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT52 t52(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t52, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t52, t51, RoundMode::CAST_FLOOR);  // trig.pto:5:12
-            TileT53 t53(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT53 t53(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t53, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t53, t52, 2.0f);  // trig.pto:5:12
-            TileT54 t54(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT54 t54(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t54, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t54, t40, t53);  // trig.pto:5:12
-            TileT55 t55(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT55 t55(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t55, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t55, t54, 2.0f);  // trig.pto:5:12
-            TileT56 t56(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT56 t56(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t56, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUBS(t56, t55, 1.0f);  // trig.pto:5:12
-            TileT57 t57(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT57 t57(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t57, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t57, t50, t50);  // trig.pto:5:12
-            TileT58 t58(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT58 t58(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t58, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t58, t50, t57);  // trig.pto:5:12
-            TileT59 t59(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT59 t59(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t59, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t59, t57, 2.5903266305249417e-06f);  // trig.pto:5:12
-            TileT60 t60(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT60 t60(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t60, 57344);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t60, t59, -0.0001980264496523887f);  // trig.pto:5:12
-            TileT61 t61(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT61 t61(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t61, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t61, t57, t60);  // trig.pto:5:12
-            TileT62 t62(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT62 t62(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t62, 57344);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t62, t61, 0.008332972414791584f);  // trig.pto:5:12
-            TileT63 t63(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT63 t63(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t63, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t63, t57, t62);  // trig.pto:5:12
-            TileT64 t64(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT64 t64(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t64, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t64, t63, -0.16666656732559204f);  // trig.pto:5:12
-            TileT65 t65(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT65 t65(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t65, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t65, t58, t64);  // trig.pto:5:12
-            TileT66 t66(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT66 t66(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t66, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADD(t66, t50, t65);  // trig.pto:5:12

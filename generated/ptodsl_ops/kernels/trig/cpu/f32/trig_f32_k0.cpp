@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, __gm__ float* c, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, float, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -72,136 +77,136 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t2, 0);  // trig.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // trig.pto:4:12
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // trig.pto:4:12
             TLOAD(t2, xGm0);  // trig.pto:4:12
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t3, 8192);  // trig.pto:4:12
-            TileT4 t4(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT4 t4(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t4, 16384);  // trig.pto:4:12
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t4, t2, 0.3183098861837907f);  // trig.pto:4:12
-            TileT5 t5(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t5, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t5, t4, RoundMode::CAST_RINT);  // trig.pto:4:12
-            TileT6 t6(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t6, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t6, t5, 3.140625f);  // trig.pto:4:12
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t7, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t7, t2, t6);  // trig.pto:4:12
-            TileT8 t8(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT8 t8(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t8, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t8, t5, 0.0009675025939941406f);  // trig.pto:4:12
-            TileT9 t9(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT9 t9(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t9, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t9, t7, t8);  // trig.pto:4:12
-            TileT10 t10(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT10 t10(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t10, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t10, t5, 1.5099580252808664e-07f);  // trig.pto:4:12
-            TileT11 t11(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT11 t11(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t11, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t11, t9, t10);  // trig.pto:4:12
-            TileT12 t12(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT12 t12(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t12, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TABS(t12, t11);  // trig.pto:4:12
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t13, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view0, 49152);  // trig.pto:4:12
             TCMPS(view0, t12, 2.0f, CmpMode::GT);  // trig.pto:4:12
-            TileT14 t14(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT14 t14(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t14, 32768);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp1;  // trig.pto:4:12
             TASSIGN(tmp1, 73728);  // trig.pto:4:12
             TEXPANDS(tmp1, 0.0f);  // trig.pto:4:12
             pipe_barrier(PIPE_V);  // trig.pto:4:12
-            TileView2 view2(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view2(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view2, 32768);  // trig.pto:4:12
-            TileView2 view3(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view3(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view3, 73728);  // trig.pto:4:12
-            TileView2 view4(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView2 view4(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view4, 40960);  // trig.pto:4:12
-            TileView0 view5(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:4:12
+            TileView0 view5(min_i64(M - _g0 * 8, 8));  // trig.pto:4:12
             TASSIGN(view5, 49152);  // trig.pto:4:12
             TileTmp1 tmp6;  // trig.pto:4:12
             TASSIGN(tmp6, 81920);  // trig.pto:4:12
             TSEL(view2, view5, view3, view4, tmp6);  // trig.pto:4:12
-            TileT15 t15(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT15 t15(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t15, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t15, t5, 0.5f);  // trig.pto:4:12
-            TileT16 t16(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT16 t16(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t16, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TCVT(t16, t15, RoundMode::CAST_FLOOR);  // trig.pto:4:12
-            TileT17 t17(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT17 t17(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t17, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t17, t16, 2.0f);  // trig.pto:4:12
-            TileT18 t18(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT18 t18(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t18, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TSUB(t18, t5, t17);  // trig.pto:4:12
-            TileT19 t19(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT19 t19(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t19, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t19, t18, -2.0f);  // trig.pto:4:12
-            TileT20 t20(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT20 t20(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t20, 40960);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t20, t19, 1.0f);  // trig.pto:4:12
-            TileT21 t21(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT21 t21(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t21, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t21, t14, t14);  // trig.pto:4:12
-            TileT22 t22(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT22 t22(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t22, 49152);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t22, t14, t21);  // trig.pto:4:12
-            TileT23 t23(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT23 t23(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t23, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMULS(t23, t21, 2.5903266305249417e-06f);  // trig.pto:4:12
-            TileT24 t24(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT24 t24(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t24, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t24, t23, -0.0001980264496523887f);  // trig.pto:4:12
-            TileT25 t25(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT25 t25(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t25, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t25, t21, t24);  // trig.pto:4:12
-            TileT26 t26(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT26 t26(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t26, 65536);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t26, t25, 0.008332972414791584f);  // trig.pto:4:12
-            TileT27 t27(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT27 t27(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t27, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t27, t21, t26);  // trig.pto:4:12
-            TileT28 t28(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT28 t28(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t28, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADDS(t28, t27, -0.16666656732559204f);  // trig.pto:4:12
-            TileT29 t29(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT29 t29(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t29, 57344);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TMUL(t29, t22, t28);  // trig.pto:4:12
-            TileT30 t30(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:4:12
+            TileT30 t30(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:4:12
             TASSIGN(t30, 24576);  // trig.pto:4:12
             pipe_barrier(PIPE_V);
             TADD(t30, t14, t29);  // trig.pto:4:12
@@ -214,129 +219,129 @@ extern "C" __global__ AICORE void trig_f32_k0(__gm__ float* x, __gm__ float* s, 
             GmView1 sGm1(s + _g0 * 8 * N + _g1 * 256, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(N));  // trig.pto:4:12
             TSTORE(sGm1, t3);  // trig.pto:4:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT34 t34(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT34 t34(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t34, 8192);  // trig.pto:5:12
-            TileT36 t36(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT36 t36(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t36, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t36, t4, RoundMode::CAST_FLOOR);  // trig.pto:5:12
-            TileT37 t37(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT37 t37(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t37, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t37, t36, 0.5f);  // trig.pto:5:12
-            TileT38 t38(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT38 t38(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t38, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t38, t37, 3.140625f);  // trig.pto:5:12
-            TileT39 t39(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT39 t39(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t39, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t39, t2, t38);  // trig.pto:5:12
-            TileT40 t40(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT40 t40(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t40, 0);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t40, t37, 0.0009675025939941406f);  // trig.pto:5:12
-            TileT41 t41(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT41 t41(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t41, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t41, t39, t40);  // trig.pto:5:12
-            TileT42 t42(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT42 t42(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t42, 0);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t42, t37, 1.5099580252808664e-07f);  // trig.pto:5:12
-            TileT43 t43(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT43 t43(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t43, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t43, t41, t42);  // trig.pto:5:12
-            TileT44 t44(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT44 t44(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t44, 0);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TABS(t44, t43);  // trig.pto:5:12
-            TileT45 t45(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT45 t45(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t45, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
-            TileView0 view7(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView0 view7(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view7, 32768);  // trig.pto:5:12
             TCMPS(view7, t44, 2.0f, CmpMode::GT);  // trig.pto:5:12
-            TileT46 t46(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT46 t46(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t46, 0);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TileTmp1 tmp8;  // trig.pto:5:12
             TASSIGN(tmp8, 73728);  // trig.pto:5:12
             TEXPANDS(tmp8, 0.0f);  // trig.pto:5:12
             pipe_barrier(PIPE_V);  // trig.pto:5:12
-            TileView2 view9(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view9(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view9, 0);  // trig.pto:5:12
-            TileView2 view10(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view10(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view10, 73728);  // trig.pto:5:12
-            TileView2 view11(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView2 view11(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view11, 16384);  // trig.pto:5:12
-            TileView0 view12(std::min<int64_t>(M - _g0 * 8, 8));  // trig.pto:5:12
+            TileView0 view12(min_i64(M - _g0 * 8, 8));  // trig.pto:5:12
             TASSIGN(view12, 32768);  // trig.pto:5:12
             TileTmp1 tmp13;  // trig.pto:5:12
             TASSIGN(tmp13, 81920);  // trig.pto:5:12
             TSEL(view9, view12, view10, view11, tmp13);  // trig.pto:5:12
-            TileT47 t47(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT47 t47(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t47, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t47, t36, 0.5f);  // trig.pto:5:12
-            TileT48 t48(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT48 t48(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t48, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TCVT(t48, t47, RoundMode::CAST_FLOOR);  // trig.pto:5:12
-            TileT49 t49(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT49 t49(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t49, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t49, t48, 2.0f);  // trig.pto:5:12
-            TileT50 t50(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT50 t50(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t50, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUB(t50, t36, t49);  // trig.pto:5:12
-            TileT51 t51(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT51 t51(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t51, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t51, t50, 2.0f);  // trig.pto:5:12
-            TileT52 t52(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT52 t52(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t52, 24576);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TSUBS(t52, t51, 1.0f);  // trig.pto:5:12
-            TileT53 t53(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT53 t53(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t53, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t53, t46, t46);  // trig.pto:5:12
-            TileT54 t54(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT54 t54(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t54, 32768);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t54, t46, t53);  // trig.pto:5:12
-            TileT55 t55(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT55 t55(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t55, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMULS(t55, t53, 2.5903266305249417e-06f);  // trig.pto:5:12
-            TileT56 t56(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT56 t56(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t56, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t56, t55, -0.0001980264496523887f);  // trig.pto:5:12
-            TileT57 t57(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT57 t57(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t57, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t57, t53, t56);  // trig.pto:5:12
-            TileT58 t58(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT58 t58(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t58, 49152);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t58, t57, 0.008332972414791584f);  // trig.pto:5:12
-            TileT59 t59(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT59 t59(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t59, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t59, t53, t58);  // trig.pto:5:12
-            TileT60 t60(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT60 t60(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t60, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADDS(t60, t59, -0.16666656732559204f);  // trig.pto:5:12
-            TileT61 t61(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT61 t61(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t61, 40960);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TMUL(t61, t54, t60);  // trig.pto:5:12
-            TileT62 t62(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // trig.pto:5:12
+            TileT62 t62(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // trig.pto:5:12
             TASSIGN(t62, 16384);  // trig.pto:5:12
             pipe_barrier(PIPE_V);
             TADD(t62, t46, t61);  // trig.pto:5:12

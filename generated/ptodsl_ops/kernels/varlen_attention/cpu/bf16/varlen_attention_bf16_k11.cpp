@@ -4,15 +4,25 @@
 
 using namespace pto;
 
-static inline int64_t floor_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
     const int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static inline int64_t ceil_div(int64_t a, int64_t b)
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
 {
     return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores_scaled_last, __gm__ float* mij_last, __gm__ float* t0_last, __gm__ float* pij_last, __gm__ float* lij_last, __gm__ bfloat16_t* t6_last, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, int64_t v_TK, int32_t k_start, int32_t s1)
@@ -32,19 +42,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g183 = 0; _g183 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g183) {  // varlen_attention.pto:37:27
-        TileT184 t184(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
+    for (int64_t _g183 = 0; _g183 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g183) {  // varlen_attention.pto:37:27
+        TileT184 t184(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t184, 0);  // varlen_attention.pto:37:27
         TEXPANDS(t184, -std::numeric_limits<float>::infinity());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k185 = 0; _k185 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k185) {  // varlen_attention.pto:37:27
-            TileT186 t186(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k185 * 16, 16));  // varlen_attention.pto:37:27
+        for (int64_t _k185 = 0; _k185 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k185) {  // varlen_attention.pto:37:27
+            TileT186 t186(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k185 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t186, 512);  // varlen_attention.pto:37:27
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:37:27
             GmView0 scores_scaled_lastGm0(scores_scaled_last + _g183 * 16 * 16 + _k185 * 16, GmView0::Shape(t186.GetValidRow(), t186.GetValidCol()));  // varlen_attention.pto:37:27
             TLOAD(t186, scores_scaled_lastGm0);  // varlen_attention.pto:37:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT187 t187(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
+            TileT187 t187(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t187, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
@@ -61,17 +71,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
         TSTORE(mij_lastGm1, t184);  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g189 = 0; _g189 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g189) {  // varlen_attention.pto:38:31
-            TileT190 t190(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
+        for (int64_t _g189 = 0; _g189 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g189) {  // varlen_attention.pto:38:31
+            TileT190 t190(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t190, 512);  // varlen_attention.pto:38:31
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
             GmView2 scores_scaled_lastGm2(scores_scaled_last + _g183 * 16 * 16 + _g189 * 16, GmView2::Shape(t190.GetValidRow(), t190.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t190, scores_scaled_lastGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT193 t193(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
+            TileT193 t193(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g189 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t193, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
             TROWEXPAND(tmp1, t184);  // varlen_attention.pto:38:31
             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
@@ -96,15 +106,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g194 = 0; _g194 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g194) {  // varlen_attention.pto:38:27
-        for (int64_t _g195 = 0; _g195 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g195) {  // varlen_attention.pto:38:27
-            TileT196 t196(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
+    for (int64_t _g194 = 0; _g194 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g194) {  // varlen_attention.pto:38:27
+        for (int64_t _g195 = 0; _g195 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g195) {  // varlen_attention.pto:38:27
+            TileT196 t196(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t196, 0);  // varlen_attention.pto:38:27
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
             GmView4 t0_lastGm4(t0_last + _g194 * 16 * 16 + _g195 * 16, GmView4::Shape(t196.GetValidRow(), t196.GetValidCol()));  // varlen_attention.pto:38:27
             TLOAD(t196, t0_lastGm4);  // varlen_attention.pto:38:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT197 t197(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
+            TileT197 t197(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g194 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g195 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t197, 1024);  // varlen_attention.pto:38:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t197, t196);  // varlen_attention.pto:38:27
@@ -128,19 +138,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g198 = 0; _g198 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g198) {  // varlen_attention.pto:39:27
-        TileT199 t199(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
+    for (int64_t _g198 = 0; _g198 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g198) {  // varlen_attention.pto:39:27
+        TileT199 t199(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
         TASSIGN(t199, 0);  // varlen_attention.pto:39:27
         TEXPANDS(t199, 0.0f);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k200 = 0; _k200 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k200) {  // varlen_attention.pto:39:27
-            TileT201 t201(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k200 * 16, 16));  // varlen_attention.pto:39:27
+        for (int64_t _k200 = 0; _k200 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k200) {  // varlen_attention.pto:39:27
+            TileT201 t201(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k200 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t201, 512);  // varlen_attention.pto:39:27
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
             GmView6 pij_lastGm6(pij_last + _g198 * 16 * 16 + _k200 * 16, GmView6::Shape(t201.GetValidRow(), t201.GetValidCol()));  // varlen_attention.pto:39:27
             TLOAD(t201, pij_lastGm6);  // varlen_attention.pto:39:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT202 t202(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
+            TileT202 t202(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t202, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // varlen_attention.pto:39:27
@@ -163,14 +173,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g204 = 0; _g204 < (std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
-            TileT205 t205(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
+        for (int64_t _g204 = 0; _g204 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g204) {  // varlen_attention.pto:51:38
+            TileT205 t205(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t205, 0);  // varlen_attention.pto:51:38
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
             GmView8 pij_lastGm8(pij_last + _g198 * 16 * 16 + _g204 * 16, GmView8::Shape(t205.GetValidRow(), t205.GetValidCol()));  // varlen_attention.pto:51:38
             TLOAD(t205, pij_lastGm8);  // varlen_attention.pto:51:38
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT206 t206(std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), std::min<int64_t>(std::min<int64_t>(std::max<int64_t>(std::min<int64_t>(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), std::min<int64_t>(std::max<int64_t>(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
+            TileT206 t206(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g198 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g204 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t206, 1024);  // varlen_attention.pto:51:38
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t206, t205, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38

@@ -4,6 +4,11 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 extern "C" __global__ AICORE void where_relu_f16_k0(__gm__ half* x, __gm__ half* y, int64_t M, int64_t N)
 {
     using TileT2 = Tile<TileType::Vec, half, 8, 256, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -19,33 +24,33 @@ extern "C" __global__ AICORE void where_relu_f16_k0(__gm__ half* x, __gm__ half*
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g1 = 0; _g1 < (N + 255) / 256; ++_g1) {  // where_relu.pto:3:18
             pipe_barrier(PIPE_V);
-            TileT2 t2(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // where_relu.pto:3:18
             TASSIGN(t2, 0);  // where_relu.pto:3:18
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // where_relu.pto:3:18
             GmView0 xGm0(x + _g0 * 8 * N + _g1 * 256, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(N));  // where_relu.pto:3:18
             TLOAD(t2, xGm0);  // where_relu.pto:3:18
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT3 t3(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:18
+            TileT3 t3(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // where_relu.pto:3:18
             TASSIGN(t3, 4096);  // where_relu.pto:3:18
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView0 view0(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:18
+            TileView0 view0(min_i64(M - _g0 * 8, 8));  // where_relu.pto:3:18
             TASSIGN(view0, 4096);  // where_relu.pto:3:18
             TCMPS(view0, t2, 0.0f, CmpMode::GT);  // where_relu.pto:3:18
-            TileT7 t7(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:30
+            TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // where_relu.pto:3:30
             TASSIGN(t7, 6144);  // where_relu.pto:3:30
             TMULS(t7, t2, 0.1f);  // where_relu.pto:3:30
-            TileT13 t13(std::min<int64_t>(M - _g0 * 8, 8), std::min<int64_t>(N - _g1 * 256, 256));  // where_relu.pto:3:12
+            TileT13 t13(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // where_relu.pto:3:12
             TASSIGN(t13, 10240);  // where_relu.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             pipe_barrier(PIPE_V);
-            TileView1 view1(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TileView1 view1(min_i64(M - _g0 * 8, 8));  // where_relu.pto:3:12
             TASSIGN(view1, 10240);  // where_relu.pto:3:12
-            TileView1 view2(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TileView1 view2(min_i64(M - _g0 * 8, 8));  // where_relu.pto:3:12
             TASSIGN(view2, 0);  // where_relu.pto:3:12
-            TileView1 view3(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TileView1 view3(min_i64(M - _g0 * 8, 8));  // where_relu.pto:3:12
             TASSIGN(view3, 6144);  // where_relu.pto:3:12
-            TileView0 view4(std::min<int64_t>(M - _g0 * 8, 8));  // where_relu.pto:3:12
+            TileView0 view4(min_i64(M - _g0 * 8, 8));  // where_relu.pto:3:12
             TASSIGN(view4, 4096);  // where_relu.pto:3:12
             TileTmp2 tmp5;  // where_relu.pto:3:12
             TASSIGN(tmp5, 14336);  // where_relu.pto:3:12
