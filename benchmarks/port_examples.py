@@ -1,6 +1,6 @@
 """How much of PyPTO's examples `ptodsl port` translates, and how much of that passes its tests.
 
-    python benchmarks/port_examples.py PYPTO_CHECKOUT [--backends sim,cpu] [--keep DIR]
+    python benchmarks/port_examples.py PYPTO_CHECKOUT [--backends sim,cpu] [--keep DIR] [--only TEXT]
 
 Ports every ``@pypto.frontend.jit`` kernel under ``PYPTO_CHECKOUT/examples``, checks each one
 that translated with no diagnostic, and runs its golden cases with the numpy reference written
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkout", help="a checkout of PyPTO (its examples/ folder is read)")
     ap.add_argument("--backends", default="sim,cpu")
     ap.add_argument("--keep", default=None, metavar="DIR", help="write the ported specs here (default: a temp dir)")
+    ap.add_argument("--only", default=None, metavar="TEXT",
+                    help="only the example files whose path under examples/ contains TEXT (to iterate on one)")
     args = ap.parse_args(argv)
     examples = Path(args.checkout) / "examples"
     if not examples.is_dir():
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     have_refs = set(re.findall(r"^def (\w+)\(", refs_text, re.M))
     out_root = Path(args.keep or tempfile.mkdtemp(prefix="port-examples-"))
     backends = [b for b in args.backends.split(",") if b]
-    files = sorted(p for p in examples.rglob("*.py"))
+    files = sorted(p for p in examples.rglob("*.py") if args.only is None or args.only in str(p.relative_to(examples)))
     counts = collections.Counter()
     reasons: collections.Counter[str] = collections.Counter()
     rows = []
