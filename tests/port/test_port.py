@@ -122,11 +122,14 @@ REFS = {
                         "    return q.astype(np.float64) @ keys.astype(np.float64).T\n"),
     "wrapped": ("halve", "def halve(x):\n    return x * 0.5\n"),  # the size from the tensor the file makes
     "no_call": ("shift", "def shift(x):\n    return x - 1.0\n"),  # the port's default size
+    # top-level work read by the loop only through a reshape and a transpose of it
+    "heads": ("heads", "import numpy as np\n\ndef heads(x, w):\n    b, s, _ = x.shape\n"
+                       "    return np.swapaxes((x @ w).reshape(b, s, 4, 16), 1, 2) * 2.0\n"),
 }
 
 
 RUNS = [(name, "sim") for name in sorted(REFS)] + [  # a few specs on cpu keep the suite fast
-    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop", "long_k", "wrapped")]
+    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop", "long_k", "wrapped", "heads")]
 
 
 @pytest.mark.parametrize(("name", "backend"), RUNS)
