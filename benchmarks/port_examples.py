@@ -1,12 +1,13 @@
 """How much of PyPTO's examples `ptodsl port` translates, and how much of that passes its tests.
 
-    python benchmarks/port_examples.py PYPTO_CHECKOUT [--backends sim,cpu] [--keep DIR]
+    python benchmarks/port_examples.py PYPTO_CHECKOUT [--backends sim,cpu] [--keep DIR] [--only TEXT]
 
 Ports every ``@pypto.frontend.jit`` kernel under ``PYPTO_CHECKOUT/examples``, checks each one
 that translated with no diagnostic, and runs its golden cases with the numpy reference written
 for it in ``tests/port/example_refs.py`` (from the example's own golden function; a kernel with
-no reference there is counted as such). Prints the counts and one line per reason a kernel does
-not pass, with how many kernels it stops. Re-run it when the language grows: a kernel that now
+no reference there is counted as such), with the entries its ``CASES`` adds to the cases.
+Prints the counts and one line per reason a kernel does not pass, with how many kernels it
+stops. Re-run it when the language grows: a kernel that now
 translates and has a reference is counted without any change here. Nothing of the checkout is
 copied into this repository.
 """
@@ -26,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "port"))
+
+import example_refs  # noqa: E402  (tests/port: the references and their case entries)
 
 from ptodsl.port import port_source  # noqa: E402
 from ptodsl.port.emit import write_all  # noqa: E402
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkout", help="a checkout of PyPTO (its examples/ folder is read)")
     ap.add_argument("--backends", default="sim,cpu")
     ap.add_argument("--keep", default=None, metavar="DIR", help="write the ported specs here (default: a temp dir)")
+    ap.add_argument("--only", default=None, metavar="TEXT",
+                    help="only the example files whose path under examples/ contains TEXT (to iterate on one)")
     args = ap.parse_args(argv)
     examples = Path(args.checkout) / "examples"
     if not examples.is_dir():
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     have_refs = set(re.findall(r"^def (\w+)\(", refs_text, re.M))
     out_root = Path(args.keep or tempfile.mkdtemp(prefix="port-examples-"))
     backends = [b for b in args.backends.split(",") if b]
-    files = sorted(p for p in examples.rglob("*.py"))
+    files = sorted(p for p in examples.rglob("*.py") if args.only is None or args.only in str(p.relative_to(examples)))
     counts = collections.Counter()
     reasons: collections.Counter[str] = collections.Counter()
     rows = []
@@ -114,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             (folder / "example_refs.py").write_text(refs_text, encoding="utf-8")
             yml = folder / f"{k.name}.yaml"
-            yml.write_text(re.sub(r"^reference: .*$", f"reference: example_refs.py:{rname}",
-                                  yml.read_text(encoding="utf-8"), flags=re.M), encoding="utf-8")
+            text = re.sub(r"^reference: .*$", f"reference: example_refs.py:{rname}",
+                          yml.read_text(encoding="utf-8"), flags=re.M)
+            extra = "".join(f"{key}: {json.dumps(v)}, " for key, v in example_refs.CASES.get(rname, {}).items())
+            yml.write_text(re.sub(r"^  - \{", "  - {" + extra, text, flags=re.M) if extra else text, encoding="utf-8")
             bad = None
             for b in backends:
                 doc = cli("test", str(yml), "--backend", b)

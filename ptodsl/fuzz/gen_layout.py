@@ -26,7 +26,9 @@ def block(g: Any, kind: str) -> Block:
     if kind == "lay_reshape":
         ctx = g.top_ctx()
         e = g.expr(ctx, depth=2)
-        form = r.choice(["flip", "unsqueeze", "rank3", "window", "local"])
+        form = r.choice(["flip", "unsqueeze", "rank3", "window", "local", "later"])
+        if form == "later":
+            return _later(g, kind, e, ctx, "reshape({}, [N, M])")
         if form == "flip":
             y = g.out("N, M")
             return Block(kind, [(0, [f"{y}[:] = reshape(", e, ", [N, M])"])], [y, *g._names(ctx)])
@@ -58,6 +60,8 @@ def block(g: Any, kind: str) -> Block:
         y = g.out("N, M")
         call = r.choice(["transpose({}, 0, 1)", "transpose({}, -1, -2)", "permute({}, [1, 0])"])
         head, tail = call.split("{}")
+        if r.random() < 0.2:
+            return _later(g, kind, e, ctx, call)
         if r.random() < 0.3:  # a transpose of a transpose, read beside its source
             return Block(kind, [(0, [f"{y}[:] = transpose(transpose(" + head, e, tail + ", 0, 1) + 1.0, 0, 1)"])],
                          [y, *g._names(ctx)])
@@ -68,6 +72,14 @@ def block(g: Any, kind: str) -> Block:
         dims = ("B", "M", "N")
         y = g.out(", ".join(dims[p] for p in perm))
         inner = r.choice([x3, f"abs({x3})", f"({x3} + 0.5)", f"({x3} * {x3})"])
+        if perm[2] == 2 and r.random() < 0.5:
+            # the last dim stays: the permute is a pointer into the local's workspace, and a later
+            # loop reads it through that pointer alone (the workspace must outlive the statement)
+            loop = f"L{k}"
+            lines = [(0, f"z{k} = {inner} * 2.0"), (0, f"w{k} = permute(z{k}, [1, 0, 2])"),
+                     (0, f'for r in loop({dims[perm[0]]}, name="{loop}"):'),
+                     (1, f"{y}[r:r + 1, :, :] = w{k}[r:r + 1, :, :] + 1.0")]
+            return Block(kind, lines, [y, x3], {loop: {}})
         return Block(kind, [(0, f"{y}[:] = permute({inner}, [{', '.join(map(str, perm))}])")], [y, x3])
     if kind == "lay_concat" and g.has("views_dynamic") and r.random() < 0.3:
         # a last part valid only up to a length read at run time (its tile may have no column)
@@ -131,6 +143,19 @@ def block(g: Any, kind: str) -> Block:
         op = r.choice(["+", "-", "*"])
         return Block(kind, [(0, f"{y}[:] = ({x4} {op} {b})")], [y, x4, b])
     raise ValueError(kind)
+
+
+def _later(g: Any, kind: str, e: Any, ctx: Any, call: str) -> Block:
+    """A local made among top-level statements, read by a later loop only through a layout view
+    of it (``call``, of shape [N, M]): the view and the workspace under it outlive the implicit
+    loop(1) of the statements that make them."""
+    k = g.nblock
+    y = g.out("N, M")
+    loop = f"L{k}"
+    head, tail = call.split("{}")
+    lines = [(0, [f"z{k} = (", e, ") + 1.0"]), (0, f"v{k} = {head}z{k}{tail}"),
+             (0, f'for r in loop(N, name="{loop}"):'), (1, f"{y}[r:r + 1, :] = v{k}[r:r + 1, :] * 2.0")]
+    return Block(kind, lines, [y, *g._names(ctx)], {loop: {}})
 
 
 def rank_of(g: Any) -> int:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import Diagnostic, Diagnostics, Span
-from .callsite import call_sites, module_env
+from .callsite import call_sites, made_tensors, module_env
 from .exprs import PortError
 from .names import legal
 from .signature import resolve
@@ -39,6 +40,7 @@ class PortedKernel:
     tests: list[dict[str, Any]]
     doc: str | None
     errors: int = 0
+    test_notes: list[str] = field(default_factory=list)  # per case: where a size came from
 
 
 @dataclass
@@ -167,17 +169,24 @@ def _port_kernel(fn: ast.FunctionDef, tree: ast.Module, env: dict[str, Any], hel
     words = {w for ln in port.lines for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", ln.text)}
     symbols = {p.pto_name: p.value for p in params if p.kind == "symbol" and p.pto_name in words}
     modes = port.outputs()
-    tests = _tests(params, sites, sym_values, modes)
+    tests, notes = _tests(params, sites, sym_values, modes, lambda: made_tensors(tree, env))
     return PortedKernel(name, fn.name, fn.lineno, params, modes, port.lines, port.schedule, symbols,
-                        tests, port.doc)
+                        tests, port.doc, test_notes=notes)
 
 
-def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int],
-           modes: dict[str, str]) -> list[dict[str, Any]]:
-    """One case per distinct call of the kernel: the dims of its runtime symbols and its scalars."""
+# The size of a DYNAMIC dim that no call and no tensor of the file gives: one above a power of
+# two, so that every power-of-two tile up to 32 leaves a tail (docs/PORTING.md).
+DEFAULT_DYNAMIC_SIZE = 33
+
+
+def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int], modes: dict[str, str],
+           made: Callable[[], list[tuple[Any, int]]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One case per distinct call of the kernel: the dims of its runtime symbols and its scalars;
+    and per case, a note saying where a size no call gives came from."""
     from .callsite import Arg
 
     cases: list[dict[str, Any]] = []
+    notes: list[str] = []
     for site in sites or [[]]:
         shapes: dict[str, int] = {}
         scalars: dict[str, Any] = {}
@@ -195,6 +204,7 @@ def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int],
                         shapes.setdefault(d, values[d])
             elif p.kind == "scalar" and isinstance(got, (int, float)) and not isinstance(got, bool):
                 scalars[p.pto_name] = float(got)
+        note = _fill_dims(params, shapes, made)
         case: dict[str, Any] = {"shapes": dict(sorted(shapes.items()))}
         if scalars:
             case["scalars"] = scalars
@@ -202,7 +212,32 @@ def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int],
             case["ranges"] = ranges
         if case not in cases:
             cases.append(case)
-    return cases
+            notes.append(note)
+    return cases, notes
+
+
+def _fill_dims(params: list[Any], shapes: dict[str, int], made: Callable[[], list[tuple[Any, int]]]) -> str:
+    """Sizes for the dim symbols no call gives: from the tensors the file makes whose rank, dtype
+    and fixed dims are the parameter's, when they all agree; else DEFAULT_DYNAMIC_SIZE."""
+    said: list[str] = []
+    for p in params:
+        if p.kind != "tensor" or all(not isinstance(d, str) or d in shapes for d in p.dims):
+            continue
+        fits = [(t, line) for t, line in made() if t.dtype == p.dtype and len(t.shape) == len(p.dims)
+                and all(isinstance(d, str) or d == n for d, n in zip(p.dims, t.shape, strict=True))]
+        for axis, d in enumerate(p.dims):
+            if not isinstance(d, str) or d in shapes:
+                continue
+            sizes = {t.shape[axis] for t, _ in fits}
+            if len(sizes) == 1:
+                shapes[d] = sizes.pop()
+                said.append(f"{d} from the tensor made at line {fits[0][1]}")
+    missing = sorted({d for p in params if p.kind == "tensor" for d in p.dims if isinstance(d, str)} - set(shapes))
+    for d in missing:
+        shapes[d] = DEFAULT_DYNAMIC_SIZE
+    if missing:
+        said.append(f"{', '.join(missing)}: no call or tensor of the file gives a size, the port's default")
+    return "; ".join(said)
 
 
 def write_port(result: PortResult, out_dir: str, partial: bool = False) -> list[str]:

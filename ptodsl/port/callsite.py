@@ -277,18 +277,50 @@ def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[A
             _calls_in(h.body, name, ev, found)
 
 
-def call_sites(tree: ast.Module, name: str, env: dict[str, Any]) -> list[list[Any]]:
-    """The evaluated arguments of each call of ``name`` in the file's functions, in file order.
-    Each is a list: positional values, then ``(keyword, value)`` pairs."""
-    found: list[list[Any]] = []
+class _Maker(Evaluator):
+    """An evaluator that also keeps every tensor assigned to a name, with the line it is made at."""
+
+    def __init__(self, module_env: dict[str, Any], classes: dict[str, ast.ClassDef], made: list[tuple[Arg, int]]):
+        super().__init__(module_env, classes)
+        self.made = made
+        self.line = 0
+
+    def ev(self, node: ast.expr) -> Any:
+        self.line = getattr(node, "lineno", self.line)
+        return super().ev(node)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name) and isinstance(value, Arg) and value.is_tensor:
+            self.made.append((value, self.line))
+        super().assign(target, value)
+
+
+def _walk_functions(tree: ast.Module, name: str, env: dict[str, Any], found: list[list[Any]],
+                    made: list[tuple[Arg, int]]) -> None:
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            ev = Evaluator(env, classes)
+            ev = _Maker(env, classes, made)
             for a in node.args.args + node.args.kwonlyargs:
                 ev.env.pop(a.arg, None)
             defaults = node.args.defaults
             for a, d in zip(node.args.args[len(node.args.args) - len(defaults):], defaults, strict=True):
                 ev.env[a.arg] = ev.ev(d)
             _calls_in(node.body, name, ev, found)
+
+
+def call_sites(tree: ast.Module, name: str, env: dict[str, Any]) -> list[list[Any]]:
+    """The evaluated arguments of each call of ``name`` in the file's functions, in file order.
+    Each is a list: positional values, then ``(keyword, value)`` pairs."""
+    found: list[list[Any]] = []
+    _walk_functions(tree, name, env, found, [])
     return found
+
+
+def made_tensors(tree: ast.Module, env: dict[str, Any]) -> list[tuple[Arg, int]]:
+    """Every tensor a function of the file makes and names (``x = torch.rand(shape)``), with its
+    line: where a kernel is reached only through wrappers the port cannot follow (a
+    ``torch.compile``d module), these are the data the file runs it on."""
+    made: list[tuple[Arg, int]] = []
+    _walk_functions(tree, "", env, [], made)
+    return made

@@ -18,6 +18,7 @@ from typing import Any
 from ..diagnostics import Diagnostics
 from ..escape import py_comment, py_docstring
 from . import PortedKernel, PortResult
+from .tolerance import case_atol, reductions
 
 
 class OutputError(Exception):
@@ -78,7 +79,8 @@ def render_pto(k: PortedKernel, source: str) -> tuple[str, dict[str, Any]]:
     return "\n".join(out) + "\n", smap
 
 
-def render_yaml(k: PortedKernel, source: str) -> str:
+def render_yaml(k: PortedKernel, source: str, atols: list[tuple[float, str] | None] | None = None) -> str:
+    """The spec; ``atols`` gives a case the tolerance its f32 reductions need (tolerance.py)."""
     base = os.path.basename(source)
     lines = [f"# Ported from {py_comment(base)}:{k.line} (`{py_comment(k.py_name)}`) by `ptodsl port`.",
              f"op: {k.name}"]
@@ -102,10 +104,13 @@ def render_yaml(k: PortedKernel, source: str) -> str:
         lines += ["schedule:", *sched]
     lines.append(f"reference: {k.name}_ref.py:{k.name}")
     lines.append("tests:")
-    runtime = sorted({d for p in k.params if p.kind == "tensor" for d in p.dims if isinstance(d, str)})
-    for case in k.tests:
-        missing = [d for d in runtime if d not in case.get("shapes", {})]
-        note = f"  # TODO: no call in the file gives {', '.join(missing)}" if missing else ""
+    for i, case in enumerate(k.tests):
+        said = [f"sizes: {k.test_notes[i]}"] if i < len(k.test_notes) and k.test_notes[i] else []
+        tol = atols[i] if atols and i < len(atols) else None
+        if tol is not None and "atol" not in case:
+            case = {**case, "atol": tol[0]}
+            said.append(f"atol: {tol[1]}")
+        note = f"  # {py_comment('; '.join(said))} (docs/PORTING.md)" if said else ""
         lines.append(f"  - {_yflow(case)}{note}")
     return "\n".join(lines) + "\n"
 
@@ -130,7 +135,11 @@ def files_of(result: PortResult) -> dict[str, str]:
         k.source_lines = result.text.splitlines()  # type: ignore[attr-defined]
         pto, smap = render_pto(k, result.source)
         files[f"{k.name}.pto"] = pto
-        files[f"{k.name}.yaml"] = render_yaml(k, result.source)
+        yml = render_yaml(k, result.source)
+        found = reductions(pto, yml, k.name) if not k.errors else None
+        if found:
+            yml = render_yaml(k, result.source, [case_atol(found, c, k.symbols) for c in k.tests])
+        files[f"{k.name}.yaml"] = yml
         files[f"{k.name}_ref.py"] = render_ref(k, result.source)
         files[f"{k.name}.portmap.json"] = json.dumps(
             {"version": 1, "source": os.path.basename(result.source), "kernel": k.py_name, "lines": smap},

@@ -323,15 +323,47 @@ def attention__scaled_dot_product_attention_kernel(q, k, v):
     return _attention(q, k, v, 0.125)
 
 
+def _bf16(x):
+    """Rounded to bf16 (to nearest even), where the kernel keeps a value in bf16."""
+    import ml_dtypes
+
+    return np.asarray(x, dtype=np.float64).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _softmax_bf16(x):
+    """The softmax the port writes, amax/sub/exp/sum/div, each result kept in bf16."""
+    e = _bf16(np.exp(_bf16(x - x.max(axis=-1, keepdims=True))))
+    return _bf16(e / _bf16(e.sum(axis=-1, keepdims=True)))
+
+
 def attention__attention_with_projection_kernel(hidden, wq, wk, wv, wo):
+    # The golden runs in torch bf16: every matmul leaves bf16, and so does the softmax; the
+    # kernel's do too. Its three projections, scores and context are then products of values
+    # already rounded, and the example's data puts the scaled scores near +-500, where one bf16
+    # step (4, 0.5 after the 1/8 scale) moves a softmax weight by e**0.5: modelled in float64
+    # without these roundings a quarter of the outputs differ (CASES narrows the data too).
     b, s, h = hidden.shape
     heads = 8
+    hidden, wq, wk, wv, wo = (x.astype(np.float64) for x in (hidden, wq, wk, wv, wo))
 
     def split(w):
-        return np.swapaxes((hidden @ w).reshape(b, s, heads, h // heads), 1, 2)
+        return np.swapaxes(_bf16(hidden @ w).reshape(b, s, heads, h // heads), 1, 2)
 
-    ctx = _attention(split(wq), split(wk), split(wv), 0.125)
-    return np.swapaxes(ctx, 1, 2).reshape(b, s, h) @ wo
+    q, k, v = split(wq), split(wk), split(wv)
+    weights = _softmax_bf16(_bf16(q @ np.swapaxes(k, -1, -2)) * 0.125)
+    ctx = _bf16(weights @ v)
+    return _bf16(np.swapaxes(ctx, 1, 2).reshape(b, s, h) @ wo)
+
+
+# What a kernel's golden cases need beyond what the port writes, by reference name: entries
+# added to every case of the ported YAML.
+CASES = {
+    # The example's golden runs on torch.randn data with unscaled weights: its scaled scores reach
+    # +-500, where the softmax turns on bf16 rounding steps (above) and a kernel that rounds once
+    # differently from the reference is not wrong. On [-0.25, 0.25] the scores stay within a few
+    # units and every output is compared at bf16's own tolerance.
+    "attention__attention_with_projection_kernel": {"data_range": [-0.25, 0.25]},
+}
 
 
 # matmul_ops.py, tiling_config.py: batched products

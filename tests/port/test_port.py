@@ -117,11 +117,19 @@ REFS = {
                            "    return e / e.sum(-1, keepdims=True), 1.0 - np.vectorize(math.erf)(x)\n"),
     "helpers": ("norm", "import numpy as np\n\ndef norm(x):\n    c = x - x.mean(-1, keepdims=True)\n"
                         "    return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-6)\n"),
+    # float64 products: the f32 kernel's 512 roundings must fit the atol the port wrote
+    "long_k": ("scores", "import numpy as np\n\ndef scores(q, keys):\n"
+                        "    return q.astype(np.float64) @ keys.astype(np.float64).T\n"),
+    "wrapped": ("halve", "def halve(x):\n    return x * 0.5\n"),  # the size from the tensor the file makes
+    "no_call": ("shift", "def shift(x):\n    return x - 1.0\n"),  # the port's default size
+    # top-level work read by the loop only through a reshape and a transpose of it
+    "heads": ("heads", "import numpy as np\n\ndef heads(x, w):\n    b, s, _ = x.shape\n"
+                       "    return np.swapaxes((x @ w).reshape(b, s, 4, 16), 1, 2) * 2.0\n"),
 }
 
 
-RUNS = [(name, "sim") for name in sorted(REFS)] + [  # two specs on cpu keep the suite fast
-    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop")]
+RUNS = [(name, "sim") for name in sorted(REFS)] + [  # a few specs on cpu keep the suite fast
+    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop", "long_k", "wrapped", "heads")]
 
 
 @pytest.mark.parametrize(("name", "backend"), RUNS)

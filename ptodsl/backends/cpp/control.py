@@ -28,6 +28,8 @@ from .cxx import ExprContext, Names, cxx_type, unsupported
 from .gm import Origin, explicit_strides, kernel_env, linear_offset, trace_origins, walk_ops
 from .kernel import KernelSource
 
+# Ops whose result is a pointer into their operand's memory (layout ops: control_layout.py).
+ALIASES = ("view", "reshape", "permute")
 ENTRY_SCALAR_TYPES = {"f32": "float", "f16": "float", "bf16": "float"}  # 16-bit floats cross as float
 
 
@@ -370,7 +372,7 @@ class ControlEmitter:
         def allocs(ops: list[Op]) -> list[Op]:
             found = []
             for op in ops:
-                if op.name in ("alloc", "view", "reshape"):
+                if op.name == "alloc" or op.name in ALIASES:
                     found.append(op)
                 elif single_trip(op):
                     found += allocs(op.regions[0])
@@ -381,7 +383,13 @@ class ControlEmitter:
             if not single_trip(top):
                 continue
             later = {v.name for op in body[k + 1:] for o in op.walk() for v in o.operands}
-            for op in allocs(top.regions[0]):
+            made = allocs(top.regions[0])
+            # a view used later keeps the memory it points into alive: its parent, and so on up
+            # to the workspace (a reshape of a transpose of a workspace, all made up here)
+            for op in reversed(made):
+                if op.name in ALIASES and op.result.name in later:
+                    later.add(op.operands[0].name)
+            for op in made:
                 if op.result.name not in later:
                     continue
                 if op.name != "alloc":
@@ -394,6 +402,9 @@ class ControlEmitter:
                 elif all(sym.free_symbols(d) <= entry for d in op.result.type.shape):
                     self._op_alloc(op, 1)
                     self.hoisted.add(id(op))
+                else:  # freed at the end of its loop's braces while a later loop still reads it
+                    raise unsupported(f"a workspace sized by a value read at run time (`%{op.result.name}`) "
+                                      "that a later loop reads", op.span)
 
     @CONTROL.on("alloc")
     def _op_alloc(self, op: Op, depth: int) -> None:

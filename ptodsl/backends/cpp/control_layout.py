@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from ...ir import Op
 from .control import CONTROL, ControlEmitter
-from .cxx import cxx_type
 
 
 @CONTROL.on("permute")
 def _permute(em: ControlEmitter, op: Op, depth: int) -> None:
-    parent = em._pointer(op.operands[0].name, op)
-    var = em.vars[op.result.name] = em.names.claim(op.result.name)
-    em._line(depth, f"{cxx_type(op.result.type.dtype)}* {var} = {parent};", op)
+    em._pointer_var(op, em._pointer(op.operands[0].name, op), depth)

@@ -86,3 +86,17 @@ def test_a_mask_through_a_workspace_is_fine():
     emitted = emit_variant(compile_spec("specs/where_relu.yaml"), 0)
     kernel = emitted.sources[f"{emitted.kernels[0]}.cpp"]
     assert "TCMPS(" in kernel and "TSEL(" in kernel
+
+
+def test_a_top_level_workspace_sized_by_a_read_that_a_later_loop_reads_is_e0800(write_spec):
+    # It cannot be declared before the read that sizes it, and inside its implicit loop(1) it
+    # would be gone by the later loop: E0800 (it was a C++ build failure, E0901)
+    pto = ("kernel k(x: f32[M, N], lens: i32[1], y: out f32[M, N]):\n"
+           "    n = lens[0]\n"
+           "    t = x[0:n, :] * 2.0\n"
+           "    for r in loop(2, name=\"l\"):\n"
+           "        y[0:n, :] = t + 1.0\n")
+    compiled = compile_spec(write_spec("k", pto, "op: k\n"))
+    with pytest.raises(CompileError) as info:
+        emit_variant(compiled, 0)
+    assert _code(info.value) == "E0800" and "(`%t`) that a later loop reads" in info.value.diagnostics[0].message
