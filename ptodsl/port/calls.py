@@ -19,6 +19,7 @@ from .values import (
     _prec,
     binop,
     const,
+    int_value,
     is_int,
     py_value,
     scalar,
@@ -135,6 +136,9 @@ class CallPort:
             if k not in out_kws:
                 out_kws[k] = _arg_text(const(fv)) or ""
                 kw_vals[k] = const(fv)
+        if form.target == "transpose":
+            # its axes are literals in ptodsl: an `int` parameter the call fixes is folded to its value
+            args = [args[0], *(const(int_value(a)) if int_value(a) is not None else a for a in args[1:])]
         texts = [_arg_text(a) for a in args]
         for t, a in zip(texts, args, strict=True):
             if t is None:

@@ -10,6 +10,8 @@ with a small evaluator of the assignments before the call: numbers, tuples, ``to
 from __future__ import annotations
 
 import ast
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,16 @@ class Evaluator:
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+        elif isinstance(target, ast.Subscript):
+            # `shape[dim] = 1` on a list of the trace; anything else makes it unknown
+            base, idx = self.ev(target.value), self.ev(target.slice)
+            if isinstance(target.value, ast.Name) and isinstance(base, list):
+                if isinstance(idx, int) and not isinstance(idx, bool) and -len(base) <= idx < len(base):
+                    base = list(base)  # a copy, as in _list_method
+                    base[idx] = value
+                    self.env[target.value.id] = base
+                else:
+                    self.env[target.value.id] = UNKNOWN
         elif isinstance(target, (ast.Tuple, ast.List)):
             seq = value if isinstance(value, (tuple, list)) else None
             for i, t in enumerate(target.elts):
@@ -107,8 +119,16 @@ class Evaluator:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             v = self.ev(node.operand)
             return -v if isinstance(v, (int, float)) else UNKNOWN
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            v = self.ev(node.operand)
+            return not v if _plain(v) else UNKNOWN
+        if isinstance(node, (ast.Compare, ast.BoolOp)):
+            return _logic(node, self.ev)
         if isinstance(node, ast.BinOp):
             a, b = self.ev(node.left), self.ev(node.right)
+            t = a if isinstance(a, Arg) and a.is_tensor else b if isinstance(b, Arg) and b.is_tensor else None
+            if t is not None and isinstance(a if t is b else b, (int, float)) and not isinstance(a if t is b else b, bool):
+                return Arg(t.shape, t.dtype, is_tensor=True)  # `torch.randn(...) / 4.0`: a tensor of its shape
             if isinstance(a, (int, float)) and isinstance(b, (int, float)):
                 ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
                        ast.FloorDiv: lambda: a // b if b else UNKNOWN, ast.Div: lambda: a / b if b else UNKNOWN,
@@ -172,6 +192,13 @@ class Evaluator:
                 if isinstance(base, Arg) and base.is_tensor:
                     return Arg(base.shape, self.dtype(kw.get("dtype")) or base.dtype, is_tensor=True)
             return UNKNOWN
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math" \
+                and f.attr in _MATH and len(node.args) == 1 and not node.keywords:
+            v = self.ev(node.args[0])
+            try:
+                return _MATH[f.attr](v) if isinstance(v, (int, float)) and not isinstance(v, bool) else UNKNOWN
+            except (ValueError, OverflowError):
+                return UNKNOWN
         if isinstance(f, ast.Attribute):
             base = self.ev(f.value)
             if isinstance(base, Arg) and base.is_tensor:
@@ -220,6 +247,45 @@ class Evaluator:
         return tuple(vals) if vals and all(isinstance(d, int) and not isinstance(d, bool) for d in vals) else None
 
 
+_MATH = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "ceil": math.ceil, "floor": math.floor}
+_CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+        ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+        ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+        ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+def _plain(v: Any) -> bool:
+    """A value whose truth and comparisons are Python's own (no tensor, no unknown)."""
+    if isinstance(v, (tuple, list)):
+        return all(_plain(x) for x in v)
+    return v is None or isinstance(v, (bool, int, float, str, DtypeName))
+
+
+def _logic(node: ast.Compare | ast.BoolOp, ev: Callable[[ast.expr], Any]) -> Any:
+    """``dim == 0``, ``a and b``: known only when every operand is a plain value."""
+    if isinstance(node, ast.BoolOp):
+        vals = [ev(v) for v in node.values]
+        if not all(_plain(v) for v in vals):
+            return UNKNOWN
+        out = vals[0]
+        for v in vals[1:]:
+            out = (out and v) if isinstance(node.op, ast.And) else (out or v)
+        return out
+    left = ev(node.left)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        right = ev(right_node)
+        f = _CMP.get(type(op))
+        if f is None or not _plain(left) or not _plain(right):
+            return UNKNOWN
+        try:
+            if not f(left, right):
+                return False
+        except TypeError:
+            return UNKNOWN
+        left = right
+    return True
+
+
 def _flat(v: Any) -> list[float]:
     if isinstance(v, (list, tuple)):
         return [x for i in v for x in _flat(i)]
@@ -243,12 +309,45 @@ def module_env(tree: ast.Module) -> dict[str, Any]:
     return {k: v for k, v in ev.env.items() if v is not UNKNOWN}
 
 
-def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[Any]]) -> None:
+_LIST_METHODS = {"pop", "append", "insert", "extend"}
+
+
+def _list_method(stmt: ast.stmt, ev: Evaluator) -> None:
+    """``shape.pop(dim)`` and the like on a list of the trace, as a statement."""
+    c = stmt.value if isinstance(stmt, ast.Expr) else None
+    if not (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in _LIST_METHODS
+            and isinstance(c.func.value, ast.Name)):
+        return
+    base = ev.env.get(c.func.value.id)
+    if not isinstance(base, list):
+        return
+    base = list(base)  # a copy: the list may be a module constant that other kernels read
+    ev.env[c.func.value.id] = base
+    args = [ev.ev(a) for a in c.args]
+    try:
+        if c.keywords or any(a is UNKNOWN for a in args):
+            raise TypeError
+        getattr(base, c.func.attr)(*args)
+    except (TypeError, IndexError, AttributeError):
+        ev.env[c.func.value.id] = UNKNOWN
+
+
+def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[Any]],
+              at: ast.stmt | None = None, snap: dict[str, Any] | None = None) -> None:
     """Walks ``body`` in order: assignments update ``ev``, calls of ``name`` are evaluated where
-    they stand. Both arms of a branch are walked, one after the other."""
+    they stand. A branch whose condition is known takes its arm; otherwise both arms are walked,
+    one after the other. Where the statement ``at`` stands, ``snap`` gets the names' values."""
     for stmt in body:
+        if stmt is at and snap is not None:
+            snap.update(ev.env)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
+        if isinstance(stmt, ast.If):
+            test = ev.ev(stmt.test)
+            if _plain(test):
+                _calls_in(stmt.body if test else stmt.orelse, name, ev, found, at, snap)
+                continue
+        _list_method(stmt, ev)
         nested = [getattr(stmt, part, None) or [] for part in ("body", "orelse", "finalbody")]
         heads = [stmt] if not any(nested) else [getattr(stmt, f) for f in ("test", "iter") if hasattr(stmt, f)]
         heads += [i.context_expr for i in getattr(stmt, "items", [])]
@@ -268,13 +367,13 @@ def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[A
             if isinstance(values, (list, tuple)) and values:
                 for v in list(values)[:MAX_ITERATIONS]:
                     ev.assign(stmt.target, v)
-                    _calls_in(stmt.body, name, ev, found)
+                    _calls_in(stmt.body, name, ev, found, at, snap)
                 continue
             ev.assign(stmt.target, UNKNOWN)
         for sub in nested:
-            _calls_in(sub, name, ev, found)
+            _calls_in(sub, name, ev, found, at, snap)
         for h in getattr(stmt, "handlers", []):
-            _calls_in(h.body, name, ev, found)
+            _calls_in(h.body, name, ev, found, at, snap)
 
 
 class _Maker(Evaluator):
