@@ -169,7 +169,7 @@ class CallPort:
 
     def valid_shape(self, args: list[Val], v: Val, where: ast.AST) -> str | None:
         """``valid_shape=`` of a view, with PyPTO's clamp to the tensor's end (``min(off + size,
-        dim) - off``) left to ptodsl, which clamps every valid shape so; None when nothing is left."""
+        dim) - off`` or ``min(dim - off, size)``) left to ptodsl, which clamps every valid shape so; None when nothing is left."""
         if v.kind not in ("seq", "shape") or len(args) < 3:
             raise PortError("E1007", "a valid shape must be a list", where)
         parent, shape, offs = args[0], args[1].items, args[2].items
@@ -183,6 +183,17 @@ class CallPort:
                 ok = size is not None and dim is not None and off is not None and text_of(r) == text_of(off) \
                     and {text_of(p), text_of(q)} == {text_of(binop("+", off, size)), text_of(dim)}
                 if not ok:
+                    raise PortError("E1007", "this valid shape has no ptodsl form", where,
+                                    help="ptodsl clamps a view's valid shape to the tensor's end; give the extent "
+                                         "without `min`")
+                e = size
+            elif e.kind == "min" and len(e.items) == 2:
+                # `(dim - off).min(size)`: the same clamp, written the other way round
+                size = shape[axis] if axis < len(shape) else None
+                dim = parent.shape[axis] if parent.shape is not None and axis < len(parent.shape) else None
+                off = offs[axis] if axis < len(offs) else None
+                if size is None or dim is None or off is None or \
+                        {text_of(i) for i in e.items} != {text_of(binop("-", dim, off)), text_of(size)}:
                     raise PortError("E1007", "this valid shape has no ptodsl form", where,
                                     help="ptodsl clamps a view's valid shape to the tensor's end; give the extent "
                                          "without `min`")
