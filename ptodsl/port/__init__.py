@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import Diagnostic, Diagnostics, Span
-from .callsite import made_tensors, module_env
+from .callsite import module_env
 from .closure import kernel_env
 from .exprs import PortError
 from .names import legal
 from .signature import resolve
+from .sites import made_tensors
 from .translate import KernelPort, Line, Schedule
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024

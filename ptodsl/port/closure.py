@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .callsite import UNKNOWN, Arg, Evaluator, _calls_in, call_sites
+from .callsite import UNKNOWN, Arg, Evaluator
+from .sites import _calls_in, call_sites
 
 
 def enclosing(tree: ast.Module, fn: ast.FunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
