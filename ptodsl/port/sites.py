@@ -35,11 +35,25 @@ def _list_method(stmt: ast.stmt, ev: Evaluator) -> None:
         ev.env[c.func.value.id] = UNKNOWN
 
 
+def _head_calls(head: ast.AST, name: str, ev: Evaluator, found: list[list[Any]]) -> None:
+    for node in ast.walk(head):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+            found.append([ev.ev(a) if not isinstance(a, ast.Starred) else UNKNOWN for a in node.args]
+                         + [(k.arg, ev.ev(k.value)) for k in node.keywords if k.arg])
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[Any]],
               at: ast.stmt | None = None, snap: dict[str, Any] | None = None) -> None:
     """Walks ``body`` in order: assignments update ``ev``, calls of ``name`` are evaluated where
     they stand. A branch whose condition is known takes its arm; otherwise both arms are walked,
-    one after the other. Where the statement ``at`` stands, ``snap`` gets the names' values."""
+    each from the state before the branch. Where the statement ``at`` stands, ``snap`` gets the names' values."""
     for stmt in body:
         if stmt is at and snap is not None:
             snap.update(ev.env)
@@ -50,15 +64,23 @@ def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[A
             if _plain(test):
                 _calls_in(stmt.body if test else stmt.orelse, name, ev, found, at, snap)
                 continue
+            _head_calls(stmt.test, name, ev, found)
+            # either arm may run: each is walked from the same state, and a name they leave
+            # with different values is unknown after the branch
+            before = dict(ev.env)
+            _calls_in(stmt.body, name, ev, found, at, snap)
+            taken, ev.env = ev.env, before
+            _calls_in(stmt.orelse, name, ev, found, at, snap)
+            for k in set(taken) | set(ev.env):
+                if k not in taken or k not in ev.env or not _same(taken[k], ev.env[k]):
+                    ev.env[k] = UNKNOWN
+            continue
         _list_method(stmt, ev)
         nested = [getattr(stmt, part, None) or [] for part in ("body", "orelse", "finalbody")]
         heads = [stmt] if not any(nested) else [getattr(stmt, f) for f in ("test", "iter") if hasattr(stmt, f)]
         heads += [i.context_expr for i in getattr(stmt, "items", [])]
         for head in heads:
-            for node in ast.walk(head):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-                    found.append([ev.ev(a) if not isinstance(a, ast.Starred) else UNKNOWN for a in node.args]
-                                 + [(k.arg, ev.ev(k.value)) for k in node.keywords if k.arg])
+            _head_calls(head, name, ev, found)
         if isinstance(stmt, ast.Assign):
             v = ev.ev(stmt.value)
             for t in stmt.targets:

@@ -1,6 +1,7 @@
 """Shapes built from values the port cannot evaluate (read from the environment here): each dim
 given by a variable becomes a symbol, one per variable wherever it stands, sized by the call; a
-shape with no value at all takes every dim from the call, as `pypto.Tensor([])` does."""
+shape with no value at all takes every dim from the call, as `pypto.Tensor([])` does; so does one
+that a branch the port cannot decide sets to different values."""
 import os
 
 import pypto
@@ -38,3 +39,18 @@ def run_shifted():
 def test_shifted():
     model = torch.compile(run_shifted())
     model(torch.rand(10, 8), torch.empty(10, 8))
+
+
+def run_either(wide):
+    if wide:
+        shape = (4, 64)
+    else:
+        shape = (4, 32)
+
+    @pypto.frontend.jit
+    def either(x: pypto.Tensor(shape, pypto.DT_FP32), y: pypto.Tensor(shape, pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        y[:] = x + x
+
+    x = torch.rand(4, 64)
+    either(x, torch.empty(4, 64))
