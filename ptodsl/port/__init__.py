@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import Diagnostic, Diagnostics, Span
-from .callsite import call_sites, made_tensors, module_env
+from .callsite import module_env
+from .closure import kernel_env
 from .exprs import PortError
 from .names import legal
 from .signature import resolve
+from .sites import made_tensors
 from .translate import KernelPort, Line, Schedule
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -151,7 +153,8 @@ def port_source(text: str, path: str, function: str | None = None) -> PortResult
 
 def _port_kernel(fn: ast.FunctionDef, tree: ast.Module, env: dict[str, Any], helpers: dict[str, ast.FunctionDef],
                  errors: list[PortError], used_ops: set[str]) -> PortedKernel | None:
-    sites = call_sites(tree, fn.name, env)
+    made_env = env
+    env, sites = kernel_env(tree, fn, env)
     taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {a.arg for a in fn.args.args}
     try:
         params, sym_values = resolve(fn, sites[0] if sites else None, env, _shape_hints(fn), taken)
@@ -169,7 +172,7 @@ def _port_kernel(fn: ast.FunctionDef, tree: ast.Module, env: dict[str, Any], hel
     words = {w for ln in port.lines for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", ln.text)}
     symbols = {p.pto_name: p.value for p in params if p.kind == "symbol" and p.pto_name in words}
     modes = port.outputs()
-    tests, notes = _tests(params, sites, sym_values, modes, lambda: made_tensors(tree, env))
+    tests, notes = _tests(params, sites, sym_values, modes, lambda: made_tensors(tree, made_env))
     return PortedKernel(name, fn.name, fn.lineno, params, modes, port.lines, port.schedule, symbols,
                         tests, port.doc, test_notes=notes)
 
@@ -187,6 +190,8 @@ def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int], mo
 
     cases: list[dict[str, Any]] = []
     notes: list[str] = []
+    # a call with other fixed sizes traces another kernel (the first call's is the one ported)
+    sites = [s for s in sites if _fits(params, s)]
     for site in sites or [[]]:
         shapes: dict[str, int] = {}
         scalars: dict[str, Any] = {}
@@ -214,6 +219,18 @@ def _tests(params: list[Any], sites: list[list[Any]], values: dict[str, int], mo
             cases.append(case)
             notes.append(note)
     return cases, notes
+
+
+def _fits(params: list[Any], site: list[Any]) -> bool:
+    """Whether the tensors of a call have the rank and the fixed dims of the ported signature."""
+    from .callsite import Arg
+
+    for p, got in zip(params, site, strict=False):
+        if p.kind == "tensor" and isinstance(got, Arg) and got.is_tensor and got.shape is not None:
+            if len(got.shape) != len(p.dims) or any(isinstance(d, int) and d != n
+                                                    for d, n in zip(p.dims, got.shape, strict=True)):
+                return False
+    return True
 
 
 def _fill_dims(params: list[Any], shapes: dict[str, int], made: Callable[[], list[tuple[Any, int]]]) -> str:

@@ -19,6 +19,7 @@ from .values import (
     _prec,
     binop,
     const,
+    int_value,
     is_int,
     py_value,
     scalar,
@@ -135,6 +136,9 @@ class CallPort:
             if k not in out_kws:
                 out_kws[k] = _arg_text(const(fv)) or ""
                 kw_vals[k] = const(fv)
+        if form.target == "transpose":
+            # its axes are literals in ptodsl: an `int` parameter the call fixes is folded to its value
+            args = [args[0], *(const(int_value(a)) if int_value(a) is not None else a for a in args[1:])]
         texts = [_arg_text(a) for a in args]
         for t, a in zip(texts, args, strict=True):
             if t is None:
@@ -165,7 +169,7 @@ class CallPort:
 
     def valid_shape(self, args: list[Val], v: Val, where: ast.AST) -> str | None:
         """``valid_shape=`` of a view, with PyPTO's clamp to the tensor's end (``min(off + size,
-        dim) - off``) left to ptodsl, which clamps every valid shape so; None when nothing is left."""
+        dim) - off`` or ``min(dim - off, size)``) left to ptodsl, which clamps every valid shape so; None when nothing is left."""
         if v.kind not in ("seq", "shape") or len(args) < 3:
             raise PortError("E1007", "a valid shape must be a list", where)
         parent, shape, offs = args[0], args[1].items, args[2].items
@@ -179,6 +183,17 @@ class CallPort:
                 ok = size is not None and dim is not None and off is not None and text_of(r) == text_of(off) \
                     and {text_of(p), text_of(q)} == {text_of(binop("+", off, size)), text_of(dim)}
                 if not ok:
+                    raise PortError("E1007", "this valid shape has no ptodsl form", where,
+                                    help="ptodsl clamps a view's valid shape to the tensor's end; give the extent "
+                                         "without `min`")
+                e = size
+            elif e.kind == "min" and len(e.items) == 2:
+                # `(dim - off).min(size)`: the same clamp, written the other way round
+                size = shape[axis] if axis < len(shape) else None
+                dim = parent.shape[axis] if parent.shape is not None and axis < len(parent.shape) else None
+                off = offs[axis] if axis < len(offs) else None
+                if size is None or dim is None or off is None or \
+                        {text_of(i) for i in e.items} != {text_of(binop("-", dim, off)), text_of(size)}:
                     raise PortError("E1007", "this valid shape has no ptodsl form", where,
                                     help="ptodsl clamps a view's valid shape to the tensor's end; give the extent "
                                          "without `min`")

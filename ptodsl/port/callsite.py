@@ -3,13 +3,17 @@
 A PyPTO parameter annotated ``pypto.Tensor()`` or ``pypto.Tensor([...], dtype)`` takes its shape
 from the tensor passed in, and an ``int``/``tuple``/``bool`` parameter is a value of the trace.
 The port finds ``kernel(a, b, out, 128)`` in a function of the file and evaluates the arguments
-with a small evaluator of the assignments before the call: numbers, tuples, ``torch.randn(...)``,
-``torch.tensor([[...]])``, ``torch.empty(x.shape)``, ``x.shape``. Nothing is imported or run.
+with a small evaluator of the assignments before the call: numbers, tuples, comparisons,
+``math.sqrt(n)``, ``torch.randn(...)``, ``torch.tensor([[...]])``, ``torch.empty(x.shape)``,
+``x.shape``, ``x / n``; a branch whose condition it knows runs only its arm. Nothing is imported
+or run.
 """
 
 from __future__ import annotations
 
 import ast
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +32,6 @@ class Arg:
 
 
 UNKNOWN = object()
-MAX_ITERATIONS = 8  # a loop of the test over literal cases: the calls of its first iterations
 
 
 class Record(dict):
@@ -75,6 +78,16 @@ class Evaluator:
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+        elif isinstance(target, ast.Subscript):
+            # `shape[dim] = 1` on a list of the trace; anything else makes it unknown
+            base, idx = self.ev(target.value), self.ev(target.slice)
+            if isinstance(target.value, ast.Name) and isinstance(base, list):
+                if isinstance(idx, int) and not isinstance(idx, bool) and -len(base) <= idx < len(base):
+                    base = list(base)  # a copy, as in _list_method
+                    base[idx] = value
+                    self.env[target.value.id] = base
+                else:
+                    self.env[target.value.id] = UNKNOWN
         elif isinstance(target, (ast.Tuple, ast.List)):
             seq = value if isinstance(value, (tuple, list)) else None
             for i, t in enumerate(target.elts):
@@ -107,8 +120,16 @@ class Evaluator:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             v = self.ev(node.operand)
             return -v if isinstance(v, (int, float)) else UNKNOWN
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            v = self.ev(node.operand)
+            return not v if _plain(v) else UNKNOWN
+        if isinstance(node, (ast.Compare, ast.BoolOp)):
+            return _logic(node, self.ev)
         if isinstance(node, ast.BinOp):
             a, b = self.ev(node.left), self.ev(node.right)
+            t = a if isinstance(a, Arg) and a.is_tensor else b if isinstance(b, Arg) and b.is_tensor else None
+            if t is not None and isinstance(a if t is b else b, (int, float)) and not isinstance(a if t is b else b, bool):
+                return Arg(t.shape, t.dtype, is_tensor=True)  # `torch.randn(...) / 4.0`: a tensor of its shape
             if isinstance(a, (int, float)) and isinstance(b, (int, float)):
                 ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
                        ast.FloorDiv: lambda: a // b if b else UNKNOWN, ast.Div: lambda: a / b if b else UNKNOWN,
@@ -172,6 +193,13 @@ class Evaluator:
                 if isinstance(base, Arg) and base.is_tensor:
                     return Arg(base.shape, self.dtype(kw.get("dtype")) or base.dtype, is_tensor=True)
             return UNKNOWN
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math" \
+                and f.attr in _MATH and len(node.args) == 1 and not node.keywords:
+            v = self.ev(node.args[0])
+            try:
+                return _MATH[f.attr](v) if isinstance(v, (int, float)) and not isinstance(v, bool) else UNKNOWN
+            except (ValueError, OverflowError):
+                return UNKNOWN
         if isinstance(f, ast.Attribute):
             base = self.ev(f.value)
             if isinstance(base, Arg) and base.is_tensor:
@@ -220,6 +248,45 @@ class Evaluator:
         return tuple(vals) if vals and all(isinstance(d, int) and not isinstance(d, bool) for d in vals) else None
 
 
+_MATH = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "ceil": math.ceil, "floor": math.floor}
+_CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+        ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+        ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+        ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+def _plain(v: Any) -> bool:
+    """A value whose truth and comparisons are Python's own (no tensor, no unknown)."""
+    if isinstance(v, (tuple, list)):
+        return all(_plain(x) for x in v)
+    return v is None or isinstance(v, (bool, int, float, str, DtypeName))
+
+
+def _logic(node: ast.Compare | ast.BoolOp, ev: Callable[[ast.expr], Any]) -> Any:
+    """``dim == 0``, ``a and b``: known only when every operand is a plain value."""
+    if isinstance(node, ast.BoolOp):
+        vals = [ev(v) for v in node.values]
+        if not all(_plain(v) for v in vals):
+            return UNKNOWN
+        out = vals[0]
+        for v in vals[1:]:
+            out = (out and v) if isinstance(node.op, ast.And) else (out or v)
+        return out
+    left = ev(node.left)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        right = ev(right_node)
+        f = _CMP.get(type(op))
+        if f is None or not _plain(left) or not _plain(right):
+            return UNKNOWN
+        try:
+            if not f(left, right):
+                return False
+        except TypeError:
+            return UNKNOWN
+        left = right
+    return True
+
+
 def _flat(v: Any) -> list[float]:
     if isinstance(v, (list, tuple)):
         return [x for i in v for x in _flat(i)]
@@ -241,86 +308,3 @@ def module_env(tree: ast.Module) -> dict[str, Any]:
             for t in stmt.targets:
                 ev.assign(t, v)
     return {k: v for k, v in ev.env.items() if v is not UNKNOWN}
-
-
-def _calls_in(body: list[ast.stmt], name: str, ev: Evaluator, found: list[list[Any]]) -> None:
-    """Walks ``body`` in order: assignments update ``ev``, calls of ``name`` are evaluated where
-    they stand. Both arms of a branch are walked, one after the other."""
-    for stmt in body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        nested = [getattr(stmt, part, None) or [] for part in ("body", "orelse", "finalbody")]
-        heads = [stmt] if not any(nested) else [getattr(stmt, f) for f in ("test", "iter") if hasattr(stmt, f)]
-        heads += [i.context_expr for i in getattr(stmt, "items", [])]
-        for head in heads:
-            for node in ast.walk(head):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
-                    found.append([ev.ev(a) if not isinstance(a, ast.Starred) else UNKNOWN for a in node.args]
-                                 + [(k.arg, ev.ev(k.value)) for k in node.keywords if k.arg])
-        if isinstance(stmt, ast.Assign):
-            v = ev.ev(stmt.value)
-            for t in stmt.targets:
-                ev.assign(t, v)
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            ev.assign(stmt.target, ev.ev(stmt.value))
-        if isinstance(stmt, ast.For) and isinstance(stmt.target, (ast.Name, ast.Tuple)):
-            values = ev.ev(stmt.iter)
-            if isinstance(values, (list, tuple)) and values:
-                for v in list(values)[:MAX_ITERATIONS]:
-                    ev.assign(stmt.target, v)
-                    _calls_in(stmt.body, name, ev, found)
-                continue
-            ev.assign(stmt.target, UNKNOWN)
-        for sub in nested:
-            _calls_in(sub, name, ev, found)
-        for h in getattr(stmt, "handlers", []):
-            _calls_in(h.body, name, ev, found)
-
-
-class _Maker(Evaluator):
-    """An evaluator that also keeps every tensor assigned to a name, with the line it is made at."""
-
-    def __init__(self, module_env: dict[str, Any], classes: dict[str, ast.ClassDef], made: list[tuple[Arg, int]]):
-        super().__init__(module_env, classes)
-        self.made = made
-        self.line = 0
-
-    def ev(self, node: ast.expr) -> Any:
-        self.line = getattr(node, "lineno", self.line)
-        return super().ev(node)
-
-    def assign(self, target: ast.expr, value: Any) -> None:
-        if isinstance(target, ast.Name) and isinstance(value, Arg) and value.is_tensor:
-            self.made.append((value, self.line))
-        super().assign(target, value)
-
-
-def _walk_functions(tree: ast.Module, name: str, env: dict[str, Any], found: list[list[Any]],
-                    made: list[tuple[Arg, int]]) -> None:
-    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            ev = _Maker(env, classes, made)
-            for a in node.args.args + node.args.kwonlyargs:
-                ev.env.pop(a.arg, None)
-            defaults = node.args.defaults
-            for a, d in zip(node.args.args[len(node.args.args) - len(defaults):], defaults, strict=True):
-                ev.env[a.arg] = ev.ev(d)
-            _calls_in(node.body, name, ev, found)
-
-
-def call_sites(tree: ast.Module, name: str, env: dict[str, Any]) -> list[list[Any]]:
-    """The evaluated arguments of each call of ``name`` in the file's functions, in file order.
-    Each is a list: positional values, then ``(keyword, value)`` pairs."""
-    found: list[list[Any]] = []
-    _walk_functions(tree, name, env, found, [])
-    return found
-
-
-def made_tensors(tree: ast.Module, env: dict[str, Any]) -> list[tuple[Arg, int]]:
-    """Every tensor a function of the file makes and names (``x = torch.rand(shape)``), with its
-    line: where a kernel is reached only through wrappers the port cannot follow (a
-    ``torch.compile``d module), these are the data the file runs it on."""
-    made: list[tuple[Arg, int]] = []
-    _walk_functions(tree, "", env, [], made)
-    return made

@@ -14,6 +14,7 @@ from .mapping import DTYPES, SCALAR_ANNOTATIONS
 from .values import Val, const, scalar, seq
 
 DYN = "DYNAMIC"
+VAR = "variable"  # a dim given by a variable of the enclosing code that the port cannot evaluate
 
 
 @dataclass
@@ -40,8 +41,10 @@ def parse_annotation(ann: ast.expr | None, module_env: dict[str, Any]) -> tuple[
     if isinstance(ann, ast.Name) and ann.id in ("int", "float", "bool", "tuple", "list"):
         return ann.id, None, False, None
     args: list[ast.expr] = []
+    shape_at: ast.expr | None = None  # the argument that is the shape, when its place says so
     if isinstance(ann, ast.Call) and _is_pypto(ann.func, "Tensor", "tensor"):
         args = list(ann.args) + [k.value for k in ann.keywords if k.arg in ("shape", "dtype")]
+        shape_at = ann.args[0] if ann.args else next((k.value for k in ann.keywords if k.arg == "shape"), None)
     elif isinstance(ann, ast.Subscript) and _is_pypto(ann.value, "Tensor", "tensor"):
         sl = ann.slice
         args = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
@@ -61,6 +64,10 @@ def parse_annotation(ann: ast.expr | None, module_env: dict[str, Any]) -> tuple[
         if isinstance(shape, DtypeName):
             dtype = shape.name
             continue
+        if shape is UNKNOWN and a is shape_at:
+            continue  # a shape no evaluation gives: every dim from the call site, as `[]`
+        if shape is UNKNOWN and a is not shape_at and len(args) > 1:
+            continue  # a dtype no evaluation gives: from the call site
         if not isinstance(shape, (list, tuple)):
             raise PortError("E1005", "this tensor annotation's shape is not known when the kernel is traced", a)
         entries = list(a.elts) if isinstance(a, (ast.List, ast.Tuple)) and len(a.elts) == len(shape) else \
@@ -74,6 +81,10 @@ def parse_annotation(ann: ast.expr | None, module_env: dict[str, Any]) -> tuple[
             elif v is DYNAMIC:
                 # a module constant bound to pypto.DYNAMIC names its symbol
                 dims.append((DYN, e.id) if isinstance(e, ast.Name) else DYN)
+            elif v is UNKNOWN:
+                # a variable the port cannot evaluate is a dim bound at the call, as DYNAMIC is;
+                # one variable is one value, so every dim it gives shares one symbol
+                dims.append((DYN, e.id, VAR) if isinstance(e, ast.Name) else DYN)
             else:
                 raise PortError("E1005", "a dim must be a positive integer or `pypto.DYNAMIC`", e or a)
         if not dims and not more:
@@ -120,15 +131,16 @@ def resolve(fn: ast.FunctionDef, site: list[Any] | None, module_env: dict[str, A
             out: list[int | str] = []
             for axis, d in enumerate(dims):
                 hint = hints.get((a.arg, axis))
+                var = isinstance(d, tuple) and len(d) == 3
                 if isinstance(d, tuple):
-                    d, hint = d[0], hint or d[1]
+                    d, hint = d[0], (d[1] if var else hint or d[1])
                 if d != DYN:
                     out.append(d)
                     continue
                 # dims at the same place from the right share a symbol when the call passes them
                 # the same size, or when no call says (`x[:] = y + 1` needs x and y alike)
                 seen = arg.shape[axis] if arg is not None and axis < len(arg.shape) else None
-                key = (len(dims) - axis, seen)
+                key: tuple[Any, ...] = (VAR, hint) if var else (len(dims) - axis, seen)
                 if key in symbol_at:
                     out.append(symbol_at[key])
                     continue

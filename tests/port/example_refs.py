@@ -398,3 +398,34 @@ def transform_ops__view_with_valid_shape_kernel(x):
     out = np.zeros((4, 4), dtype=x.dtype)
     out[0:2] = x[2:4, 4:8]
     return out
+
+
+# reduce_ops.py: each kernel is defined inside a wrapper; its first call (dim=-1, keepdim=False)
+# fixes the kernel that is ported
+def reduce_ops__sum_kernel(a):
+    return a.sum(axis=-1)
+
+
+def reduce_ops__amax_kernel(a):
+    return a.max(axis=-1)
+
+
+def reduce_ops__amin_kernel(a):
+    return a.min(axis=-1)
+
+
+def reduce_ops__maximum_kernel(a, b):
+    return np.maximum(a, b)
+
+
+def reduce_ops__minimum_kernel(a, b):
+    return np.minimum(a, b)
+
+
+# transform_ops.py: the kernel a factory returns for its first call (dim=0)
+def transform_ops__concat_kernel(a, b):
+    return np.concatenate([a, b], axis=0)
+
+
+def transform_ops__concat_multiple_kernel(a, b, c):
+    return np.concatenate([a, b, c], axis=0)

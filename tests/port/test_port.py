@@ -123,13 +123,21 @@ REFS = {
     "wrapped": ("halve", "def halve(x):\n    return x * 0.5\n"),  # the size from the tensor the file makes
     "no_call": ("shift", "def shift(x):\n    return x - 1.0\n"),  # the port's default size
     # top-level work read by the loop only through a reshape and a transpose of it
+    # a kernel inside a wrapper: the axis and keepdim of the wrapper's first call
+    "enclosing": ("peak", "def peak(t):\n    return t.max(axis=1, keepdims=True) * 2.0\n"),
+    # dims from variables the port cannot evaluate: a symbol sized by the call
+    "unknown_dims": ("scaled", "def scaled(x, w, bias):\n    return x * 3.0 + w.T + bias\n"),
+    "clamp_min": ("chunks", "import numpy as np\n\ndef chunks(x):\n    return np.abs(x) * 0.25\n"),
+    "transpose_axes": ("flip", "def flip(x):\n    return x.T + 1.0\n"),  # axes from int parameters
     "heads": ("heads", "import numpy as np\n\ndef heads(x, w):\n    b, s, _ = x.shape\n"
                        "    return np.swapaxes((x @ w).reshape(b, s, 4, 16), 1, 2) * 2.0\n"),
 }
 
 
+ON_CPU = ("conditions", "dynamic_loop", "long_k", "wrapped", "heads", "enclosing", "unknown_dims", "transpose_axes",
+          "clamp_min")
 RUNS = [(name, "sim") for name in sorted(REFS)] + [  # a few specs on cpu keep the suite fast
-    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ("conditions", "dynamic_loop", "long_k", "wrapped", "heads")]
+    pytest.param(name, "cpu", marks=pytest.mark.cpu) for name in ON_CPU]
 
 
 @pytest.mark.parametrize(("name", "backend"), RUNS)
