@@ -157,12 +157,17 @@ class ExprContext:
         return sym.prove_nonneg(e, self.ranges())
 
 
+# The compiler's own constants, not the standard library's: device code calls no std:: function
+# (pto-isa's AICORE code never does), and bisheng and g++ both have these builtins.
+_NAN = {"float": '__builtin_nanf("")', "double": '__builtin_nan("")'}
+_INF = {"float": "__builtin_inff()", "double": "__builtin_inf()"}
+
+
 def float_literal(value: float, ctype: str = "double") -> str:
     if math.isnan(value):
-        return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        return _NAN[ctype]
     if math.isinf(value):
-        inf = f"std::numeric_limits<{ctype}>::infinity()"
-        return inf if value > 0 else f"-{inf}"
+        return _INF[ctype] if value > 0 else f"-{_INF[ctype]}"
     text = repr(float(value))
     if "e" not in text and "." not in text:
         text += ".0"

@@ -25,7 +25,7 @@ extern "C" __global__ AICORE void amax_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         pipe_barrier(PIPE_V);
         TileT1Tile t1Tile(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
         TASSIGN(t1Tile, 0);  // amax_rows.pto:3:12
-        TEXPANDS(t1Tile, -std::numeric_limits<float>::infinity());  // amax_rows.pto:3:12
+        TEXPANDS(t1Tile, -__builtin_inff());  // amax_rows.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);

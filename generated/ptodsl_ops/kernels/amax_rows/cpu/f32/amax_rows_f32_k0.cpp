@@ -23,7 +23,7 @@ extern "C" __global__ AICORE void amax_rows_f32_k0(__gm__ float* x, __gm__ float
         TileT1Tile t1Tile(min_i64(R - _g0 * 8, 8));  // amax_rows.pto:3:12
         TASSIGN(t1Tile, 0);  // amax_rows.pto:3:12
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TEXPANDS(t1Tile, -std::numeric_limits<float>::infinity());  // amax_rows.pto:3:12
+        TEXPANDS(t1Tile, -__builtin_inff());  // amax_rows.pto:3:12
         pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k2 = 0; _k2 < (C + 255) / 256; ++_k2) {  // amax_rows.pto:3:12

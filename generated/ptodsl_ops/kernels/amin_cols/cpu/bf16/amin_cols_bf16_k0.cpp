@@ -43,7 +43,7 @@ extern "C" __global__ AICORE void amin_cols_bf16_k0(__gm__ bfloat16_t* x, __gm__
             pipe_barrier(PIPE_V);
             TileT1 t1(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
             TASSIGN(t1, 0);  // amin_cols.pto:3:12
-            TEXPANDS(t1, std::numeric_limits<float>::infinity());  // amin_cols.pto:3:12
+            TEXPANDS(t1, __builtin_inff());  // amin_cols.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             pipe_barrier(PIPE_V);

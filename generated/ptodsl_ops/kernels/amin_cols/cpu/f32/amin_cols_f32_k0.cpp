@@ -41,7 +41,7 @@ extern "C" __global__ AICORE void amin_cols_f32_k0(__gm__ float* x, __gm__ float
             TileT1 t1(min_i64(C - _g0 * 128, 128));  // amin_cols.pto:3:12
             TASSIGN(t1, 0);  // amin_cols.pto:3:12
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t1, std::numeric_limits<float>::infinity());  // amin_cols.pto:3:12
+            TEXPANDS(t1, __builtin_inff());  // amin_cols.pto:3:12
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k2 = 0; _k2 < (R + 15) / 16; ++_k2) {  // amin_cols.pto:3:12

@@ -105,7 +105,7 @@ extern "C" __global__ AICORE void attn_bf16_k13(__gm__ float* t0_u1c0, __gm__ fl
         pipe_barrier(PIPE_V);
         TileT247 t247(min_i64(S - _g246 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t247, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t247, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        TEXPANDS(t247, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);

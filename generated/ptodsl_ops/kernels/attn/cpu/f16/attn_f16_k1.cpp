@@ -77,7 +77,7 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
         TileT17 t17(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
         TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:12:20
+        TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         pipe_barrier(PIPE_V);

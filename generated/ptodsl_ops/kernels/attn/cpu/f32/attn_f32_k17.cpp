@@ -99,7 +99,7 @@ extern "C" __global__ AICORE void attn_f32_k17(__gm__ float* t0_last, __gm__ flo
         pipe_barrier(PIPE_V);
         TileT331 t331(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t331, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);

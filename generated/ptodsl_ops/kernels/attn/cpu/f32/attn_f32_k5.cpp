@@ -99,7 +99,7 @@ extern "C" __global__ AICORE void attn_f32_k5(__gm__ float* t0_u2c0, __gm__ floa
         pipe_barrier(PIPE_V);
         TileT79 t79(min_i64(S - _g78 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t79, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        TEXPANDS(t79, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);

@@ -99,7 +99,7 @@ extern "C" __global__ AICORE void attn_f32_k9(__gm__ float* t0_u2c1, __gm__ floa
         pipe_barrier(PIPE_V);
         TileT163 t163(min_i64(S - _g162 * 16, 16));  // online_softmax_attn.pto:17:32
         TASSIGN(t163, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // online_softmax_attn.pto:17:32
+        TEXPANDS(t163, -__builtin_inff());  // online_softmax_attn.pto:17:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);

@@ -34,7 +34,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
         TileT17 t17(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:13:20
         TASSIGN(t17, 0);  // flash_attn.pto:13:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TEXPANDS(t17, -std::numeric_limits<float>::infinity());  // flash_attn.pto:13:20
+        TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);

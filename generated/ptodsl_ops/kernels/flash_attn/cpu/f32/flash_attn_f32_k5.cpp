@@ -56,7 +56,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ floa
         pipe_barrier(PIPE_V);
         TileT79 t79(min_i64(S - _g78 * 64, 64));  // flash_attn.pto:18:32
         TASSIGN(t79, 0);  // flash_attn.pto:18:32
-        TEXPANDS(t79, -std::numeric_limits<float>::infinity());  // flash_attn.pto:18:32
+        TEXPANDS(t79, -__builtin_inff());  // flash_attn.pto:18:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

@@ -56,7 +56,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         pipe_barrier(PIPE_V);
         TileT163 t163(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:32
         TASSIGN(t163, 0);  // flash_attn.pto:18:32
-        TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // flash_attn.pto:18:32
+        TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);

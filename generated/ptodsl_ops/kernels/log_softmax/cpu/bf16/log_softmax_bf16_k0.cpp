@@ -60,7 +60,7 @@ extern "C" __global__ AICORE void log_softmax_bf16_k0(__gm__ bfloat16_t* x, __gm
         __gm__ bfloat16_t* v0 = x + b * N;  // log_softmax.pto:4:20
         TileT3 t3;  // log_softmax.pto:5:19
         TASSIGN(t3, 0);  // log_softmax.pto:5:19
-        TEXPANDS(t3, -std::numeric_limits<float>::infinity());  // log_softmax.pto:5:19
+        TEXPANDS(t3, -__builtin_inff());  // log_softmax.pto:5:19
         TileT15 t15;  // log_softmax.pto:6:32
         TASSIGN(t15, 32);  // log_softmax.pto:6:32
         TEXPANDS(t15, 0.0f);  // log_softmax.pto:6:32

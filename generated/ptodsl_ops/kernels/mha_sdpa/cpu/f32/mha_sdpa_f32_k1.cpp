@@ -80,7 +80,7 @@ extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float
                 pipe_barrier(PIPE_V);
                 TileT23 t23(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
                 TASSIGN(t23, 0);  // mha_sdpa.pto:6:17
-                TEXPANDS(t23, -std::numeric_limits<float>::infinity());  // mha_sdpa.pto:6:17
+                TEXPANDS(t23, -__builtin_inff());  // mha_sdpa.pto:6:17
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 pipe_barrier(PIPE_V);

@@ -110,7 +110,7 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
                 pipe_barrier(PIPE_V);
                 TileTmp0 tmp5;  // moe_topk.pto:8:5
                 TASSIGN(tmp5, 3072);  // moe_topk.pto:8:5
-                TEXPANDS(tmp5, -std::numeric_limits<float>::infinity());  // moe_topk.pto:8:5
+                TEXPANDS(tmp5, -__builtin_inff());  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);  // moe_topk.pto:8:5
                 TileView3 view6(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
                 TASSIGN(view6, 1792);  // moe_topk.pto:8:5

@@ -115,7 +115,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k11(__gm__ bfloat16_t* v2
     for (int64_t _g162 = 0; _g162 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g162) {  // paged_attention.pto:45:37
         TileT163 t163(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t163, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t163, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
+        TEXPANDS(t163, -__builtin_inff());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         for (int64_t _k164 = 0; _k164 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) + 31) / 32; ++_k164) {  // paged_attention.pto:45:37
             TileT165 t165(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g162 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 63, 32), 0) - _k164 * 32, 32));  // paged_attention.pto:45:37

@@ -126,7 +126,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k15(__gm__ bfloat16_t* v2
     for (int64_t _g245 = 0; _g245 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g245) {  // paged_attention.pto:45:37
         TileT246 t246(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t246, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t246, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
+        TEXPANDS(t246, -__builtin_inff());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         for (int64_t _k247 = 0; _k247 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) + 31) / 32; ++_k247) {  // paged_attention.pto:45:37
             TileT248 t248(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g245 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 64 - s2_u1 * 32 - 31, 32), 0) - _k247 * 32, 32));  // paged_attention.pto:45:37

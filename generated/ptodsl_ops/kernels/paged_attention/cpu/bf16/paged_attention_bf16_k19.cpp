@@ -126,7 +126,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k19(__gm__ bfloat16_t* v2
     for (int64_t _g328 = 0; _g328 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g328) {  // paged_attention.pto:45:37
         TileT329 t329(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t329, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t329, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
+        TEXPANDS(t329, -__builtin_inff());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         for (int64_t _k330 = 0; _k330 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) + 31) / 32; ++_k330) {  // paged_attention.pto:45:37
             TileT331 t331(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g328 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 32 + 33, 32), 0) - _k330 * 32, 32));  // paged_attention.pto:45:37

@@ -99,7 +99,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k2(__gm__ bfloat16_t* v2_
     for (int64_t _g18 = 0; _g18 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g18) {  // paged_attention.pto:45:37
         TileT19 t19(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t19, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t19, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
+        TEXPANDS(t19, -__builtin_inff());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         for (int64_t _k20 = 0; _k20 < (max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) + 31) / 32; ++_k20) {  // paged_attention.pto:45:37
             TileT21 t21(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g18 * 16, 16), min_i64(max_i64(min_i64(s0 - (QR / (B * 64) - 1 - s1), 32), 0) - _k20 * 32, 32));  // paged_attention.pto:45:37

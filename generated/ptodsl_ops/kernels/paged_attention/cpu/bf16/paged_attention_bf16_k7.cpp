@@ -115,7 +115,7 @@ extern "C" __global__ AICORE void paged_attention_bf16_k7(__gm__ bfloat16_t* v2_
     for (int64_t _g79 = 0; _g79 < (min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) + 15) / 16; ++_g79) {  // paged_attention.pto:45:37
         TileT80 t80(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16));  // paged_attention.pto:45:37
         TASSIGN(t80, 0);  // paged_attention.pto:45:37
-        TEXPANDS(t80, -std::numeric_limits<float>::infinity());  // paged_attention.pto:45:37
+        TEXPANDS(t80, -__builtin_inff());  // paged_attention.pto:45:37
         pipe_barrier(PIPE_V);
         for (int64_t _k81 = 0; _k81 < (max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) + 31) / 32; ++_k81) {  // paged_attention.pto:45:37
             TileT82 t82(min_i64(min_i64(max_i64(QR - ((b * (QR / (B * 64)) + s1) * 64 + (n2 * (64 / (KD / 32)) + g * 16)), 0), 16) - _g79 * 16, 16), min_i64(max_i64(min_i64(s0 + s1 - QR / (B * 64) - s2_u2 * 64 - 31, 32), 0) - _k81 * 32, 32));  // paged_attention.pto:45:37

@@ -243,7 +243,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
             pipe_barrier(PIPE_V);
             TileT21Tile t21Tile(min_i64(C - _g20 * 32, 32));  // reduce_axes.pto:6:13
             TASSIGN(t21Tile, 0);  // reduce_axes.pto:6:13
-            TEXPANDS(t21Tile, -std::numeric_limits<float>::infinity());  // reduce_axes.pto:6:13
+            TEXPANDS(t21Tile, -__builtin_inff());  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             pipe_barrier(PIPE_V);
@@ -515,7 +515,7 @@ extern "C" __global__ AICORE void reduce_axes_f16_k0(__gm__ half* x, __gm__ floa
                 pipe_barrier(PIPE_V);
                 TileT54 t54(min_i64(S - _g53 * 32, 32));  // reduce_axes.pto:8:13
                 TASSIGN(t54, 0);  // reduce_axes.pto:8:13
-                TEXPANDS(t54, std::numeric_limits<float>::infinity());  // reduce_axes.pto:8:13
+                TEXPANDS(t54, __builtin_inff());  // reduce_axes.pto:8:13
                 wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 pipe_barrier(PIPE_V);

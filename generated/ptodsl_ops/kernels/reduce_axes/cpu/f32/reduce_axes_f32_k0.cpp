@@ -154,7 +154,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
             TileT13Tile t13Tile(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
             TASSIGN(t13Tile, 0);  // reduce_axes.pto:6:13
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TEXPANDS(t13Tile, -std::numeric_limits<float>::infinity());  // reduce_axes.pto:6:13
+            TEXPANDS(t13Tile, -__builtin_inff());  // reduce_axes.pto:6:13
             pipe_barrier(PIPE_V);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k14 = 0; _k14 < (A + 7) / 8; ++_k14) {  // reduce_axes.pto:6:13
@@ -350,7 +350,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ flo
                 TileT36 t36(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
                 TASSIGN(t36, 0);  // reduce_axes.pto:8:13
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TEXPANDS(t36, std::numeric_limits<float>::infinity());  // reduce_axes.pto:8:13
+                TEXPANDS(t36, __builtin_inff());  // reduce_axes.pto:8:13
                 pipe_barrier(PIPE_V);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 for (int64_t _k37 = 0; _k37 < (P + 7) / 8; ++_k37) {  // reduce_axes.pto:8:13

@@ -46,7 +46,7 @@ extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __g
         __gm__ bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
+        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

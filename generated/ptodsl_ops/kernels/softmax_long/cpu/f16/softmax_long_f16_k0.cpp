@@ -60,7 +60,7 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
         __gm__ half* row = x + b * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
+        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
         TileT5 t5;  // softmax_long.pto:5:23
         TASSIGN(t5, 32);  // softmax_long.pto:5:23
         TileT14 t14;  // softmax_long.pto:6:23

@@ -54,7 +54,7 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
         __gm__ float* row = x + b * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -std::numeric_limits<float>::infinity());  // softmax_long.pto:5:23
+        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
         TileT12 t12;  // softmax_long.pto:6:23
         TASSIGN(t12, 32);  // softmax_long.pto:6:23
         TEXPANDS(t12, 0.0f);  // softmax_long.pto:6:23

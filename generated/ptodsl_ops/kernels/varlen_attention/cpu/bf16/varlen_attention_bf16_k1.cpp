@@ -32,7 +32,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     for (int64_t _g11 = 0; _g11 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g11) {  // varlen_attention.pto:37:27
         TileT12 t12(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t12, 0);  // varlen_attention.pto:37:27
-        TEXPANDS(t12, -std::numeric_limits<float>::infinity());  // varlen_attention.pto:37:27
+        TEXPANDS(t12, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         for (int64_t _k13 = 0; _k13 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_k13) {  // varlen_attention.pto:37:27
             TileT14 t14(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k13 * 16, 16));  // varlen_attention.pto:37:27

@@ -45,7 +45,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k11(__gm__ float* scores
     for (int64_t _g183 = 0; _g183 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g183) {  // varlen_attention.pto:37:27
         TileT184 t184(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t184, 0);  // varlen_attention.pto:37:27
-        TEXPANDS(t184, -std::numeric_limits<float>::infinity());  // varlen_attention.pto:37:27
+        TEXPANDS(t184, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         for (int64_t _k185 = 0; _k185 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k185) {  // varlen_attention.pto:37:27
             TileT186 t186(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g183 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k185 * 16, 16));  // varlen_attention.pto:37:27

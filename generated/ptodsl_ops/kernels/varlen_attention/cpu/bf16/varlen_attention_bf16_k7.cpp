@@ -34,7 +34,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     for (int64_t _g89 = 0; _g89 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g89) {  // varlen_attention.pto:37:27
         TileT90 t90(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t90, 0);  // varlen_attention.pto:37:27
-        TEXPANDS(t90, -std::numeric_limits<float>::infinity());  // varlen_attention.pto:37:27
+        TEXPANDS(t90, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         for (int64_t _k91 = 0; _k91 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_k91) {  // varlen_attention.pto:37:27
             TileT92 t92(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k91 * 16, 16));  // varlen_attention.pto:37:27
