@@ -370,3 +370,12 @@ def test_fuzz_mutate_flag_does_not_hide_a_missing_dependency(monkeypatch, capsys
     assert main(["fuzz", "--mutate", "--count", "1"]) != 0
     err = capsys.readouterr().err
     assert "No module named 'some_dependency'" in err and "E0250" not in err
+
+
+def test_a_split_k_never_outnumbers_the_k_tiles_of_a_fixed_k(tmp_path):
+    """Seed 425721 fixed K = 24 in its YAML and drew split_k 4 over k tiles of 32: a schedule the
+    checker rightly refuses (E0822), counted as a rejected program. The generator now keeps a
+    split to at most one partial product per k tile of a fixed K."""
+    program = generate(425721, ALL_FEATURES, max_blocks=3)
+    assert program.fixed and program.cube is not None
+    assert isinstance(prepare(program, str(tmp_path)), Prepared)

@@ -989,6 +989,15 @@ class Gen:
         if self.mm_rng is not None:
             matmul_shapes(self.mm_rng, shapes)
             cube = cube_tile(self, self.mm_rng)
+            if "split_k" in cube and fixed:
+                # a K the YAML fixes may have fewer k tiles than the split asks for (E0822): at most
+                # one partial product per k tile of the smallest fixed size any matmul may take as K
+                k0 = cube["k"][0]
+                tiles = min(-(-v // min(k0, v)) for v in fixed.values() if v > 0)
+                if tiles > 1:
+                    cube["split_k"] = min(cube["split_k"], tiles)
+                else:
+                    del cube["split_k"]
         prog = Program(self.seed, self.dtype, self.f, self.params, blocks, shapes, fixed, vec_tile, scalars,
                        cube=cube, options=self.pass_options())
         for p in prog.used_params():
