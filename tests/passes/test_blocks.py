@@ -128,3 +128,24 @@ def test_an_elementwise_grid_and_a_matmul_run_as_blocks(backend: str):
     a = rng.standard_normal((70, 64)).astype(np.float32)
     b = rng.standard_normal((64, 200)).astype(np.float32)
     np.testing.assert_allclose(matmul(a, b, backend=backend), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_kernel_of_grid_nests_in_turn_runs_each_nest_as_blocks(backend: str):
+    """amax over rows, dropping the axis, is two grid nests in one kernel: the rows' maxima into a
+    workspace of the call, then their copy to the rank-1 output. Each nest becomes a kernel of its
+    own, launched in turn with blocks on every vector core (the first one's blocks share the
+    workspace: each writes its own rows of it), and the call still computes right."""
+    op = ptodsl.load(str(ROOT / "specs" / "amax_rows.yaml"))
+    block = op.compiled.stages["block"]
+    got = list(launches(block.func("amax_rows_f32")))
+    assert len(got) == 2 and all("block_dim" in launch.attrs for launch in got)
+    assert len({launch.attrs["kernel"] for launch in got}) == 2
+    for launch in got:
+        kernel = block.func(launch.attrs["kernel"])
+        assert sum(1 for o in kernel.body if o.name == "loop") == 1
+    m = run_block(block, "amax_rows_f32", {"x": np.zeros((400, 600), np.float32), "y": np.zeros(400, np.float32)},
+                  {}, {"R": 400, "C": 600}, TARGET)
+    assert m.timeline.chip.launches == 2 and m.timeline.chip.block_dim > 1
+    x = np.random.default_rng(11).standard_normal((400, 600)).astype(np.float32)
+    np.testing.assert_array_equal(op(x, backend=backend), x.max(axis=-1))
