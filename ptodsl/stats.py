@@ -13,7 +13,7 @@
   data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio;
 - the chip model (``cost/chip.py``, target ``chip:`` data): launches, the most blocks of one
   launch, the most cores one launch keeps busy, the modelled time, the chip's roofline (the
-  compulsory GM traffic through the shared HBM, or each kind's work spread over all its cores),
+  compulsory GM traffic through the shared HBM, or each kind's compute work spread over all its cores),
   their ratio and what bounds the time.
 
 With ``bench=True`` the spec's ``bench:`` cases, far too large to simulate, are modelled by the dry
