@@ -183,6 +183,8 @@ def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
     nests = _nests(kernel)
     if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
         return None
+    if blockable(kernel) is not None:
+        return None  # the parts of an unrolled loop already run as blocks of one kernel
     parts = []
     for i in range(len(nests[1])):
         name = kernel.name if i == 0 else _free(f"{kernel.name}p{i}", taken)
