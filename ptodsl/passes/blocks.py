@@ -120,6 +120,76 @@ def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
     return origins is not None and all(independent(loop, origins) for loop in loops)
 
 
+def _inner_grid(kernel: Func, outer: Op) -> Op | None:
+    """The grid loop directly inside ``outer`` (a grid loop shared out as blocks), when the two
+    can be shared out as one: both of step 1, the inner one's bounds free of the outer index, its
+    iterations independent too, and nothing else in the outer body writing GM (the outer body's
+    other work, a broadcast row's load, then runs once per outer iteration a block touches).
+    Blocks then divide the trips of both: a column-block loop of 8 trips outside 1024 row blocks
+    (a row-broadcast operand loaded once per column block) fills 48 cores, not 8."""
+    loops = [o for o in outer.regions[0] if o.name == "loop"]
+    if len(loops) != 1 or loops[0].attrs.get("kind") != "grid" or outer.attrs["step"] != 1 \
+            or loops[0].attrs["step"] != 1:
+        return None
+    inner = loops[0]
+    if outer.attrs["index"] in sym.free_symbols(inner.attrs["lo"]) | sym.free_symbols(inner.attrs["hi"]):
+        return None
+    for op in outer.regions[0]:
+        if op is not inner and any(o.name == "tile.store" or indexed_gm(o)[1] for o in op.walk()):
+            return None
+    origins = origins_of(kernel)
+    return inner if origins is not None and independent(inner, origins) else None
+
+
+def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int) -> None:
+    """Run ``kernel`` (one grid nest, ``outer`` around ``inner``) as blocks, in place, on a grid of
+    ``n0 x n1`` blocks: ``n1`` splits of the inner loop where the outer one has fewer trips than
+    there are cores (else 1, and the outer loop is shared out as by ``share_out``), ``n0`` of the
+    outer loop. Block ``b`` runs the contiguous share ``b // n1`` of the outer trips and, in each,
+    the share ``b % n1`` of the inner ones: every iteration's bounds are those of its block, so
+    the dry run still samples the loops (cost/alike.py)."""
+    index, count = _block_params(kernel)
+    o, i = outer.attrs, inner.attrs
+    t0 = sym.sub(o["hi"], o["lo"])
+    t1 = sym.sub(i["hi"], i["lo"])
+    n1 = _inner_splits(t0, t1, cores)
+    kernel.attrs["block_split"] = n1  # the dry run samples the blocks of each column (cost/dryrun.py)
+    n0 = sym.floordiv(sym.Sym(count), n1)
+    b0, b1 = sym.floordiv(sym.Sym(index), n1), sym.mod(sym.Sym(index), n1)
+    for a, trips, parts, b in ((o, t0, n0, b0), (i, t1, n1, b1)):
+        chunk = sym.ceildiv(trips, parts)
+        first = sym.mul(b, chunk)
+        lo = a["lo"]
+        a["lo"] = sym.add(lo, first)
+        a["hi"] = sym.add(a["lo"], sym.min_(chunk, sym.sub(trips, first)))
+        a["parallel"] = 1
+    env = _launch_env(kernel, launch, index, count)
+    t0c, n1c = sym.substitute(t0, env), sym.substitute(n1, env)
+    per0 = sym.max_(sym.ceildiv(t0c, sym.max_(sym.floordiv(cores, n1c), 1)), 1)
+    launch.attrs["block_dim"] = sym.mul(sym.max_(sym.ceildiv(t0c, per0), 1), n1c)
+
+
+def _inner_splits(t0: sym.Expr, t1: sym.Expr, cores: int) -> sym.Expr:
+    """How many shares of the inner loop fill the cores the outer loop's ``t0`` trips leave idle:
+    ``cores // t0`` (at least 1, at most ``t1``), rounded so that each share has work."""
+    raw = sym.max_(sym.min_(sym.floordiv(cores, sym.max_(t0, 1)), t1), 1)
+    return sym.max_(sym.ceildiv(t1, sym.ceildiv(t1, raw)), 1)
+
+
+def _launch_env(kernel: Func, launch: Op, index: str, count: str) -> dict[str, sym.Expr]:
+    return {p.name: e for p, e in zip([p for p in kernel.params if not p.is_tensor and p.name not in (index, count)],
+                                      launch.attrs["scalars"])}
+
+
+def _block_params(kernel: Func) -> tuple[str, str]:
+    index = _fresh(kernel, "block_index")
+    kernel.params.append(Param(index, None, "i64"))
+    count = _fresh(kernel, "block_count")
+    kernel.params.append(Param(count, None, "i64"))
+    kernel.attrs["block_index"], kernel.attrs["block_count"] = index, count
+    return index, count
+
+
 def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     """Run ``kernel`` (whose body is ``loops``) as blocks, in place: each loop takes the block's
     share and ``launch`` gets the block count."""
@@ -152,6 +222,7 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     # the last as much as the first (a block count of min(trips, cores) could leave blocks idle)
     per = sym.max_(sym.ceildiv(outer, cores), 1)
     launch.attrs["block_dim"] = sym.max_(sym.ceildiv(outer, per), 1)
+
 
 def _nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
     """The one-trip loop around a kernel's top-level work (or None) and the loops it runs one after
@@ -266,7 +337,12 @@ def run(module: Module, ctx: PassContext) -> Module:
             if _writes_workspace(kernel, op, workspaces) and \
                     not (id(op) in outer and _shares_disjointly(kernel, loops)):
                 continue
-            share_out(kernel, loops, op, ctx.target.chip.cores(kernel.kind))
+            cores = ctx.target.chip.cores(kernel.kind)
+            inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") == "grid" else None
+            if inner is not None:
+                share_out_nest(kernel, loops[0], inner, op, cores)
+            else:
+                share_out(kernel, loops, op, cores)
     return fresh
 
 
