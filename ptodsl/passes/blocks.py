@@ -68,9 +68,10 @@ def _grid(kernel: Func) -> Op | None:
     while len(body) == 1 and body[0].name == "loop" and body[0].attrs.get("kind") in ("implicit", "peeled") \
             and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
         body = body[0].regions[0]
-    if len(body) != 1 or body[0].name != "loop" or body[0].attrs.get("kind") != "grid":
+    loops = [op for op in body if op.name not in PURE]  # views beside the nest move no data
+    if len(loops) != 1 or loops[0].name != "loop" or loops[0].attrs.get("kind") != "grid":
         return None
-    loop = body[0]
+    loop = loops[0]
     step = loop.attrs["step"]
     if not isinstance(step, int) or step < 1:
         return None
@@ -224,14 +225,18 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     launch.attrs["block_dim"] = sym.max_(sym.ceildiv(outer, per), 1)
 
 
+# Top-level ops of a kernel that move no data: each part of a split kernel keeps a copy of them.
+PURE = frozenset({"view", "reshape"})
+
+
 def _nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
-    """The one-trip loop around a kernel's top-level work (or None) and the loops it runs one after
-    another, when that is all the kernel is and it has two or more; else None."""
+    """The one-trip loop around a kernel's top-level work (or None) and that work, when it is two or
+    more loops run one after another and views of tensors (``PURE``); else None."""
     wrap, body = None, kernel.body
     if len(body) == 1 and body[0].name == "loop" and body[0].attrs.get("kind") in ("implicit", "peeled") \
             and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
         wrap, body = body[0], body[0].regions[0]
-    if len(body) < 2 or any(op.name != "loop" for op in body):
+    if sum(op.name == "loop" for op in body) < 2 or any(op.name not in PURE | {"loop"} for op in body):
         return None
     return wrap, body
 
@@ -242,7 +247,8 @@ def _part(kernel: Func, keep: int, name: str) -> Func:
     part = Module("part", "block", [kernel]).clone().funcs[0]
     part.name = name
     wrap, body = _nests(part)
-    body[:] = [body[keep]]
+    loops = [op for op in body if op.name == "loop"]
+    body[:] = [op for op in body if op.name != "loop" or op is loops[keep]]  # every part keeps the views
     return part
 
 
@@ -257,7 +263,7 @@ def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
     if blockable(kernel) is not None:
         return None  # the parts of an unrolled loop already run as blocks of one kernel
     parts = []
-    for i in range(len(nests[1])):
+    for i in range(sum(op.name == "loop" for op in nests[1])):
         name = kernel.name if i == 0 else _free(f"{kernel.name}p{i}", taken)
         taken.add(name)
         parts.append(_part(kernel, i, name))

@@ -169,3 +169,18 @@ def test_a_grid_nest_with_few_outer_trips_shares_its_inner_loop_too(backend: str
     m = run_block(block, "div_bcast_f32", {"x": x, "d": d, "y": np.zeros_like(x)}, {}, {"R": 400, "C": 600}, TARGET)
     assert m.timeline.chip.block_dim == 40
     np.testing.assert_allclose(op(x, d, backend=backend), x / d, rtol=1e-6)
+
+
+def test_views_between_the_loops_go_with_every_part_of_a_split_kernel():
+    """rope's kernel runs its angle nest, then views of x's halves, then the rotation nests: each
+    nest becomes a kernel of its own (holding the views) and runs as blocks, and the golden cases
+    still pass."""
+    from ptodsl.golden import run_case
+
+    op = ptodsl.load(str(ROOT / "specs" / "rope.yaml"))
+    block = op.compiled.stages["block"]
+    got = list(launches(block.func("rope_f32")))
+    assert len(got) > 1 and all("block_dim" in launch.attrs for launch in got)
+    assert any(o.name == "view" for launch in got for o in block.func(launch.attrs["kernel"]).walk())
+    results = [run_case(op, case) for case in op.spec.tests]
+    assert results and all(r.ok for r in results), [r.report for r in results]
