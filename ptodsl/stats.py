@@ -7,12 +7,13 @@
 - per compute kernel, the estimate of its scalar stack frame (``passes/stack.py``) against the
   NPU compiler's limit;
 - GM bytes moved by the Block IR for each test case, counted while the simulator runs it, next to
-  the compulsory minimum (every input read once, every output written once);
+  the compulsory minimum (every input read once, every output written once; a tensor touched only
+  through an index, only the slices it names: ``cost/minimum.py``);
 - estimated cycles from the pipeline cost model (``cost/timeline.py``, target ``timing:``
   data), the roofline bound (the busiest pipe's work), the pipe that bounds it and their ratio;
 - the chip model (``cost/chip.py``, target ``chip:`` data): launches, the most blocks of one
   launch, the most cores one launch keeps busy, the modelled time, the chip's roofline (the
-  compulsory GM traffic through the shared HBM, or each kind's work spread over all its cores),
+  compulsory GM traffic through the shared HBM, or each kind's compute work spread over all its cores),
   their ratio and what bounds the time.
 
 With ``bench=True`` the spec's ``bench:`` cases, far too large to simulate, are modelled by the dry
@@ -23,15 +24,13 @@ modelled ones and there is no per-tensor breakdown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import prod
 
-from . import sym
 from .api import Operator
 from .check import paths
 from .cost.chip import Chip
 from .cost.dryrun import MAX_OPS, TooLong, estimate
+from .cost.minimum import compulsory_bytes
 from .driver import case_symbols, explicit_inputs
-from .dtypes import DTYPES
 from .golden import case_id, run_case, test_error
 from .ir import Func, Module, Op
 from .passes import stack
@@ -169,8 +168,7 @@ def collect(op: Operator, bench: bool = False) -> list[VariantStats]:
                 continue  # (a call the case expects refused moves nothing worth counting)
             r = run_case(op, case)
             moved = r.traffic.get("load", 0) + r.traffic.get("store", 0)
-            minimum = sum(a.nbytes for name, a in r.inputs.items()) + sum(
-                a.nbytes for name, a in r.outputs.items())
+            minimum = compulsory_bytes(op.compiled.stages["tensor"].func(control.name), case_symbols(op.spec, case))
             vs.traffic.append((case_id(op.spec, case), moved, minimum))
             t = r.timeline
             if t is not None:
@@ -199,11 +197,7 @@ def _model_case(op: Operator, block: Module, control: str, case, vs: VariantStat
     reads |= explicit_inputs(op.compiled.stages["tensor"].func(control), op.spec, case)
     e = estimate(block, control, symbols, op.compiled.target, {k: v for k, v in scalars.items() if v is not None},
                  reads)
-    variant = op.spec.variant_of(case)
-    minimum = 0
-    for p in [*op.inputs, *op.outputs]:
-        dims = [int(sym.evaluate(d if isinstance(d, int) else sym.Sym(d), symbols)) for d in p.dims or ()]
-        minimum += prod(dims) * DTYPES[variant.get(p.dtype, p.dtype)].itemsize
+    minimum = compulsory_bytes(op.compiled.stages["tensor"].func(control), symbols)
     t = e.timeline
     vs.traffic.append((cid, e.gm_bytes, minimum))
     vs.cycles.append((cid, t.estimate, t.bound, t.bound_pipe))

@@ -97,8 +97,19 @@ def _direction(e: sym.Expr, var: str) -> Direction:
             return _direction(sym.sub(b, a), var)
         if e.op in (">", ">="):
             return _direction(sym.sub(a, b), var)
+        if e.op == "%" and sym.is_const(b) and b != 0 and _steps_by(a, var, b):
+            return 0  # the index moves the dividend by whole periods: a block grid's column
         return None  # %, ==, !=
     return None
+
+
+def _steps_by(e: sym.Expr, var: str, period: sym.Number) -> bool:
+    """Whether ``e`` is linear with a coefficient of ``var`` that is a multiple of ``period``."""
+    form = sym.linear(e)
+    if form is None:
+        return False
+    c = form[0].get(var, 0)
+    return isinstance(c, int) and isinstance(period, int) and c % period == 0
 
 
 def _divided(a: sym.Expr, b: sym.Expr, var: str) -> Direction:

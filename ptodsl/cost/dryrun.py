@@ -152,8 +152,20 @@ class _Run:
             self.block(kernel.body, benv, {})
             tl.end_kernel()
 
-        self.iterate(range(blocks), one,
-                     lambda: index is None or monotone_in(kernel_exprs(kernel), index, inner))
+        split = kernel.attrs.get("block_split")  # a grid of blocks, b // split by b % split
+        columns = int(sym.evaluate(split, inner)) if split is not None and index is not None else 1
+        if columns > 1 and blocks % columns == 0:
+            # block b runs row b // columns, column b % columns: not monotone in b, but each
+            # column's blocks are, in their row (blocks/share_out_nest)
+            row = "_block_row"
+            for c in range(columns):
+                at = sym.add(sym.mul(sym.Sym(row), columns), c)
+                exprs = [sym.substitute(e, {index: at}) for e in kernel_exprs(kernel)]
+                self.iterate(range(blocks // columns), lambda r, c=c: one(r * columns + c),
+                             lambda exprs=exprs: monotone_in(exprs, row, inner))
+        else:
+            self.iterate(range(blocks), one,
+                         lambda: index is None or monotone_in(kernel_exprs(kernel), index, inner))
         tl.end_launch()
 
     def _loop_exprs(self, op: Op) -> list[sym.Expr]:

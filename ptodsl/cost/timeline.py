@@ -22,7 +22,7 @@ from math import ceil, prod
 
 from ..dtypes import DTYPES
 from ..ir import Op, TileType
-from ..ir.opdefs import IR_OPS, Handlers
+from ..ir.opdefs import IR_OPS, Handlers, indexed_gm
 from ..ops import OPS
 from ..targets import WIDTHS, Target
 from .chip import Chip
@@ -106,6 +106,11 @@ class Timeline:
         if family in ("load", "store"):  # GM traffic, which every core shares through the HBM
             k = 0 if family == "load" else 1
             self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
+        else:
+            read, written = indexed_gm(op)
+            if read or written:  # a gather or scatter moves its data tile's bytes through the HBM too
+                k = 1 if written else 0
+                self.chip.add_bytes(nbytes(types[k].dtype, valid[k]))
         extra = EXTRA_INSTRUCTIONS.get(family)
         self.instructions[pipe] = self.instructions.get(pipe, 0.0) + 1 + (extra(op) if extra else 0)
         start = max(self.free.get(pipe, 0.0), self.gate.get(pipe, 0.0), self.gate.get("_all", 0.0))

@@ -13,10 +13,15 @@ loop carries ``parallel = 1``, a grid loop too (the simulator evaluates the bloc
 the loop's iterations, ``backends/sim/batch.py``). Softmax over
 B rows is one launch of ``min(B, cores)`` blocks (B <= cores or a multiple of it), not B launches.
 
+A kernel launched once per call whose body is two or more loops run in turn, each of which could
+run as blocks, is first split into one kernel per loop, launched one after another
+(:func:`split_nests`): argmax's and mean's grid nests into a workspace, then the copy out.
+
 Contiguous shares keep the first failing bounds guard the one a sequential run stops at: the
 blocks before it run the iterations before it. A kernel the loop of which writes a GM workspace
 of the call (an ``alloc`` of the control program: hoisted by partitioning, one per launch) is
-left on one block, since all blocks would share that workspace.
+left on one block, since all blocks would share that workspace, unless the launch runs once per
+call and the loop's proof holds with the workspace shared (each iteration writes its own part).
 """
 
 from __future__ import annotations
@@ -63,9 +68,10 @@ def _grid(kernel: Func) -> Op | None:
     while len(body) == 1 and body[0].name == "loop" and body[0].attrs.get("kind") in ("implicit", "peeled") \
             and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
         body = body[0].regions[0]
-    if len(body) != 1 or body[0].name != "loop" or body[0].attrs.get("kind") != "grid":
+    loops = [op for op in body if op.name not in PURE]  # views beside the nest move no data
+    if len(loops) != 1 or loops[0].name != "loop" or loops[0].attrs.get("kind") != "grid":
         return None
-    loop = body[0]
+    loop = loops[0]
     step = loop.attrs["step"]
     if not isinstance(step, int) or step < 1:
         return None
@@ -106,6 +112,85 @@ def _writes_workspace(kernel: Func, launch: Op, workspaces: set[str]) -> bool:
                or any(v.name in derived for v in indexed_gm(op)[1]) for op in kernel.walk())
 
 
+def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
+    """Whether the loops' iterations stay independent with the call's workspaces shared by every
+    block: in the kernel a workspace is a parameter, not an allocation of the iteration, so the
+    proof (``parallel.independent``) needs each iteration's writes to it disjoint (a grid nest
+    filling its rows of a reduction's result), not a workspace per iteration."""
+    origins = origins_of(kernel)
+    return origins is not None and all(independent(loop, origins) for loop in loops)
+
+
+def _inner_grid(kernel: Func, outer: Op) -> Op | None:
+    """The grid loop directly inside ``outer`` (a grid loop shared out as blocks), when the two
+    can be shared out as one: both of step 1, the inner one's bounds free of the outer index, its
+    iterations independent too, and nothing else in the outer body writing GM (the outer body's
+    other work, a broadcast row's load, then runs once per outer iteration a block touches).
+    Blocks then divide the trips of both: a column-block loop of 8 trips outside 1024 row blocks
+    (a row-broadcast operand loaded once per column block) fills 48 cores, not 8."""
+    loops = [o for o in outer.regions[0] if o.name == "loop"]
+    if len(loops) != 1 or loops[0].attrs.get("kind") != "grid" or outer.attrs["step"] != 1 \
+            or loops[0].attrs["step"] != 1:
+        return None
+    inner = loops[0]
+    if outer.attrs["index"] in sym.free_symbols(inner.attrs["lo"]) | sym.free_symbols(inner.attrs["hi"]):
+        return None
+    for op in outer.regions[0]:
+        if op is not inner and any(o.name == "tile.store" or indexed_gm(o)[1] for o in op.walk()):
+            return None
+    origins = origins_of(kernel)
+    return inner if origins is not None and independent(inner, origins) else None
+
+
+def share_out_nest(kernel: Func, outer: Op, inner: Op, launch: Op, cores: int) -> None:
+    """Run ``kernel`` (one grid nest, ``outer`` around ``inner``) as blocks, in place, on a grid of
+    ``n0 x n1`` blocks: ``n1`` splits of the inner loop where the outer one has fewer trips than
+    there are cores (else 1, and the outer loop is shared out as by ``share_out``), ``n0`` of the
+    outer loop. Block ``b`` runs the contiguous share ``b // n1`` of the outer trips and, in each,
+    the share ``b % n1`` of the inner ones: every iteration's bounds are those of its block, so
+    the dry run still samples the loops (cost/alike.py)."""
+    index, count = _block_params(kernel)
+    o, i = outer.attrs, inner.attrs
+    t0 = sym.sub(o["hi"], o["lo"])
+    t1 = sym.sub(i["hi"], i["lo"])
+    n1 = _inner_splits(t0, t1, cores)
+    kernel.attrs["block_split"] = n1  # the dry run samples the blocks of each column (cost/dryrun.py)
+    n0 = sym.floordiv(sym.Sym(count), n1)
+    b0, b1 = sym.floordiv(sym.Sym(index), n1), sym.mod(sym.Sym(index), n1)
+    for a, trips, parts, b in ((o, t0, n0, b0), (i, t1, n1, b1)):
+        chunk = sym.ceildiv(trips, parts)
+        first = sym.mul(b, chunk)
+        lo = a["lo"]
+        a["lo"] = sym.add(lo, first)
+        a["hi"] = sym.add(a["lo"], sym.min_(chunk, sym.sub(trips, first)))
+        a["parallel"] = 1
+    env = _launch_env(kernel, launch, index, count)
+    t0c, n1c = sym.substitute(t0, env), sym.substitute(n1, env)
+    per0 = sym.max_(sym.ceildiv(t0c, sym.max_(sym.floordiv(cores, n1c), 1)), 1)
+    launch.attrs["block_dim"] = sym.mul(sym.max_(sym.ceildiv(t0c, per0), 1), n1c)
+
+
+def _inner_splits(t0: sym.Expr, t1: sym.Expr, cores: int) -> sym.Expr:
+    """How many shares of the inner loop fill the cores the outer loop's ``t0`` trips leave idle:
+    ``cores // t0`` (at least 1, at most ``t1``), rounded so that each share has work."""
+    raw = sym.max_(sym.min_(sym.floordiv(cores, sym.max_(t0, 1)), t1), 1)
+    return sym.max_(sym.ceildiv(t1, sym.ceildiv(t1, raw)), 1)
+
+
+def _launch_env(kernel: Func, launch: Op, index: str, count: str) -> dict[str, sym.Expr]:
+    return {p.name: e for p, e in zip([p for p in kernel.params if not p.is_tensor and p.name not in (index, count)],
+                                      launch.attrs["scalars"])}
+
+
+def _block_params(kernel: Func) -> tuple[str, str]:
+    index = _fresh(kernel, "block_index")
+    kernel.params.append(Param(index, None, "i64"))
+    count = _fresh(kernel, "block_count")
+    kernel.params.append(Param(count, None, "i64"))
+    kernel.attrs["block_index"], kernel.attrs["block_count"] = index, count
+    return index, count
+
+
 def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     """Run ``kernel`` (whose body is ``loops``) as blocks, in place: each loop takes the block's
     share and ``launch`` gets the block count."""
@@ -139,25 +224,134 @@ def share_out(kernel: Func, loops: list[Op], launch: Op, cores: int) -> None:
     per = sym.max_(sym.ceildiv(outer, cores), 1)
     launch.attrs["block_dim"] = sym.max_(sym.ceildiv(outer, per), 1)
 
+
+# Top-level ops of a kernel that move no data: each part of a split kernel keeps a copy of them.
+PURE = frozenset({"view", "reshape"})
+
+
+def _nests(kernel: Func) -> tuple[Op | None, list[Op]] | None:
+    """The one-trip loop around a kernel's top-level work (or None) and that work, when it is two or
+    more loops run one after another and views of tensors (``PURE``); else None."""
+    wrap, body = None, kernel.body
+    if len(body) == 1 and body[0].name == "loop" and body[0].attrs.get("kind") in ("implicit", "peeled") \
+            and sym.sub(body[0].attrs["hi"], body[0].attrs["lo"]) == 1:
+        wrap, body = body[0], body[0].regions[0]
+    if sum(op.name == "loop" for op in body) < 2 or any(op.name not in PURE | {"loop"} for op in body):
+        return None
+    return wrap, body
+
+
+def _part(kernel: Func, keep: int, name: str) -> Func:
+    """A copy of ``kernel`` named ``name`` that runs only its ``keep``-th top-level loop (inside the
+    same one-trip loop), with values of its own."""
+    part = Module("part", "block", [kernel]).clone().funcs[0]
+    part.name = name
+    wrap, body = _nests(part)
+    loops = [op for op in body if op.name == "loop"]
+    body[:] = [op for op in body if op.name != "loop" or op is loops[keep]]  # every part keeps the views
+    return part
+
+
+def split_nests(kernel: Func, taken: set[str]) -> list[Func] | None:
+    """A kernel that runs two or more loops one after another, at least one of which could run as
+    blocks on its own, as one kernel per loop (launched in turn, so the stream orders what one loop
+    writes before the next reads it: the loops already hand data over through GM); else None.
+    Parts that print or guard stay together: a guard's failure must stop the loops after it."""
+    nests = _nests(kernel)
+    if nests is None or block_params(kernel) or any(op.name in ("guard", "print") for op in kernel.walk()):
+        return None
+    if blockable(kernel) is not None:
+        return None  # the parts of an unrolled loop already run as blocks of one kernel
+    parts = []
+    for i in range(sum(op.name == "loop" for op in nests[1])):
+        name = kernel.name if i == 0 else _free(f"{kernel.name}p{i}", taken)
+        taken.add(name)
+        parts.append(_part(kernel, i, name))
+    # a part left on one block would only add a launch
+    return parts if all(blockable(p) is not None for p in parts) else None
+
+
+def _free(stem: str, taken: set[str]) -> str:
+    name, k = stem, 1
+    while name in taken:
+        name, k = f"{stem}_{k}", k + 1
+    return name
+
+
+def _replace(body: list[Op], launch: Op, new: list[Op]) -> bool:
+    for i, op in enumerate(body):
+        if op is launch:
+            body[i:i + 1] = new
+            return True
+        if any(_replace(region, launch, new) for region in op.regions):
+            return True
+    return False
+
+
+def _outer_launches(body: list[Op]) -> list[Op]:
+    """The launches of a control program that run once per call (no loop of more than one trip
+    around them): splitting a launch inside a loop would add launches to every iteration."""
+    out: list[Op] = []
+    for op in body:
+        if op.name == "launch":
+            out.append(op)
+        elif op.name != "loop" or sym.sub(op.attrs["hi"], op.attrs["lo"]) == 1:
+            for region in op.regions:
+                out.extend(_outer_launches(region))
+    return out
+
+
+def _fission(module: Module) -> None:
+    """Split, in place, each kernel launched once whose loops run one after another (``split_nests``)."""
+    taken = {f.name for f in module.funcs}
+    funcs = {f.name: f for f in module.funcs}
+    for control in [f for f in module.funcs if f.kind == "control"]:
+        counts: dict[str, int] = {}
+        for op in launches(control):
+            counts[op.attrs["kernel"]] = counts.get(op.attrs["kernel"], 0) + 1
+        for op in _outer_launches(control.body):
+            kernel = funcs.get(op.attrs["kernel"])
+            if kernel is None or counts[kernel.name] != 1 or "block_dim" in op.attrs:
+                continue
+            parts = split_nests(kernel, taken)
+            if parts is None:
+                continue
+            new = [Op("launch", list(op.operands), {**{k: list(a) if isinstance(a, list) else a for k, a in op.attrs.items()}, "kernel": p.name}, [], [], op.span) for p in parts]
+            _replace(control.body, op, new)
+            at = module.funcs.index(kernel)
+            module.funcs[at:at + 1] = parts
+            funcs.update((p.name, p) for p in parts)
+
+
 def run(module: Module, ctx: PassContext) -> Module:
     fresh = module.clone()
+    _fission(fresh)
     funcs = {f.name: f for f in fresh.funcs}
     for control in (f for f in fresh.funcs if f.kind == "control"):
         counts: dict[str, int] = {}
         for op in launches(control):
             counts[op.attrs["kernel"]] = counts.get(op.attrs["kernel"], 0) + 1
         workspaces = _workspaces(control)
+        outer = {id(op) for op in _outer_launches(control.body)}
         for op in launches(control):
             kernel = funcs[op.attrs["kernel"]]
             loops = blockable(kernel)
             if counts[kernel.name] != 1 or "block_dim" in op.attrs or loops is None:
                 continue
-            if _writes_workspace(kernel, op, workspaces):
+            # (a launch in a loop of the control program keeps the old rule: the dry run samples
+            # such loops by their alike iterations, which blocks whose count varies break)
+            if _writes_workspace(kernel, op, workspaces) and \
+                    not (id(op) in outer and _shares_disjointly(kernel, loops)):
                 continue
-            share_out(kernel, loops, op, ctx.target.chip.cores(kernel.kind))
+            cores = ctx.target.chip.cores(kernel.kind)
+            inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") == "grid" else None
+            if inner is not None:
+                share_out_nest(kernel, loops[0], inner, op, cores)
+            else:
+                share_out(kernel, loops, op, cores)
     return fresh
 
 
 PASS = Pass("blocks", "block", "block", run, frozenset({"partitioned", "independent-marked"}), frozenset({"blocked"}))
 
-__all__ = ["PASS", "blockable", "run", "share_out"]
+__all__ = ["PASS", "blockable", "run", "share_out", "split_nests"]

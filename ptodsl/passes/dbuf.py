@@ -57,11 +57,12 @@ def _nests(ops: list[Op], out: list[tuple[list[Op], list[Op]]]) -> None:
 
 
 def _flattenable(chain: list[Op]) -> bool:
-    """A perfect nest of loops from 0 by 1 whose bounds do not use the indices of the loops
-    around them runs as one loop over the product of the trip counts."""
+    """A perfect nest of loops by 1 whose bounds do not use the indices of the loops around them
+    runs as one loop over the product of the trip counts (from any start: a block's share of a
+    nest, passes/blocks.py, starts where the share does)."""
     indices = {c.attrs["index"] for c in chain}
-    return all(c.attrs["lo"] == 0 and c.attrs["step"] == 1 and not (sym.free_symbols(c.attrs["hi"]) & indices)
-               for c in chain)
+    return all(c.attrs["step"] == 1 and not ((sym.free_symbols(c.attrs["hi"]) | sym.free_symbols(c.attrs["lo"]))
+                                             & indices) for c in chain)
 
 
 def flattened(chain: list[Op], ranges: Ranges) -> Op:
@@ -77,7 +78,7 @@ def flattened(chain: list[Op], ranges: Ranges) -> Op:
         # a zero trip count makes the product zero and the body never run; max(.., 1) keeps the
         # index expressions free of a division by zero all the same
         q = sym.floordiv(sym.Sym(flat), stride)
-        env[chain[k].attrs["index"]] = q if k == 0 else sym.mod(q, sym.max_(trips[k], 1))
+        env[chain[k].attrs["index"]] = sym.add(chain[k].attrs["lo"], q if k == 0 else sym.mod(q, sym.max_(trips[k], 1)))
         stride = sym.mul(stride, sym.max_(trips[k], 1))
     cloner = _Cloner(env, "", {})
     body = [cloner.op(x) for x in chain[-1].regions[0]]

@@ -28,13 +28,14 @@ def softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 """
 
+# (shapes of many tile rows: every block of the kernel runs several iterations to overlap)
 KERNELS = {
     "add": ("kernel add(x: f32[M, N], y: f32[M, N], z: out f32[M, N]):\n    z[:] = x + y\n",
-            "reference: refs.py:add\ntests:\n  - {shapes: {M: 24, N: 700}}\n"),
+            "reference: refs.py:add\ntests:\n  - {shapes: {M: 768, N: 700}}\n"),
     "softmax": ("kernel softmax(x: f32[B, N], y: out f32[B, N]):\n"
                 "    e = exp(x - amax(x, dim=-1, keepdim=True))\n"
                 "    y[:] = e / sum(e, dim=-1, keepdim=True)\n",
-                "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 16, N: 256}}\n"),
+                "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 1536, N: 256}}\n"),
 }
 
 

@@ -128,6 +128,7 @@ CASES = [
     pytest.param("matmul", 0, id="matmul[f16-M64-K64-N64]"),
     pytest.param("matmul", 1, id="matmul[bf16-tails]"),
     pytest.param("matmul", 2, id="matmul[f32-tails]"),
+    pytest.param("matmul", 3, id="matmul[f16-multi_tile]"),
     pytest.param("matmul_bias", 0, id="matmul_bias[f16-M64-K64-N64]"),
     pytest.param("matmul_bias", 1, id="matmul_bias[f16-tails]"),
     pytest.param("matmul_bias", 2, id="matmul_bias[f32-tails]"),

@@ -31,6 +31,8 @@ from ..targets import Target
 # Which resource bounds the modelled time: every launch adds its fixed cost to "launch", and the
 # rest of its time to "HBM" when the HBM limit binds, else to its busiest pipe.
 LAUNCH, HBM = "launch", "HBM"
+# The pipes whose work a call needs whatever its schedule (Chip.roofline): vector and cube compute.
+COMPUTE_PIPES = frozenset({"V", "M"})
 
 
 @dataclass
@@ -102,9 +104,14 @@ class Chip:
 
     def roofline(self, hbm_bytes: float | None = None) -> float:
         """Cycles no schedule of this work can beat on this chip: ``hbm_bytes`` (by default every
-        GM byte the launches moved) through the shared HBM, and each kind's busiest pipe's work
-        spread over all the cores of that kind."""
-        per_kind = [c / self.target.chip.cores(kind) for (kind, _), c in self.work.items()]
+        GM byte the launches moved) through the shared HBM, and each kind's busiest compute pipe's
+        work spread over all the cores of that kind. The pipes that move data (MTE1/2/3, FIX) and
+        the scalar pipe are left out: their work is what the schedule makes of it (a matmul whose
+        output tiles re-read their K strips loads more through MTE2 than one with larger tiles),
+        so counting it would let a better schedule beat the roofline; the compulsory part of the
+        data movement is the HBM term."""
+        per_kind = [c / self.target.chip.cores(kind) for (kind, pipe), c in self.work.items()
+                    if pipe in COMPUTE_PIPES]
         moved = self.hbm_bytes if hbm_bytes is None else hbm_bytes
         return max([moved / self.hbm_bytes_per_cycle, *per_kind], default=0.0)
 

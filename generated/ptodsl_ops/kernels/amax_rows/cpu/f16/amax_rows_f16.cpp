@@ -11,7 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* t1, __gm__ half* t0, __gm__ half* y, int64_t R, int64_t C);
+extern "C" __global__ AICORE void amax_rows_f16_k0(__gm__ half* x, __gm__ half* t1, __gm__ half* t0, __gm__ half* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void amax_rows_f16_k0p1(__gm__ half* x, __gm__ half* t1, __gm__ half* t0, __gm__ half* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +31,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* amax_rows_f16_failure(void)
@@ -51,8 +68,56 @@ extern "C" int amax_rows_f16(half* x, half* y, int64_t C, int64_t R, int poison)
         std::vector<unsigned char> t1_bytes = workspace(R * static_cast<int64_t>(sizeof(half)), poison);  // amax_rows.pto:3:12
         half* t1 = reinterpret_cast<half*>(t1_bytes.data());  // amax_rows.pto:3:12
         half* t0 = t1;  // amax_rows.pto:3:12
-        start_launch(poison);  // amax_rows.pto:3:12
-        amax_rows_f16_k0(x, t1, t0, y, R, C);  // amax_rows.pto:3:12
+        {  // amax_rows.pto:3:12
+            const int64_t amax_rows_f16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // amax_rows.pto:3:12
+            bool amax_rows_f16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t amax_rows_f16_k0_block = 0; amax_rows_f16_k0_block < amax_rows_f16_k0_blocks; ++amax_rows_f16_k0_block) {  // amax_rows.pto:3:12
+                try {
+                    start_launch(poison);  // amax_rows.pto:3:12
+                    amax_rows_f16_k0(x, t1, t0, y, R, C, amax_rows_f16_k0_block, amax_rows_f16_k0_blocks);  // amax_rows.pto:3:12
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    amax_rows_f16_k0_block_no_memory = true;
+                }
+            }
+            if (amax_rows_f16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // amax_rows.pto:3:12
+            const int64_t amax_rows_f16_k0p1_blocks = max_i64(ceil_div((R + 255) / 256, max_i64(((R + 255) / 256 + 47) / 48, 1)), 1);  // amax_rows.pto:3:12
+            bool amax_rows_f16_k0p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t amax_rows_f16_k0p1_block = 0; amax_rows_f16_k0p1_block < amax_rows_f16_k0p1_blocks; ++amax_rows_f16_k0p1_block) {  // amax_rows.pto:3:12
+                try {
+                    start_launch(poison);  // amax_rows.pto:3:12
+                    amax_rows_f16_k0p1(x, t1, t0, y, R, C, amax_rows_f16_k0p1_block, amax_rows_f16_k0p1_blocks);  // amax_rows.pto:3:12
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    amax_rows_f16_k0p1_block_no_memory = true;
+                }
+            }
+            if (amax_rows_f16_k0p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

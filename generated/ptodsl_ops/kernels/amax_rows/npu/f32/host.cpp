@@ -14,6 +14,7 @@
 #include <vector>
 
 extern "C" void amax_rows_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* t0, float* y, int64_t R, int64_t C);
+extern "C" void amax_rows_f32_k0p1_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* t0, float* y, int64_t R, int64_t C);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -145,6 +146,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* amax_rows_f32_failure(void)
 {
     return ptodsl_failure;
@@ -163,9 +180,19 @@ extern "C" int amax_rows_f32(int32_t device, void* stream, float* x, float* y, i
         }
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // amax_rows.pto:3:12
         float* t0 = t1;  // amax_rows.pto:3:12
-        amax_rows_f32_k0_launch(1, ptodsl_stream, x, t1, t0, y, R, C);  // amax_rows.pto:3:12
-        if (!launched("the launch of amax_rows_f32_k0")) {  // amax_rows.pto:3:12
-            return -1;  // amax_rows.pto:3:12
+        {  // amax_rows.pto:3:12
+            const int64_t amax_rows_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(((R + 7) / 8 + 47) / 48, 1)), 1);  // amax_rows.pto:3:12
+            amax_rows_f32_k0_launch(amax_rows_f32_k0_blocks, ptodsl_stream, x, t1, t0, y, R, C);  // amax_rows.pto:3:12
+            if (!launched("the launch of amax_rows_f32_k0")) {  // amax_rows.pto:3:12
+                return -1;  // amax_rows.pto:3:12
+            }
+        }
+        {  // amax_rows.pto:3:12
+            const int64_t amax_rows_f32_k0p1_blocks = max_i64(ceil_div((R + 255) / 256, max_i64(((R + 255) / 256 + 47) / 48, 1)), 1);  // amax_rows.pto:3:12
+            amax_rows_f32_k0p1_launch(amax_rows_f32_k0p1_blocks, ptodsl_stream, x, t1, t0, y, R, C);  // amax_rows.pto:3:12
+            if (!launched("the launch of amax_rows_f32_k0p1")) {  // amax_rows.pto:3:12
+                return -1;  // amax_rows.pto:3:12
+            }
         }
     }
     return call.finish();

@@ -11,7 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B);
+extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void arange_pos_k0p1(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +33,27 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* arange_pos_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -49,8 +71,56 @@ extern "C" int arange_pos(float* x, float* y, int32_t* pos, int32_t start, int64
     try {
     std::vector<unsigned char> t2_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // arange_pos.pto:5:16
     float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
-    start_launch(poison);  // arange_pos.pto:4:14
-    arange_pos_k0(pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
+    {  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(((N + 63) / 64 + 47) / 48, 1)), 1);  // arange_pos.pto:4:14
+        bool arange_pos_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t arange_pos_k0_block = 0; arange_pos_k0_block < arange_pos_k0_blocks; ++arange_pos_k0_block) {  // arange_pos.pto:4:14
+            try {
+                start_launch(poison);  // arange_pos.pto:4:14
+                arange_pos_k0(pos, t2, x, y, N, start, B, arange_pos_k0_block, arange_pos_k0_blocks);  // arange_pos.pto:4:14
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                arange_pos_k0_block_no_memory = true;
+            }
+        }
+        if (arange_pos_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1);  // arange_pos.pto:4:14
+        bool arange_pos_k0p1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t arange_pos_k0p1_block = 0; arange_pos_k0p1_block < arange_pos_k0p1_blocks; ++arange_pos_k0p1_block) {  // arange_pos.pto:4:14
+            try {
+                start_launch(poison);  // arange_pos.pto:4:14
+                arange_pos_k0p1(pos, t2, x, y, N, start, B, arange_pos_k0p1_block, arange_pos_k0p1_blocks);  // arange_pos.pto:4:14
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                arange_pos_k0p1_block_no_memory = true;
+            }
+        }
+        if (arange_pos_k0p1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -4,23 +4,39 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t N, int32_t start, int64_t B)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, int32_t, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 4, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // arange_pos.pto:4:14
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < (N + 63) / 64; ++_g0) {  // arange_pos.pto:4:14
+        for (int64_t _g0 = block_index * ceil_div((N + 63) / 64, block_count); _g0 < block_index * ceil_div((N + 63) / 64, block_count) + min_i64(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g0) {  // arange_pos.pto:4:14
             pipe_barrier(PIPE_V);
             TileT1 t1(min_i64(N - _g0 * 64, 64));  // arange_pos.pto:4:14
             TASSIGN(t1, 0);  // arange_pos.pto:4:14
@@ -49,48 +65,5 @@ extern "C" __global__ AICORE void arange_pos_k0(__gm__ int32_t* pos, __gm__ floa
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g8 = 0; _g8 < (N + 63) / 64; ++_g8) {  // arange_pos.pto:5:12
-            TileT10 t10(min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-            TASSIGN(t10, 0);  // arange_pos.pto:5:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // arange_pos.pto:5:12
-            GmView2 t2Gm2(t2 + _g8 * 64, GmView2::Shape(t10.GetValidCol()));  // arange_pos.pto:5:12
-            TLOAD(t10, t2Gm2);  // arange_pos.pto:5:12
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g7 = 0; _g7 < (B + 3) / 4; ++_g7) {  // arange_pos.pto:5:12
-                pipe_barrier(PIPE_V);
-                TileT9 t9(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t9, 256);  // arange_pos.pto:5:12
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-                GmView3 xGm3(x + _g7 * 4 * N + _g8 * 64, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView3::Stride(N));  // arange_pos.pto:5:12
-                TLOAD(t9, xGm3);  // arange_pos.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT12 t12(min_i64(B - _g7 * 4, 4), min_i64(N - _g8 * 64, 64));  // arange_pos.pto:5:12
-                TASSIGN(t12, 1280);  // arange_pos.pto:5:12
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLEXPANDADD(t12, t9, t10);  // arange_pos.pto:5:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // arange_pos.pto:5:12
-                GmView4 yGm4(y + _g7 * 4 * N + _g8 * 64, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(N));  // arange_pos.pto:5:12
-                TSTORE(yGm4, t12);  // arange_pos.pto:5:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 extern "C" void arange_pos_k0_launch(uint32_t block_dim, void* stream, int32_t* pos, float* t2, float* x, float* y, int64_t N, int32_t start, int64_t B);
+extern "C" void arange_pos_k0p1_launch(uint32_t block_dim, void* stream, int32_t* pos, float* t2, float* x, float* y, int64_t N, int32_t start, int64_t B);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -145,6 +146,27 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* arange_pos_failure(void)
 {
     return ptodsl_failure;
@@ -161,9 +183,19 @@ extern "C" int arange_pos(int32_t device, void* stream, float* x, float* y, int3
         return -1;  // arange_pos.pto:5:16
     }
     float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // arange_pos.pto:5:16
-    arange_pos_k0_launch(1, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
-    if (!launched("the launch of arange_pos_k0")) {  // arange_pos.pto:4:14
-        return -1;  // arange_pos.pto:4:14
+    {  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(((N + 63) / 64 + 47) / 48, 1)), 1);  // arange_pos.pto:4:14
+        arange_pos_k0_launch(arange_pos_k0_blocks, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
+        if (!launched("the launch of arange_pos_k0")) {  // arange_pos.pto:4:14
+            return -1;  // arange_pos.pto:4:14
+        }
+    }
+    {  // arange_pos.pto:4:14
+        const int64_t arange_pos_k0p1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 3) / 4, ceil_div((B + 3) / 4, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (B + 3) / 4), 1))), 1);  // arange_pos.pto:4:14
+        arange_pos_k0p1_launch(arange_pos_k0p1_blocks, ptodsl_stream, pos, t2, x, y, N, start, B);  // arange_pos.pto:4:14
+        if (!launched("the launch of arange_pos_k0p1")) {  // arange_pos.pto:4:14
+            return -1;  // arange_pos.pto:4:14
+        }
     }
     return call.finish();
 }

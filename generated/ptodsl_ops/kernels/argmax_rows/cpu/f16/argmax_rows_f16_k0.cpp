@@ -4,13 +4,32 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1Tile = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -20,16 +39,6 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     using TileT8 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT9 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT10 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT12 = Tile<TileType::Vec, int32_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT17 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, half, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT22 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileView2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -38,23 +47,23 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
     using TileTmp5 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // argmax_rows.pto:3:15
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + min_i64(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileT1Tile t1Tile(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t1Tile, 0);  // argmax_rows.pto:3:15
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
         GmView0 xGm0(x + _g0 * 8 * N, GmView0::Shape(t1Tile.GetValidRow(), t1Tile.GetValidCol()), GmView0::Stride(N));  // argmax_rows.pto:3:15
         TLOAD(t1Tile, xGm0);  // argmax_rows.pto:3:15
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t2, 2048);  // argmax_rows.pto:3:15
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TCVT(t2, t1Tile, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
         TileT3 t3(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
         TASSIGN(t3, 0);  // argmax_rows.pto:3:15
@@ -69,21 +78,21 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         TASSIGN(tmp1, 6656);  // argmax_rows.pto:3:15
         TROWARGMAX(t4, t2, tmp1);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _k5 = 1; _k5 < (N + 127) / 128; ++_k5) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileT6 t6(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t6, 512);  // argmax_rows.pto:3:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
             GmView1 xGm1(x + _g0 * 8 * N + _k5 * 128, GmView1::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
             TLOAD(t6, xGm1);  // argmax_rows.pto:3:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT7 t7(min_i64(M - _g0 * 8, 8), min_i64(N - _k5 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t7, 2560);  // argmax_rows.pto:3:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TCVT(t7, t6, RoundMode::CAST_RINT);  // argmax_rows.pto:3:15
             TileT8 t8(min_i64(M - _g0 * 8, 8));  // argmax_rows.pto:3:15
             TASSIGN(t8, 512);  // argmax_rows.pto:3:15
@@ -129,141 +138,6 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
             TileTmp5 tmp14;  // argmax_rows.pto:3:15
             TASSIGN(tmp14, 6656);  // argmax_rows.pto:3:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:3:15
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
-        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t4.GetValidRow()));  // argmax_rows.pto:3:15
-        TSTORE(t1Gm2, t4);  // argmax_rows.pto:3:15
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g11 = 0; _g11 < (M + 127) / 128; ++_g11) {  // argmax_rows.pto:3:5
-        TileT12 t12(min_i64(M - _g11 * 128, 128));  // argmax_rows.pto:3:5
-        TASSIGN(t12, 0);  // argmax_rows.pto:3:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView3 t0Gm3(t0 + _g11 * 128, GmView3::Shape(t12.GetValidCol()));  // argmax_rows.pto:3:5
-        TLOAD(t12, t0Gm3);  // argmax_rows.pto:3:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView4 imaxGm4(imax + _g11 * 128, GmView4::Shape(t12.GetValidCol()));  // argmax_rows.pto:3:5
-        TSTORE(imaxGm4, t12);  // argmax_rows.pto:3:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13 = 0; _g13 < (M + 7) / 8; ++_g13) {  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        TileT14 t14(min_i64(M - _g13 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
-        TASSIGN(t14, 0);  // argmax_rows.pto:4:15
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
-        GmView5 xGm5(x + _g13 * 8 * N, GmView5::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView5::Stride(N));  // argmax_rows.pto:4:15
-        TLOAD(t14, xGm5);  // argmax_rows.pto:4:15
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT15 t15(min_i64(M - _g13 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
-        TASSIGN(t15, 2048);  // argmax_rows.pto:4:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t15, t14, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
-        TileT16 t16(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-        TASSIGN(t16, 0);  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp15;  // argmax_rows.pto:4:15
-        TASSIGN(tmp15, 6656);  // argmax_rows.pto:4:15
-        TROWMIN(t16, t15, tmp15);  // argmax_rows.pto:4:15
-        TileT17 t17(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-        TASSIGN(t17, 256);  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        TileTmp0 tmp16;  // argmax_rows.pto:4:15
-        TASSIGN(tmp16, 6656);  // argmax_rows.pto:4:15
-        TROWARGMIN(t17, t15, tmp16);  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k18 = 1; _k18 < (N + 127) / 128; ++_k18) {  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileT19 t19(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
-            TASSIGN(t19, 512);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
-            GmView6 xGm6(x + _g13 * 8 * N + _k18 * 128, GmView6::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView6::Stride(N));  // argmax_rows.pto:4:15
-            TLOAD(t19, xGm6);  // argmax_rows.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT20 t20(min_i64(M - _g13 * 8, 8), min_i64(N - _k18 * 128, 128));  // argmax_rows.pto:4:15
-            TASSIGN(t20, 2560);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t20, t19, RoundMode::CAST_RINT);  // argmax_rows.pto:4:15
-            TileT21 t21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t21, 512);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp17;  // argmax_rows.pto:4:15
-            TASSIGN(tmp17, 6656);  // argmax_rows.pto:4:15
-            TROWMIN(t21, t20, tmp17);  // argmax_rows.pto:4:15
-            TileT22 t22(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t22, 768);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp18;  // argmax_rows.pto:4:15
-            TASSIGN(tmp18, 6656);  // argmax_rows.pto:4:15
-            TROWARGMIN(t22, t20, tmp18);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TADDS(t22, t22, _k18 * 128);  // argmax_rows.pto:4:15
-            TileT23 t23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t23, 1024);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView1 view19(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view19, 1024);  // argmax_rows.pto:4:15
-            TCMP(view19, t21, t16, CmpMode::LT);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView2 view20(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view20, 0);  // argmax_rows.pto:4:15
-            TileView2 view21(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view21, 512);  // argmax_rows.pto:4:15
-            TileView2 view22(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view22, 0);  // argmax_rows.pto:4:15
-            TileView1 view23(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view23, 1024);  // argmax_rows.pto:4:15
-            TileTmp3 tmp24;  // argmax_rows.pto:4:15
-            TASSIGN(tmp24, 6656);  // argmax_rows.pto:4:15
-            TSEL(view20, view23, view21, view22, tmp24);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView4 view25(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view25, 256);  // argmax_rows.pto:4:15
-            TileView4 view26(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view26, 768);  // argmax_rows.pto:4:15
-            TileView4 view27(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view27, 256);  // argmax_rows.pto:4:15
-            TileView1 view28(min_i64(M - _g13 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view28, 1024);  // argmax_rows.pto:4:15
-            TileTmp5 tmp29;  // argmax_rows.pto:4:15
-            TASSIGN(tmp29, 6656);  // argmax_rows.pto:4:15
-            TSEL(view25, view28, view26, view27, tmp29);  // argmax_rows.pto:4:15
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
@@ -272,9 +146,9 @@ extern "C" __global__ AICORE void argmax_rows_f16_k0(__gm__ half* x, __gm__ int3
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:4:15
-        GmView7 iminGm7(imin + _g13 * 8, GmView7::Shape(t17.GetValidRow()));  // argmax_rows.pto:4:15
-        TSTORE(iminGm7, t17);  // argmax_rows.pto:4:15
+        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
+        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t4.GetValidRow()));  // argmax_rows.pto:3:15
+        TSTORE(t1Gm2, t4);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);

@@ -4,13 +4,32 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1Tile = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -18,14 +37,6 @@ extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int
     using TileT6 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT7 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT8 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT10 = Tile<TileType::Vec, int32_t, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT14 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT16 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT18 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 1>;
     using TileView2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
@@ -34,12 +45,12 @@ extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int
     using TileTmp5 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // argmax_rows.pto:3:15
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((M + 7) / 8, block_count); _g0 < block_index * ceil_div((M + 7) / 8, block_count) + min_i64(ceil_div((M + 7) / 8, block_count), (M + 7) / 8 - block_index * ceil_div((M + 7) / 8, block_count)); ++_g0) {  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
         TileT1Tile t1Tile(min_i64(M - _g0 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:3:15
         TASSIGN(t1Tile, 0);  // argmax_rows.pto:3:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
         GmView0 xGm0(x + _g0 * 8 * N, GmView0::Shape(t1Tile.GetValidRow(), t1Tile.GetValidCol()), GmView0::Stride(N));  // argmax_rows.pto:3:15
         TLOAD(t1Tile, xGm0);  // argmax_rows.pto:3:15
@@ -57,14 +68,14 @@ extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int
         TASSIGN(tmp1, 5120);  // argmax_rows.pto:3:15
         TROWARGMAX(t3, t1Tile, tmp1);  // argmax_rows.pto:3:15
         pipe_barrier(PIPE_V);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
         for (int64_t _k4 = 1; _k4 < (N + 127) / 128; ++_k4) {  // argmax_rows.pto:3:15
             pipe_barrier(PIPE_V);
             TileT5 t5(min_i64(M - _g0 * 8, 8), min_i64(N - _k4 * 128, 128));  // argmax_rows.pto:3:15
             TASSIGN(t5, 0);  // argmax_rows.pto:3:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:3:15
             GmView1 xGm1(x + _g0 * 8 * N + _k4 * 128, GmView1::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView1::Stride(N));  // argmax_rows.pto:3:15
             TLOAD(t5, xGm1);  // argmax_rows.pto:3:15
@@ -112,132 +123,15 @@ extern "C" __global__ AICORE void argmax_rows_f32_k0(__gm__ float* x, __gm__ int
             TileTmp5 tmp14;  // argmax_rows.pto:3:15
             TASSIGN(tmp14, 5120);  // argmax_rows.pto:3:15
             TSEL(view10, view13, view11, view12, tmp14);  // argmax_rows.pto:3:15
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
-        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t3.GetValidRow()));  // argmax_rows.pto:3:15
-        TSTORE(t1Gm2, t3);  // argmax_rows.pto:3:15
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g9 = 0; _g9 < (M + 127) / 128; ++_g9) {  // argmax_rows.pto:3:5
-        TileT10 t10(min_i64(M - _g9 * 128, 128));  // argmax_rows.pto:3:5
-        TASSIGN(t10, 0);  // argmax_rows.pto:3:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView3 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView3 t0Gm3(t0 + _g9 * 128, GmView3::Shape(t10.GetValidCol()));  // argmax_rows.pto:3:5
-        TLOAD(t10, t0Gm3);  // argmax_rows.pto:3:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<int32_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:5
-        GmView4 imaxGm4(imax + _g9 * 128, GmView4::Shape(t10.GetValidCol()));  // argmax_rows.pto:3:5
-        TSTORE(imaxGm4, t10);  // argmax_rows.pto:3:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g11 = 0; _g11 < (M + 7) / 8; ++_g11) {  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        TileT12 t12(min_i64(M - _g11 * 8, 8), min_i64(N, 128));  // argmax_rows.pto:4:15
-        TASSIGN(t12, 0);  // argmax_rows.pto:4:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
-        GmView5 xGm5(x + _g11 * 8 * N, GmView5::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView5::Stride(N));  // argmax_rows.pto:4:15
-        TLOAD(t12, xGm5);  // argmax_rows.pto:4:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT13 t13(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-        TASSIGN(t13, 4096);  // argmax_rows.pto:4:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp15;  // argmax_rows.pto:4:15
-        TASSIGN(tmp15, 5120);  // argmax_rows.pto:4:15
-        TROWMIN(t13, t12, tmp15);  // argmax_rows.pto:4:15
-        TileT14 t14(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-        TASSIGN(t14, 4352);  // argmax_rows.pto:4:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        TileTmp0 tmp16;  // argmax_rows.pto:4:15
-        TASSIGN(tmp16, 5120);  // argmax_rows.pto:4:15
-        TROWARGMIN(t14, t12, tmp16);  // argmax_rows.pto:4:15
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k15 = 1; _k15 < (N + 127) / 128; ++_k15) {  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileT16 t16(min_i64(M - _g11 * 8, 8), min_i64(N - _k15 * 128, 128));  // argmax_rows.pto:4:15
-            TASSIGN(t16, 0);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // argmax_rows.pto:4:15
-            GmView6 xGm6(x + _g11 * 8 * N + _k15 * 128, GmView6::Shape(t16.GetValidRow(), t16.GetValidCol()), GmView6::Stride(N));  // argmax_rows.pto:4:15
-            TLOAD(t16, xGm6);  // argmax_rows.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17 t17(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t17, 4608);  // argmax_rows.pto:4:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp17;  // argmax_rows.pto:4:15
-            TASSIGN(tmp17, 5120);  // argmax_rows.pto:4:15
-            TROWMIN(t17, t16, tmp17);  // argmax_rows.pto:4:15
-            TileT18 t18(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t18, 4864);  // argmax_rows.pto:4:15
-            TileTmp0 tmp18;  // argmax_rows.pto:4:15
-            TASSIGN(tmp18, 5120);  // argmax_rows.pto:4:15
-            TROWARGMIN(t18, t16, tmp18);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TADDS(t18, t18, _k15 * 128);  // argmax_rows.pto:4:15
-            TileT19 t19(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(t19, 0);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView1 view19(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view19, 0);  // argmax_rows.pto:4:15
-            TCMP(view19, t17, t13, CmpMode::LT);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView2 view20(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view20, 4096);  // argmax_rows.pto:4:15
-            TileView2 view21(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view21, 4608);  // argmax_rows.pto:4:15
-            TileView2 view22(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view22, 4096);  // argmax_rows.pto:4:15
-            TileView1 view23(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view23, 0);  // argmax_rows.pto:4:15
-            TileTmp3 tmp24;  // argmax_rows.pto:4:15
-            TASSIGN(tmp24, 5120);  // argmax_rows.pto:4:15
-            TSEL(view20, view23, view21, view22, tmp24);  // argmax_rows.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileView4 view25(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view25, 4352);  // argmax_rows.pto:4:15
-            TileView4 view26(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view26, 4864);  // argmax_rows.pto:4:15
-            TileView4 view27(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view27, 4352);  // argmax_rows.pto:4:15
-            TileView1 view28(min_i64(M - _g11 * 8, 8));  // argmax_rows.pto:4:15
-            TASSIGN(view28, 0);  // argmax_rows.pto:4:15
-            TileTmp5 tmp29;  // argmax_rows.pto:4:15
-            TASSIGN(tmp29, 5120);  // argmax_rows.pto:4:15
-            TSEL(view25, view28, view26, view27, tmp29);  // argmax_rows.pto:4:15
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:4:15
-        GmView7 iminGm7(imin + _g11 * 8, GmView7::Shape(t14.GetValidRow()));  // argmax_rows.pto:4:15
-        TSTORE(iminGm7, t14);  // argmax_rows.pto:4:15
+        using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // argmax_rows.pto:3:15
+        GmView2 t1Gm2(t1 + _g0 * 8, GmView2::Shape(t3.GetValidRow()));  // argmax_rows.pto:3:15
+        TSTORE(t1Gm2, t3);  // argmax_rows.pto:3:15
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

@@ -11,7 +11,9 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N);
+extern "C" __global__ AICORE void argmax_rows_i32_k0(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void argmax_rows_i32_k0p1(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void argmax_rows_i32_k0p2(__gm__ int32_t* x, __gm__ int32_t* t1, __gm__ int32_t* t0, __gm__ int32_t* imax, __gm__ int32_t* imin, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +32,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* argmax_rows_i32_failure(void)
@@ -51,8 +69,81 @@ extern "C" int argmax_rows_i32(int32_t* x, int32_t* imax, int32_t* imin, int64_t
         std::vector<unsigned char> t1_bytes = workspace(M * static_cast<int64_t>(sizeof(int32_t)), poison);  // argmax_rows.pto:3:15
         int32_t* t1 = reinterpret_cast<int32_t*>(t1_bytes.data());  // argmax_rows.pto:3:15
         int32_t* t0 = t1;  // argmax_rows.pto:3:15
-        start_launch(poison);  // argmax_rows.pto:3:15
-        argmax_rows_i32_k0(x, t1, t0, imax, imin, M, N);  // argmax_rows.pto:3:15
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_i32_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            bool argmax_rows_i32_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t argmax_rows_i32_k0_block = 0; argmax_rows_i32_k0_block < argmax_rows_i32_k0_blocks; ++argmax_rows_i32_k0_block) {  // argmax_rows.pto:3:15
+                try {
+                    start_launch(poison);  // argmax_rows.pto:3:15
+                    argmax_rows_i32_k0(x, t1, t0, imax, imin, M, N, argmax_rows_i32_k0_block, argmax_rows_i32_k0_blocks);  // argmax_rows.pto:3:15
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    argmax_rows_i32_k0_block_no_memory = true;
+                }
+            }
+            if (argmax_rows_i32_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_i32_k0p1_blocks = max_i64(ceil_div((M + 127) / 128, max_i64(((M + 127) / 128 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            bool argmax_rows_i32_k0p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t argmax_rows_i32_k0p1_block = 0; argmax_rows_i32_k0p1_block < argmax_rows_i32_k0p1_blocks; ++argmax_rows_i32_k0p1_block) {  // argmax_rows.pto:3:15
+                try {
+                    start_launch(poison);  // argmax_rows.pto:3:15
+                    argmax_rows_i32_k0p1(x, t1, t0, imax, imin, M, N, argmax_rows_i32_k0p1_block, argmax_rows_i32_k0p1_blocks);  // argmax_rows.pto:3:15
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    argmax_rows_i32_k0p1_block_no_memory = true;
+                }
+            }
+            if (argmax_rows_i32_k0p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_i32_k0p2_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            bool argmax_rows_i32_k0p2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t argmax_rows_i32_k0p2_block = 0; argmax_rows_i32_k0p2_block < argmax_rows_i32_k0p2_blocks; ++argmax_rows_i32_k0p2_block) {  // argmax_rows.pto:3:15
+                try {
+                    start_launch(poison);  // argmax_rows.pto:3:15
+                    argmax_rows_i32_k0p2(x, t1, t0, imax, imin, M, N, argmax_rows_i32_k0p2_block, argmax_rows_i32_k0p2_blocks);  // argmax_rows.pto:3:15
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    argmax_rows_i32_k0p2_block_no_memory = true;
+                }
+            }
+            if (argmax_rows_i32_k0p2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

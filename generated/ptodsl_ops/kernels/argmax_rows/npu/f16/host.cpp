@@ -14,6 +14,8 @@
 #include <vector>
 
 extern "C" void argmax_rows_f16_k0_launch(uint32_t block_dim, void* stream, half* x, int32_t* t1, int32_t* t0, int32_t* imax, int32_t* imin, int64_t M, int64_t N);
+extern "C" void argmax_rows_f16_k0p1_launch(uint32_t block_dim, void* stream, half* x, int32_t* t1, int32_t* t0, int32_t* imax, int32_t* imin, int64_t M, int64_t N);
+extern "C" void argmax_rows_f16_k0p2_launch(uint32_t block_dim, void* stream, half* x, int32_t* t1, int32_t* t0, int32_t* imax, int32_t* imin, int64_t M, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -145,6 +147,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* argmax_rows_f16_failure(void)
 {
     return ptodsl_failure;
@@ -163,9 +181,26 @@ extern "C" int argmax_rows_f16(int32_t device, void* stream, half* x, int32_t* i
         }
         int32_t* t1 = reinterpret_cast<int32_t*>(t1_bytes.data());  // argmax_rows.pto:3:15
         int32_t* t0 = t1;  // argmax_rows.pto:3:15
-        argmax_rows_f16_k0_launch(1, ptodsl_stream, x, t1, t0, imax, imin, M, N);  // argmax_rows.pto:3:15
-        if (!launched("the launch of argmax_rows_f16_k0")) {  // argmax_rows.pto:3:15
-            return -1;  // argmax_rows.pto:3:15
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_f16_k0_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            argmax_rows_f16_k0_launch(argmax_rows_f16_k0_blocks, ptodsl_stream, x, t1, t0, imax, imin, M, N);  // argmax_rows.pto:3:15
+            if (!launched("the launch of argmax_rows_f16_k0")) {  // argmax_rows.pto:3:15
+                return -1;  // argmax_rows.pto:3:15
+            }
+        }
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_f16_k0p1_blocks = max_i64(ceil_div((M + 127) / 128, max_i64(((M + 127) / 128 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            argmax_rows_f16_k0p1_launch(argmax_rows_f16_k0p1_blocks, ptodsl_stream, x, t1, t0, imax, imin, M, N);  // argmax_rows.pto:3:15
+            if (!launched("the launch of argmax_rows_f16_k0p1")) {  // argmax_rows.pto:3:15
+                return -1;  // argmax_rows.pto:3:15
+            }
+        }
+        {  // argmax_rows.pto:3:15
+            const int64_t argmax_rows_f16_k0p2_blocks = max_i64(ceil_div((M + 7) / 8, max_i64(((M + 7) / 8 + 47) / 48, 1)), 1);  // argmax_rows.pto:3:15
+            argmax_rows_f16_k0p2_launch(argmax_rows_f16_k0p2_blocks, ptodsl_stream, x, t1, t0, imax, imin, M, N);  // argmax_rows.pto:3:15
+            if (!launched("the launch of argmax_rows_f16_k0p2")) {  // argmax_rows.pto:3:15
+                return -1;  // argmax_rows.pto:3:15
+            }
         }
     }
     return call.finish();

@@ -4,261 +4,66 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, int64_t S, int64_t L, float scale)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_bf16_k1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ bfloat16_t* t5_first, int64_t S, int64_t L, float scale)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT15 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT34 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g12 = 0; _g12 < (S + 15) / 16; ++_g12) {  // online_softmax_attn.pto:10:13
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g13 = 0; _g13 < (min_i64(L, 64) + 63) / 64; ++_g13) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g12 = block_index / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)); _g12 < block_index / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 15) / 16, block_count / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)), (S + 15) / 16 - block_index / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1))); ++_g12) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g13 = block_index % max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)); _g13 < block_index % max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)) + min_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1)), (min_i64(L, 64) + 63) / 64 - block_index % max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1))); ++_g13) {  // online_softmax_attn.pto:10:13
+            pipe_barrier(PIPE_V);
             TileT14 t14(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t14, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_firstGm0(t0_first + _g12 * 16 * 64 + _g13 * 64, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t14, t0_firstGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT15 t15(min_i64(S - _g12 * 16, 16), min_i64(min_i64(L, 64) - _g13 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t15, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t15, t14, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_firstGm1(s_first + _g12 * 16 * 64 + _g13 * 64, GmView1::Shape(t15.GetValidRow(), t15.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_firstGm1, t15);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        TileT17 t17(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-        TASSIGN(t17, 0);  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TEXPANDS(t17, -__builtin_inff());  // online_softmax_attn.pto:12:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // online_softmax_attn.pto:12:20
-            TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // online_softmax_attn.pto:12:20
-            TASSIGN(t19, 512);  // online_softmax_attn.pto:12:20
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:12:20
-            GmView2 s_firstGm2(s_first + _g16 * 16 * 64 + _k18 * 64, GmView2::Shape(t19.GetValidRow(), t19.GetValidCol()));  // online_softmax_attn.pto:12:20
-            TLOAD(t19, s_firstGm2);  // online_softmax_attn.pto:12:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT20 t20(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:12:20
-            TASSIGN(t20, 4608);  // online_softmax_attn.pto:12:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:12:20
-            TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:12:20
-            TROWMAX(t20, t19, tmp0);  // online_softmax_attn.pto:12:20
-            pipe_barrier(PIPE_V);
-            TMAX(t17, t17, t20);  // online_softmax_attn.pto:12:20
-        }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:12:20
-        GmView3 mGm3(m + _g16 * 16, GmView3::Shape(t17.GetValidRow()));  // online_softmax_attn.pto:12:20
-        TSTORE(mGm3, t17);  // online_softmax_attn.pto:12:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // online_softmax_attn.pto:13:21
-            TileT23 t23(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t23, 512);  // online_softmax_attn.pto:13:21
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView4 s_firstGm4(s_first + _g16 * 16 * 64 + _g22 * 64, GmView4::Shape(t23.GetValidRow(), t23.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TLOAD(t23, s_firstGm4);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT26 t26(min_i64(S - _g16 * 16, 16), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // online_softmax_attn.pto:13:21
-            TASSIGN(t26, 4608);  // online_softmax_attn.pto:13:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(min_i64(S - _g16 * 16, 16));  // online_softmax_attn.pto:13:21
-            TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:13:21
-            TROWEXPAND(tmp1, t17);  // online_softmax_attn.pto:13:21
-            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:13:21
-            TROWEXPANDSUB(t26, t23, tmp1);  // online_softmax_attn.pto:13:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:21
-            GmView5 t2_firstGm5(t2_first + _g16 * 16 * 64 + _g22 * 64, GmView5::Shape(t26.GetValidRow(), t26.GetValidCol()));  // online_softmax_attn.pto:13:21
-            TSTORE(t2_firstGm5, t26);  // online_softmax_attn.pto:13:21
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g27 = 0; _g27 < (S + 15) / 16; ++_g27) {  // online_softmax_attn.pto:13:17
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // online_softmax_attn.pto:13:17
-            TileT29 t29(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t29, 0);  // online_softmax_attn.pto:13:17
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView6 t2_firstGm6(t2_first + _g27 * 16 * 64 + _g28 * 64, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TLOAD(t29, t2_firstGm6);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT30 t30(min_i64(S - _g27 * 16, 16), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // online_softmax_attn.pto:13:17
-            TASSIGN(t30, 4096);  // online_softmax_attn.pto:13:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t30, t29);  // online_softmax_attn.pto:13:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:13:17
-            GmView7 p_firstGm7(p_first + _g27 * 16 * 64 + _g28 * 64, GmView7::Shape(t30.GetValidRow(), t30.GetValidCol()));  // online_softmax_attn.pto:13:17
-            TSTORE(p_firstGm7, t30);  // online_softmax_attn.pto:13:17
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g31 = 0; _g31 < (S + 15) / 16; ++_g31) {  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        TileT32 t32(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-        TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
-            TileT34 t34(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // online_softmax_attn.pto:14:20
-            TASSIGN(t34, 512);  // online_softmax_attn.pto:14:20
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
-            GmView8 p_firstGm8(p_first + _g31 * 16 * 64 + _k33 * 64, GmView8::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
-            TLOAD(t34, p_firstGm8);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT35 t35(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
-            TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp2;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp2, 8704);  // online_softmax_attn.pto:14:20
-            TROWSUM(t35, t34, tmp2);  // online_softmax_attn.pto:14:20
-            pipe_barrier(PIPE_V);
-            TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
-        }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
-        GmView9 lGm9(l + _g31 * 16, GmView9::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
-        TSTORE(lGm9, t32);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-            TileT38 t38(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView10 p_firstGm10(p_first + _g31 * 16 * 64 + _g37 * 64, GmView10::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38, p_firstGm10);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT39 t39(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t39, t38, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView11 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView11 t5_firstGm11(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView11::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_firstGm11, t39);  // online_softmax_attn.pto:15:29
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }

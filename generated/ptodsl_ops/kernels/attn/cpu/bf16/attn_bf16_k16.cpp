@@ -20,8 +20,21 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm__ bfloat16_t* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm__ bfloat16_t* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm__ bfloat16_t* q, __gm__ float* t0_last, int64_t L, int64_t D, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT319 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -32,9 +45,11 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
     using TileT324 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT325 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g315 = 0; _g315 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g315) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g315 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)); _g315 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64) - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1))); ++_g315) {  // online_softmax_attn.pto:10:13
         TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
         TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
@@ -42,13 +57,13 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g314 = 0; _g314 < (S + 63) / 64; ++_g314) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g314 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)); _g314 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1))); ++_g314) {  // online_softmax_attn.pto:10:13
             TileT316 t316(min_i64(S - _g314 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
             TileT317 t317(min_i64(S - _g314 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t317, 8192);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g314 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
@@ -58,7 +73,7 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t318, t317);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
             TMOV(t320, t319);  // online_softmax_attn.pto:10:13
@@ -68,13 +83,13 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
             TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
                 TileT322 t322(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t322, 8192);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
@@ -84,10 +99,10 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t324, 8192);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
@@ -97,16 +112,16 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t325, t324);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView4 t0_lastGm4(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -115,6 +130,8 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

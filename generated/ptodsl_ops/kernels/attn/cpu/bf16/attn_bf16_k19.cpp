@@ -4,33 +4,47 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ bfloat16_t* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ bfloat16_t* o, int64_t S, int64_t D)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT393 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT394 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT395 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT397 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT400 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT401 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT403 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT407 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g391 = 0; _g391 < (S + 15) / 16; ++_g391) {  // online_softmax_attn.pto:21:22
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g391 = block_index * ceil_div((S + 15) / 16, block_count); _g391 < block_index * ceil_div((S + 15) / 16, block_count) + min_i64(ceil_div((S + 15) / 16, block_count), (S + 15) / 16 - block_index * ceil_div((S + 15) / 16, block_count)); ++_g391) {  // online_softmax_attn.pto:21:22
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g392 = 0; _g392 < (D + 63) / 64; ++_g392) {  // online_softmax_attn.pto:21:22
             pipe_barrier(PIPE_V);
             TileT393 t393(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t393, 0);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView0 t13_lastGm0(t13_last + _g391 * 16 * D + _g392 * 64, GmView0::Shape(t393.GetValidRow(), t393.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t393, t13_lastGm0);  // online_softmax_attn.pto:21:22
@@ -39,26 +53,26 @@ extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ f
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView1 t14_lastGm1(t14_last + _g391 * 16 * D + _g392 * 64, GmView1::Shape(t394.GetValidRow(), t394.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:21:22
             TLOAD(t394, t14_lastGm1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT395 t395(min_i64(S - _g391 * 16, 16), min_i64(D - _g392 * 64, 64));  // online_softmax_attn.pto:21:22
             TASSIGN(t395, 8192);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TADD(t395, t393, t394);  // online_softmax_attn.pto:21:22
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
             GmView2 accGm2(acc + _g391 * 16 * D + _g392 * 64, GmView2::Shape(t395.GetValidRow(), t395.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:21:22
             TSTORE(accGm2, t395);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT397 t397(min_i64(S - _g391 * 16, 16));  // online_softmax_attn.pto:22:13
         TASSIGN(t397, 0);  // online_softmax_attn.pto:22:13
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView3 m_new_lastGm3(m_new_last + _g391 * 16, GmView3::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TLOAD(t397, m_new_lastGm3);  // online_softmax_attn.pto:22:13
@@ -67,59 +81,7 @@ extern "C" __global__ AICORE void attn_bf16_k19(__gm__ float* t13_last, __gm__ f
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:22:13
         GmView4 mGm4(m + _g391 * 16, GmView4::Shape(t397.GetValidRow()));  // online_softmax_attn.pto:22:13
         TSTORE(mGm4, t397);  // online_softmax_attn.pto:22:13
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g398 = 0; _g398 < (S + 15) / 16; ++_g398) {  // online_softmax_attn.pto:24:25
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g399 = 0; _g399 < (D + 63) / 64; ++_g399) {  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);
-            TileT400 t400(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t400, 0);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:25
-            GmView5 accGm5(acc + _g398 * 16 * D + _g399 * 64, GmView5::Shape(t400.GetValidRow(), t400.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:24:25
-            TLOAD(t400, accGm5);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT401 t401(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(t401, 4096);  // online_softmax_attn.pto:24:25
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:24:25
-            GmView6 lGm6(l + _g398 * 16, GmView6::Shape(t401.GetValidRow()));  // online_softmax_attn.pto:24:25
-            TLOAD(t401, lGm6);  // online_softmax_attn.pto:24:25
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT403 t403(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:25
-            TASSIGN(t403, 4608);  // online_softmax_attn.pto:24:25
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(min_i64(S - _g398 * 16, 16));  // online_softmax_attn.pto:24:25
-            TASSIGN(tmp0, 12288);  // online_softmax_attn.pto:24:25
-            TROWEXPAND(tmp0, t401);  // online_softmax_attn.pto:24:25
-            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:24:25
-            TROWEXPANDDIV(t403, t400, tmp0);  // online_softmax_attn.pto:24:25
-            TileT407 t407(min_i64(S - _g398 * 16, 16), min_i64(D - _g399 * 64, 64));  // online_softmax_attn.pto:24:20
-            TASSIGN(t407, 0);  // online_softmax_attn.pto:24:20
-            pipe_barrier(PIPE_V);
-            TCVT(t407, t403, RoundMode::CAST_RINT);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:24:20
-            GmView7 oGm7(o + _g398 * 16 * D + _g399 * 64, GmView7::Shape(t407.GetValidRow(), t407.GetValidCol()), GmView7::Stride(D));  // online_softmax_attn.pto:24:20
-            TSTORE(oGm7, t407);  // online_softmax_attn.pto:24:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
 }

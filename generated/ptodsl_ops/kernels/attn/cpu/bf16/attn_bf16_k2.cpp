@@ -4,13 +4,37 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* vj_first, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* vj_first, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* vj_first, __gm__ bfloat16_t* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT45 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -22,7 +46,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* vj_first, __gm
     using TileT51 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g41 = 0; _g41 < (D + 63) / 64; ++_g41) {  // online_softmax_attn.pto:15:22
+    for (int64_t _g41 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g41 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g41) {  // online_softmax_attn.pto:15:22
         TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
         TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -34,7 +58,7 @@ extern "C" __global__ AICORE void attn_bf16_k2(__gm__ bfloat16_t* vj_first, __gm
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g40 = 0; _g40 < (S + 63) / 64; ++_g40) {  // online_softmax_attn.pto:15:22
+        for (int64_t _g40 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g40 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g40) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _g40 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
             TileT43 t43(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22

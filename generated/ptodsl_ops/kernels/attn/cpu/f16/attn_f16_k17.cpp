@@ -20,386 +20,50 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT328 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT329 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT331 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT333 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT334 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT336 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT338 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT342 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT345 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT348 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT351 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT354 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT355 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT357 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT358 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT359 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT361 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT363 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g326 = 0; _g326 < (S + 15) / 16; ++_g326) {  // online_softmax_attn.pto:10:13
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g327 = 0; _g327 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g327) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g326 = block_index / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)); _g326 < block_index / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)) + min_i64(ceil_div((S + 15) / 16, block_count / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)), (S + 15) / 16 - block_index / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div((S + 15) / 16, block_count / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1))); ++_g326) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g327 = block_index % max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)); _g327 < block_index % max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)) + min_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1)), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64) - block_index % max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1))); ++_g327) {  // online_softmax_attn.pto:10:13
+            pipe_barrier(PIPE_V);
             TileT328 t328(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t328, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView0 t0_lastGm0(t0_last + _g326 * 16 * 64 + _g327 * 64, GmView0::Shape(t328.GetValidRow(), t328.GetValidCol()));  // online_softmax_attn.pto:10:13
             TLOAD(t328, t0_lastGm0);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT329 t329(min_i64(S - _g326 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g327 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t329, 4096);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t329, t328, scale);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 s_lastGm1(s_last + _g326 * 16 * 64 + _g327 * 64, GmView1::Shape(t329.GetValidRow(), t329.GetValidCol()));  // online_softmax_attn.pto:10:13
             TSTORE(s_lastGm1, t329);  // online_softmax_attn.pto:10:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g330 = 0; _g330 < (S + 15) / 16; ++_g330) {  // online_softmax_attn.pto:17:32
-        pipe_barrier(PIPE_V);
-        TileT331 t331(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-        TASSIGN(t331, 0);  // online_softmax_attn.pto:17:32
-        TEXPANDS(t331, -__builtin_inff());  // online_softmax_attn.pto:17:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k332 = 0; _k332 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k332) {  // online_softmax_attn.pto:17:32
-            TileT333 t333(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
-            TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
-            GmView2 s_lastGm2(s_last + _g330 * 16 * 64 + _k332 * 64, GmView2::Shape(t333.GetValidRow(), t333.GetValidCol()));  // online_softmax_attn.pto:17:32
-            TLOAD(t333, s_lastGm2);  // online_softmax_attn.pto:17:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT334 t334(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:32
-            TASSIGN(t334, 4608);  // online_softmax_attn.pto:17:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0;  // online_softmax_attn.pto:17:32
-            TASSIGN(tmp0, 9728);  // online_softmax_attn.pto:17:32
-            TROWMAX(t334, t333, tmp0);  // online_softmax_attn.pto:17:32
-            pipe_barrier(PIPE_V);
-            TMAX(t331, t331, t334);  // online_softmax_attn.pto:17:32
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT336 t336(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t336, 512);  // online_softmax_attn.pto:17:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView3 mGm3(m + _g330 * 16, GmView3::Shape(t336.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TLOAD(t336, mGm3);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT338 t338(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:17:21
-        TASSIGN(t338, 1024);  // online_softmax_attn.pto:17:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMAX(t338, t336, t331);  // online_softmax_attn.pto:17:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:17:21
-        GmView4 m_new_lastGm4(m_new_last + _g330 * 16, GmView4::Shape(t338.GetValidRow()));  // online_softmax_attn.pto:17:21
-        TSTORE(m_new_lastGm4, t338);  // online_softmax_attn.pto:17:21
-        TileT342 t342(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:25
-        TASSIGN(t342, 0);  // online_softmax_attn.pto:18:25
-        pipe_barrier(PIPE_V);
-        TSUB(t342, t336, t338);  // online_softmax_attn.pto:18:25
-        TileT345 t345(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:18:21
-        TASSIGN(t345, 512);  // online_softmax_attn.pto:18:21
-        pipe_barrier(PIPE_V);
-        TEXP(t345, t342);  // online_softmax_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:18:21
-        GmView5 alpha_lastGm5(alpha_last + _g330 * 16, GmView5::Shape(t345.GetValidRow()));  // online_softmax_attn.pto:18:21
-        TSTORE(alpha_lastGm5, t345);  // online_softmax_attn.pto:18:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g347 = 0; _g347 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
-            TileT348 t348(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView6 s_lastGm6(s_last + _g330 * 16 * 64 + _g347 * 64, GmView6::Shape(t348.GetValidRow(), t348.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TLOAD(t348, s_lastGm6);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT351 t351(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
-            TASSIGN(t351, 5632);  // online_softmax_attn.pto:19:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp1 tmp1(min_i64(S - _g330 * 16, 16));  // online_softmax_attn.pto:19:21
-            TASSIGN(tmp1, 9728);  // online_softmax_attn.pto:19:21
-            TROWEXPAND(tmp1, t338);  // online_softmax_attn.pto:19:21
-            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:19:21
-            TROWEXPANDSUB(t351, t348, tmp1);  // online_softmax_attn.pto:19:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21
-            GmView7 t8_lastGm7(t8_last + _g330 * 16 * 64 + _g347 * 64, GmView7::Shape(t351.GetValidRow(), t351.GetValidCol()));  // online_softmax_attn.pto:19:21
-            TSTORE(t8_lastGm7, t351);  // online_softmax_attn.pto:19:21
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g352 = 0; _g352 < (S + 15) / 16; ++_g352) {  // online_softmax_attn.pto:19:17
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g353 = 0; _g353 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g353) {  // online_softmax_attn.pto:19:17
-            TileT354 t354(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView8 t8_lastGm8(t8_last + _g352 * 16 * 64 + _g353 * 64, GmView8::Shape(t354.GetValidRow(), t354.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TLOAD(t354, t8_lastGm8);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT355 t355(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
-            TASSIGN(t355, 4096);  // online_softmax_attn.pto:19:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TEXP(t355, t354);  // online_softmax_attn.pto:19:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17
-            GmView9 p_1_lastGm9(p_1_last + _g352 * 16 * 64 + _g353 * 64, GmView9::Shape(t355.GetValidRow(), t355.GetValidCol()));  // online_softmax_attn.pto:19:17
-            TSTORE(p_1_lastGm9, t355);  // online_softmax_attn.pto:19:17
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TileT357 t357(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t357, 0);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView10 lGm10(l + _g352 * 16, GmView10::Shape(t357.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t357, lGm10);  // online_softmax_attn.pto:20:20
-        TileT358 t358(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t358, 512);  // online_softmax_attn.pto:20:20
-        using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView11 alpha_lastGm11(alpha_last + _g352 * 16, GmView11::Shape(t358.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t358, alpha_lastGm11);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT359 t359(min_i64(S - _g352 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t359, 1024);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMUL(t359, t357, t358);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView12 t10_lastGm12(t10_last + _g352 * 16, GmView12::Shape(t359.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(t10_lastGm12, t359);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g360 = 0; _g360 < (S + 15) / 16; ++_g360) {  // online_softmax_attn.pto:20:32
-        pipe_barrier(PIPE_V);
-        TileT361 t361(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
-        TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k362 = 0; _k362 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k362) {  // online_softmax_attn.pto:20:32
-            TileT363 t363(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
-            TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
-            GmView13 p_1_lastGm13(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView13::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
-            TLOAD(t363, p_1_lastGm13);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT364 t364(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
-            TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp2;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp2, 9728);  // online_softmax_attn.pto:20:32
-            TROWSUM(t364, t363, tmp2);  // online_softmax_attn.pto:20:32
-            pipe_barrier(PIPE_V);
-            TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        TileT366 t366(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView14 t10_lastGm14(t10_last + _g360 * 16, GmView14::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TLOAD(t366, t10_lastGm14);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT368 t368(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
-        TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
-        GmView15 lGm15(l + _g360 * 16, GmView15::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
-        TSTORE(lGm15, t368);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TileT371 t371(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView16 accGm16(acc + _g360 * 16 * D + _g370 * 64, GmView16::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView16::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t371, accGm16);  // online_softmax_attn.pto:21:22
-            TileT372 t372(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView17 alpha_lastGm17(alpha_last + _g360 * 16, GmView17::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t372, alpha_lastGm17);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT374 t374(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(tmp3, 9728);  // online_softmax_attn.pto:21:22
-            TROWEXPAND(tmp3, t372);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-            TROWEXPANDMUL(t374, t371, tmp3);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView18 t13_lastGm18(t13_last + _g360 * 16 * D + _g370 * 64, GmView18::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView18::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_lastGm18, t374);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g376 = 0; _g376 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g376) {  // online_softmax_attn.pto:21:43
-            TileT377 t377(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView19 p_1_lastGm19(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView19::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t377, p_1_lastGm19);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT378 t378(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView20 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView20 t15_lastGm20(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView20::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_lastGm20, t378);  // online_softmax_attn.pto:21:43
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
 }

@@ -20,8 +20,21 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT384 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT382 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -33,7 +46,7 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half
     using TileT390 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g380 = 0; _g380 < (D + 63) / 64; ++_g380) {  // online_softmax_attn.pto:21:36
+    for (int64_t _g380 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g380 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g380) {  // online_softmax_attn.pto:21:36
         TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -45,7 +58,7 @@ extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g379 = 0; _g379 < (S + 63) / 64; ++_g379) {  // online_softmax_attn.pto:21:36
+        for (int64_t _g379 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g379 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g379) {  // online_softmax_attn.pto:21:36
             TileT381 t381(min_i64(S - _g379 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
             TileT382 t382(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36

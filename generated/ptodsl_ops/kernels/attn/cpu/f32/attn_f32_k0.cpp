@@ -4,13 +4,37 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, int64_t L, int64_t D, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT5 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT2 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -21,9 +45,11 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
     using TileT10 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT11 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g1 = 0; _g1 < (min_i64(L, 64) + 63) / 64; ++_g1) {  // online_softmax_attn.pto:10:13
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g1 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g1 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((min_i64(L, 64) + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (min_i64(L, 64) + 63) / 64 - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((min_i64(L, 64) + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g1) {  // online_softmax_attn.pto:10:13
         TileT5 t5(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t5, 0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_firstGm0(kj_first + _g1 * 64 * D, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
         TLOAD(t5, kj_firstGm0);  // online_softmax_attn.pto:10:13
@@ -31,13 +57,13 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < (S + 63) / 64; ++_g0) {  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        for (int64_t _g0 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g0 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g0) {  // online_softmax_attn.pto:10:13
             TileT2 t2(min_i64(S - _g0 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t2, 0);  // online_softmax_attn.pto:10:13
             TileT3 t3(min_i64(S - _g0 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t3, 16384);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g0 * 64 * D, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t3, qGm1);  // online_softmax_attn.pto:10:13
@@ -47,7 +73,7 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             TileT6 t6(min_i64(D, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t6, 0);  // online_softmax_attn.pto:10:13
             TMOV(t6, t5);  // online_softmax_attn.pto:10:13
@@ -57,13 +83,13 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
             TMATMUL(t2, t4, t6);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k7 = 1; _k7 < (D + 63) / 64; ++_k7) {  // online_softmax_attn.pto:10:13
                 TileT8 t8(min_i64(S - _g0 * 64, 64), min_i64(D - _k7 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t8, 16384);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
                 GmView2 qGm2(q + _g0 * 64 * D + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t8, qGm2);  // online_softmax_attn.pto:10:13
@@ -73,10 +99,10 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t9, t8);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 TileT10 t10(min_i64(D - _k7 * 64, 64), min_i64(min_i64(L, 64) - _g1 * 64, 64));  // online_softmax_attn.pto:10:13
                 TASSIGN(t10, 16384);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
                 GmView3 kj_firstGm3(kj_first + _g1 * 64 * D + _k7 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
                 TLOAD(t10, kj_firstGm3);  // online_softmax_attn.pto:10:13
@@ -86,16 +112,16 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t11, t10);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t2, t2, t9, t11);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             }
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
             GmView4 t0_firstGm4(t0_first + _g0 * 64 * 64 + _g1 * 64, GmView4::Shape(t2.GetValidRow(), t2.GetValidCol()));  // online_softmax_attn.pto:10:13
@@ -104,6 +130,8 @@ extern "C" __global__ AICORE void attn_f32_k0(__gm__ float* kj_first, __gm__ flo
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

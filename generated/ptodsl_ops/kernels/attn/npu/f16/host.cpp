@@ -15,6 +15,9 @@
 
 extern "C" void attn_f16_k0_launch(uint32_t block_dim, void* stream, half* kj_first, half* q, float* t0_first, int64_t L, int64_t D, int64_t S);
 extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
+extern "C" void attn_f16_k1p1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
+extern "C" void attn_f16_k1p2_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
+extern "C" void attn_f16_k1p3_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
 extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, half* vj_first, half* t5_first, float* acc, int64_t D, int64_t L, int64_t S);
 extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
 extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, half* kj_u2c0, half* q, float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
@@ -31,8 +34,12 @@ extern "C" void attn_f16_k14_launch(uint32_t block_dim, void* stream, half* vj_u
 extern "C" void attn_f16_k15_launch(uint32_t block_dim, void* stream, float* t13_u1c0, float* t14_u1c0, float* acc, float* m_new_u1c0, float* m, int64_t S, int64_t D);
 extern "C" void attn_f16_k16_launch(uint32_t block_dim, void* stream, half* kj_last, half* q, float* t0_last, int64_t L, int64_t D, int64_t S);
 extern "C" void attn_f16_k17_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" void attn_f16_k17p1_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" void attn_f16_k17p2_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" void attn_f16_k17p3_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
 extern "C" void attn_f16_k18_launch(uint32_t block_dim, void* stream, half* vj_last, half* t15_last, float* t14_last, int64_t D, int64_t L, int64_t S);
 extern "C" void attn_f16_k19_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, half* o, int64_t S, int64_t D);
+extern "C" void attn_f16_k19p1_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, half* o, int64_t S, int64_t D);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -175,6 +182,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -220,9 +232,12 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 return -1;  // online_softmax_attn.pto:10:13
             }
             float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
-            attn_f16_k0_launch(1, ptodsl_stream, kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
-            if (!launched("the launch of attn_f16_k0")) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k0")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
             }
             DeviceWorkspace t2_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:13:21
             if (ptodsl_failed) {  // online_softmax_attn.pto:13:21
@@ -239,17 +254,44 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 return -1;  // online_softmax_attn.pto:15:29
             }
             half* t5_first = reinterpret_cast<half*>(t5_first_bytes.data());  // online_softmax_attn.pto:15:29
-            attn_f16_k1_launch(1, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
-            if (!launched("the launch of attn_f16_k1")) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k1_launch(attn_f16_k1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k1")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
             }
-            attn_f16_k2_launch(1, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
-            if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:15:22
-                return -1;  // online_softmax_attn.pto:15:22
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k1p1_launch(attn_f16_k1p1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k1p1")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k1p2_launch(attn_f16_k1p2_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k1p2")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k1p3_launch(attn_f16_k1p3_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k1p3")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:15:22
+                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:15:22
+                attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
+                if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:15:22
+                    return -1;  // online_softmax_attn.pto:15:22
+                }
             }
             if ((L + 63) / 64 == 1) {  // online_softmax_attn.pto:23:9
                 {  // online_softmax_attn.pto:24:25
-                    const int64_t attn_f16_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:24:25
+                    const int64_t attn_f16_k3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:24:25
                     attn_f16_k3_launch(attn_f16_k3_blocks, ptodsl_stream, acc, l, o, S, D);  // online_softmax_attn.pto:24:25
                     if (!launched("the launch of attn_f16_k3")) {  // online_softmax_attn.pto:24:25
                         return -1;  // online_softmax_attn.pto:24:25
@@ -480,9 +522,12 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 return -1;  // online_softmax_attn.pto:10:13
             }
             float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
-            attn_f16_k16_launch(1, ptodsl_stream, kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
-            if (!launched("the launch of attn_f16_k16")) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k16_blocks = max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k16_launch(attn_f16_k16_blocks, ptodsl_stream, kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k16")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
             }
             DeviceWorkspace m_new_last_bytes(S * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:17:21
             if (ptodsl_failed) {  // online_softmax_attn.pto:17:21
@@ -524,17 +569,54 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                 return -1;  // online_softmax_attn.pto:21:36
             }
             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
-            attn_f16_k17_launch(1, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
-            if (!launched("the launch of attn_f16_k17")) {  // online_softmax_attn.pto:10:13
-                return -1;  // online_softmax_attn.pto:10:13
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17_launch(attn_f16_k17_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
             }
-            attn_f16_k18_launch(1, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
-            if (!launched("the launch of attn_f16_k18")) {  // online_softmax_attn.pto:21:36
-                return -1;  // online_softmax_attn.pto:21:36
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17p1_launch(attn_f16_k17p1_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17p1")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
             }
-            attn_f16_k19_launch(1, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
-            if (!launched("the launch of attn_f16_k19")) {  // online_softmax_attn.pto:21:22
-                return -1;  // online_softmax_attn.pto:21:22
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17p2_launch(attn_f16_k17p2_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17p2")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p3_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17p3_launch(attn_f16_k17p3_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17p3")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:21:36
+                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:36
+                attn_f16_k18_launch(attn_f16_k18_blocks, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
+                if (!launched("the launch of attn_f16_k18")) {  // online_softmax_attn.pto:21:36
+                    return -1;  // online_softmax_attn.pto:21:36
+                }
+            }
+            {  // online_softmax_attn.pto:21:22
+                const int64_t attn_f16_k19_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(((S + 15) / 16 + 47) / 48, 1)), 1);  // online_softmax_attn.pto:21:22
+                attn_f16_k19_launch(attn_f16_k19_blocks, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
+                if (!launched("the launch of attn_f16_k19")) {  // online_softmax_attn.pto:21:22
+                    return -1;  // online_softmax_attn.pto:21:22
+                }
+            }
+            {  // online_softmax_attn.pto:21:22
+                const int64_t attn_f16_k19p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:22
+                attn_f16_k19p1_launch(attn_f16_k19p1_blocks, ptodsl_stream, t13_last, t14_last, acc, m_new_last, m, l, o, S, D);  // online_softmax_attn.pto:21:22
+                if (!launched("the launch of attn_f16_k19p1")) {  // online_softmax_attn.pto:21:22
+                    return -1;  // online_softmax_attn.pto:21:22
+                }
             }
         }
     }

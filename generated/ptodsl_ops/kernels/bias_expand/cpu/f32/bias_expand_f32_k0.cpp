@@ -4,26 +4,47 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT9 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bias_expand.pto:4:16
-        for (int64_t _g0 = 0; _g0 < B; ++_g0) {  // bias_expand.pto:4:16
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g2 = 0; _g2 < (H + 63) / 64; ++_g2) {  // bias_expand.pto:4:16
+        for (int64_t _g0 = block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)); _g0 < block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)), B - block_index / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1))); ++_g0) {  // bias_expand.pto:4:16
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g2 = block_index % max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)); _g2 < block_index % max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)) + min_i64(ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1)), (H + 63) / 64 - block_index % max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1) * ceil_div((H + 63) / 64, max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1))); ++_g2) {  // bias_expand.pto:4:16
                 TileT3 t3(min_i64(H - _g2 * 64, 64));  // bias_expand.pto:4:16
                 TASSIGN(t3, 0);  // bias_expand.pto:4:16
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:16
                 GmView0 t2Gm0(t2 + _g0 * H + _g2 * 64, GmView0::Shape(min_i64(H - _g2 * 64, 64)), GmView0::Stride(H, H));  // bias_expand.pto:4:16
                 TLOAD(t3, t2Gm0);  // bias_expand.pto:4:16
@@ -44,48 +65,9 @@ extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ fl
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < B; ++_g5) {  // bias_expand.pto:4:12
-            for (int64_t _g6 = 0; _g6 < (S + 15) / 16; ++_g6) {  // bias_expand.pto:4:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g7 = 0; _g7 < (H + 63) / 64; ++_g7) {  // bias_expand.pto:4:12
-                    pipe_barrier(PIPE_V);
-                    TileT8 t8(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
-                    TASSIGN(t8, 0);  // bias_expand.pto:4:12
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView2 xGm2(x + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView2::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView2::Stride(H * S, H));  // bias_expand.pto:4:12
-                    TLOAD(t8, xGm2);  // bias_expand.pto:4:12
-                    TileT9 t9(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
-                    TASSIGN(t9, 4096);  // bias_expand.pto:4:12
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView3 t1Gm3(t1 + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView3::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView3::Stride(H * S, H));  // bias_expand.pto:4:12
-                    TLOAD(t9, t1Gm3);  // bias_expand.pto:4:12
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT10 t10(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64));  // bias_expand.pto:4:12
-                    TASSIGN(t10, 8192);  // bias_expand.pto:4:12
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TADD(t10, t8, t9);  // bias_expand.pto:4:12
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // bias_expand.pto:4:12
-                    GmView4 yGm4(y + _g5 * (H * S) + _g6 * 16 * H + _g7 * 64, GmView4::Shape(min_i64(S - _g6 * 16, 16), min_i64(H - _g7 * 64, 64)), GmView4::Stride(H * S, H));  // bias_expand.pto:4:12
-                    TSTORE(yGm4, t10);  // bias_expand.pto:4:12
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
     }
 }

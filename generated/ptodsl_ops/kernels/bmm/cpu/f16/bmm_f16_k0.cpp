@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __gm__ float* c, __gm__ half* d, int64_t B, int64_t H, int64_t N, int64_t K, int64_t M, int64_t block_index, int64_t block_count)
 #else
@@ -46,8 +51,8 @@ extern "C" __global__ AICORE void bmm_f16_k0(__gm__ half* b, __gm__ half* a, __g
     using TileT27 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // bmm.pto:4:12
-        for (int64_t _b0 = block_index * ceil_div(B, block_count); _b0 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_b0) {  // bmm.pto:4:12
-            for (int64_t _b1 = 0; _b1 < H; ++_b1) {  // bmm.pto:4:12
+        for (int64_t _b0 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b0 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b0) {  // bmm.pto:4:12
+            for (int64_t _b1 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b1 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b1) {  // bmm.pto:4:12
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g3 = 0; _g3 < (N + 31) / 32; ++_g3) {  // bmm.pto:4:12
                     TileT7 t7(min_i64(K, 32), min_i64(N - _g3 * 32, 32));  // bmm.pto:4:12

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm__ float* keep, __gm__ float* future, int64_t Q, int64_t L, int32_t offset, int64_t block_index, int64_t block_count)
 #else
@@ -42,11 +47,11 @@ extern "C" __global__ AICORE void causal_mask_f32_k0(__gm__ float* scores, __gm_
     using TileView2 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // causal_mask.pto:4:15
-        for (int64_t _g0 = block_index * ceil_div((Q + 15) / 16, block_count); _g0 < block_index * ceil_div((Q + 15) / 16, block_count) + min_i64(ceil_div((Q + 15) / 16, block_count), (Q + 15) / 16 - block_index * ceil_div((Q + 15) / 16, block_count)); ++_g0) {  // causal_mask.pto:4:15
+        for (int64_t _g0 = block_index / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((Q + 15) / 16, block_count / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)); _g0 < block_index / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((Q + 15) / 16, block_count / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)) + min_i64(ceil_div((Q + 15) / 16, block_count / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)), (Q + 15) / 16 - block_index / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((Q + 15) / 16, block_count / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1))); ++_g0) {  // causal_mask.pto:4:15
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            for (int64_t _g1 = 0; _g1 < (L + 63) / 64; ++_g1) {  // causal_mask.pto:4:15
+            for (int64_t _g1 = block_index % max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)); _g1 < block_index % max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)) + min_i64(ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1)), (L + 63) / 64 - block_index % max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1) * ceil_div((L + 63) / 64, max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1))); ++_g1) {  // causal_mask.pto:4:15
                 pipe_barrier(PIPE_V);
                 TileT2 t2(min_i64(Q - _g0 * 16, 16), min_i64(L - _g1 * 64, 64));  // causal_mask.pto:4:15
                 TASSIGN(t2, 0);  // causal_mask.pto:4:15

@@ -156,6 +156,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -173,7 +178,7 @@ extern "C" int causal_mask_bf16(int32_t device, void* stream, bfloat16_t* scores
         return -1;
     }
     {  // causal_mask.pto:4:15
-        const int64_t causal_mask_bf16_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(((Q + 15) / 16 + 47) / 48, 1)), 1);  // causal_mask.pto:4:15
+        const int64_t causal_mask_bf16_k0_blocks = max_i64(ceil_div((Q + 15) / 16, max_i64(ceil_div((Q + 15) / 16, max_i64(48 / max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((L + 63) / 64, ceil_div((L + 63) / 64, max_i64(min_i64(48 / max_i64((Q + 15) / 16, 1), (L + 63) / 64), 1))), 1);  // causal_mask.pto:4:15
         causal_mask_bf16_k0_launch(causal_mask_bf16_k0_blocks, ptodsl_stream, scores, keep, future, Q, L, offset);  // causal_mask.pto:4:15
         if (!launched("the launch of causal_mask_bf16_k0")) {  // causal_mask.pto:4:15
             return -1;  // causal_mask.pto:4:15

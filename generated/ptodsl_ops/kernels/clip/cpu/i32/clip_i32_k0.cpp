@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t* x, __gm__ int32_t* a, __gm__ int32_t* lo, __gm__ int32_t* b, __gm__ int32_t* s, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
 #else
@@ -47,7 +52,7 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // clip.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = block_index * ceil_div((N + 255) / 256, block_count); _g1 < block_index * ceil_div((N + 255) / 256, block_count) + min_i64(ceil_div((N + 255) / 256, block_count), (N + 255) / 256 - block_index * ceil_div((N + 255) / 256, block_count)); ++_g1) {  // clip.pto:3:12
+        for (int64_t _g1 = block_index / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((N + 255) / 256, block_count / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)); _g1 < block_index / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((N + 255) / 256, block_count / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + min_i64(ceil_div((N + 255) / 256, block_count / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (N + 255) / 256 - block_index / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((N + 255) / 256, block_count / max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))); ++_g1) {  // clip.pto:3:12
             TileT9 t9(min_i64(N - _g1 * 256, 256));  // clip.pto:4:12
             TASSIGN(t9, 0);  // clip.pto:4:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -60,7 +65,7 @@ extern "C" __global__ AICORE void clip_i32_k0(__gm__ int32_t* hi, __gm__ int32_t
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = 0; _g0 < (M + 7) / 8; ++_g0) {  // clip.pto:3:12
+            for (int64_t _g0 = block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)) + min_i64(ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1)), (M + 7) / 8 - block_index % max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1) * ceil_div((M + 7) / 8, max_i64(ceil_div((M + 7) / 8, ceil_div((M + 7) / 8, max_i64(min_i64(48 / max_i64((N + 255) / 256, 1), (M + 7) / 8), 1))), 1))); ++_g0) {  // clip.pto:3:12
                 pipe_barrier(PIPE_V);
                 TileT2 t2(min_i64(M - _g0 * 8, 8), min_i64(N - _g1 * 256, 256));  // clip.pto:3:12
                 TASSIGN(t2, 1024);  // clip.pto:3:12

@@ -156,6 +156,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -173,7 +178,7 @@ extern "C" int div_bcast_f16(int32_t device, void* stream, half* x, half* d, hal
         return -1;
     }
     {  // div_bcast.pto:3:12
-        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(((C + 511) / 512 + 47) / 48, 1)), 1);  // div_bcast.pto:3:12
+        const int64_t div_bcast_f16_k0_blocks = max_i64(ceil_div((C + 511) / 512, max_i64(ceil_div((C + 511) / 512, max_i64(48 / max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 3) / 4, ceil_div((R + 3) / 4, max_i64(min_i64(48 / max_i64((C + 511) / 512, 1), (R + 3) / 4), 1))), 1);  // div_bcast.pto:3:12
         div_bcast_f16_k0_launch(div_bcast_f16_k0_blocks, ptodsl_stream, d, x, y, C, R);  // div_bcast.pto:3:12
         if (!launched("the launch of div_bcast_f16_k0")) {  // div_bcast.pto:3:12
             return -1;  // div_bcast.pto:3:12

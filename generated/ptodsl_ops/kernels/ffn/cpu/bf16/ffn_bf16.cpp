@@ -11,10 +11,10 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B);
-extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B);
+extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void ffn_bf16_k2(__gm__ bfloat16_t* t1, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B);
+extern "C" __global__ AICORE void ffn_bf16_k3(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t3, int64_t B, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void ffn_bf16_k4(__gm__ bfloat16_t* t3, __gm__ bfloat16_t* w2, __gm__ bfloat16_t* y, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
@@ -47,6 +47,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -70,13 +75,59 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // ffn.pto:5:9
         std::vector<unsigned char> h_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:5:9
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
-        start_launch(poison);  // ffn.pto:5:9
-        ffn_bf16_k0(w1, x, h, B);  // ffn.pto:5:9
+        {  // ffn.pto:5:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div(4, max_i64(ceil_div(4, max_i64(24 / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1);  // ffn.pto:5:9
+            bool ffn_bf16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t ffn_bf16_k0_block = 0; ffn_bf16_k0_block < ffn_bf16_k0_blocks; ++ffn_bf16_k0_block) {  // ffn.pto:5:9
+                try {
+                    start_launch(poison);  // ffn.pto:5:9
+                    ffn_bf16_k0(w1, x, h, B, ffn_bf16_k0_block, ffn_bf16_k0_blocks);  // ffn.pto:5:9
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    ffn_bf16_k0_block_no_memory = true;
+                }
+            }
+            if (ffn_bf16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
         if (act == 0) {  // ffn.pto:6:5
             std::vector<unsigned char> t1_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:7:23
             bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // ffn.pto:7:23
-            start_launch(poison);  // ffn.pto:7:23
-            ffn_bf16_k1(h, t1, B);  // ffn.pto:7:23
+            {  // ffn.pto:7:23
+                const int64_t ffn_bf16_k1_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:7:23
+                bool ffn_bf16_k1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t ffn_bf16_k1_block = 0; ffn_bf16_k1_block < ffn_bf16_k1_blocks; ++ffn_bf16_k1_block) {  // ffn.pto:7:23
+                    try {
+                        start_launch(poison);  // ffn.pto:7:23
+                        ffn_bf16_k1(h, t1, B, ffn_bf16_k1_block, ffn_bf16_k1_blocks);  // ffn.pto:7:23
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        ffn_bf16_k1_block_no_memory = true;
+                    }
+                }
+                if (ffn_bf16_k1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // ffn.pto:7:16
                 const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
                 bool ffn_bf16_k2_block_no_memory = false;
@@ -105,8 +156,31 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
         } else {
             std::vector<unsigned char> t3_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:9:23
             bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
-            start_launch(poison);  // ffn.pto:9:23
-            ffn_bf16_k3(h, t3, B);  // ffn.pto:9:23
+            {  // ffn.pto:9:23
+                const int64_t ffn_bf16_k3_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:9:23
+                bool ffn_bf16_k3_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t ffn_bf16_k3_block = 0; ffn_bf16_k3_block < ffn_bf16_k3_blocks; ++ffn_bf16_k3_block) {  // ffn.pto:9:23
+                    try {
+                        start_launch(poison);  // ffn.pto:9:23
+                        ffn_bf16_k3(h, t3, B, ffn_bf16_k3_block, ffn_bf16_k3_blocks);  // ffn.pto:9:23
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        ffn_bf16_k3_block_no_memory = true;
+                    }
+                }
+                if (ffn_bf16_k3_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // ffn.pto:9:16
                 const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16
                 bool ffn_bf16_k4_block_no_memory = false;

@@ -4,13 +4,37 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bfloat16_t* x, __gm__ bfloat16_t* h, int64_t B)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, 64, 64, SLayout::RowMajor, 512>;
     using TileT2 = TileAcc<float, 32, 64, DYNAMIC, 64>;
     using TileT3 = Tile<TileType::Mat, bfloat16_t, 32, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
@@ -18,7 +42,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
     using TileT6 = TileRight<bfloat16_t, 64, 64, 64, 64>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = 0; _g1 < 4; ++_g1) {  // ffn.pto:5:9
+    for (int64_t _g1 = block_index / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div(4, block_count / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)); _g1 < block_index / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div(4, block_count / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)) + min_i64(ceil_div(4, block_count / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)), 4 - block_index / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div(4, block_count / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1))); ++_g1) {  // ffn.pto:5:9
         TileT5 t5;  // ffn.pto:5:9
         TASSIGN(t5, 0);  // ffn.pto:5:9
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
@@ -29,7 +53,7 @@ extern "C" __global__ AICORE void ffn_bf16_k0(__gm__ bfloat16_t* w1, __gm__ bflo
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (B + 31) / 32; ++_g0) {  // ffn.pto:5:9
+        for (int64_t _g0 = block_index % max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div((B + 31) / 32, max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)); _g0 < block_index % max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div((B + 31) / 32, max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)) + min_i64(ceil_div((B + 31) / 32, max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1)), (B + 31) / 32 - block_index % max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1) * ceil_div((B + 31) / 32, max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1))); ++_g0) {  // ffn.pto:5:9
             TileT2 t2(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9
             TASSIGN(t2, 0);  // ffn.pto:5:9
             TileT3 t3(min_i64(B - _g0 * 32, 32));  // ffn.pto:5:9

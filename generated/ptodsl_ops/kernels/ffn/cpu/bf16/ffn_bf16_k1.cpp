@@ -4,13 +4,32 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloat16_t* t1, int64_t B)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT8 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT9 = Tile<TileType::Vec, bfloat16_t, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
     using TileT10 = Tile<TileType::Vec, float, 16, 256, BLayout::RowMajor, DYNAMIC, 256>;
@@ -22,7 +41,7 @@ extern "C" __global__ AICORE void ffn_bf16_k1(__gm__ bfloat16_t* h, __gm__ bfloa
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = 0; _g7 < (B + 15) / 16; ++_g7) {  // ffn.pto:7:23
+    for (int64_t _g7 = block_index * ceil_div((B + 15) / 16, block_count); _g7 < block_index * ceil_div((B + 15) / 16, block_count) + min_i64(ceil_div((B + 15) / 16, block_count), (B + 15) / 16 - block_index * ceil_div((B + 15) / 16, block_count)); ++_g7) {  // ffn.pto:7:23
         pipe_barrier(PIPE_V);
         TileT8 t8(min_i64(B - _g7 * 16, 16));  // ffn.pto:7:23
         TASSIGN(t8, 0);  // ffn.pto:7:23

@@ -160,6 +160,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -182,9 +187,12 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
             return -1;  // ffn.pto:5:9
         }
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
-        ffn_bf16_k0_launch(1, ptodsl_stream, w1, x, h, B);  // ffn.pto:5:9
-        if (!launched("the launch of ffn_bf16_k0")) {  // ffn.pto:5:9
-            return -1;  // ffn.pto:5:9
+        {  // ffn.pto:5:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div(4, max_i64(ceil_div(4, max_i64(24 / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1);  // ffn.pto:5:9
+            ffn_bf16_k0_launch(ffn_bf16_k0_blocks, ptodsl_stream, w1, x, h, B);  // ffn.pto:5:9
+            if (!launched("the launch of ffn_bf16_k0")) {  // ffn.pto:5:9
+                return -1;  // ffn.pto:5:9
+            }
         }
         if (act == 0) {  // ffn.pto:6:5
             DeviceWorkspace t1_bytes((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:7:23
@@ -192,9 +200,12 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
                 return -1;  // ffn.pto:7:23
             }
             bfloat16_t* t1 = reinterpret_cast<bfloat16_t*>(t1_bytes.data());  // ffn.pto:7:23
-            ffn_bf16_k1_launch(1, ptodsl_stream, h, t1, B);  // ffn.pto:7:23
-            if (!launched("the launch of ffn_bf16_k1")) {  // ffn.pto:7:23
-                return -1;  // ffn.pto:7:23
+            {  // ffn.pto:7:23
+                const int64_t ffn_bf16_k1_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:7:23
+                ffn_bf16_k1_launch(ffn_bf16_k1_blocks, ptodsl_stream, h, t1, B);  // ffn.pto:7:23
+                if (!launched("the launch of ffn_bf16_k1")) {  // ffn.pto:7:23
+                    return -1;  // ffn.pto:7:23
+                }
             }
             {  // ffn.pto:7:16
                 const int64_t ffn_bf16_k2_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:7:16
@@ -209,9 +220,12 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
                 return -1;  // ffn.pto:9:23
             }
             bfloat16_t* t3 = reinterpret_cast<bfloat16_t*>(t3_bytes.data());  // ffn.pto:9:23
-            ffn_bf16_k3_launch(1, ptodsl_stream, h, t3, B);  // ffn.pto:9:23
-            if (!launched("the launch of ffn_bf16_k3")) {  // ffn.pto:9:23
-                return -1;  // ffn.pto:9:23
+            {  // ffn.pto:9:23
+                const int64_t ffn_bf16_k3_blocks = max_i64(ceil_div((B + 15) / 16, max_i64(((B + 15) / 16 + 47) / 48, 1)), 1);  // ffn.pto:9:23
+                ffn_bf16_k3_launch(ffn_bf16_k3_blocks, ptodsl_stream, h, t3, B);  // ffn.pto:9:23
+                if (!launched("the launch of ffn_bf16_k3")) {  // ffn.pto:9:23
+                    return -1;  // ffn.pto:9:23
+                }
             }
             {  // ffn.pto:9:16
                 const int64_t ffn_bf16_k4_blocks = max_i64(ceil_div((B + 31) / 32, max_i64(((B + 31) / 32 + 23) / 24, 1)), 1);  // ffn.pto:9:16

@@ -4,39 +4,51 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT17 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT19 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT20 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT23 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT26 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT29 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT34 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    for (int64_t _g16 = 0; _g16 < (S + 63) / 64; ++_g16) {  // flash_attn.pto:13:20
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _g16 = block_index * ceil_div((S + 63) / 64, block_count); _g16 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g16) {  // flash_attn.pto:13:20
         pipe_barrier(PIPE_V);
         TileT17 t17(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:13:20
         TASSIGN(t17, 0);  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t17, -__builtin_inff());  // flash_attn.pto:13:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         for (int64_t _k18 = 0; _k18 < (min_i64(L, 64) + 63) / 64; ++_k18) {  // flash_attn.pto:13:20
             TileT19 t19(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _k18 * 64, 64));  // flash_attn.pto:13:20
@@ -44,178 +56,50 @@ extern "C" __global__ AICORE void flash_attn_f16_k1(__gm__ float* s_first, __gm_
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:13:20
             GmView0 s_firstGm0(s_first + _g16 * 64 * 64 + _k18 * 64, GmView0::Shape(t19.GetValidRow(), t19.GetValidCol()));  // flash_attn.pto:13:20
             TLOAD(t19, s_firstGm0);  // flash_attn.pto:13:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT20 t20(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:13:20
             TASSIGN(t20, 18432);  // flash_attn.pto:13:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // flash_attn.pto:13:20
             TASSIGN(tmp0, 34816);  // flash_attn.pto:13:20
             TROWMAX(t20, t19, tmp0);  // flash_attn.pto:13:20
             pipe_barrier(PIPE_V);
             TMAX(t17, t17, t20);  // flash_attn.pto:13:20
         }
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:13:20
         GmView1 mGm1(m + _g16 * 64, GmView1::Shape(t17.GetValidRow()));  // flash_attn.pto:13:20
         TSTORE(mGm1, t17);  // flash_attn.pto:13:20
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _g22 = 0; _g22 < (min_i64(L, 64) + 63) / 64; ++_g22) {  // flash_attn.pto:14:21
             TileT23 t23(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
             TASSIGN(t23, 2048);  // flash_attn.pto:14:21
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
             GmView2 s_firstGm2(s_first + _g16 * 64 * 64 + _g22 * 64, GmView2::Shape(t23.GetValidRow(), t23.GetValidCol()));  // flash_attn.pto:14:21
             TLOAD(t23, s_firstGm2);  // flash_attn.pto:14:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT26 t26(min_i64(S - _g16 * 64, 64), min_i64(min_i64(L, 64) - _g22 * 64, 64));  // flash_attn.pto:14:21
             TASSIGN(t26, 18432);  // flash_attn.pto:14:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp1 tmp1(min_i64(S - _g16 * 64, 64));  // flash_attn.pto:14:21
             TASSIGN(tmp1, 34816);  // flash_attn.pto:14:21
             TROWEXPAND(tmp1, t17);  // flash_attn.pto:14:21
             pipe_barrier(PIPE_V);  // flash_attn.pto:14:21
             TROWEXPANDSUB(t26, t23, tmp1);  // flash_attn.pto:14:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:21
             GmView3 t2_firstGm3(t2_first + _g16 * 64 * 64 + _g22 * 64, GmView3::Shape(t26.GetValidRow(), t26.GetValidCol()));  // flash_attn.pto:14:21
             TSTORE(t2_firstGm3, t26);  // flash_attn.pto:14:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g27 = 0; _g27 < (S + 63) / 64; ++_g27) {  // flash_attn.pto:14:17
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g28 = 0; _g28 < (min_i64(L, 64) + 63) / 64; ++_g28) {  // flash_attn.pto:14:17
-            TileT29 t29(min_i64(S - _g27 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t29, 0);  // flash_attn.pto:14:17
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-            GmView4 t2_firstGm4(t2_first + _g27 * 64 * 64 + _g28 * 64, GmView4::Shape(t29.GetValidRow(), t29.GetValidCol()));  // flash_attn.pto:14:17
-            TLOAD(t29, t2_firstGm4);  // flash_attn.pto:14:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT30 t30(min_i64(S - _g27 * 64, 64), min_i64(min_i64(L, 64) - _g28 * 64, 64));  // flash_attn.pto:14:17
-            TASSIGN(t30, 16384);  // flash_attn.pto:14:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXP(t30, t29);  // flash_attn.pto:14:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:14:17
-            GmView5 p_firstGm5(p_first + _g27 * 64 * 64 + _g28 * 64, GmView5::Shape(t30.GetValidRow(), t30.GetValidCol()));  // flash_attn.pto:14:17
-            TSTORE(p_firstGm5, t30);  // flash_attn.pto:14:17
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID4);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g31 = 0; _g31 < (S + 63) / 64; ++_g31) {  // flash_attn.pto:15:20
-        pipe_barrier(PIPE_V);
-        TileT32 t32(min_i64(S - _g31 * 64, 64));  // flash_attn.pto:15:20
-        TASSIGN(t32, 0);  // flash_attn.pto:15:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t32, 0.0f);  // flash_attn.pto:15:20
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // flash_attn.pto:15:20
-            TileT34 t34(min_i64(S - _g31 * 64, 64), min_i64(min_i64(L, 64) - _k33 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t34, 2048);  // flash_attn.pto:15:20
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:15:20
-            GmView6 p_firstGm6(p_first + _g31 * 64 * 64 + _k33 * 64, GmView6::Shape(t34.GetValidRow(), t34.GetValidCol()));  // flash_attn.pto:15:20
-            TLOAD(t34, p_firstGm6);  // flash_attn.pto:15:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT35 t35(min_i64(S - _g31 * 64, 64));  // flash_attn.pto:15:20
-            TASSIGN(t35, 18432);  // flash_attn.pto:15:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp2;  // flash_attn.pto:15:20
-            TASSIGN(tmp2, 34816);  // flash_attn.pto:15:20
-            TROWSUM(t35, t34, tmp2);  // flash_attn.pto:15:20
-            pipe_barrier(PIPE_V);
-            TADD(t32, t32, t35);  // flash_attn.pto:15:20
-        }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
-        GmView7 lGm7(l + _g31 * 64, GmView7::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
-        TSTORE(lGm7, t32);  // flash_attn.pto:15:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
-            TileT38 t38(min_i64(S - _g31 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38, 0);  // flash_attn.pto:16:29
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView8 p_firstGm8(p_first + _g31 * 64 * 64 + _g37 * 64, GmView8::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
-            TLOAD(t38, p_firstGm8);  // flash_attn.pto:16:29
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT39 t39(min_i64(S - _g31 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t39, 16384);  // flash_attn.pto:16:29
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t39, t38, RoundMode::CAST_RINT);  // flash_attn.pto:16:29
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView9 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView9 t5_firstGm9(t5_first + _g31 * 64 * 64 + _g37 * 64, GmView9::Shape(t39.GetValidRow(), t39.GetValidCol()));  // flash_attn.pto:16:29
-            TSTORE(t5_firstGm9, t39);  // flash_attn.pto:16:29
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

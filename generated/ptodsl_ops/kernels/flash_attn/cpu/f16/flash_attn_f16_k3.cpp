@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count)
 #else
@@ -36,10 +41,10 @@ extern "C" __global__ AICORE void flash_attn_f16_k3(__gm__ float* acc, __gm__ fl
     using TileT61 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g52 = block_index * ceil_div((S + 63) / 64, block_count); _g52 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g52) {  // flash_attn.pto:25:25
+    for (int64_t _g52 = block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)); _g52 < block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1))); ++_g52) {  // flash_attn.pto:25:25
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g53 = 0; _g53 < (D + 63) / 64; ++_g53) {  // flash_attn.pto:25:25
+        for (int64_t _g53 = block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)); _g53 < block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)) + min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1))); ++_g53) {  // flash_attn.pto:25:25
             pipe_barrier(PIPE_V);
             TileT54 t54(min_i64(S - _g52 * 64, 64), min_i64(D - _g53 * 64, 64));  // flash_attn.pto:25:25
             TASSIGN(t54, 0);  // flash_attn.pto:25:25

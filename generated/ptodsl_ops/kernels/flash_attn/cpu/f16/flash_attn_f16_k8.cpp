@@ -20,8 +20,16 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, int64_t D)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT163 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT165 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT166 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
@@ -31,36 +39,21 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
     using TileT177 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT180 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT183 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT186 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT187 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT189 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT190 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT191 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT193 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT195 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT198 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT210 = Tile<TileType::Vec, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g162 = 0; _g162 < (S + 63) / 64; ++_g162) {  // flash_attn.pto:18:32
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g162 = block_index * ceil_div((S + 63) / 64, block_count); _g162 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g162) {  // flash_attn.pto:18:32
         pipe_barrier(PIPE_V);
         TileT163 t163(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:32
         TASSIGN(t163, 0);  // flash_attn.pto:18:32
         TEXPANDS(t163, -__builtin_inff());  // flash_attn.pto:18:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k164) {  // flash_attn.pto:18:32
             TileT165 t165(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
@@ -68,33 +61,33 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
             GmView0 s_lastGm0(s_last + _g162 * 64 * 64 + _k164 * 64, GmView0::Shape(t165.GetValidRow(), t165.GetValidCol()));  // flash_attn.pto:18:32
             TLOAD(t165, s_lastGm0);  // flash_attn.pto:18:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT166 t166(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t166, 18432);  // flash_attn.pto:18:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // flash_attn.pto:18:32
             TASSIGN(tmp0, 38912);  // flash_attn.pto:18:32
             TROWMAX(t166, t165, tmp0);  // flash_attn.pto:18:32
             pipe_barrier(PIPE_V);
             TMAX(t163, t163, t166);  // flash_attn.pto:18:32
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT168 t168(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t168, 2048);  // flash_attn.pto:18:21
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView1 mGm1(m + _g162 * 64, GmView1::Shape(t168.GetValidRow()));  // flash_attn.pto:18:21
         TLOAD(t168, mGm1);  // flash_attn.pto:18:21
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TileT170 t170(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:18:21
         TASSIGN(t170, 4096);  // flash_attn.pto:18:21
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
         TMAX(t170, t168, t163);  // flash_attn.pto:18:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:18:21
         GmView2 m_new_lastGm2(m_new_last + _g162 * 64, GmView2::Shape(t170.GetValidRow()));  // flash_attn.pto:18:21
         TSTORE(m_new_lastGm2, t170);  // flash_attn.pto:18:21
@@ -106,257 +99,41 @@ extern "C" __global__ AICORE void flash_attn_f16_k8(__gm__ float* s_last, __gm__
         TASSIGN(t177, 2048);  // flash_attn.pto:19:21
         pipe_barrier(PIPE_V);
         TEXP(t177, t174);  // flash_attn.pto:19:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:19:21
         GmView3 alpha_lastGm3(alpha_last + _g162 * 64, GmView3::Shape(t177.GetValidRow()));  // flash_attn.pto:19:21
         TSTORE(alpha_lastGm3, t177);  // flash_attn.pto:19:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
             TileT180 t180(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t180, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView4 s_lastGm4(s_last + _g162 * 64 * 64 + _g179 * 64, GmView4::Shape(t180.GetValidRow(), t180.GetValidCol()));  // flash_attn.pto:20:21
             TLOAD(t180, s_lastGm4);  // flash_attn.pto:20:21
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileT183 t183(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t183, 22528);  // flash_attn.pto:20:21
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp1 tmp1(min_i64(S - _g162 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(tmp1, 38912);  // flash_attn.pto:20:21
             TROWEXPAND(tmp1, t170);  // flash_attn.pto:20:21
             pipe_barrier(PIPE_V);  // flash_attn.pto:20:21
             TROWEXPANDSUB(t183, t180, tmp1);  // flash_attn.pto:20:21
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21
             GmView5 t8_lastGm5(t8_last + _g162 * 64 * 64 + _g179 * 64, GmView5::Shape(t183.GetValidRow(), t183.GetValidCol()));  // flash_attn.pto:20:21
             TSTORE(t8_lastGm5, t183);  // flash_attn.pto:20:21
         }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g184 = 0; _g184 < (S + 63) / 64; ++_g184) {  // flash_attn.pto:20:17
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
-            TileT186 t186(min_i64(S - _g184 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-            TASSIGN(t186, 0);  // flash_attn.pto:20:17
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-            GmView6 t8_lastGm6(t8_last + _g184 * 64 * 64 + _g185 * 64, GmView6::Shape(t186.GetValidRow(), t186.GetValidCol()));  // flash_attn.pto:20:17
-            TLOAD(t186, t8_lastGm6);  // flash_attn.pto:20:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT187 t187(min_i64(S - _g184 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
-            TASSIGN(t187, 16384);  // flash_attn.pto:20:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TEXP(t187, t186);  // flash_attn.pto:20:17
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17
-            GmView7 p_1_lastGm7(p_1_last + _g184 * 64 * 64 + _g185 * 64, GmView7::Shape(t187.GetValidRow(), t187.GetValidCol()));  // flash_attn.pto:20:17
-            TSTORE(p_1_lastGm7, t187);  // flash_attn.pto:20:17
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TileT189 t189(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(t189, 0);  // flash_attn.pto:21:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView8 lGm8(l + _g184 * 64, GmView8::Shape(t189.GetValidRow()));  // flash_attn.pto:21:20
-        TLOAD(t189, lGm8);  // flash_attn.pto:21:20
-        TileT190 t190(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(t190, 2048);  // flash_attn.pto:21:20
-        using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView9 alpha_lastGm9(alpha_last + _g184 * 64, GmView9::Shape(t190.GetValidRow()));  // flash_attn.pto:21:20
-        TLOAD(t190, alpha_lastGm9);  // flash_attn.pto:21:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT191 t191(min_i64(S - _g184 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(t191, 4096);  // flash_attn.pto:21:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMUL(t191, t189, t190);  // flash_attn.pto:21:20
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView10 t10_lastGm10(t10_last + _g184 * 64, GmView10::Shape(t191.GetValidRow()));  // flash_attn.pto:21:20
-        TSTORE(t10_lastGm10, t191);  // flash_attn.pto:21:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID3);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g192 = 0; _g192 < (S + 63) / 64; ++_g192) {  // flash_attn.pto:21:32
-        pipe_barrier(PIPE_V);
-        TileT193 t193(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
-        TASSIGN(t193, 0);  // flash_attn.pto:21:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k194) {  // flash_attn.pto:21:32
-            TileT195 t195(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t195, 2048);  // flash_attn.pto:21:32
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
-            GmView11 p_1_lastGm11(p_1_last + _g192 * 64 * 64 + _k194 * 64, GmView11::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
-            TLOAD(t195, p_1_lastGm11);  // flash_attn.pto:21:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT196 t196(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
-            TASSIGN(t196, 18432);  // flash_attn.pto:21:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp2;  // flash_attn.pto:21:32
-            TASSIGN(tmp2, 38912);  // flash_attn.pto:21:32
-            TROWSUM(t196, t195, tmp2);  // flash_attn.pto:21:32
-            pipe_barrier(PIPE_V);
-            TADD(t193, t193, t196);  // flash_attn.pto:21:32
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        TileT198 t198(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(t198, 2048);  // flash_attn.pto:21:20
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView12 t10_lastGm12(t10_last + _g192 * 64, GmView12::Shape(t198.GetValidRow()));  // flash_attn.pto:21:20
-        TLOAD(t198, t10_lastGm12);  // flash_attn.pto:21:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT200 t200(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
-        TASSIGN(t200, 4096);  // flash_attn.pto:21:20
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADD(t200, t198, t193);  // flash_attn.pto:21:20
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
-        GmView13 lGm13(l + _g192 * 64, GmView13::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
-        TSTORE(lGm13, t200);  // flash_attn.pto:21:20
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);
-            TileT203 t203(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t203, 0);  // flash_attn.pto:22:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView14 accGm14(acc + _g192 * 64 * D + _g202 * 64, GmView14::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView14::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t203, accGm14);  // flash_attn.pto:22:22
-            TileT204 t204(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t204, 16384);  // flash_attn.pto:22:22
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-            GmView15 alpha_lastGm15(alpha_last + _g192 * 64, GmView15::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
-            TLOAD(t204, alpha_lastGm15);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT206 t206(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t206, 18432);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp3(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp3, 38912);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp3, t204);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t206, t203, tmp3);  // flash_attn.pto:22:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView16 t13_lastGm16(t13_last + _g192 * 64 * D + _g202 * 64, GmView16::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView16::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(t13_lastGm16, t206);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g208) {  // flash_attn.pto:22:43
-            TileT209 t209(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-            TASSIGN(t209, 0);  // flash_attn.pto:22:43
-            using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView17 p_1_lastGm17(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView17::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-            TLOAD(t209, p_1_lastGm17);  // flash_attn.pto:22:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT210 t210(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-            TASSIGN(t210, 16384);  // flash_attn.pto:22:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t210, t209, RoundMode::CAST_RINT);  // flash_attn.pto:22:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView18 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView18 t15_lastGm18(t15_last + _g192 * 64 * 64 + _g208 * 64, GmView18::Shape(t210.GetValidRow(), t210.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15_lastGm18, t210);  // flash_attn.pto:22:43
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

@@ -44,6 +44,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -78,7 +83,7 @@ extern "C" int gather_last_f16(half* x, int32_t* idx, int64_t* cols, half* picke
         }
     }
     {  // gather_last.pto:4:17
-        const int64_t gather_last_f16_k0_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
+        const int64_t gather_last_f16_k0_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1);  // gather_last.pto:4:17
         bool gather_last_f16_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_last_f16_k0_block = 0; gather_last_f16_k0_block < gather_last_f16_k0_blocks; ++gather_last_f16_k0_block) {  // gather_last.pto:4:17
@@ -112,7 +117,7 @@ extern "C" int gather_last_f16(half* x, int32_t* idx, int64_t* cols, half* picke
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
+        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1);  // gather_last.pto:5:19
         bool gather_last_f16_k1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_last_f16_k1_block = 0; gather_last_f16_k1_block < gather_last_f16_k1_blocks; ++gather_last_f16_k1_block) {  // gather_last.pto:5:19

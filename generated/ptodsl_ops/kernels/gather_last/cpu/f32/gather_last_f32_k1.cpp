@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm__ float* x, __gm__ float* selected, int64_t M, int64_t J, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -35,10 +40,10 @@ extern "C" __global__ AICORE void gather_last_f32_k1(__gm__ int64_t* cols, __gm_
     using TileT8 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // gather_last.pto:5:19
-        for (int64_t _g4 = block_index * ceil_div(M, block_count); _g4 < block_index * ceil_div(M, block_count) + min_i64(ceil_div(M, block_count), M - block_index * ceil_div(M, block_count)); ++_g4) {  // gather_last.pto:5:19
+        for (int64_t _g4 = block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)); _g4 < block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)) + min_i64(ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)), M - block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1))); ++_g4) {  // gather_last.pto:5:19
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g5 = 0; _g5 < (J + 63) / 64; ++_g5) {  // gather_last.pto:5:19
+            for (int64_t _g5 = block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)); _g5 < block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)) + min_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)), (J + 63) / 64 - block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1))); ++_g5) {  // gather_last.pto:5:19
                 pipe_barrier(PIPE_V);
                 TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
                 TASSIGN(t6, 0);  // gather_last.pto:5:19

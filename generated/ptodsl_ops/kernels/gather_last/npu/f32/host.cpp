@@ -157,6 +157,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -190,7 +195,7 @@ extern "C" int gather_last_f32(int32_t device, void* stream, float* x, int32_t* 
         }
     }
     {  // gather_last.pto:4:17
-        const int64_t gather_last_f32_k0_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:4:17
+        const int64_t gather_last_f32_k0_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (K + 63) / 64), 1))), 1);  // gather_last.pto:4:17
         gather_last_f32_k0_launch(gather_last_f32_k0_blocks, ptodsl_stream, idx, x, picked, M, K, N);  // gather_last.pto:4:17
         if (!launched("the launch of gather_last_f32_k0")) {  // gather_last.pto:4:17
             return -1;  // gather_last.pto:4:17
@@ -209,7 +214,7 @@ extern "C" int gather_last_f32(int32_t device, void* stream, float* x, int32_t* 
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f32_k1_blocks = max_i64(ceil_div(M, max_i64((M + 47) / 48, 1)), 1);  // gather_last.pto:5:19
+        const int64_t gather_last_f32_k1_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1);  // gather_last.pto:5:19
         gather_last_f32_k1_launch(gather_last_f32_k1_blocks, ptodsl_stream, cols, x, selected, M, J, N);  // gather_last.pto:5:19
         if (!launched("the launch of gather_last_f32_k1")) {  // gather_last.pto:5:19
             return -1;  // gather_last.pto:5:19

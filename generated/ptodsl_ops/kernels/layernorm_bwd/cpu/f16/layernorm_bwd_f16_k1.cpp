@@ -4,142 +4,57 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ half* dbeta, int64_t H, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void layernorm_bwd_f16_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ half* dbeta, int64_t H)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT91 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT92 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT94 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT95 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT97 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT98 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT100 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT101 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g90 = 0; _g90 < (H + 1023) / 1024; ++_g90) {  // layernorm_bwd.pto:18:22
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g90 = block_index * ceil_div((H + 1023) / 1024, block_count); _g90 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g90) {  // layernorm_bwd.pto:18:22
         pipe_barrier(PIPE_V);
         TileT91 t91(min_i64(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
         TASSIGN(t91, 0);  // layernorm_bwd.pto:18:22
         TileT92 t92(min_i64(H - _g90 * 1024, 1024));  // layernorm_bwd.pto:18:22
         TASSIGN(t92, 4096);  // layernorm_bwd.pto:18:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
         GmView0 acc_gGm0(acc_g + _g90 * 1024, GmView0::Shape(t92.GetValidCol()), GmView0::Stride(H));  // layernorm_bwd.pto:18:22
         TLOAD(t92, acc_gGm0);  // layernorm_bwd.pto:18:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCOLSUM(t91, t92);  // layernorm_bwd.pto:18:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:18:22
         GmView1 t20Gm1(t20 + _g90 * 1024, GmView1::Shape(t91.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:18:22
         TSTORE(t20Gm1, t91);  // layernorm_bwd.pto:18:22
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    for (int64_t _g93 = 0; _g93 < (H + 1023) / 1024; ++_g93) {  // layernorm_bwd.pto:18:17
-        pipe_barrier(PIPE_V);
-        TileT94 t94(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t94, 0);  // layernorm_bwd.pto:18:17
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView2 t19Gm2(t19 + _g93 * 1024, GmView2::Shape(t94.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TLOAD(t94, t19Gm2);  // layernorm_bwd.pto:18:17
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT95 t95(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:18:17
-        TASSIGN(t95, 4096);  // layernorm_bwd.pto:18:17
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t95, t94, RoundMode::CAST_RINT);  // layernorm_bwd.pto:18:17
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:18:17
-        GmView3 dgammaGm3(dgamma + _g93 * 1024, GmView3::Shape(t95.GetValidCol()));  // layernorm_bwd.pto:18:17
-        TSTORE(dgammaGm3, t95);  // layernorm_bwd.pto:18:17
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT97 t97(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t97, 0);  // layernorm_bwd.pto:19:21
-        TileT98 t98(min_i64(H - _g93 * 1024, 1024));  // layernorm_bwd.pto:19:21
-        TASSIGN(t98, 4096);  // layernorm_bwd.pto:19:21
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView4 acc_bGm4(acc_b + _g93 * 1024, GmView4::Shape(t98.GetValidCol()), GmView4::Stride(H));  // layernorm_bwd.pto:19:21
-        TLOAD(t98, acc_bGm4);  // layernorm_bwd.pto:19:21
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCOLSUM(t97, t98);  // layernorm_bwd.pto:19:21
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:19:21
-        GmView5 t23Gm5(t23 + _g93 * 1024, GmView5::Shape(t97.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:19:21
-        TSTORE(t23Gm5, t97);  // layernorm_bwd.pto:19:21
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g99 = 0; _g99 < (H + 1023) / 1024; ++_g99) {  // layernorm_bwd.pto:19:16
-        pipe_barrier(PIPE_V);
-        TileT100 t100(min_i64(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
-        TASSIGN(t100, 0);  // layernorm_bwd.pto:19:16
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView6 t22Gm6(t22 + _g99 * 1024, GmView6::Shape(t100.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TLOAD(t100, t22Gm6);  // layernorm_bwd.pto:19:16
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT101 t101(min_i64(H - _g99 * 1024, 1024));  // layernorm_bwd.pto:19:16
-        TASSIGN(t101, 4096);  // layernorm_bwd.pto:19:16
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t101, t100, RoundMode::CAST_RINT);  // layernorm_bwd.pto:19:16
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:19:16
-        GmView7 dbetaGm7(dbeta + _g99 * 1024, GmView7::Shape(t101.GetValidCol()));  // layernorm_bwd.pto:19:16
-        TSTORE(dbetaGm7, t101);  // layernorm_bwd.pto:19:16
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);

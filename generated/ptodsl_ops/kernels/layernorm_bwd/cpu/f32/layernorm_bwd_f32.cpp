@@ -12,7 +12,9 @@
 #include <vector>
 
 extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps);
-extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H);
+extern "C" __global__ AICORE void layernorm_bwd_f32_k1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_f32_k1p1(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void layernorm_bwd_f32_k1p2(__gm__ float* acc_g, __gm__ float* t20, __gm__ float* t19, __gm__ float* dgamma, __gm__ float* acc_b, __gm__ float* t23, __gm__ float* t22, __gm__ float* dbeta, int64_t H, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +33,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* layernorm_bwd_f32_failure(void)
@@ -61,8 +79,81 @@ extern "C" int layernorm_bwd_f32(float* x, float* gamma, float* dy, float* dx, f
         std::vector<unsigned char> t23_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // layernorm_bwd.pto:19:21
         float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
         float* t22 = t23;  // layernorm_bwd.pto:19:21
-        start_launch(poison);  // layernorm_bwd.pto:18:22
-        layernorm_bwd_f32_k1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_f32_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t layernorm_bwd_f32_k1_block = 0; layernorm_bwd_f32_k1_block < layernorm_bwd_f32_k1_blocks; ++layernorm_bwd_f32_k1_block) {  // layernorm_bwd.pto:18:22
+                try {
+                    start_launch(poison);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_f32_k1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_f32_k1_block, layernorm_bwd_f32_k1_blocks);  // layernorm_bwd.pto:18:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    layernorm_bwd_f32_k1_block_no_memory = true;
+                }
+            }
+            if (layernorm_bwd_f32_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_f32_k1p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t layernorm_bwd_f32_k1p1_block = 0; layernorm_bwd_f32_k1p1_block < layernorm_bwd_f32_k1p1_blocks; ++layernorm_bwd_f32_k1p1_block) {  // layernorm_bwd.pto:18:22
+                try {
+                    start_launch(poison);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_f32_k1p1(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_f32_k1p1_block, layernorm_bwd_f32_k1p1_blocks);  // layernorm_bwd.pto:18:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    layernorm_bwd_f32_k1p1_block_no_memory = true;
+                }
+            }
+            if (layernorm_bwd_f32_k1p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f32_k1p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            bool layernorm_bwd_f32_k1p2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t layernorm_bwd_f32_k1p2_block = 0; layernorm_bwd_f32_k1p2_block < layernorm_bwd_f32_k1p2_blocks; ++layernorm_bwd_f32_k1p2_block) {  // layernorm_bwd.pto:18:22
+                try {
+                    start_launch(poison);  // layernorm_bwd.pto:18:22
+                    layernorm_bwd_f32_k1p2(acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H, layernorm_bwd_f32_k1p2_block, layernorm_bwd_f32_k1p2_blocks);  // layernorm_bwd.pto:18:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    layernorm_bwd_f32_k1p2_block_no_memory = true;
+                }
+            }
+            if (layernorm_bwd_f32_k1p2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -15,6 +15,8 @@
 
 extern "C" void layernorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc_g, float* acc_b, half* x, half* dy, float* xhat, half* gamma, float* t10, half* dx, int64_t H, int64_t R, float eps);
 extern "C" void layernorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, half* dgamma, float* acc_b, float* t23, float* t22, half* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f16_k1p1_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, half* dgamma, float* acc_b, float* t23, float* t22, half* dbeta, int64_t H);
+extern "C" void layernorm_bwd_f16_k1p2_launch(uint32_t block_dim, void* stream, float* acc_g, float* t20, float* t19, half* dgamma, float* acc_b, float* t23, float* t22, half* dbeta, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -146,6 +148,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* layernorm_bwd_f16_failure(void)
 {
     return ptodsl_failure;
@@ -194,9 +212,26 @@ extern "C" int layernorm_bwd_f16(int32_t device, void* stream, half* x, half* ga
         }
         float* t23 = reinterpret_cast<float*>(t23_bytes.data());  // layernorm_bwd.pto:19:21
         float* t22 = t23;  // layernorm_bwd.pto:19:21
-        layernorm_bwd_f16_k1_launch(1, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
-        if (!launched("the launch of layernorm_bwd_f16_k1")) {  // layernorm_bwd.pto:18:22
-            return -1;  // layernorm_bwd.pto:18:22
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f16_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f16_k1_launch(layernorm_bwd_f16_k1_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f16_k1")) {  // layernorm_bwd.pto:18:22
+                return -1;  // layernorm_bwd.pto:18:22
+            }
+        }
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f16_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f16_k1p1_launch(layernorm_bwd_f16_k1p1_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f16_k1p1")) {  // layernorm_bwd.pto:18:22
+                return -1;  // layernorm_bwd.pto:18:22
+            }
+        }
+        {  // layernorm_bwd.pto:18:22
+            const int64_t layernorm_bwd_f16_k1p2_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // layernorm_bwd.pto:18:22
+            layernorm_bwd_f16_k1p2_launch(layernorm_bwd_f16_k1p2_blocks, ptodsl_stream, acc_g, t20, t19, dgamma, acc_b, t23, t22, dbeta, H);  // layernorm_bwd.pto:18:22
+            if (!launched("the launch of layernorm_bwd_f16_k1p2")) {  // layernorm_bwd.pto:18:22
+                return -1;  // layernorm_bwd.pto:18:22
+            }
         }
     }
     return call.finish();

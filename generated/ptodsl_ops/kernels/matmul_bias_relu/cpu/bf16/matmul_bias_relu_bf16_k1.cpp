@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, __gm__ float* t2, __gm__ float* c, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
 #else
@@ -36,7 +41,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
     using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g13 = block_index * ceil_div((N + 63) / 64, block_count); _g13 < block_index * ceil_div((N + 63) / 64, block_count) + min_i64(ceil_div((N + 63) / 64, block_count), (N + 63) / 64 - block_index * ceil_div((N + 63) / 64, block_count)); ++_g13) {  // matmul_bias_relu.pto:4:17
+    for (int64_t _g13 = block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g13 < block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (N + 63) / 64 - block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g13) {  // matmul_bias_relu.pto:4:17
         TileT15 t15(min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
         TASSIGN(t15, 0);  // matmul_bias_relu.pto:4:17
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -47,7 +52,7 @@ extern "C" __global__ AICORE void matmul_bias_relu_bf16_k1(__gm__ float* bias, _
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g12 = 0; _g12 < (M + 15) / 16; ++_g12) {  // matmul_bias_relu.pto:4:17
+        for (int64_t _g12 = block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g12 < block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (M + 15) / 16 - block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g12) {  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
             TileT14 t14(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t14, 256);  // matmul_bias_relu.pto:4:17

@@ -157,6 +157,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -179,12 +184,15 @@ extern "C" int matmul_bias_relu_f16(int32_t device, void* stream, half* a, half*
             return -1;  // matmul_bias_relu.pto:4:17
         }
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
-        matmul_bias_relu_f16_k0_launch(1, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
-        if (!launched("the launch of matmul_bias_relu_f16_k0")) {  // matmul_bias_relu.pto:4:17
-            return -1;  // matmul_bias_relu.pto:4:17
+        {  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f16_k0_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bias_relu.pto:4:17
+            matmul_bias_relu_f16_k0_launch(matmul_bias_relu_f16_k0_blocks, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
+            if (!launched("the launch of matmul_bias_relu_f16_k0")) {  // matmul_bias_relu.pto:4:17
+                return -1;  // matmul_bias_relu.pto:4:17
+            }
         }
         {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_f16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(((N + 63) / 64 + 47) / 48, 1)), 1);  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f16_k1_blocks = max_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, max_i64(48 / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1);  // matmul_bias_relu.pto:4:17
             matmul_bias_relu_f16_k1_launch(matmul_bias_relu_f16_k1_blocks, ptodsl_stream, bias, t2, c, N, M);  // matmul_bias_relu.pto:4:17
             if (!launched("the launch of matmul_bias_relu_f16_k1")) {  // matmul_bias_relu.pto:4:17
                 return -1;  // matmul_bias_relu.pto:4:17

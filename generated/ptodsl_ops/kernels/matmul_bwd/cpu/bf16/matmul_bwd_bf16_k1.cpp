@@ -4,53 +4,77 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
-    using TileT9 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT6 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT7 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT8 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT13 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT14 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT15 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT9 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT8 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT12 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT13 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT14 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT15 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g5 = 0; _g5 < (K + 63) / 64; ++_g5) {  // matmul_bwd.pto:5:18
-        TileT9 t9(min_i64(N, 64), min_i64(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
+    for (int64_t _g5 = block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g5 < block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (K + 127) / 128 - block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g5) {  // matmul_bwd.pto:5:18
+        TileT9 t9(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
         TASSIGN(t9, 0);  // matmul_bwd.pto:5:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
-        GmView0 t2Gm0(t2 + _g5 * 64 * N, GmView0::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:18
+        GmView0 t2Gm0(t2 + _g5 * 128 * N, GmView0::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:18
         TLOAD(t9, t2Gm0);  // matmul_bwd.pto:5:18
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g4 = 0; _g4 < (M + 63) / 64; ++_g4) {  // matmul_bwd.pto:5:18
-            TileT6 t6(min_i64(M - _g4 * 64, 64), min_i64(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
+        for (int64_t _g4 = block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g4 < block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (M + 255) / 256 - block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g4) {  // matmul_bwd.pto:5:18
+            TileT6 t6(min_i64(M - _g4 * 256, 256), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
             TASSIGN(t6, 0);  // matmul_bwd.pto:5:18
-            TileT7 t7(min_i64(M - _g4 * 64, 64), min_i64(N, 64));  // matmul_bwd.pto:5:18
-            TASSIGN(t7, 16384);  // matmul_bwd.pto:5:18
+            TileT7 t7(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
+            TASSIGN(t7, 32768);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
-            GmView1 dcGm1(dc + _g4 * 64 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
+            GmView1 dcGm1(dc + _g4 * 256 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
             TLOAD(t7, dcGm1);  // matmul_bwd.pto:5:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT8 t8(min_i64(M - _g4 * 64, 64), min_i64(N, 64));  // matmul_bwd.pto:5:18
+            TileT8 t8(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t8, 0);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t8, t7);  // matmul_bwd.pto:5:18
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT10 t10(min_i64(N, 64), min_i64(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
+            TileT10 t10(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
             TASSIGN(t10, 0);  // matmul_bwd.pto:5:18
             TMOV(t10, t9);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -63,27 +87,27 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k11 = 1; _k11 < (N + 63) / 64; ++_k11) {  // matmul_bwd.pto:5:18
-                TileT12 t12(min_i64(M - _g4 * 64, 64), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
-                TASSIGN(t12, 16384);  // matmul_bwd.pto:5:18
+                TileT12 t12(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
+                TASSIGN(t12, 32768);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
-                GmView2 dcGm2(dc + _g4 * 64 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
+                GmView2 dcGm2(dc + _g4 * 256 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t12, dcGm2);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT13 t13(min_i64(M - _g4 * 64, 64), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
+                TileT13 t13(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t13, 0);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t13, t12);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT14 t14(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
-                TASSIGN(t14, 16384);  // matmul_bwd.pto:5:18
+                TileT14 t14(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+                TASSIGN(t14, 32768);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
-                GmView3 t2Gm3(t2 + _g5 * 64 * N + _k11 * 64, GmView3::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
+                GmView3 t2Gm3(t2 + _g5 * 128 * N + _k11 * 64, GmView3::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t14, t2Gm3);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT15 t15(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 64, 64));  // matmul_bwd.pto:5:18
+                TileT15 t15(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
                 TASSIGN(t15, 0);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t15, t14);  // matmul_bwd.pto:5:18
@@ -100,7 +124,7 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ fl
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
-            GmView4 t1Gm4(t1 + _g4 * 64 * K + _g5 * 64, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
+            GmView4 t1Gm4(t1 + _g4 * 256 * K + _g5 * 128, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
             TSTORE(t1Gm4, t6);  // matmul_bwd.pto:5:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }

@@ -4,53 +4,77 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
-    using TileT29 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT26 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT27 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT28 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT30 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT32 = Tile<TileType::Mat, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT33 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT35 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT29 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT26 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
+    using TileT27 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT28 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT30 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT32 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT33 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT34 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT35 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g25 = 0; _g25 < (N + 63) / 64; ++_g25) {  // matmul_bwd.pto:6:18
-        TileT29 t29(min_i64(M, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+    for (int64_t _g25 = block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)); _g25 < block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)) + min_i64(ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)), (N + 127) / 128 - block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1))); ++_g25) {  // matmul_bwd.pto:6:18
+        TileT29 t29(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
         TASSIGN(t29, 0);  // matmul_bwd.pto:6:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
-        GmView0 dcGm0(dc + _g25 * 64, GmView0::Shape(t29.GetValidRow(), t29.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:18
+        GmView0 dcGm0(dc + _g25 * 128, GmView0::Shape(t29.GetValidRow(), t29.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:18
         TLOAD(t29, dcGm0);  // matmul_bwd.pto:6:18
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g24 = 0; _g24 < (K + 63) / 64; ++_g24) {  // matmul_bwd.pto:6:18
-            TileT26 t26(min_i64(K - _g24 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+        for (int64_t _g24 = block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)); _g24 < block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)) + min_i64(ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)), (K + 255) / 256 - block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1))); ++_g24) {  // matmul_bwd.pto:6:18
+            TileT26 t26(min_i64(K - _g24 * 256, 256), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
-            TileT27 t27(min_i64(K - _g24 * 64, 64), min_i64(M, 64));  // matmul_bwd.pto:6:18
-            TASSIGN(t27, 16384);  // matmul_bwd.pto:6:18
+            TileT27 t27(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
+            TASSIGN(t27, 32768);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
-            GmView1 t5Gm1(t5 + _g24 * 64, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
+            GmView1 t5Gm1(t5 + _g24 * 256, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT28 t28(min_i64(K - _g24 * 64, 64), min_i64(M, 64));  // matmul_bwd.pto:6:18
+            TileT28 t28(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t28, 0);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t28, t27);  // matmul_bwd.pto:6:18
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+            TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
             TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
             TMOV(t30, t29);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
@@ -63,27 +87,27 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
-                TileT32 t32(min_i64(K - _g24 * 64, 64), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
-                TASSIGN(t32, 16384);  // matmul_bwd.pto:6:18
+                TileT32 t32(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
+                TASSIGN(t32, 32768);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
-                GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 64, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
+                GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 256, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
                 TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT33 t33(min_i64(K - _g24 * 64, 64), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT33 t33(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t33, t32);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
-                TASSIGN(t34, 16384);  // matmul_bwd.pto:6:18
+                TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+                TASSIGN(t34, 32768);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
-                GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 64, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
+                GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 128, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
                 TLOAD(t34, dcGm3);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT35 t35(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 64, 64));  // matmul_bwd.pto:6:18
+                TileT35 t35(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
                 TASSIGN(t35, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t35, t34);  // matmul_bwd.pto:6:18
@@ -100,7 +124,7 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k3(__gm__ float* dc, __gm__ fl
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
-            GmView4 t4Gm4(t4 + _g24 * 64 * N + _g25 * 64, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
+            GmView4 t4Gm4(t4 + _g24 * 256 * N + _g25 * 128, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
             TSTORE(t4Gm4, t26);  // matmul_bwd.pto:6:18
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }

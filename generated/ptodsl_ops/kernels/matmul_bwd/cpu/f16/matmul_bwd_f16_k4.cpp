@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void matmul_bwd_f16_k4(__gm__ float* t4, __gm__ half* db, int64_t K, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -33,10 +38,10 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k4(__gm__ float* t4, __gm__ hal
     using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT39 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g36 = block_index * ceil_div((K + 15) / 16, block_count); _g36 < block_index * ceil_div((K + 15) / 16, block_count) + min_i64(ceil_div((K + 15) / 16, block_count), (K + 15) / 16 - block_index * ceil_div((K + 15) / 16, block_count)); ++_g36) {  // matmul_bwd.pto:6:13
+    for (int64_t _g36 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g36 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (K + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g36) {  // matmul_bwd.pto:6:13
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g37 = 0; _g37 < (N + 63) / 64; ++_g37) {  // matmul_bwd.pto:6:13
+        for (int64_t _g37 = block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g37 < block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (N + 63) / 64 - block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g37) {  // matmul_bwd.pto:6:13
             pipe_barrier(PIPE_V);
             TileT38 t38(min_i64(K - _g36 * 16, 16), min_i64(N - _g37 * 64, 64));  // matmul_bwd.pto:6:13
             TASSIGN(t38, 0);  // matmul_bwd.pto:6:13

@@ -11,10 +11,10 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N);
-extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M);
-extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K);
-extern "C" __global__ AICORE void matmul_bwd_f32_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K);
+extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_bwd_f32_k1(__gm__ float* t2, __gm__ float* dc, __gm__ float* t1, int64_t K, int64_t N, int64_t M, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void matmul_bwd_f32_k3(__gm__ float* dc, __gm__ float* t5, __gm__ float* t4, int64_t N, int64_t M, int64_t K, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void matmul_bwd_f32_k4(__gm__ float* t4, __gm__ float* db, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
@@ -47,6 +47,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -72,20 +77,112 @@ extern "C" int matmul_bwd_f32(float* a, float* b, float* dc, float* da, float* d
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bwd.pto:5:29
         std::vector<unsigned char> t1_bytes = workspace((M * K) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:5:18
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // matmul_bwd.pto:5:18
-        start_launch(poison);  // matmul_bwd.pto:5:29
-        matmul_bwd_f32_k0(b, t2, K, N);  // matmul_bwd.pto:5:29
+        {  // matmul_bwd.pto:5:29
+            const int64_t matmul_bwd_f32_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:29
+            bool matmul_bwd_f32_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bwd_f32_k0_block = 0; matmul_bwd_f32_k0_block < matmul_bwd_f32_k0_blocks; ++matmul_bwd_f32_k0_block) {  // matmul_bwd.pto:5:29
+                try {
+                    start_launch(poison);  // matmul_bwd.pto:5:29
+                    matmul_bwd_f32_k0(b, t2, K, N, matmul_bwd_f32_k0_block, matmul_bwd_f32_k0_blocks);  // matmul_bwd.pto:5:29
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bwd_f32_k0_block_no_memory = true;
+                }
+            }
+            if (matmul_bwd_f32_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
         std::vector<unsigned char> t5_bytes = workspace((M * K) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:25
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // matmul_bwd.pto:6:25
-        start_launch(poison);  // matmul_bwd.pto:5:18
-        matmul_bwd_f32_k1(t2, dc, t1, K, N, M);  // matmul_bwd.pto:5:18
+        {  // matmul_bwd.pto:5:18
+            const int64_t matmul_bwd_f32_k1_blocks = max_i64(ceil_div((K + 127) / 128, max_i64(ceil_div((K + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bwd.pto:5:18
+            bool matmul_bwd_f32_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bwd_f32_k1_block = 0; matmul_bwd_f32_k1_block < matmul_bwd_f32_k1_blocks; ++matmul_bwd_f32_k1_block) {  // matmul_bwd.pto:5:18
+                try {
+                    start_launch(poison);  // matmul_bwd.pto:5:18
+                    matmul_bwd_f32_k1(t2, dc, t1, K, N, M, matmul_bwd_f32_k1_block, matmul_bwd_f32_k1_blocks);  // matmul_bwd.pto:5:18
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bwd_f32_k1_block_no_memory = true;
+                }
+            }
+            if (matmul_bwd_f32_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
         std::vector<unsigned char> t4_bytes = workspace((K * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:18
         float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // matmul_bwd.pto:6:18
-        start_launch(poison);  // matmul_bwd.pto:5:13
-        matmul_bwd_f32_k2(t1, da, a, t5, M, K);  // matmul_bwd.pto:5:13
-        start_launch(poison);  // matmul_bwd.pto:6:18
-        matmul_bwd_f32_k3(dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
+        {  // matmul_bwd.pto:5:13
+            const int64_t matmul_bwd_f32_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:13
+            bool matmul_bwd_f32_k2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bwd_f32_k2_block = 0; matmul_bwd_f32_k2_block < matmul_bwd_f32_k2_blocks; ++matmul_bwd_f32_k2_block) {  // matmul_bwd.pto:5:13
+                try {
+                    start_launch(poison);  // matmul_bwd.pto:5:13
+                    matmul_bwd_f32_k2(t1, da, a, t5, M, K, matmul_bwd_f32_k2_block, matmul_bwd_f32_k2_blocks);  // matmul_bwd.pto:5:13
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bwd_f32_k2_block_no_memory = true;
+                }
+            }
+            if (matmul_bwd_f32_k2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // matmul_bwd.pto:6:18
+            const int64_t matmul_bwd_f32_k3_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1);  // matmul_bwd.pto:6:18
+            bool matmul_bwd_f32_k3_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t matmul_bwd_f32_k3_block = 0; matmul_bwd_f32_k3_block < matmul_bwd_f32_k3_blocks; ++matmul_bwd_f32_k3_block) {  // matmul_bwd.pto:6:18
+                try {
+                    start_launch(poison);  // matmul_bwd.pto:6:18
+                    matmul_bwd_f32_k3(dc, t5, t4, N, M, K, matmul_bwd_f32_k3_block, matmul_bwd_f32_k3_blocks);  // matmul_bwd.pto:6:18
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    matmul_bwd_f32_k3_block_no_memory = true;
+                }
+            }
+            if (matmul_bwd_f32_k3_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
         {  // matmul_bwd.pto:6:13
-            const int64_t matmul_bwd_f32_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_f32_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:6:13
             bool matmul_bwd_f32_k4_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_f32_k4_block = 0; matmul_bwd_f32_k4_block < matmul_bwd_f32_k4_blocks; ++matmul_bwd_f32_k4_block) {  // matmul_bwd.pto:6:13

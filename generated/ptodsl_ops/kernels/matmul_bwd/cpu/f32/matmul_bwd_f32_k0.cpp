@@ -4,18 +4,42 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bwd_f32_k0(__gm__ float* b, __gm__ float* t2, int64_t K, int64_t N)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2Tile = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < (K + 15) / 16; ++_g0) {  // matmul_bwd.pto:5:29
+    for (int64_t _g0 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g0 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (K + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((K + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g0) {  // matmul_bwd.pto:5:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // matmul_bwd.pto:5:29
+        for (int64_t _g1 = block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g1 < block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (N + 63) / 64 - block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g1) {  // matmul_bwd.pto:5:29
             TileT2Tile t2Tile(min_i64(K - _g0 * 16, 16), min_i64(N - _g1 * 64, 64));  // matmul_bwd.pto:5:29
             TASSIGN(t2Tile, 0);  // matmul_bwd.pto:5:29
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

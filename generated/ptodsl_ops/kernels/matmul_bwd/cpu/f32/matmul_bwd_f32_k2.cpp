@@ -4,19 +4,43 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void matmul_bwd_f32_k2(__gm__ float* t1, __gm__ float* da, __gm__ float* a, __gm__ float* t5, int64_t M, int64_t K)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT18 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT22 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g16 = 0; _g16 < (M + 15) / 16; ++_g16) {  // matmul_bwd.pto:5:13
+    for (int64_t _g16 = block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)); _g16 < block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)), (M + 15) / 16 - block_index / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1))); ++_g16) {  // matmul_bwd.pto:5:13
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g17 = 0; _g17 < (K + 63) / 64; ++_g17) {  // matmul_bwd.pto:5:13
+        for (int64_t _g17 = block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)); _g17 < block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)) + min_i64(ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1)), (K + 63) / 64 - block_index % max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1) * ceil_div((K + 63) / 64, max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1))); ++_g17) {  // matmul_bwd.pto:5:13
             TileT18 t18(min_i64(M - _g16 * 16, 16), min_i64(K - _g17 * 64, 64));  // matmul_bwd.pto:5:13
             TASSIGN(t18, 0);  // matmul_bwd.pto:5:13
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -160,6 +160,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -187,34 +192,46 @@ extern "C" int matmul_bwd_f16(int32_t device, void* stream, half* a, half* b, fl
             return -1;  // matmul_bwd.pto:5:18
         }
         float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // matmul_bwd.pto:5:18
-        matmul_bwd_f16_k0_launch(1, ptodsl_stream, b, t2, K, N);  // matmul_bwd.pto:5:29
-        if (!launched("the launch of matmul_bwd_f16_k0")) {  // matmul_bwd.pto:5:29
-            return -1;  // matmul_bwd.pto:5:29
+        {  // matmul_bwd.pto:5:29
+            const int64_t matmul_bwd_f16_k0_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:29
+            matmul_bwd_f16_k0_launch(matmul_bwd_f16_k0_blocks, ptodsl_stream, b, t2, K, N);  // matmul_bwd.pto:5:29
+            if (!launched("the launch of matmul_bwd_f16_k0")) {  // matmul_bwd.pto:5:29
+                return -1;  // matmul_bwd.pto:5:29
+            }
         }
         DeviceWorkspace t5_bytes((M * K) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:25
         if (ptodsl_failed) {  // matmul_bwd.pto:6:25
             return -1;  // matmul_bwd.pto:6:25
         }
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // matmul_bwd.pto:6:25
-        matmul_bwd_f16_k1_launch(1, ptodsl_stream, t2, dc, t1, K, N, M);  // matmul_bwd.pto:5:18
-        if (!launched("the launch of matmul_bwd_f16_k1")) {  // matmul_bwd.pto:5:18
-            return -1;  // matmul_bwd.pto:5:18
+        {  // matmul_bwd.pto:5:18
+            const int64_t matmul_bwd_f16_k1_blocks = max_i64(ceil_div((K + 127) / 128, max_i64(ceil_div((K + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bwd.pto:5:18
+            matmul_bwd_f16_k1_launch(matmul_bwd_f16_k1_blocks, ptodsl_stream, t2, dc, t1, K, N, M);  // matmul_bwd.pto:5:18
+            if (!launched("the launch of matmul_bwd_f16_k1")) {  // matmul_bwd.pto:5:18
+                return -1;  // matmul_bwd.pto:5:18
+            }
         }
         DeviceWorkspace t4_bytes((K * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:18
         if (ptodsl_failed) {  // matmul_bwd.pto:6:18
             return -1;  // matmul_bwd.pto:6:18
         }
         float* t4 = reinterpret_cast<float*>(t4_bytes.data());  // matmul_bwd.pto:6:18
-        matmul_bwd_f16_k2_launch(1, ptodsl_stream, t1, da, a, t5, M, K);  // matmul_bwd.pto:5:13
-        if (!launched("the launch of matmul_bwd_f16_k2")) {  // matmul_bwd.pto:5:13
-            return -1;  // matmul_bwd.pto:5:13
+        {  // matmul_bwd.pto:5:13
+            const int64_t matmul_bwd_f16_k2_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 63) / 64, ceil_div((K + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (K + 63) / 64), 1))), 1);  // matmul_bwd.pto:5:13
+            matmul_bwd_f16_k2_launch(matmul_bwd_f16_k2_blocks, ptodsl_stream, t1, da, a, t5, M, K);  // matmul_bwd.pto:5:13
+            if (!launched("the launch of matmul_bwd_f16_k2")) {  // matmul_bwd.pto:5:13
+                return -1;  // matmul_bwd.pto:5:13
+            }
         }
-        matmul_bwd_f16_k3_launch(1, ptodsl_stream, dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
-        if (!launched("the launch of matmul_bwd_f16_k3")) {  // matmul_bwd.pto:6:18
-            return -1;  // matmul_bwd.pto:6:18
+        {  // matmul_bwd.pto:6:18
+            const int64_t matmul_bwd_f16_k3_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1);  // matmul_bwd.pto:6:18
+            matmul_bwd_f16_k3_launch(matmul_bwd_f16_k3_blocks, ptodsl_stream, dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
+            if (!launched("the launch of matmul_bwd_f16_k3")) {  // matmul_bwd.pto:6:18
+                return -1;  // matmul_bwd.pto:6:18
+            }
         }
         {  // matmul_bwd.pto:6:13
-            const int64_t matmul_bwd_f16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(((K + 15) / 16 + 47) / 48, 1)), 1);  // matmul_bwd.pto:6:13
+            const int64_t matmul_bwd_f16_k4_blocks = max_i64(ceil_div((K + 15) / 16, max_i64(ceil_div((K + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((K + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_bwd.pto:6:13
             matmul_bwd_f16_k4_launch(matmul_bwd_f16_k4_blocks, ptodsl_stream, t4, db, K, N);  // matmul_bwd.pto:6:13
             if (!launched("the launch of matmul_bwd_f16_k4")) {  // matmul_bwd.pto:6:13
                 return -1;  // matmul_bwd.pto:6:13

@@ -44,6 +44,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -70,7 +75,7 @@ extern "C" int matmul_splitk_bf16(bfloat16_t* a, bfloat16_t* b, float* bias, bfl
         start_launch(poison);  // matmul_splitk.pto:5:12
         matmul_splitk_bf16_k0(bias, b, a, _ws0, N, K, M);  // matmul_splitk.pto:5:12
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_splitk.pto:5:12
             bool matmul_splitk_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_splitk_bf16_k1_block = 0; matmul_splitk_bf16_k1_block < matmul_splitk_bf16_k1_blocks; ++matmul_splitk_bf16_k1_block) {  // matmul_splitk.pto:5:12

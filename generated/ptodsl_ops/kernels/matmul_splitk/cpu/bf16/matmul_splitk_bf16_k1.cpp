@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm__ bfloat16_t* c, int64_t M, int64_t N, int64_t K, int64_t block_index, int64_t block_count)
 #else
@@ -34,10 +39,10 @@ extern "C" __global__ AICORE void matmul_splitk_bf16_k1(__gm__ float* _ws0, __gm
     using TileT32 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT33 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g28 = block_index * ceil_div((M + 15) / 16, block_count); _g28 < block_index * ceil_div((M + 15) / 16, block_count) + min_i64(ceil_div((M + 15) / 16, block_count), (M + 15) / 16 - block_index * ceil_div((M + 15) / 16, block_count)); ++_g28) {  // matmul_splitk.pto:5:12
+    for (int64_t _g28 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g28 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (M + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g28) {  // matmul_splitk.pto:5:12
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g29 = 0; _g29 < (N + 63) / 64; ++_g29) {  // matmul_splitk.pto:5:12
+        for (int64_t _g29 = block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g29 < block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (N + 63) / 64 - block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g29) {  // matmul_splitk.pto:5:12
             TileT30 t30(min_i64(M - _g28 * 16, 16), min_i64(N - _g29 * 64, 64));  // matmul_splitk.pto:5:12
             TASSIGN(t30, 0);  // matmul_splitk.pto:5:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

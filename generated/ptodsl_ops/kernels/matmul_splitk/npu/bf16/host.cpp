@@ -157,6 +157,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -184,7 +189,7 @@ extern "C" int matmul_splitk_bf16(int32_t device, void* stream, bfloat16_t* a, b
             return -1;  // matmul_splitk.pto:5:12
         }
         {  // matmul_splitk.pto:5:12
-            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(((M + 15) / 16 + 47) / 48, 1)), 1);  // matmul_splitk.pto:5:12
+            const int64_t matmul_splitk_bf16_k1_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // matmul_splitk.pto:5:12
             matmul_splitk_bf16_k1_launch(matmul_splitk_bf16_k1_blocks, ptodsl_stream, _ws0, c, M, N, K);  // matmul_splitk.pto:5:12
             if (!launched("the launch of matmul_splitk_bf16_k1")) {  // matmul_splitk.pto:5:12
                 return -1;  // matmul_splitk.pto:5:12

@@ -4,37 +4,55 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* t1, __gm__ bfloat16_t* t0, __gm__ bfloat16_t* y, int64_t R, int64_t C, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* t1, __gm__ bfloat16_t* t0, __gm__ bfloat16_t* y, int64_t R, int64_t C)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1Tile = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT3 = Tile<TileType::Vec, bfloat16_t, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 4, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT6 = Tile<TileType::Vec, bfloat16_t, 4, 16, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT8 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 4, 512, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (R + 3) / 4; ++_g0) {  // mean_rows.pto:3:12
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((R + 3) / 4, block_count); _g0 < block_index * ceil_div((R + 3) / 4, block_count) + min_i64(ceil_div((R + 3) / 4, block_count), (R + 3) / 4 - block_index * ceil_div((R + 3) / 4, block_count)); ++_g0) {  // mean_rows.pto:3:12
         pipe_barrier(PIPE_V);
         TileT1Tile t1Tile(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
         TASSIGN(t1Tile, 0);  // mean_rows.pto:3:12
         TEXPANDS(t1Tile, 0.0f);  // mean_rows.pto:3:12
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         for (int64_t _k2 = 0; _k2 < (C + 511) / 512; ++_k2) {  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TileT3 t3(min_i64(R - _g0 * 4, 4), min_i64(C - _k2 * 512, 512));  // mean_rows.pto:3:12
             TASSIGN(t3, 128);  // mean_rows.pto:3:12
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // mean_rows.pto:3:12
             GmView0 xGm0(x + _g0 * 4 * C + _k2 * 512, GmView0::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView0::Stride(C));  // mean_rows.pto:3:12
             TLOAD(t3, xGm0);  // mean_rows.pto:3:12
@@ -51,11 +69,11 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
             TROWSUM(t5, t4, tmp0);  // mean_rows.pto:3:12
             pipe_barrier(PIPE_V);
             TADD(t1Tile, t1Tile, t5);  // mean_rows.pto:3:12
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TMULS(t1Tile, t1Tile, static_cast<float>(1.0 / C));  // mean_rows.pto:3:12
         TileT6 t6(min_i64(R - _g0 * 4, 4));  // mean_rows.pto:3:12
@@ -64,36 +82,14 @@ extern "C" __global__ AICORE void mean_rows_bf16_k0(__gm__ bfloat16_t* x, __gm__
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t6, t1Tile, RoundMode::CAST_RINT);  // mean_rows.pto:3:12
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:12
         GmView1 t1Gm1(t1 + _g0 * 4, GmView1::Shape(t6.GetValidRow()));  // mean_rows.pto:3:12
         TSTORE(t1Gm1, t6);  // mean_rows.pto:3:12
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g7 = 0; _g7 < (R + 511) / 512; ++_g7) {  // mean_rows.pto:3:5
-        TileT8 t8(min_i64(R - _g7 * 512, 512));  // mean_rows.pto:3:5
-        TASSIGN(t8, 0);  // mean_rows.pto:3:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
-        GmView2 t0Gm2(t0 + _g7 * 512, GmView2::Shape(t8.GetValidCol()));  // mean_rows.pto:3:5
-        TLOAD(t8, t0Gm2);  // mean_rows.pto:3:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // mean_rows.pto:3:5
-        GmView3 yGm3(y + _g7 * 512, GmView3::Shape(t8.GetValidCol()));  // mean_rows.pto:3:5
-        TSTORE(yGm3, t8);  // mean_rows.pto:3:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
 }

@@ -4,13 +4,37 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q, __gm__ float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT7 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT4 = TileAcc<float, 32, 32, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
@@ -21,8 +45,8 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k0(__gm__ half* k, __gm__ half* q
     using TileT12 = Tile<TileType::Mat, half, 32, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT13 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b0 = 0; _b0 < B; ++_b0) {  // mha_sdpa.pto:5:9
-        for (int64_t _b1 = 0; _b1 < H; ++_b1) {  // mha_sdpa.pto:5:9
+    for (int64_t _b0 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b0 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b0) {  // mha_sdpa.pto:5:9
+        for (int64_t _b1 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b1 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b1) {  // mha_sdpa.pto:5:9
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g3 = 0; _g3 < (L + 31) / 32; ++_g3) {  // mha_sdpa.pto:5:9
                 TileT7 t7(min_i64(D, 32), min_i64(L - _g3 * 32, 32));  // mha_sdpa.pto:5:9

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t5, __gm__ half* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count)
 #else
@@ -40,8 +45,8 @@ extern "C" __global__ AICORE void mha_sdpa_f16_k2(__gm__ half* v, __gm__ half* t
     using TileT74 = Tile<TileType::Mat, half, 32, 32, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT75 = TileRight<half, 32, 32, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _b62 = block_index * ceil_div(B, block_count); _b62 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_b62) {  // mha_sdpa.pto:8:12
-        for (int64_t _b63 = 0; _b63 < H; ++_b63) {  // mha_sdpa.pto:8:12
+    for (int64_t _b62 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b62 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b62) {  // mha_sdpa.pto:8:12
+        for (int64_t _b63 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)); _b63 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1))); ++_b63) {  // mha_sdpa.pto:8:12
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             for (int64_t _g65 = 0; _g65 < (D + 31) / 32; ++_g65) {  // mha_sdpa.pto:8:12
                 TileT69 t69(min_i64(L, 32), min_i64(D - _g65 * 32, 32));  // mha_sdpa.pto:8:12

@@ -4,301 +4,69 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void mha_sdpa_f32_k1(__gm__ float* t0, __gm__ float* s, __gm__ float* t1, __gm__ float* e, __gm__ float* p, __gm__ float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT18 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT19 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT25 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT31 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT34 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT44 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT46 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT52 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 16, 128, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g14 = 0; _g14 < B; ++_g14) {  // mha_sdpa.pto:5:9
-        for (int64_t _g15 = 0; _g15 < H; ++_g15) {  // mha_sdpa.pto:5:9
+    for (int64_t _g14 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g14 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g14) {  // mha_sdpa.pto:5:9
+        for (int64_t _g15 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g15 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g15) {  // mha_sdpa.pto:5:9
             for (int64_t _g16 = 0; _g16 < (S + 15) / 16; ++_g16) {  // mha_sdpa.pto:5:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g17 = 0; _g17 < (L + 127) / 128; ++_g17) {  // mha_sdpa.pto:5:9
                     pipe_barrier(PIPE_V);
                     TileT18 t18(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128));  // mha_sdpa.pto:5:9
                     TASSIGN(t18, 0);  // mha_sdpa.pto:5:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                     GmView0 t0Gm0(t0 + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L + _g17 * 128, GmView0::Shape(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128)), GmView0::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
                     TLOAD(t18, t0Gm0);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TileT19 t19(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128));  // mha_sdpa.pto:5:9
                     TASSIGN(t19, 8192);  // mha_sdpa.pto:5:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TMULS(t19, t18, scale);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:5:9
                     GmView1 sGm1(s + _g14 * (L * S * H) + _g15 * (L * S) + _g16 * 16 * L + _g17 * 128, GmView1::Shape(min_i64(S - _g16 * 16, 16), min_i64(L - _g17 * 128, 128)), GmView1::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:5:9
                     TSTORE(sGm1, t19);  // mha_sdpa.pto:5:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            }
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g20 = 0; _g20 < B; ++_g20) {  // mha_sdpa.pto:6:17
-        for (int64_t _g21 = 0; _g21 < H; ++_g21) {  // mha_sdpa.pto:6:17
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g22 = 0; _g22 < (S + 15) / 16; ++_g22) {  // mha_sdpa.pto:6:17
-                pipe_barrier(PIPE_V);
-                TileT23 t23(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
-                TASSIGN(t23, 0);  // mha_sdpa.pto:6:17
-                TEXPANDS(t23, -__builtin_inff());  // mha_sdpa.pto:6:17
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k24 = 0; _k24 < (L + 127) / 128; ++_k24) {  // mha_sdpa.pto:6:17
-                    pipe_barrier(PIPE_V);
-                    TileT25 t25(min_i64(S - _g22 * 16, 16), min_i64(L - _k24 * 128, 128));  // mha_sdpa.pto:6:17
-                    TASSIGN(t25, 512);  // mha_sdpa.pto:6:17
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:17
-                    GmView2 sGm2(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _k24 * 128, GmView2::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _k24 * 128, 128)), GmView2::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:17
-                    TLOAD(t25, sGm2);  // mha_sdpa.pto:6:17
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT26 t26(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:17
-                    TASSIGN(t26, 8704);  // mha_sdpa.pto:6:17
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp0 tmp0;  // mha_sdpa.pto:6:17
-                    TASSIGN(tmp0, 16896);  // mha_sdpa.pto:6:17
-                    TROWMAX(t26, t25, tmp0);  // mha_sdpa.pto:6:17
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TMAX(t23, t23, t26);  // mha_sdpa.pto:6:17
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g30 = 0; _g30 < (L + 127) / 128; ++_g30) {  // mha_sdpa.pto:6:13
-                    pipe_barrier(PIPE_V);
-                    TileT31 t31(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t31, 512);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
-                    GmView3 sGm3(s + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView3::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128)), GmView3::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
-                    TLOAD(t31, sGm3);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT34 t34(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128));  // mha_sdpa.pto:6:13
-                    TASSIGN(t34, 8704);  // mha_sdpa.pto:6:13
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp1 tmp1(min_i64(S - _g22 * 16, 16));  // mha_sdpa.pto:6:13
-                    TASSIGN(tmp1, 16896);  // mha_sdpa.pto:6:13
-                    TROWEXPAND(tmp1, t23);  // mha_sdpa.pto:6:13
-                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:6:13
-                    TROWEXPANDSUB(t34, t31, tmp1);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:13
-                    GmView4 t1Gm4(t1 + _g20 * (L * S * H) + _g21 * (L * S) + _g22 * 16 * L + _g30 * 128, GmView4::Shape(min_i64(S - _g22 * 16, 16), min_i64(L - _g30 * 128, 128)), GmView4::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:13
-                    TSTORE(t1Gm4, t34);  // mha_sdpa.pto:6:13
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g35 = 0; _g35 < B; ++_g35) {  // mha_sdpa.pto:6:9
-        for (int64_t _g36 = 0; _g36 < H; ++_g36) {  // mha_sdpa.pto:6:9
-            for (int64_t _g37 = 0; _g37 < (S + 15) / 16; ++_g37) {  // mha_sdpa.pto:6:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g38 = 0; _g38 < (L + 127) / 128; ++_g38) {  // mha_sdpa.pto:6:9
-                    pipe_barrier(PIPE_V);
-                    TileT39 t39(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128));  // mha_sdpa.pto:6:9
-                    TASSIGN(t39, 0);  // mha_sdpa.pto:6:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
-                    GmView5 t1Gm5(t1 + _g35 * (L * S * H) + _g36 * (L * S) + _g37 * 16 * L + _g38 * 128, GmView5::Shape(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128)), GmView5::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
-                    TLOAD(t39, t1Gm5);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT40 t40(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128));  // mha_sdpa.pto:6:9
-                    TASSIGN(t40, 8192);  // mha_sdpa.pto:6:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TEXP(t40, t39);  // mha_sdpa.pto:6:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                    using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:6:9
-                    GmView6 eGm6(e + _g35 * (L * S * H) + _g36 * (L * S) + _g37 * 16 * L + _g38 * 128, GmView6::Shape(min_i64(S - _g37 * 16, 16), min_i64(L - _g38 * 128, 128)), GmView6::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:6:9
-                    TSTORE(eGm6, t40);  // mha_sdpa.pto:6:9
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g41 = 0; _g41 < B; ++_g41) {  // mha_sdpa.pto:7:13
-        for (int64_t _g42 = 0; _g42 < H; ++_g42) {  // mha_sdpa.pto:7:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g43 = 0; _g43 < (S + 15) / 16; ++_g43) {  // mha_sdpa.pto:7:13
-                pipe_barrier(PIPE_V);
-                TileT44 t44(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
-                TASSIGN(t44, 0);  // mha_sdpa.pto:7:13
-                TEXPANDS(t44, 0.0f);  // mha_sdpa.pto:7:13
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k45 = 0; _k45 < (L + 127) / 128; ++_k45) {  // mha_sdpa.pto:7:13
-                    pipe_barrier(PIPE_V);
-                    TileT46 t46(min_i64(S - _g43 * 16, 16), min_i64(L - _k45 * 128, 128));  // mha_sdpa.pto:7:13
-                    TASSIGN(t46, 512);  // mha_sdpa.pto:7:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:13
-                    GmView7 eGm7(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _k45 * 128, GmView7::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _k45 * 128, 128)), GmView7::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:13
-                    TLOAD(t46, eGm7);  // mha_sdpa.pto:7:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT47 t47(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:13
-                    TASSIGN(t47, 8704);  // mha_sdpa.pto:7:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp0 tmp2;  // mha_sdpa.pto:7:13
-                    TASSIGN(tmp2, 16896);  // mha_sdpa.pto:7:13
-                    TROWSUM(t47, t46, tmp2);  // mha_sdpa.pto:7:13
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                    TADD(t44, t44, t47);  // mha_sdpa.pto:7:13
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                for (int64_t _g51 = 0; _g51 < (L + 127) / 128; ++_g51) {  // mha_sdpa.pto:7:9
-                    pipe_barrier(PIPE_V);
-                    TileT52 t52(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t52, 512);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
-                    GmView8 eGm8(e + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView8::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128)), GmView8::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
-                    TLOAD(t52, eGm8);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT55 t55(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128));  // mha_sdpa.pto:7:9
-                    TASSIGN(t55, 8704);  // mha_sdpa.pto:7:9
-                    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileTmp1 tmp3(min_i64(S - _g43 * 16, 16));  // mha_sdpa.pto:7:9
-                    TASSIGN(tmp3, 16896);  // mha_sdpa.pto:7:9
-                    TROWEXPAND(tmp3, t44);  // mha_sdpa.pto:7:9
-                    pipe_barrier(PIPE_V);  // mha_sdpa.pto:7:9
-                    TROWEXPANDDIV(t55, t52, tmp3);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:7:9
-                    GmView9 pGm9(p + _g41 * (L * S * H) + _g42 * (L * S) + _g43 * 16 * L + _g51 * 128, GmView9::Shape(min_i64(S - _g43 * 16, 16), min_i64(L - _g51 * 128, 128)), GmView9::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:7:9
-                    TSTORE(pGm9, t55);  // mha_sdpa.pto:7:9
-                    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                }
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-    }
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g56 = 0; _g56 < B; ++_g56) {  // mha_sdpa.pto:8:19
-        for (int64_t _g57 = 0; _g57 < H; ++_g57) {  // mha_sdpa.pto:8:19
-            for (int64_t _g58 = 0; _g58 < (S + 15) / 16; ++_g58) {  // mha_sdpa.pto:8:19
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _g59 = 0; _g59 < (L + 127) / 128; ++_g59) {  // mha_sdpa.pto:8:19
-                    TileT60 t60(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128));  // mha_sdpa.pto:8:19
-                    TASSIGN(t60, 0);  // mha_sdpa.pto:8:19
-                    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                    using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
-                    GmView10 pGm10(p + _g56 * (L * S * H) + _g57 * (L * S) + _g58 * 16 * L + _g59 * 128, GmView10::Shape(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128)), GmView10::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
-                    TLOAD(t60, pGm10);  // mha_sdpa.pto:8:19
-                    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                    using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // mha_sdpa.pto:8:19
-                    GmView11 t5Gm11(t5 + _g56 * (L * S * H) + _g57 * (L * S) + _g58 * 16 * L + _g59 * 128, GmView11::Shape(min_i64(S - _g58 * 16, 16), min_i64(L - _g59 * 128, 128)), GmView11::Stride(L * S * H, L * S, L));  // mha_sdpa.pto:8:19
-                    TSTORE(t5Gm11, t60);  // mha_sdpa.pto:8:19
-                    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                }
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
         }
     }

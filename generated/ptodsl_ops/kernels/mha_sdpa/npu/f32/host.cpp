@@ -15,6 +15,10 @@
 
 extern "C" void mha_sdpa_f32_k0_launch(uint32_t block_dim, void* stream, float* k, float* q, float* t0, int64_t B, int64_t H, int64_t L, int64_t D, int64_t S);
 extern "C" void mha_sdpa_f32_k1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f32_k1p1_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f32_k1p2_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f32_k1p3_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
+extern "C" void mha_sdpa_f32_k1p4_launch(uint32_t block_dim, void* stream, float* t0, float* s, float* t1, float* e, float* p, float* t5, int64_t B, int64_t H, int64_t S, int64_t L, float scale);
 extern "C" void mha_sdpa_f32_k2_launch(uint32_t block_dim, void* stream, float* v, float* t5, float* o, int64_t B, int64_t H, int64_t D, int64_t L, int64_t S);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
@@ -158,6 +162,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -185,9 +194,12 @@ extern "C" int mha_sdpa_f32(int32_t device, void* stream, float* q, float* k, fl
             return -1;  // mha_sdpa.pto:5:9
         }
         float* s = reinterpret_cast<float*>(s_bytes.data());  // mha_sdpa.pto:5:9
-        mha_sdpa_f32_k0_launch(1, ptodsl_stream, k, q, t0, B, H, L, D, S);  // mha_sdpa.pto:5:9
-        if (!launched("the launch of mha_sdpa_f32_k0")) {  // mha_sdpa.pto:5:9
-            return -1;  // mha_sdpa.pto:5:9
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(24 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k0_launch(mha_sdpa_f32_k0_blocks, ptodsl_stream, k, q, t0, B, H, L, D, S);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k0")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
         }
         DeviceWorkspace t1_bytes((B * H * S * L) * static_cast<int64_t>(sizeof(float)), poison);  // mha_sdpa.pto:6:13
         if (ptodsl_failed) {  // mha_sdpa.pto:6:13
@@ -209,12 +221,43 @@ extern "C" int mha_sdpa_f32(int32_t device, void* stream, float* q, float* k, fl
             return -1;  // mha_sdpa.pto:8:19
         }
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // mha_sdpa.pto:8:19
-        mha_sdpa_f32_k1_launch(1, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
-        if (!launched("the launch of mha_sdpa_f32_k1")) {  // mha_sdpa.pto:5:9
-            return -1;  // mha_sdpa.pto:5:9
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k1_launch(mha_sdpa_f32_k1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k1")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
+        }
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k1p1_launch(mha_sdpa_f32_k1p1_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k1p1")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
+        }
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k1p2_launch(mha_sdpa_f32_k1p2_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k1p2")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
+        }
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p3_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k1p3_launch(mha_sdpa_f32_k1p3_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k1p3")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
+        }
+        {  // mha_sdpa.pto:5:9
+            const int64_t mha_sdpa_f32_k1p4_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:5:9
+            mha_sdpa_f32_k1p4_launch(mha_sdpa_f32_k1p4_blocks, ptodsl_stream, t0, s, t1, e, p, t5, B, H, S, L, scale);  // mha_sdpa.pto:5:9
+            if (!launched("the launch of mha_sdpa_f32_k1p4")) {  // mha_sdpa.pto:5:9
+                return -1;  // mha_sdpa.pto:5:9
+            }
         }
         {  // mha_sdpa.pto:8:12
-            const int64_t mha_sdpa_f32_k2_blocks = max_i64(ceil_div(B, max_i64((B + 23) / 24, 1)), 1);  // mha_sdpa.pto:8:12
+            const int64_t mha_sdpa_f32_k2_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(24 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1);  // mha_sdpa.pto:8:12
             mha_sdpa_f32_k2_launch(mha_sdpa_f32_k2_blocks, ptodsl_stream, v, t5, o, B, H, D, L, S);  // mha_sdpa.pto:8:12
             if (!launched("the launch of mha_sdpa_f32_k2")) {  // mha_sdpa.pto:8:12
                 return -1;  // mha_sdpa.pto:8:12

@@ -11,7 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ half* weights, __gm__ int32_t* experts, int64_t N);
+extern "C" __global__ AICORE void moe_topk_f16_k0(__gm__ half* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ half* weights, __gm__ int32_t* experts, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void moe_topk_f16_k0p1(__gm__ half* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ half* weights, __gm__ int32_t* experts, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +31,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* moe_topk_f16_failure(void)
@@ -51,8 +68,56 @@ extern "C" int moe_topk_f16(half* logits, half* weights, int32_t* experts, int64
     float* top = reinterpret_cast<float*>(top_bytes.data());  // moe_topk.pto:8:5
     std::vector<unsigned char> ids_bytes = workspace((N * 4) * static_cast<int64_t>(sizeof(int32_t)), poison);  // moe_topk.pto:8:5
     int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
-    start_launch(poison);  // moe_topk.pto:5:9
-    moe_topk_f16_k0(logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
+    {  // moe_topk.pto:5:9
+        const int64_t moe_topk_f16_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // moe_topk.pto:5:9
+        bool moe_topk_f16_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t moe_topk_f16_k0_block = 0; moe_topk_f16_k0_block < moe_topk_f16_k0_blocks; ++moe_topk_f16_k0_block) {  // moe_topk.pto:5:9
+            try {
+                start_launch(poison);  // moe_topk.pto:5:9
+                moe_topk_f16_k0(logits, top, ids, weights, experts, N, moe_topk_f16_k0_block, moe_topk_f16_k0_blocks);  // moe_topk.pto:5:9
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                moe_topk_f16_k0_block_no_memory = true;
+            }
+        }
+        if (moe_topk_f16_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // moe_topk.pto:5:9
+        const int64_t moe_topk_f16_k0p1_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // moe_topk.pto:5:9
+        bool moe_topk_f16_k0p1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t moe_topk_f16_k0p1_block = 0; moe_topk_f16_k0p1_block < moe_topk_f16_k0p1_blocks; ++moe_topk_f16_k0p1_block) {  // moe_topk.pto:5:9
+            try {
+                start_launch(poison);  // moe_topk.pto:5:9
+                moe_topk_f16_k0p1(logits, top, ids, weights, experts, N, moe_topk_f16_k0p1_block, moe_topk_f16_k0p1_blocks);  // moe_topk.pto:5:9
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                moe_topk_f16_k0p1_block_no_memory = true;
+            }
+        }
+        if (moe_topk_f16_k0p1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

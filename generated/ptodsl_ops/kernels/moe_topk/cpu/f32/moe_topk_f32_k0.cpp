@@ -4,13 +4,32 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ float* weights, __gm__ int32_t* experts, int64_t N, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ float* top, __gm__ int32_t* ids, __gm__ float* weights, __gm__ int32_t* experts, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT4 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT13 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
@@ -29,35 +48,30 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
     using TileT35 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT36 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileT37 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileT39 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT40 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
-    using TileT45 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
-    using TileT50 = Tile<TileType::Vec, int32_t, 8, 8, BLayout::RowMajor, DYNAMIC, 4>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
     using TileView2 = Tile<TileType::Vec, uint8_t, 8, 32, BLayout::RowMajor, DYNAMIC, 2>;
     using TileView3 = Tile<TileType::Vec, float, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
     using TileTmp4 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor>;
     using TileView5 = Tile<TileType::Vec, int32_t, 8, 16, BLayout::RowMajor, DYNAMIC, 16>;
-    using TileTmp6 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // moe_topk.pto:5:9
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (N + 7) / 8; ++_g0) {  // moe_topk.pto:5:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g0 = block_index * ceil_div((N + 7) / 8, block_count); _g0 < block_index * ceil_div((N + 7) / 8, block_count) + min_i64(ceil_div((N + 7) / 8, block_count), (N + 7) / 8 - block_index * ceil_div((N + 7) / 8, block_count)); ++_g0) {  // moe_topk.pto:5:9
             pipe_barrier(PIPE_V);
             TileT1 t1(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:5:9
             TASSIGN(t1, 0);  // moe_topk.pto:5:9
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 16>, Stride<1, 1, 1, 16, 1>>;  // moe_topk.pto:5:9
             GmView0 logitsGm0(logits + _g0 * 8 * 16, GmView0::Shape(t1.GetValidRow()));  // moe_topk.pto:5:9
             TLOAD(t1, logitsGm0);  // moe_topk.pto:5:9
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT4 t4(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:6:17
             TASSIGN(t4, 512);  // moe_topk.pto:6:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // moe_topk.pto:6:17
             TASSIGN(tmp0, 3072);  // moe_topk.pto:6:17
             TROWMAX(t4, t1, tmp0);  // moe_topk.pto:6:17
@@ -95,13 +109,13 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
             TASSIGN(t26, 1280);  // moe_topk.pto:8:5
             TEXPANDS(t26, 0);  // moe_topk.pto:8:5
             pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             for (int64_t _j27 = 0; _j27 < 4; ++_j27) {  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
                 TileT28 t28(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
                 TASSIGN(t28, 0);  // moe_topk.pto:8:5
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TileView2 view4(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
                 TASSIGN(view4, 0);  // moe_topk.pto:8:5
                 TCMPS(view4, t26, 0, CmpMode::NE);  // moe_topk.pto:8:5
@@ -129,7 +143,7 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
                 TileTmp0 tmp11;  // moe_topk.pto:8:5
                 TASSIGN(tmp11, 3072);  // moe_topk.pto:8:5
                 TROWMAX(t30, t29, tmp11);  // moe_topk.pto:8:5
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 TileT31 t31(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
                 TASSIGN(t31, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
@@ -182,7 +196,7 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
                 TileTmp4 tmp25;  // moe_topk.pto:8:5
                 TASSIGN(tmp25, 3072);  // moe_topk.pto:8:5
                 TROWMIN(t35, t34, tmp25);  // moe_topk.pto:8:5
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 TileT36 t36(min_i64(N - _g0 * 8, 8));  // moe_topk.pto:8:5
                 TASSIGN(t36, 1792);  // moe_topk.pto:8:5
                 pipe_barrier(PIPE_V);
@@ -209,86 +223,21 @@ extern "C" __global__ AICORE void moe_topk_f32_k0(__gm__ float* logits, __gm__ f
                 TileTmp4 tmp32;  // moe_topk.pto:8:5
                 TASSIGN(tmp32, 3584);  // moe_topk.pto:8:5
                 TSEL(view28, view31, view29, view30, tmp32);  // moe_topk.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:8:5
                 GmView1 topGm1(top + _g0 * 8 * 4 + _j27, GmView1::Shape(t30.GetValidRow()));  // moe_topk.pto:8:5
                 TSTORE(topGm1, t30);  // moe_topk.pto:8:5
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
                 using GmView2 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:8:5
                 GmView2 idsGm2(ids + _g0 * 8 * 4 + _j27, GmView2::Shape(t35.GetValidRow()));  // moe_topk.pto:8:5
                 TSTORE(idsGm2, t35);  // moe_topk.pto:8:5
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g38 = 0; _g38 < (N + 7) / 8; ++_g38) {  // moe_topk.pto:9:29
-            pipe_barrier(PIPE_V);
-            TileT39 t39(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
-            TASSIGN(t39, 0);  // moe_topk.pto:9:29
-            TileT40 t40(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:29
-            TASSIGN(t40, 256);  // moe_topk.pto:9:29
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:29
-            GmView3 topGm3(top + _g38 * 8 * 4, GmView3::Shape(t40.GetValidRow()));  // moe_topk.pto:9:29
-            TLOAD(t40, topGm3);  // moe_topk.pto:9:29
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp6 tmp33;  // moe_topk.pto:9:29
-            TASSIGN(tmp33, 3072);  // moe_topk.pto:9:29
-            TROWSUM(t39, t40, tmp33);  // moe_topk.pto:9:29
-            TileT45 t45(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(t45, 512);  // moe_topk.pto:9:23
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp34(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:9:23
-            TASSIGN(tmp34, 3072);  // moe_topk.pto:9:23
-            TROWEXPAND(tmp34, t39);  // moe_topk.pto:9:23
-            pipe_barrier(PIPE_V);  // moe_topk.pto:9:23
-            TROWEXPANDDIV(t45, t40, tmp34);  // moe_topk.pto:9:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:9:18
-            GmView4 weightsGm4(weights + _g38 * 8 * 4, GmView4::Shape(t45.GetValidRow()));  // moe_topk.pto:9:18
-            TSTORE(weightsGm4, t45);  // moe_topk.pto:9:18
-            TileT50 t50(min_i64(N - _g38 * 8, 8));  // moe_topk.pto:10:5
-            TASSIGN(t50, 0);  // moe_topk.pto:10:5
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
-            GmView5 idsGm5(ids + _g38 * 8 * 4, GmView5::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
-            TLOAD(t50, idsGm5);  // moe_topk.pto:10:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<int32_t, Shape<1, 1, 1, DYNAMIC, 4>, Stride<1, 1, 1, 4, 1>>;  // moe_topk.pto:10:5
-            GmView6 expertsGm6(experts + _g38 * 8 * 4, GmView6::Shape(t50.GetValidRow()));  // moe_topk.pto:10:5
-            TSTORE(expertsGm6, t50);  // moe_topk.pto:10:5
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
     }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 extern "C" void moe_topk_f32_k0_launch(uint32_t block_dim, void* stream, float* logits, float* top, int32_t* ids, float* weights, int32_t* experts, int64_t N);
+extern "C" void moe_topk_f32_k0p1_launch(uint32_t block_dim, void* stream, float* logits, float* top, int32_t* ids, float* weights, int32_t* experts, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -145,6 +146,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* moe_topk_f32_failure(void)
 {
     return ptodsl_failure;
@@ -166,9 +183,19 @@ extern "C" int moe_topk_f32(int32_t device, void* stream, float* logits, float* 
         return -1;  // moe_topk.pto:8:5
     }
     int32_t* ids = reinterpret_cast<int32_t*>(ids_bytes.data());  // moe_topk.pto:8:5
-    moe_topk_f32_k0_launch(1, ptodsl_stream, logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
-    if (!launched("the launch of moe_topk_f32_k0")) {  // moe_topk.pto:5:9
-        return -1;  // moe_topk.pto:5:9
+    {  // moe_topk.pto:5:9
+        const int64_t moe_topk_f32_k0_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // moe_topk.pto:5:9
+        moe_topk_f32_k0_launch(moe_topk_f32_k0_blocks, ptodsl_stream, logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
+        if (!launched("the launch of moe_topk_f32_k0")) {  // moe_topk.pto:5:9
+            return -1;  // moe_topk.pto:5:9
+        }
+    }
+    {  // moe_topk.pto:5:9
+        const int64_t moe_topk_f32_k0p1_blocks = max_i64(ceil_div((N + 7) / 8, max_i64(((N + 7) / 8 + 47) / 48, 1)), 1);  // moe_topk.pto:5:9
+        moe_topk_f32_k0p1_launch(moe_topk_f32_k0p1_blocks, ptodsl_stream, logits, top, ids, weights, experts, N);  // moe_topk.pto:5:9
+        if (!launched("the launch of moe_topk_f32_k0p1")) {  // moe_topk.pto:5:9
+            return -1;  // moe_topk.pto:5:9
+        }
     }
     return call.finish();
 }

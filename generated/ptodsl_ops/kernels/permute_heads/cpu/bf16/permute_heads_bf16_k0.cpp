@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void permute_heads_bf16_k0(__gm__ bfloat16_t* t0, int64_t t0_stride0, int64_t t0_stride1, int64_t t0_stride2, __gm__ bfloat16_t* y, int64_t B, int64_t H, int64_t S, int64_t D, int64_t block_index, int64_t block_count)
 #else
@@ -33,8 +38,8 @@ extern "C" __global__ AICORE void permute_heads_bf16_k0(__gm__ bfloat16_t* t0, i
     using TileT4 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // permute_heads.pto:4:5
-        for (int64_t _g0 = block_index * ceil_div(B, block_count); _g0 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_g0) {  // permute_heads.pto:4:5
-            for (int64_t _g1 = 0; _g1 < H; ++_g1) {  // permute_heads.pto:4:5
+        for (int64_t _g0 = block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g0 < block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), B - block_index / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g0) {  // permute_heads.pto:4:5
+            for (int64_t _g1 = block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)); _g1 < block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)) + min_i64(ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1)), H - block_index % max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1) * ceil_div(H, max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(48 / max_i64(B, 1), H), 1))), 1))); ++_g1) {  // permute_heads.pto:4:5
                 for (int64_t _g2 = 0; _g2 < (S + 15) / 16; ++_g2) {  // permute_heads.pto:4:5
                     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
                     for (int64_t _g3 = 0; _g3 < (D + 63) / 64; ++_g3) {  // permute_heads.pto:4:5

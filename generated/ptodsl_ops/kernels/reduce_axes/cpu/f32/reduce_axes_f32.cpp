@@ -11,7 +11,18 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p1(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p2(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p3(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p4(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p5(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p7(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p8(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p9(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p11(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +41,27 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* reduce_axes_f32_failure(void)
@@ -67,8 +99,306 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
         std::vector<unsigned char> t13_bytes = workspace((R * S) * static_cast<int64_t>(sizeof(float)), poison);  // reduce_axes.pto:10:14
         float* t13 = reinterpret_cast<float*>(t13_bytes.data());  // reduce_axes.pto:10:14
         float* t11 = t13;  // reduce_axes.pto:10:14
-        start_launch(poison);  // reduce_axes.pto:5:14
-        reduce_axes_f32_k0(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0_block = 0; reduce_axes_f32_k0_block < reduce_axes_f32_k0_blocks; ++reduce_axes_f32_k0_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0_block, reduce_axes_f32_k0_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p1_block = 0; reduce_axes_f32_k0p1_block < reduce_axes_f32_k0p1_blocks; ++reduce_axes_f32_k0p1_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p1(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p1_block, reduce_axes_f32_k0p1_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p1_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p2_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p2_block = 0; reduce_axes_f32_k0p2_block < reduce_axes_f32_k0p2_blocks; ++reduce_axes_f32_k0p2_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p2(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p2_block, reduce_axes_f32_k0p2_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p2_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p2_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p3_blocks = max_i64(ceil_div(A, max_i64(ceil_div(A, max_i64(48 / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p3_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p3_block = 0; reduce_axes_f32_k0p3_block < reduce_axes_f32_k0p3_blocks; ++reduce_axes_f32_k0p3_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p3(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p3_block, reduce_axes_f32_k0p3_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p3_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p3_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p4_blocks = max_i64(ceil_div(A, max_i64((A + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p4_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p4_block = 0; reduce_axes_f32_k0p4_block < reduce_axes_f32_k0p4_blocks; ++reduce_axes_f32_k0p4_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p4(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p4_block, reduce_axes_f32_k0p4_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p4_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p4_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p5_blocks = max_i64(ceil_div((A + 31) / 32, max_i64(((A + 31) / 32 + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p5_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p5_block = 0; reduce_axes_f32_k0p5_block < reduce_axes_f32_k0p5_blocks; ++reduce_axes_f32_k0p5_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p5(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p5_block, reduce_axes_f32_k0p5_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p5_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p5_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p6_blocks = max_i64(ceil_div(Q, max_i64(ceil_div(Q, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(Q, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p6_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p6_block = 0; reduce_axes_f32_k0p6_block < reduce_axes_f32_k0p6_blocks; ++reduce_axes_f32_k0p6_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p6(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p6_block, reduce_axes_f32_k0p6_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p6_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p6_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p7_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p7_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p7_block = 0; reduce_axes_f32_k0p7_block < reduce_axes_f32_k0p7_blocks; ++reduce_axes_f32_k0p7_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p7(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p7_block, reduce_axes_f32_k0p7_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p7_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p7_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p8_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(Q, ceil_div(Q, max_i64(min_i64(48 / max_i64(P, 1), Q), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p8_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p8_block = 0; reduce_axes_f32_k0p8_block < reduce_axes_f32_k0p8_blocks; ++reduce_axes_f32_k0p8_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p8(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p8_block, reduce_axes_f32_k0p8_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p8_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p8_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p9_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p9_block = 0; reduce_axes_f32_k0p9_block < reduce_axes_f32_k0p9_blocks; ++reduce_axes_f32_k0p9_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p9(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p9_block, reduce_axes_f32_k0p9_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p9_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p9_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p10_blocks = max_i64(ceil_div(R, max_i64(ceil_div(R, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64(R, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p10_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p10_block = 0; reduce_axes_f32_k0p10_block < reduce_axes_f32_k0p10_blocks; ++reduce_axes_f32_k0p10_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p10(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p10_block, reduce_axes_f32_k0p10_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p10_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p10_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p11_blocks = max_i64(ceil_div((R + 3) / 4, max_i64(ceil_div((R + 3) / 4, max_i64(48 / max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 31) / 32, ceil_div((S + 31) / 32, max_i64(min_i64(48 / max_i64((R + 3) / 4, 1), (S + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p11_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p11_block = 0; reduce_axes_f32_k0p11_block < reduce_axes_f32_k0p11_blocks; ++reduce_axes_f32_k0p11_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p11(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p11_block, reduce_axes_f32_k0p11_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p11_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p11_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

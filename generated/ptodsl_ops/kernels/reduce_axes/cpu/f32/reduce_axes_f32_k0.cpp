@@ -4,660 +4,79 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT2Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT4Tile = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9Tile = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT10Tile = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT13Tile = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 4, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT24 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT45 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT46 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT49 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT51 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT52 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT54 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT56 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT61 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT64 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT70 = Tile<TileType::Vec, float, 1, 32, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT73 = Tile<TileType::Vec, float, 4, 32, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 32, BLayout::RowMajor>;
 
-    for (int64_t _g0 = 0; _g0 < A; ++_g0) {  // reduce_axes.pto:5:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g1 = 0; _g1 < (B + 7) / 8; ++_g1) {  // reduce_axes.pto:5:14
+    for (int64_t _g0 = block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g0 < block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), A - block_index / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div(A, block_count / max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g0) {  // reduce_axes.pto:5:14
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g1 = block_index % max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)); _g1 < block_index % max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)) + min_i64(ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1)), (B + 7) / 8 - block_index % max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1) * ceil_div((B + 7) / 8, max_i64(ceil_div((B + 7) / 8, ceil_div((B + 7) / 8, max_i64(min_i64(48 / max_i64(A, 1), (B + 7) / 8), 1))), 1))); ++_g1) {  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
             TileT2Tile t2Tile(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
             TASSIGN(t2Tile, 0);  // reduce_axes.pto:5:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             TEXPANDS(t2Tile, 0.0f);  // reduce_axes.pto:5:14
             pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             for (int64_t _k3 = 0; _k3 < (C + 31) / 32; ++_k3) {  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
                 TileT4Tile t4Tile(min_i64(B - _g1 * 8, 8), min_i64(C - _k3 * 32, 32));  // reduce_axes.pto:5:14
                 TASSIGN(t4Tile, 256);  // reduce_axes.pto:5:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:5:14
                 GmView0 xGm0(x + _g0 * (C * B) + _g1 * 8 * C + _k3 * 32, GmView0::Shape(min_i64(B - _g1 * 8, 8), min_i64(C - _k3 * 32, 32)), GmView0::Stride(C * B, C));  // reduce_axes.pto:5:14
                 TLOAD(t4Tile, xGm0);  // reduce_axes.pto:5:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT5Tile t5Tile(min_i64(B - _g1 * 8, 8));  // reduce_axes.pto:5:14
                 TASSIGN(t5Tile, 1280);  // reduce_axes.pto:5:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileTmp0 tmp0;  // reduce_axes.pto:5:14
                 TASSIGN(tmp0, 1536);  // reduce_axes.pto:5:14
                 TROWSUM(t5Tile, t4Tile, tmp0);  // reduce_axes.pto:5:14
                 pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 TADD(t2Tile, t2Tile, t5Tile);  // reduce_axes.pto:5:14
             }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
             GmView1 t1Gm1(t1 + _g0 * B + _g1 * 8, GmView1::Shape(min_i64(B - _g1 * 8, 8)), GmView1::Stride(B));  // reduce_axes.pto:5:14
             TSTORE(t1Gm1, t2Tile);  // reduce_axes.pto:5:14
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    for (int64_t _g6 = 0; _g6 < B; ++_g6) {  // reduce_axes.pto:5:14
-        pipe_barrier(PIPE_V);
-        TileT7 t7;  // reduce_axes.pto:5:14
-        TASSIGN(t7, 0);  // reduce_axes.pto:5:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TEXPANDS(t7, 0.0f);  // reduce_axes.pto:5:14
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k8 = 0; _k8 < (A + 7) / 8; ++_k8) {  // reduce_axes.pto:5:14
-            pipe_barrier(PIPE_V);
-            TileT9Tile t9Tile(min_i64(A - _k8 * 8, 8));  // reduce_axes.pto:5:14
-            TASSIGN(t9Tile, 32);  // reduce_axes.pto:5:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-            GmView2 t1Gm2(t1 + _k8 * 8 * B + _g6, GmView2::Shape(min_i64(A - _k8 * 8, 8)), GmView2::Stride(B));  // reduce_axes.pto:5:14
-            TLOAD(t9Tile, t1Gm2);  // reduce_axes.pto:5:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT10Tile t10Tile;  // reduce_axes.pto:5:14
-            TASSIGN(t10Tile, 288);  // reduce_axes.pto:5:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLSUM(t10Tile, t9Tile);  // reduce_axes.pto:5:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t7, t7, t10Tile);  // reduce_axes.pto:5:14
-        }
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:5:14
-        GmView3 s02Gm3(s02 + _g6, GmView3::Shape(), GmView3::Stride(B));  // reduce_axes.pto:5:14
-        TSTORE(s02Gm3, t7);  // reduce_axes.pto:5:14
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        for (int64_t _g12 = 0; _g12 < (C + 31) / 32; ++_g12) {  // reduce_axes.pto:6:13
-            pipe_barrier(PIPE_V);
-            TileT13Tile t13Tile(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-            TASSIGN(t13Tile, 0);  // reduce_axes.pto:6:13
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TEXPANDS(t13Tile, -__builtin_inff());  // reduce_axes.pto:6:13
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _k14 = 0; _k14 < (A + 7) / 8; ++_k14) {  // reduce_axes.pto:6:13
-                pipe_barrier(PIPE_V);
-                TileT15 t15(min_i64(A - _k14 * 8, 8), min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t15, 128);  // reduce_axes.pto:6:13
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-                GmView4 xGm4(x + _k14 * 8 * (C * B) + _g6 * C + _g12 * 32, GmView4::Shape(min_i64(A - _k14 * 8, 8), min_i64(C - _g12 * 32, 32)), GmView4::Stride(C * B, C));  // reduce_axes.pto:6:13
-                TLOAD(t15, xGm4);  // reduce_axes.pto:6:13
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT16 t16(min_i64(C - _g12 * 32, 32));  // reduce_axes.pto:6:13
-                TASSIGN(t16, 1152);  // reduce_axes.pto:6:13
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLMAX(t16, t15);  // reduce_axes.pto:6:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                TMAX(t13Tile, t13Tile, t16);  // reduce_axes.pto:6:13
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:6:13
-            GmView5 t3Gm5(t3 + _g6 * C + _g12 * 32, GmView5::Shape(min_i64(C - _g12 * 32, 32)), GmView5::Stride(C * B, C));  // reduce_axes.pto:6:13
-            TSTORE(t3Gm5, t13Tile);  // reduce_axes.pto:6:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g17 = 0; _g17 < (B + 3) / 4; ++_g17) {  // reduce_axes.pto:6:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g18 = 0; _g18 < (C + 31) / 32; ++_g18) {  // reduce_axes.pto:6:5
-            TileT19 t19(min_i64(B - _g17 * 4, 4), min_i64(C - _g18 * 32, 32));  // reduce_axes.pto:6:5
-            TASSIGN(t19, 0);  // reduce_axes.pto:6:5
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:6:5
-            GmView6 t2Gm6(t2 + _g17 * 4 * C + _g18 * 32, GmView6::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView6::Stride(C));  // reduce_axes.pto:6:5
-            TLOAD(t19, t2Gm6);  // reduce_axes.pto:6:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:6:5
-            GmView7 m0Gm7(m0 + _g17 * 4 * C + _g18 * 32, GmView7::Shape(t19.GetValidRow(), t19.GetValidCol()), GmView7::Stride(C));  // reduce_axes.pto:6:5
-            TSTORE(m0Gm7, t19);  // reduce_axes.pto:6:5
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g20 = 0; _g20 < A; ++_g20) {  // reduce_axes.pto:7:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g21 = 0; _g21 < (B + 7) / 8; ++_g21) {  // reduce_axes.pto:7:14
-            pipe_barrier(PIPE_V);
-            TileT22 t22(min_i64(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
-            TASSIGN(t22, 0);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t22, 0.0f);  // reduce_axes.pto:7:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k23 = 0; _k23 < (C + 31) / 32; ++_k23) {  // reduce_axes.pto:7:14
-                pipe_barrier(PIPE_V);
-                TileT24 t24(min_i64(B - _g21 * 8, 8), min_i64(C - _k23 * 32, 32));  // reduce_axes.pto:7:14
-                TASSIGN(t24, 256);  // reduce_axes.pto:7:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:7:14
-                GmView8 xGm8(x + _g20 * (C * B) + _g21 * 8 * C + _k23 * 32, GmView8::Shape(min_i64(B - _g21 * 8, 8), min_i64(C - _k23 * 32, 32)), GmView8::Stride(C * B, C));  // reduce_axes.pto:7:14
-                TLOAD(t24, xGm8);  // reduce_axes.pto:7:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT25 t25(min_i64(B - _g21 * 8, 8));  // reduce_axes.pto:7:14
-                TASSIGN(t25, 1280);  // reduce_axes.pto:7:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileTmp0 tmp1;  // reduce_axes.pto:7:14
-                TASSIGN(tmp1, 1536);  // reduce_axes.pto:7:14
-                TROWSUM(t25, t24, tmp1);  // reduce_axes.pto:7:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t22, t22, t25);  // reduce_axes.pto:7:14
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMULS(t22, t22, static_cast<float>(1.0 / C));  // reduce_axes.pto:7:14
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView9 t5Gm9(t5 + _g20 * B + _g21 * 8, GmView9::Shape(min_i64(B - _g21 * 8, 8)), GmView9::Stride(B));  // reduce_axes.pto:7:14
-            TSTORE(t5Gm9, t22);  // reduce_axes.pto:7:14
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    for (int64_t _g26 = 0; _g26 < A; ++_g26) {  // reduce_axes.pto:7:14
-        pipe_barrier(PIPE_V);
-        TileT27 t27;  // reduce_axes.pto:7:14
-        TASSIGN(t27, 0);  // reduce_axes.pto:7:14
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TEXPANDS(t27, 0.0f);  // reduce_axes.pto:7:14
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k28 = 0; _k28 < (B + 7) / 8; ++_k28) {  // reduce_axes.pto:7:14
-            pipe_barrier(PIPE_V);
-            TileT29 t29(min_i64(B - _k28 * 8, 8));  // reduce_axes.pto:7:14
-            TASSIGN(t29, 32);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, DYNAMIC, 1, 1>>;  // reduce_axes.pto:7:14
-            GmView10 t5Gm10(t5 + _g26 * B + _k28 * 8, GmView10::Shape(min_i64(B - _k28 * 8, 8)), GmView10::Stride(B));  // reduce_axes.pto:7:14
-            TLOAD(t29, t5Gm10);  // reduce_axes.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT30 t30;  // reduce_axes.pto:7:14
-            TASSIGN(t30, 288);  // reduce_axes.pto:7:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLSUM(t30, t29);  // reduce_axes.pto:7:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t27, t27, t30);  // reduce_axes.pto:7:14
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMULS(t27, t27, static_cast<float>(1.0 / B));  // reduce_axes.pto:7:14
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> t6Gm11(t6 + _g26);  // reduce_axes.pto:7:14
-        TSTORE(t6Gm11, t27);  // reduce_axes.pto:7:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g31 = 0; _g31 < (A + 31) / 32; ++_g31) {  // reduce_axes.pto:7:5
-        TileT32 t32(min_i64(A - _g31 * 32, 32));  // reduce_axes.pto:7:5
-        TASSIGN(t32, 0);  // reduce_axes.pto:7:5
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView12 t4Gm12(t4 + _g31 * 32, GmView12::Shape(t32.GetValidCol()));  // reduce_axes.pto:7:5
-        TLOAD(t32, t4Gm12);  // reduce_axes.pto:7:5
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // reduce_axes.pto:7:5
-        GmView13 a12Gm13(a12 + _g31 * 32, GmView13::Shape(t32.GetValidCol()));  // reduce_axes.pto:7:5
-        TSTORE(a12Gm13, t32);  // reduce_axes.pto:7:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g33 = 0; _g33 < Q; ++_g33) {  // reduce_axes.pto:8:13
-        for (int64_t _g34 = 0; _g34 < R; ++_g34) {  // reduce_axes.pto:8:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g35 = 0; _g35 < (S + 31) / 32; ++_g35) {  // reduce_axes.pto:8:13
-                pipe_barrier(PIPE_V);
-                TileT36 t36(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                TASSIGN(t36, 0);  // reduce_axes.pto:8:13
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TEXPANDS(t36, __builtin_inff());  // reduce_axes.pto:8:13
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                for (int64_t _k37 = 0; _k37 < (P + 7) / 8; ++_k37) {  // reduce_axes.pto:8:13
-                    pipe_barrier(PIPE_V);
-                    TileT38 t38(min_i64(P - _k37 * 8, 8), min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t38, 128);  // reduce_axes.pto:8:13
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    using GmView14 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                    GmView14 wGm14(w + _k37 * 8 * (S * R * Q) + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView14::Shape(min_i64(P - _k37 * 8, 8), min_i64(S - _g35 * 32, 32)), GmView14::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
-                    TLOAD(t38, wGm14);  // reduce_axes.pto:8:13
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TileT39 t39(min_i64(S - _g35 * 32, 32));  // reduce_axes.pto:8:13
-                    TASSIGN(t39, 1152);  // reduce_axes.pto:8:13
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                    TCOLMIN(t39, t38);  // reduce_axes.pto:8:13
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                    TMIN(t36, t36, t39);  // reduce_axes.pto:8:13
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:8:13
-                GmView15 n0Gm15(n0 + _g33 * (S * R) + _g34 * S + _g35 * 32, GmView15::Shape(min_i64(S - _g35 * 32, 32)), GmView15::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:8:13
-                TSTORE(n0Gm15, t36);  // reduce_axes.pto:8:13
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g40 = 0; _g40 < P; ++_g40) {  // reduce_axes.pto:9:15
-        for (int64_t _g41 = 0; _g41 < Q; ++_g41) {  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g42 = 0; _g42 < (R + 7) / 8; ++_g42) {  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                TileT43 t43(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t43, 0);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TEXPANDS(t43, 0.0f);  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _k44 = 0; _k44 < (S + 31) / 32; ++_k44) {  // reduce_axes.pto:9:15
-                    pipe_barrier(PIPE_V);
-                    TileT45 t45(min_i64(R - _g42 * 8, 8), min_i64(S - _k44 * 32, 32));  // reduce_axes.pto:9:15
-                    TASSIGN(t45, 256);  // reduce_axes.pto:9:15
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView16 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:9:15
-                    GmView16 wGm16(w + _g40 * (S * R * Q) + _g41 * (S * R) + _g42 * 8 * S + _k44 * 32, GmView16::Shape(min_i64(R - _g42 * 8, 8), min_i64(S - _k44 * 32, 32)), GmView16::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:9:15
-                    TLOAD(t45, wGm16);  // reduce_axes.pto:9:15
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileT46 t46(min_i64(R - _g42 * 8, 8));  // reduce_axes.pto:9:15
-                    TASSIGN(t46, 1280);  // reduce_axes.pto:9:15
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                    TileTmp0 tmp2;  // reduce_axes.pto:9:15
-                    TASSIGN(tmp2, 1536);  // reduce_axes.pto:9:15
-                    TROWSUM(t46, t45, tmp2);  // reduce_axes.pto:9:15
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    TADD(t43, t43, t46);  // reduce_axes.pto:9:15
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                pipe_barrier(PIPE_V);
-                TMULS(t43, t43, static_cast<float>(1.0 / S));  // reduce_axes.pto:9:15
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView17 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView17 t9Gm17(t9 + _g40 * (R * Q) + _g41 * R + _g42 * 8, GmView17::Shape(min_i64(R - _g42 * 8, 8)), GmView17::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                TSTORE(t9Gm17, t43);  // reduce_axes.pto:9:15
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g47 = 0; _g47 < P; ++_g47) {  // reduce_axes.pto:9:15
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g48 = 0; _g48 < Q; ++_g48) {  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            TileT49 t49;  // reduce_axes.pto:9:15
-            TASSIGN(t49, 0);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t49, 0.0f);  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k50 = 0; _k50 < (R + 7) / 8; ++_k50) {  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                TileT51 t51(min_i64(R - _k50 * 8, 8));  // reduce_axes.pto:9:15
-                TASSIGN(t51, 32);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView18 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, DYNAMIC, DYNAMIC, 1, 1>>;  // reduce_axes.pto:9:15
-                GmView18 t9Gm18(t9 + _g47 * (R * Q) + _g48 * R + _k50 * 8, GmView18::Shape(min_i64(R - _k50 * 8, 8)), GmView18::Stride(R * Q, R));  // reduce_axes.pto:9:15
-                TLOAD(t51, t9Gm18);  // reduce_axes.pto:9:15
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT52 t52;  // reduce_axes.pto:9:15
-                TASSIGN(t52, 288);  // reduce_axes.pto:9:15
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t52, t51);  // reduce_axes.pto:9:15
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t49, t49, t52);  // reduce_axes.pto:9:15
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TMULS(t49, t49, static_cast<float>(1.0 / R));  // reduce_axes.pto:9:15
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView19 = GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView19 t10Gm19(t10 + _g47 * Q + _g48, GmView19::Shape(), GmView19::Stride(Q));  // reduce_axes.pto:9:15
-            TSTORE(t10Gm19, t49);  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    for (int64_t _g53 = 0; _g53 < P; ++_g53) {  // reduce_axes.pto:9:15
-        pipe_barrier(PIPE_V);
-        TileT54 t54;  // reduce_axes.pto:9:15
-        TASSIGN(t54, 0);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        TEXPANDS(t54, 0.0f);  // reduce_axes.pto:9:15
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k55 = 0; _k55 < (Q + 7) / 8; ++_k55) {  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            TileT56 t56(min_i64(Q - _k55 * 8, 8));  // reduce_axes.pto:9:15
-            TASSIGN(t56, 32);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView20 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, 1>, Stride<1, DYNAMIC, 1, 1, 1>>;  // reduce_axes.pto:9:15
-            GmView20 t10Gm20(t10 + _g53 * Q + _k55 * 8, GmView20::Shape(min_i64(Q - _k55 * 8, 8)), GmView20::Stride(Q));  // reduce_axes.pto:9:15
-            TLOAD(t56, t10Gm20);  // reduce_axes.pto:9:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TileT57 t57;  // reduce_axes.pto:9:15
-            TASSIGN(t57, 288);  // reduce_axes.pto:9:15
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID3);
-            TCOLSUM(t57, t56);  // reduce_axes.pto:9:15
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t54, t54, t57);  // reduce_axes.pto:9:15
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        TMULS(t54, t54, static_cast<float>(1.0 / Q));  // reduce_axes.pto:9:15
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        GlobalTensor<float, Shape<1, 1, 1, 1, 1>, Stride<1, 1, 1, 1, 1>> v123Gm21(v123 + _g53);  // reduce_axes.pto:9:15
-        TSTORE(v123Gm21, t54);  // reduce_axes.pto:9:15
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        for (int64_t _g59 = 0; _g59 < R; ++_g59) {  // reduce_axes.pto:10:14
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g60 = 0; _g60 < (S + 31) / 32; ++_g60) {  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                TileT61 t61(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t61, 0);  // reduce_axes.pto:10:14
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                TEXPANDS(t61, 0.0f);  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                for (int64_t _k62 = 0; _k62 < (Q + 7) / 8; ++_k62) {  // reduce_axes.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    TileT63 t63(min_i64(Q - _k62 * 8, 8), min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t63, 128);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    using GmView22 = GlobalTensor<float, Shape<1, 1, DYNAMIC, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                    GmView22 wGm22(w + _g53 * (S * R * Q) + _k62 * 8 * (S * R) + _g59 * S + _g60 * 32, GmView22::Shape(min_i64(Q - _k62 * 8, 8), min_i64(S - _g60 * 32, 32)), GmView22::Stride(S * R * Q, S * R, S));  // reduce_axes.pto:10:14
-                    TLOAD(t63, wGm22);  // reduce_axes.pto:10:14
-                    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TileT64 t64(min_i64(S - _g60 * 32, 32));  // reduce_axes.pto:10:14
-                    TASSIGN(t64, 1152);  // reduce_axes.pto:10:14
-                    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                    TCOLSUM(t64, t63);  // reduce_axes.pto:10:14
-                    pipe_barrier(PIPE_V);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                    TADD(t61, t61, t64);  // reduce_axes.pto:10:14
-                }
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView23 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView23 t12Gm23(t12 + _g53 * (S * R) + _g59 * S + _g60 * 32, GmView23::Shape(min_i64(S - _g60 * 32, 32)), GmView23::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-                TSTORE(t12Gm23, t61);  // reduce_axes.pto:10:14
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    for (int64_t _g65 = 0; _g65 < R; ++_g65) {  // reduce_axes.pto:10:14
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        for (int64_t _g66 = 0; _g66 < (S + 31) / 32; ++_g66) {  // reduce_axes.pto:10:14
-            pipe_barrier(PIPE_V);
-            TileT67 t67(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-            TASSIGN(t67, 0);  // reduce_axes.pto:10:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            TEXPANDS(t67, 0.0f);  // reduce_axes.pto:10:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k68 = 0; _k68 < (P + 7) / 8; ++_k68) {  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                TileT69 t69(min_i64(P - _k68 * 8, 8), min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t69, 128);  // reduce_axes.pto:10:14
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView24 = GlobalTensor<float, Shape<1, DYNAMIC, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-                GmView24 t12Gm24(t12 + _k68 * 8 * (S * R) + _g65 * S + _g66 * 32, GmView24::Shape(min_i64(P - _k68 * 8, 8), min_i64(S - _g66 * 32, 32)), GmView24::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-                TLOAD(t69, t12Gm24);  // reduce_axes.pto:10:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT70 t70(min_i64(S - _g66 * 32, 32));  // reduce_axes.pto:10:14
-                TASSIGN(t70, 1152);  // reduce_axes.pto:10:14
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCOLSUM(t70, t69);  // reduce_axes.pto:10:14
-                pipe_barrier(PIPE_V);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TADD(t67, t67, t70);  // reduce_axes.pto:10:14
-            }
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView25 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reduce_axes.pto:10:14
-            GmView25 t13Gm25(t13 + _g65 * S + _g66 * 32, GmView25::Shape(min_i64(S - _g66 * 32, 32)), GmView25::Stride(S * R, S * R, S));  // reduce_axes.pto:10:14
-            TSTORE(t13Gm25, t67);  // reduce_axes.pto:10:14
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    }
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g71 = 0; _g71 < (R + 3) / 4; ++_g71) {  // reduce_axes.pto:10:5
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g72 = 0; _g72 < (S + 31) / 32; ++_g72) {  // reduce_axes.pto:10:5
-            TileT73 t73(min_i64(R - _g71 * 4, 4), min_i64(S - _g72 * 32, 32));  // reduce_axes.pto:10:5
-            TASSIGN(t73, 0);  // reduce_axes.pto:10:5
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            using GmView26 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:10:5
-            GmView26 t11Gm26(t11 + _g71 * 4 * S + _g72 * 32, GmView26::Shape(t73.GetValidRow(), t73.GetValidCol()), GmView26::Stride(S));  // reduce_axes.pto:10:5
-            TLOAD(t73, t11Gm26);  // reduce_axes.pto:10:5
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView27 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // reduce_axes.pto:10:5
-            GmView27 s01Gm27(s01 + _g71 * 4 * S + _g72 * 32, GmView27::Shape(t73.GetValidRow(), t73.GetValidCol()), GmView27::Stride(S));  // reduce_axes.pto:10:5
-            TSTORE(s01Gm27, t73);  // reduce_axes.pto:10:5
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void relu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t C, int64_t H, int64_t W, int64_t block_index, int64_t block_count)
 #else
@@ -36,8 +41,8 @@ extern "C" __global__ AICORE void relu_bf16_k0(__gm__ bfloat16_t* x, __gm__ bflo
     using TileT7 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // relu.pto:2:12
-        for (int64_t _g0 = block_index * ceil_div(B, block_count); _g0 < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++_g0) {  // relu.pto:2:12
-            for (int64_t _g1 = 0; _g1 < C; ++_g1) {  // relu.pto:2:12
+        for (int64_t _g0 = block_index / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)); _g0 < block_index / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)), B - block_index / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1))); ++_g0) {  // relu.pto:2:12
+            for (int64_t _g1 = block_index % max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(C, max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)); _g1 < block_index % max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(C, max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)) + min_i64(ceil_div(C, max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1)), C - block_index % max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1) * ceil_div(C, max_i64(ceil_div(C, ceil_div(C, max_i64(min_i64(48 / max_i64(B, 1), C), 1))), 1))); ++_g1) {  // relu.pto:2:12
                 for (int64_t _g2 = 0; _g2 < (H + 7) / 8; ++_g2) {  // relu.pto:2:12
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

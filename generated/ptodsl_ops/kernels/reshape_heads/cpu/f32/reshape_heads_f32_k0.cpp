@@ -4,28 +4,51 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void reshape_heads_f32_k0(__gm__ float* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ float* h, __gm__ float* split, __gm__ float* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ float* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void reshape_heads_f32_k0(__gm__ float* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ float* h, __gm__ float* split, __gm__ float* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ float* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void reshape_heads_f32_k0(__gm__ float* t1, int64_t t1_stride0, int64_t t1_stride1, int64_t t1_stride2, __gm__ float* h, __gm__ float* split, __gm__ float* t2, int64_t t2_stride0, int64_t t2_stride1, __gm__ float* merged, int64_t B, int64_t S, int64_t H, int64_t D, int64_t E)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT4 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT6 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g0 = 0; _g0 < B; ++_g0) {  // reshape_heads.pto:4:16
-        for (int64_t _g1 = 0; _g1 < S; ++_g1) {  // reshape_heads.pto:4:16
+    for (int64_t _g0 = block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)); _g0 < block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + min_i64(ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), B - block_index / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(B, block_count / max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))); ++_g0) {  // reshape_heads.pto:4:16
+        for (int64_t _g1 = block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)); _g1 < block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)) + min_i64(ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1)), S - block_index % max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1) * ceil_div(S, max_i64(ceil_div(S, ceil_div(S, max_i64(min_i64(48 / max_i64(B, 1), S), 1))), 1))); ++_g1) {  // reshape_heads.pto:4:16
             for (int64_t _g2 = 0; _g2 < (H + 7) / 8; ++_g2) {  // reshape_heads.pto:4:16
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 for (int64_t _g3 = 0; _g3 < (D + 63) / 64; ++_g3) {  // reshape_heads.pto:4:16
                     pipe_barrier(PIPE_V);
                     TileT4 t4(min_i64(H - _g2 * 8, 8), min_i64(D - _g3 * 64, 64));  // reshape_heads.pto:4:16
                     TASSIGN(t4, 0);  // reshape_heads.pto:4:16
-                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
                     GmView0 t1Gm0(t1 + _g0 * t1_stride0 + _g1 * t1_stride1 + _g2 * 8 * t1_stride2 + _g3 * 64, GmView0::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - _g3 * 64, 64)), GmView0::Stride(t1_stride0, t1_stride1, t1_stride2));  // reshape_heads.pto:4:16
                     TLOAD(t4, t1Gm0);  // reshape_heads.pto:4:16
@@ -41,7 +64,7 @@ extern "C" __global__ AICORE void reshape_heads_f32_k0(__gm__ float* t1, int64_t
                     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                     TADD(t6, t4, t5);  // reshape_heads.pto:4:16
                     set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                     wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                     using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, DYNAMIC, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:4:16
                     GmView2 splitGm2(split + _g0 * (D * H * S) + _g1 * (D * H) + _g2 * 8 * D + _g3 * 64, GmView2::Shape(min_i64(H - _g2 * 8, 8), min_i64(D - _g3 * 64, 64)), GmView2::Stride(D * H * S, D * H, D));  // reshape_heads.pto:4:16
@@ -49,30 +72,8 @@ extern "C" __global__ AICORE void reshape_heads_f32_k0(__gm__ float* t1, int64_t
                     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 }
                 wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             }
-        }
-    }
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g7 = 0; _g7 < B; ++_g7) {  // reshape_heads.pto:5:5
-        for (int64_t _g8 = 0; _g8 < (S + 7) / 8; ++_g8) {  // reshape_heads.pto:5:5
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g9 = 0; _g9 < (E + 63) / 64; ++_g9) {  // reshape_heads.pto:5:5
-                TileT10 t10(min_i64(S - _g8 * 8, 8), min_i64(E - _g9 * 64, 64));  // reshape_heads.pto:5:5
-                TASSIGN(t10, 0);  // reshape_heads.pto:5:5
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
-                GmView3 t2Gm3(t2 + _g7 * t2_stride0 + _g8 * 8 * t2_stride1 + _g9 * 64, GmView3::Shape(min_i64(S - _g8 * 8, 8), min_i64(E - _g9 * 64, 64)), GmView3::Stride(t2_stride0, t2_stride1));  // reshape_heads.pto:5:5
-                TLOAD(t10, t2Gm3);  // reshape_heads.pto:5:5
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, DYNAMIC, DYNAMIC, 1>>;  // reshape_heads.pto:5:5
-                GmView4 mergedGm4(merged + _g7 * (E * S) + _g8 * 8 * E + _g9 * 64, GmView4::Shape(min_i64(S - _g8 * 8, 8), min_i64(E - _g9 * 64, 64)), GmView4::Stride(E * S, E));  // reshape_heads.pto:5:5
-                TSTORE(mergedGm4, t10);  // reshape_heads.pto:5:5
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         }
     }
 }

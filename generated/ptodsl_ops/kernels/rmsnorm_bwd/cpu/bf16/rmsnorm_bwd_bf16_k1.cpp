@@ -4,36 +4,53 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ bfloat16_t* dgamma, int64_t H)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT78 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT79 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT82 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t _g77 = 0; _g77 < (H + 1023) / 1024; ++_g77) {  // rmsnorm_bwd.pto:13:22
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g77 = block_index * ceil_div((H + 1023) / 1024, block_count); _g77 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g77) {  // rmsnorm_bwd.pto:13:22
         pipe_barrier(PIPE_V);
         TileT78 t78(min_i64(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
         TASSIGN(t78, 0);  // rmsnorm_bwd.pto:13:22
         TileT79 t79(min_i64(H - _g77 * 1024, 1024));  // rmsnorm_bwd.pto:13:22
         TASSIGN(t79, 4096);  // rmsnorm_bwd.pto:13:22
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
         GmView0 accGm0(acc + _g77 * 1024, GmView0::Shape(t79.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:13:22
         TLOAD(t79, accGm0);  // rmsnorm_bwd.pto:13:22
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCOLSUM(t78, t79);  // rmsnorm_bwd.pto:13:22
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:13:22
         GmView1 t20Gm1(t20 + _g77 * 1024, GmView1::Shape(t78.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:13:22
@@ -41,40 +58,5 @@ extern "C" __global__ AICORE void rmsnorm_bwd_bf16_k1(__gm__ float* acc, __gm__ 
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-    for (int64_t _g80 = 0; _g80 < (H + 1023) / 1024; ++_g80) {  // rmsnorm_bwd.pto:13:17
-        pipe_barrier(PIPE_V);
-        TileT81 t81(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t81, 0);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView2 t19Gm2(t19 + _g80 * 1024, GmView2::Shape(t81.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TLOAD(t81, t19Gm2);  // rmsnorm_bwd.pto:13:17
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT82 t82(min_i64(H - _g80 * 1024, 1024));  // rmsnorm_bwd.pto:13:17
-        TASSIGN(t82, 4096);  // rmsnorm_bwd.pto:13:17
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t82, t81, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:13:17
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:13:17
-        GmView3 dgammaGm3(dgamma + _g80 * 1024, GmView3::Shape(t82.GetValidCol()));  // rmsnorm_bwd.pto:13:17
-        TSTORE(dgammaGm3, t82);  // rmsnorm_bwd.pto:13:17
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
 }

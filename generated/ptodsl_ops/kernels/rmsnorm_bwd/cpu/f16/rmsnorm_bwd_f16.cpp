@@ -12,7 +12,8 @@
 #include <vector>
 
 extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps);
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H);
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k1p1(__gm__ float* acc, __gm__ float* t20, __gm__ float* t19, __gm__ half* dgamma, int64_t H, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -31,6 +32,22 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* rmsnorm_bwd_f16_failure(void)
@@ -58,8 +75,56 @@ extern "C" int rmsnorm_bwd_f16(half* x, half* gamma, half* dy, half* dx, half* d
         std::vector<unsigned char> t20_bytes = workspace(H * static_cast<int64_t>(sizeof(float)), poison);  // rmsnorm_bwd.pto:13:22
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
         float* t19 = t20;  // rmsnorm_bwd.pto:13:22
-        start_launch(poison);  // rmsnorm_bwd.pto:13:22
-        rmsnorm_bwd_f16_k1(acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+        {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f16_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            bool rmsnorm_bwd_f16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t rmsnorm_bwd_f16_k1_block = 0; rmsnorm_bwd_f16_k1_block < rmsnorm_bwd_f16_k1_blocks; ++rmsnorm_bwd_f16_k1_block) {  // rmsnorm_bwd.pto:13:22
+                try {
+                    start_launch(poison);  // rmsnorm_bwd.pto:13:22
+                    rmsnorm_bwd_f16_k1(acc, t20, t19, dgamma, H, rmsnorm_bwd_f16_k1_block, rmsnorm_bwd_f16_k1_blocks);  // rmsnorm_bwd.pto:13:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    rmsnorm_bwd_f16_k1_block_no_memory = true;
+                }
+            }
+            if (rmsnorm_bwd_f16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f16_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            bool rmsnorm_bwd_f16_k1p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t rmsnorm_bwd_f16_k1p1_block = 0; rmsnorm_bwd_f16_k1p1_block < rmsnorm_bwd_f16_k1p1_blocks; ++rmsnorm_bwd_f16_k1p1_block) {  // rmsnorm_bwd.pto:13:22
+                try {
+                    start_launch(poison);  // rmsnorm_bwd.pto:13:22
+                    rmsnorm_bwd_f16_k1p1(acc, t20, t19, dgamma, H, rmsnorm_bwd_f16_k1p1_block, rmsnorm_bwd_f16_k1p1_blocks);  // rmsnorm_bwd.pto:13:22
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    rmsnorm_bwd_f16_k1p1_block_no_memory = true;
+                }
+            }
+            if (rmsnorm_bwd_f16_k1p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

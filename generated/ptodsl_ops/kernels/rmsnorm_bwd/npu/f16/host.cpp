@@ -15,6 +15,7 @@
 
 extern "C" void rmsnorm_bwd_f16_k0_launch(uint32_t block_dim, void* stream, float* acc, half* x, half* dy, half* gamma, float* t8, half* dx, int64_t H, int64_t R, float eps);
 extern "C" void rmsnorm_bwd_f16_k1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H);
+extern "C" void rmsnorm_bwd_f16_k1p1_launch(uint32_t block_dim, void* stream, float* acc, float* t20, float* t19, half* dgamma, int64_t H);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -146,6 +147,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* rmsnorm_bwd_f16_failure(void)
 {
     return ptodsl_failure;
@@ -178,9 +195,19 @@ extern "C" int rmsnorm_bwd_f16(int32_t device, void* stream, half* x, half* gamm
         }
         float* t20 = reinterpret_cast<float*>(t20_bytes.data());  // rmsnorm_bwd.pto:13:22
         float* t19 = t20;  // rmsnorm_bwd.pto:13:22
-        rmsnorm_bwd_f16_k1_launch(1, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
-        if (!launched("the launch of rmsnorm_bwd_f16_k1")) {  // rmsnorm_bwd.pto:13:22
-            return -1;  // rmsnorm_bwd.pto:13:22
+        {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f16_k1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            rmsnorm_bwd_f16_k1_launch(rmsnorm_bwd_f16_k1_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+            if (!launched("the launch of rmsnorm_bwd_f16_k1")) {  // rmsnorm_bwd.pto:13:22
+                return -1;  // rmsnorm_bwd.pto:13:22
+            }
+        }
+        {  // rmsnorm_bwd.pto:13:22
+            const int64_t rmsnorm_bwd_f16_k1p1_blocks = max_i64(ceil_div((H + 1023) / 1024, max_i64(((H + 1023) / 1024 + 47) / 48, 1)), 1);  // rmsnorm_bwd.pto:13:22
+            rmsnorm_bwd_f16_k1p1_launch(rmsnorm_bwd_f16_k1p1_blocks, ptodsl_stream, acc, t20, t19, dgamma, H);  // rmsnorm_bwd.pto:13:22
+            if (!launched("the launch of rmsnorm_bwd_f16_k1p1")) {  // rmsnorm_bwd.pto:13:22
+                return -1;  // rmsnorm_bwd.pto:13:22
+            }
         }
     }
     return call.finish();

@@ -4,13 +4,37 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ bfloat16_t* x, __gm__ float* t7, __gm__ float* t3, __gm__ bfloat16_t* y, int64_t F, int64_t R)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT4 = Tile<TileType::Vec, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT5 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
@@ -71,21 +95,6 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
     using TileT67 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT68 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT69 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT76 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT77 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT80 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT72Re1 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT81 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT82 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT86 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT87 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT92 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT97 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT102 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT107 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT113 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT116 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT117 = Tile<TileType::Vec, bfloat16_t, 8, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 8, 8, BLayout::RowMajor, DYNAMIC, 8>;
     using TileView1 = Tile<TileType::Vec, uint8_t, 8, 128, BLayout::RowMajor, DYNAMIC, 16>;
     using TileTmp2 = Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor>;
@@ -93,7 +102,7 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
 
     for (int64_t _top2 = 0; _top2 < 1; ++_top2) {  // rope.pto:10:13
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = 0; _g1 < (F + 127) / 128; ++_g1) {  // rope.pto:10:13
+        for (int64_t _g1 = block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)); _g1 < block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (F + 127) / 128 - block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((F + 127) / 128, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))); ++_g1) {  // rope.pto:10:13
             TileT4 t4(min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
             TASSIGN(t4, 0);  // rope.pto:10:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -102,22 +111,22 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
             TLOAD(t4, inv_freqGm0);  // rope.pto:10:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // rope.pto:10:13
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _g0 = block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1))); ++_g0) {  // rope.pto:10:13
                 pipe_barrier(PIPE_V);
                 TileT2 t2(min_i64(R - _g0 * 8, 8));  // rope.pto:10:13
                 TASSIGN(t2, 512);  // rope.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // rope.pto:10:13
                 GmView1 posGm1(pos + _g0 * 8, GmView1::Shape(t2.GetValidRow()));  // rope.pto:10:13
                 TLOAD(t2, posGm1);  // rope.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
                 TileT5 t5(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                 TASSIGN(t5, 768);  // rope.pto:10:13
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 TCOLEXPAND(t5, t4);  // rope.pto:10:13
                 TileT6 t6(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:10:13
                 TASSIGN(t6, 4864);  // rope.pto:10:13
@@ -260,12 +269,12 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 TADD(t38, t22, t37);  // rope.pto:11:9
                 pipe_barrier(PIPE_V);
                 TMUL(t10, t28, t38);  // rope.pto:11:9
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:11:9
                 GmView2 cGm2(c + _g0 * 8 * F + _g1 * 128, GmView2::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView2::Stride(F));  // rope.pto:11:9
                 TSTORE(cGm2, t10);  // rope.pto:11:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TileT42 t42(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
                 TASSIGN(t42, 512);  // rope.pto:12:9
                 TileT44 t44(min_i64(R - _g0 * 8, 8), min_i64(F - _g1 * 128, 128));  // rope.pto:12:9
@@ -389,175 +398,24 @@ extern "C" __global__ AICORE void rope_bf16_k0(__gm__ float* inv_freq, __gm__ fl
                 pipe_barrier(PIPE_V);
                 TADD(t69, t53, t68);  // rope.pto:12:9
                 pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
                 TMUL(t42, t59, t69);  // rope.pto:12:9
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
-                GmView3 sGm3(s + _g0 * 8 * F + _g1 * 128, GmView3::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
-                TSTORE(sGm3, t42);  // rope.pto:12:9
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        __gm__ bfloat16_t* v0 = x;  // rope.pto:13:15
-        __gm__ bfloat16_t* v1 = x + F;  // rope.pto:14:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g74 = 0; _g74 < (R + 7) / 8; ++_g74) {  // rope.pto:14:10
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g75 = 0; _g75 < (F + 127) / 128; ++_g75) {  // rope.pto:14:10
-                pipe_barrier(PIPE_V);
-                TileT76 t76(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:14:10
-                TASSIGN(t76, 0);  // rope.pto:14:10
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:14:10
-                GmView4 v1Gm4(v1 + _g74 * 8 * (F * 2) + _g75 * 128, GmView4::Shape(t76.GetValidRow(), t76.GetValidCol()), GmView4::Stride(F * 2));  // rope.pto:14:10
-                TLOAD(t76, v1Gm4);  // rope.pto:14:10
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT77 t77(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:14:10
-                TASSIGN(t77, 2048);  // rope.pto:14:10
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t77, t76, RoundMode::CAST_RINT);  // rope.pto:14:10
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                TileT80 t80(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
-                TASSIGN(t80, 6144);  // rope.pto:15:25
-                TileT72Re1 t72_re1(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:13:10
-                TASSIGN(t72_re1, 0);  // rope.pto:13:10
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-                using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:13:10
-                GmView5 v0Gm5(v0 + _g74 * 8 * (F * 2) + _g75 * 128, GmView5::Shape(t72_re1.GetValidRow(), t72_re1.GetValidCol()), GmView5::Stride(F * 2));  // rope.pto:13:10
-                TLOAD(t72_re1, v0Gm5);  // rope.pto:13:10
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t80, t72_re1, RoundMode::CAST_RINT);  // rope.pto:13:10
-                TileT81 t81(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
-                TASSIGN(t81, 10240);  // rope.pto:15:25
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:25
-                GmView6 cGm6(c + _g74 * 8 * F + _g75 * 128, GmView6::Shape(t81.GetValidRow(), t81.GetValidCol()), GmView6::Stride(F));  // rope.pto:15:25
-                TLOAD(t81, cGm6);  // rope.pto:15:25
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT82 t82(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
-                TASSIGN(t82, 14336);  // rope.pto:15:25
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TMUL(t82, t80, t81);  // rope.pto:15:25
-                TileT86 t86(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:34
-                TASSIGN(t86, 18432);  // rope.pto:15:34
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:34
-                GmView7 sGm7(s + _g74 * 8 * F + _g75 * 128, GmView7::Shape(t86.GetValidRow(), t86.GetValidCol()), GmView7::Stride(F));  // rope.pto:15:34
-                TLOAD(t86, sGm7);  // rope.pto:15:34
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT87 t87(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:34
-                TASSIGN(t87, 22528);  // rope.pto:15:34
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TMUL(t87, t77, t86);  // rope.pto:15:34
-                TileT92 t92(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:25
-                TASSIGN(t92, 26624);  // rope.pto:15:25
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-                pipe_barrier(PIPE_V);
-                TSUB(t92, t82, t87);  // rope.pto:15:25
-                TileT97 t97(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:42
-                TASSIGN(t97, 14336);  // rope.pto:15:42
-                pipe_barrier(PIPE_V);
-                TMUL(t97, t77, t81);  // rope.pto:15:42
-                TileT102 t102(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:51
-                TASSIGN(t102, 0);  // rope.pto:15:51
-                pipe_barrier(PIPE_V);
-                TMUL(t102, t80, t86);  // rope.pto:15:51
-                TileT107 t107(min_i64(R - _g74 * 8, 8), min_i64(F - _g75 * 128, 128));  // rope.pto:15:42
-                TASSIGN(t107, 4096);  // rope.pto:15:42
-                pipe_barrier(PIPE_V);
-                TADD(t107, t97, t102);  // rope.pto:15:42
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
                 set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:42
-                GmView8 t7Gm8(t7 + _g74 * 8 * F + _g75 * 128, GmView8::Shape(t107.GetValidRow(), t107.GetValidCol()), GmView8::Stride(F));  // rope.pto:15:42
-                TSTORE(t7Gm8, t107);  // rope.pto:15:42
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:12:9
+                GmView3 sGm3(s + _g0 * 8 * F + _g1 * 128, GmView3::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView3::Stride(F));  // rope.pto:12:9
+                TSTORE(sGm3, t42);  // rope.pto:12:9
                 set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                using GmView9 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
-                GmView9 t3Gm9(t3 + _g74 * 8 * (F * 2) + _g75 * 128, GmView9::Shape(t92.GetValidRow(), t92.GetValidCol()), GmView9::Stride(F * 2));  // rope.pto:15:17
-                TSTORE(t3Gm9, t92);  // rope.pto:15:17
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
+                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
             wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g111 = 0; _g111 < (R + 7) / 8; ++_g111) {  // rope.pto:15:17
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g112 = 0; _g112 < (F + 127) / 128; ++_g112) {  // rope.pto:15:17
-                TileT113 t113(min_i64(R - _g111 * 8, 8), min_i64(F - _g112 * 128, 128));  // rope.pto:15:17
-                TASSIGN(t113, 0);  // rope.pto:15:17
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView10 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
-                GmView10 t7Gm10(t7 + _g111 * 8 * F + _g112 * 128, GmView10::Shape(t113.GetValidRow(), t113.GetValidCol()), GmView10::Stride(F));  // rope.pto:15:17
-                TLOAD(t113, t7Gm10);  // rope.pto:15:17
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView11 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:17
-                GmView11 t3Gm11(t3 + _g111 * 8 * (F * 2) + (_g112 * 128 + F), GmView11::Shape(t113.GetValidRow(), t113.GetValidCol()), GmView11::Stride(F * 2));  // rope.pto:15:17
-                TSTORE(t3Gm11, t113);  // rope.pto:15:17
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        }
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g114 = 0; _g114 < (R + 7) / 8; ++_g114) {  // rope.pto:15:12
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g115 = 0; _g115 < (F * 2 + 127) / 128; ++_g115) {  // rope.pto:15:12
-                pipe_barrier(PIPE_V);
-                TileT116 t116(min_i64(R - _g114 * 8, 8), min_i64(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
-                TASSIGN(t116, 0);  // rope.pto:15:12
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView12 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:12
-                GmView12 t3Gm12(t3 + _g114 * 8 * (F * 2) + _g115 * 128, GmView12::Shape(t116.GetValidRow(), t116.GetValidCol()), GmView12::Stride(F * 2));  // rope.pto:15:12
-                TLOAD(t116, t3Gm12);  // rope.pto:15:12
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT117 t117(min_i64(R - _g114 * 8, 8), min_i64(F * 2 - _g115 * 128, 128));  // rope.pto:15:12
-                TASSIGN(t117, 4096);  // rope.pto:15:12
-                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t117, t116, RoundMode::CAST_RINT);  // rope.pto:15:12
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView13 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rope.pto:15:12
-                GmView13 yGm13(y + _g114 * 8 * (F * 2) + _g115 * 128, GmView13::Shape(t117.GetValidRow(), t117.GetValidCol()), GmView13::Stride(F * 2));  // rope.pto:15:12
-                TSTORE(yGm13, t117);  // rope.pto:15:12
-                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        __gm__ bfloat16_t* v0 = x;  // rope.pto:13:15
+        __gm__ bfloat16_t* v1 = x + F;  // rope.pto:14:15
     }
 }

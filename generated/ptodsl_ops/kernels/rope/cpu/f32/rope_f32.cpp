@@ -11,7 +11,10 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ float* x, __gm__ float* t7, __gm__ float* t3, __gm__ float* y, int64_t F, int64_t R);
+extern "C" __global__ AICORE void rope_f32_k0(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ float* x, __gm__ float* t7, __gm__ float* t3, __gm__ float* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_f32_k0p1(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ float* x, __gm__ float* t7, __gm__ float* t3, __gm__ float* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_f32_k0p2(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ float* x, __gm__ float* t7, __gm__ float* t3, __gm__ float* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rope_f32_k0p3(__gm__ float* inv_freq, __gm__ float* pos, __gm__ float* c, __gm__ float* s, __gm__ float* x, __gm__ float* t7, __gm__ float* t3, __gm__ float* y, int64_t F, int64_t R, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -30,6 +33,27 @@ static void start_launch(int poison)
 static std::vector<unsigned char> workspace(int64_t bytes, int poison)
 {
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
+}
+
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
 }
 
 extern "C" const char* rope_f32_failure(void)
@@ -55,8 +79,106 @@ extern "C" int rope_f32(float* x, float* pos, float* inv_freq, float* y, int64_t
     float* t7 = reinterpret_cast<float*>(t7_bytes.data());  // rope.pto:15:42
     std::vector<unsigned char> t3_bytes = workspace((R * (F * 2)) * static_cast<int64_t>(sizeof(float)), poison);  // rope.pto:15:17
     float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
-    start_launch(poison);  // rope.pto:10:13
-    rope_f32_k0(inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+    {  // rope.pto:10:13
+        const int64_t rope_f32_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1);  // rope.pto:10:13
+        bool rope_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rope_f32_k0_block = 0; rope_f32_k0_block < rope_f32_k0_blocks; ++rope_f32_k0_block) {  // rope.pto:10:13
+            try {
+                start_launch(poison);  // rope.pto:10:13
+                rope_f32_k0(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_f32_k0_block, rope_f32_k0_blocks);  // rope.pto:10:13
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                rope_f32_k0_block_no_memory = true;
+            }
+        }
+        if (rope_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_f32_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        bool rope_f32_k0p1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rope_f32_k0p1_block = 0; rope_f32_k0p1_block < rope_f32_k0p1_blocks; ++rope_f32_k0p1_block) {  // rope.pto:10:13
+            try {
+                start_launch(poison);  // rope.pto:10:13
+                rope_f32_k0p1(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_f32_k0p1_block, rope_f32_k0p1_blocks);  // rope.pto:10:13
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                rope_f32_k0p1_block_no_memory = true;
+            }
+        }
+        if (rope_f32_k0p1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_f32_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        bool rope_f32_k0p2_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rope_f32_k0p2_block = 0; rope_f32_k0p2_block < rope_f32_k0p2_blocks; ++rope_f32_k0p2_block) {  // rope.pto:10:13
+            try {
+                start_launch(poison);  // rope.pto:10:13
+                rope_f32_k0p2(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_f32_k0p2_block, rope_f32_k0p2_blocks);  // rope.pto:10:13
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                rope_f32_k0p2_block_no_memory = true;
+            }
+        }
+        if (rope_f32_k0p2_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_f32_k0p3_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
+        bool rope_f32_k0p3_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t rope_f32_k0p3_block = 0; rope_f32_k0p3_block < rope_f32_k0p3_blocks; ++rope_f32_k0p3_block) {  // rope.pto:10:13
+            try {
+                start_launch(poison);  // rope.pto:10:13
+                rope_f32_k0p3(inv_freq, pos, c, s, x, t7, t3, y, F, R, rope_f32_k0p3_block, rope_f32_k0p3_blocks);  // rope.pto:10:13
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                rope_f32_k0p3_block_no_memory = true;
+            }
+        }
+        if (rope_f32_k0p3_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

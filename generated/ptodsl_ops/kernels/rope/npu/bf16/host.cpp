@@ -14,6 +14,9 @@
 #include <vector>
 
 extern "C" void rope_bf16_k0_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
+extern "C" void rope_bf16_k0p1_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
+extern "C" void rope_bf16_k0p2_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
+extern "C" void rope_bf16_k0p3_launch(uint32_t block_dim, void* stream, float* inv_freq, float* pos, float* c, float* s, bfloat16_t* x, float* t7, float* t3, bfloat16_t* y, int64_t F, int64_t R);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -145,6 +148,27 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* rope_bf16_failure(void)
 {
     return ptodsl_failure;
@@ -176,9 +200,33 @@ extern "C" int rope_bf16(int32_t device, void* stream, bfloat16_t* x, float* pos
         return -1;  // rope.pto:15:17
     }
     float* t3 = reinterpret_cast<float*>(t3_bytes.data());  // rope.pto:15:17
-    rope_bf16_k0_launch(1, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
-    if (!launched("the launch of rope_bf16_k0")) {  // rope.pto:10:13
-        return -1;  // rope.pto:10:13
+    {  // rope.pto:10:13
+        const int64_t rope_bf16_k0_blocks = max_i64(ceil_div((F + 127) / 128, max_i64(ceil_div((F + 127) / 128, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((F + 127) / 128, 1), (R + 7) / 8), 1))), 1);  // rope.pto:10:13
+        rope_bf16_k0_launch(rope_bf16_k0_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        if (!launched("the launch of rope_bf16_k0")) {  // rope.pto:10:13
+            return -1;  // rope.pto:10:13
+        }
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_bf16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        rope_bf16_k0p1_launch(rope_bf16_k0p1_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        if (!launched("the launch of rope_bf16_k0p1")) {  // rope.pto:10:13
+            return -1;  // rope.pto:10:13
+        }
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F + 127) / 128, ceil_div((F + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F + 127) / 128), 1))), 1);  // rope.pto:10:13
+        rope_bf16_k0p2_launch(rope_bf16_k0p2_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        if (!launched("the launch of rope_bf16_k0p2")) {  // rope.pto:10:13
+            return -1;  // rope.pto:10:13
+        }
+    }
+    {  // rope.pto:10:13
+        const int64_t rope_bf16_k0p3_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((F * 2 + 127) / 128, ceil_div((F * 2 + 127) / 128, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (F * 2 + 127) / 128), 1))), 1);  // rope.pto:10:13
+        rope_bf16_k0p3_launch(rope_bf16_k0p3_blocks, ptodsl_stream, inv_freq, pos, c, s, x, t7, t3, y, F, R);  // rope.pto:10:13
+        if (!launched("the launch of rope_bf16_k0p3")) {  // rope.pto:10:13
+            return -1;  // rope.pto:10:13
+        }
     }
     return call.finish();
 }

@@ -43,6 +43,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -64,7 +69,7 @@ extern "C" int sqrt_f32(float* x, float* y, int64_t M, int64_t N, int poison)
 #endif
     try {
     {  // sqrt.pto:3:12
-        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(((M + 15) / 16 + 47) / 48, 1)), 1);  // sqrt.pto:3:12
+        const int64_t sqrt_f32_k0_blocks = max_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, max_i64(48 / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1);  // sqrt.pto:3:12
         bool sqrt_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t sqrt_f32_k0_block = 0; sqrt_f32_k0_block < sqrt_f32_k0_blocks; ++sqrt_f32_k0_block) {  // sqrt.pto:3:12

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void sqrt_f32_k0(__gm__ float* x, __gm__ float* y, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
@@ -34,10 +39,10 @@ extern "C" __global__ AICORE void sqrt_f32_k0(__gm__ float* x, __gm__ float* y, 
     using TileT3 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // sqrt.pto:3:12
-        for (int64_t _g0 = block_index * ceil_div((M + 15) / 16, block_count); _g0 < block_index * ceil_div((M + 15) / 16, block_count) + min_i64(ceil_div((M + 15) / 16, block_count), (M + 15) / 16 - block_index * ceil_div((M + 15) / 16, block_count)); ++_g0) {  // sqrt.pto:3:12
+        for (int64_t _g0 = block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g0 < block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (M + 15) / 16 - block_index / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((M + 15) / 16, block_count / max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g0) {  // sqrt.pto:3:12
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g1 = 0; _g1 < (N + 63) / 64; ++_g1) {  // sqrt.pto:3:12
+            for (int64_t _g1 = block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)); _g1 < block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1)), (N + 63) / 64 - block_index % max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1) * ceil_div((N + 63) / 64, max_i64(ceil_div((N + 63) / 64, ceil_div((N + 63) / 64, max_i64(min_i64(48 / max_i64((M + 15) / 16, 1), (N + 63) / 64), 1))), 1))); ++_g1) {  // sqrt.pto:3:12
                 pipe_barrier(PIPE_V);
                 TileT2 t2(min_i64(M - _g0 * 16, 16), min_i64(N - _g1 * 64, 64));  // sqrt.pto:3:12
                 TASSIGN(t2, 0);  // sqrt.pto:3:12

@@ -20,6 +20,11 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
 extern "C" __global__ AICORE void sub_bcast_f16_k0(__gm__ half* m, __gm__ half* x, __gm__ half* y, int64_t C, int64_t R, int64_t block_index, int64_t block_count)
 #else
@@ -36,7 +41,7 @@ extern "C" __global__ AICORE void sub_bcast_f16_k0(__gm__ half* m, __gm__ half* 
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // sub_bcast.pto:3:12
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = block_index * ceil_div((C + 255) / 256, block_count); _g1 < block_index * ceil_div((C + 255) / 256, block_count) + min_i64(ceil_div((C + 255) / 256, block_count), (C + 255) / 256 - block_index * ceil_div((C + 255) / 256, block_count)); ++_g1) {  // sub_bcast.pto:3:12
+        for (int64_t _g1 = block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((C + 255) / 256, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)); _g1 < block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((C + 255) / 256, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((C + 255) / 256, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)), (C + 255) / 256 - block_index / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((C + 255) / 256, block_count / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1))); ++_g1) {  // sub_bcast.pto:3:12
             TileT3 t3(min_i64(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
             TASSIGN(t3, 0);  // sub_bcast.pto:3:12
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -47,7 +52,7 @@ extern "C" __global__ AICORE void sub_bcast_f16_k0(__gm__ half* m, __gm__ half* 
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // sub_bcast.pto:3:12
+            for (int64_t _g0 = block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)); _g0 < block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)) + min_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1)), (R + 7) / 8 - block_index % max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1) * ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1))); ++_g0) {  // sub_bcast.pto:3:12
                 pipe_barrier(PIPE_V);
                 TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(C - _g1 * 256, 256));  // sub_bcast.pto:3:12
                 TASSIGN(t2, 512);  // sub_bcast.pto:3:12

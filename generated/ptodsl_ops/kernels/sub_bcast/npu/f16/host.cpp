@@ -156,6 +156,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -173,7 +178,7 @@ extern "C" int sub_bcast_f16(int32_t device, void* stream, half* x, half* m, hal
         return -1;
     }
     {  // sub_bcast.pto:3:12
-        const int64_t sub_bcast_f16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(((C + 255) / 256 + 47) / 48, 1)), 1);  // sub_bcast.pto:3:12
+        const int64_t sub_bcast_f16_k0_blocks = max_i64(ceil_div((C + 255) / 256, max_i64(ceil_div((C + 255) / 256, max_i64(48 / max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((R + 7) / 8, ceil_div((R + 7) / 8, max_i64(min_i64(48 / max_i64((C + 255) / 256, 1), (R + 7) / 8), 1))), 1);  // sub_bcast.pto:3:12
         sub_bcast_f16_k0_launch(sub_bcast_f16_k0_blocks, ptodsl_stream, m, x, y, C, R);  // sub_bcast.pto:3:12
         if (!launched("the launch of sub_bcast_f16_k0")) {  // sub_bcast.pto:3:12
             return -1;  // sub_bcast.pto:3:12

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N);
+extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void tensor_sum_f32_k2(__gm__ float* x, __gm__ float* acc, int64_t B, int64_t N);
 extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* x, __gm__ float* acc, __gm__ float* y, int64_t B, int64_t N);
@@ -71,8 +71,31 @@ extern "C" int tensor_sum_f32(float* x, float* y, int64_t B, int64_t N, int pois
     if (B >= 1) {  // tensor_sum.pto:5:5
         for (int64_t _b_first = 0; _b_first < 1; ++_b_first) {  // tensor_sum.pto:5:5
             float* v0_first = x;  // tensor_sum.pto:6:20
-            start_launch(poison);  // tensor_sum.pto:6:15
-            tensor_sum_f32_k0(v0_first, acc, N);  // tensor_sum.pto:6:15
+            {  // tensor_sum.pto:6:15
+                const int64_t tensor_sum_f32_k0_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:6:15
+                bool tensor_sum_f32_k0_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t tensor_sum_f32_k0_block = 0; tensor_sum_f32_k0_block < tensor_sum_f32_k0_blocks; ++tensor_sum_f32_k0_block) {  // tensor_sum.pto:6:15
+                    try {
+                        start_launch(poison);  // tensor_sum.pto:6:15
+                        tensor_sum_f32_k0(v0_first, acc, N, tensor_sum_f32_k0_block, tensor_sum_f32_k0_blocks);  // tensor_sum.pto:6:15
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        tensor_sum_f32_k0_block_no_memory = true;
+                    }
+                }
+                if (tensor_sum_f32_k0_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             if (B == 1) {  // tensor_sum.pto:11:9
                 {  // tensor_sum.pto:12:20
                     const int64_t tensor_sum_f32_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20

@@ -4,17 +4,36 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0 = 0; _g0 < (N + 511) / 512; ++_g0) {  // tensor_sum.pto:6:15
+    for (int64_t _g0 = block_index * ceil_div((N + 511) / 512, block_count); _g0 < block_index * ceil_div((N + 511) / 512, block_count) + min_i64(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g0) {  // tensor_sum.pto:6:15
         TileT1 t1(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
         TASSIGN(t1, 0);  // tensor_sum.pto:6:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -183,9 +183,12 @@ extern "C" int tensor_sum_f16(int32_t device, void* stream, half* x, half* y, in
     if (B >= 1) {  // tensor_sum.pto:5:5
         for (int64_t _b_first = 0; _b_first < 1; ++_b_first) {  // tensor_sum.pto:5:5
             half* v0_first = x;  // tensor_sum.pto:6:20
-            tensor_sum_f16_k0_launch(1, ptodsl_stream, v0_first, acc, N);  // tensor_sum.pto:6:15
-            if (!launched("the launch of tensor_sum_f16_k0")) {  // tensor_sum.pto:6:15
-                return -1;  // tensor_sum.pto:6:15
+            {  // tensor_sum.pto:6:15
+                const int64_t tensor_sum_f16_k0_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:6:15
+                tensor_sum_f16_k0_launch(tensor_sum_f16_k0_blocks, ptodsl_stream, v0_first, acc, N);  // tensor_sum.pto:6:15
+                if (!launched("the launch of tensor_sum_f16_k0")) {  // tensor_sum.pto:6:15
+                    return -1;  // tensor_sum.pto:6:15
+                }
             }
             if (B == 1) {  // tensor_sum.pto:11:9
                 {  // tensor_sum.pto:12:20
