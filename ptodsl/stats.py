@@ -323,10 +323,14 @@ def render_bench_summary(rows: list[tuple[Operator, list[VariantStats]]], failed
              f"{'ratio':>8} bound"]
     worst: list[tuple[str, float, str]] = []
     without: list[str] = []
+    unmodelled: list[str] = []
     for op, stats in rows:
         cases = [c for s in stats for c in s.chip]
+        if any(s.unmodelled for s in stats):
+            unmodelled.append(op.spec.op)
         if not cases:
-            without.append(op.spec.op)
+            if not any(s.unmodelled for s in stats):
+                without.append(op.spec.op)
             continue
         for c in cases:
             ratio = c.roofline_ratio
@@ -340,6 +344,8 @@ def render_bench_summary(rows: list[tuple[Operator, list[VariantStats]]], failed
     lines += [f"  {name:28} {ratio:>10.2f}x  ({case})" for name, ratio, case in worst]
     near = sum(r <= NEAR_ROOFLINE for _, r, _ in worst)
     lines.append(f"\n{near} of {len(worst)} ops within {NEAR_ROOFLINE:.1f}x of the chip roofline in every bench case")
+    if unmodelled:
+        lines.append(f"bench cases not modelled (the dry run would walk over {MAX_OPS} ops): " + ", ".join(unmodelled))
     if without:
         lines.append("no bench cases: " + ", ".join(without))
     if failed:
