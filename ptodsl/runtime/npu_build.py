@@ -35,6 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backends.cpp.buildcache import headers_digest
 from ..targets import load_target, target_names
 from .layout import npu_folder
 from .npu import NpuEnvironment, _fail
@@ -188,30 +189,6 @@ def steps(plan: BuildPlan, archs: Mapping[str, str], compiler: str, toolkit: Pat
 # ------------------------------------------------------------------ the cache key
 
 
-@cache
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def tree_digest(folder: Path) -> str:
-    """A hash of every file below ``folder`` (relative names and contents; each file read once per
-    process while its size and mtime stay the same), or of its absence."""
-    if not folder.is_dir():
-        return "absent"
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            try:
-                stat = path.stat()
-                content = _file_digest(str(path), stat.st_mtime_ns, stat.st_size)
-            except OSError:
-                content = "unreadable"
-            digest.update(f"{path.relative_to(folder)}\0{content}\n".encode())
-    return digest.hexdigest()
-
-
 def _source_files(folder: Path, names: Sequence[str]) -> Iterator[tuple[str, bytes]]:
     """The sources and, transitively, every file of the package they include by a quoted path."""
     todo = [folder / n for n in names]
@@ -254,7 +231,7 @@ def build_key(plan: BuildPlan, archs: Mapping[str, str], compiler: str, toolkit:
     includes = [pto_include, toolkit / "include", toolkit / "pkg_inc"]  # pkg_inc holds the other two
     material = {
         "sources": [[name, hashlib.sha256(data).hexdigest()] for name, data in _source_files(plan.folder, names)],
-        "includes": {str(d): tree_digest(d) for d in includes},
+        "includes": {str(d): headers_digest(d) for d in includes},
         "host_header": HOST_HEADER,
         "compiler": compiler_version(compiler),
         "commands": [list(s.command) for s in steps(plan, archs, compiler, toolkit, pto_include, SOURCES, OUT)],
@@ -352,4 +329,4 @@ def build(environment: NpuEnvironment, op: PackagedOp, slug: str, env: Mapping[s
 
 __all__ = ["CCE_OPTIONS", "HOST_HEADER", "HOST_OPTIONS", "BuildPlan", "Step", "build", "build_key", "build_plan",
            "cache_dir", "compiler_version", "host_command", "host_link_command", "kernel_command",
-           "kernel_library_command", "npu_archs", "pto_isa_include", "steps", "toolkit_includes", "tree_digest"]
+           "kernel_library_command", "npu_archs", "pto_isa_include", "steps", "toolkit_includes"]

@@ -89,16 +89,20 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> str:
 
 
 def headers_digest(include_dir: Path) -> str:
-    """A hash of every file the include path reaches (names and contents)."""
+    """A hash of every file the include path reaches (names and contents; each file read once per
+    process while its size and mtime stay the same), or of its absence."""
+    if not include_dir.is_dir():
+        return "absent"
     digest = hashlib.sha256()
     for path in _files_under(include_dir):
         if path.suffix == ".pyc" or "__pycache__" in path.parts:
             continue
-        stat = path.stat()
-        digest.update(str(path.relative_to(include_dir)).encode())
-        digest.update(b"\0")
-        digest.update(_file_digest(str(path), stat.st_mtime_ns, stat.st_size).encode())
-        digest.update(b"\n")
+        try:
+            stat = path.stat()
+            content = _file_digest(str(path), stat.st_mtime_ns, stat.st_size)
+        except OSError:  # a dangling link in a toolkit's include tree
+            content = "unreadable"
+        digest.update(f"{path.relative_to(include_dir)}\0{content}\n".encode())
     return digest.hexdigest()
 
 
