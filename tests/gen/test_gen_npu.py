@@ -271,7 +271,8 @@ def test_the_host_view_of_the_pto_header_compiles_the_host_program(pkg: ModuleTy
     # workspaces, blocks, bf16, kernels that read, a control program that reads, guards, attention
     hosts = [root / "tensor_sum" / "npu" / "f32" / "host.cpp", root / "softmax" / "npu" / "bf16" / "host.cpp",
              root / "seq_add" / "npu" / "default" / "host.cpp", root / "gather_rows" / "npu" / "i32_f32" / "host.cpp",
-             root / "kv_cache_update" / "npu" / "f16" / "host.cpp", root / "flash_attn" / "npu" / "f32" / "host.cpp"]
+             root / "kv_cache_update" / "npu" / "f16" / "host.cpp", root / "flash_attn" / "npu" / "f32" / "host.cpp",
+             root / "varlen_attention" / "npu" / "bf16" / "host.cpp"]
     for host in hosts:
         options = [o for o in npu_build.HOST_OPTIONS if o != "-xc++"]
         proc = subprocess.run(["g++", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-function", *options,
@@ -402,8 +403,8 @@ def test_a_scalar_read_waits_for_the_stream(pkg: ModuleType):
     kernels = Path(pkg.__file__).parent / "kernels"
     host = (kernels / "gather_rows" / "npu" / "i32_f32" / "host.cpp").read_text()
     body = host.split("Call call(device, stream);")[1]
-    assert "static_cast<int64_t>(read_device(ids + _ix1));" in body
-    assert "aclrtMemcpy(&value, sizeof(T), p, sizeof(T), ACL_MEMCPY_DEVICE_TO_HOST)" in host
+    assert "static_cast<int64_t>(ids_pages[_ix1]);" in body  # a page of ids per copy
+    assert "aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T)," in host
     # seq_add's lengths are read by the kernel that runs its loop (nothing in the call writes them)
     seq = (kernels / "seq_add" / "npu" / "default" / "host.cpp").read_text().split("Call call(device, stream);")[1]
     assert "read_device(" not in seq

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ... import sym
 from ...escape import cpp_comment, cpp_string
-from ...ir import Func, Module, Op, TensorType
+from ...ir import Func, Module, Op, Param, TensorType
 from ...ir.opdefs import Handlers, block_params
 from . import cxx
 from .cxx import ExprContext, Names, cxx_type, unsupported
@@ -203,8 +203,9 @@ class ControlEmitter:
         """Declare ``memory``, a GM workspace of ``nbytes`` bytes with a ``data()``."""
         raise NotImplementedError
 
-    def _read_value(self, pointer: str, index: str) -> str:
-        """The expression reading element ``index`` of ``pointer``."""
+    def _read_value(self, pointer: str, index: str, source: Param | None) -> str:
+        """The expression reading element ``index`` of ``pointer``; ``source``: the entry's input
+        tensor the pointer points into when nothing in the call writes it, else None."""
         raise NotImplementedError
 
     def _after_device_call(self, depth: int, op: Op) -> None:
@@ -375,7 +376,10 @@ class ControlEmitter:
         # (`r + 1 <= R`) cannot overflow the tensor's element type, whatever value the data holds
         ctype = "float" if dtype in cxx.FLOAT_DTYPES else "int64_t"
         var = self.ctx.names[op.attrs["sym"]]
-        value = self._read_value(pointer, self._e(index))
+        origin = self.origins[tensor.name]
+        source = next((p for p in self.control.params if p.name == origin.root and p.is_tensor
+                       and p.mode == "in" and not origin.workspace), None)
+        value = self._read_value(pointer, self._e(index), source)
         self._line(depth, f"const {ctype} {var} = static_cast<{ctype}>({value});", op)
         self._after_device_call(depth, op)
 

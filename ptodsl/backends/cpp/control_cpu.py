@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...ir import Func, Op
+from ...ir import Func, Op, Param
 from . import cxx
 from .control import HOSTS, ControlEmitter
 
@@ -68,7 +68,7 @@ class CpuHost(ControlEmitter):
     def _workspace(self, depth: int, memory: str, nbytes: str, op: Op) -> None:
         self._line(depth, f"std::vector<unsigned char> {memory} = workspace({nbytes}, poison);", op)
 
-    def _read_value(self, pointer: str, index: str) -> str:
+    def _read_value(self, pointer: str, index: str, source: Param | None) -> str:
         return f"{pointer}[{index}]"
 
     def _block_args(self, block: str, blocks: str) -> tuple[str | None, str | None]:

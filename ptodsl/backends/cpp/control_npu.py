@@ -12,13 +12,15 @@ Workspaces come from a pool the call owns: a workspace whose scope has ended is 
 one that fits, cleared on the stream behind the kernels that used it (kernels on one stream run in
 order), so iterations of a loop neither allocate device memory nor wait for the device. The pool
 is freed when the call's stream has drained. Only a scalar read out of device memory (and a status
-buffer of guards) waits for the stream.
+buffer of guards) waits for the stream; the host reads an input tensor (one no kernel of the call
+writes: an index tensor) a page of elements at a time, waiting once, not once per element.
 """
 
 from __future__ import annotations
 
+from ... import sym
 from ...escape import cpp_string
-from ...ir import Func, Op
+from ...ir import Func, Op, Param
 from . import cxx
 from .control import HOSTS, ControlEmitter
 
@@ -142,6 +144,44 @@ static T read_device(const T* p)
     return value;
 }
 
+// The elements of an input tensor read by the host, fetched a page at a time: nothing in the call
+// writes the tensor, so a page once fetched stays true, and only the first fetch waits for the
+// kernels queued before it (the caller's, which may still be producing the tensor).
+template <typename T>
+class HostPages {
+public:
+    HostPages(const T* device, int64_t count) : device_(device), count_(count) {}
+    T operator[](int64_t i)
+    {
+        const int64_t first = i - i % kPage;
+        if (first != first_) {
+            if (!synced_) {
+                synced_ = ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+                if (!synced_) {
+                    return T{};
+                }
+            }
+            const int64_t n = count_ - first < kPage ? count_ - first : kPage;
+            page_.assign(static_cast<size_t>(n), T{});
+            first_ = -1;
+            if (!ptodsl_check(aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T),
+                                          ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy")) {
+                return T{};
+            }
+            first_ = first;
+        }
+        return page_[static_cast<size_t>(i - first)];
+    }
+
+private:
+    static constexpr int64_t kPage = 4096;
+    const T* device_;
+    int64_t count_;
+    int64_t first_ = -1;
+    bool synced_ = false;
+    std::vector<T> page_;
+};
+
 // The status entries of a kernel's blocks, copied back once the kernel has finished.
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
@@ -161,13 +201,14 @@ extern "C" const char* {name}_failure(void)
 
 class NpuHost(ControlEmitter):
     RESERVED = ("ptodsl_stream", "ptodsl_failed", "ptodsl_failure", "ptodsl_check", "ptodsl_pool", "PoolBuffer",
-                "Call", "DeviceWorkspace", "launched", "read_device", "read_status", "stream", "device", "call")
+                "Call", "DeviceWorkspace", "HostPages", "launched", "read_device", "read_status", "stream", "device", "call")
     RUN_BY = ", run by the host on device memory through ACL."
     INCLUDES = ('#include "acl/acl.h"',)
     PRELUDE = PRELUDE
 
     def __init__(self, module, control, kernels, parallel, origin):
         super().__init__(module, control, kernels, [], origin)  # one stream, in order: no host threads
+        self.pages: dict[str, str] = {}  # input tensor -> its HostPages, declared at the entry's top
 
     def _declarations(self) -> list[str]:
         return [k.launcher_declaration for k in self.kernels.values()]
@@ -177,14 +218,31 @@ class NpuHost(ControlEmitter):
         return [*FAILURE_ENTRY.format(name=name).splitlines(), "",
                 f'extern "C" int {name}(int32_t device, void* stream, {params})', "{",
                 "    Call call(device, stream);", "    if (ptodsl_failed) {", "        return -1;", "    }",
+                *self._page_declarations(),
                 *cxx.format_lines(self.lines), "    return call.finish();", "}"]
 
     def _workspace(self, depth: int, memory: str, nbytes: str, op: Op) -> None:
         self._line(depth, f"DeviceWorkspace {memory}({nbytes}, poison);", op)
         self._after_device_call(depth, op)
 
-    def _read_value(self, pointer: str, index: str) -> str:
-        return f"read_device({pointer} + {index})"
+    def _read_value(self, pointer: str, index: str, source: Param | None) -> str:
+        if source is None:
+            return f"read_device({pointer} + {index})"
+        if source.name not in self.pages:
+            self.pages[source.name] = self.names.claim(f"{source.name}_pages")
+        base = self.vars[source.name]
+        at = index if pointer == base else f"({pointer} - {base}) + {index}"  # a view's offset
+        return f"{self.pages[source.name]}[{at}]"
+
+    def _page_declarations(self) -> list[str]:
+        out = []
+        for name, pages in self.pages.items():
+            param = next(p for p in self.control.params if p.name == name)
+            count: sym.Expr = 1
+            for d in param.type.shape:
+                count = sym.mul(count, d)
+            out.append(f"    HostPages<{cxx.cxx_type(param.dtype)}> {pages}({self.vars[name]}, {self._e(count)});")
+        return out
 
     def _block_args(self, block: str, blocks: str) -> tuple[str | None, str | None]:
         return None, None  # a block reads its index and the count from its core

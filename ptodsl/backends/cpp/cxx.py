@@ -261,7 +261,9 @@ def _binary(e: sym.BinExpr, ctx: ExprContext) -> tuple[str, int, str]:
         # Python's true division of two integers.
         text = f"static_cast<double>({left[0]}) / {_wrap(right[0], right[1], prec + 1)}"
         return text, prec, FLOAT
-    text = f"{_wrap(left[0], left[1], prec)} {op} {_wrap(right[0], right[1], prec + 1)}"
+    # an `&&` under `||` is bracketed although C++ binds it first: compilers warn of it (-Wparentheses)
+    left_at = prec + 2 if op == "||" else prec
+    text = f"{_wrap(left[0], left[1], left_at)} {op} {_wrap(right[0], right[1], max(left_at, prec + 1))}"
     if op in ("&&", "||", "==", "!=", "<", "<=", ">", ">="):
         kind = BOOL
     else:

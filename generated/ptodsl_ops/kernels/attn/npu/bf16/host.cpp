@@ -160,6 +160,44 @@ static T read_device(const T* p)
     return value;
 }
 
+// The elements of an input tensor read by the host, fetched a page at a time: nothing in the call
+// writes the tensor, so a page once fetched stays true, and only the first fetch waits for the
+// kernels queued before it (the caller's, which may still be producing the tensor).
+template <typename T>
+class HostPages {
+public:
+    HostPages(const T* device, int64_t count) : device_(device), count_(count) {}
+    T operator[](int64_t i)
+    {
+        const int64_t first = i - i % kPage;
+        if (first != first_) {
+            if (!synced_) {
+                synced_ = ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+                if (!synced_) {
+                    return T{};
+                }
+            }
+            const int64_t n = count_ - first < kPage ? count_ - first : kPage;
+            page_.assign(static_cast<size_t>(n), T{});
+            first_ = -1;
+            if (!ptodsl_check(aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T),
+                                          ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy")) {
+                return T{};
+            }
+            first_ = first;
+        }
+        return page_[static_cast<size_t>(i - first)];
+    }
+
+private:
+    static constexpr int64_t kPage = 4096;
+    const T* device_;
+    int64_t count_;
+    int64_t first_ = -1;
+    bool synced_ = false;
+    std::vector<T> page_;
+};
+
 // The status entries of a kernel's blocks, copied back once the kernel has finished.
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {

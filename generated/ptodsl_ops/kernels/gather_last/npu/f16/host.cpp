@@ -135,6 +135,44 @@ static T read_device(const T* p)
     return value;
 }
 
+// The elements of an input tensor read by the host, fetched a page at a time: nothing in the call
+// writes the tensor, so a page once fetched stays true, and only the first fetch waits for the
+// kernels queued before it (the caller's, which may still be producing the tensor).
+template <typename T>
+class HostPages {
+public:
+    HostPages(const T* device, int64_t count) : device_(device), count_(count) {}
+    T operator[](int64_t i)
+    {
+        const int64_t first = i - i % kPage;
+        if (first != first_) {
+            if (!synced_) {
+                synced_ = ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+                if (!synced_) {
+                    return T{};
+                }
+            }
+            const int64_t n = count_ - first < kPage ? count_ - first : kPage;
+            page_.assign(static_cast<size_t>(n), T{});
+            first_ = -1;
+            if (!ptodsl_check(aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T),
+                                          ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy")) {
+                return T{};
+            }
+            first_ = first;
+        }
+        return page_[static_cast<size_t>(i - first)];
+    }
+
+private:
+    static constexpr int64_t kPage = 4096;
+    const T* device_;
+    int64_t count_;
+    int64_t first_ = -1;
+    bool synced_ = false;
+    std::vector<T> page_;
+};
+
 // The status entries of a kernel's blocks, copied back once the kernel has finished.
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
@@ -180,9 +218,11 @@ extern "C" int gather_last_f16(int32_t device, void* stream, half* x, int32_t* i
     if (ptodsl_failed) {
         return -1;
     }
+    HostPages<int32_t> idx_pages(idx, M * K);
+    HostPages<int64_t> cols_pages(cols, J);
     for (int64_t _ix1 = 0; _ix1 < M; ++_ix1) {  // gather_last.pto:4:17
         for (int64_t _ix2 = 0; _ix2 < K; ++_ix2) {  // gather_last.pto:4:17
-            const int64_t _iv3 = static_cast<int64_t>(read_device(idx + _ix1 * K + _ix2));  // gather_last.pto:4:17
+            const int64_t _iv3 = static_cast<int64_t>(idx_pages[_ix1 * K + _ix2]);  // gather_last.pto:4:17
             if (ptodsl_failed) {  // gather_last.pto:4:17
                 return -1;  // gather_last.pto:4:17
             }
@@ -202,7 +242,7 @@ extern "C" int gather_last_f16(int32_t device, void* stream, half* x, int32_t* i
         }
     }
     for (int64_t _ix5 = 0; _ix5 < J; ++_ix5) {  // gather_last.pto:5:19
-        const int64_t _iv6 = static_cast<int64_t>(read_device(cols + _ix5));  // gather_last.pto:5:19
+        const int64_t _iv6 = static_cast<int64_t>(cols_pages[_ix5]);  // gather_last.pto:5:19
         if (ptodsl_failed) {  // gather_last.pto:5:19
             return -1;  // gather_last.pto:5:19
         }

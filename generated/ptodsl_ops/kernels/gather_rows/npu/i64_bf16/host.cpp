@@ -134,6 +134,44 @@ static T read_device(const T* p)
     return value;
 }
 
+// The elements of an input tensor read by the host, fetched a page at a time: nothing in the call
+// writes the tensor, so a page once fetched stays true, and only the first fetch waits for the
+// kernels queued before it (the caller's, which may still be producing the tensor).
+template <typename T>
+class HostPages {
+public:
+    HostPages(const T* device, int64_t count) : device_(device), count_(count) {}
+    T operator[](int64_t i)
+    {
+        const int64_t first = i - i % kPage;
+        if (first != first_) {
+            if (!synced_) {
+                synced_ = ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+                if (!synced_) {
+                    return T{};
+                }
+            }
+            const int64_t n = count_ - first < kPage ? count_ - first : kPage;
+            page_.assign(static_cast<size_t>(n), T{});
+            first_ = -1;
+            if (!ptodsl_check(aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T),
+                                          ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy")) {
+                return T{};
+            }
+            first_ = first;
+        }
+        return page_[static_cast<size_t>(i - first)];
+    }
+
+private:
+    static constexpr int64_t kPage = 4096;
+    const T* device_;
+    int64_t count_;
+    int64_t first_ = -1;
+    bool synced_ = false;
+    std::vector<T> page_;
+};
+
 // The status entries of a kernel's blocks, copied back once the kernel has finished.
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
@@ -179,8 +217,9 @@ extern "C" int gather_rows_i64_bf16(int32_t device, void* stream, bfloat16_t* ta
     if (ptodsl_failed) {
         return -1;
     }
+    HostPages<int64_t> ids_pages(ids, N);
     for (int64_t _ix1 = 0; _ix1 < N; ++_ix1) {  // gather_rows.pto:3:14
-        const int64_t _iv2 = static_cast<int64_t>(read_device(ids + _ix1));  // gather_rows.pto:3:14
+        const int64_t _iv2 = static_cast<int64_t>(ids_pages[_ix1]);  // gather_rows.pto:3:14
         if (ptodsl_failed) {  // gather_rows.pto:3:14
             return -1;  // gather_rows.pto:3:14
         }

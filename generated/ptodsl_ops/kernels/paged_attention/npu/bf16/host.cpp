@@ -155,6 +155,44 @@ static T read_device(const T* p)
     return value;
 }
 
+// The elements of an input tensor read by the host, fetched a page at a time: nothing in the call
+// writes the tensor, so a page once fetched stays true, and only the first fetch waits for the
+// kernels queued before it (the caller's, which may still be producing the tensor).
+template <typename T>
+class HostPages {
+public:
+    HostPages(const T* device, int64_t count) : device_(device), count_(count) {}
+    T operator[](int64_t i)
+    {
+        const int64_t first = i - i % kPage;
+        if (first != first_) {
+            if (!synced_) {
+                synced_ = ptodsl_check(aclrtSynchronizeStream(ptodsl_stream), "aclrtSynchronizeStream");
+                if (!synced_) {
+                    return T{};
+                }
+            }
+            const int64_t n = count_ - first < kPage ? count_ - first : kPage;
+            page_.assign(static_cast<size_t>(n), T{});
+            first_ = -1;
+            if (!ptodsl_check(aclrtMemcpy(page_.data(), n * sizeof(T), device_ + first, n * sizeof(T),
+                                          ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy")) {
+                return T{};
+            }
+            first_ = first;
+        }
+        return page_[static_cast<size_t>(i - first)];
+    }
+
+private:
+    static constexpr int64_t kPage = 4096;
+    const T* device_;
+    int64_t count_;
+    int64_t first_ = -1;
+    bool synced_ = false;
+    std::vector<T> page_;
+};
+
 // The status entries of a kernel's blocks, copied back once the kernel has finished.
 static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
 {
@@ -200,9 +238,11 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
     if (ptodsl_failed) {
         return -1;
     }
+    HostPages<int32_t> kv_act_seqs_pages(kv_act_seqs, B);
+    HostPages<int32_t> block_table_pages(block_table, B * MB);
     for (int64_t b = 0; b < B; ++b) {  // paged_attention.pto:20:5
         for (int64_t s1 = 0; s1 < QR / (B * 64); ++s1) {  // paged_attention.pto:21:9
-            const int64_t s0 = static_cast<int64_t>(read_device(kv_act_seqs + b));  // paged_attention.pto:22:23
+            const int64_t s0 = static_cast<int64_t>(kv_act_seqs_pages[b]);  // paged_attention.pto:22:23
             if (ptodsl_failed) {  // paged_attention.pto:22:23
                 return -1;  // paged_attention.pto:22:23
             }
@@ -244,7 +284,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                                 return 3;  // paged_attention.pto:33:38
                             }
-                            const int64_t s3_first = static_cast<int64_t>(read_device(block_table + b * MB));  // paged_attention.pto:33:38
+                            const int64_t s3_first = static_cast<int64_t>(block_table_pages[b * MB]);  // paged_attention.pto:33:38
                             if (ptodsl_failed) {  // paged_attention.pto:33:38
                                 return -1;  // paged_attention.pto:33:38
                             }
@@ -254,7 +294,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                                 return 4;  // paged_attention.pto:34:38
                             }
-                            const int64_t s4_first = static_cast<int64_t>(read_device(block_table + b * MB + 1));  // paged_attention.pto:34:38
+                            const int64_t s4_first = static_cast<int64_t>(block_table_pages[b * MB + 1]);  // paged_attention.pto:34:38
                             if (ptodsl_failed) {  // paged_attention.pto:34:38
                                 return -1;  // paged_attention.pto:34:38
                             }
@@ -372,7 +412,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 11;  // paged_attention.pto:33:38
                         }
-                        const int64_t s3_u2c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + s2_u2 * 2) * 2));  // paged_attention.pto:33:38
+                        const int64_t s3_u2c0 = static_cast<int64_t>(block_table_pages[b * MB + (1 + s2_u2 * 2) * 2]);  // paged_attention.pto:33:38
                         if (ptodsl_failed) {  // paged_attention.pto:33:38
                             return -1;  // paged_attention.pto:33:38
                         }
@@ -382,7 +422,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                             return 12;  // paged_attention.pto:34:38
                         }
-                        const int64_t s4_u2c0 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 3)));  // paged_attention.pto:34:38
+                        const int64_t s4_u2c0 = static_cast<int64_t>(block_table_pages[b * MB + (s2_u2 * 4 + 3)]);  // paged_attention.pto:34:38
                         if (ptodsl_failed) {  // paged_attention.pto:34:38
                             return -1;  // paged_attention.pto:34:38
                         }
@@ -510,7 +550,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                         if (!launched("the launch of paged_attention_bf16_k8")) {  // paged_attention.pto:58:69
                             return -1;  // paged_attention.pto:58:69
                         }
-                        const int64_t s3_u2c1 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 2 + 2) * 2));  // paged_attention.pto:33:38
+                        const int64_t s3_u2c1 = static_cast<int64_t>(block_table_pages[b * MB + (s2_u2 * 2 + 2) * 2]);  // paged_attention.pto:33:38
                         if (ptodsl_failed) {  // paged_attention.pto:33:38
                             return -1;  // paged_attention.pto:33:38
                         }
@@ -520,7 +560,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                             return 19;  // paged_attention.pto:34:38
                         }
-                        const int64_t s4_u2c1 = static_cast<int64_t>(read_device(block_table + b * MB + (s2_u2 * 4 + 5)));  // paged_attention.pto:34:38
+                        const int64_t s4_u2c1 = static_cast<int64_t>(block_table_pages[b * MB + (s2_u2 * 4 + 5)]);  // paged_attention.pto:34:38
                         if (ptodsl_failed) {  // paged_attention.pto:34:38
                             return -1;  // paged_attention.pto:34:38
                         }
@@ -650,7 +690,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                             return 25;  // paged_attention.pto:33:38
                         }
-                        const int64_t s3_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2));  // paged_attention.pto:33:38
+                        const int64_t s3_u1c0 = static_cast<int64_t>(block_table_pages[b * MB + (1 + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 2 + s2_u1)) * 2]);  // paged_attention.pto:33:38
                         if (ptodsl_failed) {  // paged_attention.pto:33:38
                             return -1;  // paged_attention.pto:33:38
                         }
@@ -660,7 +700,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                             paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                             return 26;  // paged_attention.pto:34:38
                         }
-                        const int64_t s4_u1c0 = static_cast<int64_t>(read_device(block_table + b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)));  // paged_attention.pto:34:38
+                        const int64_t s4_u1c0 = static_cast<int64_t>(block_table_pages[b * MB + (max_i64(ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 2, 0) / 2 * 4 + s2_u1 * 2 + 3)]);  // paged_attention.pto:34:38
                         if (ptodsl_failed) {  // paged_attention.pto:34:38
                             return -1;  // paged_attention.pto:34:38
                         }
@@ -791,7 +831,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:33:38
                                 return 32;  // paged_attention.pto:33:38
                             }
-                            const int64_t s3_last = static_cast<int64_t>(read_device(block_table + b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2));  // paged_attention.pto:33:38
+                            const int64_t s3_last = static_cast<int64_t>(block_table_pages[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) - 1) * 2]);  // paged_attention.pto:33:38
                             if (ptodsl_failed) {  // paged_attention.pto:33:38
                                 return -1;  // paged_attention.pto:33:38
                             }
@@ -801,7 +841,7 @@ extern "C" int paged_attention_bf16(int32_t device, void* stream, bfloat16_t* q,
                                 paged_attention_bf16_guard[2] = static_cast<int64_t>(MB);  // paged_attention.pto:34:38
                                 return 33;  // paged_attention.pto:34:38
                             }
-                            const int64_t s4_last = static_cast<int64_t>(read_device(block_table + b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)));  // paged_attention.pto:34:38
+                            const int64_t s4_last = static_cast<int64_t>(block_table_pages[b * MB + (ceil_div(s0 - (QR / (B * 64) - 1 - s1), 32) * 2 - 1)]);  // paged_attention.pto:34:38
                             if (ptodsl_failed) {  // paged_attention.pto:34:38
                                 return -1;  // paged_attention.pto:34:38
                             }
