@@ -45,7 +45,7 @@ EVERYDAY: dict[str, str] = {
     "matmul_bias_relu": "T=bf16",  # cube then vector kernels with a workspace between them
     "matmul_i8": "",  # int8 matmul with an i32 accumulator
     "flash_attn": "T=f16",  # attention: cube and vector in a loop, online softmax
-    "gather_rows": "T=f32,I=i32",  # rows gathered by an index tensor read at run time
+    "gather_rows": "T=bf16,I=i64",  # rows gathered by an index tensor read at run time
     "kv_cache_update": "T=f16",  # a scatter into a tensor updated in place
     "transpose2d": "T=i32",  # layout change through tiles
     "reshape_heads": "T=f32",  # views, reshape and permute in the control program
