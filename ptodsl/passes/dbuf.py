@@ -11,13 +11,13 @@ shared, the sync pass sees no dependency between the copies, so loading one copy
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
 
-The pass runs when the schedule asks for it (``pass_options: {double_buffer: true}``; off by
-default for now, since doubled kernel bodies make compiling the library take about 55% more CPU
-time and its cold C++ build about 17% more). A loop stays
-single buffered when it provably runs at most once, and when the doubled tiles would not fit
-on chip, would take the kernel's stack frame over the limit or need more event ids than the
-target has: the pass plans memory (and synchronises) a copy of the kernel with the doubled loops
-and keeps them only if that succeeds, so doubling never causes E0611, E0612 or E0613.
+The pass runs unless the schedule turns it off (``pass_options: {double_buffer: false}``; doubled
+kernel bodies make compiling the library take about 55% more CPU time and its cold C++ build about
+17% more). A loop stays single buffered when it provably runs at most once, and when the doubled
+tiles would not fit on chip, would take the kernel's stack frame over the limit or need more event
+ids than the target has: the pass plans memory (and synchronises) a copy of the kernel with the doubled loops
+and keeps them only if that succeeds (``passes/trial.py``), so doubling never causes E0611, E0612
+or E0613.
 """
 
 from __future__ import annotations
