@@ -72,7 +72,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "triu",  # triu / tril with literal and symbolic diagonals
     "argmax",  # argmax / argmin along the last dim, keepdim or not, ties from small integers
     "topk",  # v, i = topk(x, k) and argsort, ties from small integers
-    "pass_options",  # multiply-adds, double buffering, or no fused instructions (drawn apart from the program)
+    "pass_options",  # multiply-adds, single buffering, or no fused instructions (drawn apart from the program)
     # Known compiler bug classes (see KNOWN_BUG_FEATURES).
     "stale_index",
     "int_div",
@@ -1017,7 +1017,7 @@ class Gen:
         if r.random() < 0.5:
             out["multiply_add"] = True
         if r.random() < 0.3:
-            out["double_buffer"] = True
+            out["double_buffer"] = False  # it is on by default
         if r.random() < 0.15:
             out["fused_ops"] = False
         return out

@@ -11,23 +11,22 @@ shared, the sync pass sees no dependency between the copies, so loading one copy
 computing and storing the other's; only a true dependency (an accumulator, a GM tensor written and
 read back) still orders them.
 
-The pass runs when the schedule asks for it (``pass_options: {double_buffer: true}``; off by
-default for now, since doubled kernel bodies make compiling the library take about 55% more CPU
-time and its cold C++ build about 17% more). A loop stays
-single buffered when it provably runs at most once, and when the doubled tiles would not fit
-on chip, would take the kernel's stack frame over the limit or need more event ids than the
-target has: the pass plans memory (and synchronises) a copy of the kernel with the doubled loops
-and keeps them only if that succeeds, so doubling never causes E0611, E0612 or E0613.
+The pass runs unless the schedule turns it off (``pass_options: {double_buffer: false}``; doubled
+kernel bodies make compiling the library take about 55% more CPU time and its cold C++ build about
+17% more). A loop stays single buffered when it provably runs at most once, and when the doubled
+tiles would not fit on chip, would take the kernel's stack frame over the limit or need more event
+ids than the target has: the pass plans memory (and synchronises) a copy of the kernel with the doubled loops
+and keeps them only if that succeeds (``passes/trial.py``), so doubling never causes E0611, E0612
+or E0613.
 """
 
 from __future__ import annotations
 
 from .. import sym
-from ..diagnostics import Diagnostics
 from ..ir import Func, Module, Op
 from ..ir.schedule import schedule_of
 from ..schedule import PASS_OPTION_DEFAULTS
-from . import memplan, stack, sync
+from . import stack, trial
 from .context import Pass, PassContext
 from .memplan import BUFFER, BUFFER_OF
 from .unroll import _Cloner
@@ -136,20 +135,6 @@ def doubled(loop: Op, ranges: Ranges) -> Op:
                            "double_buffered": 1}, [], [body], loop.span)
 
 
-def _trial(func: Func, ctx: PassContext, synchronise: bool, strided: set[str]) -> bool:
-    """Whether ``func`` still compiles within the target's limits: its memory plan fits on chip
-    (E0611), its stack frame under the limit (E0613; ``strided``: its parameters that take
-    strides) and, with ``synchronise``, its flags fit in the event ids (E0612). Tried on a copy,
-    with the passes that come next, reporting nowhere."""
-    trial = Module("trial", "block", [func]).clone().funcs[0]
-    quiet = PassContext(ctx.target, Diagnostics())
-    memplan.plan(trial, quiet)
-    stack.check_kernel(trial, quiet, strided)
-    if synchronise and not quiet.diags.has_errors:
-        sync.insert(trial, quiet)
-    return not quiet.diags.has_errors
-
-
 def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
     """Double buffer the grid nests of ``func`` that gain from it, each only if the kernel's tiles
     still fit with it; then, while the kernel's flags need more event ids than the target has, undo
@@ -173,11 +158,11 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
             continue
         at = region.index(old)
         region[at] = doubled(loop, ranges)
-        if _trial(func, ctx, False, strided):
+        if trial.compiles(func, ctx, strided, synchronise=False):
             done.append((region, at, old))
         else:
             region[at] = old
-    while done and not _trial(func, ctx, True, strided):
+    while done and not trial.compiles(func, ctx, strided):
         region, at, old = done.pop()
         region[at] = old
 
@@ -192,10 +177,7 @@ def run(module: Module, ctx: PassContext) -> Module:
         return module.clone()  # passes never mutate their input
     # the same kernels are lowered again and again (resuming from a printed module, tuning, the
     # backends): the result depends only on the module and the target's limits, so it is kept
-    t = ctx.target
-    limits = (t.name, t.ub_block_bytes, t.max_event_ids, t.stack,
-              *(getattr(t, f) for f in memplan.SPACE_FIELD.values()))
-    key = (str(module), limits)
+    key = (str(module), trial.limits(ctx.target))
     if key not in _DONE:
         fresh = module.clone()
         strided = stack.strided_params(fresh)

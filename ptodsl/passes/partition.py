@@ -7,36 +7,23 @@ branches, scalar reads, views and GM workspaces of the top level and the loops t
 kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC: L1/L0 tiles), launched with
 ``launch(tensors) {kernel, scalars}``. Tile work and grid loops always run in a kernel; a loop of
 the user's runs inside its kernel too when its whole body can (``passes/persistent.py``), so a
-loop over rows is one launch, not one per row. A run is cut where no tile is live, when its
-estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut small enough is
-reported as a warning with its estimate.
+loop over rows is one launch, not one per row, as long as the kernel holding it still plans its
+memory and synchronises (tried on a copy first: ``passes/trial.py``). A run is cut where no tile is
+live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut
+small enough is reported as a warning with its estimate.
 """
 
 from __future__ import annotations
 
 import itertools
-from math import prod
 
 from .. import sym
-from ..dtypes import itemsize
 from ..ir import Func, Module, Op, Param, TensorType, TileType, Value
 from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
+from . import trial
 from .context import Pass, PassContext
-from .persistent import Placement, bound_within, hoist_workspaces, kind_of
-
-
-def cycles(op: Op, target) -> int:
-    """A rough cost: vector repeats of each tile op, times static grid trip counts. A loop of the
-    user's inside a kernel counts one iteration: the budget bounds what one kernel's code holds."""
-    if op.name == "loop":
-        hi, lo = op.attrs["hi"], op.attrs["lo"]
-        trips = hi - lo if sym.is_const(hi) and sym.is_const(lo) and in_kernel_loop(op) else 1
-        return max(1, trips) * sum(cycles(x, target) for x in op.regions[0])
-    if not op.name.startswith("tile.") or op.name == "tile.alloc" or not op.operands:
-        return 0
-    t = op.operands[0].type if isinstance(op.operands[0].type, TileType) else op.operands[1].type
-    return max(1, -(-prod(t.shape) * itemsize(t.dtype) // target.vector_repeat_bytes))
+from .persistent import Placement, bound_within, cycles, hoist_workspaces, kind_of
 
 
 class _Partitioner:
@@ -96,7 +83,33 @@ class _Partitioner:
         if not run:
             return
         for chunk in self.split(run):
-            out.extend(self.kernel(chunk))
+            refused = self.refused(chunk)
+            if refused:
+                for loop in refused:
+                    self.place.refuse(loop)
+                out.extend(self.region(chunk, set()))  # the refused loops now launch per iteration
+            else:
+                out.extend(self.kernel(chunk))
+
+    def refused(self, chunk: list[Op]) -> list[Op]:
+        """The loops of the user's in ``chunk`` to keep in the control program after all, because
+        the kernel holding them would not compile (on-chip memory, stack frame, event ids) though
+        each iteration may on its own: the loops that fail on their own, else, when only together
+        they fail, all of them. Launching a kernel per iteration compiled before loops ran inside
+        kernels, and still does; a kernel without such a loop is left to report its own error."""
+        loops = [op for op in chunk if op.name == "loop" and not in_kernel_loop(op)]
+        if not loops or self.compiles(chunk):
+            return []
+        alone = [loop for loop in loops if len(loops) > 1 and not self.compiles([loop])]
+        return alone or loops
+
+    def compiles(self, ops: list[Op]) -> bool:
+        """Whether the kernel made of (a copy of) ``ops`` plans and synchronises. The stack frame
+        is estimated with no strided parameter: what strides the kernel takes is known only once
+        the whole control program is (a frame over the limit even so is over it in any case)."""
+        func = Func("trial", [], ops, kind_of(ops[0]))
+        copy = Module("trial", "block", [func]).clone().funcs[0]
+        return trial.compiles(self.build(copy.body, copy.name)[0], self.ctx, frozenset())
 
     def split(self, run: list[Op]) -> list[list[Op]]:
         """Cut at points with no live tile, between kinds, and when the estimate passes the bound."""
@@ -126,8 +139,17 @@ class _Partitioner:
     def kernel(self, ops: list[Op]) -> list[Op]:
         """The compute kernel running ``ops``; returns what the control program does in their place:
         allocate the kernel's workspaces, then launch it."""
-        kind = kind_of(ops[0])
         name = f"{self.func.name}_k{next(self.counter)}"
+        func, allocs, tensors, free = self.build(ops, name)
+        self.kernels.append(func)
+        return [*allocs, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
+                            span=ops[0].span)]
+
+    def build(self, ops: list[Op], name: str) -> tuple[Func, list[Op], list[Value], list[str]]:
+        """The compute kernel ``name`` running ``ops`` (which it takes over: its workspaces' allocs
+        move out of them, its tensors become its parameters), the workspaces' allocs, the tensors it
+        is launched with and the symbols it takes as scalars."""
+        kind = kind_of(ops[0])
         allocs = hoist_workspaces(ops)
         tensors: list[Value] = []
         defined: set[str] = set()
@@ -165,9 +187,7 @@ class _Partitioner:
             for o in top.walk():
                 o.operands = [remap.get(v.name, v) if isinstance(v.type, TensorType) else v for v in o.operands]
         params += [Param(s, None, self.scalar_dtypes.get(s, "i64")) for s in free]
-        self.kernels.append(Func(name, params, ops, kind, {}, ops[0].span))
-        return [*allocs, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
-                            span=ops[0].span)]
+        return Func(name, params, ops, kind, {}, ops[0].span), allocs, tensors, free
 
 
 def _free(e) -> set[str]:

@@ -10,7 +10,11 @@ one a kernel writes would, so such a read keeps its loop in the control program)
 whose shape and valid shape do not depend on anything the loop binds, and when one iteration fits the cycle budget
 of a kernel (``pass_options.cycle_upper_bound``: a larger body is cut into several kernels). A
 print, a branch, a reshape or permute, or a read of a written tensor keeps the loop in the control
-program, which then launches a kernel per iteration as before.
+program, which then launches a kernel per iteration as before. So does a kernel holding the loop
+that would not compile (partitioning tries it, :meth:`Placement.refuse`): the iterations of a loop
+inside a kernel share its workspaces, so a dependency from one iteration to the next is carried
+across the loop and takes an event id of its own for the whole loop, where kernels launched per
+iteration need none (more than the target's ids is E0612).
 
 A kernel's workspaces are allocated by the control program (:func:`hoist_workspaces`): each
 ``alloc`` inside the kernel moves to just before its launch, so one workspace serves every
@@ -20,8 +24,10 @@ iteration. A kernel writing one does not run as blocks (``passes/blocks.py``): t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from math import prod
 
 from .. import sym
+from ..dtypes import itemsize
 from ..ir import Func, Op, TileType, Value
 from ..ir.gm import walk_ops
 from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
@@ -30,6 +36,19 @@ from .parallel import origins_of
 CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
 # Ops that keep the loop holding them in the control program.
 CONTROL_ONLY = frozenset({"print", "if", "reshape", "permute", "launch"})
+
+
+def cycles(op: Op, target) -> int:
+    """A rough cost: vector repeats of each tile op, times static grid trip counts. A loop of the
+    user's inside a kernel counts one iteration: the budget bounds what one kernel's code holds."""
+    if op.name == "loop":
+        hi, lo = op.attrs["hi"], op.attrs["lo"]
+        trips = hi - lo if sym.is_const(hi) and sym.is_const(lo) and in_kernel_loop(op) else 1
+        return max(1, trips) * sum(cycles(x, target) for x in op.regions[0])
+    if not op.name.startswith("tile.") or op.name == "tile.alloc" or not op.operands:
+        return 0
+    t = op.operands[0].type if isinstance(op.operands[0].type, TileType) else op.operands[1].type
+    return max(1, -(-prod(t.shape) * itemsize(t.dtype) // target.vector_repeat_bytes))
 
 
 def kind_of(op: Op) -> str:
@@ -91,6 +110,10 @@ class Placement:
             self._memo[key] = self._loop(op)
         return self._memo[key]
 
+    def refuse(self, loop: Op) -> None:
+        """Keep ``loop`` in the control program (the kernel holding it would not compile)."""
+        self._memo[id(loop)] = None
+
     def _loop(self, loop: Op) -> frozenset[str] | None:
         bound = bound_within(loop)
         for o in walk_ops([loop]):
@@ -133,4 +156,4 @@ def hoist_workspaces(ops: list[Op]) -> list[Op]:
     return allocs
 
 
-__all__ = ["CUBE_SPACES", "Placement", "bound_within", "hoist_workspaces", "kind_of", "kinds_in"]
+__all__ = ["CUBE_SPACES", "Placement", "bound_within", "cycles", "hoist_workspaces", "kind_of", "kinds_in"]

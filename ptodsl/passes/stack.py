@@ -36,7 +36,7 @@ from ..ir.opdefs import FUSED, indexed_gm, spread_in_blocks
 from ..ops import OPS
 from ..targets import StackModel, Target
 from .context import PassContext
-from .partition import cycles
+from .persistent import cycles
 from .tile_index import SCRATCH_TILES, index_table
 
 # The kinds of object a kernel's frame holds, each with the target field giving its size.

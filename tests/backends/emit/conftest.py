@@ -4,9 +4,10 @@ once.
 Every test here builds into one temporary cache (never the user's), shared by the session's
 pytest-xdist workers: an autouse fixture points PTODSL_CACHE_DIR at it for each test of this folder
 only, and the cache's per-entry locks make each library compile once however many workers ask for
-it. The ``library`` fixture compiles every spec of ``specs/`` and builds, in parallel (one compiler
-per core), the variants of the golden cases the session selected (test_cpu_golden.py: one variant
-per spec in the everyday suite, all of them under ``-m full``).
+it. The ``library`` fixture maps every spec of ``specs/`` to its operator, compiled on first use, and
+builds, in parallel (one compiler per core), the variants of the golden cases the session selected
+(test_cpu_golden.py: one variant of one spec per kernel family in the everyday suite, all of them
+under ``-m full``).
 """
 
 from __future__ import annotations
@@ -31,12 +32,25 @@ def _settings(mp: pytest.MonkeyPatch, cache: Path) -> None:
     mp.delenv("PTODSL_CXX", raising=False)
 
 
-def selected_variants(ops: dict[str, Operator], items: list[pytest.Item]) -> list:
+class Library(dict):
+    """Library spec path (``specs/NAME.yaml``) -> its operator, loaded when first asked for: the
+    everyday suite runs the cpu cases of a few specs, and compiling all of them cost it seconds."""
+
+    def __missing__(self, path: str) -> Operator:
+        if path not in SPECS:
+            raise KeyError(path)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(ROOT)  # by its relative path, as the golden ids name it
+            op = self[path] = ptodsl.load(path)
+        return op
+
+
+def selected_variants(ops: Library, items: list[pytest.Item]) -> list:
     """(compiled spec, variant index) of the golden cases among ``items`` (test_case_on_cpu's)."""
     out, seen = [], set()
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "spec_file" not in params or "index" not in params or params["spec_file"] not in ops:
+        if "spec_file" not in params or "index" not in params or params["spec_file"] not in SPECS:
             continue
         op = ops[params["spec_file"]]
         variant = op.spec.variant_of(op.spec.tests[params["index"]])
@@ -69,14 +83,15 @@ def gxx() -> None:
 
 
 @pytest.fixture(scope="session")
-def library(emit_cache: Path, gxx: None, request: pytest.FixtureRequest) -> Iterator[dict[str, Operator]]:
-    """Every library spec, loaded, with the variants of the session's selected golden cases built."""
+def library(emit_cache: Path, gxx: None, request: pytest.FixtureRequest) -> Iterator[Library]:
+    """Every library spec, loaded on first use, with the variants of the session's selected golden
+    cases built."""
     from ptodsl.backends.cpp.run import build_many
 
     with pytest.MonkeyPatch.context() as mp:
         _settings(mp, emit_cache)
         mp.chdir(ROOT)
-        ops = {path: ptodsl.load(path) for path in SPECS}
+        ops = Library()
         # reuse=False: a variant another test of this process built (into another cache) is built
         # here too, so the session cache holds every variant whatever ran before
         request.session.ptodsl_library_variants = variants = selected_variants(ops, request.session.items)

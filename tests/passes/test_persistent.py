@@ -1,0 +1,68 @@
+"""Persistent kernels (passes/persistent.py, passes/partition.py): a loop of the user's runs inside
+its compute kernel only when that kernel still compiles; otherwise the control program keeps the
+loop and launches a kernel per iteration, as it did before loops ran inside kernels."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ptodsl
+from ptodsl.ir.gm import walk_ops
+
+HAS_CXX = shutil.which("g++") is not None
+BACKENDS = ["sim", "cpu"] if HAS_CXX else ["sim"]
+BF16 = ml_dtypes.bfloat16
+
+# The fuzzer's seed 9073. Each of the 4 unrolled copies of the body writes two bf16 workspaces (the
+# casts' results) and reads them back; in one kernel holding the loop, every workspace's load in
+# one iteration and its store in the next is a dependency carried across the loop, one MTE2 -> MTE3
+# event id each for the whole loop: more than the target's 8 (E0612).
+FZ9073 = """kernel fz9073(y1: inout T[M, N], gidx: i32[M], x0: T[M, N], xf: f32[M, N], rv: T[N], cv: T[M, 1]):
+    for r in loop(M, name="L1"):
+        g1 = gidx[r]
+        v1 = x0[g1, :]
+        y1[r, :] = (v1 * ((rv * cv[r, :]) + cast(xf[r, :], T)))
+"""
+FZ9073_YAML = """op: fz9073
+dtypes: {T: [bf16]}
+schedule:
+  vec_tile: [1, 48]
+  loops:
+    L1: {unroll: [4, 2, 1]}
+  pass_options: {multiply_add: true, max_paths: 256}
+"""
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    return x.astype(BF16).astype(np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_loop_whose_kernel_would_need_too_many_event_ids_launches_per_iteration(tmp_path: Path, backend: str):
+    (tmp_path / "fz9073.pto").write_text(FZ9073)
+    (tmp_path / "fz9073.yaml").write_text(FZ9073_YAML)
+    op = ptodsl.load(str(tmp_path / "fz9073.yaml"))  # raised E0612
+    block = op.compiled.stages["block"]
+    control = block.func("fz9073_bf16")
+    loops = {o.attrs["unrolled"]: o for o in walk_ops(control.body) if o.name == "loop"}
+    assert list(loops) == [4]  # the copies of 2 and of 1 still run inside their kernel
+    assert any(o.name == "launch" for o in walk_ops(loops[4].regions[0]))
+    kernel_loops = {o.attrs.get("unrolled") for f in block.funcs if f.kind == "vector" for o in f.walk()
+                    if o.name == "loop"}
+    assert {2, 1} <= kernel_loops and 4 not in kernel_loops
+
+    m, n = 7, 100  # a pair of 4, one of 2 and one of 1; two tiles of 48 and a tail of 4
+    rng = np.random.default_rng(9073)
+    gidx = rng.permutation(m).astype(np.int32)
+    x0, rv, cv = (rng.standard_normal(s).astype(BF16) for s in ((m, n), (n,), (m, 1)))
+    xf = rng.standard_normal((m, n)).astype(np.float32)
+    y1 = np.zeros((m, n), BF16)
+    op(y1, gidx, x0, xf, rv, cv, backend=backend)  # y1 is updated in place
+    f = np.float32
+    want = _bf16(x0[gidx].astype(f) * _bf16(_bf16(rv.astype(f) * cv.astype(f)) + _bf16(xf)))
+    np.testing.assert_allclose(y1.astype(f), want, rtol=2e-2, atol=1e-2)
