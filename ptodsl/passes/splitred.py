@@ -49,7 +49,7 @@ from .unroll import _Cloner
 NOT_USER = frozenset({"grid", "split", "implicit", "peeled"})
 FLOATS = frozenset({"f16", "bf16", "f32"})
 INTS = frozenset({"i8", "i16", "i32", "i64", "u8"})
-COMBINE = {"add": "sum", "maximum": "max", "minimum": "min"}
+COMBINE = {"add": "sum", "maximum": "amax", "minimum": "amin"}
 CUBE_OPS = frozenset({"matmul"})
 
 
@@ -154,13 +154,17 @@ class _Plan:
                 then, other = op.regions
                 if not any(v.name == acc.name for o in op.walk() for v in o.operands):
                     continue
-                if len(then) != 1 or len(other) != 2:
+                if not then or len(other) != len(then) + 1:
                     return None
-                x = _accumulate(other[0], acc.name)
-                if x is None or not _full_write(then[0], acc, x) or not _full_write(other[1], acc, other[0].result) \
-                        or len(uses.get(other[0].result.name, [])) != 1 or out.begin_init or out.ops:
+                same = _same_ops(then[:-1], other[:-2])  # both arms compute x alike
+                x = _accumulate(other[-2], acc.name)
+                if same is None or x is None or not then[-1].operands \
+                        or not _full_write(then[-1], acc, then[-1].operands[1]) \
+                        or same.get(then[-1].operands[1].name, then[-1].operands[1].name) != x.name \
+                        or not _full_write(other[-1], acc, other[-2].result) \
+                        or len(uses.get(other[-2].result.name, [])) != 1 or out.begin_init or out.ops:
                     return None
-                out.begin_init, out.op = True, _merge(out.op, other[0].name)
+                out.begin_init, out.op = True, _merge(out.op, other[-2].name)
                 out.ops.append(op)
                 seen.update(id(o) for o in op.walk())
             elif op.name == "assemble" and op.operands[0].name == acc.name:
@@ -179,6 +183,21 @@ class _Plan:
         if any(id(o) not in seen for o in uses.get(acc.name, [])):
             return None  # read as something other than the accumulation's operand
         return out
+
+
+def _same_ops(a: list[Op], b: list[Op]) -> dict[str, str] | None:
+    """The names ``b``'s values have for ``a``'s when the two runs of ops compute alike (same ops,
+    attributes, types and operands, values of the runs matched), else None."""
+    if len(a) != len(b):
+        return None
+    names: dict[str, str] = {}
+    for x, y in zip(a, b):
+        if x.name != y.name or x.attrs != y.attrs or x.regions or y.regions or len(x.results) != len(y.results) \
+                or [names.get(v.name, v.name) for v in x.operands] != [v.name for v in y.operands] \
+                or any(r.type != q.type for r, q in zip(x.results, y.results)):
+            return None
+        names.update((r.name, q.name) for r, q in zip(x.results, y.results))
+    return names
 
 
 def _merge(have: str | None, new: str) -> str:
@@ -233,7 +252,8 @@ def _split(loop: Op, plan: _Plan, names: _Names, cores: int) -> list[Op]:
             continue
         acc, ws = plan.accs[name], rows[name]
         if op.name == "if":  # the first-iteration form: the identity fill stands for the overwrite
-            producer, write = op.regions[1]
+            *prefix, producer, write = op.regions[1]
+            body.extend(prefix)
         elif op.name == "assemble":
             continue  # emitted with its producer
         else:
