@@ -280,16 +280,17 @@ def _split(loop: Op, plan: _Plan, names: _Names, cores: int) -> list[Op]:
             combine.append(Op(acc.op, [acc.value, total], {}, [summed], [], span))
             total = summed
         combine.append(Op("assemble", [acc.value, total], {"offsets": [0, 0]}, [], [], span))
-    out.append(_once(combine, names, span))
     if plan.end_ifs:
         cloner = _Cloner({a["index"]: plan.last}, "", {})
-        tail = [cloner.op(x) for op in plan.end_ifs for x in op.regions[0]]
-        once = _once(tail, names, span)
-        trips_known = sym.is_const(trips)
-        if trips_known and trips >= 1:
-            out.append(once)
-        elif not trips_known:
-            out.append(Op("if", [], {"cond": sym.compare(">=", trips, 1)}, [], [[once], []], span))
+        combine += [cloner.op(x) for op in plan.end_ifs for x in op.regions[0]]
+    once = _once(combine, names, span)
+    if not any(acc.begin_init for acc in plan.accs.values()) and not plan.end_ifs:
+        out.append(once)  # with no iteration every partial is the identity: acc keeps its value
+    elif not sym.is_const(trips):
+        # a loop that runs no iteration neither overwrites acc nor runs its last-iteration branch
+        out.append(Op("if", [], {"cond": sym.compare(">=", trips, 1)}, [], [[once], []], span))
+    elif trips >= 1:
+        out.append(once)
     return out
 
 

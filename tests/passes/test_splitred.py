@@ -37,6 +37,15 @@ SPLIT = {
         if is_loop_end(b):
             y[:] = acc * 0.5
 """, lambda x: 0.5 * x.sum(0, keepdims=True)),
+    "a first iteration that may not come": ("""kernel acc(x: T[B, N], y: out T[1, N]):
+    acc = full(0.25, [1, N], T)
+    for b in loop(1, B, name="rows"):
+        if is_loop_begin(b):
+            acc[:] = x[b, :]
+        else:
+            acc[:] = maximum(acc, x[b, :])
+    y[:] = acc
+""", lambda x: x[1:].max(0, keepdims=True) if len(x) > 1 else np.full((1, x.shape[1]), 0.25, np.float32)),
     "maximum from a start value": ("""kernel acc(x: T[B, N], y: out T[1, N]):
     acc = full(0.25, [1, N], T)
     for b in loop(B, name="rows"):
