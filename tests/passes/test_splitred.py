@@ -4,6 +4,8 @@ cpu backend, ``specs/tensor_sum``, ``layernorm_bwd``, ``rmsnorm_bwd``)."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,19 @@ def test_an_integer_sum_wraps_the_same_in_any_order(tmp_path):
     x[::7] = -(2**31)
     np.testing.assert_array_equal(load(path)(x, backend="sim"),
                                   x.sum(0, keepdims=True, dtype=np.int64).astype(np.int32))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the cpu backend needs g++")
+@pytest.mark.parametrize("spec", ["tensor_sum", "layernorm_bwd"])
+def test_the_split_is_bitwise_the_same_on_the_simulator_and_the_cpu_backend(spec):
+    # more rows than cores: each partial sums a share of several, then the combine adds the partials
+    op = load(f"specs/{spec}.yaml")
+    rng = np.random.default_rng(5)
+    rows, cols = 100, 300
+    args = [rng.standard_normal((rows, cols)).astype(np.float32)]
+    if spec == "layernorm_bwd":
+        args += [rng.standard_normal(cols).astype(np.float32), rng.standard_normal((rows, cols)).astype(np.float32)]
+    sim, cpu = op(*args, backend="sim"), op(*args, backend="cpu")
+    for a, b in zip(sim if isinstance(sim, tuple) else (sim,), cpu if isinstance(cpu, tuple) else (cpu,)):
+        assert a.tobytes() == b.tobytes()
