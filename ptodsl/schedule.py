@@ -22,6 +22,9 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # TFUSEDMULADD). Opt-in: pto-isa's CPU simulation has neither, so such kernels do not build
     # against a pto-isa checkout, and how vmla / vmadd round on the NPU is not documented
     "multiply_add": 0,
+    # 1: a user loop whose only carried state is a sum / maximum / minimum accumulation runs as
+    # partial accumulations on all cores plus one combine (passes/splitred.py); 0 keeps it sequential
+    "split_reduction": 1,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

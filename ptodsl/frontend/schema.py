@@ -68,6 +68,9 @@ PASS_OPTIONS = Obj(
         "multiply_add": Bool(default=bool(PASS_OPTION_DEFAULTS["multiply_add"]),
                              desc="with fused_ops, a product read only by an addition becomes one multiply-add "
                                   "(TMULADDDST, TFUSEDMULADD; pto-isa's CPU simulation has neither)"),
+        "split_reduction": Bool(default=bool(PASS_OPTION_DEFAULTS["split_reduction"]),
+                                desc="a loop whose only carried state is a sum, maximum or minimum accumulation "
+                                     "runs as partial accumulations on all cores, then one combine"),
     },
 )
 

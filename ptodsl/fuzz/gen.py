@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .gen_accum import split_accum_block
 from .gen_index import INDEX_FEATURES, index_block
 from .gen_matmul import MATMUL_FEATURES, cube_tile, matmul_block, matmul_shapes, wants_matmul
 
@@ -55,6 +56,7 @@ ALL_FEATURES: frozenset[str] = frozenset({
     "move_assemble",  # t.move(e) and t.assemble(e, [offsets]) besides t[...] = e
     "scalar_reads",  # a float scalar read from a tensor, used as a tensor-scalar operand
     "zeros_init",  # locals from zeros(...) accumulated in a loop and read after it
+    "split_accum",  # loops carrying only sum/maximum/minimum accumulations (gen_accum.py, passes/splitred.py)
     "chains",  # a block reads the output an earlier block wrote
     "gather",  # a row view and an element read at a row index read from a tensor, sometimes out of range
     "math_ops",  # sin, cos, exp2, log1p, pow (tensor and scalar forms), clip (scalar and tensor bounds)
@@ -539,6 +541,8 @@ class Gen:
             return index_block(self, kind, k)
         if kind == "matmul":
             return matmul_block(self, k, self.mm_rng)
+        if kind == "split_accum":
+            return split_accum_block(self, k)
         if kind == "elementwise":
             y = self.out("M, N")
             ctx = self.top_ctx()
@@ -922,7 +926,7 @@ class Gen:
                  ("static_view", "views_static"), ("slices", "slices"), ("nested", "nested_loops"),
                  ("gather", "gather"), ("ragged", "data_trips"), ("varlen", "data_cu"),
                  ("loop_unroll", "loop_unroll"), ("int_div", "int_div"), ("bcast_write", "bcast_write"),
-                 ("reduce_nd", "reduce_rank34")]
+                 ("reduce_nd", "reduce_rank34"), ("split_accum", "split_accum")]
         table += [(kind, f) for f, kind in gen_layout.KINDS.items()]
         table += list(INDEX_FEATURES.items())
         avail = [k for k, f in table if self.has(f)]
@@ -946,6 +950,8 @@ class Gen:
         m = r.randint(1, 12)
         if "int_div" in kinds or "loop_unroll" in kinds:
             m = r.randint(1, 13)
+        if "split_accum" in kinds and r.random() < 0.4:
+            m = r.randint(49, 150)  # more rows than cores: each partial accumulation runs a share of several
         m = max(m, self.need_rows)
         n = fixed.get("N") or r.choice([r.randint(4, 40), r.randint(4, 130), align * r.randint(1, 4)])
         shapes = {"M": m, "N": n}

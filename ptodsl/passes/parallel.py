@@ -16,8 +16,9 @@ The proof is deliberately conservative. For the loop with index ``i`` and step `
   ``i`` and of everything bound inside the loop), all writes to that tensor using the same dim and
   ``k`` and their extents fitting in ``k * s`` indices, so two iterations never touch the same
   element;
-- nothing written (outside the iteration's own workspaces) is also read, by a tile load or by a
-  scalar ``read``, so no iteration sees another's results;
+- what is written (outside the iteration's own workspaces) is read, if at all, only by tile loads
+  inside the iteration's own band of the same dim (never by a scalar ``read``), so no iteration
+  sees another's results (a partial accumulation reading and writing its own row of a workspace);
 - no tile allocated outside the loop is written inside it (an accumulator carried across it);
 - nothing prints (the output order would change).
 
@@ -85,24 +86,24 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
                 inner.add(op.attrs["unroll_var"])
         elif op.name == "read":
             inner.add(op.attrs["sym"])
+    ranges = _inner_ranges(body, inner | {index})
     writes: dict[str, list[_Write]] = {}
-    reads: set[str] = set()
+    loads: dict[str, list[_Write]] = {}  # the regions read, per root (None offsets: unknown)
     for op in walk_ops(body):
         if op.name == "print":
             return False
         if op.name == "read":
-            reads.add(origins[op.operands[0].name].root)
+            loads.setdefault(origins[op.operands[0].name].root, []).append(_Write(None, ()))
         elif op.name == "tile.load":
-            reads.add(origins[op.operands[1].name].root)
+            loads.setdefault(origins[op.operands[1].name].root, []).append(
+                _access(origins[op.operands[1].name], op, op.operands[0]))
         elif op.name == "tile.store":
-            origin = origins[op.operands[0].name]
-            offsets = None
-            if origin.offsets is not None:
-                offsets = tuple(sym.add(a, b) for a, b in zip(origin.offsets, op.attrs["offsets"]))
-            writes.setdefault(origin.root, []).append(_Write(offsets, tuple(op.operands[1].type.shape)))
+            writes.setdefault(origins[op.operands[0].name].root, []).append(
+                _access(origins[op.operands[0].name], op, op.operands[1]))
         elif any(indexed_gm(op)):  # a gather or scatter: which rows only the data knows
             read, written = indexed_gm(op)
-            reads.update(origins[v.name].root for v in read)
+            for v in read:
+                loads.setdefault(origins[v.name].root, []).append(_Write(None, ()))
             for v in written:
                 writes.setdefault(origins[v.name].root, []).append(_Write(None, ()))
         elif op.name.startswith("tile.") and op.operands and isinstance(op.operands[0].type, TileType):
@@ -111,31 +112,71 @@ def independent(loop: Op, origins: dict[str, Origin]) -> bool:
     for root, ws in writes.items():
         if root in local:
             continue
-        if root in reads or not _disjoint(ws, index, step, inner):
+        # what an iteration reads of a tensor it writes must lie in its own band of that tensor (a
+        # partial accumulator's row, passes/splitred.py): then no iteration sees another's results
+        if not _disjoint(ws + loads.get(root, []), index, step, inner, ranges):
             return False
     return True
+
+
+def _access(origin: Origin, op: Op, tile) -> _Write:
+    """The region of its root a tile load or store touches."""
+    offsets = None
+    if origin.offsets is not None:
+        offsets = tuple(sym.add(a, b) for a, b in zip(origin.offsets, op.attrs["offsets"]))
+    return _Write(offsets, tuple(tile.type.shape))
 
 
 def _writes_dst(op: Op) -> bool:
     return IR_OPS[op.name].dest == 0
 
 
-def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str]) -> bool:
-    """Some dim along which every iteration writes its own band of ``k * step`` indices."""
+def _inner_ranges(body: list[Op], bound: set[str]) -> dict[str, tuple[sym.Expr, sym.Expr]]:
+    """``j -> (lo, span)`` for the step-1 loops inside a body whose first index ``lo`` is free of
+    what the body binds and which run at most ``span`` trips, ``span`` free of it too: the share
+    ``[lo + p * c, min(hi, lo + (p + 1) * c))`` a split reduction gives each partial
+    (``passes/splitred.py``) runs at most ``c``."""
+    out: dict[str, tuple[sym.Expr, sym.Expr]] = {}
+    for op in walk_ops(body):
+        if op.name != "loop" or op.attrs["step"] != 1 or "unroll_var" in op.attrs:
+            continue
+        lo, hi = op.attrs["lo"], op.attrs["hi"]
+        candidates = [hi] + (list(hi.args) if isinstance(hi, sym.CallExpr) and hi.fn == "min" else [])
+        for c in candidates:
+            span = sym.sub(c, lo)
+            if not sym.free_symbols(span) & bound:
+                out[op.attrs["index"]] = (lo, span)
+                break
+    return out
+
+
+def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str],
+              ranges: dict[str, tuple[sym.Expr, sym.Expr]] | None = None) -> bool:
+    """Some dim along which every iteration writes its own band of ``k * step`` indices. An offset
+    ``j + c`` with ``j`` the index of an inner loop of ``ranges`` counts as its whole range: the
+    band from ``lo + c``, ``span - 1`` indices longer."""
     if any(w.offsets is None or len(w.offsets) != len(w.extents) for w in writes):
         return False
     bound = inner | {index}
+    ranges = ranges or {}
     for dim in range(len(writes[0].offsets)):
-        bands: list[tuple[sym.Expr, sym.Expr, int]] = []  # (k, c, extent)
+        bands: list[tuple[sym.Expr, sym.Expr, sym.Expr]] = []  # (k, c, extent)
         for w in writes:
-            o = w.offsets[dim]
-            if sym.free_symbols(o) & inner:
+            o, extent = w.offsets[dim], w.extents[dim]
+            used = sym.free_symbols(o) & inner
+            if len(used) == 1 and (j := next(iter(used))) in ranges:
+                lo, span = ranges[j]
+                rest = sym.sub(o, sym.Sym(j))
+                if sym.free_symbols(rest) & inner or sym.free_symbols(lo) & inner:
+                    break
+                o, extent = sym.add(lo, rest), sym.add(extent, sym.sub(span, 1))
+            elif used:
                 break
             k = sym.sub(sym.substitute(o, {index: sym.add(sym.Sym(index), 1)}), o)
             c = sym.substitute(o, {index: 0})
             if sym.free_symbols(k) & bound or sym.free_symbols(c) & bound:
                 break  # not of the form k * i + c
-            bands.append((k, c, w.extents[dim]))
+            bands.append((k, c, extent))
         else:
             k0, c0 = bands[0][0], bands[0][1]
             if any(sym.sub(k, k0) != 0 for k, _, _ in bands) or not sym.prove_le(1, k0, _at_least_one(k0)):
@@ -144,8 +185,11 @@ def _disjoint(writes: list[_Write], index: str, step: int, inner: set[str]) -> b
             if not all(isinstance(s, int) for s in shifts):
                 continue
             low = min(shifts)
-            high = max(s + e for s, (_, _, e) in zip(shifts, bands))
-            if sym.prove_le(high - low, sym.mul(k0, step), _at_least_one(k0)):
+            high = sym.add(shifts[0], bands[0][2])
+            for s, (_, _, e) in zip(shifts[1:], bands[1:]):
+                high = sym.max_(high, sym.add(s, e))
+            extents = [e for _, _, e in bands]
+            if sym.prove_le(sym.sub(high, low), sym.mul(k0, step), _at_least_one(k0, *extents)):
                 return True
     return False
 

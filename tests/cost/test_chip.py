@@ -228,9 +228,10 @@ def test_sampled_iterations_agree_with_the_full_walk(name, control, shapes):
 def test_chip_filling_shapes_are_modelled_from_a_few_ops(name, control, shapes):
     block = ptodsl.load(str(ROOT / "specs" / f"{name}.yaml")).compiled.stages["block"]
     e = estimate(block, control, shapes, TARGET, {"scale": 0.125})
-    # (flash attention walks about 21000: its once-per-call kernels of several loops are one launch
-    # per loop, each sampled on its own)
-    assert e.walked < 25_000
+    # (flash attention walks about 34000: its once-per-call kernels of several loops are one launch
+    # per loop, each sampled on its own, and its first block of scores runs on a grid of blocks whose
+    # columns are each sampled, cost/dryrun.py)
+    assert e.walked < 40_000
     assert e.timeline.chip.time > e.timeline.chip.roofline() > 0
 
 

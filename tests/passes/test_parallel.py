@@ -35,6 +35,12 @@ def _marked(module: ir.Module) -> bool:
 ROW_COPY = '''      %t = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>
       tile.load(%t, %x) {offsets = [b, 0]}
       tile.store(%y, %t) {offsets = [b, 0]}'''
+# iteration b runs rows [4b, min(B, 4b + 4)), the share a split reduction gives each partial
+SHARE = '''      loop() {index = "j", lo = b * 4, hi = min(B, b * 4 + 4), step = 1, name = "share"} region {
+        %t = tile.alloc() : tile<ub f32 [1, 64] valid [1, 64]>
+        tile.load(%t, %x) {offsets = [j, 0]}
+        tile.store(%y, %t) {offsets = [j, 0]}
+      }'''
 
 
 def test_a_loop_writing_its_own_row_is_marked_and_printed():
@@ -49,7 +55,11 @@ def test_a_loop_writing_its_own_row_is_marked_and_printed():
     ("overlapping rows", ROW_COPY.replace("tile<ub f32 [1, 64] valid [1, 64]>", "tile<ub f32 [2, 64] valid [2, 64]>")),
     ("a fixed row", ROW_COPY.replace("tile.store(%y, %t) {offsets = [b, 0]}", "tile.store(%y, %t) {offsets = [0, 0]}")),
     ("a print", ROW_COPY + '\n      print() {format = "{}", args = [b]}'),
-    ("reading what is written", ROW_COPY.replace("tile.load(%t, %x)", "tile.load(%t, %y)")),
+    ("reading the next iteration's row", ROW_COPY.replace("tile.load(%t, %x) {offsets = [b, 0]}",
+                                                          "tile.load(%t, %y) {offsets = [b + 1, 0]}")),
+    ("reading rows of other iterations", ROW_COPY + '\n      %u = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>'
+                                                    '\n      tile.load(%u, %y) {offsets = [0, 0]}'),
+    ("an inner loop whose share overlaps the next", SHARE.replace("b * 4 + 4", "b * 4 + 5")),
     ("a scalar read of what is written", ROW_COPY + '\n      read(%y) {index = [0, 0], sym = "v", dtype = "f32"}'),
     ("a data-dependent row", '      read(%i) {index = [b], sym = "r", dtype = "i32"}\n' +
      ROW_COPY.replace("tile.store(%y, %t) {offsets = [b, 0]}", "tile.store(%y, %t) {offsets = [r, 0]}")),
@@ -97,8 +107,10 @@ def test_bands_of_a_symbolic_width_are_disjoint():
     ("specs/softmax.yaml", {"b_loop": True}),
     ("specs/rmsnorm.yaml", {"rows": True}),
     ("specs/add_bcast.yaml", {"batch": True}),
-    ("specs/tensor_sum.yaml", {"b_loop": False}),  # every row adds into one accumulator
-    ("specs/layernorm_bwd.yaml", {"rows": False}),
+    # every row adds into one accumulator: the loop over partial accumulations (passes/splitred.py)
+    # is independent, each partial's share of rows is not
+    ("specs/tensor_sum.yaml", {"b_loop": False, "b_loop_parts": True}),
+    ("specs/layernorm_bwd.yaml", {"rows": False, "rows_parts": True}),
     ("specs/flash_attn.yaml", {"kv_loop": False}),  # the running max, sum and output
 ])
 def test_library_loops(spec, loops):
@@ -106,3 +118,13 @@ def test_library_loops(spec, loops):
     for op in tile.walk():
         if parallel.is_user_loop(op) and op.attrs["name"] in loops:
             assert bool(op.attrs.get("parallel")) == loops[op.attrs["name"]], (spec, op.attrs)
+
+
+def test_an_iteration_reading_only_its_own_rows_of_what_it_writes_is_marked():
+    # a partial accumulation (passes/splitred.py): row b of a workspace read, added to, written back
+    assert _marked(_run(ROW_COPY.replace("tile.load(%t, %x)", "tile.load(%t, %y)")))
+
+
+def test_an_inner_loop_running_its_own_share_of_rows_is_marked():
+    # the shares of two iterations never meet
+    assert _marked(_run(SHARE))
