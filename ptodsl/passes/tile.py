@@ -493,7 +493,7 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
 
         def measure(cap: int, loop=loop, dim=dim) -> int | None:
             quiet = PassContext(ctx.target)
-            t = _Tiler(f, quiet, sched)
+            t = _Tiler(Func(f.name, f.params, [loop], f.kind, f.attrs, f.span), quiet, sched)
             t.versions, t.only_fit = {id(loop): (dim, cap)}, True
             tiled = t.run()
             if quiet.diags.has_errors:
