@@ -27,6 +27,7 @@ from .. import sym
 from ..ir import Func, Op, TensorType, TileType
 from ..ir.opdefs import IR_OPS
 from ..ops import OPS
+from .paths import _defined, _suffix
 from .unroll import _Cloner
 
 # Columns of the fit version's tile are a multiple of this: every dtype's row stays 32-byte
@@ -91,8 +92,10 @@ def row_dim(loop: Op, dims: set[str]) -> str | None:
 def fit_copy(loop: Op, dim: str, cap: int) -> Op:
     """A copy of ``loop`` (values and index renamed) marked as the fit version for ``dim``."""
     a = loop.attrs
-    index = f"{a['index']}_fit"
-    cloner = _Cloner({a["index"]: sym.Sym(index)}, "_fit", {})
+    names = _defined(loop.regions[0]) | {a["index"]}
+    suffix = _suffix(names, "fit")  # no copy's name may be a name of the loop as scheduled
+    index = f"{a['index']}{suffix}"
+    cloner = _Cloner({a["index"]: sym.Sym(index)}, suffix, {})
     body = [cloner.op(x) for x in loop.regions[0]]
     return Op("loop", [], dict(a) | {"index": index, FIT_ATTR: dim}, [], [body], loop.span)
 

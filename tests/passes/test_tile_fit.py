@@ -103,3 +103,20 @@ def test_the_cap_is_the_widest_granule_multiple_that_fits():
     assert choose_cap(lambda cap: 1000 + 200 * cap, 1024, 200_000) is None
     # a fit version that cannot be compiled at some width
     assert choose_cap(lambda cap: None, 1024, 200_000) is None
+
+
+def test_the_copy_takes_no_name_of_the_loop_it_copies(write_spec):
+    """A value named `row_fit` beside `row`: the one-pass copy renames both past every name of
+    the loop as scheduled, so each name is defined once."""
+    pto = ("kernel k(x: f32[R, N], y: out f32[R, N]):\n"
+           "    for r in loop(R, name=\"rows\"):\n"
+           "        row = x[r, :]\n"
+           "        row_fit = row * 2.0\n"
+           "        y[r, :] = row_fit - amax(row_fit, dim=-1, keepdim=True)\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule:\n  vec_tile: [1, 64]\n"))
+    choice = _choice(op)
+    defined = [r.name for o in op.compiled.stages["tile"].funcs[0].walk() for r in o.results]
+    assert len(defined) == len(set(defined))
+    assert "fit" in [o for o in choice.regions[0] if o.name == "loop"][0].attrs
+    x = np.random.default_rng(2).standard_normal((3, 200)).astype(np.float32)
+    np.testing.assert_allclose(op(x), 2 * x - (2 * x).max(1, keepdims=True))
