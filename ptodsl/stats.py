@@ -122,7 +122,10 @@ def input_passes(func: Func) -> dict[str, tuple[int, str | None]]:
                 for r in op.regions:
                     region(r, name)
         for b, n in count.items():
-            if n > out.get(b, (0, None))[0]:
+            # a one-pass version beside the loop (passes/tile_fit.py) reads it outside any loop: the
+            # loop that repeats it is the better account of a case over the minimum
+            have = out.get(b, (0, None))
+            if n > have[0] or (n == have[0] and have[1] is None and around is not None):
                 out[b] = (n, around)
 
     region(func.body, None)

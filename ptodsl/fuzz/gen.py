@@ -594,6 +594,14 @@ class Gen:
             e = self.expr(ctx)
             if reads and f"a{k}" not in e.render():
                 e = Ex("({} * {})", (e, leaf(f"a{k}", "scal", "scalar", 1.0)), e.dtype, e.cls, e.bound)
+            # a row statistic applied back over the row, a norm's shape, whose loop the compiler
+            # compiles twice (passes/tile_fit.py); drawn from its own stream, so the rest of the
+            # seed's program stays what it was
+            norm = random.Random(self.seed * 1_000_003 + 29 + k)
+            if self.has("reduce_row") and e.dtype == "T" and norm.random() < 0.4:
+                stat = leaf(f"{norm.choice(['amax', 'amin', 'mean'])}(x0[r, :], dim=-1, keepdim=True)")
+                comb = norm.choice(["-", "+", "*"])
+                e = Ex("({} " + comb + " {})", (e, stat), e.dtype, e.cls, e.bound if comb == "*" else e.bound + 1.0)
             if self.has("move_assemble") and r.random() < 0.3:
                 lines.append((1, [f"{y}.assemble(", e, ", [r, 0])"]))
             else:

@@ -434,6 +434,8 @@ def _structural() -> list[IROp]:
                                          Attr("name", "name", True), Attr("kind", "name", choices=LOOP_KINDS),
                                          Attr("unroll_var", "name"), Attr("unrolled", "int"),
                                          Attr("double_buffered", "int"),
+                                         Attr("fit", "name", doc="the one-pass version of a row loop for rows "
+                                              "whose extent along this dim fits on chip (passes/tile_fit.py)"),
                                          Attr("parallel", "int", doc="1: no iteration depends on another "
                                               "(passes/parallel.py; the grid loop passes/blocks.py shares "
                                               "out), so they may run as blocks on many cores")),

@@ -27,7 +27,7 @@ call and the loop's proof holds with the workspace shared (each iteration writes
 from __future__ import annotations
 
 from .. import sym
-from ..ir import Func, Module, Op, Param
+from ..ir import Func, Module, Op, Param, TensorType
 from ..ir.gm import launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
 from .context import Pass, PassContext
@@ -44,7 +44,9 @@ def blockable(kernel: Func) -> list[Op] | None:
     grid = _grid(kernel)
     if grid is not None:
         return [grid]
-    loops = kernel.body
+    loops = kernel.body[_preamble(kernel):]
+    if not loops:
+        return None
     for loop in loops:
         step = loop.attrs.get("step")
         if loop.name != "loop" or loop.attrs.get("parallel") != 1 or not isinstance(step, int) or step < 1:
@@ -57,6 +59,24 @@ def blockable(kernel: Func) -> list[Op] | None:
                 any(o.name == "guard" for o in kernel.walk()):
             return None
     return loops
+
+
+def _preamble(kernel: Func) -> int:
+    """How many leading ops of the kernel only fill tiles from tensors it does not write (the
+    loads a one-pass row loop hoisted, ``passes/tile_fit.py``): every block runs them again, for
+    the same tiles, before its share of the loop."""
+    written = {v.name for o in kernel.walk() if o.name == "tile.store" for v in o.operands[:1]}
+    written |= {v.name for o in kernel.walk() for v in indexed_gm(o)[1]}
+    n = 0
+    for op in kernel.body:
+        if op.name == "tile.load" and op.operands[1].name not in written:
+            n += 1
+        elif op.name.startswith("tile.") and op.name != "tile.store" and not op.regions and \
+                not any(isinstance(v.type, TensorType) for v in op.operands):
+            n += 1
+        else:
+            break
+    return n
 
 
 def _grid(kernel: Func) -> Op | None:

@@ -23,7 +23,10 @@ Produces: the same computation in which
   7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
      (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
      row that does not fit on chip twice rather than three times;
-  8. workspaces nobody loads any more lose their stores and their allocation, tile ops whose
+  8. in the one-pass version of a row loop (``passes/tile_fit.py``), loads of read-only tensors
+     at offsets the loop does not move, and the casts and arithmetic on them alone, move before
+     the loop (gamma and beta are loaded once, not once per row);
+  9. workspaces nobody loads any more lose their stores and their allocation, tile ops whose
      result nobody reads go, and unused tiles and empty grid loops disappear, so each output tile
      is stored once and intermediates stay in UB.
 
@@ -47,6 +50,7 @@ from .merge import gm_touching as _gm_touching
 from .merge import is_grid as _is_grid
 from .merge import reads_writes as _reads_writes
 from .remat import bases, rematerialise
+from .tile_fit import hoist_invariant
 from .unroll import _subst_attr, _subst_type
 
 # the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
@@ -604,6 +608,8 @@ def run(module: Module, ctx: PassContext) -> Module:
             f.body = forward(f.body, {}, base)
             cse(f)
         sweep(f)
+        _, stores = _loads_and_stores(f.body)
+        f.body = hoist_invariant(f.body, {name for name, _ in stores})
     return fresh
 
 

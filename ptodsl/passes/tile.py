@@ -23,7 +23,7 @@ from ..ir.opdefs import Handlers
 from ..ir.schedule import schedule_of
 from ..ops import OPS, TEMPLATE_COMPARES, Template
 from ..schedule import Schedule
-from . import native
+from . import fuse, fusedops, native, tile_fit
 from .context import Pass, PassContext
 from .cube import CubeTiling
 from .templates import template_names, template_scalars
@@ -47,6 +47,11 @@ class _Tiler(CubeTiling):
         self.loop_names: list[str] = []
         self.fused: set[int] = set()  # ids of assemble ops already done by their producer
         self.reported: set[tuple] = set()
+        # one-pass versions (passes/tile_fit.py): loop id -> (dim, cap) to version; inside a fit
+        # version, the dim's range [1, cap] (tiles of cap columns along it, no grid loop)
+        self.versions: dict[int, tuple[str, int]] = {}
+        self.only_fit = False  # measuring: emit the fit version alone
+        self.fit: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------ plumbing
     def emit(self, op: Op) -> Op:
@@ -111,6 +116,10 @@ class _Tiler(CubeTiling):
 
     @TILING.on("loop", "if")
     def structure(self, op: Op, nxt: Op | None) -> None:
+        plan = self.versions.get(id(op))
+        if plan is not None and not self.fit:
+            self.versioned(op, *plan)
+            return
         name = op.name
         if name == "loop":
             self.loop_names.append(op.attrs["name"])
@@ -122,6 +131,30 @@ class _Tiler(CubeTiling):
         if name == "loop":
             self.loop_names.pop()
         self.emit(Op(name, [], dict(op.attrs), [], regions, op.span))
+
+    def versioned(self, loop: Op, dim: str, cap: int) -> None:
+        """The loop's fit version for rows of at most ``cap`` along ``dim`` beside the loop as
+        scheduled, chosen at call time (passes/tile_fit.py)."""
+        self.fit[dim] = (1, cap)
+        self.out.append([])
+        self.structure(tile_fit.fit_copy(loop, dim, cap), None)
+        fit = self.out.pop()
+        del self.fit[dim]
+        if self.only_fit:
+            self.out[-1].extend(fit)
+            return
+        self.out.append([])
+        del self.versions[id(loop)]
+        self.structure(loop, None)
+        self.versions[id(loop)] = (dim, cap)
+        rest = self.out.pop()
+        self.emit(Op("if", [], {"cond": tile_fit.condition(dim, cap)}, [], [fit, rest], loop.span))
+
+    def fit_width(self, extent: sym.Expr) -> int | None:
+        """The tile width along a dim of ``extent`` inside a fit version, else None."""
+        if isinstance(extent, sym.Sym) and extent.name in self.fit:
+            return int(self.fit[extent.name][1])
+        return None
 
     @TILING.on("view", "reshape", "read", "print", "guard")
     def control(self, op: Op, nxt: Op | None) -> None:
@@ -162,14 +195,18 @@ class _Tiler(CubeTiling):
         tile = whole_rows(tile, shape, valid, skip_axis)
         tshape, offs, tvalid = [], [], []
         depth = 0
+        last = len(shape) - 1
         for d, (s, v, t) in enumerate(zip(shape, valid, tile)):
             ts = min(t, s) if sym.is_const(s) else t
+            wide = self.fit_width(s) if d == last else None
+            if wide is not None:
+                ts = wide
             if d == skip_axis:
                 tshape.append(1)
                 offs.append(0)
                 tvalid.append(1)
                 continue
-            n = sym.ceildiv(v, ts)
+            n = 1 if wide is not None and sym.prove_le(v, ts, self.fit) else sym.ceildiv(v, ts)
             if n == 1:
                 off = 0
             else:
@@ -183,7 +220,7 @@ class _Tiler(CubeTiling):
             # a constant extent the tile divides has no tail: every tile is whole (the C++ emitter
             # needs rank-3/4 tiles' inner row dims whole, and proves it from these expressions)
             whole = sym.is_const(v) and sym.is_const(ts) and ts > 0 and int(v) % int(ts) == 0
-            tvalid.append(ts if whole else sym.min_(sym.sub(v, off), ts))
+            tvalid.append(ts if whole else sym.min_(sym.sub(v, off), ts, self.fit or None))
         return tshape, offs, tvalid, depth
 
     def emit_loop_header(self, idx: str, n: sym.Expr, span) -> None:
@@ -218,7 +255,8 @@ class _Tiler(CubeTiling):
                 if t.valid_shape[d] == self.out_valid[od]:
                     lvalid.append(tvalid[od])  # same extent as the output: the same tail
                 else:
-                    lvalid.append(sym.min_(sym.max_(sym.sub(t.valid_shape[d], offs[od]), 0), tshape[od]))
+                    lvalid.append(sym.min_(sym.max_(sym.sub(t.valid_shape[d], offs[od]), 0, self.fit or None),
+                                           tshape[od], self.fit or None))
         tl = self.tile(t.dtype, lshape, lvalid, span)
         self.emit(Op("tile.load", [tl, v], {"offsets": tuple(loffs)}, span=span))
         if not bcast or (pad == 0 and tuple(lshape) == tuple(tshape)):
@@ -368,8 +406,10 @@ class _Tiler(CubeTiling):
         out_dt = op.result.type.dtype
         tshape, offs, tvalid, depth = self.grid(st.shape, st.valid_shape, tile, op.span, skip_axis=axis)
         ax_tile = min(tile[axis], st.shape[axis]) if sym.is_const(st.shape[axis]) else tile[axis]
+        wide = self.fit_width(st.shape[axis]) if axis == st.rank - 1 else None
+        ax_tile = ax_tile if wide is None else wide
         ax_valid = st.valid_shape[axis]
-        n = sym.ceildiv(ax_valid, ax_tile)
+        n = 1 if wide is not None and sym.prove_le(ax_valid, ax_tile, self.fit) else sym.ceildiv(ax_valid, ax_tile)
         acc = self.tile(acc_dt, tshape, tvalid, op.span)
         one_tile = n == 1
         if not one_tile:
@@ -385,7 +425,7 @@ class _Tiler(CubeTiling):
         in_offs = list(offs)
         in_offs[axis] = koff
         in_valid = list(tvalid)
-        in_valid[axis] = sym.min_(sym.sub(ax_valid, koff), ax_tile)
+        in_valid[axis] = sym.min_(sym.sub(ax_valid, koff), ax_tile, self.fit or None)
         t_in = self.tile(st.dtype, in_shape, in_valid, op.span)
         self.emit(Op("tile.load", [t_in, src], {"offsets": tuple(in_offs)}, span=op.span))
         if st.dtype != acc_dt:
@@ -435,9 +475,41 @@ class _Tiler(CubeTiling):
         self.close(depth)
 
 
+def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Func:
+    """``f`` tiled, with a one-pass version beside each row loop that has one (passes/tile_fit.py)."""
+    tiler = _Tiler(f, ctx, sched)
+    dims = tile_fit.call_dims(f)
+    if ctx.diags.has_errors or not dims:
+        return tiler.run()
+    for loop in (o for o in f.walk() if o.name == "loop"):
+        dim = tile_fit.row_dim(loop, dims)
+        if dim is None:
+            continue
+        tiler.loop_names = [loop.attrs["name"]]
+        width = tiler.vec_tile(1, loop, pad=True)
+        tiler.loop_names = []
+        if width is None:
+            continue
+
+        def measure(cap: int, loop=loop, dim=dim) -> int | None:
+            quiet = PassContext(ctx.target)
+            t = _Tiler(Func(f.name, f.params, [loop], f.kind, f.attrs, f.span), quiet, sched)
+            t.versions, t.only_fit = {id(loop): (dim, cap)}, True
+            tiled = t.run()
+            if quiet.diags.has_errors:
+                return None
+            fused = fusedops.run(fuse.run(Module(module.name, "tile", [tiled], dict(module.attrs)), quiet), quiet).funcs[0]
+            return tile_fit.fit_bytes(fused, dim, quiet)
+
+        cap = tile_fit.choose_cap(measure, width[-1], ctx.target.ub_bytes)
+        if cap is not None:
+            tiler.versions[id(loop)] = (dim, cap)
+    return tiler.run()
+
+
 def run(module: Module, ctx: PassContext) -> Module:
     sched = schedule_of(module)
-    return Module(module.name, "tile", [_Tiler(f, ctx, sched).run() for f in module.funcs], dict(module.attrs))
+    return Module(module.name, "tile", [_tile_func(f, ctx, sched, module) for f in module.funcs], dict(module.attrs))
 
 
 PASS = Pass("tile", "tensor", "tile", run, frozenset({"in-loops", "unrolled"}), frozenset({"tiled"}))

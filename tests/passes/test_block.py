@@ -143,7 +143,9 @@ def test_library_summary_explains_what_is_over_the_minimum(tmp_path, capsys):
     assert re.search(r"largest estimated stack frame of a compute kernel: \d+ B \(`rmsnorm_bwd_\w+_k\d+(p\d+)?`\), "
                      r"limit 32768 B", out), out
     assert "relu[f32" in out and " 1.00 " in out
-    # rmsnorm reads x twice (the sum of squares must finish first) and gamma once per row
+    # rmsnorm's rows longer than its one-pass version takes read x twice (the sum of squares must
+    # finish first) and gamma once per row
     line = next(x for x in out.splitlines() if x.startswith("  rmsnorm ("))
+    assert "at rmsnorm[f32-long_rows]" in line
     assert "`x` read 2.00x (2 passes, each after a reduction it needs)" in line
     assert "`gamma` read" in line and "repeated per iteration of loop `rows`" in line

@@ -11,7 +11,7 @@ same numpy call as there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +24,7 @@ from ...ir import Op, TileType
 from ...ir.opdefs import FUSED, IR_OPS, launched_params, spread_operand
 from ...ops import OPS
 from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread
-from .batch import BView, Unbatchable, affine, evaluate, uniform
+from .batch import BView, Unbatchable, affine, evaluate, outer_tiles, uniform
 from .fused import expand_binary_values
 
 
@@ -56,14 +56,20 @@ class BMachine(Machine):
 
 
 def run_batch(m: Machine, loop: Op, values: np.ndarray, used: dict[str, int], env: dict, tensors: dict,
-              record: Recorder | None) -> None:
+              record: Recorder | None, outer: Mapping[str, _Tile] | None = None) -> None:
     """Run the body of ``loop`` once for the iterations whose index takes ``values`` (``env`` and
-    ``tensors``: what the body sees besides), telling ``record`` what one iteration did."""
+    ``tensors``: what the body sees besides; ``outer``: the tiles made before the loop, which
+    the body only reads: every iteration sees the same), telling ``record`` what one iteration did."""
     n = len(values)
     stacked = {space: np.empty((n, -(-size // 64) * 64), np.uint8) for space, size in used.items()}
     bm = BMachine(dict(env) | {loop.attrs["index"]: values}, m.poison, tensors=dict(tensors), arenas=m.arenas,
                   kernels=m.kernels, traffic=m.traffic, timeline=record, traffic_by_buffer=m.traffic_by_buffer,
                   n=n, stacked=stacked)
+    for name in outer_tiles(loop):
+        t = (outer or {}).get(name)
+        if t is None:
+            raise Unbatchable("a tile made before the loop is not there")
+        bm.tiles[name] = _BTile(np.broadcast_to(t.data, (n, *t.data.shape)), t.valid)
     try:
         _block(bm, loop.regions[0])
     except DiagnosticError as exc:  # the element-wise run reports it where it happens

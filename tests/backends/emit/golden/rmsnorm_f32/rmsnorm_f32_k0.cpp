@@ -21,204 +21,87 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* gamma, __gm__ float* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ float* x, __gm__ float* y, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* x, __gm__ float* gamma, __gm__ float* y, int64_t R, int64_t H, float eps)
+extern "C" __global__ AICORE void rmsnorm_f32_k0(__gm__ float* gamma, __gm__ float* x, __gm__ float* y, int64_t H, int64_t R, float eps)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10B1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27B1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
+    TileT15 t15(H);  // rmsnorm.pto:6:35
+    TASSIGN(t15, 0);  // rmsnorm.pto:6:35
+    using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
+    GmView0 gammaGm0(gamma, GmView0::Shape(t15.GetValidCol()));  // rmsnorm.pto:6:35
+    TLOAD(t15, gammaGm0);  // rmsnorm.pto:6:35
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
+    for (int64_t r_fit = block_index * ceil_div(R, block_count); r_fit < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r_fit) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ float* v0 = x + r * H;  // rmsnorm.pto:4:19
-        TileT7 t7;  // rmsnorm.pto:5:21
-        TASSIGN(t7, 0);  // rmsnorm.pto:5:21
-        TEXPANDS(t7, 0.0f);  // rmsnorm.pto:5:21
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        __gm__ float* v0_fit = x + r_fit * H;  // rmsnorm.pto:4:19
+        TileT0 t0(H);  // rmsnorm.pto:4:14
+        TASSIGN(t0, 38912);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0_db = 0; _g0_db < ((H + 1023) / 1024 + 1) / 2; ++_g0_db) {  // rmsnorm.pto:4:14
-            pipe_barrier(PIPE_V);
-            TileT1B0 t1_b0(min_i64(H - _g0_db * 2 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t1_b0, 32);  // rmsnorm.pto:4:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g0_db * 2 * 1024, GmView0::Shape(t1_b0.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t1_b0, v0Gm0);  // rmsnorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT6B0 t6_b0(min_i64(H - _g0_db * 2 * 1024, 1024));  // rmsnorm.pto:5:26
-            TASSIGN(t6_b0, 4128);  // rmsnorm.pto:5:26
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t6_b0, t1_b0, t1_b0);  // rmsnorm.pto:5:26
-            TileT10B0 t10_b0;  // rmsnorm.pto:5:21
-            TASSIGN(t10_b0, 32);  // rmsnorm.pto:5:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // rmsnorm.pto:5:21
-            TASSIGN(tmp0, 24608);  // rmsnorm.pto:5:21
-            TROWSUM(t10_b0, t6_b0, tmp0);  // rmsnorm.pto:5:21
-            pipe_barrier(PIPE_V);
-            TADD(t7, t7, t10_b0);  // rmsnorm.pto:5:21
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g0_dr = 0; _g0_dr < min_i64((H + 1023) / 1024 - (_g0_db * 2 + 1), 1); ++_g0_dr) {  // rmsnorm.pto:4:14
-                TileT1B1 t1_b1(min_i64(H - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // rmsnorm.pto:4:14
-                TASSIGN(t1_b1, 8224);  // rmsnorm.pto:4:14
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-                GmView1 v0Gm1(v0 + (_g0_db * 2 + 1 + _g0_dr) * 1024, GmView1::Shape(t1_b1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
-                TLOAD(t1_b1, v0Gm1);  // rmsnorm.pto:4:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TileT6B1 t6_b1(min_i64(H - (_g0_db * 2 + 1 + _g0_dr) * 1024, 1024));  // rmsnorm.pto:5:26
-                TASSIGN(t6_b1, 12320);  // rmsnorm.pto:5:26
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-                TMUL(t6_b1, t1_b1, t1_b1);  // rmsnorm.pto:5:26
-                TileT10B1 t10_b1;  // rmsnorm.pto:5:21
-                TASSIGN(t10_b1, 8224);  // rmsnorm.pto:5:21
-                pipe_barrier(PIPE_V);
-                TileTmp0 tmp1;  // rmsnorm.pto:5:21
-                TASSIGN(tmp1, 24608);  // rmsnorm.pto:5:21
-                TROWSUM(t10_b1, t6_b1, tmp1);  // rmsnorm.pto:5:21
-                pipe_barrier(PIPE_V);
-                TADD(t7, t7, t10_b1);  // rmsnorm.pto:5:21
-            }
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t7, t7, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
-        TileT12 t12;  // rmsnorm.pto:5:21
-        TASSIGN(t12, 32);  // rmsnorm.pto:5:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADDS(t12, t7, eps);  // rmsnorm.pto:5:21
-        TileT14 t14;  // rmsnorm.pto:5:15
-        TASSIGN(t14, 0);  // rmsnorm.pto:5:15
-        pipe_barrier(PIPE_V);
-        TRSQRT(t14, t12);  // rmsnorm.pto:5:15
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g15_db = 0; _g15_db < ((H + 1023) / 1024 + 1) / 2; ++_g15_db) {  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TileT16B0 t16_b0(min_i64(H - _g15_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t16_b0, 32);  // rmsnorm.pto:6:24
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView2 v0Gm2(v0 + _g15_db * 2 * 1024, GmView2::Shape(t16_b0.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t16_b0, v0Gm2);  // rmsnorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT19B0 t19_b0(min_i64(H - _g15_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t19_b0, 4128);  // rmsnorm.pto:6:24
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view2;  // rmsnorm.pto:6:24
-            TASSIGN(view2, 0);  // rmsnorm.pto:6:24
-            TileTmp2 tmp3;  // rmsnorm.pto:6:24
-            TASSIGN(tmp3, 24608);  // rmsnorm.pto:6:24
-            TROWEXPANDMUL(t19_b0, t16_b0, view2, tmp3);  // rmsnorm.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT21B0 t21_b0(min_i64(H - _g15_db * 2 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t21_b0, 32);  // rmsnorm.pto:6:35
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-            GmView3 gammaGm3(gamma + _g15_db * 2 * 1024, GmView3::Shape(t21_b0.GetValidCol()));  // rmsnorm.pto:6:35
-            TLOAD(t21_b0, gammaGm3);  // rmsnorm.pto:6:35
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT27B0 t27_b0(min_i64(H - _g15_db * 2 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t27_b0, 8224);  // rmsnorm.pto:6:24
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPANDMUL(t27_b0, t19_b0, t21_b0);  // rmsnorm.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-            GmView4 yGm4(y + r * H + _g15_db * 2 * 1024, GmView4::Shape(t27_b0.GetValidCol()), GmView4::Stride(H));  // rmsnorm.pto:6:19
-            TSTORE(yGm4, t27_b0);  // rmsnorm.pto:6:19
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            for (int64_t _g15_dr = 0; _g15_dr < min_i64((H + 1023) / 1024 - (_g15_db * 2 + 1), 1); ++_g15_dr) {  // rmsnorm.pto:6:24
-                TileT16B1 t16_b1(min_i64(H - (_g15_db * 2 + 1 + _g15_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t16_b1, 12320);  // rmsnorm.pto:6:24
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-                GmView5 v0Gm5(v0 + (_g15_db * 2 + 1 + _g15_dr) * 1024, GmView5::Shape(t16_b1.GetValidCol()), GmView5::Stride(H));  // rmsnorm.pto:4:14
-                TLOAD(t16_b1, v0Gm5);  // rmsnorm.pto:4:14
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT19B1 t19_b1(min_i64(H - (_g15_db * 2 + 1 + _g15_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t19_b1, 16416);  // rmsnorm.pto:6:24
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileView1 view4;  // rmsnorm.pto:6:24
-                TASSIGN(view4, 0);  // rmsnorm.pto:6:24
-                TileTmp2 tmp5;  // rmsnorm.pto:6:24
-                TASSIGN(tmp5, 24608);  // rmsnorm.pto:6:24
-                TROWEXPANDMUL(t19_b1, t16_b1, view4, tmp5);  // rmsnorm.pto:6:24
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                TileT21B1 t21_b1(min_i64(H - (_g15_db * 2 + 1 + _g15_dr) * 1024, 1024));  // rmsnorm.pto:6:35
-                TASSIGN(t21_b1, 12320);  // rmsnorm.pto:6:35
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-                using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-                GmView6 gammaGm6(gamma + (_g15_db * 2 + 1 + _g15_dr) * 1024, GmView6::Shape(t21_b1.GetValidCol()));  // rmsnorm.pto:6:35
-                TLOAD(t21_b1, gammaGm6);  // rmsnorm.pto:6:35
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TileT27B1 t27_b1(min_i64(H - (_g15_db * 2 + 1 + _g15_dr) * 1024, 1024));  // rmsnorm.pto:6:24
-                TASSIGN(t27_b1, 20512);  // rmsnorm.pto:6:24
-                pipe_barrier(PIPE_V);
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-                TCOLEXPANDMUL(t27_b1, t19_b1, t21_b1);  // rmsnorm.pto:6:24
-                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-                GmView7 yGm7(y + r * H + (_g15_db * 2 + 1 + _g15_dr) * 1024, GmView7::Shape(t27_b1.GetValidCol()), GmView7::Stride(H));  // rmsnorm.pto:6:19
-                TSTORE(yGm7, t27_b1);  // rmsnorm.pto:6:19
-            }
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
+        GmView1 v0_fitGm1(v0_fit, GmView1::Shape(t0.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
+        TLOAD(t0, v0_fitGm1);  // rmsnorm.pto:4:14
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TileT4 t4(H);  // rmsnorm.pto:5:26
+        TASSIGN(t4, 77824);  // rmsnorm.pto:5:26
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TMUL(t4, t0, t0);  // rmsnorm.pto:5:26
+        TileT5 t5;  // rmsnorm.pto:5:21
+        TASSIGN(t5, 116736);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp0;  // rmsnorm.pto:5:21
+        TASSIGN(tmp0, 116800);  // rmsnorm.pto:5:21
+        TROWSUM(t5, t4, tmp0);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TMULS(t5, t5, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
+        TileT8 t8;  // rmsnorm.pto:5:21
+        TASSIGN(t8, 77824);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TADDS(t8, t5, eps);  // rmsnorm.pto:5:21
+        TileT10 t10;  // rmsnorm.pto:5:15
+        TASSIGN(t10, 77856);  // rmsnorm.pto:5:15
+        pipe_barrier(PIPE_V);
+        TRSQRT(t10, t8);  // rmsnorm.pto:5:15
+        TileT14 t14(H);  // rmsnorm.pto:6:24
+        TASSIGN(t14, 77888);  // rmsnorm.pto:6:24
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // rmsnorm.pto:6:24
+        TASSIGN(view1, 77856);  // rmsnorm.pto:6:24
+        TileTmp2 tmp2;  // rmsnorm.pto:6:24
+        TASSIGN(tmp2, 116800);  // rmsnorm.pto:6:24
+        TROWEXPANDMUL(t14, t0, view1, tmp2);  // rmsnorm.pto:6:24
+        TileT20 t20(H);  // rmsnorm.pto:6:24
+        TASSIGN(t20, 38912);  // rmsnorm.pto:6:24
+        pipe_barrier(PIPE_V);
+        TCOLEXPANDMUL(t20, t14, t15);  // rmsnorm.pto:6:24
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:9
+        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:9
+        TSTORE(yGm2, t20);  // rmsnorm.pto:6:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

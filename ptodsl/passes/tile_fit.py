@@ -1,0 +1,230 @@
+"""One-pass versions of row loops whose rows fit on chip (used by ``passes/tile.py``).
+
+A loop that reduces each row over a runtime dim ``D`` and then applies the row's statistic back
+to the row (rmsnorm, layernorm, softmax, log-softmax) reads the row twice or more when it spans
+several vector tiles: the statistic is complete only after the last tile. When the whole row
+fits the UB, one pass is enough: the row is loaded once, reduced and used from UB.
+
+So tiling compiles such a loop twice, behind ``if (D >= 1 && D <= cap)``: the fit version, a
+copy of the loop (attribute ``fit = D``) tiled with a tile of ``cap`` columns along ``D``, in
+which the tiler knows ``1 <= D <= cap`` (no grid loop along ``D``; every tail is ``D`` itself),
+and the loop as scheduled for the rest. The choice is made at call time, in the control program,
+and visible in the IR. Fusion then forwards the row's second load from the first and hoists the
+loads of loop-invariant read-only operands (gamma, beta) out of the fit loop
+(:func:`hoist_invariant`), so each block loads them once.
+
+``cap`` is the largest multiple of ``GRANULE`` columns for which the memory plan of the fit
+version (tiled and fused; before the fused instructions, which only take tiles away) fits the
+target's UB; it is estimated from the plans at two widths (the peak is affine in the width) and
+checked at the width chosen. A loop whose cap would not exceed its scheduled tile width is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import sym
+from ..ir import Func, Op, TensorType, TileType
+from ..ir.opdefs import IR_OPS
+from ..ops import OPS
+from .paths import _defined, _suffix
+from .unroll import _Cloner
+
+# Columns of the fit version's tile are a multiple of this: every dtype's row stays 32-byte
+# aligned (a bool tile's 32 elements) with room to spare.
+GRANULE = 256
+FIT_ATTR = "fit"
+
+
+def _runtime_dim(e: sym.Expr, dims: set[str]) -> str | None:
+    return e.name if isinstance(e, sym.Sym) and e.name in dims else None
+
+
+def call_dims(func: Func) -> set[str]:
+    """The symbols of the function's tensor dims that are bound at call time."""
+    out: set[str] = set()
+    for p in func.params:
+        t = getattr(p, "type", None)
+        if isinstance(t, TensorType):
+            out.update(s.name for s in t.shape if isinstance(s, sym.Sym))
+    return out
+
+
+_ROW_FAMILIES = frozenset({"unary", "binary", "ternary", "cast", "compare", "select", "reduce"})
+_STRUCTURE = frozenset({"view", "alloc", "assemble", "fill", "broadcast"})
+
+
+def row_dim(loop: Op, dims: set[str]) -> str | None:
+    """The runtime dim ``D`` a user loop's body reduces its rows over and then applies the result
+    back over (a binary op of a ``[.., D]`` and a ``[.., 1]`` operand), when its body is only
+    elementwise work, reductions and views; else None."""
+    if loop.name != "loop" or "kind" in loop.attrs:
+        return None
+    reduced: set[str] = set()
+    spread: set[str] = set()
+    for op in loop.regions[0]:
+        for o in op.walk():
+            if o.name in ("loop", "if"):
+                return None  # nested control: the simple one-pass shape only
+            od = OPS.get(o.name)
+            if od is None:
+                if o.name not in _STRUCTURE:
+                    return None
+                continue
+            if od.kind not in _ROW_FAMILIES:
+                return None
+            if od.kind == "reduce":
+                st: TensorType = o.operands[0].type
+                axis = o.attrs["axis"] % st.rank
+                d = _runtime_dim(st.shape[axis], dims) if axis == st.rank - 1 else None
+                if d is not None:
+                    reduced.add(d)
+            elif od.kind == "binary" and len(o.operands) == 2:
+                lasts = [v.type.shape[-1] for v in o.operands if isinstance(v.type, TensorType) and v.type.rank]
+                if len(lasts) == 2 and 1 in lasts:
+                    d = next((_runtime_dim(x, dims) for x in lasts if x != 1), None)
+                    if d is not None:
+                        spread.add(d)
+    both = sorted(reduced & spread)
+    return both[0] if len(both) == 1 else None
+
+
+def fit_copy(loop: Op, dim: str, cap: int) -> Op:
+    """A copy of ``loop`` (values and index renamed) marked as the fit version for ``dim``."""
+    a = loop.attrs
+    names = _defined(loop.regions[0]) | {a["index"]}
+    suffix = _suffix(names, "fit")  # no copy's name may be a name of the loop as scheduled
+    index = f"{a['index']}{suffix}"
+    cloner = _Cloner({a["index"]: sym.Sym(index)}, suffix, {})
+    body = [cloner.op(x) for x in loop.regions[0]]
+    return Op("loop", [], dict(a) | {"index": index, FIT_ATTR: dim}, [], [body], loop.span)
+
+
+def condition(dim: str, cap: int) -> sym.Expr:
+    d = sym.Sym(dim)
+    return sym.logical("and", sym.compare(">=", d, 1), sym.compare("<=", d, cap))
+
+
+def fit_bytes(func: Func, dim: str, ctx) -> int | None:
+    """The UB bytes the fit loop for ``dim`` in ``func`` needs together with the tile work hoisted
+    to just before it: the memory plan's peak (tiles reused as their lives end) plus, above it, the
+    largest scratch an instruction takes (the C++ emitter's row-reduction tmp and the like: at
+    most a tile as large as its largest operand per scratch tile); None when there is no loop."""
+    from .memplan import plan, tile_bytes
+    from .stack import scratch_tiles
+
+    def find(ops: list[Op]) -> list[Op] | None:
+        for k, op in enumerate(ops):
+            if op.name == "loop" and op.attrs.get(FIT_ATTR) == dim:
+                j = k
+                while j > 0 and ops[j - 1].name.startswith("tile."):
+                    j -= 1
+                return ops[j:k + 1]
+            for region in op.regions:
+                got = find(region)
+                if got is not None:
+                    return got
+        return None
+
+    part = find(func.body)
+    if part is None:
+        return None
+    block = ctx.target.ub_block_bytes
+    scratch = 0
+    for op in (o for x in part for o in x.walk()):
+        tiles = [tile_bytes(v.type, block) for v in op.operands if isinstance(v.type, TileType)]
+        if tiles:
+            scratch = max(scratch, scratch_tiles(op) * -(-max(tiles) // block) * block)
+    return plan(Func(func.name, func.params, part, "vector", {}, func.span), ctx).get("ub", 0) + scratch
+
+
+def choose_cap(measure: Callable[[int], int | None], width: int, ub_bytes: int) -> int | None:
+    """The largest multiple of GRANULE above ``width`` whose measured tile bytes fit ``ub_bytes``;
+    ``measure(cap)`` gives the fit version's bytes at that width (None: it cannot be compiled)."""
+    lo = max(GRANULE, -(-width // GRANULE) * GRANULE)
+    b1, b2 = measure(lo), measure(2 * lo)
+    if b1 is None or b2 is None or b2 <= b1:
+        return None
+    per_col = (b2 - b1) / lo
+    fixed = b1 - per_col * lo
+    cap = int((ub_bytes - fixed) // per_col) // GRANULE * GRANULE
+    while cap > width:
+        got = measure(cap)
+        if got is not None and got <= ub_bytes:
+            return cap
+        cap -= GRANULE
+    return None
+
+
+def _hoistable_load(o: Op, inside: set[str], written: set[str], index: str) -> bool:
+    if o.name != "tile.load":
+        return False
+    dst, src = o.operands
+    return (src.name not in written and src.name not in inside
+            and not any(index in sym.free_symbols(x) for x in o.attrs["offsets"] if not sym.is_const(x))
+            and not any(index in sym.free_symbols(x) for x in dst.type.valid if not sym.is_const(x)))
+
+
+def hoist_invariant(ops: list[Op], written: set[str]) -> list[Op]:
+    """Move the loads of read-only GM tensors at offsets the loop does not change, and the vector
+    ops computing only from such tiles, out of each fit loop (to just before it)."""
+    out: list[Op] = []
+    for op in ops:
+        op.regions = [hoist_invariant(r, written) for r in op.regions]
+        if op.name != "loop" or FIT_ATTR not in op.attrs:
+            out.append(op)
+            continue
+        body = op.regions[0]
+        inside = {r.name for x in body for o in x.walk() for r in o.results}
+        index = op.attrs["index"]
+        tile_writes: dict[str, int] = {}
+        for x in body:
+            for o in x.walk():
+                for k, v in enumerate(o.operands):
+                    if _is_dst(o, k):
+                        tile_writes[v.name] = tile_writes.get(v.name, 0) + 1
+        moved: set[str] = set()
+        allocs = {x.results[0].name: x for x in body if x.name == "tile.alloc"}
+        hoisted: list[Op] = []
+        keep: list[Op] = []
+        for x in body:
+            if x.name == "tile.alloc":
+                keep.append(x)
+                continue
+            dst = x.operands[0] if x.operands else None
+            if dst is None or dst.name not in allocs or tile_writes.get(dst.name) != 1 or x.regions:
+                keep.append(x)
+                continue
+            if _hoistable_load(x, inside - set(allocs), written, index):
+                ok = True
+            else:
+                od = OPS.get(x.name.removeprefix("tile."))
+                ok = (x.name.startswith("tile.") and od is not None and od.kind in ("unary", "cast", "binary")
+                      and all(v.name in moved for v in x.operands[1:])
+                      and not any(isinstance(v, sym.Expr) and index in _free(v) for v in x.attrs.values()))
+            if ok:
+                hoisted += [allocs[dst.name], x]
+                moved.add(dst.name)
+            else:
+                keep.append(x)
+        if moved:
+            op.regions = [[x for x in keep if not (x.name == "tile.alloc" and x.results[0].name in moved)]]
+            out.extend(hoisted)
+        out.append(op)
+    return out
+
+
+def _free(v: object) -> set[str]:
+    try:
+        return sym.free_symbols(v)
+    except (TypeError, AttributeError):
+        return set()
+
+
+def _is_dst(op: Op, k: int) -> bool:
+    d = IR_OPS.get(op.name)
+    return d is not None and k in d.reads_writes(len(op.operands))[1]
+
+
+__all__ = ["FIT_ATTR", "GRANULE", "call_dims", "choose_cap", "condition", "fit_copy", "hoist_invariant",
+           "fit_bytes", "row_dim"]
