@@ -171,6 +171,21 @@ def test_a_grid_nest_with_few_outer_trips_shares_its_inner_loop_too(backend: str
     np.testing.assert_allclose(op(x, d, backend=backend), x / d, rtol=1e-6)
 
 
+def test_a_concat_of_a_rows_halves_written_in_place_runs_as_blocks():
+    """swap_halves writes concat([old[:, D // 2:D], old[:, 0:D // 2]]) over x: the checker proves
+    the width fits D (the min of the clamped slice end is at most D // 2), so no guard stays between
+    the kernel's nests, which then run as kernels of blocks; the golden cases (odd widths) pass."""
+    from ptodsl.golden import run_case
+
+    op = ptodsl.load(str(ROOT / "specs" / "swap_halves.yaml"))
+    block = op.compiled.stages["block"]
+    assert not any(o.name == "guard" for f in block.funcs for o in f.walk())
+    got = list(launches(block.func("swap_halves_f32")))
+    assert got and all("block_dim" in launch.attrs for launch in got)
+    results = [run_case(op, case) for case in op.spec.tests]
+    assert results and all(r.ok for r in results), [r.report for r in results]
+
+
 def test_views_between_the_loops_go_with_every_part_of_a_split_kernel():
     """rope's kernel runs its angle nest, then views of x's halves, then the rotation nests: each
     nest becomes a kernel of its own (holding the views) and runs as blocks, and the golden cases
