@@ -206,7 +206,7 @@ def test_a_workspace_stored_again_in_between_is_not_recomputed_from_its_first_st
 
 
 
-@pytest.mark.parametrize("backend", ["sim", "cpu"])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
 def test_column_indices_are_loaded_and_converted_once_per_column_block(write_spec, backend):
     """index_select along dim 1 gathers every row at the same columns: the nest swaps its loops
     (the gather's table is read only, so the swap is safe) and the indices' load and their i64 ->

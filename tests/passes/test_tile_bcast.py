@@ -26,7 +26,7 @@ def _allocs(op) -> list:
     return [o for o in op.compiled.stages["tile"].walk() if o.name == "alloc"]
 
 
-@pytest.mark.parametrize("backend", ["sim", "cpu"])
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
 def test_an_expanded_operand_is_expanded_on_chip_not_through_a_workspace(write_spec, backend):
     op = ptodsl.load(write_spec("k", SPREAD, YAML))
     assert not _allocs(op), "the expand's [B, S, H] result is no GM workspace"
