@@ -148,7 +148,9 @@ class LayoutTyping:
         only) checked by the call before any kernel runs (E0839: ``max(v, 0) == s``, so a
         negative extent is never whole); False when neither."""
         r = self.running_ranges()
-        if v == s or sym.prove_le(s, v, r):
+        # proved whole only with the extent proved non-negative too: ``s <= v`` alone holds of a
+        # negative extent whose valid extent is clamped the same way (``min(max(E - 3, 0), E - 3)``)
+        if (v == s or sym.prove_le(s, v, r)) and sym.prove_le(0, s, r):
             return True
         if (sym.free_symbols(v) | sym.free_symbols(s)) - set(self.symbols):
             return False

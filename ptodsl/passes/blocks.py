@@ -15,7 +15,8 @@ B rows is one launch of ``min(B, cores)`` blocks (B <= cores or a multiple of it
 
 A kernel launched once per call whose body is two or more loops run in turn, each of which could
 run as blocks, is first split into one kernel per loop, launched one after another
-(:func:`split_nests`): argmax's and mean's grid nests into a workspace, then the copy out.
+(:func:`split_nests`): argmax's and mean's grid nests into a workspace, then the copy out. A
+kernel whose one grid loop runs such loops in turn is distributed first (``passes/distribute.py``).
 
 Contiguous shares keep the first failing bounds guard the one a sequential run stops at: the
 blocks before it run the iterations before it. A kernel the loop of which writes a GM workspace
@@ -31,6 +32,7 @@ from ..ir import Func, Module, Op, Param, TensorType
 from ..ir.gm import launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
 from .context import Pass, PassContext
+from .distribute import distribute
 from .parallel import independent, origins_of
 from .persistent import bound_within
 
@@ -321,6 +323,17 @@ def _outer_launches(body: list[Op]) -> list[Op]:
     return out
 
 
+def _distributed(parts: list[Func], taken: set[str]) -> list[Func]:
+    """``parts`` with each whose one grid loop runs loops in turn distributed over them and split
+    into a kernel per loop (``passes/distribute.py``) where every piece could run as blocks."""
+    out: list[Func] = []
+    for part in parts:
+        trial = Module("part", "block", [part]).clone().funcs[0]
+        pieces = split_nests(trial, taken) if distribute(trial) else None
+        out.extend(pieces or [part])
+    return out
+
+
 def _fission(module: Module) -> None:
     """Split, in place, each kernel launched once whose loops run one after another (``split_nests``)."""
     taken = {f.name for f in module.funcs}
@@ -333,8 +346,8 @@ def _fission(module: Module) -> None:
             kernel = funcs.get(op.attrs["kernel"])
             if kernel is None or counts[kernel.name] != 1 or "block_dim" in op.attrs:
                 continue
-            parts = split_nests(kernel, taken)
-            if parts is None:
+            parts = _distributed(split_nests(kernel, taken) or [kernel], taken)
+            if parts == [kernel]:
                 continue
             new = [Op("launch", list(op.operands), {**{k: list(a) if isinstance(a, list) else a for k, a in op.attrs.items()}, "kernel": p.name}, [], [], op.span) for p in parts]
             _replace(control.body, op, new)

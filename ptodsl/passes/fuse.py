@@ -17,8 +17,9 @@ Produces: the same computation in which
      later grid nest with the same bounds at the same offsets, is recomputed there from the
      inputs (rematerialisation): reading an input again costs what reading the workspace did, and
      the workspace's store disappears;
-  5. a rows x columns grid nest that loads a row-broadcast operand in every iteration swaps its
-     loops (when no iteration depends on another), so the operand is loaded once per column block;
+  5. a rows x columns grid nest that loads a row-broadcast operand (or an index_select's columns)
+     in every iteration swaps its loops (when no iteration depends on another), so the operand is
+     loaded, and the tile work on it alone done, once per column block (``passes/hoist.py``);
   6. a region computes each tile op once (common subexpressions);
   7. a running max over a row and a sum of exp(t - max) over it, in two grid loops, become one
      (the online form: the sum is rescaled by exp(old max - new max)), so softmax-like ops read a
@@ -45,6 +46,9 @@ from ..ir import Func, Module, Op, Value
 from ..ir.opdefs import in_kernel_loop
 from ..ir.opdefs import indexed_gm as _gm_reads_writes
 from .context import Pass, PassContext
+from .hoist import hoist_broadcast_loads
+from .hoist import loads_and_stores as _loads_and_stores
+from .hoist import tile_access as _tile_access
 from .merge import Access, can_merge, hoistable, merge_loops, rename_index, same_grid
 from .merge import gm_touching as _gm_touching
 from .merge import is_grid as _is_grid
@@ -55,39 +59,6 @@ from .unroll import _subst_attr, _subst_type
 
 # the lowest finite value per float dtype: the online max is clamped to it, never subtracting -inf
 LOWEST = {"f32": -3.4028234663852886e38, "bf16": -3.3895313892515355e38, "f16": -65504.0}
-
-
-def _loads_and_stores(ops: list[Op]):
-    loads, stores = [], []
-    for op in ops:
-        for o in op.walk():
-            if o.name == "tile.load":
-                loads.append((o.operands[1].name, o.attrs["offsets"]))
-            elif o.name == "tile.store":
-                stores.append((o.operands[0].name, o.attrs["offsets"]))
-            elif o.name in ("read",):
-                loads.append((o.operands[0].name, None))
-            elif _gm_touching(o):
-                r, w = _gm_reads_writes(o)
-                loads.extend((v.name, None) for v in r)
-                stores.extend((v.name, None) for v in w)
-    return loads, stores
-
-
-def _tile_access(ops: list[Op]) -> tuple[set[str], set[str], set[str]]:
-    """(tiles read, tiles written, tiles defined) anywhere in ``ops``."""
-    read: set[str] = set()
-    written: set[str] = set()
-    defined: set[str] = set()
-    for op in ops:
-        for o in op.walk():
-            if o.name == "tile.alloc":
-                defined.add(o.result.name)
-            elif o.name.startswith("tile."):
-                r, w = _reads_writes(o)
-                read.update(v.name for v in r if o.name != "tile.store" or v is o.operands[1])
-                written.update(v.name for v in w if o.name != "tile.store")
-    return read, written, defined
 
 
 def _kernel_boundary(op: Op) -> bool:
@@ -450,71 +421,6 @@ def online_max_sum(func: Func, base: dict[str, str]) -> bool:
     o = _Online(func, base)
     func.body = o.region(func.body)
     return o.changed
-
-
-# ------------------------------------------------------------------ broadcast operands
-
-
-def _mentions(v: Any, index: str) -> bool:
-    if isinstance(v, (tuple, list)):
-        return any(_mentions(x, index) for x in v)
-    if isinstance(v, str) or v is None or isinstance(v, bool):
-        return False
-    try:
-        return index in sym.free_symbols(v)
-    except (TypeError, AttributeError):
-        return False
-
-
-def _invariant_loads(outer: Op, inner: Op, base: dict[str, str]) -> list[Op]:
-    """Loads of ``inner``'s body that every iteration of ``outer`` repeats: their offsets and
-    tile do not depend on the outer index, and nothing in the nest stores to their tensor."""
-    stored = {base.get(o.operands[0].name, o.operands[0].name) for o in outer.walk() if o.name == "tile.store"}
-    stored |= {base.get(v.name, v.name) for o in outer.walk() if _gm_touching(o) for v in _gm_reads_writes(o)[1]}
-    idx = outer.attrs["index"]
-    return [o for o in inner.regions[0] if o.name == "tile.load"
-            and not _mentions(o.attrs["offsets"], idx) and not _mentions(o.operands[0].type.valid, idx)
-            and base.get(o.operands[1].name, o.operands[1].name) not in stored]
-
-
-def _interchangeable(outer: Op, inner: Op) -> bool:
-    """Whether the two loops of a perfect grid nest may swap: the inner bounds do not depend on
-    the outer index, no tile carries a value from one iteration to the next, and every store
-    writes a place only its own iteration writes (its offsets use both indices), and a tensor
-    stored in the nest is read only where its iteration stored it."""
-    idx, jdx = outer.attrs["index"], inner.attrs["index"]
-    if any(_mentions(inner.attrs[k], idx) for k in ("lo", "hi", "step")):
-        return False
-    _, written, defined = _tile_access(inner.regions[0])
-    if written - defined:
-        return False
-    loads, stores = _loads_and_stores(inner.regions[0])
-    if any(not (_mentions(o, idx) and _mentions(o, jdx)) for _, o in stores):
-        return False
-    stored = set(stores)
-    return all((t, o) in stored for t, o in loads if o is None or t in {t2 for t2, _ in stores})
-
-
-def hoist_broadcast_loads(ops: list[Op], base: dict[str, str]) -> list[Op]:
-    """A grid nest over (rows, columns) that loads a row-broadcast operand (a [1, C] tensor, the
-    same tile for every row block) in every iteration swaps its loops, so the operand is loaded
-    once per column block, above the loop over rows: it is then read from GM once."""
-    for op in ops:
-        op.regions = [hoist_broadcast_loads(r, base) for r in op.regions]
-    out = []
-    for op in ops:
-        body = op.regions[0] if _is_grid(op) else None
-        if body is not None and len(body) == 1 and _is_grid(body[0]) and _interchangeable(op, body[0]):
-            inner = body[0]
-            hoisted = _invariant_loads(op, inner, base)
-            if hoisted:
-                names = {o.operands[0].name for o in hoisted}
-                allocs = [o for o in inner.regions[0] if o.name == "tile.alloc" and o.result.name in names]
-                rest = [o for o in inner.regions[0] if o not in hoisted and o not in allocs]
-                new_inner = Op("loop", [], dict(op.attrs), [], [rest], op.span)
-                op = Op("loop", [], dict(inner.attrs), [], [allocs + hoisted + [new_inner]], inner.span)
-        out.append(op)
-    return out
 
 
 # ------------------------------------------------------------------ clean-up

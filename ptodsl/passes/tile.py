@@ -27,6 +27,7 @@ from . import fuse, fusedops, native, tile_fit
 from .context import Pass, PassContext
 from .cube import CubeTiling
 from .templates import template_names, template_scalars
+from .tile_bcast import forward_broadcasts
 from .tile_rows import reduction_tile, whole_rows
 from .tile_shape import spread_rows
 
@@ -509,6 +510,9 @@ def _tile_func(f: Func, ctx: PassContext, sched: Schedule, module: Module) -> Fu
 
 def run(module: Module, ctx: PassContext) -> Module:
     sched = schedule_of(module)
+    module = module.clone()
+    for f in module.funcs:
+        forward_broadcasts(f)
     return Module(module.name, "tile", [_tile_func(f, ctx, sched, module) for f in module.funcs], dict(module.attrs))
 
 

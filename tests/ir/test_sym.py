@@ -70,3 +70,19 @@ def test_floor_division_by_a_common_factor_is_exact():
         env = {"F": f, "G": g}
         e = sym.add(sym.mul(F, 4), sym.mul(G, -6))
         assert sym.evaluate(sym.floordiv(e, 2), env) == sym.evaluate(e, env) // 2
+
+
+def test_a_clamped_extent_inside_a_sum_is_proved_through_its_min():
+    """The width of concat([x[:, D // 2:D], x[:, 0:D // 2]]) is (D - D // 2) + min(D, D // 2): it
+    fits in D because the min is at most D // 2, and D - D // 2 >= 0 through the division's linear
+    bound. A min that must be large, or a max that must be small, is not proved."""
+    D = sym.Sym("D")
+    r = {"D": (0, None)}
+    half = sym.floordiv(D, 2)
+    width = sym.add(sym.sub(D, half), sym.min_(D, half))
+    assert sym.prove_le(width, D, r)
+    assert sym.prove_le(half, D, r) and sym.prove_le(0, sym.sub(D, half), r)
+    assert not sym.prove_le(D, half, r)
+    assert not sym.prove_le(D, sym.min_(D, half), r)
+    assert not sym.prove_le(sym.max_(D, sym.Sym("E")), D, {"D": (0, None), "E": (0, None)})
+    assert sym.prove_le(sym.min_(D, sym.Sym("E")), sym.add(D, 1), {"D": (0, None), "E": (0, None)})

@@ -172,6 +172,44 @@ def test_a_grid_nest_with_few_outer_trips_shares_its_inner_loop_too(backend: str
     np.testing.assert_allclose(op(x, d, backend=backend), x / d, rtol=1e-6)
 
 
+def test_a_concat_of_a_rows_halves_written_in_place_runs_as_blocks():
+    """swap_halves writes concat([old[:, D // 2:D], old[:, 0:D // 2]]) over x: the checker proves
+    the width fits D (the min of the clamped slice end is at most D // 2), so no guard stays between
+    the kernel's nests, which then run as kernels of blocks; the golden cases (odd widths) pass."""
+    from ptodsl.golden import run_case
+
+    op = ptodsl.load(str(ROOT / "specs" / "swap_halves.yaml"))
+    block = op.compiled.stages["block"]
+    assert not any(o.name == "guard" for f in block.funcs for o in f.walk())
+    got = list(launches(block.func("swap_halves_f32")))
+    assert got and all("block_dim" in launch.attrs for launch in got)
+    results = [run_case(op, case) for case in op.spec.tests]
+    assert results and all(r.ok for r in results), [r.report for r in results]
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_a_grid_loop_fused_beside_a_reduction_gets_blocks_of_its_own(write_spec, backend: str):
+    """Fusion puts mean(w, dim=[-1, 1, 2])'s last step over P and sum(w, dim=[0, 1])'s P x R x S
+    nest in one loop over P, which alone gives P blocks. Distributed (passes/distribute.py), the
+    nest is a kernel of its own whose blocks also split its loop over R: every kernel that reads w
+    runs on more than P blocks, and the call still computes right."""
+    from ptodsl import sym
+
+    pto = ("kernel k(w: f32[P, Q, R, S], v: out f32[P, 1, 1, 1], s: out f32[R, S]):\n"
+           "    v[:] = mean(w, dim=[-1, 1, 2], keepdim=True)\n"
+           "    s[:] = sum(w, dim=[0, 1])\n")
+    op = ptodsl.load(write_spec("k", pto, "op: k\nschedule: {vec_tile: [1, 2, 4, 32]}\n"))
+    block = op.compiled.stages["block"]
+    env = {"P": 4, "Q": 8, "R": 64, "S": 64}
+    readers = [launch for launch in launches(block.func("k"))
+               if any(o.name == "tile.load" and o.operands[1].name == "w" for o in block.func(launch.attrs["kernel"]).walk())]
+    assert readers and all(sym.evaluate(launch.attrs.get("block_dim", 1), env) > env["P"] for launch in readers)
+    w = np.random.default_rng(17).standard_normal((3, 5, 7, 40)).astype(np.float32)
+    v, s = op(w, backend=backend)
+    np.testing.assert_allclose(v, w.mean(axis=(1, 2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s, w.sum(axis=(0, 1)), rtol=1e-5, atol=1e-5)
+
+
 def test_views_between_the_loops_go_with_every_part_of_a_split_kernel():
     """rope's kernel runs its angle nest, then views of x's halves, then the rotation nests: each
     nest becomes a kernel of its own (holding the views) and runs as blocks, and the golden cases

@@ -2,6 +2,7 @@
 once, and keeps its intermediates in UB (no GM workspace)."""
 
 import numpy as np
+import pytest
 
 import ptodsl
 from ptodsl import sym
@@ -214,3 +215,21 @@ def test_a_workspace_stored_again_in_between_is_not_recomputed_from_its_first_st
         _, y = op(a, x, backend=backend)
         np.testing.assert_allclose(y, x - 1.0, rtol=1e-6, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("backend", ["sim", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_column_indices_are_loaded_and_converted_once_per_column_block(write_spec, backend):
+    """index_select along dim 1 gathers every row at the same columns: the nest swaps its loops
+    (the gather's table is read only, so the swap is safe) and the indices' load and their i64 ->
+    i32 conversion run above the loop over rows, once per column block, not once per tile."""
+    pto = ("kernel sel(x: f32[M, N], cols: i64[J], y: out f32[M, J]):\n"
+           "    y[:] = index_select(x, 1, cols)\n")
+    op = ptodsl.load(write_spec("sel", pto, "op: sel\nschedule: {vec_tile: [4, 64]}\n"))
+    func = op.compiled.stages["tile"].funcs[0]
+    holders = [o for o in func.walk() if o.name == "loop" and any(c.name == "tile.cast" for c in o.regions[0])]
+    assert holders and all(any(c.name == "loop" for c in o.regions[0]) for o in holders), \
+        "the conversion sits above a loop over rows"
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((9, 150)).astype(np.float32)
+    cols = rng.integers(0, 150, 70).astype(np.int64)
+    np.testing.assert_array_equal(op(x, cols, backend=backend), x[:, cols])
