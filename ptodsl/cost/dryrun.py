@@ -30,6 +30,7 @@ from ..ir.opdefs import indexed_gm, launched_params
 from ..targets import Target
 from . import steady
 from .alike import cost_exprs, kernel_exprs, monotone_in
+from .chip import launch_footprint
 from .timeline import Timeline, nbytes
 
 READ_VALUE = 1
@@ -142,7 +143,7 @@ class _Run:
         if count is not None:
             inner[count] = blocks
         tl = self.timeline
-        tl.begin_launch(kernel.kind)
+        tl.begin_launch(kernel.kind, launch_footprint(op, lambda d: sym.evaluate(d, env)))
 
         def one(b: int) -> None:
             benv = dict(inner)

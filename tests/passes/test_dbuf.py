@@ -126,3 +126,18 @@ def test_doubling_that_needs_more_event_ids_than_the_target_has_is_undone(tmp_pa
 
     # single buffered, the kernel needs one event id per pipe pair; doubled, two
     assert doubled_with(2) and not doubled_with(1)
+
+
+def test_a_cube_steps_l1_tiles_stay_apart_so_its_loads_run_back_to_back(tmp_path):
+    # the B tile sharing L1 bytes with the A tile would make B's load wait for MTE1 to move A out
+    op = ptodsl.load(_write(tmp_path, "matmul", "{cube_tile: {m: [64, 64], k: [64, 64], n: [64, 64]}, "
+                                                "pass_options: {double_buffer: true}}"))
+    loops = _doubled_loops(op)
+    assert loops
+    for loop in loops:
+        l1 = [(a.attrs["offset"], a.attrs["offset"] + a.attrs["bytes"]) for a in _allocs(loop)
+              if a.result.type.space == "l1"]
+        assert len(l1) == 4
+        for i, (lo0, hi0) in enumerate(l1):
+            for lo1, hi1 in l1[i + 1:]:
+                assert hi0 <= lo1 or hi1 <= lo0
