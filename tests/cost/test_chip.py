@@ -229,9 +229,10 @@ def test_chip_filling_shapes_are_modelled_from_a_few_ops(name, control, shapes):
     block = ptodsl.load(str(ROOT / "specs" / f"{name}.yaml")).compiled.stages["block"]
     e = estimate(block, control, shapes, TARGET, {"scale": 0.125})
     # (flash attention walks about 21000: its once-per-call kernels of several loops are one launch
-    # per loop, each sampled on its own; the 4096^3 matmul about 32000: its K loop is double
-    # buffered, two steps of ops per sampled iteration)
-    assert e.walked < 40_000
+    # per loop, each sampled on its own; the 4096^3 matmul about 50000: its K loop is double
+    # buffered, two steps of ops per sampled iteration, and its blocks' shares of the output tiles
+    # repeat with a period of 8 blocks, each walked once)
+    assert e.walked < 60_000
     assert e.timeline.chip.time > e.timeline.chip.roofline() > 0
 
 
