@@ -30,6 +30,7 @@ from ..ir.opdefs import indexed_gm, launched_params
 from ..targets import Target
 from . import steady
 from .alike import cost_exprs, kernel_exprs, monotone_in
+from .chip import launch_footprint
 from .timeline import Timeline, nbytes
 
 READ_VALUE = 1
@@ -142,7 +143,7 @@ class _Run:
         if count is not None:
             inner[count] = blocks
         tl = self.timeline
-        tl.begin_launch(kernel.kind)
+        tl.begin_launch(kernel.kind, launch_footprint(op, lambda d: sym.evaluate(d, env)))
 
         def one(b: int) -> None:
             benv = dict(inner)
@@ -152,6 +153,20 @@ class _Run:
             self.block(kernel.body, benv, {})
             tl.end_kernel()
 
+        keys = kernel.attrs.get("block_key")  # what decides a block's cost (passes/blocks_flat.py)
+        if keys is not None and index is not None and self.sample:
+            self.trace.append(("blocks by key",))
+            seen: dict[tuple, dict] = {}
+            for b in range(blocks):
+                key = tuple(sym.evaluate(e, inner | {index: b}) for e in keys)
+                if key in seen:
+                    self._advance(seen[key], 1)
+                    continue
+                before = self._state()
+                one(b)
+                seen[key] = steady.diff(self._state(), before)
+            tl.end_launch()
+            return
         split = kernel.attrs.get("block_split")  # a grid of blocks, b // split by b % split
         columns = int(sym.evaluate(split, inner)) if split is not None and index is not None else 1
         if columns > 1 and blocks % columns == 0:

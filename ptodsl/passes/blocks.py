@@ -31,6 +31,7 @@ from .. import sym
 from ..ir import Func, Module, Op, Param, TensorType
 from ..ir.gm import launches, walk_ops
 from ..ir.opdefs import block_params, indexed_gm
+from .blocks_flat import share_out_tiles, tileable
 from .context import Pass, PassContext
 from .distribute import distribute
 from .parallel import independent, origins_of
@@ -378,7 +379,12 @@ def run(module: Module, ctx: PassContext) -> Module:
                 continue
             cores = ctx.target.chip.cores(kernel.kind)
             inner = _inner_grid(kernel, loops[0]) if len(loops) == 1 and loops[0].attrs.get("kind") == "grid" else None
-            if inner is not None:
+            if inner is not None and tileable(kernel):
+                index, count = _block_params(kernel)
+                total = share_out_tiles(kernel, loops[0], inner, index, count)
+                tiles = sym.substitute(total, _launch_env(kernel, op, index, count))
+                op.attrs["block_dim"] = sym.max_(sym.ceildiv(tiles, sym.max_(sym.ceildiv(tiles, cores), 1)), 1)
+            elif inner is not None:
                 share_out_nest(kernel, loops[0], inner, op, cores)
             else:
                 share_out(kernel, loops, op, cores)

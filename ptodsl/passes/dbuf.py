@@ -1,8 +1,9 @@
 """Double buffering (Block IR -> Block IR): two sets of tiles on alternate iterations of a grid loop.
 
 Requires: a ``level block`` module from partitioning (tiles not yet placed).
-Produces: in each vector compute kernel, every innermost grid loop whose body loads from GM and
-does other work runs its iterations in pairs (a perfect nest of grid loops, each body just the
+Produces: in each compute kernel, vector or cube, every innermost grid loop whose body loads from
+GM and does other work runs its iterations in pairs (a cube kernel's K loop: the next A and B tiles
+load while the cube multiplies this step's) (a perfect nest of grid loops, each body just the
 next loop, is first flattened into one loop over all its tiles, innermost index fastest): a loop of
 ``cdiv(trips, 2)`` iterations holding two copies of the body, copy 0 for iteration ``2u`` and copy 1
 for ``2u + 1`` inside a loop of ``min(trips - 2u - 1, 1)`` trips (no trip for the odd one out).
@@ -140,7 +141,7 @@ def double(func: Func, ctx: PassContext, strided: set[str]) -> None:
     still fit with it; then, while the kernel's flags need more event ids than the target has, undo
     the last one. A perfect nest is flattened first, so its iterations pair up across rows too (a
     row of one tile still overlaps with the next row)."""
-    if func.kind != "vector":
+    if func.kind not in ("vector", "cube"):
         return
     # tensor dims are never negative; the bound lets a loop that provably runs once stay as it is
     ranges: Ranges = {

@@ -12,7 +12,8 @@ write with equal source and destination rows, and the one its elementwise, tile-
 broadcast instructions read on every target (a column-major ``R x 1`` tile needs R padded to a
 block, which a reduction of fewer rows cannot write).
 The two copies of a double-buffered loop body (``passes/dbuf.py``: allocs tagged ``buffer`` and
-``buffer_of``) never share memory with each other, whatever their lives.
+``buffer_of``) never share memory with each other, whatever their lives; in L1 (``APART``) no two
+tiles of such a body do.
 Over capacity is an error (E0611) that names the tiles live at the peak, never a silent
 overlap; it is the one check of on-chip memory (the checker estimates none). The pass also
 estimates each kernel's scalar stack frame (``passes/stack.py``): near the NPU compiler's limit is
@@ -112,7 +113,7 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
         if BUFFER_OF in op.attrs:
             seen = {id(p) for p in overlapping}
             overlapping += [p for p in copies.get((t.space, op.attrs[BUFFER_OF]), ())
-                            if id(p) not in seen and _other_copy(op, p[4])]
+                            if id(p) not in seen and (_other_copy(op, p[4]) or t.space in APART)]
         busy = sorted((off, off + sz) for (_, _, off, sz, _) in overlapping)
         offset = 0
         for lo, hi in busy:
@@ -134,6 +135,14 @@ def plan(func: Func, ctx: PassContext, schedule: Schedule | None = None) -> dict
             _over_capacity(func, ctx, space, used, cap, placed[space], schedule)
     func.attrs = dict(func.attrs) | {f"{k}_bytes": v for k, v in sorted(peak.items())}
     return peak
+
+
+# Spaces where no two tiles of a double-buffered body share memory, not even within one copy: a
+# cube step's L1 tiles (the A and B tiles MTE2 loads, MTE1 moves on to L0A/L0B) would otherwise
+# make the load of B wait until MTE1 has moved A out of the bytes they share, putting MTE1's time
+# between the MTE2 loads the doubling is there to keep back to back. L1 holds many steps' tiles;
+# where the copies do not fit apart, the double-buffering pass's fit trial leaves the loop single.
+APART = frozenset({"l1"})
 
 
 def _other_copy(a: Op, b: Op) -> bool:

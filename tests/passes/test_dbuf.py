@@ -1,4 +1,4 @@
-"""Double buffering of grid loops in vector kernels (passes/dbuf.py)."""
+"""Double buffering of grid loops in vector and cube kernels (passes/dbuf.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ import numpy as np
 def add(x, y):
     return x + y
 
+def matmul(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
 def softmax(x):
     x = x.astype(np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -36,6 +39,10 @@ KERNELS = {
                 "    e = exp(x - amax(x, dim=-1, keepdim=True))\n"
                 "    y[:] = e / sum(e, dim=-1, keepdim=True)\n",
                 "reference: refs.py:softmax\ntests:\n  - {shapes: {B: 1536, N: 256}}\n"),
+    # a cube kernel: the K loop's loads of the next A and B tiles overlap this step's matmul
+    "matmul": ("kernel matmul(a: f16[M, K], b: f16[K, N], c: out f32[M, N]):\n"
+               "    c[:] = matmul(a, b, out_dtype=f32)\n",
+               "reference: refs.py:matmul\ntests:\n  - {shapes: {M: 128, K: 512, N: 128}, rtol: 1e-3, atol: 1e-3}\n"),
 }
 
 
@@ -62,24 +69,25 @@ def _estimate(operator: ptodsl.Operator) -> float:
     return sum(r.timeline.estimate for r in results)
 
 
-@pytest.mark.parametrize("name, tile", [("add", "[8, 256]"), ("softmax", "[4, 256]")])
+@pytest.mark.parametrize("name, tile", [("add", "vec_tile: [8, 256]"), ("softmax", "vec_tile: [4, 256]"),
+                                        ("matmul", "cube_tile: {m: [64, 64], k: [64, 64], n: [64, 64]}")])
 def test_two_copies_get_distinct_memory_and_the_estimate_drops(tmp_path, name, tile):
-    doubled = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: true}}}}"))
-    single = ptodsl.load(_write(tmp_path, name, f"{{vec_tile: {tile}, pass_options: {{double_buffer: false}}}}",
+    doubled = ptodsl.load(_write(tmp_path, name, f"{{{tile}, pass_options: {{double_buffer: true}}}}"))
+    single = ptodsl.load(_write(tmp_path, name, f"{{{tile}, pass_options: {{double_buffer: false}}}}",
                                 "_single"))
     assert not _doubled_loops(single)
     loops = _doubled_loops(doubled)
     assert loops
     for loop in loops:
-        copies: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+        copies: dict[int, list[tuple[str, int, int]]] = {0: [], 1: []}
         for alloc in _allocs(loop):
             a = alloc.attrs
             assert a["buffer_of"] == loop.attrs["index"]
-            copies[a["buffer"]].append((a["offset"], a["offset"] + a["bytes"]))
+            copies[a["buffer"]].append((alloc.result.type.space, a["offset"], a["offset"] + a["bytes"]))
         assert copies[0] and copies[1]
-        for lo0, hi0 in copies[0]:
-            for lo1, hi1 in copies[1]:
-                assert hi0 <= lo1 or hi1 <= lo0, "a tile of copy 0 shares memory with one of copy 1"
+        for space0, lo0, hi0 in copies[0]:
+            for space1, lo1, hi1 in copies[1]:  # (each on-chip buffer has offsets of its own)
+                assert space0 != space1 or hi0 <= lo1 or hi1 <= lo0, "a tile of copy 0 shares memory with one of copy 1"
         # the second copy runs in a loop of at most one trip, so an odd trip count needs no third body
         inner = [o for o in loop.regions[0] if o.name == "loop"]
         assert len(inner) == 1 and at_most_once(inner[0])
@@ -118,3 +126,18 @@ def test_doubling_that_needs_more_event_ids_than_the_target_has_is_undone(tmp_pa
 
     # single buffered, the kernel needs one event id per pipe pair; doubled, two
     assert doubled_with(2) and not doubled_with(1)
+
+
+def test_a_cube_steps_l1_tiles_stay_apart_so_its_loads_run_back_to_back(tmp_path):
+    # the B tile sharing L1 bytes with the A tile would make B's load wait for MTE1 to move A out
+    op = ptodsl.load(_write(tmp_path, "matmul", "{cube_tile: {m: [64, 64], k: [64, 64], n: [64, 64]}, "
+                                                "pass_options: {double_buffer: true}}"))
+    loops = _doubled_loops(op)
+    assert loops
+    for loop in loops:
+        l1 = [(a.attrs["offset"], a.attrs["offset"] + a.attrs["bytes"]) for a in _allocs(loop)
+              if a.result.type.space == "l1"]
+        assert len(l1) == 4
+        for i, (lo0, hi0) in enumerate(l1):
+            for lo1, hi1 in l1[i + 1:]:
+                assert hi0 <= lo1 or hi1 <= lo0

@@ -329,7 +329,7 @@ def block_loops(kernel: Func) -> tuple[list[Op], dict[str, int]] | None:
         ops = one.regions[0]
 
 
-def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
+def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: float | None = None) -> bool:
     """Run the blocks of one launch (``envs``: each block's symbols) as one batched evaluation of
     all the iterations their loops share out: every block's share of a loop, but the loop's last
     iteration, in batches, that one alone (on ``machine(b)``, a fresh machine of block ``b``); then
@@ -392,7 +392,7 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     STATS.launches += 1
     STATS.iterations += sum(max(len(v) - 1, 0) for v in values)
     if m.timeline is not None:
-        play(m.timeline, [("begin_launch", kernel.kind), *_block_events(ops[lead:], shares, runs, first),
+        play(m.timeline, [("begin_launch", kernel.kind, footprint), *_block_events(ops[lead:], shares, runs, first),
                           ("end_launch",)])
     return True
 
