@@ -23,6 +23,10 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # TFUSEDMULADD). Opt-in: pto-isa's CPU simulation has neither, so such kernels do not build
     # against a pto-isa checkout, and how vmla / vmadd round on the NPU is not documented
     "multiply_add": 0,
+    # 1: the grid over an output's row blocks becomes the outer loop of a body whose user loops carry
+    # state (attention's KV loop), when every op is row-wise (passes/rowgrid.py). Opt-in until a
+    # loop mixing cube and vector work runs as one kernel: before that it launches per row block
+    "row_interchange": 0,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

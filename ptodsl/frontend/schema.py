@@ -68,6 +68,9 @@ PASS_OPTIONS = Obj(
         "multiply_add": Bool(default=bool(PASS_OPTION_DEFAULTS["multiply_add"]),
                              desc="with fused_ops, a product read only by an addition becomes one multiply-add "
                                   "(TMULADDDST, TFUSEDMULADD; pto-isa's CPU simulation has neither)"),
+        "row_interchange": Bool(default=bool(PASS_OPTION_DEFAULTS["row_interchange"]),
+                                desc="make the output's row blocks the outer loop of a body whose user loops "
+                                     "carry state, when every op in it is row-wise"),
     },
 )
 

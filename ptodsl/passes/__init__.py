@@ -2,12 +2,26 @@
 ``run`` and a :class:`~ptodsl.passes.context.Pass` describing it; :data:`PIPELINE` is their order,
 the one list the driver, ``ptodsl ir --after`` and the stage dumps read."""
 
-from . import blocks, dbuf, fuse, fusedops, loops, memplan, parallel, partition, paths, sync, tile, unroll
+from . import (
+    blocks,
+    dbuf,
+    fuse,
+    fusedops,
+    loops,
+    memplan,
+    parallel,
+    partition,
+    paths,
+    rowgrid,
+    sync,
+    tile,
+    unroll,
+)
 from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
 PIPELINE: list[Pass] = [loops.PASS, paths.PASS, unroll.PASS, tile.PASS, fuse.PASS, fusedops.PASS, parallel.PASS,
-                        partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS, sync.PASS]
+                        rowgrid.PASS, partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS, sync.PASS]
 check_pipeline(PIPELINE)
 
 __all__ = ["PIPELINE", "Pass", "check_pipeline"]

@@ -1,0 +1,101 @@
+"""Row interchange (ptodsl/passes/rowgrid.py): the grid over an output's row blocks becomes the
+outer loop of a body whose user loop carries state, only when every op is row-wise."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ptodsl
+from ptodsl import ir
+from ptodsl.golden import run_case
+from ptodsl.passes import rowgrid
+from ptodsl.passes.context import PassContext
+from ptodsl.targets import load_target
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+HEAD = ('module @m level tile attributes {target = "ascend910b", option.row_interchange = 1} {\n'
+        '  kernel @m(%x: tensor<f32 [S, 64]>, %y: tensor<f32 [S, 64]> out, L: i64) {\n'
+        '    %acc = alloc() : tensor<f32 [S, 64]>\n'
+        '    loop() {index = "j", lo = 0, hi = L, step = 1, name = "steps"} region {\n')
+TAIL = '    }\n  }\n}\n'
+# acc += x, row tile by row tile: state carried across j in a GM workspace, every access in the
+# row band of the grid's iteration
+GRID = '''      loop() {index = "g", lo = 0, hi = cdiv(S, 8), step = 1, name = "g", kind = "grid"} region {
+        %a = tile.alloc() : tile<ub f32 [8, 64] valid [min(S - g * 8, 8), 64]>
+        tile.load(%a, %acc) {offsets = [g * 8, 0]}
+        %b = tile.alloc() : tile<ub f32 [8, 64] valid [min(S - g * 8, 8), 64]>
+        tile.load(%b, %x) {offsets = [g * 8, 0]}
+        tile.add(%a, %a, %b)
+        tile.store(%acc, %a) {offsets = [g * 8, 0]}
+        tile.store(%y, %a) {offsets = [g * 8, 0]}
+      }
+'''
+
+
+def _module(body: str) -> ir.Module:
+    module = ir.parse(HEAD + body + TAIL)
+    ir.verify(module)
+    return module
+
+
+def test_a_row_wise_body_gets_its_row_blocks_outside_the_user_loop():
+    module = _module(GRID)
+    out = rowgrid.run(module, PassContext(load_target("ascend910b")))
+    ir.verify(out)
+    body = out.funcs[0].body
+    assert [op.name for op in body] == ["alloc", "loop"]  # the workspace is allocated once
+    outer = body[1]
+    assert outer.attrs["index"] == rowgrid.OUTER and outer.attrs["parallel"] == 1
+    assert str(outer.attrs["hi"]) == str(ir.parse(HEAD + GRID + TAIL).funcs[0].body[1].regions[0][0].attrs["hi"])
+    inner = outer.regions[0][0]
+    assert inner.attrs["name"] == "steps"
+    assert not [o for o in inner.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
+    assert "offsets = [_qb * 8, 0]" in str(out)
+    assert "grid" in str(module)  # the pass never mutates its input
+
+
+@pytest.mark.parametrize("what, body", [
+    ("a row of another block", GRID.replace("tile.load(%a, %acc) {offsets = [g * 8, 0]}",
+                                            "tile.load(%a, %acc) {offsets = [g * 8 + 8, 0]}")),
+    ("rows past the block", GRID.replace(
+         "tile.store(%y, %a) {offsets = [g * 8, 0]}",
+         "%w = tile.alloc() : tile<ub f32 [16, 64] valid [min(S - g * 8, 16), 64]>\n"
+         "        tile.load(%w, %x) {offsets = [g * 8, 0]}\n"
+         "        tile.store(%y, %w) {offsets = [g * 8, 0]}")),
+    ("a tile carried across row blocks", '      %c = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n' +
+     GRID.replace("tile.add(%a, %a, %b)", "tile.add(%c, %c, %b)")),
+    ("a written tensor read outside the grid", GRID + '      %t = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n'
+                                                   '      tile.load(%t, %acc) {offsets = [0, 0]}\n'),
+    ("a scalar read of a written tensor", GRID + '      read(%acc) {index = [0, 0], sym = "v", dtype = "f32"}\n'),
+    ("a print", GRID + '      print() {format = "{}", args = [j]}\n'),
+])
+def test_a_body_that_is_not_row_wise_keeps_its_order(what, body):
+    module = _module(body)
+    assert rowgrid.row_bands(module.funcs[0]) is None, what
+    out = rowgrid.run(module, PassContext(load_target("ascend910b")))
+    assert str(out) == str(module), what
+
+
+def test_without_the_option_nothing_changes():
+    module = ir.parse((HEAD + GRID + TAIL).replace(", option.row_interchange = 1", ""))
+    assert rowgrid.row_bands(module.funcs[0]) is not None
+    assert str(rowgrid.run(module, PassContext(load_target("ascend910b")))) == str(module)
+
+
+def test_flash_attention_with_query_blocks_outside_the_kv_loop_computes_right(tmp_path):
+    for name in ("flash_attn.pto", "refs.py"):
+        shutil.copy(SPECS / name, tmp_path / name)
+    text = (SPECS / "flash_attn.yaml").read_text()
+    (tmp_path / "flash_attn.yaml").write_text(
+        text.replace("schedule:\n", "schedule:\n  pass_options: {row_interchange: true}\n", 1))
+    operator = ptodsl.load(str(tmp_path / "flash_attn.yaml"))
+    tile = operator.compiled.after["rowgrid"]
+    for func in tile.funcs:
+        loops = [op for op in func.body if op.name == "loop"]
+        assert [op.attrs["name"] for op in loops] == ["query_blocks"], func.name
+    results = [run_case(operator, case) for case in operator.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]
