@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import sym
+from ..diagnostics import Span
 from ..ir import Func, Module, Op, TensorType, TileType, Value
 from ..ir.gm import Origin, walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
@@ -175,12 +176,14 @@ class _Inliner:
     place, their indices replaced by the outer loop's) and narrowing a row grid of finer tiles to
     the tiles of the block."""
 
-    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int):
-        self.env: dict[str, sym.Expr] = {g: sym.Sym(OUTER) for g, r in grids.items() if r == tile_rows}
+    def __init__(self, grids: dict[str, int], tile_rows: int, bound: set[str], outer: str,
+                 values: dict[str, Value]):
+        self.bound = bound
+        self.outer = outer
+        self.env: dict[str, sym.Expr] = {g: sym.Sym(outer) for g, r in grids.items() if r == tile_rows}
         self.grids = grids
-        self.rows = rows
         self.tile_rows = tile_rows
-        self.values: dict[str, Value] = {}
+        self.values = values  # old name -> value in the copy, shared by the copies of one function
 
     def ops(self, ops: list[Op]) -> list[Op]:
         out: list[Op] = []
@@ -190,7 +193,7 @@ class _Inliner:
                 out.extend(self.ops(op.regions[0]))
             elif index in self.grids:
                 per = self.tile_rows // self.grids[index]
-                lo = sym.mul(sym.Sym(OUTER), per)
+                lo = sym.mul(sym.Sym(self.outer), per)
                 narrowed = self.op(op)
                 narrowed.attrs["lo"] = lo
                 narrowed.attrs["hi"] = sym.min_(sym.add(lo, per), op.attrs["hi"])
@@ -205,31 +208,105 @@ class _Inliner:
                  for k, v in op.attrs.items()}
         results = []
         for r in op.results:
-            nv = Value(r.name, _subst_type(r.type, self.env))
+            t = _subst_type(r.type, self.env)
+            if op.name == "alloc" and "fill" not in op.attrs and not any(
+                    sym.free_symbols(d) & self.bound for d in t.shape) and any(
+                    sym.free_symbols(d) & self.bound for d in t.valid_shape):
+                t = TensorType(t.dtype, t.shape, None)  # allocated once: see _hoist_workspaces
+            nv = Value(r.name, t)
             self.values[r.name] = nv
             results.append(nv)
         return Op(op.name, operands, attrs, results, [self.ops(r) for r in op.regions], op.span)
 
 
+def _hoist_workspaces(ops: list[Op], bound: set[str]) -> list[Op]:
+    """Take out of ``ops`` (in place, at any depth) each GM workspace whose shape nothing in them
+    binds, for the caller to allocate once before the row block loop. A valid shape naming what
+    a loop binds (the last KV block's columns) widens to the whole shape: every op touching the
+    workspace takes its extent from its tile, and an iteration reads only what it wrote (a
+    workspace is a temporary the iteration fills before reading), so one allocation serves all."""
+    taken: list[Op] = []
+
+    def region(r: list[Op]) -> None:
+        kept = []
+        for op in r:
+            t = op.result.type if op.name == "alloc" else None
+            if t is not None and "fill" not in op.attrs and not any(sym.free_symbols(d) & bound for d in t.shape):
+                taken.append(op)
+                continue
+            for sub in op.regions:
+                region(sub)
+            kept.append(op)
+        r[:] = kept
+
+    region(ops)
+    return taken
+
+
+class _Wrapper:
+    """Puts each run of the body between branches in a row block loop of its own, and the
+    branches' arms likewise (also inside user loops holding a branch): a branch, whose condition
+    names no row block, then stays outside (kernels run no branches of the control program). Splitting one row block loop into several
+    in turn keeps the order of every band's work, since each touches only its own band."""
+
+    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str]):
+        self.grids, self.rows, self.tile_rows = grids, rows, tile_rows
+        self.bound = bound
+        self.values: dict[str, Value] = {}
+        self.count = 0
+
+    def ops(self, ops: list[Op], at: Span | None = None) -> list[Op]:
+        """``at``: where the user loop around ``ops`` is, if any."""
+        out: list[Op] = []
+        run: list[Op] = []
+        for op in ops:
+            if op.name == "if":
+                out.extend(self.loop(run, at))
+                run = []
+                out.append(Op("if", [], dict(op.attrs), [], [self.ops(r, at) for r in op.regions], op.span))
+            elif op.name == "loop" and op.attrs.get("kind") not in ("grid", "split") and any(
+                    o.name == "if" for o in op.walk()):
+                # (a loop holding a branch, a peeled KV block that may also be the last, keeps the
+                # branch outside the row block loops too)
+                out.extend(self.loop(run, at))
+                run = []
+                out.append(Op("loop", [], dict(op.attrs), [], [self.ops(op.regions[0], op.span or at)], op.span))
+            else:
+                run.append(op)
+        out.extend(self.loop(run, at))
+        return out
+
+    def loop(self, run: list[Op], at: Span | None) -> list[Op]:
+        if not any(o.name.startswith("tile.") for op in run for o in op.walk()):
+            return [_Inliner(self.grids, self.tile_rows, self.bound, OUTER, self.values).op(op) for op in run]
+        name = f"{OUTER}{self.count}"
+        self.count += 1
+        body = _Inliner(self.grids, self.tile_rows, self.bound | {name}, name, self.values).ops(run)
+        attrs = {"index": name, "lo": 0, "hi": sym.ceildiv(self.rows, self.tile_rows), "step": 1,
+                 "name": "query_blocks", "parallel": 1, "rows_interchanged": 1}
+        # located at the user loop it holds (attention's KV loop): what makes it a mixed kernel
+        span = next((o.span for op in run for o in op.walk() if o.name == "loop" and o.span is not None
+                     and o.attrs.get("kind") not in ("grid", "split")), at or run[0].span)
+        return [Op("loop", [], attrs, [], [body], span)]
+
+
 def interchange(func: Func) -> Func | None:
-    """``func`` with its row blocks as the outer loop, or None when :func:`row_bands` refuses."""
+    """``func`` with its row blocks as the outer loops, or None when :func:`row_bands` refuses or a
+    GM workspace could not be allocated once for all row blocks."""
     proved = row_bands(func)
     if proved is None:
         return None
     rows, tile_rows, grids = proved
-    body = _Inliner(grids, rows, tile_rows).ops(func.body)
     bound: set[str] = set()
-    for op in body:
+    for op in func.body:
         bound |= bound_within(op)
-    # a workspace whose size no loop or read of the body binds is allocated once: each row block
-    # uses its own band of it
-    hoisted = [op for op in body if op.name == "alloc" and "fill" not in op.attrs and not any(
-        sym.free_symbols(d) & bound for d in (*op.result.type.shape, *op.result.type.valid_shape))]
-    inner = [op for op in body if op not in hoisted]
-    attrs = {"index": OUTER, "lo": 0, "hi": sym.ceildiv(rows, tile_rows), "step": 1, "name": "query_blocks",
-             "parallel": 1}
-    outer = Op("loop", [], attrs, [], [inner], func.span)
-    return Func(func.name, func.params, [*hoisted, outer], func.kind, dict(func.attrs), func.span)
+    wrapper = _Wrapper(grids, rows, tile_rows, bound)
+    body = wrapper.ops(func.body)
+    outers = {f"{OUTER}{i}" for i in range(wrapper.count)}
+    hoisted = _hoist_workspaces(body, bound | outers)
+    if any(o.name == "alloc" for op in body for o in op.walk()):
+        return None  # a workspace per row block could not be seen by a later row block loop
+    return Func(func.name, func.params, [*hoisted, *body], func.kind, dict(func.attrs), func.span)
 
 
 def run(module: Module, ctx: PassContext) -> Module:

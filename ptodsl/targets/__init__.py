@@ -126,8 +126,10 @@ class ChipModel:
     cross_core_flag_cycles: int  # one cross-core flag, from its set to the wait that sees it
 
     def cores(self, kind: str) -> int:
-        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on."""
-        return self.aic_cores if kind == "cube" else self.aiv_cores
+        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on; a
+        ``mixed`` kernel's block is one cube core with the vector cores beside it, so as many
+        blocks run at once as there are cube cores."""
+        return self.aic_cores if kind in ("cube", "mixed") else self.aiv_cores
 
 
 @dataclass(frozen=True)

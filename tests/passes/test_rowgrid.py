@@ -49,12 +49,12 @@ def test_a_row_wise_body_gets_its_row_blocks_outside_the_user_loop():
     body = out.funcs[0].body
     assert [op.name for op in body] == ["alloc", "loop"]  # the workspace is allocated once
     outer = body[1]
-    assert outer.attrs["index"] == rowgrid.OUTER and outer.attrs["parallel"] == 1
+    assert outer.attrs["index"] == "_qb0" and outer.attrs["parallel"] == 1 and outer.attrs["rows_interchanged"] == 1
     assert str(outer.attrs["hi"]) == str(ir.parse(HEAD + GRID + TAIL).funcs[0].body[1].regions[0][0].attrs["hi"])
     inner = outer.regions[0][0]
     assert inner.attrs["name"] == "steps"
     assert not [o for o in inner.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
-    assert "offsets = [_qb * 8, 0]" in str(out)
+    assert "offsets = [_qb0 * 8, 0]" in str(out)
     assert "grid" in str(module)  # the pass never mutates its input
 
 
@@ -86,16 +86,40 @@ def test_without_the_option_nothing_changes():
     assert str(rowgrid.run(module, PassContext(load_target("ascend910b")))) == str(module)
 
 
-def test_flash_attention_with_query_blocks_outside_the_kv_loop_computes_right(tmp_path):
+def _flash_attn(tmp_path: Path) -> ptodsl.Operator:
+    """specs/flash_attn with the option, and cases of several row blocks (a partial last one)."""
     for name in ("flash_attn.pto", "refs.py"):
         shutil.copy(SPECS / name, tmp_path / name)
     text = (SPECS / "flash_attn.yaml").read_text()
-    (tmp_path / "flash_attn.yaml").write_text(
-        text.replace("schedule:\n", "schedule:\n  pass_options: {row_interchange: true}\n", 1))
-    operator = ptodsl.load(str(tmp_path / "flash_attn.yaml"))
-    tile = operator.compiled.after["rowgrid"]
-    for func in tile.funcs:
-        loops = [op for op in func.body if op.name == "loop"]
-        assert [op.attrs["name"] for op in loops] == ["query_blocks"], func.name
+    text = text.replace("schedule:\n", "schedule:\n  pass_options: {row_interchange: true}\n", 1)
+    text = text.replace("bench:", "  - {shapes: {S: 200, D: 64, L: 192}, dtypes: {T: f16}, scalars: {scale: 0.125}, "
+                        "name: row-blocks}\n  - {shapes: {S: 130, D: 32, L: 64}, dtypes: {T: f32}, "
+                        "scalars: {scale: 0.2}, rtol: 1e-4, atol: 1e-5, name: one-kv-block}\nbench:", 1)
+    (tmp_path / "flash_attn.yaml").write_text(text)
+    return ptodsl.load(str(tmp_path / "flash_attn.yaml"))
+
+
+def test_flash_attention_runs_its_kv_loop_in_mixed_kernels_over_row_blocks(tmp_path):
+    operator = _flash_attn(tmp_path)
+    block = operator.compiled.stages["block"]
+    mixed = [f for f in block.funcs if f.kind == "mixed"]
+    assert mixed  # the first, middle and last KV blocks of each variant
+    for kernel in mixed:
+        assert kernel.attrs.get("block_index")  # shared out over the row blocks
+        loop = next(o for o in kernel.body if o.name == "loop")
+        assert loop.attrs["rows_interchanged"] == 1
+        assert any(o.name == "tile.matmul" for o in loop.walk())
+        assert any(o.name.startswith("tile.row") for o in loop.walk())
+    for control in (f for f in block.funcs if f.kind == "control"):
+        # the KV loop is inside the kernels: the control program launches each once per call (it
+        # keeps only the branches on the number of KV blocks, in the peeled first block's loop)
+        assert all(o.attrs.get("kind") == "peeled" for o in control.walk() if o.name == "loop")
     results = [run_case(operator, case) for case in operator.spec.tests]
     assert all(r.ok for r in results), [r.report for r in results]
+
+
+def test_mixed_kernels_fill_the_cube_cores_at_the_bench_size(tmp_path):
+    from ptodsl.stats import collect
+    chips = [c for vs in collect(_flash_attn(tmp_path), bench=True) for c in vs.chip]
+    assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]  # 64 query blocks,
+    # 3 to each of 22 blocks on the 24 cube cores
