@@ -3,17 +3,21 @@ user loops around it, so query blocks become the outer loop and a state-carrying
 attention's KV loop) runs inside each block.
 
 Requires: a ``level tile`` module whose independent loops are marked (``passes/parallel.py``).
-Produces: with ``pass_options.row_interchange = 1``, for each function that holds a user loop with
-tile work and that :func:`row_bands` proves row-wise, the function's body wrapped in one user loop
-``_qb`` over ``cdiv(S, R)`` row blocks (``S``: the output's first dim, ``R``: the row tiles' rows),
-marked ``parallel = 1``, every grid loop over those row blocks inlined with its index replaced by
-``_qb``; the top-level GM workspaces are allocated once, before it. Without the option, or when the
-proof fails, the module is unchanged.
+Produces: with ``pass_options.row_interchange = 1``, for each statement (a top-level op, or one
+of an implicit top-level loop's body) that holds a loop of the user's around row grids and that
+:func:`row_bands` proves row-wise, its work wrapped in user loops ``_qbN`` over ``cdiv(S, R)`` row
+blocks (``S``: the first dim of the first tensor it stores to that has row grids, ``R``: the row
+tiles' rows; one loop per run of the statement between branches, which stay outside), marked
+``parallel = 1`` and ``rows_interchanged = 1``, every grid loop over those row blocks inlined with
+its index replaced by ``_qbN`` (a grid of finer row tiles narrowed to the block's); the
+statement's GM workspaces are allocated once, before it. Partitioning runs such a loop needing
+cube and vector work as one ``mixed`` kernel (``passes/persistent.py``). Without the option, or
+where the proof fails, the module is unchanged.
 
 Why the order may change. Call the grid loops ``loop g in 0..cdiv(S, R)`` (step 1) the row grids.
-The proof asks that
+The proof asks, of the statement, that
 
-- every GM tensor written anywhere in the function (a ``tile.store``; a gather or scatter refuses)
+- every GM tensor written anywhere in it (a ``tile.store``; a gather or scatter refuses)
   is touched only inside row grids, and there only in rows ``[g * R, g * R + R)`` of its root (the
   offset along the root's first dim is exactly ``g * R`` and the tile has at most ``R`` rows);
 - no tile allocated outside a row grid is written inside one (state carried across row blocks);
@@ -29,13 +33,12 @@ as the original order does. The outer loop's iterations are therefore independen
 ``parallel`` states), although ``passes/parallel.py``'s rule, which refuses reading what is
 written, cannot see it.
 
-Off by default: until a loop mixing cube and vector work can run as one kernel, the interchanged
-loop stays in the control program and launches the body's kernels once per row block.
+Off by default: the NPU emission of a mixed kernel is not written (E0624).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from .. import sym
 from ..diagnostics import Span
@@ -44,7 +47,7 @@ from ..ir.gm import Origin, walk_ops
 from ..ir.opdefs import IR_OPS, indexed_gm
 from ..ir.schedule import schedule_of
 from .context import Pass, PassContext
-from .parallel import is_user_loop, origins_of
+from .parallel import origins_of
 from .persistent import bound_within
 from .unroll import _subst_attr, _subst_type
 
@@ -52,18 +55,10 @@ OUTER = "_qb"
 REFUSED = frozenset({"print", "guard", "reshape", "permute"})
 
 
-def row_extent(func: Func) -> sym.Expr | None:
-    """The first dim of the function's first output tensor: the rows the blocks share out."""
-    for p in func.params:
-        if p.is_tensor and p.mode in ("out", "inout") and p.type.shape:
-            return p.type.shape[0]
-    return None
-
-
-def _row_grids(func: Func, rows: sym.Expr) -> dict[str, int]:
+def _row_grids(ops: list[Op], rows: sym.Expr) -> dict[str, int]:
     """Index -> tile rows of every grid loop over ``cdiv(rows, R)`` row blocks."""
     out: dict[str, int] = {}
-    for op in func.walk():
+    for op in walk_ops(ops):
         if op.name != "loop" or op.attrs.get("kind") != "grid" or op.attrs["lo"] != 0 or op.attrs["step"] != 1:
             continue
         for r in _tile_rows(op):
@@ -83,34 +78,62 @@ def _tile_rows(loop: Op) -> Iterable[int]:
                     yield v.type.shape[0]
 
 
-def row_bands(func: Func) -> tuple[sym.Expr, int, dict[str, int]] | None:
-    """``(S, R, row grid index -> its tile rows)`` when ``func``'s row grids commute with everything around them
-    (module docstring), else None."""
-    rows = row_extent(func)
+Proof = tuple[sym.Expr, int, dict[str, int]]  # (S, R, row grid index -> its tile rows)
+
+
+def row_bands(func: Func) -> dict[int, Proof]:
+    """For each statement of ``func`` (by ``id``: a top-level op, or an op of the body of an
+    implicit top-level loop, which runs once) whose row grids commute with everything around
+    them in it (module docstring), the proof; the statements are taken one at a time, as the
+    others run before or after them unchanged."""
     origins = origins_of(func)
-    if rows is None or origins is None:
-        return None
-    grids = _row_grids(func, rows)
-    if not grids:
-        return None
-    tile_rows = max(grids.values())
-    if any(tile_rows % r for r in grids.values()):
-        return None  # a row block must hold whole row tiles of every grid
-    written: set[str] = set()
-    for o in func.walk():
+    if origins is None:
+        return {}
+    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
+    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    out: dict[int, Proof] = {}
+    for op in _statements(func.body):
+        proof = statement_bands([op], origins, roots)
+        if proof is not None:
+            out[id(op)] = proof
+    return out
+
+
+def _statements(ops: list[Op]) -> Iterator[Op]:
+    for op in ops:
+        if op.name == "loop" and op.attrs.get("kind") == "implicit":
+            yield from _statements(op.regions[0])
+        else:
+            yield op
+
+
+def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, TensorType]) -> Proof | None:
+    """The proof for ``ops`` (module docstring); the rows shared out are the first dim of the
+    first tensor they store to that has row grids."""
+    written: list[str] = []
+    for o in walk_ops(ops):
         if o.name in REFUSED or any(indexed_gm(o)):
             return None
-        if o.name == "tile.store":
-            written.add(origins[o.operands[0].name].root)
-    if not _has_user_loop_with_grid(func.body, set(grids)):
-        return None
-    ok = _Checker(origins, written, grids).region(func.body, None, set())
-    return (rows, tile_rows, grids) if ok else None
+        if o.name == "tile.store" and origins[o.operands[0].name].root not in written:
+            written.append(origins[o.operands[0].name].root)
+    for root in written:
+        shape = roots[root].shape
+        grids = _row_grids(ops, shape[0]) if shape else {}
+        if not grids:
+            continue
+        tile_rows = max(grids.values())
+        if any(tile_rows % r for r in grids.values()) or not _has_user_loop_with_grid(ops, set(grids)):
+            return None  # a row block must hold whole row tiles of every grid
+        ok = _Checker(origins, set(written), grids).region(ops, None, set())
+        return (shape[0], tile_rows, grids) if ok else None
+    return None
 
 
 def _has_user_loop_with_grid(ops: list[Op], grids: set[str]) -> bool:
-    return any(is_user_loop(o) and any(x.name == "loop" and x.attrs["index"] in grids
-                                       for x in walk_ops(o.regions[0])) for o in walk_ops(ops))
+    """Some loop of the user's (also a peeled or implicit one) around a row grid: the statements
+    worth interchanging; a bare grid nest already runs as blocks (``passes/blocks.py``)."""
+    return any(o.name == "loop" and o.attrs.get("kind") not in ("grid", "split") and any(
+        x.name == "loop" and x.attrs["index"] in grids for x in walk_ops(o.regions[0])) for o in walk_ops(ops))
 
 
 class _Checker:
@@ -249,11 +272,11 @@ class _Wrapper:
     names no row block, then stays outside (kernels run no branches of the control program). Splitting one row block loop into several
     in turn keeps the order of every band's work, since each touches only its own band."""
 
-    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str]):
+    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str], count: int = 0):
         self.grids, self.rows, self.tile_rows = grids, rows, tile_rows
         self.bound = bound
         self.values: dict[str, Value] = {}
-        self.count = 0
+        self.count = count  # row block loops of the function so far: each gets its own index
 
     def ops(self, ops: list[Op], at: Span | None = None) -> list[Op]:
         """``at``: where the user loop around ``ops`` is, if any."""
@@ -291,22 +314,39 @@ class _Wrapper:
 
 
 def interchange(func: Func) -> Func | None:
-    """``func`` with its row blocks as the outer loops, or None when :func:`row_bands` refuses or a
-    GM workspace could not be allocated once for all row blocks."""
-    proved = row_bands(func)
-    if proved is None:
+    """``func`` with the row blocks of each statement :func:`row_bands` proves as the outer loops
+    of its work, or None when it proves none (or a GM workspace of such a statement could not be
+    allocated once for all row blocks: that statement is left as it is)."""
+    proofs = row_bands(func)
+    count = 0
+
+    def region(ops: list[Op]) -> list[Op]:
+        nonlocal count
+        out: list[Op] = []
+        for op in ops:
+            if op.name == "loop" and op.attrs.get("kind") == "implicit":
+                out.append(Op("loop", [], dict(op.attrs), [], [region(op.regions[0])], op.span))
+                continue
+            proof = proofs.get(id(op))
+            if proof is None:
+                out.append(op)
+                continue
+            rows, tile_rows, grids = proof
+            bound = bound_within(op)
+            wrapper = _Wrapper(grids, rows, tile_rows, bound, count)
+            new = wrapper.ops([op])
+            hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
+            if any(o.name == "alloc" for x in new for o in x.walk()):
+                out.append(op)  # a workspace per row block could not be seen by a later row block loop
+                continue
+            count = wrapper.count
+            out += [*hoisted, *new]
+        return out
+
+    body = region(func.body)
+    if count == 0:
         return None
-    rows, tile_rows, grids = proved
-    bound: set[str] = set()
-    for op in func.body:
-        bound |= bound_within(op)
-    wrapper = _Wrapper(grids, rows, tile_rows, bound)
-    body = wrapper.ops(func.body)
-    outers = {f"{OUTER}{i}" for i in range(wrapper.count)}
-    hoisted = _hoist_workspaces(body, bound | outers)
-    if any(o.name == "alloc" for op in body for o in op.walk()):
-        return None  # a workspace per row block could not be seen by a later row block loop
-    return Func(func.name, func.params, [*hoisted, *body], func.kind, dict(func.attrs), func.span)
+    return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
 
 
 def run(module: Module, ctx: PassContext) -> Module:
@@ -319,4 +359,4 @@ def run(module: Module, ctx: PassContext) -> Module:
 
 PASS = Pass("rowgrid", "tile", "tile", run, frozenset({"independent-marked"}), frozenset({"rows-interchanged"}))
 
-__all__ = ["PASS", "interchange", "row_bands", "row_extent", "run"]
+__all__ = ["PASS", "Proof", "interchange", "row_bands", "run", "statement_bands"]

@@ -75,14 +75,14 @@ def test_a_row_wise_body_gets_its_row_blocks_outside_the_user_loop():
 ])
 def test_a_body_that_is_not_row_wise_keeps_its_order(what, body):
     module = _module(body)
-    assert rowgrid.row_bands(module.funcs[0]) is None, what
+    assert not rowgrid.row_bands(module.funcs[0]), what
     out = rowgrid.run(module, PassContext(load_target("ascend910b")))
     assert str(out) == str(module), what
 
 
 def test_without_the_option_nothing_changes():
     module = ir.parse((HEAD + GRID + TAIL).replace(", option.row_interchange = 1", ""))
-    assert rowgrid.row_bands(module.funcs[0]) is not None
+    assert rowgrid.row_bands(module.funcs[0])
     assert str(rowgrid.run(module, PassContext(load_target("ascend910b")))) == str(module)
 
 
@@ -123,3 +123,12 @@ def test_mixed_kernels_fill_the_cube_cores_at_the_bench_size(tmp_path):
     chips = [c for vs in collect(_flash_attn(tmp_path), bench=True) for c in vs.chip]
     assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]  # 64 query blocks,
     # 3 to each of 22 blocks on the 24 cube cores
+
+
+@pytest.mark.slow
+def test_mixed_kernels_over_several_row_blocks_compute_right_on_cpu(tmp_path):
+    operator = _flash_attn(tmp_path)
+    cases = [c for c in operator.spec.tests if c.name in ("row-blocks", "one-kv-block")]
+    assert len(cases) == 2
+    results = [run_case(operator, case, backend="cpu") for case in cases]
+    assert all(r.ok for r in results), [r.report for r in results]
