@@ -13,6 +13,7 @@ from ptodsl import ir
 from ptodsl.golden import run_case
 from ptodsl.passes import rowgrid
 from ptodsl.passes.context import PassContext
+from ptodsl.stats import collect
 from ptodsl.targets import load_target
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -116,13 +117,9 @@ def test_flash_attention_runs_its_kv_loop_in_mixed_kernels_over_row_blocks(tmp_p
         assert all(o.attrs.get("kind") == "peeled" for o in control.walk() if o.name == "loop")
     results = [run_case(operator, case) for case in operator.spec.tests]
     assert all(r.ok for r in results), [r.report for r in results]
-
-
-def test_mixed_kernels_fill_the_cube_cores_at_the_bench_size(tmp_path):
-    from ptodsl.stats import collect
-    chips = [c for vs in collect(_flash_attn(tmp_path), bench=True) for c in vs.chip]
-    assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]  # 64 query blocks,
-    # 3 to each of 22 blocks on the 24 cube cores
+    # at the bench size, 64 query blocks: 3 to each of 22 blocks on the 24 cube cores
+    chips = [c for vs in collect(operator, bench=True) for c in vs.chip]
+    assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]
 
 
 @pytest.mark.slow
