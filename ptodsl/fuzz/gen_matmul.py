@@ -97,8 +97,10 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
     if out == "T" and (*batch, "M", nn) == ("M", "N"):
         gen.full_outs.append(y)  # a later block may read it: a cube kernel feeding a vector one
     tail = "".join(f", {f}" for f in flags)
-    if gen.has("mm_steps") and not (batch or int8 or computed or ta) and rng.random() < 0.4:
-        return _steps_block(gen, k, rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
+    # (a stream of its own: the sizes and tiles drawn after this block stay those of the seed)
+    steps_rng = random.Random(f"mm_steps:{gen.seed}:{k}")
+    if gen.has("mm_steps") and not (batch or int8 or computed or ta) and steps_rng.random() < 0.4:
+        return _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
     line: Any = [f"{y}[:] = matmul(", a_ex, f", {b}{tail})"] if computed else f"{y}[:] = matmul({a_ex.render()}, {b}{tail})"
     return Block("matmul", [(0, line)], [y, *names])
 
