@@ -25,6 +25,10 @@ PASS_OPTION_DEFAULTS: dict[str, int] = {
     # 1: a user loop whose only carried state is a sum / maximum / minimum accumulation runs as
     # partial accumulations on all cores plus one combine (passes/splitred.py); 0 keeps it sequential
     "split_reduction": 1,
+    # 1: the grid over an output's row blocks becomes the outer loop of a body whose user loops carry
+    # state (attention's KV loop), when every op is row-wise (passes/rowgrid.py). Opt-in until a
+    # loop mixing cube and vector work runs as one kernel: before that it launches per row block
+    "row_interchange": 0,
 }
 
 # The sub-loop of factor f holds f copies of the body, and every copy is compiled (and later

@@ -101,7 +101,9 @@ class Chip:
         self.hbm_bytes += self.launch_bytes
         self.hbm_paid += charged
         for pipe, c in self.launch_work.items():
-            self.work[(kind, pipe)] = self.work.get((kind, pipe), 0.0) + c
+            # a mixed kernel's matrix work runs on its cube cores, its vector work on vector cores
+            on = ("cube" if pipe == "M" else "vector") if kind == "mixed" else kind
+            self.work[(on, pipe)] = self.work.get((on, pipe), 0.0) + c
         self.spent[LAUNCH] = self.spent.get(LAUNCH, 0.0) + launch
         if hbm >= makespan:
             what = HBM

@@ -69,7 +69,7 @@ class _Run:
     def __init__(self, block: Module, timeline: Timeline, reads: dict[str, Any], max_ops: int, sample: bool):
         self.reads = reads
         self.budget = max_ops
-        self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube")}
+        self.kernels = {f.name: f for f in block.funcs if f.kind in ("vector", "cube", "mixed")}
         self.timeline = timeline
         self.gm_bytes = 0.0
         self.sample = sample

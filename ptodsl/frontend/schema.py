@@ -71,6 +71,9 @@ PASS_OPTIONS = Obj(
         "split_reduction": Bool(default=bool(PASS_OPTION_DEFAULTS["split_reduction"]),
                                 desc="a loop whose only carried state is a sum, maximum or minimum accumulation "
                                      "runs as partial accumulations on all cores, then one combine"),
+        "row_interchange": Bool(default=bool(PASS_OPTION_DEFAULTS["row_interchange"]),
+                                desc="make the output's row blocks the outer loop of a body whose user loops "
+                                     "carry state, when every op in it is row-wise"),
     },
 )
 

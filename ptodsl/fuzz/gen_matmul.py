@@ -25,6 +25,7 @@ MATMUL_FEATURES = frozenset({
     "mm_bias",  # bias=v, a row of f32 (or T for f16 / f32 programs; i32 for int8)
     "mm_i8",  # int8 x int8 -> int32
     "mm_split",  # cube_tile.split_k: partial products summed by a vector kernel
+    "mm_steps",  # the product inside a loop whose steps carry an f32 state (attention's KV loop shape)
 })
 
 # (a's batch dims, b's batch dims): each pair broadcasts, as torch.matmul's do
@@ -96,8 +97,36 @@ def matmul_block(gen: Gen, k: int, rng: random.Random) -> Block:
     if out == "T" and (*batch, "M", nn) == ("M", "N"):
         gen.full_outs.append(y)  # a later block may read it: a cube kernel feeding a vector one
     tail = "".join(f", {f}" for f in flags)
+    # (a stream of its own: the sizes and tiles drawn after this block stay those of the seed)
+    steps_rng = random.Random(f"mm_steps:{gen.seed}:{k}")
+    if gen.has("mm_steps") and not (batch or int8 or computed or ta) and steps_rng.random() < 0.4:
+        return _steps_block(gen, k, steps_rng, y, f"matmul({a_ex.render()}, {b}{tail})", nn, out, names)
     line: Any = [f"{y}[:] = matmul(", a_ex, f", {b}{tail})"] if computed else f"{y}[:] = matmul({a_ex.render()}, {b}{tail})"
     return Block("matmul", [(0, line)], [y, *names])
+
+
+def _steps_block(gen: Gen, k: int, rng: random.Random, y: str, product: str, nn: str, out: str,
+                 names: list[str]) -> Block:
+    """The product in a loop of a few steps carrying an f32 state of its rows, combined by vector
+    work and written at the last step: cube and vector work of one state-carrying loop, each op
+    row-wise (row_interchange then runs it as a mixed kernel over row blocks)."""
+    from .gen import Block
+
+    steps = rng.randint(2, 5)  # from 3 on, a loop of the middle steps between the peeled ends
+    comb = rng.choice([f"maximum(st{k}, t{k}) * 0.5 + t{k}", f"st{k} * 0.25 + exp(t{k} * 0.125)",
+                       f"st{k} + relu(t{k})"])
+    lines: list[tuple[int, Any]] = [
+        (0, f"st{k} = tensor([M, {nn}], f32)"),
+        (0, f'for j in loop({steps}, name="S{k}"):'),
+        (1, f"t{k} = cast({product}, f32)"),
+        (1, "if is_loop_begin(j):"),
+        (2, f"st{k}[:] = t{k}"),
+        (1, "else:"),
+        (2, f"st{k}[:] = {comb}"),
+        (1, "if is_loop_end(j):"),
+        (2, f"{y}[:] = cast(st{k}, {out})"),
+    ]
+    return Block("matmul", lines, [y, *names])
 
 
 def matmul_shapes(rng: random.Random, shapes: dict[str, int]) -> None:

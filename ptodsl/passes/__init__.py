@@ -12,6 +12,7 @@ from . import (
     parallel,
     partition,
     paths,
+    rowgrid,
     splitred,
     sync,
     tile,
@@ -21,7 +22,8 @@ from .context import Pass, check_pipeline
 
 # After tensorize (typed AST -> Tensor IR), in order.
 PIPELINE: list[Pass] = [loops.PASS, splitred.PASS, paths.PASS, unroll.PASS, tile.PASS, fuse.PASS, fusedops.PASS,
-                        parallel.PASS, partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS, sync.PASS]
+                        parallel.PASS, rowgrid.PASS, partition.PASS, blocks.PASS, dbuf.PASS, memplan.PASS,
+                        sync.PASS]
 check_pipeline(PIPELINE)
 
 __all__ = ["PIPELINE", "Pass", "check_pipeline"]

@@ -22,7 +22,10 @@ Contiguous shares keep the first failing bounds guard the one a sequential run s
 blocks before it run the iterations before it. A kernel the loop of which writes a GM workspace
 of the call (an ``alloc`` of the control program: hoisted by partitioning, one per launch) is
 left on one block, since all blocks would share that workspace, unless the launch runs once per
-call and the loop's proof holds with the workspace shared (each iteration writes its own part).
+call and the loop's proof holds with the workspace shared (each iteration writes its own part):
+``passes/parallel.py``'s, or for a row block loop ``passes/rowgrid.py``'s (``rows_interchanged``),
+whose iterations touch only their own rows of every tensor written, workspaces included. A
+``mixed`` kernel's blocks go to the cube cores (one AIC and the AIVs beside it per block).
 """
 
 from __future__ import annotations
@@ -140,6 +143,8 @@ def _shares_disjointly(kernel: Func, loops: list[Op]) -> bool:
     block: in the kernel a workspace is a parameter, not an allocation of the iteration, so the
     proof (``parallel.independent``) needs each iteration's writes to it disjoint (a grid nest
     filling its rows of a reduction's result), not a workspace per iteration."""
+    if all(loop.attrs.get("rows_interchanged") == 1 for loop in loops):
+        return True  # passes/rowgrid.py's proof: each iteration touches its own rows of everything written
     origins = origins_of(kernel)
     return origins is not None and all(independent(loop, origins) for loop in loops)
 

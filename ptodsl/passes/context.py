@@ -66,6 +66,6 @@ def on_compute_kernels(module, fn) -> object:
     shape of the block-level passes that work one kernel at a time."""
     fresh = module.clone()  # passes never mutate their input
     for f in fresh.funcs:
-        if f.kind in ("vector", "cube"):
+        if f.kind in ("vector", "cube", "mixed"):
             fn(f)
     return fresh

@@ -8,9 +8,10 @@ kernel, ``vector`` (AIV: UB tiles) or ``cube`` (AIC: L1/L0 tiles), launched with
 ``launch(tensors) {kernel, scalars}``. Tile work and grid loops always run in a kernel; a loop of
 the user's runs inside its kernel too when its whole body can (``passes/persistent.py``), so a
 loop over rows is one launch, not one per row, as long as the kernel holding it still plans its
-memory and synchronises (tried on a copy first: ``passes/trial.py``). A run is cut where no tile is
-live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that cannot be cut
-small enough is reported as a warning with its estimate.
+memory and synchronises (tried on a copy first: ``passes/trial.py``); a row block loop of
+``passes/rowgrid.py`` that needs both kinds of core becomes one ``mixed`` kernel. A run is cut where
+no tile is live, when its estimated cycles pass ``pass_options.cycle_upper_bound``; a run that
+cannot be cut small enough is reported as a warning with its estimate.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..ir.opdefs import in_kernel_loop, indexed_gm
 from ..ir.schedule import schedule_of
 from . import trial
 from .context import Pass, PassContext
-from .persistent import Placement, bound_within, cycles, hoist_workspaces, kind_of
+from .persistent import MIXED, Placement, bound_within, cycles, hoist_workspaces, kind_of, mixed_loop
 
 
 class _Partitioner:
@@ -53,6 +54,11 @@ class _Partitioner:
                 out.append(op)
                 continue
             kinds = self.place.kinds(op)
+            if kinds is not None and mixed_loop(op, kinds):
+                self.flush(run, out)
+                run = []
+                out.extend(self.kernel([op], MIXED))
+                continue
             if kinds is None or len(kinds) > 1:
                 self.flush(run, out)
                 run = []
@@ -136,9 +142,10 @@ class _Partitioner:
                     help="raise `pass_options: {cycle_upper_bound: ...}` or use smaller tiles")
         return chunks
 
-    def kernel(self, ops: list[Op]) -> list[Op]:
-        """The compute kernel running ``ops``; returns what the control program does in their place:
-        allocate the kernel's workspaces, then launch it."""
+    def kernel(self, ops: list[Op], kind: str | None = None) -> list[Op]:
+        """The compute kernel running ``ops`` (of ``kind``, by default their one kind); returns what
+        the control program does in their place: allocate the kernel's workspaces, then launch it."""
+        kind = kind or kind_of(ops[0])
         name = f"{self.func.name}_k{next(self.counter)}"
         func, allocs, tensors, free = self.build(ops, name)
         self.kernels.append(func)

@@ -16,6 +16,15 @@ inside a kernel share its workspaces, so a dependency from one iteration to the 
 across the loop and takes an event id of its own for the whole loop, where kernels launched per
 iteration need none (more than the target's ids is E0612).
 
+The kind rule: a loop whose tile work needs one kind of core runs in a kernel of that kind. One
+needing both (a matmul and vector work) runs as one ``mixed`` kernel (:func:`mixed_loop`) only
+when it is a row block loop of ``passes/rowgrid.py``: its proof makes every iteration touch only
+its own rows of each tensor written, so the cube's results reach the vector work of the same
+block through GM workspaces no other block touches, and blocks of it may run on every cube core
+(one AIC and the AIVs beside it per block). The simulator and the cpu backend run such a kernel's
+ops in program order; its NPU emission is not written (E0624). Any other loop needing both kinds
+stays in the control program.
+
 A kernel's workspaces are allocated by the control program (:func:`hoist_workspaces`): each
 ``alloc`` inside the kernel moves to just before its launch, so one workspace serves every
 iteration. A kernel writing one does not run as blocks (``passes/blocks.py``): they would share it.
@@ -34,6 +43,9 @@ from ..ir.opdefs import IR_OPS, in_kernel_loop, indexed_gm
 from .parallel import origins_of
 
 CUBE_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
+# A kernel running cube and vector work of one loop: a block is one AIC and the AIVs beside it.
+MIXED = "mixed"
+KERNEL_KINDS = ("vector", "cube", MIXED)
 # Ops that keep the loop holding them in the control program.
 CONTROL_ONLY = frozenset({"print", "if", "reshape", "permute", "launch"})
 
@@ -68,6 +80,14 @@ def kinds_in(op: Op) -> frozenset[str]:
             out.add("cube" if any(isinstance(v.type, TileType) and v.type.space in CUBE_SPACES
                                   for v in list(o.operands) + list(o.results)) else "vector")
     return frozenset(out)
+
+
+def mixed_loop(op: Op, kinds: frozenset[str]) -> bool:
+    """Whether a loop that may run in a kernel but needs both kinds of core runs as one mixed
+    kernel: only the row block loop of ``passes/rowgrid.py``, whose proof makes every block touch
+    its own rows of each tensor written, workspaces included (the cube's results reach the vector
+    work of the same block through them). Any other such loop stays in the control program."""
+    return op.name == "loop" and len(kinds) > 1 and op.attrs.get("rows_interchanged") == 1
 
 
 def bound_within(op: Op) -> set[str]:
@@ -156,4 +176,5 @@ def hoist_workspaces(ops: list[Op]) -> list[Op]:
     return allocs
 
 
-__all__ = ["CUBE_SPACES", "Placement", "bound_within", "cycles", "hoist_workspaces", "kind_of", "kinds_in"]
+__all__ = ["CUBE_SPACES", "KERNEL_KINDS", "MIXED", "Placement", "bound_within", "cycles", "hoist_workspaces",
+           "kind_of", "kinds_in", "mixed_loop"]

@@ -180,7 +180,7 @@ def estimates(module: Module, target: Target) -> list[StackEstimate]:
     """The estimate of every compute kernel of a Block IR module, in module order."""
     strided = strided_params(module)
     return [estimate(f, target, every_tensor(f) if strided is None else strided.get(f.name, set()))
-            for f in module.funcs if f.kind in ("vector", "cube")]
+            for f in module.funcs if f.kind in ("vector", "cube", "mixed")]
 
 
 def _extent(func: Func) -> Span | None:
@@ -313,7 +313,7 @@ def check(module: Module, ctx: PassContext) -> None:
     strided = strided_params(module)
     unrolled = unrolled_loops(module)
     for f in module.funcs:
-        if f.kind in ("vector", "cube"):
+        if f.kind in ("vector", "cube", "mixed"):
             check_kernel(f, ctx, every_tensor(f) if strided is None else strided.get(f.name, set()),
                          unrolled.get(f.name))
 

@@ -153,6 +153,6 @@ def check_kernel(func: Func, max_events: int) -> list[MissingSync | str]:
 def check(module: Module, max_events: int) -> list[MissingSync | str]:
     out: list[MissingSync | str] = []
     for f in module.funcs:
-        if f.kind in ("vector", "cube"):
+        if f.kind in ("vector", "cube", "mixed"):
             out.extend(check_kernel(f, max_events))
     return out

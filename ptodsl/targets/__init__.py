@@ -127,8 +127,10 @@ class ChipModel:
     l2_bytes: int  # the L2 cache every core reads GM through (0: no L2 in the model)
 
     def cores(self, kind: str) -> int:
-        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on."""
-        return self.aic_cores if kind == "cube" else self.aiv_cores
+        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on; a
+        ``mixed`` kernel's block is one cube core with the vector cores beside it, so as many
+        blocks run at once as there are cube cores."""
+        return self.aic_cores if kind in ("cube", "mixed") else self.aiv_cores
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_the_contract_is_declared_once():
     assert IR_OPS["launch"].attr("block_dim").kind == "expr"
     assert not IR_OPS["launch"].attr("block_dim").required
     assert set(FUNC_ATTRS) == {"block_index", "block_count"}
-    assert all(a.kinds == ("vector", "cube") and a.param for a in FUNC_ATTRS.values())
+    assert all(a.kinds == ("vector", "cube", "mixed") and a.param for a in FUNC_ATTRS.values())
 
 
 def test_a_launch_passes_every_scalar_but_the_blocks_own():

@@ -174,7 +174,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     func = module.func(control)
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
-                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
+                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube", "mixed")},
                 timeline=Timeline(target))
     for p in func.params:
         if p.is_tensor:

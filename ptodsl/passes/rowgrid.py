@@ -1,0 +1,362 @@
+"""Row interchange (Tile IR -> Tile IR): the grid over the rows of the output commutes with the
+user loops around it, so query blocks become the outer loop and a state-carrying loop (flash
+attention's KV loop) runs inside each block.
+
+Requires: a ``level tile`` module whose independent loops are marked (``passes/parallel.py``).
+Produces: with ``pass_options.row_interchange = 1``, for each statement (a top-level op, or one
+of an implicit top-level loop's body) that holds a loop of the user's around row grids and that
+:func:`row_bands` proves row-wise, its work wrapped in user loops ``_qbN`` over ``cdiv(S, R)`` row
+blocks (``S``: the first dim of the first tensor it stores to that has row grids, ``R``: the row
+tiles' rows; one loop per run of the statement between branches, which stay outside), marked
+``parallel = 1`` and ``rows_interchanged = 1``, every grid loop over those row blocks inlined with
+its index replaced by ``_qbN`` (a grid of finer row tiles narrowed to the block's); the
+statement's GM workspaces are allocated once, before it. Partitioning runs such a loop needing
+cube and vector work as one ``mixed`` kernel (``passes/persistent.py``). Without the option, or
+where the proof fails, the module is unchanged.
+
+Why the order may change. Call the grid loops ``loop g in 0..cdiv(S, R)`` (step 1) the row grids.
+The proof asks, of the statement, that
+
+- every GM tensor written anywhere in it (a ``tile.store``; a gather or scatter refuses)
+  is touched only inside row grids, and there only in rows ``[g * R, g * R + R)`` of its root (the
+  offset along the root's first dim is exactly ``g * R`` and the tile has at most ``R`` rows);
+- no tile allocated outside a row grid is written inside one (state carried across row blocks);
+- outside row grids, tile work only loads tensors nothing writes and writes tiles (no GM), and a
+  scalar ``read`` reads a tensor nothing writes;
+- nothing prints, guards, reshapes or permutes, and row grids do not nest.
+
+Then the work of row grid iteration ``g`` touches band ``g`` of the written tensors and its own
+tiles only, and everything outside row grids computes the same values whatever ``g`` is (it reads
+only unwritten data and loop indices). So the effect on band ``g`` is the program with every row
+grid fixed to ``g``; running those programs one after another, or in parallel, leaves every band
+as the original order does. The outer loop's iterations are therefore independent (the property
+``parallel`` states), although ``passes/parallel.py``'s rule, which refuses reading what is
+written, cannot see it.
+
+Off by default: the NPU emission of a mixed kernel is not written (E0624).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from .. import sym
+from ..diagnostics import Span
+from ..ir import Func, Module, Op, TensorType, TileType, Value
+from ..ir.gm import Origin, walk_ops
+from ..ir.opdefs import IR_OPS, indexed_gm
+from ..ir.schedule import schedule_of
+from .context import Pass, PassContext
+from .parallel import origins_of
+from .persistent import bound_within
+from .unroll import _subst_attr, _subst_type
+
+OUTER = "_qb"
+REFUSED = frozenset({"print", "guard", "reshape", "permute"})
+
+
+def _row_grids(ops: list[Op], rows: sym.Expr) -> dict[str, int]:
+    """Index -> tile rows of every grid loop over ``cdiv(rows, R)`` row blocks."""
+    out: dict[str, int] = {}
+    for op in walk_ops(ops):
+        if op.name != "loop" or op.attrs.get("kind") != "grid" or op.attrs["lo"] != 0 or op.attrs["step"] != 1:
+            continue
+        for r in _tile_rows(op):
+            if sym.sub(op.attrs["hi"], sym.ceildiv(rows, r)) == 0:
+                out[op.attrs["index"]] = r
+                break
+    return out
+
+
+def _tile_rows(loop: Op) -> Iterable[int]:
+    seen: set[int] = set()
+    for o in walk_ops(loop.regions[0]):
+        for v in (*o.operands, *o.results):
+            if isinstance(v.type, TileType) and v.type.shape and isinstance(v.type.shape[0], int):
+                if v.type.shape[0] not in seen:
+                    seen.add(v.type.shape[0])
+                    yield v.type.shape[0]
+
+
+Proof = tuple[sym.Expr, int, dict[str, int]]  # (S, R, row grid index -> its tile rows)
+
+
+def row_bands(func: Func) -> dict[int, Proof]:
+    """For each statement of ``func`` (by ``id``: a top-level op, or an op of the body of an
+    implicit top-level loop, which runs once) whose row grids commute with everything around
+    them in it (module docstring), the proof; the statements are taken one at a time, as the
+    others run before or after them unchanged."""
+    origins = origins_of(func)
+    if origins is None:
+        return {}
+    roots: dict[str, TensorType] = {p.name: p.type for p in func.params if p.is_tensor}
+    roots |= {o.result.name: o.result.type for o in func.walk() if o.name == "alloc"}
+    out: dict[int, Proof] = {}
+    for op in _statements(func.body):
+        proof = statement_bands([op], origins, roots)
+        if proof is not None:
+            out[id(op)] = proof
+    return out
+
+
+def _statements(ops: list[Op]) -> Iterator[Op]:
+    for op in ops:
+        if op.name == "loop" and op.attrs.get("kind") == "implicit":
+            yield from _statements(op.regions[0])
+        else:
+            yield op
+
+
+def statement_bands(ops: list[Op], origins: dict[str, Origin], roots: dict[str, TensorType]) -> Proof | None:
+    """The proof for ``ops`` (module docstring); the rows shared out are the first dim of the
+    first tensor they store to that has row grids."""
+    written: list[str] = []
+    for o in walk_ops(ops):
+        if o.name in REFUSED or any(indexed_gm(o)):
+            return None
+        if o.name == "tile.store" and origins[o.operands[0].name].root not in written:
+            written.append(origins[o.operands[0].name].root)
+    for root in written:
+        shape = roots[root].shape
+        grids = _row_grids(ops, shape[0]) if shape else {}
+        if not grids:
+            continue
+        tile_rows = max(grids.values())
+        if any(tile_rows % r for r in grids.values()) or not _has_user_loop_with_grid(ops, set(grids)):
+            return None  # a row block must hold whole row tiles of every grid
+        ok = _Checker(origins, set(written), grids).region(ops, None, set())
+        return (shape[0], tile_rows, grids) if ok else None
+    return None
+
+
+def _has_user_loop_with_grid(ops: list[Op], grids: set[str]) -> bool:
+    """Some loop of the user's (also a peeled or implicit one) around a row grid: the statements
+    worth interchanging; a bare grid nest already runs as blocks (``passes/blocks.py``)."""
+    return any(o.name == "loop" and o.attrs.get("kind") not in ("grid", "split") and any(
+        x.name == "loop" and x.attrs["index"] in grids for x in walk_ops(o.regions[0])) for o in walk_ops(ops))
+
+
+class _Checker:
+    def __init__(self, origins: dict[str, Origin], written: set[str], grids: dict[str, int]):
+        self.origins = origins
+        self.written = written
+        self.grids = grids
+
+    def region(self, ops: list[Op], grid: str | None, tiles: set[str]) -> bool:
+        """``grid``: the index of the row grid around ``ops``; ``tiles``: the tiles allocated
+        inside that row grid so far."""
+        for op in ops:
+            if op.name == "loop" and op.attrs["index"] in self.grids:
+                if grid is not None:
+                    return False  # nested row grids
+                if not all(self.region(r, op.attrs["index"], set()) for r in op.regions):
+                    return False
+                continue
+            if op.name == "tile.alloc" and grid is not None:
+                tiles.add(op.result.name)
+            if not self.op(op, grid, tiles):
+                return False
+            if not all(self.region(r, grid, tiles) for r in op.regions):
+                return False
+        return True
+
+    def op(self, op: Op, grid: str | None, tiles: set[str]) -> bool:
+        if op.name == "read":
+            return self.origins[op.operands[0].name].root not in self.written
+        if not op.name.startswith("tile.") or op.name == "tile.alloc":
+            return True
+        for v in op.operands:
+            if isinstance(v.type, TensorType) and self.origins[v.name].root in self.written and not self._in_band(op, v, grid):
+                return False
+        if op.name == "tile.store":
+            return grid is not None  # checked in band above
+        if op.name not in IR_OPS:
+            return False
+        d = IR_OPS[op.name].dest
+        dst = op.operands[d] if d is not None and d < len(op.operands) else None
+        if grid is not None and dst is not None and isinstance(dst.type, TileType) and dst.name not in tiles:
+            return False  # a tile carried across row blocks
+        return True
+
+    def _in_band(self, op: Op, v: Value, grid: str | None) -> bool:
+        if grid is None:
+            return False
+        origin = self.origins[v.name]
+        tile = next((x for x in op.operands if isinstance(x.type, TileType)), None)
+        if origin.offsets is None or tile is None or op.name not in ("tile.load", "tile.store"):
+            return False
+        offsets = op.attrs.get("offsets", ())
+        if len(offsets) != len(origin.offsets) or len(tile.type.shape) != len(origin.offsets):
+            return False
+        first = sym.add(origin.offsets[0], offsets[0])
+        rows = self.grids[grid]
+        return sym.sub(first, sym.mul(sym.Sym(grid), rows)) == 0 and \
+            isinstance(tile.type.shape[0], int) and tile.type.shape[0] <= rows
+
+
+class _Inliner:
+    """Copies a body, dropping the row grid loops of the block's rows (their bodies take their
+    place, their indices replaced by the outer loop's) and narrowing a row grid of finer tiles to
+    the tiles of the block."""
+
+    def __init__(self, grids: dict[str, int], tile_rows: int, bound: set[str], outer: str,
+                 values: dict[str, Value]):
+        self.bound = bound
+        self.outer = outer
+        self.env: dict[str, sym.Expr] = {g: sym.Sym(outer) for g, r in grids.items() if r == tile_rows}
+        self.grids = grids
+        self.tile_rows = tile_rows
+        self.values = values  # old name -> value in the copy, shared by the copies of one function
+
+    def ops(self, ops: list[Op]) -> list[Op]:
+        out: list[Op] = []
+        for op in ops:
+            index = op.attrs.get("index") if op.name == "loop" else None
+            if index in self.env:
+                out.extend(self.ops(op.regions[0]))
+            elif index in self.grids:
+                per = self.tile_rows // self.grids[index]
+                lo = sym.mul(sym.Sym(self.outer), per)
+                narrowed = self.op(op)
+                narrowed.attrs["lo"] = lo
+                narrowed.attrs["hi"] = sym.min_(sym.add(lo, per), op.attrs["hi"])
+                out.append(narrowed)
+            else:
+                out.append(self.op(op))
+        return out
+
+    def op(self, op: Op) -> Op:
+        operands = [self.values.get(v.name, v) for v in op.operands]
+        attrs = {k: (v if k in ("index", "name", "kind", "sym") else _subst_attr(v, self.env))
+                 for k, v in op.attrs.items()}
+        results = []
+        for r in op.results:
+            t = _subst_type(r.type, self.env)
+            if op.name == "alloc" and "fill" not in op.attrs and not any(
+                    sym.free_symbols(d) & self.bound for d in t.shape) and any(
+                    sym.free_symbols(d) & self.bound for d in t.valid_shape):
+                t = TensorType(t.dtype, t.shape, None)  # allocated once: see _hoist_workspaces
+            nv = Value(r.name, t)
+            self.values[r.name] = nv
+            results.append(nv)
+        return Op(op.name, operands, attrs, results, [self.ops(r) for r in op.regions], op.span)
+
+
+def _hoist_workspaces(ops: list[Op], bound: set[str]) -> list[Op]:
+    """Take out of ``ops`` (in place, at any depth) each GM workspace whose shape nothing in them
+    binds, for the caller to allocate once before the row block loop. A valid shape naming what
+    a loop binds (the last KV block's columns) widens to the whole shape: every op touching the
+    workspace takes its extent from its tile, and an iteration reads only what it wrote (a
+    workspace is a temporary the iteration fills before reading), so one allocation serves all."""
+    taken: list[Op] = []
+
+    def region(r: list[Op]) -> None:
+        kept = []
+        for op in r:
+            t = op.result.type if op.name == "alloc" else None
+            if t is not None and "fill" not in op.attrs and not any(sym.free_symbols(d) & bound for d in t.shape):
+                taken.append(op)
+                continue
+            for sub in op.regions:
+                region(sub)
+            kept.append(op)
+        r[:] = kept
+
+    region(ops)
+    return taken
+
+
+class _Wrapper:
+    """Puts each run of the body between branches in a row block loop of its own, and the
+    branches' arms likewise (also inside user loops holding a branch): a branch, whose condition
+    names no row block, then stays outside (kernels run no branches of the control program). Splitting one row block loop into several
+    in turn keeps the order of every band's work, since each touches only its own band."""
+
+    def __init__(self, grids: dict[str, int], rows: sym.Expr, tile_rows: int, bound: set[str], count: int = 0):
+        self.grids, self.rows, self.tile_rows = grids, rows, tile_rows
+        self.bound = bound
+        self.values: dict[str, Value] = {}
+        self.count = count  # row block loops of the function so far: each gets its own index
+
+    def ops(self, ops: list[Op], at: Span | None = None) -> list[Op]:
+        """``at``: where the user loop around ``ops`` is, if any."""
+        out: list[Op] = []
+        run: list[Op] = []
+        for op in ops:
+            if op.name == "if":
+                out.extend(self.loop(run, at))
+                run = []
+                out.append(Op("if", [], dict(op.attrs), [], [self.ops(r, at) for r in op.regions], op.span))
+            elif op.name == "loop" and op.attrs.get("kind") not in ("grid", "split") and any(
+                    o.name == "if" for o in op.walk()):
+                # (a loop holding a branch, a peeled KV block that may also be the last, keeps the
+                # branch outside the row block loops too)
+                out.extend(self.loop(run, at))
+                run = []
+                out.append(Op("loop", [], dict(op.attrs), [], [self.ops(op.regions[0], op.span or at)], op.span))
+            else:
+                run.append(op)
+        out.extend(self.loop(run, at))
+        return out
+
+    def loop(self, run: list[Op], at: Span | None) -> list[Op]:
+        if not any(o.name.startswith("tile.") for op in run for o in op.walk()):
+            return [_Inliner(self.grids, self.tile_rows, self.bound, OUTER, self.values).op(op) for op in run]
+        name = f"{OUTER}{self.count}"
+        self.count += 1
+        body = _Inliner(self.grids, self.tile_rows, self.bound | {name}, name, self.values).ops(run)
+        attrs = {"index": name, "lo": 0, "hi": sym.ceildiv(self.rows, self.tile_rows), "step": 1,
+                 "name": "query_blocks", "parallel": 1, "rows_interchanged": 1}
+        # located at the user loop it holds (attention's KV loop): what makes it a mixed kernel
+        span = next((o.span for op in run for o in op.walk() if o.name == "loop" and o.span is not None
+                     and o.attrs.get("kind") not in ("grid", "split")), at or run[0].span)
+        return [Op("loop", [], attrs, [], [body], span)]
+
+
+def interchange(func: Func) -> Func | None:
+    """``func`` with the row blocks of each statement :func:`row_bands` proves as the outer loops
+    of its work, or None when it proves none (or a GM workspace of such a statement could not be
+    allocated once for all row blocks: that statement is left as it is)."""
+    proofs = row_bands(func)
+    count = 0
+
+    def region(ops: list[Op]) -> list[Op]:
+        nonlocal count
+        out: list[Op] = []
+        for op in ops:
+            if op.name == "loop" and op.attrs.get("kind") == "implicit":
+                out.append(Op("loop", [], dict(op.attrs), [], [region(op.regions[0])], op.span))
+                continue
+            proof = proofs.get(id(op))
+            if proof is None:
+                out.append(op)
+                continue
+            rows, tile_rows, grids = proof
+            bound = bound_within(op)
+            wrapper = _Wrapper(grids, rows, tile_rows, bound, count)
+            new = wrapper.ops([op])
+            hoisted = _hoist_workspaces(new, bound | {f"{OUTER}{n}" for n in range(count, wrapper.count)})
+            if any(o.name == "alloc" for x in new for o in x.walk()):
+                out.append(op)  # a workspace per row block could not be seen by a later row block loop
+                continue
+            count = wrapper.count
+            out += [*hoisted, *new]
+        return out
+
+    body = region(func.body)
+    if count == 0:
+        return None
+    return Func(func.name, func.params, body, func.kind, dict(func.attrs), func.span)
+
+
+def run(module: Module, ctx: PassContext) -> Module:
+    fresh = module.clone()
+    if not schedule_of(module).pass_options.get("row_interchange", 0):
+        return fresh
+    funcs = [interchange(f) or f for f in fresh.funcs]
+    return Module(fresh.name, fresh.level, funcs, dict(fresh.attrs))
+
+
+PASS = Pass("rowgrid", "tile", "tile", run, frozenset({"independent-marked"}), frozenset({"rows-interchanged"}))
+
+__all__ = ["PASS", "Proof", "interchange", "row_bands", "run", "statement_bands"]

@@ -1,0 +1,131 @@
+"""Row interchange (ptodsl/passes/rowgrid.py): the grid over an output's row blocks becomes the
+outer loop of a body whose user loop carries state, only when every op is row-wise."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ptodsl
+from ptodsl import ir
+from ptodsl.golden import run_case
+from ptodsl.passes import rowgrid
+from ptodsl.passes.context import PassContext
+from ptodsl.stats import collect
+from ptodsl.targets import load_target
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+HEAD = ('module @m level tile attributes {target = "ascend910b", option.row_interchange = 1} {\n'
+        '  kernel @m(%x: tensor<f32 [S, 64]>, %y: tensor<f32 [S, 64]> out, L: i64) {\n'
+        '    %acc = alloc() : tensor<f32 [S, 64]>\n'
+        '    loop() {index = "j", lo = 0, hi = L, step = 1, name = "steps"} region {\n')
+TAIL = '    }\n  }\n}\n'
+# acc += x, row tile by row tile: state carried across j in a GM workspace, every access in the
+# row band of the grid's iteration
+GRID = '''      loop() {index = "g", lo = 0, hi = cdiv(S, 8), step = 1, name = "g", kind = "grid"} region {
+        %a = tile.alloc() : tile<ub f32 [8, 64] valid [min(S - g * 8, 8), 64]>
+        tile.load(%a, %acc) {offsets = [g * 8, 0]}
+        %b = tile.alloc() : tile<ub f32 [8, 64] valid [min(S - g * 8, 8), 64]>
+        tile.load(%b, %x) {offsets = [g * 8, 0]}
+        tile.add(%a, %a, %b)
+        tile.store(%acc, %a) {offsets = [g * 8, 0]}
+        tile.store(%y, %a) {offsets = [g * 8, 0]}
+      }
+'''
+
+
+def _module(body: str) -> ir.Module:
+    module = ir.parse(HEAD + body + TAIL)
+    ir.verify(module)
+    return module
+
+
+def test_a_row_wise_body_gets_its_row_blocks_outside_the_user_loop():
+    module = _module(GRID)
+    out = rowgrid.run(module, PassContext(load_target("ascend910b")))
+    ir.verify(out)
+    body = out.funcs[0].body
+    assert [op.name for op in body] == ["alloc", "loop"]  # the workspace is allocated once
+    outer = body[1]
+    assert outer.attrs["index"] == "_qb0" and outer.attrs["parallel"] == 1 and outer.attrs["rows_interchanged"] == 1
+    assert str(outer.attrs["hi"]) == str(ir.parse(HEAD + GRID + TAIL).funcs[0].body[1].regions[0][0].attrs["hi"])
+    inner = outer.regions[0][0]
+    assert inner.attrs["name"] == "steps"
+    assert not [o for o in inner.walk() if o.name == "loop" and o.attrs.get("kind") == "grid"]
+    assert "offsets = [_qb0 * 8, 0]" in str(out)
+    assert "grid" in str(module)  # the pass never mutates its input
+
+
+@pytest.mark.parametrize("what, body", [
+    ("a row of another block", GRID.replace("tile.load(%a, %acc) {offsets = [g * 8, 0]}",
+                                            "tile.load(%a, %acc) {offsets = [g * 8 + 8, 0]}")),
+    ("rows past the block", GRID.replace(
+         "tile.store(%y, %a) {offsets = [g * 8, 0]}",
+         "%w = tile.alloc() : tile<ub f32 [16, 64] valid [min(S - g * 8, 16), 64]>\n"
+         "        tile.load(%w, %x) {offsets = [g * 8, 0]}\n"
+         "        tile.store(%y, %w) {offsets = [g * 8, 0]}")),
+    ("a tile carried across row blocks", '      %c = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n' +
+     GRID.replace("tile.add(%a, %a, %b)", "tile.add(%c, %c, %b)")),
+    ("a written tensor read outside the grid", GRID + '      %t = tile.alloc() : tile<ub f32 [8, 64] valid [8, 64]>\n'
+                                                   '      tile.load(%t, %acc) {offsets = [0, 0]}\n'),
+    ("a scalar read of a written tensor", GRID + '      read(%acc) {index = [0, 0], sym = "v", dtype = "f32"}\n'),
+    ("a print", GRID + '      print() {format = "{}", args = [j]}\n'),
+])
+def test_a_body_that_is_not_row_wise_keeps_its_order(what, body):
+    module = _module(body)
+    assert not rowgrid.row_bands(module.funcs[0]), what
+    out = rowgrid.run(module, PassContext(load_target("ascend910b")))
+    assert str(out) == str(module), what
+
+
+def test_without_the_option_nothing_changes():
+    module = ir.parse((HEAD + GRID + TAIL).replace(", option.row_interchange = 1", ""))
+    assert rowgrid.row_bands(module.funcs[0])
+    assert str(rowgrid.run(module, PassContext(load_target("ascend910b")))) == str(module)
+
+
+def _flash_attn(tmp_path: Path) -> ptodsl.Operator:
+    """specs/flash_attn with the option, and cases of several row blocks (a partial last one)."""
+    for name in ("flash_attn.pto", "refs.py"):
+        shutil.copy(SPECS / name, tmp_path / name)
+    text = (SPECS / "flash_attn.yaml").read_text()
+    text = text.replace("schedule:\n", "schedule:\n  pass_options: {row_interchange: true}\n", 1)
+    text = text.replace("bench:", "  - {shapes: {S: 200, D: 64, L: 192}, dtypes: {T: f16}, scalars: {scale: 0.125}, "
+                        "name: row-blocks}\n  - {shapes: {S: 130, D: 32, L: 64}, dtypes: {T: f32}, "
+                        "scalars: {scale: 0.2}, rtol: 1e-4, atol: 1e-5, name: one-kv-block}\nbench:", 1)
+    (tmp_path / "flash_attn.yaml").write_text(text)
+    return ptodsl.load(str(tmp_path / "flash_attn.yaml"))
+
+
+def test_flash_attention_runs_its_kv_loop_in_mixed_kernels_over_row_blocks(tmp_path):
+    operator = _flash_attn(tmp_path)
+    block = operator.compiled.stages["block"]
+    mixed = [f for f in block.funcs if f.kind == "mixed"]
+    assert mixed  # the first, middle and last KV blocks of each variant
+    for kernel in mixed:
+        assert kernel.attrs.get("block_index")  # shared out over the row blocks
+        loop = next(o for o in kernel.body if o.name == "loop")
+        assert loop.attrs["rows_interchanged"] == 1
+        assert any(o.name == "tile.matmul" for o in loop.walk())
+        assert any(o.name.startswith("tile.row") for o in loop.walk())
+    for control in (f for f in block.funcs if f.kind == "control"):
+        # the KV loop is inside the kernels: the control program launches each once per call (it
+        # keeps only the branches on the number of KV blocks, in the peeled first block's loop)
+        assert all(o.attrs.get("kind") == "peeled" for o in control.walk() if o.name == "loop")
+    results = [run_case(operator, case) for case in operator.spec.tests]
+    assert all(r.ok for r in results), [r.report for r in results]
+    # at the bench size, 64 query blocks: 3 to each of 22 blocks on the 24 cube cores
+    chips = [c for vs in collect(operator, bench=True) for c in vs.chip]
+    assert [(c.launches, c.block_dim, c.cores_used) for c in chips] == [(3, 22, 22)]
+
+
+@pytest.mark.slow
+def test_mixed_kernels_over_several_row_blocks_compute_right_on_cpu(tmp_path):
+    operator = _flash_attn(tmp_path)
+    cases = [c for c in operator.spec.tests if c.name in ("row-blocks", "one-kv-block")]
+    assert len(cases) == 2
+    results = [run_case(operator, case, backend="cpu") for case in cases]
+    assert all(r.ok for r in results), [r.report for r in results]
