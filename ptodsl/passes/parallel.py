@@ -15,7 +15,9 @@ The proof is deliberately conservative. For the loop with index ``i`` and step `
   as unknown) goes either to a workspace the iteration allocates itself, or to a region whose offset along one dim is ``k * i + c`` (``k >= 1`` and ``c`` free of
   ``i`` and of everything bound inside the loop), all writes to that tensor using the same dim and
   ``k`` and their extents fitting in ``k * s`` indices, so two iterations never touch the same
-  element;
+  element; an offset ``j + c`` where ``j`` indexes an inner step-1 loop from ``lo`` (free of what
+  the loop binds) for at most ``span`` trips counts as the band ``lo + c`` of ``span - 1`` more
+  indices (the share of rows a partial accumulation runs, ``passes/splitred.py``);
 - what is written (outside the iteration's own workspaces) is read, if at all, only by tile loads
   inside the iteration's own band of the same dim (never by a scalar ``read``), so no iteration
   sees another's results (a partial accumulation reading and writing its own row of a workspace);
