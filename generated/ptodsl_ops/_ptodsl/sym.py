@@ -456,15 +456,18 @@ def prove_le(a: Expr, b: Expr, ranges: Mapping[str, Bounds]) -> bool:
     return prove_nonneg(sub(b, a), ranges)
 
 
-def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds]) -> bool:
+def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds], depth: int = 0) -> bool:
     if isinstance(e, CallExpr) and e.fn == "min":
-        return all(prove_nonneg(x, ranges) for x in e.args)
+        return all(prove_nonneg(x, ranges, depth) for x in e.args)
     if isinstance(e, CallExpr) and e.fn == "max":
-        return any(prove_nonneg(x, ranges) for x in e.args)
+        return any(prove_nonneg(x, ranges, depth) for x in e.args)
     lo, _ = bounds(e, {k: v for k, v in ranges.items() if all(x is None or is_const(x) for x in v)})
     if lo is not None and lo >= 0:
         return True
-    form = linear(e)
+    if _split_minmax(e, ranges, depth):
+        return True
+    # a floor or ceiling division is bounded below by a linear form (``D - D // 2 >= D / 2``)
+    form = linear(e) or linear_bound(e, upper=False)
     if form is None:
         return False
     coeffs, const = form
@@ -495,6 +498,53 @@ def prove_nonneg(e: Expr, ranges: Mapping[str, Bounds]) -> bool:
     if const < 0:
         return False
     return all(c > 0 and _nonneg_symbol(k, ranges) for k, c in coeffs.items())
+
+
+# stands for a min or max inside an expression while its coefficient there is found
+_HOLE = "\x00m"
+_SPLITS = 3  # nested min/max splits per proof: each doubles the work
+
+
+def _first_minmax(e: Expr) -> CallExpr | None:
+    if isinstance(e, CallExpr):
+        if e.fn in ("min", "max") and len(e.args) == 2:
+            return e
+        return next((m for m in map(_first_minmax, e.args) if m is not None), None)
+    if isinstance(e, NegExpr):
+        return _first_minmax(e.operand)
+    if isinstance(e, BinExpr):
+        return _first_minmax(e.left) or _first_minmax(e.right)
+    return None
+
+
+def _replace_eq(e: Expr, old: Expr, new: Expr) -> Expr:
+    if e == old:
+        return new
+    if isinstance(e, NegExpr):
+        return neg(_replace_eq(e.operand, old, new))
+    if isinstance(e, BinExpr):
+        return binary(e.op, _replace_eq(e.left, old, new), _replace_eq(e.right, old, new))
+    if isinstance(e, CallExpr):
+        return call(e.fn, *(_replace_eq(x, old, new) for x in e.args))
+    return e
+
+
+def _split_minmax(e: Expr, ranges: Mapping[str, Bounds], depth: int) -> bool:
+    """``e >= 0`` proved through a ``min(a, b)`` or ``max(a, b)`` inside it (a clamped extent in a
+    sum: ``D - (D - D // 2 + min(D, D // 2))``). The min equals one of its arguments, so ``e`` is
+    non-negative when it is with every argument in its place; and where ``e`` falls as the min
+    grows (a constant negative coefficient), with any one argument in its place, since the min is
+    at most each (a max: rising, at least each)."""
+    m = _first_minmax(e) if depth < _SPLITS else None
+    if m is None:
+        return False
+    hole = Sym(_HOLE)
+    h = _replace_eq(e, m, hole)
+    k = sub(substitute(h, {_HOLE: add(hole, 1)}), h)
+    cases = [substitute(h, {_HOLE: a}) for a in m.args]
+    if is_const(k) and (k == 0 or (k < 0) == (m.fn == "min")):
+        return any(prove_nonneg(c, ranges, depth + 1) for c in cases)
+    return all(prove_nonneg(c, ranges, depth + 1) for c in cases)
 
 
 def _nonneg_symbol(name: str, ranges: Mapping[str, Bounds]) -> bool:

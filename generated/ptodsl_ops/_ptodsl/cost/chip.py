@@ -13,9 +13,16 @@ must move (``ptodsl ir --stats`` gives the compulsory minimum: every input read 
 output written once) and, per kind of core, its busiest pipe's work spread evenly over all the
 cores of that kind. Launch costs are left out of the bound: they are what fusing launches or
 running them as blocks of one kernel removes. Every number comes from the target's ``chip:`` and
-``timing:`` data. There is no L2 in the model (no public figure for its size or bandwidth): every
-GM byte a launch moves goes through the HBM limit, so re-reads that would hit L2 make a launch
-look slower than it is, never faster.
+``timing:`` data.
+
+L2: a launch whose GM tensors together fit in the chip's L2 (``chip.l2_bytes``; the bytes of the
+distinct tensors the launch passes its kernel, :func:`launch_footprint`) reads each of their bytes
+from HBM at most once, since nothing it touches is ever evicted: its HBM term is
+``min(the GM bytes it moves, that footprint) / the HBM bandwidth``. The blocks of a matmul
+re-reading the same A and B panels then pay HBM once for them. A launch whose tensors do not fit,
+or whose footprint the caller does not give, pays HBM for every byte it moves. A hit still
+moves at its core's transfer pipe's rate (MTE2 and the rest are charged every byte, per core):
+the target's L2 read rate per core is above those pipes' (targets/ascend910b.yaml).
 
 Blocks of one launch are kept as runs of equal durations in block order, so a launch of many alike
 blocks (the dry run models one and multiplies, see :mod:`.dryrun`) costs one entry, not one per block.
@@ -24,8 +31,12 @@ blocks (the dry run models one and multiplies, see :mod:`.dryrun`) costs one ent
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import sym
+from ..dtypes import DTYPES
+from ..ir import Op, TensorType
 from ..targets import Target
 
 # Which resource bounds the modelled time: every launch adds its fixed cost to "launch", and the
@@ -43,6 +54,7 @@ class Chip:
     block_dim: int = 0  # the most blocks of one launch
     cores_used: int = 0  # the most cores one launch keeps busy
     hbm_bytes: float = 0.0  # GM bytes of every launch
+    hbm_paid: float = 0.0  # of those, the bytes that went through HBM (the rest hit L2)
     work: dict[tuple[str, str], float] = field(default_factory=dict)  # (kind, pipe) -> cycles, all blocks
     spent: dict[str, float] = field(default_factory=dict)  # resource -> the cycles it bounds (see LAUNCH, HBM)
     # the launch under way: its kind, its blocks as [duration, count] runs, its GM bytes and pipe work
@@ -50,10 +62,14 @@ class Chip:
     runs: list[list[float]] = field(default_factory=list)
     launch_bytes: float = 0.0
     launch_work: dict[str, float] = field(default_factory=dict)
+    footprint: float | None = None  # bytes of the launch's distinct GM tensors, when known (L2)
 
     # ------------------------------------------------------------------ the launch under way
-    def begin_launch(self, kind: str) -> None:
+    def begin_launch(self, kind: str, footprint: float | None = None) -> None:
+        """A launch of a ``kind`` kernel starts; ``footprint``: the bytes of the distinct GM tensors
+        it passes (:func:`launch_footprint`), which lets its re-reads hit L2 when they fit."""
         self.kind, self.runs, self.launch_bytes, self.launch_work = kind, [], 0.0, {}
+        self.footprint = footprint
 
     def add_bytes(self, n: float) -> None:
         self.launch_bytes += n
@@ -75,23 +91,34 @@ class Chip:
         cores = self.target.chip.cores(kind)
         blocks = int(sum(c for _, c in self.runs))
         makespan = spread(self.runs, cores)
-        hbm = self.launch_bytes / self.hbm_bytes_per_cycle
+        charged = self.hbm_charged
+        hbm = charged / self.hbm_bytes_per_cycle
         launch = self.launch_cycles
         self.time += launch + max(makespan, hbm)
         self.launches += 1
         self.block_dim = max(self.block_dim, blocks)
         self.cores_used = max(self.cores_used, min(blocks, cores))
         self.hbm_bytes += self.launch_bytes
+        self.hbm_paid += charged
         for pipe, c in self.launch_work.items():
-            self.work[(kind, pipe)] = self.work.get((kind, pipe), 0.0) + c
+            # a mixed kernel's matrix work runs on its cube cores, its vector work on vector cores
+            on = ("cube" if pipe == "M" else "vector") if kind == "mixed" else kind
+            self.work[(on, pipe)] = self.work.get((on, pipe), 0.0) + c
         self.spent[LAUNCH] = self.spent.get(LAUNCH, 0.0) + launch
         if hbm >= makespan:
             what = HBM
         else:
             what = max(self.launch_work, key=self.launch_work.get) if self.launch_work else LAUNCH
         self.spent[what] = self.spent.get(what, 0.0) + max(makespan, hbm)
-        self.kind, self.runs, self.launch_bytes, self.launch_work = None, [], 0.0, {}
+        self.kind, self.runs, self.launch_bytes, self.launch_work, self.footprint = None, [], 0.0, {}, None
         return launch + max(makespan, hbm)
+
+    @property
+    def hbm_charged(self) -> float:
+        """The GM bytes of the launch under way that go through HBM: every byte it moves, or each
+        byte of its tensors once when they all fit in L2 (module docstring)."""
+        fits = self.footprint is not None and 0 < self.footprint <= self.target.chip.l2_bytes
+        return min(self.launch_bytes, self.footprint) if fits else self.launch_bytes
 
     # ------------------------------------------------------------------ results
     @property
@@ -104,7 +131,7 @@ class Chip:
 
     def roofline(self, hbm_bytes: float | None = None) -> float:
         """Cycles no schedule of this work can beat on this chip: ``hbm_bytes`` (by default every
-        GM byte the launches moved) through the shared HBM, and each kind's busiest compute pipe's
+        GM byte the launches moved through HBM, L2 hits left out) through the shared HBM, and each kind's busiest compute pipe's
         work spread over all the cores of that kind. The pipes that move data (MTE1/2/3, FIX) and
         the scalar pipe are left out: their work is what the schedule makes of it (a matmul whose
         output tiles re-read their K strips loads more through MTE2 than one with larger tiles),
@@ -112,7 +139,7 @@ class Chip:
         data movement is the HBM term."""
         per_kind = [c / self.target.chip.cores(kind) for (kind, pipe), c in self.work.items()
                     if pipe in COMPUTE_PIPES]
-        moved = self.hbm_bytes if hbm_bytes is None else hbm_bytes
+        moved = self.hbm_paid if hbm_bytes is None else hbm_bytes
         return max([moved / self.hbm_bytes_per_cycle, *per_kind], default=0.0)
 
     @property
@@ -125,7 +152,7 @@ class Chip:
 
     # ------------------------------------------------------------------ state, for the dry run's sampling
     def state(self) -> dict:
-        s: dict = {("chip", k): getattr(self, k) for k in ("time", "launches", "hbm_bytes", "launch_bytes")}
+        s: dict = {("chip", k): getattr(self, k) for k in ("time", "launches", "hbm_bytes", "hbm_paid", "launch_bytes")}
         s |= {("work", k): v for k, v in self.work.items()}
         s |= {("spent", k): v for k, v in self.spent.items()}
         s |= {("launch_work", k): v for k, v in self.launch_work.items()}
@@ -138,6 +165,24 @@ class Chip:
         self.work = {k: v for (g, k), v in s.items() if g == "work"}
         self.spent = {k: v for (g, k), v in s.items() if g == "spent"}
         self.launch_work = {k: v for (g, k), v in s.items() if g == "launch_work"}
+
+
+def launch_footprint(launch: Op, dim: Callable[[sym.Expr], int]) -> int | None:
+    """The bytes of the distinct GM tensors ``launch`` passes its kernel (each view as the part it
+    views), with ``dim`` evaluating a dimension; None when one has no value."""
+    sizes: dict[str, int] = {}
+    for v in launch.operands:
+        t = v.type
+        if not isinstance(t, TensorType):
+            continue
+        try:
+            n = 1
+            for d in t.shape:
+                n *= max(int(dim(d)), 0)
+        except (KeyError, TypeError, ValueError):
+            return None
+        sizes[v.name] = n * DTYPES[t.dtype].itemsize
+    return sum(sizes.values())
 
 
 def spread(runs: list[list[float]], cores: int) -> float:
@@ -166,4 +211,4 @@ def spread(runs: list[list[float]], cores: int) -> float:
     return max(free)
 
 
-__all__ = ["HBM", "LAUNCH", "Chip", "spread"]
+__all__ = ["HBM", "LAUNCH", "Chip", "launch_footprint", "spread"]

@@ -109,8 +109,8 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple] = []
 
-    def begin_launch(self, kind: str) -> None:
-        self.events.append(("begin_launch", kind))
+    def begin_launch(self, kind: str, footprint: float | None = None) -> None:
+        self.events.append(("begin_launch", kind, footprint))
 
     def end_launch(self) -> None:
         self.events.append(("end_launch",))

@@ -50,9 +50,10 @@ class Timeline:
         if self.chip is None:
             self.chip = Chip(self.target)
 
-    def begin_launch(self, kind: str) -> None:
-        """A launch of a compute kernel of ``kind`` starts; its blocks follow (``begin_kernel``)."""
-        self.chip.begin_launch(kind)
+    def begin_launch(self, kind: str, footprint: float | None = None) -> None:
+        """A launch of a compute kernel of ``kind`` starts; its blocks follow (``begin_kernel``).
+        ``footprint``: the bytes of the GM tensors it passes (``chip.launch_footprint``, for L2)."""
+        self.chip.begin_launch(kind, footprint)
 
     def end_launch(self) -> None:
         self.chip.end_launch()

@@ -434,9 +434,14 @@ def _structural() -> list[IROp]:
                                          Attr("name", "name", True), Attr("kind", "name", choices=LOOP_KINDS),
                                          Attr("unroll_var", "name"), Attr("unrolled", "int"),
                                          Attr("double_buffered", "int"),
+                                         Attr("fit", "name", doc="the one-pass version of a row loop for rows "
+                                              "whose extent along this dim fits on chip (passes/tile_fit.py)"),
                                          Attr("parallel", "int", doc="1: no iteration depends on another "
                                               "(passes/parallel.py; the grid loop passes/blocks.py shares "
-                                              "out), so they may run as blocks on many cores")),
+                                              "out), so they may run as blocks on many cores"),
+                                         Attr("rows_interchanged", "int", doc="1: the row blocks of a kernel "
+                                              "whose user loops run inside (passes/rowgrid.py): every iteration "
+                                              "touches its own rows of each tensor written, workspaces included")),
              regions=1, control=True, doc="for index in [lo, hi) by step; a `grid` loop walks a tile grid"),
         IROp("if", ALL, "if", attrs=(Attr("cond", required=True),), regions=2, control=True),
         IROp("print", ALL, "print", attrs=(Attr("format", "text", True), Attr("args", "exprs", True)), control=True),
@@ -521,8 +526,8 @@ class FuncAttr:
 # has of the kernel's kind, each block with fresh on-chip buffers. The parameters these name are
 # not passed by the launch: each block receives its own index (0 .. block_dim - 1) and the count.
 FUNC_ATTRS: dict[str, FuncAttr] = {a.name: a for a in (
-    FuncAttr("block_index", ("vector", "cube"), param=True, doc="the scalar parameter that receives the block's index"),
-    FuncAttr("block_count", ("vector", "cube"), param=True, doc="the scalar parameter that receives the number of blocks"),
+    FuncAttr("block_index", ("vector", "cube", "mixed"), param=True, doc="the scalar parameter that receives the block's index"),
+    FuncAttr("block_count", ("vector", "cube", "mixed"), param=True, doc="the scalar parameter that receives the number of blocks"),
 )}
 
 

@@ -34,7 +34,7 @@ def verify(module: Module) -> None:
         names.add(f.name)
         _check_func_attrs(f)
         _Verifier(f, allowed, module.level).run()
-    kernels = {f.name: f for f in module.funcs if f.kind in ("vector", "cube")}
+    kernels = {f.name: f for f in module.funcs if f.kind in ("vector", "cube", "mixed")}
     for f in module.funcs:
         for op in f.walk():
             if op.name == "launch":

@@ -124,10 +124,13 @@ class ChipModel:
     hbm_gib_per_s: float  # GM (HBM) bandwidth of the whole chip, shared by every core
     launch_us: float  # one kernel launch on the stream, until the next kernel starts
     cross_core_flag_cycles: int  # one cross-core flag, from its set to the wait that sees it
+    l2_bytes: int  # the L2 cache every core reads GM through (0: no L2 in the model)
 
     def cores(self, kind: str) -> int:
-        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on."""
-        return self.aic_cores if kind == "cube" else self.aiv_cores
+        """The cores a compute kernel of ``kind`` (``vector`` or ``cube``) runs its blocks on; a
+        ``mixed`` kernel's block is one cube core with the vector cores beside it, so as many
+        blocks run at once as there are cube cores."""
+        return self.aic_cores if kind in ("cube", "mixed") else self.aiv_cores
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,7 @@ _CHIP_FIELDS = {
     "hbm_gib_per_s": Float(min=0, desc="HBM bandwidth of the chip, shared by all cores, GiB/s (above 0)"),
     "launch_us": Float(min=0, desc="microseconds from one kernel launch to the next kernel's start"),
     "cross_core_flag_cycles": Int(min=0, desc="cycles from a cross-core flag's set to the wait that sees it"),
+    "l2_bytes": Int(min=0, desc="bytes of the L2 cache between the cores and HBM (0: no L2 in the model)"),
 }
 
 _TARGET_FIELDS = {

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import sym
+from ...cost.chip import launch_footprint
 from ...cost.timeline import Timeline
 from ...diagnostics import Diagnostic, DiagnosticError
 from ...dtypes import DTYPES, numpy_dtype
@@ -173,7 +174,7 @@ def run_block(module: Module, control: str, tensors: Mapping[str, np.ndarray],
     func = module.func(control)
     arenas = {space: np.zeros(getattr(target, attr), np.uint8) for space, attr in SPACE_BYTES.items()}
     m = Machine(dict(symbols) | dict(scalars), poison, arenas=arenas,
-                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube")},
+                kernels={f.name: f for f in module.funcs if f.kind in ("vector", "cube", "mixed")},
                 timeline=Timeline(target))
     for p in func.params:
         if p.is_tensor:
@@ -207,10 +208,11 @@ def _launch(m: Machine, op: Op) -> None:
             k.tensors[p.name] = m.tensors[v.name]
         return k
 
-    if blocks > 1 and batch.run_blocks(m, kernel, envs, machine):
+    footprint = launch_footprint(op, m.evi)
+    if blocks > 1 and batch.run_blocks(m, kernel, envs, machine, footprint):
         return
     if m.timeline is not None:
-        m.timeline.begin_launch(kernel.kind)
+        m.timeline.begin_launch(kernel.kind, footprint)
     for b in range(blocks):
         k = machine(b)
         if k.timeline is not None:

@@ -20,7 +20,8 @@ on batching.
 
 The last iteration runs alone, after the others: it is where a tail (a partial tile) usually is.
 Whenever something cannot be batched -- an op family without a batched meaning here, a tile made
-before the loop, a valid extent or a condition that differs between iterations, an offset that is
+before the loop that the loop writes (one it only reads is the same for every iteration), a
+valid extent or a condition that differs between iterations, an offset that is
 not affine, a failed check or guard -- the loop (or the launch's blocks) is run element-wise from
 the start instead (iterations never read what any of them write, so running them again gives the
 same GM contents, and the element-wise run stops at the first failing iteration as it would have),
@@ -160,7 +161,8 @@ _eligible: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def eligible(kernels: Mapping[str, Func], loop: Op) -> bool:
     """Whether ``loop`` (of a control program or of a compute kernel) may run batched: the parallel
     pass proved its iterations independent, every op of its body and of the kernels it launches
-    has a batched meaning, and it reads no tile made before it (each iteration's tiles are its own)."""
+    has a batched meaning, and it writes no tile made before it (each iteration's tiles are its own;
+    one made before it and only read is the same for all)."""
     known = _eligible.get(loop)
     if known is None:
         known = _judge(kernels, loop)
@@ -168,15 +170,31 @@ def eligible(kernels: Mapping[str, Func], loop: Op) -> bool:
     return known
 
 
+_outer: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def outer_tiles(loop: Op) -> frozenset[str]:
+    """The tiles the body of ``loop`` reads but does not make (made before the loop: the loads a
+    one-pass row loop hoists, ``passes/tile_fit.py``)."""
+    known = _outer.get(loop)
+    if known is None:
+        body = [o for region in loop.regions for top in region for o in top.walk()]
+        made = {r.name for o in body for r in o.results}
+        known = frozenset(v.name for o in body for v in o.operands if isinstance(v.type, TileType) and v.name not in made)
+        _outer[loop] = known
+    return known
+
+
 def _judge(kernels: Mapping[str, Func], loop: Op) -> bool:
     if loop.attrs.get("kind") in ("implicit", "peeled") or loop.attrs.get("parallel") != 1:
         return False  # the parallel pass's proof (passes/parallel.py) that the iterations are independent
     body = [o for region in loop.regions for top in region for o in top.walk()]
-    made = {r.name for o in body for r in o.results}
+    outer = outer_tiles(loop)
     for op in body:
         if IR_OPS[op.name].family not in FAMILIES:
             return False
-        if any(isinstance(v.type, TileType) and v.name not in made for v in op.operands):
+        # a tile made before the loop is the same for every iteration only while none writes it
+        if any(op.operands[i].name in outer for i in IR_OPS[op.name].reads_writes(len(op.operands))[1]):
             return False
         if op.name == "launch":
             kernel = kernels.get(op.attrs["kernel"])
@@ -220,7 +238,7 @@ def _iterations(m, loop: Op, values: np.ndarray, env: dict, tensors: dict, lone)
             runs.append((_alone(m, loop, int(part[0]), lone), 1))
             continue
         record = Recorder() if m.timeline is not None else None
-        batch_ops.run_batch(m, loop, part, used, env, tensors, record)
+        batch_ops.run_batch(m, loop, part, used, env, tensors, record, lone.tiles)
         runs.append((record.events if record else [], len(part)))
     runs.append((_alone(m, loop, int(values[-1]), lone), 1))
     return runs
@@ -276,11 +294,25 @@ def run_loop(m, op: Op, lo: int, hi: int, step: int) -> bool:
     return True
 
 
+def preamble(ops: list[Op]) -> int:
+    """How many leading ops of a kernel are tile work before its first loop (with the
+    synchronisations among them): what every block runs before its share of the loop."""
+    n = 0
+    for o in ops:
+        if o.name == "loop" or not (o.name.startswith("tile.") or o.name.startswith("sync.")):
+            break
+        n += 1
+    return n if any(o.name.startswith("tile.") for o in ops[:n]) else 0
+
+
 def block_loops(kernel: Func) -> tuple[list[Op], dict[str, int]] | None:
-    """(the ops of a kernel run as blocks: its loops, which share out their iterations, between
-    synchronisations; the indices of the one-trip loops around them, perhaps inside the loop
-    around top-level work), else None (``passes/blocks.py``)."""
+    """(the ops of a kernel run as blocks: its tile work before the first loop (``preamble``), its
+    loops, which share out their iterations, between synchronisations; the indices of the
+    one-trip loops around them, perhaps inside the loop around top-level work), else None
+    (``passes/blocks.py``)."""
     ops, before, after, around = kernel.body, [], [], {}
+    lead = preamble(ops)
+    before, ops = ops[:lead], ops[lead:]
     while True:
         if any(o.name != "loop" and not o.name.startswith("sync.") for o in ops):
             return None
@@ -297,7 +329,7 @@ def block_loops(kernel: Func) -> tuple[list[Op], dict[str, int]] | None:
         ops = one.regions[0]
 
 
-def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
+def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable, footprint: float | None = None) -> bool:
     """Run the blocks of one launch (``envs``: each block's symbols) as one batched evaluation of
     all the iterations their loops share out: every block's share of a loop, but the loop's last
     iteration, in batches, that one alone (on ``machine(b)``, a fresh machine of block ``b``); then
@@ -317,14 +349,38 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     if sum(len(v) for v in values) < 3:
         return False
 
+    lead = preamble(ops)
+    first: list[tuple] = []
+    ran: dict[int, object] = {}
+
+    def run_preamble() -> None:
+        # every block runs it (its loads count once per block, as element-wise); the cost model
+        # hears one block's calls, played once per block
+        from . import _block
+
+        for b in range(len(envs)):
+            k = machine(b)
+            k.env.update(around)
+            record = Recorder()
+            k.timeline = record
+            try:
+                _block(k, ops[:lead])
+            except DiagnosticError as exc:
+                raise Unbatchable(str(exc)) from None
+            k.timeline = m.timeline
+            ran[b] = k
+            first[:] = record.events
+
     def evaluate() -> list[Runs]:
+        if lead:
+            run_preamble()
         out: list[Runs] = []
         for p, lp in enumerate(loops):
             if not len(values[p]):  # a part no block runs (an unrolled loop's empty remainder)
                 out.append([])
                 continue
             holder = max(b for b, s in enumerate(shares) if len(s[p]))  # the block of the last iteration
-            lone = machine(holder)
+            lone = ran[holder] if lead else machine(holder)
             lone.env.update(around)
             out.append(_iterations(m, lp, values[p], envs[holder], lone.tensors, lone))
         return out
@@ -336,18 +392,21 @@ def run_blocks(m, kernel: Func, envs: list[dict], machine: Callable) -> bool:
     STATS.launches += 1
     STATS.iterations += sum(max(len(v) - 1, 0) for v in values)
     if m.timeline is not None:
-        play(m.timeline, [("begin_launch", kernel.kind), *_block_events(ops, shares, runs), ("end_launch",)])
+        play(m.timeline, [("begin_launch", kernel.kind, footprint), *_block_events(ops[lead:], shares, runs, first),
+                          ("end_launch",)])
     return True
 
 
-def _block_events(ops: list[Op], shares: list[list[range]], runs: list[Runs]) -> list[tuple]:
-    """The cost model's calls for each block in turn (its synchronisations, and its share of each
-    loop's iterations), alike neighbouring blocks as one repeat."""
+def _block_events(ops: list[Op], shares: list[list[range]], runs: list[Runs],
+                  before: list[tuple] | None = None) -> list[tuple]:
+    """The cost model's calls for each block in turn (``before``: its preamble's, then its
+    synchronisations and its share of each loop's iterations), alike neighbouring blocks as one
+    repeat."""
     out: list[tuple] = []
     keys: list[tuple] = []
     firsts = [0] * len(runs)
     for share in shares:
-        events: list[tuple] = [("begin_kernel",)]
+        events: list[tuple] = [("begin_kernel",), *(before or [])]
         key = []
         p = 0
         for o in ops:

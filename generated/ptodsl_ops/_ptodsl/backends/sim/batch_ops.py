@@ -11,12 +11,13 @@ same numpy call as there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ... import sym
+from ...cost.chip import launch_footprint
 from ...cost.steady import Recorder
 from ...diagnostics import DiagnosticError
 from ...dtypes import numpy_dtype
@@ -24,7 +25,7 @@ from ...ir import Op, TileType
 from ...ir.opdefs import FUSED, IR_OPS, launched_params, spread_operand
 from ...ops import OPS
 from . import SIM, Machine, SimError, _f32, _round_to, _slices, _Tile, spread
-from .batch import BView, Unbatchable, affine, evaluate, uniform
+from .batch import BView, Unbatchable, affine, evaluate, outer_tiles, uniform
 from .fused import expand_binary_values
 
 
@@ -56,14 +57,20 @@ class BMachine(Machine):
 
 
 def run_batch(m: Machine, loop: Op, values: np.ndarray, used: dict[str, int], env: dict, tensors: dict,
-              record: Recorder | None) -> None:
+              record: Recorder | None, outer: Mapping[str, _Tile] | None = None) -> None:
     """Run the body of ``loop`` once for the iterations whose index takes ``values`` (``env`` and
-    ``tensors``: what the body sees besides), telling ``record`` what one iteration did."""
+    ``tensors``: what the body sees besides; ``outer``: the tiles made before the loop, which
+    the body only reads: every iteration sees the same), telling ``record`` what one iteration did."""
     n = len(values)
     stacked = {space: np.empty((n, -(-size // 64) * 64), np.uint8) for space, size in used.items()}
     bm = BMachine(dict(env) | {loop.attrs["index"]: values}, m.poison, tensors=dict(tensors), arenas=m.arenas,
                   kernels=m.kernels, traffic=m.traffic, timeline=record, traffic_by_buffer=m.traffic_by_buffer,
                   n=n, stacked=stacked)
+    for name in outer_tiles(loop):
+        t = (outer or {}).get(name)
+        if t is None:
+            raise Unbatchable("a tile made before the loop is not there")
+        bm.tiles[name] = _BTile(np.broadcast_to(t.data, (n, *t.data.shape)), t.valid)
     try:
         _block(bm, loop.regions[0])
     except DiagnosticError as exc:  # the element-wise run reports it where it happens
@@ -156,6 +163,15 @@ def _alloc(bm: BMachine, op: Op) -> None:
     bm.tensors[op.result.name] = BView(stacked[0], stacked.strides[0])
 
 
+def _footprint(bm: BMachine, op: Op) -> int | None:
+    """The launch's GM tensor bytes (L2, ``cost/chip.py``), None when they differ between the
+    iterations evaluated together."""
+    try:
+        return launch_footprint(op, lambda d: bm.uniform(d, "a launched tensor's size"))
+    except Unbatchable:
+        return None
+
+
 @on("launch")
 def _launch(bm: BMachine, op: Op) -> None:
     """Each iteration's launch, as the element-wise simulator runs one: block after block."""
@@ -166,7 +182,7 @@ def _launch(bm: BMachine, op: Op) -> None:
     if blocks < 1:
         raise Unbatchable("a launch of no block")
     if bm.timeline is not None:
-        bm.timeline.begin_launch(kernel.kind)
+        bm.timeline.begin_launch(kernel.kind, _footprint(bm, op))
     for b in range(blocks):
         benv = env | ({index: b} if index is not None else {}) | ({count: blocks} if count is not None else {})
         k = BMachine(benv, bm.poison, arenas=bm.arenas, kernels=bm.kernels, traffic=bm.traffic,

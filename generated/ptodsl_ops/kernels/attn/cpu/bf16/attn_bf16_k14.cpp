@@ -28,57 +28,63 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void attn_bf16_k14(__gm__ bfloat16_t* vj_u1c0, __gm__ bfloat16_t* t15_u1c0, __gm__ float* t14_u1c0, int64_t D, int64_t L, int64_t j_u1, int64_t S)
 {
     using TileT300 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT301 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT297 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT298 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT299 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT301 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT303 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT304 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT305 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT306 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g296 = 0; _g296 < (D + 63) / 64; ++_g296) {  // online_softmax_attn.pto:21:36
         TileT300 t300(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t300, 0);  // online_softmax_attn.pto:21:36
+        TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u1c0Gm0(vj_u1c0 + _g296 * 64, GmView0::Shape(t300.GetValidRow(), t300.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t300, vj_u1c0Gm0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t301, t300);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g295 = 0; _g295 < (S + 63) / 64; ++_g295) {  // online_softmax_attn.pto:21:36
             TileT297 t297(min_i64(S - _g295 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t297, 0);  // online_softmax_attn.pto:21:36
             TileT298 t298(min_i64(S - _g295 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t298, 8192);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t298, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u1c0Gm1(t15_u1c0 + _g295 * 64 * 64, GmView1::Shape(t298.GetValidRow(), t298.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t298, t15_u1c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT299 t299(min_i64(S - _g295 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t299, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t299, t298);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT301 t301(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t301, 0);  // online_softmax_attn.pto:21:36
-            TMOV(t301, t300);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t297, t299, t301);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k302 = 1; _k302 < ceil_div(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64), 64); ++_k302) {  // online_softmax_attn.pto:21:36
                 TileT303 t303(min_i64(S - _g295 * 64, 64), min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t303, 8192);  // online_softmax_attn.pto:21:36
+                TASSIGN(t303, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u1c0Gm2(t15_u1c0 + _g295 * 64 * 64 + _k302 * 64, GmView2::Shape(t303.GetValidRow(), t303.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t303, t15_u1c0Gm2);  // online_softmax_attn.pto:21:36
@@ -87,16 +93,16 @@ extern "C" __global__ AICORE void attn_bf16_k14(__gm__ bfloat16_t* vj_u1c0, __gm
                 TASSIGN(t304, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t304, t303);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT305 t305(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t305, 8192);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t305, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u1c0Gm3(vj_u1c0 + _k302 * 64 * D + _g296 * 64, GmView3::Shape(t305.GetValidRow(), t305.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t305, vj_u1c0Gm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT306 t306(min_i64(min_i64(L - (1 + (max_i64((L + 63) / 64 - 2, 0) / 2 * 2 + j_u1)) * 64, 64) - _k302 * 64, 64), min_i64(D - _g296 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t306, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t306, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t306, t305);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -104,8 +110,8 @@ extern "C" __global__ AICORE void attn_bf16_k14(__gm__ bfloat16_t* vj_u1c0, __gm
                 TMATMUL_ACC(t297, t297, t304, t306);  // online_softmax_attn.pto:21:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u1c0Gm4(t14_u1c0 + _g295 * 64 * D + _g296 * 64, GmView4::Shape(t297.GetValidRow(), t297.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
@@ -113,9 +119,11 @@ extern "C" __global__ AICORE void attn_bf16_k14(__gm__ bfloat16_t* vj_u1c0, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

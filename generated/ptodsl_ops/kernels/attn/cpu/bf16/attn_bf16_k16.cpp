@@ -36,102 +36,149 @@ extern "C" __global__ AICORE void attn_bf16_k16(__gm__ bfloat16_t* kj_last, __gm
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT319 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT320 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT316 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT317 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT318 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT320 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT322 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT323 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT324 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT325 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B0 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT324B0 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B0 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT322B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT323B1 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT324B1 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT325B1 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g315 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)); _g315 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64) - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1))); ++_g315) {  // online_softmax_attn.pto:10:13
+    for (int64_t _g315 = floor_div(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), max_i64((S + 63) / 64, 1)); _g315 < ceil_div(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count)), max_i64((S + 63) / 64, 1)); ++_g315) {  // online_softmax_attn.pto:10:13
         TileT319 t319(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
         TASSIGN(t319, 0);  // online_softmax_attn.pto:10:13
+        TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+        TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
         GmView0 kj_lastGm0(kj_last + _g315 * 64 * D, GmView0::Shape(t319.GetValidRow(), t319.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:10:13
         TLOAD(t319, kj_lastGm0);  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t320, t319);  // online_softmax_attn.pto:10:13
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g314 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)); _g314 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1))); ++_g314) {  // online_softmax_attn.pto:10:13
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g314 = max_i64(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) - _g315 * max_i64((S + 63) / 64, 1), 0); _g314 < min_i64(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count)) - _g315 * max_i64((S + 63) / 64, 1), (S + 63) / 64); ++_g314) {  // online_softmax_attn.pto:10:13
             TileT316 t316(min_i64(S - _g314 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t316, 0);  // online_softmax_attn.pto:10:13
             TileT317 t317(min_i64(S - _g314 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t317, 8192);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t317, 0);  // online_softmax_attn.pto:10:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
             GmView1 qGm1(q + _g314 * 64 * D, GmView1::Shape(t317.GetValidRow(), t317.GetValidCol()), GmView1::Stride(D));  // online_softmax_attn.pto:10:13
             TLOAD(t317, qGm1);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT318 t318(min_i64(S - _g314 * 64, 64), min_i64(D, 64));  // online_softmax_attn.pto:10:13
             TASSIGN(t318, 0);  // online_softmax_attn.pto:10:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t318, t317);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT320 t320(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-            TASSIGN(t320, 0);  // online_softmax_attn.pto:10:13
-            TMOV(t320, t319);  // online_softmax_attn.pto:10:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t316, t318, t320);  // online_softmax_attn.pto:10:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k321 = 1; _k321 < (D + 63) / 64; ++_k321) {  // online_softmax_attn.pto:10:13
-                TileT322 t322(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t322, 8192);  // online_softmax_attn.pto:10:13
+            for (int64_t _k321_db = 0; _k321_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k321_db) {  // online_softmax_attn.pto:10:13
+                TileT322B0 t322_b0(min_i64(S - _g314 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t322_b0, 0);  // online_softmax_attn.pto:10:13
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
-                GmView2 qGm2(q + _g314 * 64 * D + _k321 * 64, GmView2::Shape(t322.GetValidRow(), t322.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t322, qGm2);  // online_softmax_attn.pto:10:13
+                GmView2 qGm2(q + _g314 * 64 * D + (1 + _k321_db * 2) * 64, GmView2::Shape(t322_b0.GetValidRow(), t322_b0.GetValidCol()), GmView2::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t322_b0, qGm2);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT323 t323(min_i64(S - _g314 * 64, 64), min_i64(D - _k321 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t323, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT323B0 t323_b0(min_i64(S - _g314 * 64, 64), min_i64(D - (1 + _k321_db * 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t323_b0, 0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t323, t322);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT324 t324(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t324, 8192);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
-                GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + _k321 * 64, GmView3::Shape(t324.GetValidRow(), t324.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
-                TLOAD(t324, kj_lastGm3);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT325 t325(min_i64(D - _k321 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
-                TASSIGN(t325, 0);  // online_softmax_attn.pto:10:13
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t325, t324);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                TMOV(t323_b0, t322_b0);  // online_softmax_attn.pto:10:13
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT324B0 t324_b0(min_i64(D - (1 + _k321_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t324_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                GmView3 kj_lastGm3(kj_last + _g315 * 64 * D + (1 + _k321_db * 2) * 64, GmView3::Shape(t324_b0.GetValidRow(), t324_b0.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:10:13
+                TLOAD(t324_b0, kj_lastGm3);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TileT325B0 t325_b0(min_i64(D - (1 + _k321_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                TASSIGN(t325_b0, 8192);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TMOV(t325_b0, t324_b0);  // online_softmax_attn.pto:10:13
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t316, t316, t323, t325);  // online_softmax_attn.pto:10:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TMATMUL_ACC(t316, t316, t323_b0, t325_b0);  // online_softmax_attn.pto:10:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k321_dr = 0; _k321_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k321_db * 2 + 1), 1); ++_k321_dr) {  // online_softmax_attn.pto:10:13
+                    TileT322B1 t322_b1(min_i64(S - _g314 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t322_b1, 16384);  // online_softmax_attn.pto:10:13
+                    using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:10:13
+                    GmView4 qGm4(q + _g314 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 64, GmView4::Shape(t322_b1.GetValidRow(), t322_b1.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t322_b1, qGm4);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT323B1 t323_b1(min_i64(S - _g314 * 64, 64), min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t323_b1, 8192);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t323_b1, t322_b1);  // online_softmax_attn.pto:10:13
+                    TileT324B1 t324_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t324_b1, 24576);  // online_softmax_attn.pto:10:13
+                    using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // online_softmax_attn.pto:10:13
+                    GmView5 kj_lastGm5(kj_last + _g315 * 64 * D + (_k321_db * 2 + _k321_dr + 2) * 64, GmView5::Shape(t324_b1.GetValidRow(), t324_b1.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:10:13
+                    TLOAD(t324_b1, kj_lastGm5);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT325B1 t325_b1(min_i64(D - (_k321_db * 2 + _k321_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g315 * 64, 64));  // online_softmax_attn.pto:10:13
+                    TASSIGN(t325_b1, 16384);  // online_softmax_attn.pto:10:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t325_b1, t324_b1);  // online_softmax_attn.pto:10:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t316, t316, t323_b1, t325_b1);  // online_softmax_attn.pto:10:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
-            GmView4 t0_lastGm4(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView4::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
-            TSTORE(t0_lastGm4, t316);  // online_softmax_attn.pto:10:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:10:13
+            GmView6 t0_lastGm6(t0_last + _g314 * 64 * 64 + _g315 * 64, GmView6::Shape(t316.GetValidRow(), t316.GetValidCol()));  // online_softmax_attn.pto:10:13
+            TSTORE(t0_lastGm6, t316);  // online_softmax_attn.pto:10:13
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,57 +36,63 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT384 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT385 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT381 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT382 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT383 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT385 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT387 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT388 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT389 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT390 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g380 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g380 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g380) {  // online_softmax_attn.pto:21:36
+    for (int64_t _g380 = floor_div(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), max_i64((S + 63) / 64, 1)); _g380 < ceil_div(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), (D + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count)), max_i64((S + 63) / 64, 1)); ++_g380) {  // online_softmax_attn.pto:21:36
         TileT384 t384(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t384, 0);  // online_softmax_attn.pto:21:36
+        TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_lastGm0(vj_last + _g380 * 64, GmView0::Shape(t384.GetValidRow(), t384.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t384, vj_lastGm0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t385, t384);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g379 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g379 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g379) {  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g379 = max_i64(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) - _g380 * max_i64((S + 63) / 64, 1), 0); _g379 < min_i64(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), (D + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count)) - _g380 * max_i64((S + 63) / 64, 1), (S + 63) / 64); ++_g379) {  // online_softmax_attn.pto:21:36
             TileT381 t381(min_i64(S - _g379 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t381, 0);  // online_softmax_attn.pto:21:36
             TileT382 t382(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t382, 8192);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t382, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_lastGm1(t15_last + _g379 * 64 * 64, GmView1::Shape(t382.GetValidRow(), t382.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t382, t15_lastGm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT383 t383(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t383, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t383, t382);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT385 t385(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t385, 0);  // online_softmax_attn.pto:21:36
-            TMOV(t385, t384);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t381, t383, t385);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k386 = 1; _k386 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k386) {  // online_softmax_attn.pto:21:36
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            for (int64_t _k386 = 1; _k386 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k386) {  // online_softmax_attn.pto:21:36
                 TileT387 t387(min_i64(S - _g379 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t387, 8192);  // online_softmax_attn.pto:21:36
+                TASSIGN(t387, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_lastGm2(t15_last + _g379 * 64 * 64 + _k386 * 64, GmView2::Shape(t387.GetValidRow(), t387.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t387, t15_lastGm2);  // online_softmax_attn.pto:21:36
@@ -95,16 +101,16 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
                 TASSIGN(t388, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t388, t387);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT389 t389(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t389, 8192);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t389, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_lastGm3(vj_last + _k386 * 64 * D + _g380 * 64, GmView3::Shape(t389.GetValidRow(), t389.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t389, vj_lastGm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT390 t390(min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k386 * 64, 64), min_i64(D - _g380 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t390, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t390, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t390, t389);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -112,8 +118,8 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
                 TMATMUL_ACC(t381, t381, t388, t390);  // online_softmax_attn.pto:21:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_lastGm4(t14_last + _g379 * 64 * D + _g380 * 64, GmView4::Shape(t381.GetValidRow(), t381.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
@@ -121,9 +127,11 @@ extern "C" __global__ AICORE void attn_bf16_k18(__gm__ bfloat16_t* vj_last, __gm
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -23,57 +23,63 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm__ bfloat16_t* t15_u2c0, __gm__ float* t14_u2c0, int64_t D, int64_t L, int64_t j_u2, int64_t S)
 {
     using TileT132 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT133 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT129 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT130 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT131 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT133 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT135 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT136 = TileLeft<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT137 = Tile<TileType::Mat, bfloat16_t, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT138 = TileRight<bfloat16_t, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g128 = 0; _g128 < (D + 63) / 64; ++_g128) {  // online_softmax_attn.pto:21:36
         TileT132 t132(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t132, 0);  // online_softmax_attn.pto:21:36
+        TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u2c0Gm0(vj_u2c0 + _g128 * 64, GmView0::Shape(t132.GetValidRow(), t132.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t132, vj_u2c0Gm0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t133, t132);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g127 = 0; _g127 < (S + 63) / 64; ++_g127) {  // online_softmax_attn.pto:21:36
             TileT129 t129(min_i64(S - _g127 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t129, 0);  // online_softmax_attn.pto:21:36
             TileT130 t130(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t130, 8192);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t130, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u2c0Gm1(t15_u2c0 + _g127 * 64 * 64, GmView1::Shape(t130.GetValidRow(), t130.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t130, t15_u2c0Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT131 t131(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t131, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t131, t130);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT133 t133(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t133, 0);  // online_softmax_attn.pto:21:36
-            TMOV(t133, t132);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t129, t131, t133);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k134 = 1; _k134 < ceil_div(min_i64(L - (1 + j_u2 * 2) * 64, 64), 64); ++_k134) {  // online_softmax_attn.pto:21:36
                 TileT135 t135(min_i64(S - _g127 * 64, 64), min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t135, 8192);  // online_softmax_attn.pto:21:36
+                TASSIGN(t135, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u2c0Gm2(t15_u2c0 + _g127 * 64 * 64 + _k134 * 64, GmView2::Shape(t135.GetValidRow(), t135.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t135, t15_u2c0Gm2);  // online_softmax_attn.pto:21:36
@@ -82,16 +88,16 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
                 TASSIGN(t136, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t136, t135);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT137 t137(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t137, 8192);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t137, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u2c0Gm3(vj_u2c0 + _k134 * 64 * D + _g128 * 64, GmView3::Shape(t137.GetValidRow(), t137.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t137, vj_u2c0Gm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT138 t138(min_i64(min_i64(L - (1 + j_u2 * 2) * 64, 64) - _k134 * 64, 64), min_i64(D - _g128 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t138, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t138, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t138, t137);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -99,8 +105,8 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
                 TMATMUL_ACC(t129, t129, t136, t138);  // online_softmax_attn.pto:21:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u2c0Gm4(t14_u2c0 + _g127 * 64 * D + _g128 * 64, GmView4::Shape(t129.GetValidRow(), t129.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
@@ -108,9 +114,11 @@ extern "C" __global__ AICORE void attn_bf16_k6(__gm__ bfloat16_t* vj_u2c0, __gm_
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -16,6 +16,7 @@ extern "C" __global__ AICORE void attn_f16_k1(__gm__ float* t0_first, __gm__ flo
 extern "C" __global__ AICORE void attn_f16_k1p1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k1p2(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k1p3(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k1p3p1(__gm__ float* t0_first, __gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ half* t5_first, int64_t S, int64_t L, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k2(__gm__ half* vj_first, __gm__ half* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k3(__gm__ float* acc, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k4(__gm__ half* kj_u2c0, __gm__ half* q, __gm__ float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
@@ -35,6 +36,8 @@ extern "C" __global__ AICORE void attn_f16_k17(__gm__ float* t0_last, __gm__ flo
 extern "C" __global__ AICORE void attn_f16_k17p1(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k17p2(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k17p3(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k17p3p1(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void attn_f16_k17p3p2(__gm__ float* t0_last, __gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ half* t15_last, int64_t S, int64_t L, float scale, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k18(__gm__ half* vj_last, __gm__ half* t15_last, __gm__ float* t14_last, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k19(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void attn_f16_k19p1(__gm__ float* t13_last, __gm__ float* t14_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, __gm__ float* l, __gm__ half* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
@@ -109,7 +112,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             std::vector<unsigned char> s_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
             float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:10:13
                 bool attn_f16_k0_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t attn_f16_k0_block = 0; attn_f16_k0_block < attn_f16_k0_blocks; ++attn_f16_k0_block) {  // online_softmax_attn.pto:10:13
@@ -239,8 +242,33 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
                 }
 #endif
             }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                bool attn_f16_k1p3p1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t attn_f16_k1p3p1_block = 0; attn_f16_k1p3p1_block < attn_f16_k1p3p1_blocks; ++attn_f16_k1p3p1_block) {  // online_softmax_attn.pto:10:13
+                    try {
+                        start_launch(poison);  // online_softmax_attn.pto:10:13
+                        attn_f16_k1p3p1(t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale, attn_f16_k1p3p1_block, attn_f16_k1p3p1_blocks);  // online_softmax_attn.pto:10:13
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        attn_f16_k1p3p1_block_no_memory = true;
+                    }
+                }
+                if (attn_f16_k1p3p1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // online_softmax_attn.pto:15:22
-                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:15:22
+                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:15:22
                 bool attn_f16_k2_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t attn_f16_k2_block = 0; attn_f16_k2_block < attn_f16_k2_blocks; ++attn_f16_k2_block) {  // online_softmax_attn.pto:15:22
@@ -396,7 +424,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             std::vector<unsigned char> s_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:10:13
             float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k16_blocks = max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k16_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // online_softmax_attn.pto:10:13
                 bool attn_f16_k16_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t attn_f16_k16_block = 0; attn_f16_k16_block < attn_f16_k16_blocks; ++attn_f16_k16_block) {  // online_softmax_attn.pto:10:13
@@ -437,7 +465,7 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
             std::vector<unsigned char> t14_last_bytes = workspace((S * D) * static_cast<int64_t>(sizeof(float)), poison);  // online_softmax_attn.pto:21:36
             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
                 bool attn_f16_k17_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t attn_f16_k17_block = 0; attn_f16_k17_block < attn_f16_k17_blocks; ++attn_f16_k17_block) {  // online_softmax_attn.pto:10:13
@@ -536,8 +564,58 @@ extern "C" int attn_f16(half* q, half* k, half* v, half* o, float scale, int64_t
                 }
 #endif
             }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                bool attn_f16_k17p3p1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t attn_f16_k17p3p1_block = 0; attn_f16_k17p3p1_block < attn_f16_k17p3p1_blocks; ++attn_f16_k17p3p1_block) {  // online_softmax_attn.pto:10:13
+                    try {
+                        start_launch(poison);  // online_softmax_attn.pto:10:13
+                        attn_f16_k17p3p1(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p3p1_block, attn_f16_k17p3p1_blocks);  // online_softmax_attn.pto:10:13
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        attn_f16_k17p3p1_block_no_memory = true;
+                    }
+                }
+                if (attn_f16_k17p3p1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p3p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                bool attn_f16_k17p3p2_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t attn_f16_k17p3p2_block = 0; attn_f16_k17p3p2_block < attn_f16_k17p3p2_blocks; ++attn_f16_k17p3p2_block) {  // online_softmax_attn.pto:10:13
+                    try {
+                        start_launch(poison);  // online_softmax_attn.pto:10:13
+                        attn_f16_k17p3p2(t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D, attn_f16_k17p3p2_block, attn_f16_k17p3p2_blocks);  // online_softmax_attn.pto:10:13
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        attn_f16_k17p3p2_block_no_memory = true;
+                    }
+                }
+                if (attn_f16_k17p3p2_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // online_softmax_attn.pto:21:36
-                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:36
+                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:21:36
                 bool attn_f16_k18_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t attn_f16_k18_block = 0; attn_f16_k18_block < attn_f16_k18_blocks; ++attn_f16_k18_block) {  // online_softmax_attn.pto:21:36

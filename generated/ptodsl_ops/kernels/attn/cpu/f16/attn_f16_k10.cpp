@@ -23,57 +23,63 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half* t15_u2c1, __gm__ float* t14_u2c1, int64_t D, int64_t L, int64_t j_u2, int64_t S)
 {
     using TileT216 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT217 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT214 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT217 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT219 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT220 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT221 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT222 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g212 = 0; _g212 < (D + 63) / 64; ++_g212) {  // online_softmax_attn.pto:21:36
         TileT216 t216(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
         TASSIGN(t216, 0);  // online_softmax_attn.pto:21:36
+        TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
+        TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
         GmView0 vj_u2c1Gm0(vj_u2c1 + _g212 * 64, GmView0::Shape(t216.GetValidRow(), t216.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:21:36
         TLOAD(t216, vj_u2c1Gm0);  // online_softmax_attn.pto:21:36
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t217, t216);  // online_softmax_attn.pto:21:36
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
         for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // online_softmax_attn.pto:21:36
             TileT213 t213(min_i64(S - _g211 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t213, 0);  // online_softmax_attn.pto:21:36
             TileT214 t214(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t214, 8192);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t214, 0);  // online_softmax_attn.pto:21:36
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
             GmView1 t15_u2c1Gm1(t15_u2c1 + _g211 * 64 * 64, GmView1::Shape(t214.GetValidRow(), t214.GetValidCol()));  // online_softmax_attn.pto:21:36
             TLOAD(t214, t15_u2c1Gm1);  // online_softmax_attn.pto:21:36
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT215 t215(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64));  // online_softmax_attn.pto:21:36
             TASSIGN(t215, 0);  // online_softmax_attn.pto:21:36
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT217 t217(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-            TASSIGN(t217, 0);  // online_softmax_attn.pto:21:36
-            TMOV(t217, t216);  // online_softmax_attn.pto:21:36
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t213, t215, t217);  // online_softmax_attn.pto:21:36
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - (j_u2 * 2 + 2) * 64, 64), 64); ++_k218) {  // online_softmax_attn.pto:21:36
                 TileT219 t219(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t219, 8192);  // online_softmax_attn.pto:21:36
+                TASSIGN(t219, 0);  // online_softmax_attn.pto:21:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:36
                 GmView2 t15_u2c1Gm2(t15_u2c1 + _g211 * 64 * 64 + _k218 * 64, GmView2::Shape(t219.GetValidRow(), t219.GetValidCol()));  // online_softmax_attn.pto:21:36
                 TLOAD(t219, t15_u2c1Gm2);  // online_softmax_attn.pto:21:36
@@ -82,16 +88,16 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
                 TASSIGN(t220, 0);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t220, t219);  // online_softmax_attn.pto:21:36
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT221 t221(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t221, 8192);  // online_softmax_attn.pto:21:36
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t221, 0);  // online_softmax_attn.pto:21:36
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
                 GmView3 vj_u2c1Gm3(vj_u2c1 + _k218 * 64 * D + _g212 * 64, GmView3::Shape(t221.GetValidRow(), t221.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:36
                 TLOAD(t221, vj_u2c1Gm3);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT222 t222(min_i64(min_i64(L - (j_u2 * 2 + 2) * 64, 64) - _k218 * 64, 64), min_i64(D - _g212 * 64, 64));  // online_softmax_attn.pto:21:36
-                TASSIGN(t222, 0);  // online_softmax_attn.pto:21:36
+                TASSIGN(t222, 8192);  // online_softmax_attn.pto:21:36
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t222, t221);  // online_softmax_attn.pto:21:36
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -99,8 +105,8 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
                 TMATMUL_ACC(t213, t213, t220, t222);  // online_softmax_attn.pto:21:36
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:36
             GmView4 t14_u2c1Gm4(t14_u2c1 + _g211 * 64 * D + _g212 * 64, GmView4::Shape(t213.GetValidRow(), t213.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:21:36
@@ -108,9 +114,11 @@ extern "C" __global__ AICORE void attn_f16_k10(__gm__ half* vj_u2c1, __gm__ half
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -55,7 +55,7 @@ extern "C" __global__ AICORE void attn_f16_k17p1(__gm__ float* t0_last, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k332 = 0; _k332 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k332) {  // online_softmax_attn.pto:17:32
+        for (int64_t _k332 = 0; _k332 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k332) {  // online_softmax_attn.pto:17:32
             TileT333 t333(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k332 * 64, 64));  // online_softmax_attn.pto:17:32
             TASSIGN(t333, 512);  // online_softmax_attn.pto:17:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:17:32
@@ -107,7 +107,7 @@ extern "C" __global__ AICORE void attn_f16_k17p1(__gm__ float* t0_last, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g347 = 0; _g347 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g347) {  // online_softmax_attn.pto:19:21
+        for (int64_t _g347 = 0; _g347 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g347) {  // online_softmax_attn.pto:19:21
             TileT348 t348(min_i64(S - _g330 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g347 * 64, 64));  // online_softmax_attn.pto:19:21
             TASSIGN(t348, 1536);  // online_softmax_attn.pto:19:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:21

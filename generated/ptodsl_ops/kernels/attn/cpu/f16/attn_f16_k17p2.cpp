@@ -44,7 +44,7 @@ extern "C" __global__ AICORE void attn_f16_k17p2(__gm__ float* t0_last, __gm__ f
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g353 = 0; _g353 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g353) {  // online_softmax_attn.pto:19:17
+        for (int64_t _g353 = 0; _g353 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g353) {  // online_softmax_attn.pto:19:17
             TileT354 t354(min_i64(S - _g352 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g353 * 64, 64));  // online_softmax_attn.pto:19:17
             TASSIGN(t354, 0);  // online_softmax_attn.pto:19:17
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:19:17

@@ -35,47 +35,35 @@ extern "C" __global__ AICORE void attn_f16_k17p3(__gm__ float* t0_last, __gm__ f
     using TileT364 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT366 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT368 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT371 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT372 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT374 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT377 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT378 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g360 = block_index * ceil_div((S + 15) / 16, block_count); _g360 < block_index * ceil_div((S + 15) / 16, block_count) + min_i64(ceil_div((S + 15) / 16, block_count), (S + 15) / 16 - block_index * ceil_div((S + 15) / 16, block_count)); ++_g360) {  // online_softmax_attn.pto:20:32
         pipe_barrier(PIPE_V);
         TileT361 t361(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
         TASSIGN(t361, 0);  // online_softmax_attn.pto:20:32
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TEXPANDS(t361, 0.0f);  // online_softmax_attn.pto:20:32
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k362 = 0; _k362 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k362) {  // online_softmax_attn.pto:20:32
+        for (int64_t _k362 = 0; _k362 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k362) {  // online_softmax_attn.pto:20:32
             TileT363 t363(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k362 * 64, 64));  // online_softmax_attn.pto:20:32
             TASSIGN(t363, 512);  // online_softmax_attn.pto:20:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:20:32
             GmView0 p_1_lastGm0(p_1_last + _g360 * 16 * 64 + _k362 * 64, GmView0::Shape(t363.GetValidRow(), t363.GetValidCol()));  // online_softmax_attn.pto:20:32
             TLOAD(t363, p_1_lastGm0);  // online_softmax_attn.pto:20:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT364 t364(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:32
             TASSIGN(t364, 4608);  // online_softmax_attn.pto:20:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:20:32
-            TASSIGN(tmp0, 8704);  // online_softmax_attn.pto:20:32
+            TASSIGN(tmp0, 5120);  // online_softmax_attn.pto:20:32
             TROWSUM(t364, t363, tmp0);  // online_softmax_attn.pto:20:32
             pipe_barrier(PIPE_V);
             TADD(t361, t361, t364);  // online_softmax_attn.pto:20:32
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT366 t366(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t366, 512);  // online_softmax_attn.pto:20:20
@@ -83,97 +71,21 @@ extern "C" __global__ AICORE void attn_f16_k17p3(__gm__ float* t0_last, __gm__ f
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView1 t10_lastGm1(t10_last + _g360 * 16, GmView1::Shape(t366.GetValidRow()));  // online_softmax_attn.pto:20:20
         TLOAD(t366, t10_lastGm1);  // online_softmax_attn.pto:20:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT368 t368(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:20:20
         TASSIGN(t368, 1024);  // online_softmax_attn.pto:20:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t368, t366, t361);  // online_softmax_attn.pto:20:20
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:20:20
         GmView2 lGm2(l + _g360 * 16, GmView2::Shape(t368.GetValidRow()));  // online_softmax_attn.pto:20:20
         TSTORE(lGm2, t368);  // online_softmax_attn.pto:20:20
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g370 = 0; _g370 < (D + 63) / 64; ++_g370) {  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);
-            TileT371 t371(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t371, 0);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView3 accGm3(acc + _g360 * 16 * D + _g370 * 64, GmView3::Shape(t371.GetValidRow(), t371.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:21:22
-            TLOAD(t371, accGm3);  // online_softmax_attn.pto:21:22
-            TileT372 t372(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(t372, 4096);  // online_softmax_attn.pto:21:22
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:21:22
-            GmView4 alpha_lastGm4(alpha_last + _g360 * 16, GmView4::Shape(t372.GetValidRow()));  // online_softmax_attn.pto:21:22
-            TLOAD(t372, alpha_lastGm4);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT374 t374(min_i64(S - _g360 * 16, 16), min_i64(D - _g370 * 64, 64));  // online_softmax_attn.pto:21:22
-            TASSIGN(t374, 4608);  // online_softmax_attn.pto:21:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp1 tmp1(min_i64(S - _g360 * 16, 16));  // online_softmax_attn.pto:21:22
-            TASSIGN(tmp1, 8704);  // online_softmax_attn.pto:21:22
-            TROWEXPAND(tmp1, t372);  // online_softmax_attn.pto:21:22
-            pipe_barrier(PIPE_V);  // online_softmax_attn.pto:21:22
-            TROWEXPANDMUL(t374, t371, tmp1);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID2);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:21:22
-            GmView5 t13_lastGm5(t13_last + _g360 * 16 * D + _g370 * 64, GmView5::Shape(t374.GetValidRow(), t374.GetValidCol()), GmView5::Stride(D));  // online_softmax_attn.pto:21:22
-            TSTORE(t13_lastGm5, t374);  // online_softmax_attn.pto:21:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g376 = 0; _g376 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g376) {  // online_softmax_attn.pto:21:43
-            TileT377 t377(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t377, 0);  // online_softmax_attn.pto:21:43
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView6 p_1_lastGm6(p_1_last + _g360 * 16 * 64 + _g376 * 64, GmView6::Shape(t377.GetValidRow(), t377.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TLOAD(t377, p_1_lastGm6);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT378 t378(min_i64(S - _g360 * 16, 16), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g376 * 64, 64));  // online_softmax_attn.pto:21:43
-            TASSIGN(t378, 4096);  // online_softmax_attn.pto:21:43
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t378, t377, RoundMode::CAST_RINT);  // online_softmax_attn.pto:21:43
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:21:43
-            GmView7 t15_lastGm7(t15_last + _g360 * 16 * 64 + _g376 * 64, GmView7::Shape(t378.GetValidRow(), t378.GetValidCol()));  // online_softmax_attn.pto:21:43
-            TSTORE(t15_lastGm7, t378);  // online_softmax_attn.pto:21:43
-        }
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

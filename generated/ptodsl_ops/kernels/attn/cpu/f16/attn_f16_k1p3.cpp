@@ -33,23 +33,16 @@ extern "C" __global__ AICORE void attn_f16_k1p3(__gm__ float* t0_first, __gm__ f
     using TileT32 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT34 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, half, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     for (int64_t _g31 = block_index * ceil_div((S + 15) / 16, block_count); _g31 < block_index * ceil_div((S + 15) / 16, block_count) + min_i64(ceil_div((S + 15) / 16, block_count), (S + 15) / 16 - block_index * ceil_div((S + 15) / 16, block_count)); ++_g31) {  // online_softmax_attn.pto:14:20
         pipe_barrier(PIPE_V);
         TileT32 t32(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
         TASSIGN(t32, 0);  // online_softmax_attn.pto:14:20
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        TEXPANDS(t32, 0.0f);  // online_softmax_attn.pto:14:20
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // online_softmax_attn.pto:14:20
@@ -58,57 +51,24 @@ extern "C" __global__ AICORE void attn_f16_k1p3(__gm__ float* t0_first, __gm__ f
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:14:20
             GmView0 p_firstGm0(p_first + _g31 * 16 * 64 + _k33 * 64, GmView0::Shape(t34.GetValidRow(), t34.GetValidCol()));  // online_softmax_attn.pto:14:20
             TLOAD(t34, p_firstGm0);  // online_softmax_attn.pto:14:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT35 t35(min_i64(S - _g31 * 16, 16));  // online_softmax_attn.pto:14:20
             TASSIGN(t35, 4608);  // online_softmax_attn.pto:14:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // online_softmax_attn.pto:14:20
-            TASSIGN(tmp0, 6144);  // online_softmax_attn.pto:14:20
+            TASSIGN(tmp0, 5120);  // online_softmax_attn.pto:14:20
             TROWSUM(t35, t34, tmp0);  // online_softmax_attn.pto:14:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // online_softmax_attn.pto:14:20
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // online_softmax_attn.pto:14:20
         GmView1 lGm1(l + _g31 * 16, GmView1::Shape(t32.GetValidRow()));  // online_softmax_attn.pto:14:20
         TSTORE(lGm1, t32);  // online_softmax_attn.pto:14:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // online_softmax_attn.pto:15:29
-            TileT38 t38(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t38, 0);  // online_softmax_attn.pto:15:29
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView2 p_firstGm2(p_first + _g31 * 16 * 64 + _g37 * 64, GmView2::Shape(t38.GetValidRow(), t38.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TLOAD(t38, p_firstGm2);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT39 t39(min_i64(S - _g31 * 16, 16), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // online_softmax_attn.pto:15:29
-            TASSIGN(t39, 4096);  // online_softmax_attn.pto:15:29
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t39, t38, RoundMode::CAST_RINT);  // online_softmax_attn.pto:15:29
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:29
-            GmView3 t5_firstGm3(t5_first + _g31 * 16 * 64 + _g37 * 64, GmView3::Shape(t39.GetValidRow(), t39.GetValidCol()));  // online_softmax_attn.pto:15:29
-            TSTORE(t5_firstGm3, t39);  // online_softmax_attn.pto:15:29
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

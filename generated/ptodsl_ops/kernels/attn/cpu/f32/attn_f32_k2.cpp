@@ -36,57 +36,63 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* vj_first, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT45 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT42 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT43 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT44 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT46 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT48 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT49 = TileLeft<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT50 = Tile<TileType::Mat, float, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT51 = TileRight<float, 64, 64, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g41 = block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g41 < block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, block_count / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g41) {  // online_softmax_attn.pto:15:22
+    for (int64_t _g41 = floor_div(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), max_i64((S + 63) / 64, 1)); _g41 < ceil_div(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), (D + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count)), max_i64((S + 63) / 64, 1)); ++_g41) {  // online_softmax_attn.pto:15:22
         TileT45 t45(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
         TASSIGN(t45, 0);  // online_softmax_attn.pto:15:22
+        TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
+        TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
         GmView0 vj_firstGm0(vj_first + _g41 * 64, GmView0::Shape(t45.GetValidRow(), t45.GetValidCol()), GmView0::Stride(D));  // online_softmax_attn.pto:15:22
         TLOAD(t45, vj_firstGm0);  // online_softmax_attn.pto:15:22
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        TMOV(t46, t45);  // online_softmax_attn.pto:15:22
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g40 = block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)); _g40 < block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)) + min_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1)), (S + 63) / 64 - block_index % max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1) * ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1))); ++_g40) {  // online_softmax_attn.pto:15:22
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g40 = max_i64(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) - _g41 * max_i64((S + 63) / 64, 1), 0); _g40 < min_i64(block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count), (D + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((D + 63) / 64 * ((S + 63) / 64), block_count)) - _g41 * max_i64((S + 63) / 64, 1), (S + 63) / 64); ++_g40) {  // online_softmax_attn.pto:15:22
             TileT42 t42(min_i64(S - _g40 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t42, 0);  // online_softmax_attn.pto:15:22
             TileT43 t43(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t43, 16384);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t43, 0);  // online_softmax_attn.pto:15:22
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
             GmView1 t5_firstGm1(t5_first + _g40 * 64 * 64, GmView1::Shape(t43.GetValidRow(), t43.GetValidCol()));  // online_softmax_attn.pto:15:22
             TLOAD(t43, t5_firstGm1);  // online_softmax_attn.pto:15:22
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT44 t44(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64), 64));  // online_softmax_attn.pto:15:22
             TASSIGN(t44, 0);  // online_softmax_attn.pto:15:22
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t44, t43);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT46 t46(min_i64(min_i64(L, 64), 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-            TASSIGN(t46, 0);  // online_softmax_attn.pto:15:22
-            TMOV(t46, t45);  // online_softmax_attn.pto:15:22
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t42, t44, t46);  // online_softmax_attn.pto:15:22
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             for (int64_t _k47 = 1; _k47 < (min_i64(L, 64) + 63) / 64; ++_k47) {  // online_softmax_attn.pto:15:22
                 TileT48 t48(min_i64(S - _g40 * 64, 64), min_i64(min_i64(L, 64) - _k47 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t48, 16384);  // online_softmax_attn.pto:15:22
+                TASSIGN(t48, 0);  // online_softmax_attn.pto:15:22
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // online_softmax_attn.pto:15:22
                 GmView2 t5_firstGm2(t5_first + _g40 * 64 * 64 + _k47 * 64, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // online_softmax_attn.pto:15:22
                 TLOAD(t48, t5_firstGm2);  // online_softmax_attn.pto:15:22
@@ -95,16 +101,16 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* vj_first, __gm__ flo
                 TASSIGN(t49, 0);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t49, t48);  // online_softmax_attn.pto:15:22
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT50 t50(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t50, 16384);  // online_softmax_attn.pto:15:22
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t50, 0);  // online_softmax_attn.pto:15:22
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
                 GmView3 vj_firstGm3(vj_first + _k47 * 64 * D + _g41 * 64, GmView3::Shape(t50.GetValidRow(), t50.GetValidCol()), GmView3::Stride(D));  // online_softmax_attn.pto:15:22
                 TLOAD(t50, vj_firstGm3);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TileT51 t51(min_i64(min_i64(L, 64) - _k47 * 64, 64), min_i64(D - _g41 * 64, 64));  // online_softmax_attn.pto:15:22
-                TASSIGN(t51, 0);  // online_softmax_attn.pto:15:22
+                TASSIGN(t51, 16384);  // online_softmax_attn.pto:15:22
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
                 TMOV(t51, t50);  // online_softmax_attn.pto:15:22
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
@@ -112,8 +118,8 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* vj_first, __gm__ flo
                 TMATMUL_ACC(t42, t42, t49, t51);  // online_softmax_attn.pto:15:22
             }
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // online_softmax_attn.pto:15:22
             GmView4 accGm4(acc + _g40 * 64 * D + _g41 * 64, GmView4::Shape(t42.GetValidRow(), t42.GetValidCol()), GmView4::Stride(D));  // online_softmax_attn.pto:15:22
@@ -121,9 +127,11 @@ extern "C" __global__ AICORE void attn_f32_k2(__gm__ float* vj_first, __gm__ flo
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -18,6 +18,7 @@ extern "C" void attn_f16_k1_launch(uint32_t block_dim, void* stream, float* t0_f
 extern "C" void attn_f16_k1p1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
 extern "C" void attn_f16_k1p2_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
 extern "C" void attn_f16_k1p3_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
+extern "C" void attn_f16_k1p3p1_launch(uint32_t block_dim, void* stream, float* t0_first, float* s_first, float* m, float* t2_first, float* p_first, float* l, half* t5_first, int64_t S, int64_t L, float scale);
 extern "C" void attn_f16_k2_launch(uint32_t block_dim, void* stream, half* vj_first, half* t5_first, float* acc, int64_t D, int64_t L, int64_t S);
 extern "C" void attn_f16_k3_launch(uint32_t block_dim, void* stream, float* acc, float* l, half* o, int64_t S, int64_t D);
 extern "C" void attn_f16_k4_launch(uint32_t block_dim, void* stream, half* kj_u2c0, half* q, float* t0_u2c0, int64_t L, int64_t j_u2, int64_t D, int64_t S);
@@ -37,6 +38,8 @@ extern "C" void attn_f16_k17_launch(uint32_t block_dim, void* stream, float* t0_
 extern "C" void attn_f16_k17p1_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
 extern "C" void attn_f16_k17p2_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
 extern "C" void attn_f16_k17p3_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" void attn_f16_k17p3p1_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
+extern "C" void attn_f16_k17p3p2_launch(uint32_t block_dim, void* stream, float* t0_last, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, half* t15_last, int64_t S, int64_t L, float scale, int64_t D);
 extern "C" void attn_f16_k18_launch(uint32_t block_dim, void* stream, half* vj_last, half* t15_last, float* t14_last, int64_t D, int64_t L, int64_t S);
 extern "C" void attn_f16_k19_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, half* o, int64_t S, int64_t D);
 extern "C" void attn_f16_k19p1_launch(uint32_t block_dim, void* stream, float* t13_last, float* t14_last, float* acc, float* m_new_last, float* m, float* l, half* o, int64_t S, int64_t D);
@@ -271,7 +274,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             }
             float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // online_softmax_attn.pto:10:13
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(ceil_div((min_i64(L, 64) + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((min_i64(L, 64) + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:10:13
                 attn_f16_k0_launch(attn_f16_k0_blocks, ptodsl_stream, kj_first, q, t0_first, L, D, S);  // online_softmax_attn.pto:10:13
                 if (!launched("the launch of attn_f16_k0")) {  // online_softmax_attn.pto:10:13
                     return -1;  // online_softmax_attn.pto:10:13
@@ -320,8 +323,15 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                     return -1;  // online_softmax_attn.pto:10:13
                 }
             }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k1p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k1p3p1_launch(attn_f16_k1p3p1_blocks, ptodsl_stream, t0_first, s_first, m, t2_first, p_first, l, t5_first, S, L, scale);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k1p3p1")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
             {  // online_softmax_attn.pto:15:22
-                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:15:22
+                const int64_t attn_f16_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:15:22
                 attn_f16_k2_launch(attn_f16_k2_blocks, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // online_softmax_attn.pto:15:22
                 if (!launched("the launch of attn_f16_k2")) {  // online_softmax_attn.pto:15:22
                     return -1;  // online_softmax_attn.pto:15:22
@@ -561,7 +571,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             }
             float* s_last = reinterpret_cast<float*>(s_last_bytes.data());  // online_softmax_attn.pto:10:13
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k16_blocks = max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k16_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // online_softmax_attn.pto:10:13
                 attn_f16_k16_launch(attn_f16_k16_blocks, ptodsl_stream, kj_last, q, t0_last, L, D, S);  // online_softmax_attn.pto:10:13
                 if (!launched("the launch of attn_f16_k16")) {  // online_softmax_attn.pto:10:13
                     return -1;  // online_softmax_attn.pto:10:13
@@ -608,7 +618,7 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
             }
             float* t14_last = reinterpret_cast<float*>(t14_last_bytes.data());  // online_softmax_attn.pto:21:36
             {  // online_softmax_attn.pto:10:13
-                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), ceil_div(ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64), max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64)), 1))), 1);  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
                 attn_f16_k17_launch(attn_f16_k17_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
                 if (!launched("the launch of attn_f16_k17")) {  // online_softmax_attn.pto:10:13
                     return -1;  // online_softmax_attn.pto:10:13
@@ -635,8 +645,22 @@ extern "C" int attn_f16(int32_t device, void* stream, half* q, half* k, half* v,
                     return -1;  // online_softmax_attn.pto:10:13
                 }
             }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p3p1_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (D + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17p3p1_launch(attn_f16_k17p3p1_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17p3p1")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
+            {  // online_softmax_attn.pto:10:13
+                const int64_t attn_f16_k17p3p2_blocks = max_i64(ceil_div((S + 15) / 16, max_i64(ceil_div((S + 15) / 16, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 15) / 16, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // online_softmax_attn.pto:10:13
+                attn_f16_k17p3p2_launch(attn_f16_k17p3p2_blocks, ptodsl_stream, t0_last, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, scale, D);  // online_softmax_attn.pto:10:13
+                if (!launched("the launch of attn_f16_k17p3p2")) {  // online_softmax_attn.pto:10:13
+                    return -1;  // online_softmax_attn.pto:10:13
+                }
+            }
             {  // online_softmax_attn.pto:21:36
-                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // online_softmax_attn.pto:21:36
+                const int64_t attn_f16_k18_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // online_softmax_attn.pto:21:36
                 attn_f16_k18_launch(attn_f16_k18_blocks, ptodsl_stream, vj_last, t15_last, t14_last, D, L, S);  // online_softmax_attn.pto:21:36
                 if (!launched("the launch of attn_f16_k18")) {  // online_softmax_attn.pto:21:36
                     return -1;  // online_softmax_attn.pto:21:36

@@ -11,8 +11,7 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void bias_expand_f32_k0p1(__gm__ float* t2, __gm__ float* t1, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void bias_expand_f32_k0(__gm__ float* t2, __gm__ float* x, __gm__ float* y, int64_t B, int64_t H, int64_t S, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -70,8 +69,6 @@ extern "C" int bias_expand_f32(float* x, float* bias, float* y, int64_t B, int64
 #endif
     try {
     float* t2 = bias;  // bias_expand.pto:4:23
-    std::vector<unsigned char> t1_bytes = workspace((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
-    float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
     {  // bias_expand.pto:4:16
         const int64_t bias_expand_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1);  // bias_expand.pto:4:16
         bool bias_expand_f32_k0_block_no_memory = false;
@@ -79,7 +76,7 @@ extern "C" int bias_expand_f32(float* x, float* bias, float* y, int64_t B, int64
         for (int64_t bias_expand_f32_k0_block = 0; bias_expand_f32_k0_block < bias_expand_f32_k0_blocks; ++bias_expand_f32_k0_block) {  // bias_expand.pto:4:16
             try {
                 start_launch(poison);  // bias_expand.pto:4:16
-                bias_expand_f32_k0(t2, t1, x, y, B, H, S, bias_expand_f32_k0_block, bias_expand_f32_k0_blocks);  // bias_expand.pto:4:16
+                bias_expand_f32_k0(t2, x, y, B, H, S, bias_expand_f32_k0_block, bias_expand_f32_k0_blocks);  // bias_expand.pto:4:16
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif
@@ -89,31 +86,6 @@ extern "C" int bias_expand_f32(float* x, float* bias, float* y, int64_t B, int64
             }
         }
         if (bias_expand_f32_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
-#ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
-#endif
-    }
-    {  // bias_expand.pto:4:16
-        const int64_t bias_expand_f32_k0p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((S + 15) / 16, ceil_div((S + 15) / 16, max_i64(min_i64(48 / max_i64(B, 1), (S + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 15) / 16, ceil_div((S + 15) / 16, max_i64(min_i64(48 / max_i64(B, 1), (S + 15) / 16), 1))), 1);  // bias_expand.pto:4:16
-        bool bias_expand_f32_k0p1_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t bias_expand_f32_k0p1_block = 0; bias_expand_f32_k0p1_block < bias_expand_f32_k0p1_blocks; ++bias_expand_f32_k0p1_block) {  // bias_expand.pto:4:16
-            try {
-                start_launch(poison);  // bias_expand.pto:4:16
-                bias_expand_f32_k0p1(t2, t1, x, y, B, H, S, bias_expand_f32_k0p1_block, bias_expand_f32_k0p1_blocks);  // bias_expand.pto:4:16
-#ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
-#endif
-            } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                bias_expand_f32_k0p1_block_no_memory = true;
-            }
-        }
-        if (bias_expand_f32_k0p1_block_no_memory) {
             throw std::bad_alloc();
         }
 #ifdef PTO_CPU_SUBSET

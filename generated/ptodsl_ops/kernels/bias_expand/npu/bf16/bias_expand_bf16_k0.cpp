@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/bias_expand_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches bias_expand_bf16_k0 on an NPU stream (vector core).
-extern "C" void bias_expand_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* t2, bfloat16_t* t1, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t H, int64_t S)
+extern "C" void bias_expand_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* t2, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t H, int64_t S)
 {
-    bias_expand_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t2, (__gm__ bfloat16_t*)t1, (__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)y, B, H, S);
+    bias_expand_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)t2, (__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)y, B, H, S);
 }

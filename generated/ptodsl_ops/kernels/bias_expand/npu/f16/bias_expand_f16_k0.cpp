@@ -2,7 +2,7 @@
 #include "../../cpu/f16/bias_expand_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches bias_expand_f16_k0 on an NPU stream (vector core).
-extern "C" void bias_expand_f16_k0_launch(uint32_t block_dim, void* stream, half* t2, half* t1, half* x, half* y, int64_t B, int64_t H, int64_t S)
+extern "C" void bias_expand_f16_k0_launch(uint32_t block_dim, void* stream, half* t2, half* x, half* y, int64_t B, int64_t H, int64_t S)
 {
-    bias_expand_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)t2, (__gm__ half*)t1, (__gm__ half*)x, (__gm__ half*)y, B, H, S);
+    bias_expand_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)t2, (__gm__ half*)x, (__gm__ half*)y, B, H, S);
 }

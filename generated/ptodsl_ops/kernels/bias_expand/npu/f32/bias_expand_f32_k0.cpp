@@ -2,7 +2,7 @@
 #include "../../cpu/f32/bias_expand_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches bias_expand_f32_k0 on an NPU stream (vector core).
-extern "C" void bias_expand_f32_k0_launch(uint32_t block_dim, void* stream, float* t2, float* t1, float* x, float* y, int64_t B, int64_t H, int64_t S)
+extern "C" void bias_expand_f32_k0_launch(uint32_t block_dim, void* stream, float* t2, float* x, float* y, int64_t B, int64_t H, int64_t S)
 {
-    bias_expand_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)t2, (__gm__ float*)t1, (__gm__ float*)x, (__gm__ float*)y, B, H, S);
+    bias_expand_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)t2, (__gm__ float*)x, (__gm__ float*)y, B, H, S);
 }

@@ -13,8 +13,7 @@
 #include <new>
 #include <vector>
 
-extern "C" void bias_expand_f32_k0_launch(uint32_t block_dim, void* stream, float* t2, float* t1, float* x, float* y, int64_t B, int64_t H, int64_t S);
-extern "C" void bias_expand_f32_k0p1_launch(uint32_t block_dim, void* stream, float* t2, float* t1, float* x, float* y, int64_t B, int64_t H, int64_t S);
+extern "C" void bias_expand_f32_k0_launch(uint32_t block_dim, void* stream, float* t2, float* x, float* y, int64_t B, int64_t H, int64_t S);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -217,22 +216,10 @@ extern "C" int bias_expand_f32(int32_t device, void* stream, float* x, float* bi
         return -1;
     }
     float* t2 = bias;  // bias_expand.pto:4:23
-    DeviceWorkspace t1_bytes((B * S * H) * static_cast<int64_t>(sizeof(float)), poison);  // bias_expand.pto:4:16
-    if (ptodsl_failed) {  // bias_expand.pto:4:16
-        return -1;  // bias_expand.pto:4:16
-    }
-    float* t1 = reinterpret_cast<float*>(t1_bytes.data());  // bias_expand.pto:4:16
     {  // bias_expand.pto:4:16
         const int64_t bias_expand_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((H + 63) / 64, ceil_div((H + 63) / 64, max_i64(min_i64(48 / max_i64(B, 1), (H + 63) / 64), 1))), 1);  // bias_expand.pto:4:16
-        bias_expand_f32_k0_launch(bias_expand_f32_k0_blocks, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
+        bias_expand_f32_k0_launch(bias_expand_f32_k0_blocks, ptodsl_stream, t2, x, y, B, H, S);  // bias_expand.pto:4:16
         if (!launched("the launch of bias_expand_f32_k0")) {  // bias_expand.pto:4:16
-            return -1;  // bias_expand.pto:4:16
-        }
-    }
-    {  // bias_expand.pto:4:16
-        const int64_t bias_expand_f32_k0p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((S + 15) / 16, ceil_div((S + 15) / 16, max_i64(min_i64(48 / max_i64(B, 1), (S + 15) / 16), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 15) / 16, ceil_div((S + 15) / 16, max_i64(min_i64(48 / max_i64(B, 1), (S + 15) / 16), 1))), 1);  // bias_expand.pto:4:16
-        bias_expand_f32_k0p1_launch(bias_expand_f32_k0p1_blocks, ptodsl_stream, t2, t1, x, y, B, H, S);  // bias_expand.pto:4:16
-        if (!launched("the launch of bias_expand_f32_k0p1")) {  // bias_expand.pto:4:16
             return -1;  // bias_expand.pto:4:16
         }
     }

@@ -43,11 +43,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -69,7 +64,7 @@ extern "C" int bmm_f32(float* a, float* b, float* c, float* d, int64_t B, int64_
 #endif
     try {
     {  // bmm.pto:4:12
-        const int64_t bmm_f32_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(24 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1);  // bmm.pto:4:12
+        const int64_t bmm_f32_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // bmm.pto:4:12
         bool bmm_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t bmm_f32_k0_block = 0; bmm_f32_k0_block < bmm_f32_k0_blocks; ++bmm_f32_k0_block) {  // bmm.pto:4:12

@@ -194,11 +194,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -216,7 +211,7 @@ extern "C" int bmm_bf16(int32_t device, void* stream, bfloat16_t* a, bfloat16_t*
         return -1;
     }
     {  // bmm.pto:4:12
-        const int64_t bmm_bf16_k0_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(24 / max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(H, ceil_div(H, max_i64(min_i64(24 / max_i64(B, 1), H), 1))), 1);  // bmm.pto:4:12
+        const int64_t bmm_bf16_k0_blocks = max_i64(ceil_div(B * H, max_i64((B * H + 23) / 24, 1)), 1);  // bmm.pto:4:12
         bmm_bf16_k0_launch(bmm_bf16_k0_blocks, ptodsl_stream, b, a, c, d, B, H, N, K, M);  // bmm.pto:4:12
         if (!launched("the launch of bmm_bf16_k0")) {  // bmm.pto:4:12
             return -1;  // bmm.pto:4:12

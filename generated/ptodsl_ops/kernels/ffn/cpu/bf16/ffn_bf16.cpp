@@ -47,11 +47,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -76,7 +71,7 @@ extern "C" int ffn_bf16(bfloat16_t* x, bfloat16_t* w1, bfloat16_t* w2, bfloat16_
         std::vector<unsigned char> h_bytes = workspace((B * 256) * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // ffn.pto:5:9
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
         {  // ffn.pto:5:9
-            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div(4, max_i64(ceil_div(4, max_i64(24 / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1);  // ffn.pto:5:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32 * 4, max_i64(((B + 31) / 32 * 4 + 23) / 24, 1)), 1);  // ffn.pto:5:9
             bool ffn_bf16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t ffn_bf16_k0_block = 0; ffn_bf16_k0_block < ffn_bf16_k0_blocks; ++ffn_bf16_k0_block) {  // ffn.pto:5:9

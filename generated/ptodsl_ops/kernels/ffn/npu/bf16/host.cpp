@@ -198,11 +198,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -226,7 +221,7 @@ extern "C" int ffn_bf16(int32_t device, void* stream, bfloat16_t* x, bfloat16_t*
         }
         bfloat16_t* h = reinterpret_cast<bfloat16_t*>(h_bytes.data());  // ffn.pto:5:9
         {  // ffn.pto:5:9
-            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div(4, max_i64(ceil_div(4, max_i64(24 / max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((B + 31) / 32, ceil_div((B + 31) / 32, max_i64(min_i64(6, (B + 31) / 32), 1))), 1);  // ffn.pto:5:9
+            const int64_t ffn_bf16_k0_blocks = max_i64(ceil_div((B + 31) / 32 * 4, max_i64(((B + 31) / 32 * 4 + 23) / 24, 1)), 1);  // ffn.pto:5:9
             ffn_bf16_k0_launch(ffn_bf16_k0_blocks, ptodsl_stream, w1, x, h, B);  // ffn.pto:5:9
             if (!launched("the launch of ffn_bf16_k0")) {  // ffn.pto:5:9
                 return -1;  // ffn.pto:5:9

@@ -20,113 +20,173 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void flash_attn_f16_k7(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale)
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
+    return b > a ? b : a;
+}
+
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void flash_attn_f16_k7(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void flash_attn_f16_k7(__gm__ half* kj_last, __gm__ half* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale)
+#endif
+{
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT151 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT152 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT148 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT149 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT150 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT152 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT154 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT155 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
-    using TileT156 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT157 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B0 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B0 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B0 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B0 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT154B1 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT155B1 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
+    using TileT156B1 = Tile<TileType::Mat, half, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT157B1 = TileRight<half, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT160 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT161 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g147 = 0; _g147 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g147) {  // flash_attn.pto:11:13
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+    for (int64_t _g147 = floor_div(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), max_i64((S + 63) / 64, 1)); _g147 < ceil_div(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count)), max_i64((S + 63) / 64, 1)); ++_g147) {  // flash_attn.pto:11:13
         TileT151 t151(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
         TASSIGN(t151, 0);  // flash_attn.pto:11:13
+        TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+        TASSIGN(t152, 0);  // flash_attn.pto:11:13
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
         GmView0 kj_lastGm0(kj_last + _g147 * 64 * D, GmView0::Shape(t151.GetValidRow(), t151.GetValidCol()), GmView0::Stride(D));  // flash_attn.pto:11:13
         TLOAD(t151, kj_lastGm0);  // flash_attn.pto:11:13
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        TMOV(t152, t151);  // flash_attn.pto:11:13
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
         set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g146 = 0; _g146 < (S + 63) / 64; ++_g146) {  // flash_attn.pto:11:13
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g146 = max_i64(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) - _g147 * max_i64((S + 63) / 64, 1), 0); _g146 < min_i64(block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count) + min_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64) - block_index * ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), block_count)) - _g147 * max_i64((S + 63) / 64, 1), (S + 63) / 64); ++_g146) {  // flash_attn.pto:11:13
             pipe_barrier(PIPE_V);
             TileT148 t148(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t148, 0);  // flash_attn.pto:11:13
             TileT149 t149(min_i64(S - _g146 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
-            TASSIGN(t149, 8192);  // flash_attn.pto:11:13
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            TASSIGN(t149, 0);  // flash_attn.pto:11:13
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
             GmView1 qGm1(q + _g146 * 64 * D, GmView1::Shape(t149.GetValidRow(), t149.GetValidCol()), GmView1::Stride(D));  // flash_attn.pto:11:13
             TLOAD(t149, qGm1);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TileT150 t150(min_i64(S - _g146 * 64, 64), min_i64(D, 64));  // flash_attn.pto:11:13
             TASSIGN(t150, 0);  // flash_attn.pto:11:13
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t150, t149);  // flash_attn.pto:11:13
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            TileT152 t152(min_i64(D, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-            TASSIGN(t152, 0);  // flash_attn.pto:11:13
-            TMOV(t152, t151);  // flash_attn.pto:11:13
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t148, t150, t152);  // flash_attn.pto:11:13
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            for (int64_t _k153 = 1; _k153 < (D + 63) / 64; ++_k153) {  // flash_attn.pto:11:13
-                TileT154 t154(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t154, 8192);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+            for (int64_t _k153_db = 0; _k153_db < (max_i64((D + 63) / 64 - 1, 0) + 1) / 2; ++_k153_db) {  // flash_attn.pto:11:13
+                TileT154B0 t154_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t154_b0, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
-                GmView2 qGm2(q + _g146 * 64 * D + _k153 * 64, GmView2::Shape(t154.GetValidRow(), t154.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t154, qGm2);  // flash_attn.pto:11:13
+                GmView2 qGm2(q + _g146 * 64 * D + (1 + _k153_db * 2) * 64, GmView2::Shape(t154_b0.GetValidRow(), t154_b0.GetValidCol()), GmView2::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t154_b0, qGm2);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT155 t155(min_i64(S - _g146 * 64, 64), min_i64(D - _k153 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t155, 0);  // flash_attn.pto:11:13
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TileT155B0 t155_b0(min_i64(S - _g146 * 64, 64), min_i64(D - (1 + _k153_db * 2) * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t155_b0, 0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t155, t154);  // flash_attn.pto:11:13
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-                TileT156 t156(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t156, 8192);  // flash_attn.pto:11:13
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TMOV(t155_b0, t154_b0);  // flash_attn.pto:11:13
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT156B0 t156_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t156_b0, 8192);  // flash_attn.pto:11:13
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
-                GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + _k153 * 64, GmView3::Shape(t156.GetValidRow(), t156.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
-                TLOAD(t156, kj_lastGm3);  // flash_attn.pto:11:13
+                GmView3 kj_lastGm3(kj_last + _g147 * 64 * D + (1 + _k153_db * 2) * 64, GmView3::Shape(t156_b0.GetValidRow(), t156_b0.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:11:13
+                TLOAD(t156_b0, kj_lastGm3);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT157 t157(min_i64(D - _k153 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
-                TASSIGN(t157, 0);  // flash_attn.pto:11:13
+                TileT157B0 t157_b0(min_i64(D - (1 + _k153_db * 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                TASSIGN(t157_b0, 8192);  // flash_attn.pto:11:13
                 wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t157, t156);  // flash_attn.pto:11:13
+                TMOV(t157_b0, t156_b0);  // flash_attn.pto:11:13
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t148, t148, t155, t157);  // flash_attn.pto:11:13
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TMATMUL_ACC(t148, t148, t155_b0, t157_b0);  // flash_attn.pto:11:13
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k153_dr = 0; _k153_dr < min_i64(max_i64((D + 63) / 64 - 1, 0) - (_k153_db * 2 + 1), 1); ++_k153_dr) {  // flash_attn.pto:11:13
+                    TileT154B1 t154_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t154_b1, 16384);  // flash_attn.pto:11:13
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:11:13
+                    GmView4 qGm4(q + _g146 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView4::Shape(t154_b1.GetValidRow(), t154_b1.GetValidCol()), GmView4::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t154_b1, qGm4);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT155B1 t155_b1(min_i64(S - _g146 * 64, 64), min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t155_b1, 8192);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t155_b1, t154_b1);  // flash_attn.pto:11:13
+                    TileT156B1 t156_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t156_b1, 24576);  // flash_attn.pto:11:13
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // flash_attn.pto:11:13
+                    GmView5 kj_lastGm5(kj_last + _g147 * 64 * D + (_k153_db * 2 + _k153_dr + 2) * 64, GmView5::Shape(t156_b1.GetValidRow(), t156_b1.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:11:13
+                    TLOAD(t156_b1, kj_lastGm5);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TileT157B1 t157_b1(min_i64(D - (_k153_db * 2 + _k153_dr + 2) * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
+                    TASSIGN(t157_b1, 16384);  // flash_attn.pto:11:13
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TMOV(t157_b1, t156_b1);  // flash_attn.pto:11:13
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t148, t148, t155_b1, t157_b1);  // flash_attn.pto:11:13
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
             wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView4 t0_lastGm4(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView4::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(t0_lastGm4, t148);  // flash_attn.pto:11:13
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView6 t0_lastGm6(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView6::Shape(t148.GetValidRow(), t148.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(t0_lastGm6, t148);  // flash_attn.pto:11:13
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             TileT160 t160(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
             TASSIGN(t160, 0);  // flash_attn.pto:11:13
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView5 t0_lastGm5(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView5::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
-            TLOAD(t160, t0_lastGm5);  // flash_attn.pto:11:13
+            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView7 t0_lastGm7(t0_last + _g146 * 64 * 64 + _g147 * 64, GmView7::Shape(t160.GetValidRow(), t160.GetValidCol()));  // flash_attn.pto:11:13
+            TLOAD(t160, t0_lastGm7);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             set_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
             TileT161 t161(min_i64(S - _g146 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g147 * 64, 64));  // flash_attn.pto:11:13
@@ -137,16 +197,20 @@ extern "C" __global__ AICORE void flash_attn_f16_k7(__gm__ half* kj_last, __gm__
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
-            GmView6 s_lastGm6(s_last + _g146 * 64 * 64 + _g147 * 64, GmView6::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
-            TSTORE(s_lastGm6, t161);  // flash_attn.pto:11:13
+            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:11:13
+            GmView8 s_lastGm8(s_last + _g146 * 64 * 64 + _g147 * 64, GmView8::Shape(t161.GetValidRow(), t161.GetValidCol()));  // flash_attn.pto:11:13
+            TSTORE(s_lastGm8, t161);  // flash_attn.pto:11:13
             set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         }
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_FIX, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

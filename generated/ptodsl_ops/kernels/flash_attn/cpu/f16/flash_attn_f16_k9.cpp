@@ -20,8 +20,16 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void flash_attn_f16_k9(__gm__ half* t15_last, __gm__ half* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count)
+#else
 extern "C" __global__ AICORE void flash_attn_f16_k9(__gm__ half* t15_last, __gm__ half* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT213 = TileAcc<float, 64, 64, DYNAMIC, DYNAMIC>;
     using TileT214 = Tile<TileType::Mat, half, 64, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT215 = TileLeft<half, 64, 64, DYNAMIC, DYNAMIC>;
@@ -37,7 +45,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k9(__gm__ half* t15_last, __gm_
     using TileT229 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g211 = 0; _g211 < (S + 63) / 64; ++_g211) {  // flash_attn.pto:22:36
+    for (int64_t _g211 = block_index * ceil_div((S + 63) / 64, block_count); _g211 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g211) {  // flash_attn.pto:22:36
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
@@ -81,7 +89,7 @@ extern "C" __global__ AICORE void flash_attn_f16_k9(__gm__ half* t15_last, __gm_
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _k218 = 1; _k218 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k218) {  // flash_attn.pto:22:36
+            for (int64_t _k218 = 1; _k218 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k218) {  // flash_attn.pto:22:36
                 TileT219 t219(min_i64(S - _g211 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k218 * 64, 64));  // flash_attn.pto:22:36
                 TASSIGN(t219, 0);  // flash_attn.pto:22:36
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:36

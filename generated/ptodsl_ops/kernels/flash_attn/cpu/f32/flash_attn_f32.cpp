@@ -11,20 +11,23 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale);
+extern "C" __global__ AICORE void flash_attn_f32_k0(__gm__ float* kj_first, __gm__ float* q, __gm__ float* t0_first, __gm__ float* s_first, int64_t L, int64_t D, int64_t S, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k1p1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k1p2(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k1p2p1(__gm__ float* s_first, __gm__ float* m, __gm__ float* t2_first, __gm__ float* p_first, __gm__ float* l, __gm__ float* t5_first, int64_t S, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k2(__gm__ float* vj_first, __gm__ float* t5_first, __gm__ float* acc, int64_t D, int64_t L, int64_t S, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k3(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k4(__gm__ float* kj, __gm__ float* q, __gm__ float* t0, __gm__ float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale);
 extern "C" __global__ AICORE void flash_attn_f32_k5(__gm__ float* s, __gm__ float* m, __gm__ float* m_new, __gm__ float* alpha, __gm__ float* t8, __gm__ float* p_1, __gm__ float* l, __gm__ float* t10, __gm__ float* acc, __gm__ float* t13, __gm__ float* t15, int64_t S, int64_t L, int64_t j, int64_t D);
 extern "C" __global__ AICORE void flash_attn_f32_k6(__gm__ float* t15, __gm__ float* vj, __gm__ float* t14, __gm__ float* t13, __gm__ float* acc, __gm__ float* m_new, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t j);
-extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale);
+extern "C" __global__ AICORE void flash_attn_f32_k7(__gm__ float* kj_last, __gm__ float* q, __gm__ float* t0_last, __gm__ float* s_last, int64_t L, int64_t D, int64_t S, float scale, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k8p1(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k8p2(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L);
+extern "C" __global__ AICORE void flash_attn_f32_k8p2p1(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k8p2p2(__gm__ float* s_last, __gm__ float* m, __gm__ float* m_new_last, __gm__ float* alpha_last, __gm__ float* t8_last, __gm__ float* p_1_last, __gm__ float* l, __gm__ float* t10_last, __gm__ float* acc, __gm__ float* t13_last, __gm__ float* t15_last, int64_t S, int64_t L, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void flash_attn_f32_k9(__gm__ float* t15_last, __gm__ float* vj_last, __gm__ float* t14_last, __gm__ float* t13_last, __gm__ float* acc, __gm__ float* m_new_last, __gm__ float* m, int64_t S, int64_t D, int64_t L, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void flash_attn_f32_k10(__gm__ float* acc, __gm__ float* l, __gm__ float* o, int64_t S, int64_t D, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
@@ -98,8 +101,31 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             float* s_first = reinterpret_cast<float*>(s_first_bytes.data());  // flash_attn.pto:11:13
             std::vector<unsigned char> t2_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:21
             float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
-            start_launch(poison);  // flash_attn.pto:11:13
-            flash_attn_f32_k0(kj_first, q, t0_first, s_first, L, D, S, scale);  // flash_attn.pto:11:13
+            {  // flash_attn.pto:11:13
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:11:13
+                bool flash_attn_f32_k0_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k0_block = 0; flash_attn_f32_k0_block < flash_attn_f32_k0_blocks; ++flash_attn_f32_k0_block) {  // flash_attn.pto:11:13
+                    try {
+                        start_launch(poison);  // flash_attn.pto:11:13
+                        flash_attn_f32_k0(kj_first, q, t0_first, s_first, L, D, S, scale, flash_attn_f32_k0_block, flash_attn_f32_k0_blocks);  // flash_attn.pto:11:13
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k0_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k0_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             std::vector<unsigned char> p_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
             float* p_first = reinterpret_cast<float*>(p_first_bytes.data());  // flash_attn.pto:14:17
             std::vector<unsigned char> t5_first_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:16:29
@@ -179,8 +205,33 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                 }
 #endif
             }
+            {  // flash_attn.pto:13:20
+                const int64_t flash_attn_f32_k1p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
+                bool flash_attn_f32_k1p2p1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k1p2p1_block = 0; flash_attn_f32_k1p2p1_block < flash_attn_f32_k1p2p1_blocks; ++flash_attn_f32_k1p2p1_block) {  // flash_attn.pto:13:20
+                    try {
+                        start_launch(poison);  // flash_attn.pto:13:20
+                        flash_attn_f32_k1p2p1(s_first, m, t2_first, p_first, l, t5_first, S, L, flash_attn_f32_k1p2p1_block, flash_attn_f32_k1p2p1_blocks);  // flash_attn.pto:13:20
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k1p2p1_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k1p2p1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // flash_attn.pto:16:22
-                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // flash_attn.pto:16:22
+                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:16:22
                 bool flash_attn_f32_k2_block_no_memory = false;
                 #pragma omp parallel for schedule(static)
                 for (int64_t flash_attn_f32_k2_block = 0; flash_attn_f32_k2_block < flash_attn_f32_k2_blocks; ++flash_attn_f32_k2_block) {  // flash_attn.pto:16:22
@@ -277,8 +328,31 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
             float* alpha_last = reinterpret_cast<float*>(alpha_last_bytes.data());  // flash_attn.pto:19:21
             std::vector<unsigned char> t8_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:21
             float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
-            start_launch(poison);  // flash_attn.pto:11:13
-            flash_attn_f32_k7(kj_last, q, t0_last, s_last, L, D, S, scale);  // flash_attn.pto:11:13
+            {  // flash_attn.pto:11:13
+                const int64_t flash_attn_f32_k7_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // flash_attn.pto:11:13
+                bool flash_attn_f32_k7_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k7_block = 0; flash_attn_f32_k7_block < flash_attn_f32_k7_blocks; ++flash_attn_f32_k7_block) {  // flash_attn.pto:11:13
+                    try {
+                        start_launch(poison);  // flash_attn.pto:11:13
+                        flash_attn_f32_k7(kj_last, q, t0_last, s_last, L, D, S, scale, flash_attn_f32_k7_block, flash_attn_f32_k7_blocks);  // flash_attn.pto:11:13
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k7_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k7_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             std::vector<unsigned char> p_1_last_bytes = workspace((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
             float* p_1_last = reinterpret_cast<float*>(p_1_last_bytes.data());  // flash_attn.pto:20:17
             std::vector<unsigned char> t10_last_bytes = workspace(S * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:21:20
@@ -364,8 +438,81 @@ extern "C" int flash_attn_f32(float* q, float* k, float* v, float* o, float scal
                 }
 #endif
             }
-            start_launch(poison);  // flash_attn.pto:22:36
-            flash_attn_f32_k9(t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
+            {  // flash_attn.pto:18:32
+                const int64_t flash_attn_f32_k8p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
+                bool flash_attn_f32_k8p2p1_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k8p2p1_block = 0; flash_attn_f32_k8p2p1_block < flash_attn_f32_k8p2p1_blocks; ++flash_attn_f32_k8p2p1_block) {  // flash_attn.pto:18:32
+                    try {
+                        start_launch(poison);  // flash_attn.pto:18:32
+                        flash_attn_f32_k8p2p1(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p2p1_block, flash_attn_f32_k8p2p1_blocks);  // flash_attn.pto:18:32
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k8p2p1_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k8p2p1_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
+            {  // flash_attn.pto:18:32
+                const int64_t flash_attn_f32_k8p2p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
+                bool flash_attn_f32_k8p2p2_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k8p2p2_block = 0; flash_attn_f32_k8p2p2_block < flash_attn_f32_k8p2p2_blocks; ++flash_attn_f32_k8p2p2_block) {  // flash_attn.pto:18:32
+                    try {
+                        start_launch(poison);  // flash_attn.pto:18:32
+                        flash_attn_f32_k8p2p2(s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D, flash_attn_f32_k8p2p2_block, flash_attn_f32_k8p2p2_blocks);  // flash_attn.pto:18:32
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k8p2p2_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k8p2p2_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
+            {  // flash_attn.pto:22:36
+                const int64_t flash_attn_f32_k9_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:22:36
+                bool flash_attn_f32_k9_block_no_memory = false;
+                #pragma omp parallel for schedule(static)
+                for (int64_t flash_attn_f32_k9_block = 0; flash_attn_f32_k9_block < flash_attn_f32_k9_blocks; ++flash_attn_f32_k9_block) {  // flash_attn.pto:22:36
+                    try {
+                        start_launch(poison);  // flash_attn.pto:22:36
+                        flash_attn_f32_k9(t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L, flash_attn_f32_k9_block, flash_attn_f32_k9_blocks);  // flash_attn.pto:22:36
+#ifdef PTO_CPU_SUBSET
+                    } catch (const pto::cpu::Failure&) {
+#endif
+                    } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                        flash_attn_f32_k9_block_no_memory = true;
+                    }
+                }
+                if (flash_attn_f32_k9_block_no_memory) {
+                    throw std::bad_alloc();
+                }
+#ifdef PTO_CPU_SUBSET
+                if (pto::cpu::failed()) {
+                    throw pto::cpu::Failure{};
+                }
+#endif
+            }
             {  // flash_attn.pto:25:25
                 const int64_t flash_attn_f32_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25
                 bool flash_attn_f32_k10_block_no_memory = false;

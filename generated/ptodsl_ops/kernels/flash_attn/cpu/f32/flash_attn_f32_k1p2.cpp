@@ -33,22 +33,16 @@ extern "C" __global__ AICORE void flash_attn_f32_k1p2(__gm__ float* s_first, __g
     using TileT32 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT34 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT35 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g31 = block_index * ceil_div((S + 63) / 64, block_count); _g31 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g31) {  // flash_attn.pto:15:20
         pipe_barrier(PIPE_V);
         TileT32 t32(min_i64(S - _g31 * 64, 64));  // flash_attn.pto:15:20
         TASSIGN(t32, 0);  // flash_attn.pto:15:20
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TEXPANDS(t32, 0.0f);  // flash_attn.pto:15:20
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
         for (int64_t _k33 = 0; _k33 < (min_i64(L, 64) + 63) / 64; ++_k33) {  // flash_attn.pto:15:20
@@ -57,49 +51,24 @@ extern "C" __global__ AICORE void flash_attn_f32_k1p2(__gm__ float* s_first, __g
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:15:20
             GmView0 p_firstGm0(p_first + _g31 * 64 * 64 + _k33 * 64, GmView0::Shape(t34.GetValidRow(), t34.GetValidCol()));  // flash_attn.pto:15:20
             TLOAD(t34, p_firstGm0);  // flash_attn.pto:15:20
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT35 t35(min_i64(S - _g31 * 64, 64));  // flash_attn.pto:15:20
             TASSIGN(t35, 18432);  // flash_attn.pto:15:20
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // flash_attn.pto:15:20
             TASSIGN(tmp0, 20480);  // flash_attn.pto:15:20
             TROWSUM(t35, t34, tmp0);  // flash_attn.pto:15:20
             pipe_barrier(PIPE_V);
             TADD(t32, t32, t35);  // flash_attn.pto:15:20
         }
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:15:20
         GmView1 lGm1(l + _g31 * 64, GmView1::Shape(t32.GetValidRow()));  // flash_attn.pto:15:20
         TSTORE(lGm1, t32);  // flash_attn.pto:15:20
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g37 = 0; _g37 < (min_i64(L, 64) + 63) / 64; ++_g37) {  // flash_attn.pto:16:29
-            TileT38 t38(min_i64(S - _g31 * 64, 64), min_i64(min_i64(L, 64) - _g37 * 64, 64));  // flash_attn.pto:16:29
-            TASSIGN(t38, 0);  // flash_attn.pto:16:29
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView2 p_firstGm2(p_first + _g31 * 64 * 64 + _g37 * 64, GmView2::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
-            TLOAD(t38, p_firstGm2);  // flash_attn.pto:16:29
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:16:29
-            GmView3 t5_firstGm3(t5_first + _g31 * 64 * 64 + _g37 * 64, GmView3::Shape(t38.GetValidRow(), t38.GetValidCol()));  // flash_attn.pto:16:29
-            TSTORE(t5_firstGm3, t38);  // flash_attn.pto:16:29
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

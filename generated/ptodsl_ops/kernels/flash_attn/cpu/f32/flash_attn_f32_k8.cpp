@@ -55,7 +55,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k164 = 0; _k164 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k164) {  // flash_attn.pto:18:32
+        for (int64_t _k164 = 0; _k164 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k164) {  // flash_attn.pto:18:32
             TileT165 t165(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k164 * 64, 64));  // flash_attn.pto:18:32
             TASSIGN(t165, 2048);  // flash_attn.pto:18:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:18:32
@@ -107,7 +107,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8(__gm__ float* s_last, __gm__
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         pipe_barrier(PIPE_V);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g179 = 0; _g179 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g179) {  // flash_attn.pto:20:21
+        for (int64_t _g179 = 0; _g179 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g179) {  // flash_attn.pto:20:21
             TileT180 t180(min_i64(S - _g162 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g179 * 64, 64));  // flash_attn.pto:20:21
             TASSIGN(t180, 6144);  // flash_attn.pto:20:21
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:21

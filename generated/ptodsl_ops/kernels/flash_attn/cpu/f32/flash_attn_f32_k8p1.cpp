@@ -44,7 +44,7 @@ extern "C" __global__ AICORE void flash_attn_f32_k8p1(__gm__ float* s_last, __gm
         wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g185 = 0; _g185 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g185) {  // flash_attn.pto:20:17
+        for (int64_t _g185 = 0; _g185 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_g185) {  // flash_attn.pto:20:17
             TileT186 t186(min_i64(S - _g184 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g185 * 64, 64));  // flash_attn.pto:20:17
             TASSIGN(t186, 0);  // flash_attn.pto:20:17
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:20:17

@@ -35,45 +35,35 @@ extern "C" __global__ AICORE void flash_attn_f32_k8p2(__gm__ float* s_last, __gm
     using TileT196 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT198 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT200 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT203 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT204 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 1>;
-    using TileT206 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT209 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 64, 64, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 64, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     for (int64_t _g192 = block_index * ceil_div((S + 63) / 64, block_count); _g192 < block_index * ceil_div((S + 63) / 64, block_count) + min_i64(ceil_div((S + 63) / 64, block_count), (S + 63) / 64 - block_index * ceil_div((S + 63) / 64, block_count)); ++_g192) {  // flash_attn.pto:21:32
         pipe_barrier(PIPE_V);
         TileT193 t193(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
         TASSIGN(t193, 0);  // flash_attn.pto:21:32
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TEXPANDS(t193, 0.0f);  // flash_attn.pto:21:32
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         pipe_barrier(PIPE_V);
-        for (int64_t _k194 = 0; _k194 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_k194) {  // flash_attn.pto:21:32
+        for (int64_t _k194 = 0; _k194 < (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64; ++_k194) {  // flash_attn.pto:21:32
             TileT195 t195(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _k194 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t195, 2048);  // flash_attn.pto:21:32
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:21:32
             GmView0 p_1_lastGm0(p_1_last + _g192 * 64 * 64 + _k194 * 64, GmView0::Shape(t195.GetValidRow(), t195.GetValidCol()));  // flash_attn.pto:21:32
             TLOAD(t195, p_1_lastGm0);  // flash_attn.pto:21:32
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileT196 t196(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:32
             TASSIGN(t196, 18432);  // flash_attn.pto:21:32
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp0;  // flash_attn.pto:21:32
-            TASSIGN(tmp0, 34816);  // flash_attn.pto:21:32
+            TASSIGN(tmp0, 20480);  // flash_attn.pto:21:32
             TROWSUM(t196, t195, tmp0);  // flash_attn.pto:21:32
             pipe_barrier(PIPE_V);
             TADD(t193, t193, t196);  // flash_attn.pto:21:32
         }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         TileT198 t198(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t198, 2048);  // flash_attn.pto:21:20
@@ -81,82 +71,21 @@ extern "C" __global__ AICORE void flash_attn_f32_k8p2(__gm__ float* s_last, __gm
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView1 t10_lastGm1(t10_last + _g192 * 64, GmView1::Shape(t198.GetValidRow()));  // flash_attn.pto:21:20
         TLOAD(t198, t10_lastGm1);  // flash_attn.pto:21:20
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TileT200 t200(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:21:20
         TASSIGN(t200, 4096);  // flash_attn.pto:21:20
         pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TADD(t200, t198, t193);  // flash_attn.pto:21:20
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:21:20
         GmView2 lGm2(l + _g192 * 64, GmView2::Shape(t200.GetValidRow()));  // flash_attn.pto:21:20
         TSTORE(lGm2, t200);  // flash_attn.pto:21:20
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g202 = 0; _g202 < (D + 63) / 64; ++_g202) {  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);
-            TileT203 t203(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t203, 0);  // flash_attn.pto:22:22
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView3 accGm3(acc + _g192 * 64 * D + _g202 * 64, GmView3::Shape(t203.GetValidRow(), t203.GetValidCol()), GmView3::Stride(D));  // flash_attn.pto:22:22
-            TLOAD(t203, accGm3);  // flash_attn.pto:22:22
-            TileT204 t204(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t204, 16384);  // flash_attn.pto:22:22
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // flash_attn.pto:22:22
-            GmView4 alpha_lastGm4(alpha_last + _g192 * 64, GmView4::Shape(t204.GetValidRow()));  // flash_attn.pto:22:22
-            TLOAD(t204, alpha_lastGm4);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT206 t206(min_i64(S - _g192 * 64, 64), min_i64(D - _g202 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(t206, 18432);  // flash_attn.pto:22:22
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(S - _g192 * 64, 64));  // flash_attn.pto:22:22
-            TASSIGN(tmp1, 34816);  // flash_attn.pto:22:22
-            TROWEXPAND(tmp1, t204);  // flash_attn.pto:22:22
-            pipe_barrier(PIPE_V);  // flash_attn.pto:22:22
-            TROWEXPANDMUL(t206, t203, tmp1);  // flash_attn.pto:22:22
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // flash_attn.pto:22:22
-            GmView5 t13_lastGm5(t13_last + _g192 * 64 * D + _g202 * 64, GmView5::Shape(t206.GetValidRow(), t206.GetValidCol()), GmView5::Stride(D));  // flash_attn.pto:22:22
-            TSTORE(t13_lastGm5, t206);  // flash_attn.pto:22:22
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g208 = 0; _g208 < ceil_div(min_i64(L - ((L + 63) / 64 - 1) * 64, 64), 64); ++_g208) {  // flash_attn.pto:22:43
-            TileT209 t209(min_i64(S - _g192 * 64, 64), min_i64(min_i64(L - ((L + 63) / 64 - 1) * 64, 64) - _g208 * 64, 64));  // flash_attn.pto:22:43
-            TASSIGN(t209, 0);  // flash_attn.pto:22:43
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView6 p_1_lastGm6(p_1_last + _g192 * 64 * 64 + _g208 * 64, GmView6::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-            TLOAD(t209, p_1_lastGm6);  // flash_attn.pto:22:43
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 64, 1>>;  // flash_attn.pto:22:43
-            GmView7 t15_lastGm7(t15_last + _g192 * 64 * 64 + _g208 * 64, GmView7::Shape(t209.GetValidRow(), t209.GetValidCol()));  // flash_attn.pto:22:43
-            TSTORE(t15_lastGm7, t209);  // flash_attn.pto:22:43
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
 }

@@ -17,6 +17,7 @@ extern "C" void flash_attn_f32_k0_launch(uint32_t block_dim, void* stream, float
 extern "C" void flash_attn_f32_k1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
 extern "C" void flash_attn_f32_k1p1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
 extern "C" void flash_attn_f32_k1p2_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
+extern "C" void flash_attn_f32_k1p2p1_launch(uint32_t block_dim, void* stream, float* s_first, float* m, float* t2_first, float* p_first, float* l, float* t5_first, int64_t S, int64_t L);
 extern "C" void flash_attn_f32_k2_launch(uint32_t block_dim, void* stream, float* vj_first, float* t5_first, float* acc, int64_t D, int64_t L, int64_t S);
 extern "C" void flash_attn_f32_k3_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
 extern "C" void flash_attn_f32_k4_launch(uint32_t block_dim, void* stream, float* kj, float* q, float* t0, float* s, int64_t L, int64_t j, int64_t D, int64_t S, float scale);
@@ -26,6 +27,8 @@ extern "C" void flash_attn_f32_k7_launch(uint32_t block_dim, void* stream, float
 extern "C" void flash_attn_f32_k8_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
 extern "C" void flash_attn_f32_k8p1_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
 extern "C" void flash_attn_f32_k8p2_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
+extern "C" void flash_attn_f32_k8p2p1_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
+extern "C" void flash_attn_f32_k8p2p2_launch(uint32_t block_dim, void* stream, float* s_last, float* m, float* m_new_last, float* alpha_last, float* t8_last, float* p_1_last, float* l, float* t10_last, float* acc, float* t13_last, float* t15_last, int64_t S, int64_t L, int64_t D);
 extern "C" void flash_attn_f32_k9_launch(uint32_t block_dim, void* stream, float* t15_last, float* vj_last, float* t14_last, float* t13_last, float* acc, float* m_new_last, float* m, int64_t S, int64_t D, int64_t L);
 extern "C" void flash_attn_f32_k10_launch(uint32_t block_dim, void* stream, float* acc, float* l, float* o, int64_t S, int64_t D);
 
@@ -263,9 +266,12 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
                 return -1;  // flash_attn.pto:14:21
             }
             float* t2_first = reinterpret_cast<float*>(t2_first_bytes.data());  // flash_attn.pto:14:21
-            flash_attn_f32_k0_launch(1, ptodsl_stream, kj_first, q, t0_first, s_first, L, D, S, scale);  // flash_attn.pto:11:13
-            if (!launched("the launch of flash_attn_f32_k0")) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
+            {  // flash_attn.pto:11:13
+                const int64_t flash_attn_f32_k0_blocks = max_i64(ceil_div((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64), max_i64(((min_i64(L, 64) + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:11:13
+                flash_attn_f32_k0_launch(flash_attn_f32_k0_blocks, ptodsl_stream, kj_first, q, t0_first, s_first, L, D, S, scale);  // flash_attn.pto:11:13
+                if (!launched("the launch of flash_attn_f32_k0")) {  // flash_attn.pto:11:13
+                    return -1;  // flash_attn.pto:11:13
+                }
             }
             DeviceWorkspace p_first_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:14:17
             if (ptodsl_failed) {  // flash_attn.pto:14:17
@@ -298,8 +304,15 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
                     return -1;  // flash_attn.pto:13:20
                 }
             }
+            {  // flash_attn.pto:13:20
+                const int64_t flash_attn_f32_k1p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L, 64) + 63) / 64, ceil_div((min_i64(L, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:13:20
+                flash_attn_f32_k1p2p1_launch(flash_attn_f32_k1p2p1_blocks, ptodsl_stream, s_first, m, t2_first, p_first, l, t5_first, S, L);  // flash_attn.pto:13:20
+                if (!launched("the launch of flash_attn_f32_k1p2p1")) {  // flash_attn.pto:13:20
+                    return -1;  // flash_attn.pto:13:20
+                }
+            }
             {  // flash_attn.pto:16:22
-                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, max_i64(24 / max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((S + 63) / 64, ceil_div((S + 63) / 64, max_i64(min_i64(24 / max_i64((D + 63) / 64, 1), (S + 63) / 64), 1))), 1);  // flash_attn.pto:16:22
+                const int64_t flash_attn_f32_k2_blocks = max_i64(ceil_div((D + 63) / 64 * ((S + 63) / 64), max_i64(((D + 63) / 64 * ((S + 63) / 64) + 23) / 24, 1)), 1);  // flash_attn.pto:16:22
                 flash_attn_f32_k2_launch(flash_attn_f32_k2_blocks, ptodsl_stream, vj_first, t5_first, acc, D, L, S);  // flash_attn.pto:16:22
                 if (!launched("the launch of flash_attn_f32_k2")) {  // flash_attn.pto:16:22
                     return -1;  // flash_attn.pto:16:22
@@ -411,9 +424,12 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
                 return -1;  // flash_attn.pto:20:21
             }
             float* t8_last = reinterpret_cast<float*>(t8_last_bytes.data());  // flash_attn.pto:20:21
-            flash_attn_f32_k7_launch(1, ptodsl_stream, kj_last, q, t0_last, s_last, L, D, S, scale);  // flash_attn.pto:11:13
-            if (!launched("the launch of flash_attn_f32_k7")) {  // flash_attn.pto:11:13
-                return -1;  // flash_attn.pto:11:13
+            {  // flash_attn.pto:11:13
+                const int64_t flash_attn_f32_k7_blocks = max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64 * ((S + 63) / 64), 24), 1)), 1);  // flash_attn.pto:11:13
+                flash_attn_f32_k7_launch(flash_attn_f32_k7_blocks, ptodsl_stream, kj_last, q, t0_last, s_last, L, D, S, scale);  // flash_attn.pto:11:13
+                if (!launched("the launch of flash_attn_f32_k7")) {  // flash_attn.pto:11:13
+                    return -1;  // flash_attn.pto:11:13
+                }
             }
             DeviceWorkspace p_1_last_bytes((S * 64) * static_cast<int64_t>(sizeof(float)), poison);  // flash_attn.pto:20:17
             if (ptodsl_failed) {  // flash_attn.pto:20:17
@@ -461,9 +477,26 @@ extern "C" int flash_attn_f32(int32_t device, void* stream, float* q, float* k, 
                     return -1;  // flash_attn.pto:18:32
                 }
             }
-            flash_attn_f32_k9_launch(1, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
-            if (!launched("the launch of flash_attn_f32_k9")) {  // flash_attn.pto:22:36
-                return -1;  // flash_attn.pto:22:36
+            {  // flash_attn.pto:18:32
+                const int64_t flash_attn_f32_k8p2p1_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
+                flash_attn_f32_k8p2p1_launch(flash_attn_f32_k8p2p1_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
+                if (!launched("the launch of flash_attn_f32_k8p2p1")) {  // flash_attn.pto:18:32
+                    return -1;  // flash_attn.pto:18:32
+                }
+            }
+            {  // flash_attn.pto:18:32
+                const int64_t flash_attn_f32_k8p2p2_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, ceil_div((min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (min_i64(L - ((L + 63) / 64 - 1) * 64, 64) + 63) / 64), 1))), 1);  // flash_attn.pto:18:32
+                flash_attn_f32_k8p2p2_launch(flash_attn_f32_k8p2p2_blocks, ptodsl_stream, s_last, m, m_new_last, alpha_last, t8_last, p_1_last, l, t10_last, acc, t13_last, t15_last, S, L, D);  // flash_attn.pto:18:32
+                if (!launched("the launch of flash_attn_f32_k8p2p2")) {  // flash_attn.pto:18:32
+                    return -1;  // flash_attn.pto:18:32
+                }
+            }
+            {  // flash_attn.pto:22:36
+                const int64_t flash_attn_f32_k9_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(((S + 63) / 64 + 23) / 24, 1)), 1);  // flash_attn.pto:22:36
+                flash_attn_f32_k9_launch(flash_attn_f32_k9_blocks, ptodsl_stream, t15_last, vj_last, t14_last, t13_last, acc, m_new_last, m, S, D, L);  // flash_attn.pto:22:36
+                if (!launched("the launch of flash_attn_f32_k9")) {  // flash_attn.pto:22:36
+                    return -1;  // flash_attn.pto:22:36
+                }
             }
             {  // flash_attn.pto:25:25
                 const int64_t flash_attn_f32_k10_blocks = max_i64(ceil_div((S + 63) / 64, max_i64(ceil_div((S + 63) / 64, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((S + 63) / 64, 1), (D + 63) / 64), 1))), 1);  // flash_attn.pto:25:25

@@ -12,7 +12,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void gather_last_f16_k0(__gm__ int32_t* idx, __gm__ half* x, __gm__ half* picked, int64_t M, int64_t K, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t M, int64_t J, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t J, int64_t M, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -117,13 +117,13 @@ extern "C" int gather_last_f16(half* x, int32_t* idx, int64_t* cols, half* picke
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1);  // gather_last.pto:5:19
+        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, max_i64(48 / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1);  // gather_last.pto:5:19
         bool gather_last_f16_k1_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t gather_last_f16_k1_block = 0; gather_last_f16_k1_block < gather_last_f16_k1_blocks; ++gather_last_f16_k1_block) {  // gather_last.pto:5:19
             try {
                 start_launch(poison);  // gather_last.pto:5:19
-                gather_last_f16_k1(cols, x, selected, M, J, N, gather_last_f16_k1_block, gather_last_f16_k1_blocks);  // gather_last.pto:5:19
+                gather_last_f16_k1(cols, x, selected, J, M, N, gather_last_f16_k1_block, gather_last_f16_k1_blocks);  // gather_last.pto:5:19
 #ifdef PTO_CPU_SUBSET
             } catch (const pto::cpu::Failure&) {
 #endif

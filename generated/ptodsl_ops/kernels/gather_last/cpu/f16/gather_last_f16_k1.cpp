@@ -26,9 +26,9 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t M, int64_t J, int64_t N, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t J, int64_t M, int64_t N, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t M, int64_t J, int64_t N)
+extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm__ half* x, __gm__ half* selected, int64_t J, int64_t M, int64_t N)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
@@ -40,41 +40,46 @@ extern "C" __global__ AICORE void gather_last_f16_k1(__gm__ int64_t* cols, __gm_
     using TileT8 = Tile<TileType::Vec, half, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
 
     for (int64_t _top3 = 0; _top3 < 1; ++_top3) {  // gather_last.pto:5:19
-        for (int64_t _g4 = block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)); _g4 < block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)) + min_i64(ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)), M - block_index / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div(M, block_count / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1))); ++_g4) {  // gather_last.pto:5:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g5 = block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)); _g5 < block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)) + min_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1)), (J + 63) / 64 - block_index % max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1) * ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1))); ++_g5) {  // gather_last.pto:5:19
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g5 = block_index / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div((J + 63) / 64, block_count / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)); _g5 < block_index / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div((J + 63) / 64, block_count / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)) + min_i64(ceil_div((J + 63) / 64, block_count / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)), (J + 63) / 64 - block_index / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div((J + 63) / 64, block_count / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1))); ++_g5) {  // gather_last.pto:5:19
+            pipe_barrier(PIPE_V);
+            TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TASSIGN(t6, 0);  // gather_last.pto:5:19
+            TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
+            TASSIGN(t7, 512);  // gather_last.pto:5:19
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<int64_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
+            GmView0 colsGm0(cols + _g5 * 64, GmView0::Shape(t6.GetValidCol()));  // gather_last.pto:5:19
+            TLOAD(t6, colsGm0);  // gather_last.pto:5:19
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+            TCVT(t7, t6, RoundMode::CAST_RINT);  // gather_last.pto:5:19
+            pipe_barrier(PIPE_V);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            for (int64_t _g4 = block_index % max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div(M, max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)); _g4 < block_index % max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div(M, max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)) + min_i64(ceil_div(M, max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1)), M - block_index % max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1) * ceil_div(M, max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1))); ++_g4) {  // gather_last.pto:5:19
                 pipe_barrier(PIPE_V);
-                TileT6 t6(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
-                TASSIGN(t6, 0);  // gather_last.pto:5:19
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-                using GmView0 = GlobalTensor<int64_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
-                GmView0 colsGm0(cols + _g5 * 64, GmView0::Shape(t6.GetValidCol()));  // gather_last.pto:5:19
-                TLOAD(t6, colsGm0);  // gather_last.pto:5:19
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TileT7 t7(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
-                TASSIGN(t7, 512);  // gather_last.pto:5:19
-                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-                TCVT(t7, t6, RoundMode::CAST_RINT);  // gather_last.pto:5:19
                 TileT8 t8(min_i64(J - _g5 * 64, 64));  // gather_last.pto:5:19
                 TASSIGN(t8, 0);  // gather_last.pto:5:19
-                pipe_barrier(PIPE_V);
+                wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
                 using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // gather_last.pto:5:19
                 GmView1 xTable1(x + _g4 * N, GmView1::Shape(N));  // gather_last.pto:5:19
                 MGATHER<Coalesce::Elem, GatherOOB::Clamp>(t8, xTable1, t7);  // gather_last.pto:5:19
                 set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
                 wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // gather_last.pto:5:19
                 GmView2 selectedGm2(selected + _g4 * J + _g5 * 64, GmView2::Shape(t8.GetValidCol()), GmView2::Stride(J));  // gather_last.pto:5:19
                 TSTORE(selectedGm2, t8);  // gather_last.pto:5:19
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+                set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
             }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 extern "C" void gather_last_f16_k0_launch(uint32_t block_dim, void* stream, int32_t* idx, half* x, half* picked, int64_t M, int64_t K, int64_t N);
-extern "C" void gather_last_f16_k1_launch(uint32_t block_dim, void* stream, int64_t* cols, half* x, half* selected, int64_t M, int64_t J, int64_t N);
+extern "C" void gather_last_f16_k1_launch(uint32_t block_dim, void* stream, int64_t* cols, half* x, half* selected, int64_t J, int64_t M, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -254,8 +254,8 @@ extern "C" int gather_last_f16(int32_t device, void* stream, half* x, int32_t* i
         }
     }
     {  // gather_last.pto:5:19
-        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div(M, max_i64(ceil_div(M, max_i64(48 / max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((J + 63) / 64, ceil_div((J + 63) / 64, max_i64(min_i64(48 / max_i64(M, 1), (J + 63) / 64), 1))), 1);  // gather_last.pto:5:19
-        gather_last_f16_k1_launch(gather_last_f16_k1_blocks, ptodsl_stream, cols, x, selected, M, J, N);  // gather_last.pto:5:19
+        const int64_t gather_last_f16_k1_blocks = max_i64(ceil_div((J + 63) / 64, max_i64(ceil_div((J + 63) / 64, max_i64(48 / max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(M, ceil_div(M, max_i64(min_i64(48 / max_i64((J + 63) / 64, 1), M), 1))), 1);  // gather_last.pto:5:19
+        gather_last_f16_k1_launch(gather_last_f16_k1_blocks, ptodsl_stream, cols, x, selected, J, M, N);  // gather_last.pto:5:19
         if (!launched("the launch of gather_last_f16_k1")) {  // gather_last.pto:5:19
             return -1;  // gather_last.pto:5:19
         }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/gather_last_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches gather_last_f32_k1 on an NPU stream (vector core).
-extern "C" void gather_last_f32_k1_launch(uint32_t block_dim, void* stream, int64_t* cols, float* x, float* selected, int64_t M, int64_t J, int64_t N)
+extern "C" void gather_last_f32_k1_launch(uint32_t block_dim, void* stream, int64_t* cols, float* x, float* selected, int64_t J, int64_t M, int64_t N)
 {
-    gather_last_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ int64_t*)cols, (__gm__ float*)x, (__gm__ float*)selected, M, J, N);
+    gather_last_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ int64_t*)cols, (__gm__ float*)x, (__gm__ float*)selected, J, M, N);
 }

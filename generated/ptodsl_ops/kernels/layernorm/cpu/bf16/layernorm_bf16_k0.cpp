@@ -21,236 +21,141 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* beta, __gm__ bfloat16_t* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __gm__ bfloat16_t* beta, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* beta, __gm__ bfloat16_t* y, int64_t R, int64_t H, float eps)
+extern "C" __global__ AICORE void layernorm_bf16_k0(__gm__ bfloat16_t* gamma, __gm__ bfloat16_t* beta, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t H, int64_t R, float eps)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT27 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT28 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT11 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT16 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1Re1Re2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT28 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT31 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT36 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT38 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT39 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT44 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT26 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT32 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT34 = Tile<TileType::Vec, bfloat16_t, 1, 7424, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 7424, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT21 t21(H);  // layernorm.pto:7:47
+    TASSIGN(t21, 0);  // layernorm.pto:7:47
+    using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
+    GmView0 gammaGm0(gamma, GmView0::Shape(t21.GetValidCol()));  // layernorm.pto:7:47
+    TLOAD(t21, gammaGm0);  // layernorm.pto:7:47
     set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // layernorm.pto:3:5
-        pipe_barrier(PIPE_V);
-        __gm__ bfloat16_t* v0 = x + r * H;  // layernorm.pto:4:19
-        TileT3 t3;  // layernorm.pto:5:18
-        TASSIGN(t3, 0);  // layernorm.pto:5:18
-        TEXPANDS(t3, 0.0f);  // layernorm.pto:5:18
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm.pto:4:14
-            pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t1, 32);  // layernorm.pto:4:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t1, v0Gm0);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT2 t2(min_i64(H - _g0 * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t2, 2080);  // layernorm.pto:4:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t2, t1, RoundMode::CAST_RINT);  // layernorm.pto:4:14
-            TileT6 t6;  // layernorm.pto:5:18
-            TASSIGN(t6, 32);  // layernorm.pto:5:18
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // layernorm.pto:5:18
-            TASSIGN(tmp0, 14400);  // layernorm.pto:5:18
-            TROWSUM(t6, t2, tmp0);  // layernorm.pto:5:18
-            pipe_barrier(PIPE_V);
-            TADD(t3, t3, t6);  // layernorm.pto:5:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t3, t3, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
-        TileT16 t16;  // layernorm.pto:6:15
-        TASSIGN(t16, 32);  // layernorm.pto:6:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t16, 0.0f);  // layernorm.pto:6:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            TileT8 t8(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t8, 64);  // layernorm.pto:5:13
-            TileT1Re1 t1_re1(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t1_re1, 4160);  // layernorm.pto:4:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView1 v0Gm1(v0 + _g7 * 1024, GmView1::Shape(t1_re1.GetValidCol()), GmView1::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t1_re1, v0Gm1);  // layernorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t8, t1_re1, RoundMode::CAST_RINT);  // layernorm.pto:4:14
-            TileT11 t11(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t11, 4160);  // layernorm.pto:5:13
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // layernorm.pto:5:13
-            TASSIGN(view1, 0);  // layernorm.pto:5:13
-            TileTmp2 tmp2;  // layernorm.pto:5:13
-            TASSIGN(tmp2, 14400);  // layernorm.pto:5:13
-            TROWEXPANDSUB(t11, t8, view1, tmp2);  // layernorm.pto:5:13
-            TileT15 t15(min_i64(H - _g7 * 1024, 1024));  // layernorm.pto:6:20
-            TASSIGN(t15, 64);  // layernorm.pto:6:20
-            pipe_barrier(PIPE_V);
-            TMUL(t15, t11, t11);  // layernorm.pto:6:20
-            TileT19 t19;  // layernorm.pto:6:15
-            TASSIGN(t19, 4160);  // layernorm.pto:6:15
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm.pto:6:15
-            TASSIGN(tmp3, 14400);  // layernorm.pto:6:15
-            TROWSUM(t19, t15, tmp3);  // layernorm.pto:6:15
-            pipe_barrier(PIPE_V);
-            TADD(t16, t16, t19);  // layernorm.pto:6:15
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        TMULS(t16, t16, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
-        TileT21 t21;  // layernorm.pto:7:34
-        TASSIGN(t21, 64);  // layernorm.pto:7:34
-        pipe_barrier(PIPE_V);
-        TADDS(t21, t16, eps);  // layernorm.pto:7:34
-        TileT23 t23;  // layernorm.pto:7:28
-        TASSIGN(t23, 32);  // layernorm.pto:7:28
-        pipe_barrier(PIPE_V);
-        TRSQRT(t23, t21);  // layernorm.pto:7:28
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g24 = 0; _g24 < (H + 1023) / 1024; ++_g24) {  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TileT25 t25(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t25, 64);  // layernorm.pto:7:24
-            TileT8Re2 t8_re2(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:5:13
-            TASSIGN(t8_re2, 4160);  // layernorm.pto:5:13
-            TileT1Re1Re2 t1_re1_re2(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:4:14
-            TASSIGN(t1_re1_re2, 8256);  // layernorm.pto:4:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
-            GmView2 v0Gm2(v0 + _g24 * 1024, GmView2::Shape(t1_re1_re2.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
-            TLOAD(t1_re1_re2, v0Gm2);  // layernorm.pto:4:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t8_re2, t1_re1_re2, RoundMode::CAST_RINT);  // layernorm.pto:4:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TileView1 view4;  // layernorm.pto:5:13
-            TASSIGN(view4, 0);  // layernorm.pto:5:13
-            TileTmp2 tmp5;  // layernorm.pto:5:13
-            TASSIGN(tmp5, 14400);  // layernorm.pto:5:13
-            TROWEXPANDSUB(t25, t8_re2, view4, tmp5);  // layernorm.pto:5:13
-            TileT28 t28(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t28, 4160);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TileView1 view6;  // layernorm.pto:7:24
-            TASSIGN(view6, 32);  // layernorm.pto:7:24
-            TileTmp2 tmp7;  // layernorm.pto:7:24
-            TASSIGN(tmp7, 14400);  // layernorm.pto:7:24
-            TROWEXPANDMUL(t28, t25, view6, tmp7);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT30 t30(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
-            TASSIGN(t30, 64);  // layernorm.pto:7:47
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:47
-            GmView3 gammaGm3(gamma + _g24 * 1024, GmView3::Shape(t30.GetValidCol()));  // layernorm.pto:7:47
-            TLOAD(t30, gammaGm3);  // layernorm.pto:7:47
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT31 t31(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:47
-            TASSIGN(t31, 8256);  // layernorm.pto:7:47
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t31, t30, RoundMode::CAST_RINT);  // layernorm.pto:7:47
-            TileT36 t36(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t36, 64);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t36, t28, t31);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT38 t38(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
-            TASSIGN(t38, 4160);  // layernorm.pto:7:66
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
-            GmView4 betaGm4(beta + _g24 * 1024, GmView4::Shape(t38.GetValidCol()));  // layernorm.pto:7:66
-            TLOAD(t38, betaGm4);  // layernorm.pto:7:66
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT39 t39(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:66
-            TASSIGN(t39, 6208);  // layernorm.pto:7:66
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t39, t38, RoundMode::CAST_RINT);  // layernorm.pto:7:66
-            TileT44 t44(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:24
-            TASSIGN(t44, 10304);  // layernorm.pto:7:24
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDADD(t44, t36, t39);  // layernorm.pto:7:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TileT47 t47(min_i64(H - _g24 * 1024, 1024));  // layernorm.pto:7:19
-            TASSIGN(t47, 64);  // layernorm.pto:7:19
-            pipe_barrier(PIPE_V);
-            TCVT(t47, t44, RoundMode::CAST_RINT);  // layernorm.pto:7:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView5 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:19
-            GmView5 yGm5(y + r * H + _g24 * 1024, GmView5::Shape(t47.GetValidCol()), GmView5::Stride(H));  // layernorm.pto:7:19
-            TSTORE(yGm5, t47);  // layernorm.pto:7:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT22 t22(H);  // layernorm.pto:7:47
+    TASSIGN(t22, 14848);  // layernorm.pto:7:47
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    TCVT(t22, t21, RoundMode::CAST_RINT);  // layernorm.pto:7:47
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    TileT27 t27(H);  // layernorm.pto:7:66
+    TASSIGN(t27, 0);  // layernorm.pto:7:66
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm.pto:7:66
+    GmView1 betaGm1(beta, GmView1::Shape(t27.GetValidCol()));  // layernorm.pto:7:66
+    TLOAD(t27, betaGm1);  // layernorm.pto:7:66
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileT28 t28(H);  // layernorm.pto:7:66
+    TASSIGN(t28, 44544);  // layernorm.pto:7:66
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TCVT(t28, t27, RoundMode::CAST_RINT);  // layernorm.pto:7:66
+    pipe_barrier(PIPE_V);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t r_fit = block_index * ceil_div(R, block_count); r_fit < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r_fit) {  // layernorm.pto:3:5
+        pipe_barrier(PIPE_V);
+        __gm__ bfloat16_t* v0_fit = x + r_fit * H;  // layernorm.pto:4:19
+        TileT0 t0(H);  // layernorm.pto:4:14
+        TASSIGN(t0, 0);  // layernorm.pto:4:14
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:4:14
+        GmView2 v0_fitGm2(v0_fit, GmView2::Shape(t0.GetValidCol()), GmView2::Stride(H));  // layernorm.pto:4:14
+        TLOAD(t0, v0_fitGm2);  // layernorm.pto:4:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT1 t1(H);  // layernorm.pto:4:14
+        TASSIGN(t1, 74240);  // layernorm.pto:4:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t1, t0, RoundMode::CAST_RINT);  // layernorm.pto:4:14
+        TileT2 t2;  // layernorm.pto:5:18
+        TASSIGN(t2, 0);  // layernorm.pto:5:18
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp0;  // layernorm.pto:5:18
+        TASSIGN(tmp0, 133632);  // layernorm.pto:5:18
+        TROWSUM(t2, t1, tmp0);  // layernorm.pto:5:18
+        pipe_barrier(PIPE_V);
+        TMULS(t2, t2, static_cast<float>(1.0 / H));  // layernorm.pto:5:18
+        TileT7 t7(H);  // layernorm.pto:5:13
+        TASSIGN(t7, 103936);  // layernorm.pto:5:13
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // layernorm.pto:5:13
+        TASSIGN(view1, 0);  // layernorm.pto:5:13
+        TileTmp2 tmp2;  // layernorm.pto:5:13
+        TASSIGN(tmp2, 133632);  // layernorm.pto:5:13
+        TROWEXPANDSUB(t7, t1, view1, tmp2);  // layernorm.pto:5:13
+        TileT10 t10(H);  // layernorm.pto:6:20
+        TASSIGN(t10, 74240);  // layernorm.pto:6:20
+        pipe_barrier(PIPE_V);
+        TMUL(t10, t7, t7);  // layernorm.pto:6:20
+        TileT11 t11;  // layernorm.pto:6:15
+        TASSIGN(t11, 0);  // layernorm.pto:6:15
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // layernorm.pto:6:15
+        TASSIGN(tmp3, 133632);  // layernorm.pto:6:15
+        TROWSUM(t11, t10, tmp3);  // layernorm.pto:6:15
+        pipe_barrier(PIPE_V);
+        TMULS(t11, t11, static_cast<float>(1.0 / H));  // layernorm.pto:6:15
+        TileT14 t14;  // layernorm.pto:7:34
+        TASSIGN(t14, 32);  // layernorm.pto:7:34
+        pipe_barrier(PIPE_V);
+        TADDS(t14, t11, eps);  // layernorm.pto:7:34
+        TileT16 t16;  // layernorm.pto:7:28
+        TASSIGN(t16, 0);  // layernorm.pto:7:28
+        pipe_barrier(PIPE_V);
+        TRSQRT(t16, t14);  // layernorm.pto:7:28
+        TileT20 t20(H);  // layernorm.pto:7:24
+        TASSIGN(t20, 74240);  // layernorm.pto:7:24
+        pipe_barrier(PIPE_V);
+        TileView1 view4;  // layernorm.pto:7:24
+        TASSIGN(view4, 0);  // layernorm.pto:7:24
+        TileTmp2 tmp5;  // layernorm.pto:7:24
+        TASSIGN(tmp5, 133632);  // layernorm.pto:7:24
+        TROWEXPANDMUL(t20, t7, view4, tmp5);  // layernorm.pto:7:24
+        TileT26 t26(H);  // layernorm.pto:7:24
+        TASSIGN(t26, 103936);  // layernorm.pto:7:24
+        pipe_barrier(PIPE_V);
+        TCOLEXPANDMUL(t26, t20, t22);  // layernorm.pto:7:24
+        TileT32 t32(H);  // layernorm.pto:7:24
+        TASSIGN(t32, 74240);  // layernorm.pto:7:24
+        pipe_barrier(PIPE_V);
+        TCOLEXPANDADD(t32, t26, t28);  // layernorm.pto:7:24
+        TileT34 t34(H);  // layernorm.pto:7:19
+        TASSIGN(t34, 0);  // layernorm.pto:7:19
+        pipe_barrier(PIPE_V);
+        TCVT(t34, t32, RoundMode::CAST_RINT);  // layernorm.pto:7:19
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm.pto:7:9
+        GmView3 yGm3(y + r_fit * H, GmView3::Shape(t34.GetValidCol()), GmView3::Stride(H));  // layernorm.pto:7:9
+        TSTORE(yGm3, t34);  // layernorm.pto:7:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    }
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

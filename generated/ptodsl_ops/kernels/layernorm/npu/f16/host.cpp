@@ -13,7 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void layernorm_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* gamma, half* beta, half* y, int64_t R, int64_t H, float eps);
+extern "C" void layernorm_f16_k0_launch(uint32_t block_dim, void* stream, half* gamma, half* beta, half* x, half* y, int64_t H, int64_t R, float eps);
+extern "C" void layernorm_f16_k1_launch(uint32_t block_dim, void* stream, half* x, half* gamma, half* beta, half* y, int64_t R, int64_t H, float eps);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -210,11 +211,21 @@ extern "C" int layernorm_f16(int32_t device, void* stream, half* x, half* gamma,
     if (ptodsl_failed) {
         return -1;
     }
-    {  // layernorm.pto:3:5
-        const int64_t layernorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:3:5
-        layernorm_f16_k0_launch(layernorm_f16_k0_blocks, ptodsl_stream, x, gamma, beta, y, R, H, eps);  // layernorm.pto:3:5
-        if (!launched("the launch of layernorm_f16_k0")) {  // layernorm.pto:3:5
-            return -1;  // layernorm.pto:3:5
+    if (H >= 1 && H <= 7424) {  // layernorm.pto:3:5
+        {  // layernorm.pto:7:47
+            const int64_t layernorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:7:47
+            layernorm_f16_k0_launch(layernorm_f16_k0_blocks, ptodsl_stream, gamma, beta, x, y, H, R, eps);  // layernorm.pto:7:47
+            if (!launched("the launch of layernorm_f16_k0")) {  // layernorm.pto:7:47
+                return -1;  // layernorm.pto:7:47
+            }
+        }
+    } else {
+        {  // layernorm.pto:3:5
+            const int64_t layernorm_f16_k1_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // layernorm.pto:3:5
+            layernorm_f16_k1_launch(layernorm_f16_k1_blocks, ptodsl_stream, x, gamma, beta, y, R, H, eps);  // layernorm.pto:3:5
+            if (!launched("the launch of layernorm_f16_k1")) {  // layernorm.pto:3:5
+                return -1;  // layernorm.pto:3:5
+            }
         }
     }
     return call.finish();

@@ -4,64 +4,40 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, int64_t H, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm__ float* acc_b, __gm__ float* acc_g_parts, __gm__ float* acc_b_parts, int64_t H, int64_t R)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT26 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT28 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT44 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT37 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT43 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT57 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT49 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT55 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re5 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT62 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15Re4Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT49Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT37Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re6Re9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT69 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT81 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT83 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT85 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT87 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT89 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // layernorm_bwd.pto:6:13
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((H + 1023) / 1024, block_count); _g0 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g0) {  // layernorm_bwd.pto:6:13
         pipe_barrier(PIPE_V);
         TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // layernorm_bwd.pto:6:13
         TASSIGN(t1, 0);  // layernorm_bwd.pto:6:13
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, 0.0f);  // layernorm_bwd.pto:6:13
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
@@ -71,377 +47,7 @@ extern "C" __global__ AICORE void layernorm_bwd_f32_k0(__gm__ float* acc_g, __gm
         using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:7:13
         GmView1 acc_bGm1(acc_b + _g0 * 1024, GmView1::Shape(t1.GetValidCol()), GmView1::Stride(H));  // layernorm_bwd.pto:7:13
         TSTORE(acc_bGm1, t1);  // layernorm_bwd.pto:7:13
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t r = 0; r < R; ++r) {  // layernorm_bwd.pto:8:5
-        pipe_barrier(PIPE_V);
-        __gm__ float* v0 = x + r * H;  // layernorm_bwd.pto:9:19
-        __gm__ float* v1 = dy + r * H;  // layernorm_bwd.pto:10:18
-        TileT10 t10;  // layernorm_bwd.pto:11:18
-        TASSIGN(t10, 0);  // layernorm_bwd.pto:11:18
-        TEXPANDS(t10, 0.0f);  // layernorm_bwd.pto:11:18
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g7 = 0; _g7 < (H + 1023) / 1024; ++_g7) {  // layernorm_bwd.pto:10:13
-            pipe_barrier(PIPE_V);
-            TileT12 t12(min_i64(H - _g7 * 1024, 1024));  // layernorm_bwd.pto:11:18
-            TASSIGN(t12, 32);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView2 v0Gm2(v0 + _g7 * 1024, GmView2::Shape(t12.GetValidCol()), GmView2::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t12, v0Gm2);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT13 t13;  // layernorm_bwd.pto:11:18
-            TASSIGN(t13, 4128);  // layernorm_bwd.pto:11:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileTmp0 tmp0;  // layernorm_bwd.pto:11:18
-            TASSIGN(tmp0, 24704);  // layernorm_bwd.pto:11:18
-            TROWSUM(t13, t12, tmp0);  // layernorm_bwd.pto:11:18
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t10, t10, t13);  // layernorm_bwd.pto:11:18
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t10, t10, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:11:18
-        TileT23 t23;  // layernorm_bwd.pto:12:22
-        TASSIGN(t23, 32);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t23, 0.0f);  // layernorm_bwd.pto:12:22
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g14 = 0; _g14 < (H + 1023) / 1024; ++_g14) {  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TileT15 t15(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15, 64);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView3 v0Gm3(v0 + _g14 * 1024, GmView3::Shape(t15.GetValidCol()), GmView3::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15, v0Gm3);  // layernorm_bwd.pto:9:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT18 t18(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t18, 4160);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view1;  // layernorm_bwd.pto:11:13
-            TASSIGN(view1, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp2;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp2, 24704);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t18, t15, view1, tmp2);  // layernorm_bwd.pto:11:13
-            TileT22 t22(min_i64(H - _g14 * 1024, 1024));  // layernorm_bwd.pto:12:27
-            TASSIGN(t22, 64);  // layernorm_bwd.pto:12:27
-            pipe_barrier(PIPE_V);
-            TMUL(t22, t18, t18);  // layernorm_bwd.pto:12:27
-            TileT26 t26;  // layernorm_bwd.pto:12:22
-            TASSIGN(t26, 4160);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // layernorm_bwd.pto:12:22
-            TASSIGN(tmp3, 24704);  // layernorm_bwd.pto:12:22
-            TROWSUM(t26, t22, tmp3);  // layernorm_bwd.pto:12:22
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t23, t23, t26);  // layernorm_bwd.pto:12:22
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TMULS(t23, t23, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:12:22
-        TileT28 t28;  // layernorm_bwd.pto:12:22
-        TASSIGN(t28, 64);  // layernorm_bwd.pto:12:22
-        pipe_barrier(PIPE_V);
-        TADDS(t28, t23, eps);  // layernorm_bwd.pto:12:22
-        TileT30 t30;  // layernorm_bwd.pto:12:16
-        TASSIGN(t30, 32);  // layernorm_bwd.pto:12:16
-        pipe_barrier(PIPE_V);
-        TRSQRT(t30, t28);  // layernorm_bwd.pto:12:16
-        TileT44 t44;  // layernorm_bwd.pto:15:38
-        TASSIGN(t44, 64);  // layernorm_bwd.pto:15:38
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t44, 0.0f);  // layernorm_bwd.pto:15:38
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g31 = 0; _g31 < (H + 1023) / 1024; ++_g31) {  // layernorm_bwd.pto:13:16
-            pipe_barrier(PIPE_V);
-            TileT37 t37(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37, 96);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView4 gammaGm4(gamma + _g31 * 1024, GmView4::Shape(t37.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37, gammaGm4);  // layernorm_bwd.pto:14:18
-            TileT40 t40(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40, 4192);  // layernorm_bwd.pto:14:14
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView5 v1Gm5(v1 + _g31 * 1024, GmView5::Shape(t40.GetValidCol()), GmView5::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40, v1Gm5);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT43 t43(min_i64(H - _g31 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t43, 8288);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t43, t40, t37);  // layernorm_bwd.pto:14:14
-            TileT47 t47;  // layernorm_bwd.pto:15:38
-            TASSIGN(t47, 96);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp4;  // layernorm_bwd.pto:15:38
-            TASSIGN(tmp4, 24704);  // layernorm_bwd.pto:15:38
-            TROWSUM(t47, t43, tmp4);  // layernorm_bwd.pto:15:38
-            pipe_barrier(PIPE_V);
-            TADD(t44, t44, t47);  // layernorm_bwd.pto:15:38
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t44, t44, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:38
-        TileT57 t57;  // layernorm_bwd.pto:15:78
-        TASSIGN(t57, 96);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TEXPANDS(t57, 0.0f);  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g48 = 0; _g48 < (H + 1023) / 1024; ++_g48) {  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TileT49 t49(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49, 128);  // layernorm_bwd.pto:15:33
-            TileT37Re6 t37_re6(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re6, 4224);  // layernorm_bwd.pto:14:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView6 gammaGm6(gamma + _g48 * 1024, GmView6::Shape(t37_re6.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_re6, gammaGm6);  // layernorm_bwd.pto:14:18
-            TileT40Re6 t40_re6(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re6, 8320);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView7 v1Gm7(v1 + _g48 * 1024, GmView7::Shape(t40_re6.GetValidCol()), GmView7::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40_re6, v1Gm7);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t49, t40_re6, t37_re6);  // layernorm_bwd.pto:14:14
-            TileT55 t55(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t55, 4224);  // layernorm_bwd.pto:15:83
-            TileT32Re5 t32_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t32_re5, 8320);  // layernorm_bwd.pto:13:16
-            TileT15Re4Re5 t15_re4_re5(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_re4_re5, 12416);  // layernorm_bwd.pto:11:13
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView8 v0Gm8(v0 + _g48 * 1024, GmView8::Shape(t15_re4_re5.GetValidCol()), GmView8::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15_re4_re5, v0Gm8);  // layernorm_bwd.pto:9:14
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileView1 view5;  // layernorm_bwd.pto:11:13
-            TASSIGN(view5, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp6;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp6, 24704);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t32_re5, t15_re4_re5, view5, tmp6);  // layernorm_bwd.pto:11:13
-            pipe_barrier(PIPE_V);
-            TileView1 view7;  // layernorm_bwd.pto:13:16
-            TASSIGN(view7, 32);  // layernorm_bwd.pto:13:16
-            TileTmp2 tmp8;  // layernorm_bwd.pto:13:16
-            TASSIGN(tmp8, 24704);  // layernorm_bwd.pto:13:16
-            TROWEXPANDMUL(t55, t32_re5, view7, tmp8);  // layernorm_bwd.pto:13:16
-            TileT56 t56(min_i64(H - _g48 * 1024, 1024));  // layernorm_bwd.pto:15:83
-            TASSIGN(t56, 8320);  // layernorm_bwd.pto:15:83
-            pipe_barrier(PIPE_V);
-            TMUL(t56, t49, t55);  // layernorm_bwd.pto:15:83
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT60 t60;  // layernorm_bwd.pto:15:78
-            TASSIGN(t60, 128);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp9;  // layernorm_bwd.pto:15:78
-            TASSIGN(tmp9, 24704);  // layernorm_bwd.pto:15:78
-            TROWSUM(t60, t56, tmp9);  // layernorm_bwd.pto:15:78
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TADD(t57, t57, t60);  // layernorm_bwd.pto:15:78
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        TMULS(t57, t57, static_cast<float>(1.0 / H));  // layernorm_bwd.pto:15:78
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g61 = 0; _g61 < (H + 1023) / 1024; ++_g61) {  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            TileT62 t62(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t62, 128);  // layernorm_bwd.pto:15:71
-            TileT32Re8 t32_re8(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:13:16
-            TASSIGN(t32_re8, 4224);  // layernorm_bwd.pto:13:16
-            TileT15Re4Re8 t15_re4_re8(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:11:13
-            TASSIGN(t15_re4_re8, 8320);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:9:14
-            GmView9 v0Gm9(v0 + _g61 * 1024, GmView9::Shape(t15_re4_re8.GetValidCol()), GmView9::Stride(H));  // layernorm_bwd.pto:9:14
-            TLOAD(t15_re4_re8, v0Gm9);  // layernorm_bwd.pto:9:14
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view10;  // layernorm_bwd.pto:11:13
-            TASSIGN(view10, 0);  // layernorm_bwd.pto:11:13
-            TileTmp2 tmp11;  // layernorm_bwd.pto:11:13
-            TASSIGN(tmp11, 24704);  // layernorm_bwd.pto:11:13
-            TROWEXPANDSUB(t32_re8, t15_re4_re8, view10, tmp11);  // layernorm_bwd.pto:11:13
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            pipe_barrier(PIPE_V);
-            TileView1 view12;  // layernorm_bwd.pto:13:16
-            TASSIGN(view12, 32);  // layernorm_bwd.pto:13:16
-            TileTmp2 tmp13;  // layernorm_bwd.pto:13:16
-            TASSIGN(tmp13, 24704);  // layernorm_bwd.pto:13:16
-            TROWEXPANDMUL(t62, t32_re8, view12, tmp13);  // layernorm_bwd.pto:13:16
-            TileT65 t65(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:71
-            TASSIGN(t65, 4224);  // layernorm_bwd.pto:15:71
-            pipe_barrier(PIPE_V);
-            TileView1 view14;  // layernorm_bwd.pto:15:71
-            TASSIGN(view14, 96);  // layernorm_bwd.pto:15:71
-            TileTmp2 tmp15;  // layernorm_bwd.pto:15:71
-            TASSIGN(tmp15, 24704);  // layernorm_bwd.pto:15:71
-            TROWEXPANDMUL(t65, t62, view14, tmp15);  // layernorm_bwd.pto:15:71
-            TileT67 t67(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t67, 8320);  // layernorm_bwd.pto:15:33
-            TileT49Re9 t49_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t49_re9, 12416);  // layernorm_bwd.pto:15:33
-            TileT37Re6Re9 t37_re6_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:18
-            TASSIGN(t37_re6_re9, 16512);  // layernorm_bwd.pto:14:18
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // layernorm_bwd.pto:14:18
-            GmView10 gammaGm10(gamma + _g61 * 1024, GmView10::Shape(t37_re6_re9.GetValidCol()));  // layernorm_bwd.pto:14:18
-            TLOAD(t37_re6_re9, gammaGm10);  // layernorm_bwd.pto:14:18
-            TileT40Re6Re9 t40_re6_re9(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:14:14
-            TASSIGN(t40_re6_re9, 20608);  // layernorm_bwd.pto:14:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView11 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:10:13
-            GmView11 v1Gm11(v1 + _g61 * 1024, GmView11::Shape(t40_re6_re9.GetValidCol()), GmView11::Stride(H));  // layernorm_bwd.pto:10:13
-            TLOAD(t40_re6_re9, v1Gm11);  // layernorm_bwd.pto:10:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPANDMUL(t49_re9, t40_re6_re9, t37_re6_re9);  // layernorm_bwd.pto:14:14
-            pipe_barrier(PIPE_V);
-            TileView1 view16;  // layernorm_bwd.pto:15:33
-            TASSIGN(view16, 64);  // layernorm_bwd.pto:15:33
-            TileTmp2 tmp17;  // layernorm_bwd.pto:15:33
-            TASSIGN(tmp17, 24704);  // layernorm_bwd.pto:15:33
-            TROWEXPANDSUB(t67, t49_re9, view16, tmp17);  // layernorm_bwd.pto:15:33
-            TileT69 t69(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:33
-            TASSIGN(t69, 12416);  // layernorm_bwd.pto:15:33
-            pipe_barrier(PIPE_V);
-            TSUB(t69, t67, t65);  // layernorm_bwd.pto:15:33
-            TileT74 t74(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:15:25
-            TASSIGN(t74, 4224);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);
-            TileTmp3 tmp18;  // layernorm_bwd.pto:15:25
-            TASSIGN(tmp18, 24704);  // layernorm_bwd.pto:15:25
-            TROWEXPAND(tmp18, t30);  // layernorm_bwd.pto:15:25
-            pipe_barrier(PIPE_V);  // layernorm_bwd.pto:15:25
-            TROWEXPANDMUL(t74, tmp18, t69);  // layernorm_bwd.pto:15:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:15:20
-            GmView12 dxGm12(dx + r * H + _g61 * 1024, GmView12::Shape(t74.GetValidCol()), GmView12::Stride(H));  // layernorm_bwd.pto:15:20
-            TSTORE(dxGm12, t74);  // layernorm_bwd.pto:15:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT81 t81(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:28
-            TASSIGN(t81, 4224);  // layernorm_bwd.pto:16:28
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TMUL(t81, t40_re6_re9, t62);  // layernorm_bwd.pto:16:28
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT83 t83(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t83, 128);  // layernorm_bwd.pto:16:20
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView13 acc_gGm13(acc_g + _g61 * 1024, GmView13::Shape(t83.GetValidCol()), GmView13::Stride(H));  // layernorm_bwd.pto:16:20
-            TLOAD(t83, acc_gGm13);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT85 t85(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:16:20
-            TASSIGN(t85, 8320);  // layernorm_bwd.pto:16:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t85, t83, t81);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView14 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:16:20
-            GmView14 acc_gGm14(acc_g + _g61 * 1024, GmView14::Shape(t85.GetValidCol()), GmView14::Stride(H));  // layernorm_bwd.pto:16:20
-            TSTORE(acc_gGm14, t85);  // layernorm_bwd.pto:16:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT87 t87(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t87, 128);  // layernorm_bwd.pto:17:20
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView15 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView15 acc_bGm15(acc_b + _g61 * 1024, GmView15::Shape(t87.GetValidCol()), GmView15::Stride(H));  // layernorm_bwd.pto:17:20
-            TLOAD(t87, acc_bGm15);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT89 t89(min_i64(H - _g61 * 1024, 1024));  // layernorm_bwd.pto:17:20
-            TASSIGN(t89, 4224);  // layernorm_bwd.pto:17:20
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t89, t87, t40_re6_re9);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView16 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // layernorm_bwd.pto:17:20
-            GmView16 acc_bGm16(acc_b + _g61 * 1024, GmView16::Shape(t89.GetValidCol()), GmView16::Stride(H));  // layernorm_bwd.pto:17:20
-            TSTORE(acc_bGm16, t89);  // layernorm_bwd.pto:17:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

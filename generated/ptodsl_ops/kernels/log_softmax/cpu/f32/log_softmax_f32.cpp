@@ -12,6 +12,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ float* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void log_softmax_f32_k1(__gm__ float* x, __gm__ float* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -63,30 +64,58 @@ extern "C" int log_softmax_f32(float* x, float* y, int64_t B, int64_t N, int poi
     pto::cpu::clear_failure();
 #endif
     try {
-    {  // log_softmax.pto:3:5
-        const int64_t log_softmax_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
-        bool log_softmax_f32_k0_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t log_softmax_f32_k0_block = 0; log_softmax_f32_k0_block < log_softmax_f32_k0_blocks; ++log_softmax_f32_k0_block) {  // log_softmax.pto:3:5
-            try {
-                start_launch(poison);  // log_softmax.pto:3:5
-                log_softmax_f32_k0(x, y, B, N, log_softmax_f32_k0_block, log_softmax_f32_k0_blocks);  // log_softmax.pto:3:5
+    if (N >= 1 && N <= 12032) {  // log_softmax.pto:3:5
+        {  // log_softmax.pto:3:5
+            const int64_t log_softmax_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
+            bool log_softmax_f32_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t log_softmax_f32_k0_block = 0; log_softmax_f32_k0_block < log_softmax_f32_k0_blocks; ++log_softmax_f32_k0_block) {  // log_softmax.pto:3:5
+                try {
+                    start_launch(poison);  // log_softmax.pto:3:5
+                    log_softmax_f32_k0(x, y, B, N, log_softmax_f32_k0_block, log_softmax_f32_k0_blocks);  // log_softmax.pto:3:5
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                log_softmax_f32_k0_block_no_memory = true;
+                    log_softmax_f32_k0_block_no_memory = true;
+                }
             }
-        }
-        if (log_softmax_f32_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (log_softmax_f32_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
 #endif
+        }
+    } else {
+        {  // log_softmax.pto:3:5
+            const int64_t log_softmax_f32_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
+            bool log_softmax_f32_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t log_softmax_f32_k1_block = 0; log_softmax_f32_k1_block < log_softmax_f32_k1_blocks; ++log_softmax_f32_k1_block) {  // log_softmax.pto:3:5
+                try {
+                    start_launch(poison);  // log_softmax.pto:3:5
+                    log_softmax_f32_k1(x, y, B, N, log_softmax_f32_k1_block, log_softmax_f32_k1_blocks);  // log_softmax.pto:3:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    log_softmax_f32_k1_block_no_memory = true;
+                }
+            }
+            if (log_softmax_f32_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -30,145 +30,78 @@ extern "C" __global__ AICORE void log_softmax_f32_k0(__gm__ float* x, __gm__ flo
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT8Re2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT25 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT9 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // log_softmax.pto:3:5
+    for (int64_t b_fit = block_index * ceil_div(B, block_count); b_fit < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b_fit) {  // log_softmax.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ float* v0 = x + b * N;  // log_softmax.pto:4:20
-        TileT3 t3;  // log_softmax.pto:5:19
-        TASSIGN(t3, 0);  // log_softmax.pto:5:19
-        TEXPANDS(t3, -__builtin_inff());  // log_softmax.pto:5:19
-        TileT15 t15;  // log_softmax.pto:6:32
-        TASSIGN(t15, 32);  // log_softmax.pto:6:32
-        TEXPANDS(t15, 0.0f);  // log_softmax.pto:6:32
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (N + 1023) / 1024; ++_g0) {  // log_softmax.pto:4:15
-            pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:4:15
-            TASSIGN(t1, 64);  // log_softmax.pto:4:15
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t1, v0Gm0);  // log_softmax.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT6 t6;  // log_softmax.pto:5:19
-            TASSIGN(t6, 4160);  // log_softmax.pto:5:19
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp0;  // log_softmax.pto:5:19
-            TASSIGN(tmp0, 8352);  // log_softmax.pto:5:19
-            TROWMAX(t6, t1, tmp0);  // log_softmax.pto:5:19
-            TileOnline1Max online1_max;  // log_softmax.pto:5:19
-            TASSIGN(online1_max, 4192);  // log_softmax.pto:5:19
-            TileOnline1Safe online1_safe;  // log_softmax.pto:5:19
-            TASSIGN(online1_safe, 4224);  // log_softmax.pto:5:19
-            TileOnline1Diff online1_diff;  // log_softmax.pto:5:19
-            TASSIGN(online1_diff, 4256);  // log_softmax.pto:5:19
-            TileOnline1Alpha online1_alpha;  // log_softmax.pto:5:19
-            TASSIGN(online1_alpha, 4288);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max, t3, t6);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff, t3, online1_safe);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha, online1_diff);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMUL(t15, t15, online1_alpha);  // log_softmax.pto:5:19
-            pipe_barrier(PIPE_V);
-            TMAX(t3, t3, t6);  // log_softmax.pto:5:19
-            TileT14 t14(min_i64(N - _g0 * 1024, 1024));  // log_softmax.pto:6:36
-            TASSIGN(t14, 4256);  // log_softmax.pto:6:36
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // log_softmax.pto:6:36
-            TASSIGN(view1, 4224);  // log_softmax.pto:6:36
-            TileTmp2 tmp2;  // log_softmax.pto:6:36
-            TASSIGN(tmp2, 8352);  // log_softmax.pto:6:36
-            TROWEXPANDEXPDIF(t14, t1, view1, tmp2);  // log_softmax.pto:6:36
-            TileT18 t18;  // log_softmax.pto:6:32
-            TASSIGN(t18, 64);  // log_softmax.pto:6:32
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // log_softmax.pto:6:32
-            TASSIGN(tmp3, 8352);  // log_softmax.pto:6:32
-            TROWSUM(t18, t14, tmp3);  // log_softmax.pto:6:32
-            pipe_barrier(PIPE_V);
-            TADD(t15, t15, t18);  // log_softmax.pto:6:32
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT20 t20;  // log_softmax.pto:6:28
-        TASSIGN(t20, 64);  // log_softmax.pto:6:28
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TLOG(t20, t15);  // log_softmax.pto:6:28
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g21 = 0; _g21 < (N + 1023) / 1024; ++_g21) {  // log_softmax.pto:6:24
-            pipe_barrier(PIPE_V);
-            TileT22 t22(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t22, 96);  // log_softmax.pto:6:24
-            TileT8Re2 t8_re2(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:5:13
-            TASSIGN(t8_re2, 4192);  // log_softmax.pto:5:13
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
-            GmView1 v0Gm1(v0 + _g21 * 1024, GmView1::Shape(t8_re2.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:4:15
-            TLOAD(t8_re2, v0Gm1);  // log_softmax.pto:4:15
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView1 view4;  // log_softmax.pto:5:13
-            TASSIGN(view4, 0);  // log_softmax.pto:5:13
-            TileTmp2 tmp5;  // log_softmax.pto:5:13
-            TASSIGN(tmp5, 8352);  // log_softmax.pto:5:13
-            TROWEXPANDSUB(t22, t8_re2, view4, tmp5);  // log_softmax.pto:5:13
-            TileT25 t25(min_i64(N - _g21 * 1024, 1024));  // log_softmax.pto:6:24
-            TASSIGN(t25, 4192);  // log_softmax.pto:6:24
-            pipe_barrier(PIPE_V);
-            TileView1 view6;  // log_softmax.pto:6:24
-            TASSIGN(view6, 64);  // log_softmax.pto:6:24
-            TileTmp2 tmp7;  // log_softmax.pto:6:24
-            TASSIGN(tmp7, 8352);  // log_softmax.pto:6:24
-            TROWEXPANDSUB(t25, t22, view6, tmp7);  // log_softmax.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:19
-            GmView2 yGm2(y + b * N + _g21 * 1024, GmView2::Shape(t25.GetValidCol()), GmView2::Stride(N));  // log_softmax.pto:6:19
-            TSTORE(yGm2, t25);  // log_softmax.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
+        __gm__ float* v0_fit = x + b_fit * N;  // log_softmax.pto:4:20
+        TileT0 t0(N);  // log_softmax.pto:4:15
+        TASSIGN(t0, 0);  // log_softmax.pto:4:15
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:4:15
+        GmView0 v0_fitGm0(v0_fit, GmView0::Shape(t0.GetValidCol()), GmView0::Stride(N));  // log_softmax.pto:4:15
+        TLOAD(t0, v0_fitGm0);  // log_softmax.pto:4:15
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT2 t2;  // log_softmax.pto:5:19
+        TASSIGN(t2, 48128);  // log_softmax.pto:5:19
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileTmp0 tmp0;  // log_softmax.pto:5:19
+        TASSIGN(tmp0, 96288);  // log_softmax.pto:5:19
+        TROWMAX(t2, t0, tmp0);  // log_softmax.pto:5:19
+        TileT7 t7(N);  // log_softmax.pto:5:13
+        TASSIGN(t7, 48160);  // log_softmax.pto:5:13
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // log_softmax.pto:5:13
+        TASSIGN(view1, 48128);  // log_softmax.pto:5:13
+        TileTmp2 tmp2;  // log_softmax.pto:5:13
+        TASSIGN(tmp2, 96288);  // log_softmax.pto:5:13
+        TROWEXPANDSUB(t7, t0, view1, tmp2);  // log_softmax.pto:5:13
+        TileT9 t9(N);  // log_softmax.pto:6:36
+        TASSIGN(t9, 0);  // log_softmax.pto:6:36
+        pipe_barrier(PIPE_V);
+        TEXP(t9, t7);  // log_softmax.pto:6:36
+        TileT10 t10;  // log_softmax.pto:6:32
+        TASSIGN(t10, 48128);  // log_softmax.pto:6:32
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // log_softmax.pto:6:32
+        TASSIGN(tmp3, 96288);  // log_softmax.pto:6:32
+        TROWSUM(t10, t9, tmp3);  // log_softmax.pto:6:32
+        TileT13 t13;  // log_softmax.pto:6:28
+        TASSIGN(t13, 0);  // log_softmax.pto:6:28
+        pipe_barrier(PIPE_V);
+        TLOG(t13, t10);  // log_softmax.pto:6:28
+        TileT17 t17(N);  // log_softmax.pto:6:24
+        TASSIGN(t17, 32);  // log_softmax.pto:6:24
+        pipe_barrier(PIPE_V);
+        TileView1 view4;  // log_softmax.pto:6:24
+        TASSIGN(view4, 0);  // log_softmax.pto:6:24
+        TileTmp2 tmp5;  // log_softmax.pto:6:24
+        TASSIGN(tmp5, 96288);  // log_softmax.pto:6:24
+        TROWEXPANDSUB(t17, t7, view4, tmp5);  // log_softmax.pto:6:24
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // log_softmax.pto:6:9
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // log_softmax.pto:6:9
+        TSTORE(yGm1, t17);  // log_softmax.pto:6:9
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 extern "C" void log_softmax_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N);
+extern "C" void log_softmax_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -210,11 +211,21 @@ extern "C" int log_softmax_bf16(int32_t device, void* stream, bfloat16_t* x, bfl
     if (ptodsl_failed) {
         return -1;
     }
-    {  // log_softmax.pto:3:5
-        const int64_t log_softmax_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
-        log_softmax_bf16_k0_launch(log_softmax_bf16_k0_blocks, ptodsl_stream, x, y, B, N);  // log_softmax.pto:3:5
-        if (!launched("the launch of log_softmax_bf16_k0")) {  // log_softmax.pto:3:5
-            return -1;  // log_softmax.pto:3:5
+    if (N >= 1 && N <= 10752) {  // log_softmax.pto:3:5
+        {  // log_softmax.pto:3:5
+            const int64_t log_softmax_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
+            log_softmax_bf16_k0_launch(log_softmax_bf16_k0_blocks, ptodsl_stream, x, y, B, N);  // log_softmax.pto:3:5
+            if (!launched("the launch of log_softmax_bf16_k0")) {  // log_softmax.pto:3:5
+                return -1;  // log_softmax.pto:3:5
+            }
+        }
+    } else {
+        {  // log_softmax.pto:3:5
+            const int64_t log_softmax_bf16_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // log_softmax.pto:3:5
+            log_softmax_bf16_k1_launch(log_softmax_bf16_k1_blocks, ptodsl_stream, x, y, B, N);  // log_softmax.pto:3:5
+            if (!launched("the launch of log_softmax_bf16_k1")) {  // log_softmax.pto:3:5
+                return -1;  // log_softmax.pto:3:5
+            }
         }
     }
     return call.finish();

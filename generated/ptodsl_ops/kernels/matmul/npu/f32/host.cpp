@@ -194,11 +194,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -216,7 +211,7 @@ extern "C" int matmul_f32(int32_t device, void* stream, float* a, float* b, floa
         return -1;
     }
     {  // matmul.pto:3:12
-        const int64_t matmul_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul.pto:3:12
+        const int64_t matmul_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul.pto:3:12
         matmul_f32_k0_launch(matmul_f32_k0_blocks, ptodsl_stream, b, a, c, N, K, M);  // matmul.pto:3:12
         if (!launched("the launch of matmul_f32_k0")) {  // matmul.pto:3:12
             return -1;  // matmul.pto:3:12

@@ -36,118 +36,167 @@ extern "C" __global__ AICORE void matmul_bias_f16_k0(__gm__ half* bias, __gm__ h
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT3 = Tile<TileType::Mat, half, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Bias, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT8 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT6 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT12 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT13 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B0 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B0 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT12B1 = Tile<TileType::Mat, half, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT13B1 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // matmul_bias.pto:5:12
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g1 < block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (N + 127) / 128 - block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g1) {  // matmul_bias.pto:5:12
+        for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias.pto:5:12
             TileT3 t3(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
             TASSIGN(t3, 0);  // matmul_bias.pto:5:12
+            TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+            TASSIGN(t4, 0);  // matmul_bias.pto:5:12
             TileT7 t7(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
             TASSIGN(t7, 256);  // matmul_bias.pto:5:12
+            TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+            TASSIGN(t8, 0);  // matmul_bias.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias.pto:5:12
             GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(t3.GetValidCol()));  // matmul_bias.pto:5:12
             TLOAD(t3, biasGm0);  // matmul_bias.pto:5:12
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t4, t3);  // matmul_bias.pto:5:12
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
             GmView1 wGm1(w + _g1 * 128 * K, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(K));  // matmul_bias.pto:5:12
             TLOAD(t7, wGm1);  // matmul_bias.pto:5:12
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t8, t7);  // matmul_bias.pto:5:12
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (M + 255) / 256 - block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g0) {  // matmul_bias.pto:5:12
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias.pto:5:12
                 TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
                 TASSIGN(t2, 0);  // matmul_bias.pto:5:12
-                TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                TASSIGN(t4, 0);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4, t3);  // matmul_bias.pto:5:12
                 TileT5 t5(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias.pto:5:12
-                TASSIGN(t5, 16640);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t5, 0);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
                 GmView2 xGm2(x + _g0 * 256 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias.pto:5:12
                 TLOAD(t5, xGm2);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT6 t6(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias.pto:5:12
                 TASSIGN(t6, 0);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t6, t5);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                TASSIGN(t8, 0);  // matmul_bias.pto:5:12
-                TMOV(t8, t7);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias.pto:5:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-                for (int64_t _k9 = 1; _k9 < (K + 63) / 64; ++_k9) {  // matmul_bias.pto:5:12
-                    TileT10 t10(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias.pto:5:12
-                    TASSIGN(t10, 16640);  // matmul_bias.pto:5:12
+                for (int64_t _k9_db = 0; _k9_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k9_db) {  // matmul_bias.pto:5:12
+                    TileT10B0 t10_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias.pto:5:12
+                    TASSIGN(t10_b0, 0);  // matmul_bias.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
-                    GmView3 xGm3(x + _g0 * 256 * K + _k9 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
-                    TLOAD(t10, xGm3);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT11 t11(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias.pto:5:12
-                    TASSIGN(t11, 0);  // matmul_bias.pto:5:12
+                    GmView3 xGm3(x + _g0 * 256 * K + (1 + _k9_db * 2) * 64, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
+                    TLOAD(t10_b0, xGm3);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT11B0 t11_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k9_db * 2) * 64, 64));  // matmul_bias.pto:5:12
+                    TASSIGN(t11_b0, 0);  // matmul_bias.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t11, t10);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    TileT12 t12(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                    TASSIGN(t12, 16640);  // matmul_bias.pto:5:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
-                    GmView4 wGm4(w + _g1 * 128 * K + _k9 * 64, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
-                    TLOAD(t12, wGm4);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TileT13 t13(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                    TASSIGN(t13, 0);  // matmul_bias.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                    TMOV(t13, t12);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t11_b0, t10_b0);  // matmul_bias.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                    TileT12B0 t12_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+                    TASSIGN(t12_b0, 32768);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
+                    GmView4 wGm4(w + _g1 * 128 * K + (1 + _k9_db * 2) * 64, GmView4::Shape(t12_b0.GetValidRow(), t12_b0.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
+                    TLOAD(t12_b0, wGm4);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT13B0 t13_b0(min_i64(K - (1 + _k9_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+                    TASSIGN(t13_b0, 16384);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t13_b0, t12_b0);  // matmul_bias.pto:5:12
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                     wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                    TMATMUL_ACC(t2, t2, t11, t13);  // matmul_bias.pto:5:12
+                    TMATMUL_ACC(t2, t2, t11_b0, t13_b0);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                     set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                    for (int64_t _k9_dr = 0; _k9_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k9_db * 2 + 1), 1); ++_k9_dr) {  // matmul_bias.pto:5:12
+                        TileT10B1 t10_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias.pto:5:12
+                        TASSIGN(t10_b1, 49152);  // matmul_bias.pto:5:12
+                        using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
+                        GmView5 xGm5(x + _g0 * 256 * K + (_k9_db * 2 + _k9_dr + 2) * 64, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(K));  // matmul_bias.pto:5:12
+                        TLOAD(t10_b1, xGm5);  // matmul_bias.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT11B1 t11_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64));  // matmul_bias.pto:5:12
+                        TASSIGN(t11_b1, 32768);  // matmul_bias.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t11_b1, t10_b1);  // matmul_bias.pto:5:12
+                        TileT12B1 t12_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+                        TASSIGN(t12_b1, 81920);  // matmul_bias.pto:5:12
+                        using GmView6 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
+                        GmView6 wGm6(w + _g1 * 128 * K + (_k9_db * 2 + _k9_dr + 2) * 64, GmView6::Shape(t12_b1.GetValidRow(), t12_b1.GetValidCol()), GmView6::Stride(K));  // matmul_bias.pto:5:12
+                        TLOAD(t12_b1, wGm6);  // matmul_bias.pto:5:12
+                        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TileT13B1 t13_b1(min_i64(K - (_k9_db * 2 + _k9_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+                        TASSIGN(t13_b1, 32768);  // matmul_bias.pto:5:12
+                        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                        TMOV(t13_b1, t12_b1);  // matmul_bias.pto:5:12
+                        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                        TMATMUL_ACC(t2, t2, t11_b1, t13_b1);  // matmul_bias.pto:5:12
+                    }
+                    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
                 }
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-                using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
-                GmView5 yGm5(y + _g0 * 256 * N + _g1 * 128, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias.pto:5:12
-                TSTORE(yGm5, t2);  // matmul_bias.pto:5:12
+                using GmView7 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
+                GmView7 yGm7(y + _g0 * 256 * N + _g1 * 128, GmView7::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView7::Stride(N));  // matmul_bias.pto:5:12
+                TSTORE(yGm7, t2);  // matmul_bias.pto:5:12
                 set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 }

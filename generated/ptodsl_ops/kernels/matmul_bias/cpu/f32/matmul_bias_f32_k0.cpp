@@ -36,94 +36,101 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT3 = Tile<TileType::Mat, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
-    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT4 = Tile<TileType::Bias, float, 1, 128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT8 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT2 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT5 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT6 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT8 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT11 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT13 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top1 = 0; _top1 < 1; ++_top1) {  // matmul_bias.pto:5:12
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g1 = block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g1 < block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (N + 127) / 128 - block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g1) {  // matmul_bias.pto:5:12
+        for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias.pto:5:12
             TileT3 t3(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
             TASSIGN(t3, 0);  // matmul_bias.pto:5:12
+            TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+            TASSIGN(t4, 0);  // matmul_bias.pto:5:12
             TileT7 t7(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
             TASSIGN(t7, 512);  // matmul_bias.pto:5:12
+            TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
+            TASSIGN(t8, 0);  // matmul_bias.pto:5:12
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // matmul_bias.pto:5:12
             GmView0 biasGm0(bias + _g1 * 128, GmView0::Shape(t3.GetValidCol()));  // matmul_bias.pto:5:12
             TLOAD(t3, biasGm0);  // matmul_bias.pto:5:12
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t4, t3);  // matmul_bias.pto:5:12
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
             GmView1 wGm1(w + _g1 * 128 * K, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(K));  // matmul_bias.pto:5:12
             TLOAD(t7, wGm1);  // matmul_bias.pto:5:12
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+            TMOV(t8, t7);  // matmul_bias.pto:5:12
+            set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            for (int64_t _g0 = block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (M + 255) / 256 - block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g0) {  // matmul_bias.pto:5:12
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias.pto:5:12
                 TileT2 t2(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
                 TASSIGN(t2, 0);  // matmul_bias.pto:5:12
-                TileT4 t4(min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                TASSIGN(t4, 0);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-                TMOV(t4, t3);  // matmul_bias.pto:5:12
                 TileT5 t5(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias.pto:5:12
-                TASSIGN(t5, 33280);  // matmul_bias.pto:5:12
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                TASSIGN(t5, 0);  // matmul_bias.pto:5:12
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
                 GmView2 xGm2(x + _g0 * 256 * K, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(K));  // matmul_bias.pto:5:12
                 TLOAD(t5, xGm2);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT6 t6(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias.pto:5:12
                 TASSIGN(t6, 0);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t6, t5);  // matmul_bias.pto:5:12
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT8 t8(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                TASSIGN(t8, 0);  // matmul_bias.pto:5:12
-                TMOV(t8, t7);  // matmul_bias.pto:5:12
                 wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_BIAS(t2, t6, t8, t4);  // matmul_bias.pto:5:12
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
                 wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 for (int64_t _k9 = 1; _k9 < (K + 63) / 64; ++_k9) {  // matmul_bias.pto:5:12
                     TileT10 t10(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias.pto:5:12
-                    TASSIGN(t10, 33280);  // matmul_bias.pto:5:12
+                    TASSIGN(t10, 0);  // matmul_bias.pto:5:12
                     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                     using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
                     GmView3 xGm3(x + _g0 * 256 * K + _k9 * 64, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(K));  // matmul_bias.pto:5:12
                     TLOAD(t10, xGm3);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT11 t11(min_i64(M - _g0 * 256, 256), min_i64(K - _k9 * 64, 64));  // matmul_bias.pto:5:12
                     TASSIGN(t11, 0);  // matmul_bias.pto:5:12
                     wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t11, t10);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     TileT12 t12(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                    TASSIGN(t12, 33280);  // matmul_bias.pto:5:12
-                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                    TASSIGN(t12, 0);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                     using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bias.pto:5:12
                     GmView4 wGm4(w + _g1 * 128 * K + _k9 * 64, GmView4::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView4::Stride(K));  // matmul_bias.pto:5:12
                     TLOAD(t12, wGm4);  // matmul_bias.pto:5:12
-                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TileT13 t13(min_i64(K - _k9 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias.pto:5:12
-                    TASSIGN(t13, 0);  // matmul_bias.pto:5:12
-                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                    TASSIGN(t13, 32768);  // matmul_bias.pto:5:12
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                     TMOV(t13, t12);  // matmul_bias.pto:5:12
                     set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
@@ -135,7 +142,7 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
                 wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
                 using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias.pto:5:12
                 GmView5 yGm5(y + _g0 * 256 * N + _g1 * 128, GmView5::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView5::Stride(N));  // matmul_bias.pto:5:12
@@ -144,10 +151,13 @@ extern "C" __global__ AICORE void matmul_bias_f32_k0(__gm__ float* bias, __gm__ 
             }
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         }
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
 }

@@ -73,7 +73,7 @@ extern "C" int matmul_bias_relu_f16(half* a, half* b, float* bias, float* c, int
         std::vector<unsigned char> t2_bytes = workspace((M * N) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bias_relu.pto:4:17
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
         {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_f16_k0_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f16_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:4:17
             bool matmul_bias_relu_f16_k0_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bias_relu_f16_k0_block = 0; matmul_bias_relu_f16_k0_block < matmul_bias_relu_f16_k0_blocks; ++matmul_bias_relu_f16_k0_block) {  // matmul_bias_relu.pto:4:17

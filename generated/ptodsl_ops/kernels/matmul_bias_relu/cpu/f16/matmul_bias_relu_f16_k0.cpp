@@ -36,102 +36,153 @@ extern "C" __global__ AICORE void matmul_bias_relu_f16_k0(__gm__ half* b, __gm__
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT5 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT6 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT2Tile = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT6 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT9 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
-    using TileT11 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8B0 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B0 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B0 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B0 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
+    using TileT8B1 = Tile<TileType::Mat, half, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT9B1 = TileLeft<half, 256, 64, DYNAMIC, DYNAMIC>;
+    using TileT10B1 = Tile<TileType::Mat, half, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT11B1 = TileRight<half, 64, 128, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g1 = block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g1 < block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (N + 127) / 128 - block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g1) {  // matmul_bias_relu.pto:4:17
+    for (int64_t _g1 = floor_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g1 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g1) {  // matmul_bias_relu.pto:4:17
         TileT5 t5(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
         TASSIGN(t5, 0);  // matmul_bias_relu.pto:4:17
+        TileT6 t6(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
+        TASSIGN(t6, 0);  // matmul_bias_relu.pto:4:17
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
         GmView0 bGm0(b + _g1 * 128, GmView0::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView0::Stride(N));  // matmul_bias_relu.pto:4:17
         TLOAD(t5, bGm0);  // matmul_bias_relu.pto:4:17
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        TMOV(t6, t5);  // matmul_bias_relu.pto:4:17
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g0 < block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (M + 255) / 256 - block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g0) {  // matmul_bias_relu.pto:4:17
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g0 = max_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) - _g1 * max_i64((M + 255) / 256, 1), 0); _g0 < min_i64(block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count), (N + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((M + 255) / 256), block_count)) - _g1 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g0) {  // matmul_bias_relu.pto:4:17
             TileT2Tile t2Tile(min_i64(M - _g0 * 256, 256), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
             TASSIGN(t2Tile, 0);  // matmul_bias_relu.pto:4:17
             TileT3 t3(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t3, 16384);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t3, 0);  // matmul_bias_relu.pto:4:17
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
             GmView1 aGm1(a + _g0 * 256 * K, GmView1::Shape(t3.GetValidRow(), t3.GetValidCol()), GmView1::Stride(K));  // matmul_bias_relu.pto:4:17
             TLOAD(t3, aGm1);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TileT4 t4(min_i64(M - _g0 * 256, 256), min_i64(K, 64));  // matmul_bias_relu.pto:4:17
             TASSIGN(t4, 0);  // matmul_bias_relu.pto:4:17
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t4, t3);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT6 t6(min_i64(K, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t6, 0);  // matmul_bias_relu.pto:4:17
-            TMOV(t6, t5);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2Tile, t4, t6);  // matmul_bias_relu.pto:4:17
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
-            for (int64_t _k7 = 1; _k7 < (K + 63) / 64; ++_k7) {  // matmul_bias_relu.pto:4:17
-                TileT8 t8(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t8, 16384);  // matmul_bias_relu.pto:4:17
+            for (int64_t _k7_db = 0; _k7_db < (max_i64((K + 63) / 64 - 1, 0) + 1) / 2; ++_k7_db) {  // matmul_bias_relu.pto:4:17
+                TileT8B0 t8_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t8_b0, 0);  // matmul_bias_relu.pto:4:17
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView2 aGm2(a + _g0 * 256 * K + _k7 * 64, GmView2::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:4:17
-                TLOAD(t8, aGm2);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT9 t9(min_i64(M - _g0 * 256, 256), min_i64(K - _k7 * 64, 64));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t9, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t9, t8);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                TileT10 t10(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t10, 16384);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-                GmView3 bGm3(b + _k7 * 64 * N + _g1 * 128, GmView3::Shape(t10.GetValidRow(), t10.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
-                TLOAD(t10, bGm3);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TileT11 t11(min_i64(K - _k7 * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
-                TASSIGN(t11, 0);  // matmul_bias_relu.pto:4:17
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-                TMOV(t11, t10);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                GmView2 aGm2(a + _g0 * 256 * K + (1 + _k7_db * 2) * 64, GmView2::Shape(t8_b0.GetValidRow(), t8_b0.GetValidCol()), GmView2::Stride(K));  // matmul_bias_relu.pto:4:17
+                TLOAD(t8_b0, aGm2);  // matmul_bias_relu.pto:4:17
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT9B0 t9_b0(min_i64(M - _g0 * 256, 256), min_i64(K - (1 + _k7_db * 2) * 64, 64));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t9_b0, 0);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t9_b0, t8_b0);  // matmul_bias_relu.pto:4:17
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
+                TileT10B0 t10_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t10_b0, 32768);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+                using GmView3 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+                GmView3 bGm3(b + (1 + _k7_db * 2) * 64 * N + _g1 * 128, GmView3::Shape(t10_b0.GetValidRow(), t10_b0.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
+                TLOAD(t10_b0, bGm3);  // matmul_bias_relu.pto:4:17
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TileT11B0 t11_b0(min_i64(K - (1 + _k7_db * 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t11_b0, 16384);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                TMOV(t11_b0, t10_b0);  // matmul_bias_relu.pto:4:17
+                set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
-                TMATMUL_ACC(t2Tile, t2Tile, t9, t11);  // matmul_bias_relu.pto:4:17
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                TMATMUL_ACC(t2Tile, t2Tile, t9_b0, t11_b0);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                for (int64_t _k7_dr = 0; _k7_dr < min_i64(max_i64((K + 63) / 64 - 1, 0) - (_k7_db * 2 + 1), 1); ++_k7_dr) {  // matmul_bias_relu.pto:4:17
+                    TileT8B1 t8_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_bias_relu.pto:4:17
+                    TASSIGN(t8_b1, 49152);  // matmul_bias_relu.pto:4:17
+                    using GmView4 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+                    GmView4 aGm4(a + _g0 * 256 * K + (_k7_db * 2 + _k7_dr + 2) * 64, GmView4::Shape(t8_b1.GetValidRow(), t8_b1.GetValidCol()), GmView4::Stride(K));  // matmul_bias_relu.pto:4:17
+                    TLOAD(t8_b1, aGm4);  // matmul_bias_relu.pto:4:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT9B1 t9_b1(min_i64(M - _g0 * 256, 256), min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64));  // matmul_bias_relu.pto:4:17
+                    TASSIGN(t9_b1, 32768);  // matmul_bias_relu.pto:4:17
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t9_b1, t8_b1);  // matmul_bias_relu.pto:4:17
+                    TileT10B1 t10_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
+                    TASSIGN(t10_b1, 81920);  // matmul_bias_relu.pto:4:17
+                    using GmView5 = GlobalTensor<half, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+                    GmView5 bGm5(b + (_k7_db * 2 + _k7_dr + 2) * 64 * N + _g1 * 128, GmView5::Shape(t10_b1.GetValidRow(), t10_b1.GetValidCol()), GmView5::Stride(N));  // matmul_bias_relu.pto:4:17
+                    TLOAD(t10_b1, bGm5);  // matmul_bias_relu.pto:4:17
+                    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TileT11B1 t11_b1(min_i64(K - (_k7_db * 2 + _k7_dr + 2) * 64, 64), min_i64(N - _g1 * 128, 128));  // matmul_bias_relu.pto:4:17
+                    TASSIGN(t11_b1, 32768);  // matmul_bias_relu.pto:4:17
+                    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+                    TMOV(t11_b1, t10_b1);  // matmul_bias_relu.pto:4:17
+                    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+                    TMATMUL_ACC(t2Tile, t2Tile, t9_b1, t11_b1);  // matmul_bias_relu.pto:4:17
+                }
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID4);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID5);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID4);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView4 t2Gm4(t2 + _g0 * 256 * N + _g1 * 128, GmView4::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:4:17
-            TSTORE(t2Gm4, t2Tile);  // matmul_bias_relu.pto:4:17
+            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+            GmView6 t2Gm6(t2 + _g0 * 256 * N + _g1 * 128, GmView6::Shape(t2Tile.GetValidRow(), t2Tile.GetValidCol()), GmView6::Stride(N));  // matmul_bias_relu.pto:4:17
+            TSTORE(t2Gm6, t2Tile);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

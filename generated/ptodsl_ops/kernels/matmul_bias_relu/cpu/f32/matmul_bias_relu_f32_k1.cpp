@@ -36,9 +36,12 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k1(__gm__ float* bias, __
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT15 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT14 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B0 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT14B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT17B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT21B1 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     for (int64_t _g13 = block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g13 < block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (N + 63) / 64 - block_index / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((N + 63) / 64, block_count / max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g13) {  // matmul_bias_relu.pto:4:17
@@ -50,34 +53,63 @@ extern "C" __global__ AICORE void matmul_bias_relu_f32_k1(__gm__ float* bias, __
         TLOAD(t15, biasGm0);  // matmul_bias_relu.pto:4:17
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g12 = block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)); _g12 < block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + min_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (M + 15) / 16 - block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))); ++_g12) {  // matmul_bias_relu.pto:4:17
+        for (int64_t _g12_db = 0; _g12_db < (max_i64(min_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (M + 15) / 16 - block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))), 0) + 1) / 2; ++_g12_db) {  // matmul_bias_relu.pto:4:17
             pipe_barrier(PIPE_V);
-            TileT14 t14(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t14, 256);  // matmul_bias_relu.pto:4:17
+            TileT14B0 t14_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + _g12_db * 2) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TASSIGN(t14_b0, 256);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
             wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
-            GmView1 t2Gm1(t2 + _g12 * 16 * N + _g13 * 64, GmView1::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
-            TLOAD(t14, t2Gm1);  // matmul_bias_relu.pto:4:17
+            GmView1 t2Gm1(t2 + (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + _g12_db * 2) * 16 * N + _g13 * 64, GmView1::Shape(t14_b0.GetValidRow(), t14_b0.GetValidCol()), GmView1::Stride(N));  // matmul_bias_relu.pto:4:17
+            TLOAD(t14_b0, t2Gm1);  // matmul_bias_relu.pto:4:17
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT17 t17(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
-            TASSIGN(t17, 4352);  // matmul_bias_relu.pto:4:17
+            TileT17B0 t17_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + _g12_db * 2) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+            TASSIGN(t17_b0, 4352);  // matmul_bias_relu.pto:4:17
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCOLEXPANDADD(t17, t14, t15);  // matmul_bias_relu.pto:4:17
-            TileT21 t21(min_i64(M - _g12 * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
-            TASSIGN(t21, 256);  // matmul_bias_relu.pto:4:12
+            TCOLEXPANDADD(t17_b0, t14_b0, t15);  // matmul_bias_relu.pto:4:17
+            TileT21B0 t21_b0(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + _g12_db * 2) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
+            TASSIGN(t21_b0, 256);  // matmul_bias_relu.pto:4:12
             pipe_barrier(PIPE_V);
-            TRELU(t21, t17);  // matmul_bias_relu.pto:4:12
+            TRELU(t21_b0, t17_b0);  // matmul_bias_relu.pto:4:12
             set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
             wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:12
-            GmView2 cGm2(c + _g12 * 16 * N + _g13 * 64, GmView2::Shape(t21.GetValidRow(), t21.GetValidCol()), GmView2::Stride(N));  // matmul_bias_relu.pto:4:12
-            TSTORE(cGm2, t21);  // matmul_bias_relu.pto:4:12
+            GmView2 cGm2(c + (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + _g12_db * 2) * 16 * N + _g13 * 64, GmView2::Shape(t21_b0.GetValidRow(), t21_b0.GetValidCol()), GmView2::Stride(N));  // matmul_bias_relu.pto:4:12
+            TSTORE(cGm2, t21_b0);  // matmul_bias_relu.pto:4:12
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g12_dr = 0; _g12_dr < min_i64(max_i64(min_i64(ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)), (M + 15) / 16 - block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1))), 0) - (_g12_db * 2 + 1), 1); ++_g12_dr) {  // matmul_bias_relu.pto:4:17
+                TileT14B1 t14_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + (_g12_db * 2 + 1 + _g12_dr)) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t14_b1, 8448);  // matmul_bias_relu.pto:4:17
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:17
+                GmView3 t2Gm3(t2 + (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + (_g12_db * 2 + 1 + _g12_dr)) * 16 * N + _g13 * 64, GmView3::Shape(t14_b1.GetValidRow(), t14_b1.GetValidCol()), GmView3::Stride(N));  // matmul_bias_relu.pto:4:17
+                TLOAD(t14_b1, t2Gm3);  // matmul_bias_relu.pto:4:17
+                set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TileT17B1 t17_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + (_g12_db * 2 + 1 + _g12_dr)) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:17
+                TASSIGN(t17_b1, 12544);  // matmul_bias_relu.pto:4:17
+                wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+                TCOLEXPANDADD(t17_b1, t14_b1, t15);  // matmul_bias_relu.pto:4:17
+                TileT21B1 t21_b1(min_i64(M - (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + (_g12_db * 2 + 1 + _g12_dr)) * 16, 16), min_i64(N - _g13 * 64, 64));  // matmul_bias_relu.pto:4:12
+                TASSIGN(t21_b1, 8448);  // matmul_bias_relu.pto:4:12
+                pipe_barrier(PIPE_V);
+                TRELU(t21_b1, t17_b1);  // matmul_bias_relu.pto:4:12
+                set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bias_relu.pto:4:12
+                GmView4 cGm4(c + (block_index % max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1) * ceil_div((M + 15) / 16, max_i64(ceil_div((M + 15) / 16, ceil_div((M + 15) / 16, max_i64(min_i64(48 / max_i64((N + 63) / 64, 1), (M + 15) / 16), 1))), 1)) + (_g12_db * 2 + 1 + _g12_dr)) * 16 * N + _g13 * 64, GmView4::Shape(t21_b1.GetValidRow(), t21_b1.GetValidCol()), GmView4::Stride(N));  // matmul_bias_relu.pto:4:12
+                TSTORE(cGm4, t21_b1);  // matmul_bias_relu.pto:4:12
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);

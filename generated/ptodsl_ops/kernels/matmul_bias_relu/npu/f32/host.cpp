@@ -223,7 +223,7 @@ extern "C" int matmul_bias_relu_f32(int32_t device, void* stream, float* a, floa
         }
         float* t2 = reinterpret_cast<float*>(t2_bytes.data());  // matmul_bias_relu.pto:4:17
         {  // matmul_bias_relu.pto:4:17
-            const int64_t matmul_bias_relu_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bias_relu.pto:4:17
+            const int64_t matmul_bias_relu_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bias_relu.pto:4:17
             matmul_bias_relu_f32_k0_launch(matmul_bias_relu_f32_k0_blocks, ptodsl_stream, b, a, t2, N, K, M);  // matmul_bias_relu.pto:4:17
             if (!launched("the launch of matmul_bias_relu_f32_k0")) {  // matmul_bias_relu.pto:4:17
                 return -1;  // matmul_bias_relu.pto:4:17

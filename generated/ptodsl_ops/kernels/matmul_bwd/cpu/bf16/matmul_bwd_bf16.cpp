@@ -105,7 +105,7 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
         std::vector<unsigned char> t5_bytes = workspace((M * K) * static_cast<int64_t>(sizeof(float)), poison);  // matmul_bwd.pto:6:25
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // matmul_bwd.pto:6:25
         {  // matmul_bwd.pto:5:18
-            const int64_t matmul_bwd_bf16_k1_blocks = max_i64(ceil_div((K + 127) / 128, max_i64(ceil_div((K + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bwd.pto:5:18
+            const int64_t matmul_bwd_bf16_k1_blocks = max_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), max_i64(((K + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bwd.pto:5:18
             bool matmul_bwd_bf16_k1_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_bf16_k1_block = 0; matmul_bwd_bf16_k1_block < matmul_bwd_bf16_k1_blocks; ++matmul_bwd_bf16_k1_block) {  // matmul_bwd.pto:5:18
@@ -157,7 +157,7 @@ extern "C" int matmul_bwd_bf16(bfloat16_t* a, bfloat16_t* b, float* dc, bfloat16
 #endif
         }
         {  // matmul_bwd.pto:6:18
-            const int64_t matmul_bwd_bf16_k3_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1);  // matmul_bwd.pto:6:18
+            const int64_t matmul_bwd_bf16_k3_blocks = max_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), max_i64(((N + 127) / 128 * ((K + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bwd.pto:6:18
             bool matmul_bwd_bf16_k3_block_no_memory = false;
             #pragma omp parallel for schedule(static)
             for (int64_t matmul_bwd_bf16_k3_block = 0; matmul_bwd_bf16_k3_block < matmul_bwd_bf16_k3_blocks; ++matmul_bwd_bf16_k3_block) {  // matmul_bwd.pto:6:18

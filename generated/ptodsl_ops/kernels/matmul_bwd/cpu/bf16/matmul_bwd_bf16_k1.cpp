@@ -36,92 +36,100 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT9 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT10 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT6 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT7 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT8 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT10 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT12 = Tile<TileType::Mat, float, 256, 64, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT13 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT14 = Tile<TileType::Mat, float, 64, 128, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT15 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g5 = block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g5 < block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (K + 127) / 128 - block_index / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((K + 127) / 128, block_count / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g5) {  // matmul_bwd.pto:5:18
+    for (int64_t _g5 = floor_div(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), max_i64((M + 255) / 256, 1)); _g5 < ceil_div(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), (K + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count)), max_i64((M + 255) / 256, 1)); ++_g5) {  // matmul_bwd.pto:5:18
         TileT9 t9(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
         TASSIGN(t9, 0);  // matmul_bwd.pto:5:18
+        TileT10 t10(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
+        TASSIGN(t10, 0);  // matmul_bwd.pto:5:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
         GmView0 t2Gm0(t2 + _g5 * 128 * N, GmView0::Shape(t9.GetValidRow(), t9.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:5:18
         TLOAD(t9, t2Gm0);  // matmul_bwd.pto:5:18
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        TMOV(t10, t9);  // matmul_bwd.pto:5:18
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g4 = block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)); _g4 < block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)) + min_i64(ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1)), (M + 255) / 256 - block_index % max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1) * ceil_div((M + 255) / 256, max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1))); ++_g4) {  // matmul_bwd.pto:5:18
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g4 = max_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) - _g5 * max_i64((M + 255) / 256, 1), 0); _g4 < min_i64(block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count) + min_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count), (K + 127) / 128 * ((M + 255) / 256) - block_index * ceil_div((K + 127) / 128 * ((M + 255) / 256), block_count)) - _g5 * max_i64((M + 255) / 256, 1), (M + 255) / 256); ++_g4) {  // matmul_bwd.pto:5:18
             TileT6 t6(min_i64(M - _g4 * 256, 256), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
             TASSIGN(t6, 0);  // matmul_bwd.pto:5:18
             TileT7 t7(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
-            TASSIGN(t7, 32768);  // matmul_bwd.pto:5:18
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t7, 0);  // matmul_bwd.pto:5:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView1 dcGm1(dc + _g4 * 256 * N, GmView1::Shape(t7.GetValidRow(), t7.GetValidCol()), GmView1::Stride(N));  // matmul_bwd.pto:5:18
             TLOAD(t7, dcGm1);  // matmul_bwd.pto:5:18
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TileT8 t8(min_i64(M - _g4 * 256, 256), min_i64(N, 64));  // matmul_bwd.pto:5:18
             TASSIGN(t8, 0);  // matmul_bwd.pto:5:18
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t8, t7);  // matmul_bwd.pto:5:18
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT10 t10(min_i64(N, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
-            TASSIGN(t10, 0);  // matmul_bwd.pto:5:18
-            TMOV(t10, t9);  // matmul_bwd.pto:5:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t6, t8, t10);  // matmul_bwd.pto:5:18
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k11 = 1; _k11 < (N + 63) / 64; ++_k11) {  // matmul_bwd.pto:5:18
                 TileT12 t12(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
-                TASSIGN(t12, 32768);  // matmul_bwd.pto:5:18
+                TASSIGN(t12, 0);  // matmul_bwd.pto:5:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
                 GmView2 dcGm2(dc + _g4 * 256 * N + _k11 * 64, GmView2::Shape(t12.GetValidRow(), t12.GetValidCol()), GmView2::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t12, dcGm2);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT13 t13(min_i64(M - _g4 * 256, 256), min_i64(N - _k11 * 64, 64));  // matmul_bwd.pto:5:18
                 TASSIGN(t13, 0);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t13, t12);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT14 t14(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
-                TASSIGN(t14, 32768);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t14, 0);  // matmul_bwd.pto:5:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:5:18
                 GmView3 t2Gm3(t2 + _g5 * 128 * N + _k11 * 64, GmView3::Shape(t14.GetValidRow(), t14.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:5:18
                 TLOAD(t14, t2Gm3);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT15 t15(min_i64(N - _k11 * 64, 64), min_i64(K - _g5 * 128, 128));  // matmul_bwd.pto:5:18
-                TASSIGN(t15, 0);  // matmul_bwd.pto:5:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TASSIGN(t15, 32768);  // matmul_bwd.pto:5:18
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t15, t14);  // matmul_bwd.pto:5:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t6, t6, t13, t15);  // matmul_bwd.pto:5:18
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:5:18
             GmView4 t1Gm4(t1 + _g4 * 256 * K + _g5 * 128, GmView4::Shape(t6.GetValidRow(), t6.GetValidCol()), GmView4::Stride(K));  // matmul_bwd.pto:5:18
@@ -129,9 +137,13 @@ extern "C" __global__ AICORE void matmul_bwd_bf16_k1(__gm__ float* t2, __gm__ fl
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -36,92 +36,100 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k3(__gm__ float* dc, __gm__ flo
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT29 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
+    using TileT30 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT26 = TileAcc<float, 256, 128, DYNAMIC, DYNAMIC>;
     using TileT27 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT28 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
-    using TileT30 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
     using TileT32 = Tile<TileType::Mat, float, 256, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC, SLayout::ColMajor, 512>;
     using TileT33 = TileLeft<float, 256, 64, DYNAMIC, DYNAMIC>;
     using TileT34 = Tile<TileType::Mat, float, 64, 128, BLayout::ColMajor, DYNAMIC, DYNAMIC, SLayout::RowMajor, 512>;
     using TileT35 = TileRight<float, 64, 128, DYNAMIC, DYNAMIC>;
 
+    set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g25 = block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)); _g25 < block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)) + min_i64(ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)), (N + 127) / 128 - block_index / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((N + 127) / 128, block_count / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1))); ++_g25) {  // matmul_bwd.pto:6:18
+    for (int64_t _g25 = floor_div(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), max_i64((K + 255) / 256, 1)); _g25 < ceil_div(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), (N + 127) / 128 * ((K + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count)), max_i64((K + 255) / 256, 1)); ++_g25) {  // matmul_bwd.pto:6:18
         TileT29 t29(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
         TASSIGN(t29, 0);  // matmul_bwd.pto:6:18
+        TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
+        TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
         GmView0 dcGm0(dc + _g25 * 128, GmView0::Shape(t29.GetValidRow(), t29.GetValidCol()), GmView0::Stride(N));  // matmul_bwd.pto:6:18
         TLOAD(t29, dcGm0);  // matmul_bwd.pto:6:18
-        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
+        TMOV(t30, t29);  // matmul_bwd.pto:6:18
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g24 = block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)); _g24 < block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)) + min_i64(ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1)), (K + 255) / 256 - block_index % max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1) * ceil_div((K + 255) / 256, max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1))); ++_g24) {  // matmul_bwd.pto:6:18
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        for (int64_t _g24 = max_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) - _g25 * max_i64((K + 255) / 256, 1), 0); _g24 < min_i64(block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count) + min_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count), (N + 127) / 128 * ((K + 255) / 256) - block_index * ceil_div((N + 127) / 128 * ((K + 255) / 256), block_count)) - _g25 * max_i64((K + 255) / 256, 1), (K + 255) / 256); ++_g24) {  // matmul_bwd.pto:6:18
             TileT26 t26(min_i64(K - _g24 * 256, 256), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
             TASSIGN(t26, 0);  // matmul_bwd.pto:6:18
             TileT27 t27(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
-            TASSIGN(t27, 32768);  // matmul_bwd.pto:6:18
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            TASSIGN(t27, 0);  // matmul_bwd.pto:6:18
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
             GmView1 t5Gm1(t5 + _g24 * 256, GmView1::Shape(t27.GetValidRow(), t27.GetValidCol()), GmView1::Stride(K));  // matmul_bwd.pto:6:18
             TLOAD(t27, t5Gm1);  // matmul_bwd.pto:6:18
-            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TileT28 t28(min_i64(K - _g24 * 256, 256), min_i64(M, 64));  // matmul_bwd.pto:6:18
             TASSIGN(t28, 0);  // matmul_bwd.pto:6:18
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
             TMOV(t28, t27);  // matmul_bwd.pto:6:18
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
-            TileT30 t30(min_i64(M, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
-            TASSIGN(t30, 0);  // matmul_bwd.pto:6:18
-            TMOV(t30, t29);  // matmul_bwd.pto:6:18
             wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t26, t28, t30);  // matmul_bwd.pto:6:18
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
-            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             for (int64_t _k31 = 1; _k31 < (M + 63) / 64; ++_k31) {  // matmul_bwd.pto:6:18
                 TileT32 t32(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
-                TASSIGN(t32, 32768);  // matmul_bwd.pto:6:18
+                TASSIGN(t32, 0);  // matmul_bwd.pto:6:18
                 wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // matmul_bwd.pto:6:18
                 GmView2 t5Gm2(t5 + _k31 * 64 * K + _g24 * 256, GmView2::Shape(t32.GetValidRow(), t32.GetValidCol()), GmView2::Stride(K));  // matmul_bwd.pto:6:18
                 TLOAD(t32, t5Gm2);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT33 t33(min_i64(K - _g24 * 256, 256), min_i64(M - _k31 * 64, 64));  // matmul_bwd.pto:6:18
                 TASSIGN(t33, 0);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t33, t32);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 TileT34 t34(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
-                TASSIGN(t34, 32768);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+                TASSIGN(t34, 0);  // matmul_bwd.pto:6:18
+                wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
                 using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
                 GmView3 dcGm3(dc + _k31 * 64 * N + _g25 * 128, GmView3::Shape(t34.GetValidRow(), t34.GetValidCol()), GmView3::Stride(N));  // matmul_bwd.pto:6:18
                 TLOAD(t34, dcGm3);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TileT35 t35(min_i64(M - _k31 * 64, 64), min_i64(N - _g25 * 128, 128));  // matmul_bwd.pto:6:18
-                TASSIGN(t35, 0);  // matmul_bwd.pto:6:18
-                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+                TASSIGN(t35, 32768);  // matmul_bwd.pto:6:18
+                wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID1);
                 TMOV(t35, t34);  // matmul_bwd.pto:6:18
                 set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
                 wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
                 TMATMUL_ACC(t26, t26, t33, t35);  // matmul_bwd.pto:6:18
-                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+                set_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             }
-            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID2);
+            wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID3);
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID3);
             set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
-            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+            set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
             wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // matmul_bwd.pto:6:18
             GmView4 t4Gm4(t4 + _g24 * 256 * N + _g25 * 128, GmView4::Shape(t26.GetValidRow(), t26.GetValidCol()), GmView4::Stride(N));  // matmul_bwd.pto:6:18
@@ -129,9 +137,13 @@ extern "C" __global__ AICORE void matmul_bwd_f16_k3(__gm__ float* dc, __gm__ flo
             set_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
         }
         wait_flag(PIPE_FIX, PIPE_M, EVENT_ID0);
-        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
-        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID1);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID2);
+        set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
     }
+    wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
     wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
 }

@@ -243,7 +243,7 @@ extern "C" int matmul_bwd_f32(int32_t device, void* stream, float* a, float* b, 
         }
         float* t5 = reinterpret_cast<float*>(t5_bytes.data());  // matmul_bwd.pto:6:25
         {  // matmul_bwd.pto:5:18
-            const int64_t matmul_bwd_f32_k1_blocks = max_i64(ceil_div((K + 127) / 128, max_i64(ceil_div((K + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((K + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul_bwd.pto:5:18
+            const int64_t matmul_bwd_f32_k1_blocks = max_i64(ceil_div((K + 127) / 128 * ((M + 255) / 256), max_i64(((K + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bwd.pto:5:18
             matmul_bwd_f32_k1_launch(matmul_bwd_f32_k1_blocks, ptodsl_stream, t2, dc, t1, K, N, M);  // matmul_bwd.pto:5:18
             if (!launched("the launch of matmul_bwd_f32_k1")) {  // matmul_bwd.pto:5:18
                 return -1;  // matmul_bwd.pto:5:18
@@ -262,7 +262,7 @@ extern "C" int matmul_bwd_f32(int32_t device, void* stream, float* a, float* b, 
             }
         }
         {  // matmul_bwd.pto:6:18
-            const int64_t matmul_bwd_f32_k3_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((K + 255) / 256, ceil_div((K + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (K + 255) / 256), 1))), 1);  // matmul_bwd.pto:6:18
+            const int64_t matmul_bwd_f32_k3_blocks = max_i64(ceil_div((N + 127) / 128 * ((K + 255) / 256), max_i64(((N + 127) / 128 * ((K + 255) / 256) + 23) / 24, 1)), 1);  // matmul_bwd.pto:6:18
             matmul_bwd_f32_k3_launch(matmul_bwd_f32_k3_blocks, ptodsl_stream, dc, t5, t4, N, M, K);  // matmul_bwd.pto:6:18
             if (!launched("the launch of matmul_bwd_f32_k3")) {  // matmul_bwd.pto:6:18
                 return -1;  // matmul_bwd.pto:6:18

@@ -13,6 +13,7 @@
 
 extern "C" __global__ AICORE void reduce_axes_f32_k0(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p1(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p1p1(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p2(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p3(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p4(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
@@ -21,6 +22,7 @@ extern "C" __global__ AICORE void reduce_axes_f32_k0p6(__gm__ float* x, __gm__ f
 extern "C" __global__ AICORE void reduce_axes_f32_k0p7(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p8(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p9(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void reduce_axes_f32_k0p9p1(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p10(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 extern "C" __global__ AICORE void reduce_axes_f32_k0p11(__gm__ float* x, __gm__ float* t1, __gm__ float* s02, __gm__ float* t3, __gm__ float* t2, __gm__ float* m0, __gm__ float* t5, __gm__ float* t6, __gm__ float* t4, __gm__ float* a12, __gm__ float* w, __gm__ float* n0, __gm__ float* t9, __gm__ float* t10, __gm__ float* v123, __gm__ float* t12, __gm__ float* t13, __gm__ float* t11, __gm__ float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P, int64_t block_index, int64_t block_count);
 
@@ -141,6 +143,31 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
                 }
             }
             if (reduce_axes_f32_k0p1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p1p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p1p1_block = 0; reduce_axes_f32_k0p1p1_block < reduce_axes_f32_k0p1p1_blocks; ++reduce_axes_f32_k0p1p1_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p1p1(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p1p1_block, reduce_axes_f32_k0p1p1_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p1p1_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p1p1_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET
@@ -341,6 +368,31 @@ extern "C" int reduce_axes_f32(float* x, float* w, float* s02, float* m0, float*
                 }
             }
             if (reduce_axes_f32_k0p9_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            bool reduce_axes_f32_k0p9p1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t reduce_axes_f32_k0p9p1_block = 0; reduce_axes_f32_k0p9p1_block < reduce_axes_f32_k0p9p1_blocks; ++reduce_axes_f32_k0p9p1_block) {  // reduce_axes.pto:5:14
+                try {
+                    start_launch(poison);  // reduce_axes.pto:5:14
+                    reduce_axes_f32_k0p9p1(x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P, reduce_axes_f32_k0p9p1_block, reduce_axes_f32_k0p9p1_blocks);  // reduce_axes.pto:5:14
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    reduce_axes_f32_k0p9p1_block_no_memory = true;
+                }
+            }
+            if (reduce_axes_f32_k0p9p1_block_no_memory) {
                 throw std::bad_alloc();
             }
 #ifdef PTO_CPU_SUBSET

@@ -15,6 +15,7 @@
 
 extern "C" void reduce_axes_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p1_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f32_k0p1p1_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p2_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p3_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p4_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
@@ -23,6 +24,7 @@ extern "C" void reduce_axes_f32_k0p6_launch(uint32_t block_dim, void* stream, fl
 extern "C" void reduce_axes_f32_k0p7_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p8_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p9_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
+extern "C" void reduce_axes_f32_k0p9p1_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p10_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 extern "C" void reduce_axes_f32_k0p11_launch(uint32_t block_dim, void* stream, float* x, float* t1, float* s02, float* t3, float* t2, float* m0, float* t5, float* t6, float* t4, float* a12, float* w, float* n0, float* t9, float* t10, float* v123, float* t12, float* t13, float* t11, float* s01, int64_t A, int64_t B, int64_t C, int64_t Q, int64_t R, int64_t S, int64_t P);
 
@@ -285,6 +287,13 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             }
         }
         {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p1p1_blocks = max_i64(ceil_div(B, max_i64(ceil_div(B, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64(B, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f32_k0p1p1_launch(reduce_axes_f32_k0p1p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            if (!launched("the launch of reduce_axes_f32_k0p1p1")) {  // reduce_axes.pto:5:14
+                return -1;  // reduce_axes.pto:5:14
+            }
+        }
+        {  // reduce_axes.pto:5:14
             const int64_t reduce_axes_f32_k0p2_blocks = max_i64(ceil_div((B + 3) / 4, max_i64(ceil_div((B + 3) / 4, max_i64(48 / max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((C + 31) / 32, ceil_div((C + 31) / 32, max_i64(min_i64(48 / max_i64((B + 3) / 4, 1), (C + 31) / 32), 1))), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p2_launch(reduce_axes_f32_k0p2_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p2")) {  // reduce_axes.pto:5:14
@@ -337,6 +346,13 @@ extern "C" int reduce_axes_f32(int32_t device, void* stream, float* x, float* w,
             const int64_t reduce_axes_f32_k0p9_blocks = max_i64(ceil_div(P, max_i64((P + 47) / 48, 1)), 1);  // reduce_axes.pto:5:14
             reduce_axes_f32_k0p9_launch(reduce_axes_f32_k0p9_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
             if (!launched("the launch of reduce_axes_f32_k0p9")) {  // reduce_axes.pto:5:14
+                return -1;  // reduce_axes.pto:5:14
+            }
+        }
+        {  // reduce_axes.pto:5:14
+            const int64_t reduce_axes_f32_k0p9p1_blocks = max_i64(ceil_div(P, max_i64(ceil_div(P, max_i64(48 / max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div(R, ceil_div(R, max_i64(min_i64(48 / max_i64(P, 1), R), 1))), 1);  // reduce_axes.pto:5:14
+            reduce_axes_f32_k0p9p1_launch(reduce_axes_f32_k0p9p1_blocks, ptodsl_stream, x, t1, s02, t3, t2, m0, t5, t6, t4, a12, w, n0, t9, t10, v123, t12, t13, t11, s01, A, B, C, Q, R, S, P);  // reduce_axes.pto:5:14
+            if (!launched("the launch of reduce_axes_f32_k0p9p1")) {  // reduce_axes.pto:5:14
                 return -1;  // reduce_axes.pto:5:14
             }
         }

@@ -21,148 +21,104 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 }
 
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* gamma, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* gamma, __gm__ bfloat16_t* y, int64_t R, int64_t H, float eps)
+extern "C" __global__ AICORE void rmsnorm_bf16_k0(__gm__ bfloat16_t* gamma, __gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t H, int64_t R, float eps)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT7 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT16 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT0 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT4 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT5 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
     using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT16 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT1Re1 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT20 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT22 = Tile<TileType::Vec, bfloat16_t, 1, 8704, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 8704, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    TileT15 t15(H);  // rmsnorm.pto:6:35
+    TASSIGN(t15, 0);  // rmsnorm.pto:6:35
+    using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
+    GmView0 gammaGm0(gamma, GmView0::Shape(t15.GetValidCol()));  // rmsnorm.pto:6:35
+    TLOAD(t15, gammaGm0);  // rmsnorm.pto:6:35
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TileT16 t16(H);  // rmsnorm.pto:6:35
+    TASSIGN(t16, 17408);  // rmsnorm.pto:6:35
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TCVT(t16, t15, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
+    pipe_barrier(PIPE_V);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t r = block_index * ceil_div(R, block_count); r < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r) {  // rmsnorm.pto:3:5
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    for (int64_t r_fit = block_index * ceil_div(R, block_count); r_fit < block_index * ceil_div(R, block_count) + min_i64(ceil_div(R, block_count), R - block_index * ceil_div(R, block_count)); ++r_fit) {  // rmsnorm.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ bfloat16_t* v0 = x + r * H;  // rmsnorm.pto:4:19
-        TileT7 t7;  // rmsnorm.pto:5:21
-        TASSIGN(t7, 0);  // rmsnorm.pto:5:21
-        TEXPANDS(t7, 0.0f);  // rmsnorm.pto:5:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm.pto:4:14
-            pipe_barrier(PIPE_V);
-            TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t1, 32);  // rmsnorm.pto:4:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView0 v0Gm0(v0 + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t1, v0Gm0);  // rmsnorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT2 t2(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t2, 2080);  // rmsnorm.pto:4:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t2, t1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT6 t6(min_i64(H - _g0 * 1024, 1024));  // rmsnorm.pto:5:26
-            TASSIGN(t6, 6176);  // rmsnorm.pto:5:26
-            pipe_barrier(PIPE_V);
-            TMUL(t6, t2, t2);  // rmsnorm.pto:5:26
-            TileT10 t10;  // rmsnorm.pto:5:21
-            TASSIGN(t10, 32);  // rmsnorm.pto:5:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // rmsnorm.pto:5:21
-            TASSIGN(tmp0, 12320);  // rmsnorm.pto:5:21
-            TROWSUM(t10, t6, tmp0);  // rmsnorm.pto:5:21
-            pipe_barrier(PIPE_V);
-            TADD(t7, t7, t10);  // rmsnorm.pto:5:21
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TMULS(t7, t7, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
-        TileT12 t12;  // rmsnorm.pto:5:21
-        TASSIGN(t12, 32);  // rmsnorm.pto:5:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TADDS(t12, t7, eps);  // rmsnorm.pto:5:21
-        TileT14 t14;  // rmsnorm.pto:5:15
-        TASSIGN(t14, 0);  // rmsnorm.pto:5:15
-        pipe_barrier(PIPE_V);
-        TRSQRT(t14, t12);  // rmsnorm.pto:5:15
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g15 = 0; _g15 < (H + 1023) / 1024; ++_g15) {  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TileT16 t16(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t16, 32);  // rmsnorm.pto:6:24
-            TileT1Re1 t1_re1(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:4:14
-            TASSIGN(t1_re1, 4128);  // rmsnorm.pto:4:14
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
-            GmView1 v0Gm1(v0 + _g15 * 1024, GmView1::Shape(t1_re1.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
-            TLOAD(t1_re1, v0Gm1);  // rmsnorm.pto:4:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t16, t1_re1, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
-            TileT19 t19(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t19, 4128);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // rmsnorm.pto:6:24
-            TASSIGN(view1, 0);  // rmsnorm.pto:6:24
-            TileTmp2 tmp2;  // rmsnorm.pto:6:24
-            TASSIGN(tmp2, 12320);  // rmsnorm.pto:6:24
-            TROWEXPANDMUL(t19, t16, view1, tmp2);  // rmsnorm.pto:6:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT21 t21(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t21, 32);  // rmsnorm.pto:6:35
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm.pto:6:35
-            GmView2 gammaGm2(gamma + _g15 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm.pto:6:35
-            TLOAD(t21, gammaGm2);  // rmsnorm.pto:6:35
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT22 t22(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:35
-            TASSIGN(t22, 8224);  // rmsnorm.pto:6:35
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm.pto:6:35
-            TileT27 t27(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:24
-            TASSIGN(t27, 32);  // rmsnorm.pto:6:24
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t27, t19, t22);  // rmsnorm.pto:6:24
-            TileT30 t30(min_i64(H - _g15 * 1024, 1024));  // rmsnorm.pto:6:19
-            TASSIGN(t30, 4128);  // rmsnorm.pto:6:19
-            pipe_barrier(PIPE_V);
-            TCVT(t30, t27, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:19
-            GmView3 yGm3(y + r * H + _g15 * 1024, GmView3::Shape(t30.GetValidCol()), GmView3::Stride(H));  // rmsnorm.pto:6:19
-            TSTORE(yGm3, t30);  // rmsnorm.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
+        __gm__ bfloat16_t* v0_fit = x + r_fit * H;  // rmsnorm.pto:4:19
+        TileT0 t0(H);  // rmsnorm.pto:4:14
+        TASSIGN(t0, 0);  // rmsnorm.pto:4:14
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:4:14
+        GmView1 v0_fitGm1(v0_fit, GmView1::Shape(t0.GetValidCol()), GmView1::Stride(H));  // rmsnorm.pto:4:14
+        TLOAD(t0, v0_fitGm1);  // rmsnorm.pto:4:14
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT1 t1(H);  // rmsnorm.pto:4:14
+        TASSIGN(t1, 52224);  // rmsnorm.pto:4:14
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t1, t0, RoundMode::CAST_RINT);  // rmsnorm.pto:4:14
+        TileT4 t4(H);  // rmsnorm.pto:5:26
+        TASSIGN(t4, 87040);  // rmsnorm.pto:5:26
+        pipe_barrier(PIPE_V);
+        TMUL(t4, t1, t1);  // rmsnorm.pto:5:26
+        TileT5 t5;  // rmsnorm.pto:5:21
+        TASSIGN(t5, 0);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp0;  // rmsnorm.pto:5:21
+        TASSIGN(tmp0, 121856);  // rmsnorm.pto:5:21
+        TROWSUM(t5, t4, tmp0);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TMULS(t5, t5, static_cast<float>(1.0 / H));  // rmsnorm.pto:5:21
+        TileT8 t8;  // rmsnorm.pto:5:21
+        TASSIGN(t8, 32);  // rmsnorm.pto:5:21
+        pipe_barrier(PIPE_V);
+        TADDS(t8, t5, eps);  // rmsnorm.pto:5:21
+        TileT10 t10;  // rmsnorm.pto:5:15
+        TASSIGN(t10, 0);  // rmsnorm.pto:5:15
+        pipe_barrier(PIPE_V);
+        TRSQRT(t10, t8);  // rmsnorm.pto:5:15
+        TileT14 t14(H);  // rmsnorm.pto:6:24
+        TASSIGN(t14, 87040);  // rmsnorm.pto:6:24
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // rmsnorm.pto:6:24
+        TASSIGN(view1, 0);  // rmsnorm.pto:6:24
+        TileTmp2 tmp2;  // rmsnorm.pto:6:24
+        TASSIGN(tmp2, 121856);  // rmsnorm.pto:6:24
+        TROWEXPANDMUL(t14, t1, view1, tmp2);  // rmsnorm.pto:6:24
+        TileT20 t20(H);  // rmsnorm.pto:6:24
+        TASSIGN(t20, 52224);  // rmsnorm.pto:6:24
+        pipe_barrier(PIPE_V);
+        TCOLEXPANDMUL(t20, t14, t16);  // rmsnorm.pto:6:24
+        TileT22 t22(H);  // rmsnorm.pto:6:19
+        TASSIGN(t22, 0);  // rmsnorm.pto:6:19
+        pipe_barrier(PIPE_V);
+        TCVT(t22, t20, RoundMode::CAST_RINT);  // rmsnorm.pto:6:19
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm.pto:6:9
+        GmView2 yGm2(y + r_fit * H, GmView2::Shape(t22.GetValidCol()), GmView2::Stride(H));  // rmsnorm.pto:6:9
+        TSTORE(yGm2, t22);  // rmsnorm.pto:6:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

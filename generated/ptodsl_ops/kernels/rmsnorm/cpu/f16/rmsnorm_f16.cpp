@@ -11,7 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* x, __gm__ half* gamma, __gm__ half* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_f16_k0(__gm__ half* gamma, __gm__ half* x, __gm__ half* y, int64_t H, int64_t R, float eps, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void rmsnorm_f16_k1(__gm__ half* x, __gm__ half* gamma, __gm__ half* y, int64_t R, int64_t H, float eps, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -63,30 +64,58 @@ extern "C" int rmsnorm_f16(half* x, half* gamma, half* y, float eps, int64_t H, 
     pto::cpu::clear_failure();
 #endif
     try {
-    {  // rmsnorm.pto:3:5
-        const int64_t rmsnorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
-        bool rmsnorm_f16_k0_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t rmsnorm_f16_k0_block = 0; rmsnorm_f16_k0_block < rmsnorm_f16_k0_blocks; ++rmsnorm_f16_k0_block) {  // rmsnorm.pto:3:5
-            try {
-                start_launch(poison);  // rmsnorm.pto:3:5
-                rmsnorm_f16_k0(x, gamma, y, R, H, eps, rmsnorm_f16_k0_block, rmsnorm_f16_k0_blocks);  // rmsnorm.pto:3:5
+    if (H >= 1 && H <= 8704) {  // rmsnorm.pto:3:5
+        {  // rmsnorm.pto:6:35
+            const int64_t rmsnorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:6:35
+            bool rmsnorm_f16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t rmsnorm_f16_k0_block = 0; rmsnorm_f16_k0_block < rmsnorm_f16_k0_blocks; ++rmsnorm_f16_k0_block) {  // rmsnorm.pto:6:35
+                try {
+                    start_launch(poison);  // rmsnorm.pto:6:35
+                    rmsnorm_f16_k0(gamma, x, y, H, R, eps, rmsnorm_f16_k0_block, rmsnorm_f16_k0_blocks);  // rmsnorm.pto:6:35
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                rmsnorm_f16_k0_block_no_memory = true;
+                    rmsnorm_f16_k0_block_no_memory = true;
+                }
             }
-        }
-        if (rmsnorm_f16_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (rmsnorm_f16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
 #endif
+        }
+    } else {
+        {  // rmsnorm.pto:3:5
+            const int64_t rmsnorm_f16_k1_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
+            bool rmsnorm_f16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t rmsnorm_f16_k1_block = 0; rmsnorm_f16_k1_block < rmsnorm_f16_k1_blocks; ++rmsnorm_f16_k1_block) {  // rmsnorm.pto:3:5
+                try {
+                    start_launch(poison);  // rmsnorm.pto:3:5
+                    rmsnorm_f16_k1(x, gamma, y, R, H, eps, rmsnorm_f16_k1_block, rmsnorm_f16_k1_blocks);  // rmsnorm.pto:3:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    rmsnorm_f16_k1_block_no_memory = true;
+                }
+            }
+            if (rmsnorm_f16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/rmsnorm_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_bf16_k0 on an NPU stream (vector core).
-extern "C" void rmsnorm_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* gamma, bfloat16_t* y, int64_t R, int64_t H, float eps)
+extern "C" void rmsnorm_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* gamma, bfloat16_t* x, bfloat16_t* y, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)gamma, (__gm__ bfloat16_t*)y, R, H, eps);
+    rmsnorm_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)gamma, (__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)y, H, R, eps);
 }

@@ -13,7 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void rmsnorm_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* gamma, half* y, int64_t R, int64_t H, float eps);
+extern "C" void rmsnorm_f16_k0_launch(uint32_t block_dim, void* stream, half* gamma, half* x, half* y, int64_t H, int64_t R, float eps);
+extern "C" void rmsnorm_f16_k1_launch(uint32_t block_dim, void* stream, half* x, half* gamma, half* y, int64_t R, int64_t H, float eps);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -210,11 +211,21 @@ extern "C" int rmsnorm_f16(int32_t device, void* stream, half* x, half* gamma, h
     if (ptodsl_failed) {
         return -1;
     }
-    {  // rmsnorm.pto:3:5
-        const int64_t rmsnorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
-        rmsnorm_f16_k0_launch(rmsnorm_f16_k0_blocks, ptodsl_stream, x, gamma, y, R, H, eps);  // rmsnorm.pto:3:5
-        if (!launched("the launch of rmsnorm_f16_k0")) {  // rmsnorm.pto:3:5
-            return -1;  // rmsnorm.pto:3:5
+    if (H >= 1 && H <= 8704) {  // rmsnorm.pto:3:5
+        {  // rmsnorm.pto:6:35
+            const int64_t rmsnorm_f16_k0_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:6:35
+            rmsnorm_f16_k0_launch(rmsnorm_f16_k0_blocks, ptodsl_stream, gamma, x, y, H, R, eps);  // rmsnorm.pto:6:35
+            if (!launched("the launch of rmsnorm_f16_k0")) {  // rmsnorm.pto:6:35
+                return -1;  // rmsnorm.pto:6:35
+            }
+        }
+    } else {
+        {  // rmsnorm.pto:3:5
+            const int64_t rmsnorm_f16_k1_blocks = max_i64(ceil_div(R, max_i64((R + 47) / 48, 1)), 1);  // rmsnorm.pto:3:5
+            rmsnorm_f16_k1_launch(rmsnorm_f16_k1_blocks, ptodsl_stream, x, gamma, y, R, H, eps);  // rmsnorm.pto:3:5
+            if (!launched("the launch of rmsnorm_f16_k1")) {  // rmsnorm.pto:3:5
+                return -1;  // rmsnorm.pto:3:5
+            }
         }
     }
     return call.finish();

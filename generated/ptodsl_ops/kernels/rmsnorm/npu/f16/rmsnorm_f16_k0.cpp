@@ -2,7 +2,7 @@
 #include "../../cpu/f16/rmsnorm_f16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_f16_k0 on an NPU stream (vector core).
-extern "C" void rmsnorm_f16_k0_launch(uint32_t block_dim, void* stream, half* x, half* gamma, half* y, int64_t R, int64_t H, float eps)
+extern "C" void rmsnorm_f16_k0_launch(uint32_t block_dim, void* stream, half* gamma, half* x, half* y, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)x, (__gm__ half*)gamma, (__gm__ half*)y, R, H, eps);
+    rmsnorm_f16_k0<<<block_dim, nullptr, stream>>>((__gm__ half*)gamma, (__gm__ half*)x, (__gm__ half*)y, H, R, eps);
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/f32/rmsnorm_f32_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches rmsnorm_f32_k0 on an NPU stream (vector core).
-extern "C" void rmsnorm_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* gamma, float* y, int64_t R, int64_t H, float eps)
+extern "C" void rmsnorm_f32_k0_launch(uint32_t block_dim, void* stream, float* gamma, float* x, float* y, int64_t H, int64_t R, float eps)
 {
-    rmsnorm_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)x, (__gm__ float*)gamma, (__gm__ float*)y, R, H, eps);
+    rmsnorm_f32_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)gamma, (__gm__ float*)x, (__gm__ float*)y, H, R, eps);
 }

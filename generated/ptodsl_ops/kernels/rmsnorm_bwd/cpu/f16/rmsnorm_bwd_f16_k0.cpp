@@ -4,413 +4,47 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ half* x, __gm__ half* dy, __gm__ half* gamma, __gm__ float* t8, __gm__ half* dx, int64_t H, int64_t R, float eps)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ float* acc_parts, int64_t H, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void rmsnorm_bwd_f16_k0(__gm__ float* acc, __gm__ float* acc_parts, int64_t H, int64_t R)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re2Re4 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3Re3Re7 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT63 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT65 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT6Re6 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileTmp1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
-    using TileView2 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm_bwd.pto:5:11
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((H + 1023) / 1024, block_count); _g0 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g0) {  // rmsnorm_bwd.pto:5:11
         pipe_barrier(PIPE_V);
         TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // rmsnorm_bwd.pto:5:11
         TASSIGN(t1, 0);  // rmsnorm_bwd.pto:5:11
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, 0.0f);  // rmsnorm_bwd.pto:5:11
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:5:11
         GmView0 accGm0(acc + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:5:11
         TSTORE(accGm0, t1);  // rmsnorm_bwd.pto:5:11
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        pipe_barrier(PIPE_V);
-        __gm__ half* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        __gm__ half* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        TileT12 t12;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
-        TEXPANDS(t12, 0.0f);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
-            pipe_barrier(PIPE_V);
-            TileT9 t9(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
-            TileT3Re1 t3_re1(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re1, 4128);  // rmsnorm_bwd.pto:7:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView1 v0Gm1(v0 + _g5 * 1024, GmView1::Shape(t3_re1.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re1, v0Gm1);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t9, t3_re1, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT11 t11(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
-            pipe_barrier(PIPE_V);
-            TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
-            TileT15 t15;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp0, 18528);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t15, t11, tmp0);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TADD(t12, t12, t15);  // rmsnorm_bwd.pto:9:21
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        TMULS(t12, t12, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
-        TileT17 t17;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t17, 32);  // rmsnorm_bwd.pto:9:21
-        pipe_barrier(PIPE_V);
-        TADDS(t17, t12, eps);  // rmsnorm_bwd.pto:9:21
-        TileT19 t19;  // rmsnorm_bwd.pto:9:15
-        TASSIGN(t19, 0);  // rmsnorm_bwd.pto:9:15
-        pipe_barrier(PIPE_V);
-        TRSQRT(t19, t17);  // rmsnorm_bwd.pto:9:15
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _g20 = 0; _g20 < (H + 1023) / 1024; ++_g20) {  // rmsnorm_bwd.pto:10:18
-            pipe_barrier(PIPE_V);
-            TileT21 t21(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21, 32);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView2 gammaGm2(gamma + _g20 * 1024, GmView2::Shape(t21.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21, gammaGm2);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT22 t22(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t22, 2080);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t22, t21, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT24 t24(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24, 6176);  // rmsnorm_bwd.pto:10:14
-            TileT6Re2 t6_re2(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re2, 32);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView3 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView3 v1Gm3(v1 + _g20 * 1024, GmView3::Shape(t6_re2.GetValidCol()), GmView3::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re2, v1Gm3);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t24, t6_re2, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT27 t27(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27, 10272);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t27, t24, t22);  // rmsnorm_bwd.pto:10:14
-            TileT32 t32(min_i64(H - _g20 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t32, 32);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TileTmp1 tmp1;  // rmsnorm_bwd.pto:11:25
-            TASSIGN(tmp1, 18528);  // rmsnorm_bwd.pto:11:25
-            TROWEXPAND(tmp1, t19);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-            TROWEXPANDMUL(t32, tmp1, t27);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView4 t8Gm4(t8 + _g20 * 1024, GmView4::Shape(t32.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TSTORE(t8Gm4, t32);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-        TileT35 t35;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t35, 32);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        TMUL(t35, t19, t19);  // rmsnorm_bwd.pto:11:42
-        TileT38 t38;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t38, 64);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        TMUL(t38, t35, t19);  // rmsnorm_bwd.pto:11:42
-        TileT48 t48;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(t48, 32);  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t48, 0.0f);  // rmsnorm_bwd.pto:11:61
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TileT40 t40(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
-            TileT3Re3 t3_re3(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re3, 4192);  // rmsnorm_bwd.pto:7:14
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView5 v0Gm5(v0 + _g39 * 1024, GmView5::Shape(t3_re3.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re3, v0Gm5);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t40, t3_re3, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            TileT45 t45(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
-            TileT21Re4 t21_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView6 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView6 gammaGm6(gamma + _g39 * 1024, GmView6::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re4, gammaGm6);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT22Re4 t22_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t22_re4, 10336);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t22_re4, t21_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:10:18
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            TileT24Re4 t24_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re4, 14432);  // rmsnorm_bwd.pto:10:14
-            TileT6Re2Re4 t6_re2_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re2_re4, 8288);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView7 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView7 v1Gm7(v1 + _g39 * 1024, GmView7::Shape(t6_re2_re4.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re2_re4, v1Gm7);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t24_re4, t6_re2_re4, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            pipe_barrier(PIPE_V);
-            TCOLEXPANDMUL(t45, t24_re4, t22_re4);  // rmsnorm_bwd.pto:10:14
-            TileT47 t47(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
-            pipe_barrier(PIPE_V);
-            TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            TileT51 t51;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51, 96);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp2;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp2, 18528);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t51, t47, tmp2);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TADD(t48, t48, t51);  // rmsnorm_bwd.pto:11:61
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        TMULS(t48, t48, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID4);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TileT53 t53(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
-            TileT40Re7 t40_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_re7, 4192);  // rmsnorm_bwd.pto:11:36
-            TileT3Re3Re7 t3_re3_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:7:14
-            TASSIGN(t3_re3_re7, 8288);  // rmsnorm_bwd.pto:7:14
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView8 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView8 v0Gm8(v0 + _g52 * 1024, GmView8::Shape(t3_re3_re7.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t3_re3_re7, v0Gm8);  // rmsnorm_bwd.pto:7:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t40_re7, t3_re3_re7, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:7:14
-            pipe_barrier(PIPE_V);
-            TileView2 view3;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view3, 64);  // rmsnorm_bwd.pto:11:36
-            TileTmp3 tmp4;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp4, 18528);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t53, t40_re7, view3, tmp4);  // rmsnorm_bwd.pto:11:36
-            TileT56 t56(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TileView2 view5;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view5, 32);  // rmsnorm_bwd.pto:11:36
-            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp6, 18528);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t56, t53, view5, tmp6);  // rmsnorm_bwd.pto:11:36
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT58 t58(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:25
-            GmView9 t8Gm9(t8 + _g52 * 1024, GmView9::Shape(t58.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:11:25
-            TLOAD(t58, t8Gm9);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT60 t60(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT63 t63(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:20
-            TASSIGN(t63, 96);  // rmsnorm_bwd.pto:11:20
-            pipe_barrier(PIPE_V);
-            TCVT(t63, t60, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView10 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView10 dxGm10(dx + r * H + _g52 * 1024, GmView10::Shape(t63.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm10, t63);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileT65 t65(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t65, 96);  // rmsnorm_bwd.pto:12:24
-            TileT6Re6 t6_re6(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:8:13
-            TASSIGN(t6_re6, 8288);  // rmsnorm_bwd.pto:8:13
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView11 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView11 v1Gm11(v1 + _g52 * 1024, GmView11::Shape(t6_re6.GetValidCol()), GmView11::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t6_re6, v1Gm11);  // rmsnorm_bwd.pto:8:13
-            pipe_barrier(PIPE_V);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t65, t6_re6, RoundMode::CAST_RINT);  // rmsnorm_bwd.pto:8:13
-            TileT67 t67(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t67, 8288);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t67, t65, t40_re7);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT72 t72(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t72, 96);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TileView2 view7;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
-            TileTmp3 tmp8;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(tmp8, 18528);  // rmsnorm_bwd.pto:12:24
-            TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
-            TileT74 t74(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t74, 4192);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView12 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView12 accGm12(acc + _g52 * 1024, GmView12::Shape(t74.GetValidCol()), GmView12::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t74, accGm12);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT76 t76(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-            using GmView13 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView13 accGm13(acc + _g52 * 1024, GmView13::Shape(t76.GetValidCol()), GmView13::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(accGm13, t76);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID3);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID2);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
 }

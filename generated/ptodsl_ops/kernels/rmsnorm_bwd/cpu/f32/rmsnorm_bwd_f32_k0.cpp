@@ -4,294 +4,47 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ float* x, __gm__ float* dy, __gm__ float* gamma, __gm__ float* dx, int64_t H, int64_t R, float eps)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ float* acc_parts, int64_t H, int64_t R, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void rmsnorm_bwd_f32_k0(__gm__ float* acc, __gm__ float* acc_parts, int64_t H, int64_t R)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT9 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT35 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT38 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT48 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT40 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT45 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re4 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT47 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT51 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT53 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT40Re8 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT56 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT58 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT21Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT27Re7 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT60 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT67 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT72 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT74 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT76 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
-    using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
-    using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
-    using TileTmp3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 8>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    for (int64_t _g0 = 0; _g0 < (H + 1023) / 1024; ++_g0) {  // rmsnorm_bwd.pto:5:11
+    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    for (int64_t _g0 = block_index * ceil_div((H + 1023) / 1024, block_count); _g0 < block_index * ceil_div((H + 1023) / 1024, block_count) + min_i64(ceil_div((H + 1023) / 1024, block_count), (H + 1023) / 1024 - block_index * ceil_div((H + 1023) / 1024, block_count)); ++_g0) {  // rmsnorm_bwd.pto:5:11
         pipe_barrier(PIPE_V);
         TileT1 t1(min_i64(H - _g0 * 1024, 1024));  // rmsnorm_bwd.pto:5:11
         TASSIGN(t1, 0);  // rmsnorm_bwd.pto:5:11
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         TEXPANDS(t1, 0.0f);  // rmsnorm_bwd.pto:5:11
         set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:5:11
         GmView0 accGm0(acc + _g0 * 1024, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(H));  // rmsnorm_bwd.pto:5:11
         TSTORE(accGm0, t1);  // rmsnorm_bwd.pto:5:11
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-    pipe_barrier(PIPE_V);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-    for (int64_t r = 0; r < R; ++r) {  // rmsnorm_bwd.pto:6:5
-        pipe_barrier(PIPE_V);
-        __gm__ float* v0 = x + r * H;  // rmsnorm_bwd.pto:7:19
-        __gm__ float* v1 = dy + r * H;  // rmsnorm_bwd.pto:8:18
-        TileT12 t12;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t12, 0);  // rmsnorm_bwd.pto:9:21
-        TEXPANDS(t12, 0.0f);  // rmsnorm_bwd.pto:9:21
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g5 = 0; _g5 < (H + 1023) / 1024; ++_g5) {  // rmsnorm_bwd.pto:8:13
-            pipe_barrier(PIPE_V);
-            TileT9 t9(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t9, 32);  // rmsnorm_bwd.pto:9:26
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView1 v0Gm1(v0 + _g5 * 1024, GmView1::Shape(t9.GetValidCol()), GmView1::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t9, v0Gm1);  // rmsnorm_bwd.pto:7:14
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT11 t11(min_i64(H - _g5 * 1024, 1024));  // rmsnorm_bwd.pto:9:26
-            TASSIGN(t11, 4128);  // rmsnorm_bwd.pto:9:26
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TMUL(t11, t9, t9);  // rmsnorm_bwd.pto:9:26
-            TileT15 t15;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(t15, 32);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // rmsnorm_bwd.pto:9:21
-            TASSIGN(tmp0, 24672);  // rmsnorm_bwd.pto:9:21
-            TROWSUM(t15, t11, tmp0);  // rmsnorm_bwd.pto:9:21
-            pipe_barrier(PIPE_V);
-            TADD(t12, t12, t15);  // rmsnorm_bwd.pto:9:21
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TMULS(t12, t12, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:9:21
-        TileT17 t17;  // rmsnorm_bwd.pto:9:21
-        TASSIGN(t17, 32);  // rmsnorm_bwd.pto:9:21
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TADDS(t17, t12, eps);  // rmsnorm_bwd.pto:9:21
-        TileT19 t19;  // rmsnorm_bwd.pto:9:15
-        TASSIGN(t19, 0);  // rmsnorm_bwd.pto:9:15
-        pipe_barrier(PIPE_V);
-        TRSQRT(t19, t17);  // rmsnorm_bwd.pto:9:15
-        TileT35 t35;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t35, 32);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        TMUL(t35, t19, t19);  // rmsnorm_bwd.pto:11:42
-        TileT38 t38;  // rmsnorm_bwd.pto:11:42
-        TASSIGN(t38, 64);  // rmsnorm_bwd.pto:11:42
-        pipe_barrier(PIPE_V);
-        TMUL(t38, t35, t19);  // rmsnorm_bwd.pto:11:42
-        TileT48 t48;  // rmsnorm_bwd.pto:11:61
-        TASSIGN(t48, 32);  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t48, 0.0f);  // rmsnorm_bwd.pto:11:61
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g39 = 0; _g39 < (H + 1023) / 1024; ++_g39) {  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TileT40 t40(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40, 96);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView2 v0Gm2(v0 + _g39 * 1024, GmView2::Shape(t40.GetValidCol()), GmView2::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t40, v0Gm2);  // rmsnorm_bwd.pto:7:14
-            TileT45 t45(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t45, 4192);  // rmsnorm_bwd.pto:11:66
-            TileT21Re4 t21_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re4, 8288);  // rmsnorm_bwd.pto:10:18
-            using GmView3 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView3 gammaGm3(gamma + _g39 * 1024, GmView3::Shape(t21_re4.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re4, gammaGm3);  // rmsnorm_bwd.pto:10:18
-            TileT24Re4 t24_re4(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re4, 12384);  // rmsnorm_bwd.pto:10:14
-            using GmView4 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView4 v1Gm4(v1 + _g39 * 1024, GmView4::Shape(t24_re4.GetValidCol()), GmView4::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t24_re4, v1Gm4);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCOLEXPANDMUL(t45, t24_re4, t21_re4);  // rmsnorm_bwd.pto:10:14
-            TileT47 t47(min_i64(H - _g39 * 1024, 1024));  // rmsnorm_bwd.pto:11:66
-            TASSIGN(t47, 8288);  // rmsnorm_bwd.pto:11:66
-            pipe_barrier(PIPE_V);
-            TMUL(t47, t45, t40);  // rmsnorm_bwd.pto:11:66
-            TileT51 t51;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(t51, 96);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp1;  // rmsnorm_bwd.pto:11:61
-            TASSIGN(tmp1, 24672);  // rmsnorm_bwd.pto:11:61
-            TROWSUM(t51, t47, tmp1);  // rmsnorm_bwd.pto:11:61
-            pipe_barrier(PIPE_V);
-            TADD(t48, t48, t51);  // rmsnorm_bwd.pto:11:61
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TMULS(t48, t48, static_cast<float>(1.0 / H));  // rmsnorm_bwd.pto:11:61
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g52 = 0; _g52 < (H + 1023) / 1024; ++_g52) {  // rmsnorm_bwd.pto:11:36
-            pipe_barrier(PIPE_V);
-            TileT53 t53(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t53, 96);  // rmsnorm_bwd.pto:11:36
-            TileT40Re8 t40_re8(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t40_re8, 4192);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            using GmView5 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:7:14
-            GmView5 v0Gm5(v0 + _g52 * 1024, GmView5::Shape(t40_re8.GetValidCol()), GmView5::Stride(H));  // rmsnorm_bwd.pto:7:14
-            TLOAD(t40_re8, v0Gm5);  // rmsnorm_bwd.pto:7:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileView1 view2;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view2, 64);  // rmsnorm_bwd.pto:11:36
-            TileTmp2 tmp3;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp3, 24672);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t53, t40_re8, view2, tmp3);  // rmsnorm_bwd.pto:11:36
-            TileT56 t56(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:36
-            TASSIGN(t56, 8288);  // rmsnorm_bwd.pto:11:36
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-            pipe_barrier(PIPE_V);
-            TileView1 view4;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(view4, 32);  // rmsnorm_bwd.pto:11:36
-            TileTmp2 tmp5;  // rmsnorm_bwd.pto:11:36
-            TASSIGN(tmp5, 24672);  // rmsnorm_bwd.pto:11:36
-            TROWEXPANDMUL(t56, t53, view4, tmp5);  // rmsnorm_bwd.pto:11:36
-            TileT58 t58(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t58, 96);  // rmsnorm_bwd.pto:11:25
-            TileT21Re7 t21_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:18
-            TASSIGN(t21_re7, 12384);  // rmsnorm_bwd.pto:10:18
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            using GmView6 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, 1, 1>>;  // rmsnorm_bwd.pto:10:18
-            GmView6 gammaGm6(gamma + _g52 * 1024, GmView6::Shape(t21_re7.GetValidCol()));  // rmsnorm_bwd.pto:10:18
-            TLOAD(t21_re7, gammaGm6);  // rmsnorm_bwd.pto:10:18
-            TileT24Re7 t24_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t24_re7, 16480);  // rmsnorm_bwd.pto:10:14
-            using GmView7 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:8:13
-            GmView7 v1Gm7(v1 + _g52 * 1024, GmView7::Shape(t24_re7.GetValidCol()), GmView7::Stride(H));  // rmsnorm_bwd.pto:8:13
-            TLOAD(t24_re7, v1Gm7);  // rmsnorm_bwd.pto:8:13
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT27Re7 t27_re7(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:10:14
-            TASSIGN(t27_re7, 20576);  // rmsnorm_bwd.pto:10:14
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCOLEXPANDMUL(t27_re7, t24_re7, t21_re7);  // rmsnorm_bwd.pto:10:14
-            pipe_barrier(PIPE_V);
-            TileTmp3 tmp6;  // rmsnorm_bwd.pto:11:25
-            TASSIGN(tmp6, 24672);  // rmsnorm_bwd.pto:11:25
-            TROWEXPAND(tmp6, t19);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);  // rmsnorm_bwd.pto:11:25
-            TROWEXPANDMUL(t58, tmp6, t27_re7);  // rmsnorm_bwd.pto:11:25
-            TileT60 t60(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:11:25
-            TASSIGN(t60, 12384);  // rmsnorm_bwd.pto:11:25
-            pipe_barrier(PIPE_V);
-            TSUB(t60, t58, t56);  // rmsnorm_bwd.pto:11:25
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView8 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:11:20
-            GmView8 dxGm8(dx + r * H + _g52 * 1024, GmView8::Shape(t60.GetValidCol()), GmView8::Stride(H));  // rmsnorm_bwd.pto:11:20
-            TSTORE(dxGm8, t60);  // rmsnorm_bwd.pto:11:20
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT67 t67(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t67, 96);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TMUL(t67, t24_re7, t40_re8);  // rmsnorm_bwd.pto:12:24
-            TileT72 t72(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:24
-            TASSIGN(t72, 4192);  // rmsnorm_bwd.pto:12:24
-            pipe_barrier(PIPE_V);
-            TileView1 view7;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(view7, 0);  // rmsnorm_bwd.pto:12:24
-            TileTmp2 tmp8;  // rmsnorm_bwd.pto:12:24
-            TASSIGN(tmp8, 24672);  // rmsnorm_bwd.pto:12:24
-            TROWEXPANDMUL(t72, t67, view7, tmp8);  // rmsnorm_bwd.pto:12:24
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            TileT74 t74(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t74, 96);  // rmsnorm_bwd.pto:12:18
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView9 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView9 accGm9(acc + _g52 * 1024, GmView9::Shape(t74.GetValidCol()), GmView9::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TLOAD(t74, accGm9);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT76 t76(min_i64(H - _g52 * 1024, 1024));  // rmsnorm_bwd.pto:12:18
-            TASSIGN(t76, 8288);  // rmsnorm_bwd.pto:12:18
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TADD(t76, t74, t72);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            using GmView10 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // rmsnorm_bwd.pto:12:18
-            GmView10 accGm10(acc + _g52 * 1024, GmView10::Shape(t76.GetValidCol()), GmView10::Stride(H));  // rmsnorm_bwd.pto:12:18
-            TSTORE(accGm10, t76);  // rmsnorm_bwd.pto:12:18
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID2);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     }
-    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
 }

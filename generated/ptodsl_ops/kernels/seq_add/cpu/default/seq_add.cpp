@@ -64,7 +64,7 @@ extern "C" int seq_add(float* inp, int32_t* act_seqs, float* out, int64_t B, int
 #endif
     try {
     {  // seq_add.pto:4:5
-        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0), max_i64((max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2, max_i64((max_i64(B, 0) - max_i64(B, 0) / 2 + 47) / 48, 1)), 1);  // seq_add.pto:4:5
         bool seq_add_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t seq_add_k0_block = 0; seq_add_k0_block < seq_add_k0_blocks; ++seq_add_k0_block) {  // seq_add.pto:4:5

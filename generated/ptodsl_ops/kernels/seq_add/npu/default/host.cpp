@@ -211,7 +211,7 @@ extern "C" int seq_add(int32_t device, void* stream, float* inp, int32_t* act_se
         return -1;
     }
     {  // seq_add.pto:4:5
-        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0), max_i64((max_i64(B, 0) / 2 + max_i64(max_i64(B, 0) - max_i64(B, 0) / 2 * 2, 0) + 47) / 48, 1)), 1);  // seq_add.pto:4:5
+        const int64_t seq_add_k0_blocks = max_i64(ceil_div(max_i64(B, 0) - max_i64(B, 0) / 2, max_i64((max_i64(B, 0) - max_i64(B, 0) / 2 + 47) / 48, 1)), 1);  // seq_add.pto:4:5
         seq_add_k0_launch(seq_add_k0_blocks, ptodsl_stream, act_seqs, inp, out, B, H, S);  // seq_add.pto:4:5
         if (!launched("the launch of seq_add_k0")) {  // seq_add.pto:4:5
             return -1;  // seq_add.pto:4:5

@@ -11,7 +11,8 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N);
+extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void softmax_long_bf16_k1(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,6 +33,22 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* softmax_long_bf16_failure(void)
 {
 #ifdef PTO_CPU_SUBSET
@@ -47,10 +64,38 @@ extern "C" int softmax_long_bf16(bfloat16_t* x, bfloat16_t* y, int64_t B, int64_
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
-    bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-    start_launch(poison);  // softmax_long.pto:3:5
-    softmax_long_bf16_k0(x, e, y, B, N);  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 9728) {  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            bool softmax_long_bf16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t softmax_long_bf16_k0_block = 0; softmax_long_bf16_k0_block < softmax_long_bf16_k0_blocks; ++softmax_long_bf16_k0_block) {  // softmax_long.pto:3:5
+                try {
+                    start_launch(poison);  // softmax_long.pto:3:5
+                    softmax_long_bf16_k0(x, y, B, N, softmax_long_bf16_k0_block, softmax_long_bf16_k0_blocks);  // softmax_long.pto:3:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    softmax_long_bf16_k0_block_no_memory = true;
+                }
+            }
+            if (softmax_long_bf16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
+    } else {
+        std::vector<unsigned char> e_bytes = workspace(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+        bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
+        start_launch(poison);  // softmax_long.pto:3:5
+        softmax_long_bf16_k1(x, e, y, B, N);  // softmax_long.pto:3:5
+    }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {
         return -1;

@@ -4,222 +4,145 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
 }
 
-extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* e, __gm__ bfloat16_t* y, int64_t B, int64_t N)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void softmax_long_bf16_k0(__gm__ bfloat16_t* x, __gm__ bfloat16_t* y, int64_t B, int64_t N)
+#endif
 {
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT5 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT19 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileC0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT10 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT13 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT16 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT22 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT23 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT24 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT26 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT12 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT14 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT17 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT18 = Tile<TileType::Vec, bfloat16_t, 1, 16, BLayout::RowMajor, 1, 1>;
     using TileC1 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT29 = Tile<TileType::Vec, bfloat16_t, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT30 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT32 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT22 = Tile<TileType::Vec, bfloat16_t, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT25 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 9728, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = 0; b < B; ++b) {  // softmax_long.pto:3:5
+    for (int64_t b_fit = block_index * ceil_div(B, block_count); b_fit < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b_fit) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ bfloat16_t* row = x + b * N;  // softmax_long.pto:4:15
+        __gm__ bfloat16_t* row_fit = x + b_fit * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT1 t1(N);  // softmax_long.pto:5:23
+        TASSIGN(t1, 32);  // softmax_long.pto:5:23
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2, 32);  // softmax_long.pto:5:23
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TileT3 t3(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t3, 2080);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID2);
-            TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT4 t4;  // softmax_long.pto:5:23
-            TASSIGN(t4, 32);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 12384);  // softmax_long.pto:5:23
-            TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t4);  // softmax_long.pto:5:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TileT5 t5;  // softmax_long.pto:5:23
-        TASSIGN(t5, 32);  // softmax_long.pto:5:23
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-        TCVT(t5, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT19 t19;  // softmax_long.pto:6:23
-        TASSIGN(t19, 0);  // softmax_long.pto:6:23
-        pipe_barrier(PIPE_V);
-        TEXPANDS(t19, 0.0f);  // softmax_long.pto:6:23
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g6 = 0; _g6 < (N + 1023) / 1024; ++_g6) {  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TileT7 t7(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7, 64);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView1 rowGm1(row + _g6 * 1024, GmView1::Shape(t7.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t7, rowGm1);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileC0 c0;  // softmax_long.pto:5:17
-            TASSIGN(c0, 2112);  // softmax_long.pto:5:17
-            TileT10 t10(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t10, 2144);  // softmax_long.pto:5:17
-            TileT11 t11(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t11, 4192);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t11, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TCVT(c0, t5, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT13 t13(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t13, 8288);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // softmax_long.pto:5:17
-            TASSIGN(view1, 2112);  // softmax_long.pto:5:17
-            TileTmp2 tmp2;  // softmax_long.pto:5:17
-            TASSIGN(tmp2, 12384);  // softmax_long.pto:5:17
-            TROWEXPANDSUB(t13, t11, view1, tmp2);  // softmax_long.pto:5:17
-            pipe_barrier(PIPE_V);
-            TCVT(t10, t13, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
-            TileT16 t16(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t16, 64);  // softmax_long.pto:5:13
-            TileT17 t17(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t17, 4192);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TCVT(t17, t10, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            TileT18 t18(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t18, 8288);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TEXP(t18, t17);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TCVT(t16, t18, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:13
-            GmView2 eGm2(e + _g6 * 1024, GmView2::Shape(t16.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:5:13
-            TSTORE(eGm2, t16);  // softmax_long.pto:5:13
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            TileT22 t22(min_i64(N - _g6 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t22, 2112);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TCVT(t22, t16, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT23 t23;  // softmax_long.pto:6:23
-            TASSIGN(t23, 64);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 12384);  // softmax_long.pto:6:23
-            TROWSUM(t23, t22, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t19, t19, t23);  // softmax_long.pto:6:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        TileT24 t24;  // softmax_long.pto:6:23
-        TASSIGN(t24, 32);  // softmax_long.pto:6:23
-        pipe_barrier(PIPE_V);
-        TCVT(t24, t19, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-        pipe_barrier(PIPE_V);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g25 = 0; _g25 < (N + 1023) / 1024; ++_g25) {  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileT26 t26(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t26, 64);  // softmax_long.pto:6:19
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView3 eGm3(e + _g25 * 1024, GmView3::Shape(t26.GetValidCol()), GmView3::Stride(N));  // softmax_long.pto:6:19
-            TLOAD(t26, eGm3);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileC1 c1;  // softmax_long.pto:6:19
-            TASSIGN(c1, 0);  // softmax_long.pto:6:19
-            TileT29 t29(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t29, 2112);  // softmax_long.pto:6:19
-            TileT30 t30(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t30, 4160);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t30, t26, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            TCVT(c1, t24, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            TileT32 t32(min_i64(N - _g25 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t32, 8256);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileView1 view4;  // softmax_long.pto:6:19
-            TASSIGN(view4, 0);  // softmax_long.pto:6:19
-            TileTmp2 tmp5;  // softmax_long.pto:6:19
-            TASSIGN(tmp5, 12384);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t32, t30, view4, tmp5);  // softmax_long.pto:6:19
-            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-            pipe_barrier(PIPE_V);
-            TCVT(t29, t32, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView4 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView4 yGm4(y + b * N + _g25 * 1024, GmView4::Shape(t29.GetValidCol()), GmView4::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm4, t29);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
+        GmView0 row_fitGm0(row_fit, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t1, row_fitGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileT2 t2(N);  // softmax_long.pto:5:23
+        TASSIGN(t2, 19488);  // softmax_long.pto:5:23
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t2, t1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp0;  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 116768);  // softmax_long.pto:5:23
+        TROWMAX(t0, t2, tmp0);  // softmax_long.pto:5:23
+        TileT3 t3;  // softmax_long.pto:5:23
+        TASSIGN(t3, 32);  // softmax_long.pto:5:23
+        pipe_barrier(PIPE_V);
+        TCVT(t3, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileC0 c0;  // softmax_long.pto:5:17
+        TASSIGN(c0, 0);  // softmax_long.pto:5:17
+        TileT7 t7(N);  // softmax_long.pto:5:17
+        TASSIGN(t7, 58400);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
+        TCVT(c0, t3, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+        TileT10 t10(N);  // softmax_long.pto:5:17
+        TASSIGN(t10, 77856);  // softmax_long.pto:5:17
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // softmax_long.pto:5:17
+        TASSIGN(view1, 0);  // softmax_long.pto:5:17
+        TileTmp2 tmp2;  // softmax_long.pto:5:17
+        TASSIGN(tmp2, 116768);  // softmax_long.pto:5:17
+        TROWEXPANDSUB(t10, t2, view1, tmp2);  // softmax_long.pto:5:17
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        pipe_barrier(PIPE_V);
+        TCVT(t7, t10, RoundMode::CAST_RINT);  // softmax_long.pto:5:17
+        TileT12 t12(N);  // softmax_long.pto:5:13
+        TASSIGN(t12, 0);  // softmax_long.pto:5:13
+        TileT13 t13(N);  // softmax_long.pto:5:13
+        TASSIGN(t13, 19456);  // softmax_long.pto:5:13
+        pipe_barrier(PIPE_V);
+        TCVT(t13, t7, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+        TileT14 t14(N);  // softmax_long.pto:5:13
+        TASSIGN(t14, 58368);  // softmax_long.pto:5:13
+        pipe_barrier(PIPE_V);
+        TEXP(t14, t13);  // softmax_long.pto:5:13
+        pipe_barrier(PIPE_V);
+        TCVT(t12, t14, RoundMode::CAST_RINT);  // softmax_long.pto:5:13
+        TileT15 t15;  // softmax_long.pto:6:23
+        TASSIGN(t15, 19456);  // softmax_long.pto:6:23
+        TileT17 t17(N);  // softmax_long.pto:6:23
+        TASSIGN(t17, 19488);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TCVT(t17, t12, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // softmax_long.pto:6:23
+        TASSIGN(tmp3, 116768);  // softmax_long.pto:6:23
+        TROWSUM(t15, t17, tmp3);  // softmax_long.pto:6:23
+        TileT18 t18;  // softmax_long.pto:6:23
+        TASSIGN(t18, 0);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TCVT(t18, t15, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TileC1 c1;  // softmax_long.pto:6:19
+        TASSIGN(c1, 32);  // softmax_long.pto:6:19
+        TileT22 t22(N);  // softmax_long.pto:6:19
+        TASSIGN(t22, 58400);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
+        TCVT(c1, t18, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+        TileT25 t25(N);  // softmax_long.pto:6:19
+        TASSIGN(t25, 77856);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
+        TileView1 view4;  // softmax_long.pto:6:19
+        TASSIGN(view4, 32);  // softmax_long.pto:6:19
+        TileTmp2 tmp5;  // softmax_long.pto:6:19
+        TASSIGN(tmp5, 116768);  // softmax_long.pto:6:19
+        TROWEXPANDDIV(t25, t17, view4, tmp5);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        TCVT(t22, t25, RoundMode::CAST_RINT);  // softmax_long.pto:6:19
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:9
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t22.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:9
+        TSTORE(yGm1, t22);  // softmax_long.pto:6:9
+        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ half* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void softmax_long_f16_k1(__gm__ half* x, __gm__ half* y, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -63,30 +64,58 @@ extern "C" int softmax_long_f16(half* x, half* y, int64_t B, int64_t N, int pois
     pto::cpu::clear_failure();
 #endif
     try {
-    {  // softmax_long.pto:3:5
-        const int64_t softmax_long_f16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
-        bool softmax_long_f16_k0_block_no_memory = false;
-        #pragma omp parallel for schedule(static)
-        for (int64_t softmax_long_f16_k0_block = 0; softmax_long_f16_k0_block < softmax_long_f16_k0_blocks; ++softmax_long_f16_k0_block) {  // softmax_long.pto:3:5
-            try {
-                start_launch(poison);  // softmax_long.pto:3:5
-                softmax_long_f16_k0(x, y, B, N, softmax_long_f16_k0_block, softmax_long_f16_k0_blocks);  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 16128) {  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_f16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            bool softmax_long_f16_k0_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t softmax_long_f16_k0_block = 0; softmax_long_f16_k0_block < softmax_long_f16_k0_blocks; ++softmax_long_f16_k0_block) {  // softmax_long.pto:3:5
+                try {
+                    start_launch(poison);  // softmax_long.pto:3:5
+                    softmax_long_f16_k0(x, y, B, N, softmax_long_f16_k0_block, softmax_long_f16_k0_blocks);  // softmax_long.pto:3:5
 #ifdef PTO_CPU_SUBSET
-            } catch (const pto::cpu::Failure&) {
+                } catch (const pto::cpu::Failure&) {
 #endif
-            } catch (const std::bad_alloc&) {
+                } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                softmax_long_f16_k0_block_no_memory = true;
+                    softmax_long_f16_k0_block_no_memory = true;
+                }
             }
-        }
-        if (softmax_long_f16_k0_block_no_memory) {
-            throw std::bad_alloc();
-        }
+            if (softmax_long_f16_k0_block_no_memory) {
+                throw std::bad_alloc();
+            }
 #ifdef PTO_CPU_SUBSET
-        if (pto::cpu::failed()) {
-            throw pto::cpu::Failure{};
-        }
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
 #endif
+        }
+    } else {
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_f16_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            bool softmax_long_f16_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t softmax_long_f16_k1_block = 0; softmax_long_f16_k1_block < softmax_long_f16_k1_blocks; ++softmax_long_f16_k1_block) {  // softmax_long.pto:3:5
+                try {
+                    start_launch(poison);  // softmax_long.pto:3:5
+                    softmax_long_f16_k1(x, y, B, N, softmax_long_f16_k1_block, softmax_long_f16_k1_blocks);  // softmax_long.pto:3:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    softmax_long_f16_k1_block_no_memory = true;
+                }
+            }
+            if (softmax_long_f16_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

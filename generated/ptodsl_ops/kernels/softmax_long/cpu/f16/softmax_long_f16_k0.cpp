@@ -31,168 +31,87 @@ extern "C" __global__ AICORE void softmax_long_f16_k0(__gm__ half* x, __gm__ hal
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT5 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT14 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT4 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1SafeF16 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT13 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT18 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT19 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
-    using TileT21 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT7Re1 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT24 = Tile<TileType::Vec, half, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT1 = Tile<TileType::Vec, half, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT2 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT3 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT9 = Tile<TileType::Vec, half, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT10 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT12 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT13 = Tile<TileType::Vec, half, 1, 16, BLayout::RowMajor, 1, 1>;
+    using TileT17 = Tile<TileType::Vec, half, 1, 16128, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 16128, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, half, 16, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, half, 1, 128, BLayout::RowMajor>;
 
     set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
+    for (int64_t b_fit = block_index * ceil_div(B, block_count); b_fit < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b_fit) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ half* row = x + b * N;  // softmax_long.pto:4:15
+        __gm__ half* row_fit = x + b_fit * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
-        TileT5 t5;  // softmax_long.pto:5:23
-        TASSIGN(t5, 32);  // softmax_long.pto:5:23
-        TileT14 t14;  // softmax_long.pto:6:23
-        TASSIGN(t14, 64);  // softmax_long.pto:6:23
-        TEXPANDS(t14, 0.0f);  // softmax_long.pto:6:23
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        TileT1 t1(N);  // softmax_long.pto:5:23
+        TASSIGN(t1, 32);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2, 96);  // softmax_long.pto:5:23
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT3 t3(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t3, 2144);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TCVT(t3, t2, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            TileT4 t4;  // softmax_long.pto:5:23
-            TASSIGN(t4, 6240);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 8320);  // softmax_long.pto:5:23
-            TROWMAX(t4, t3, tmp0);  // softmax_long.pto:5:23
-            TileOnline1Max online1_max;  // softmax_long.pto:5:23
-            TASSIGN(online1_max, 2144);  // softmax_long.pto:5:23
-            TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe, 2176);  // softmax_long.pto:5:23
-            TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
-            TASSIGN(online1_diff, 2208);  // softmax_long.pto:5:23
-            TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
-            TASSIGN(online1_alpha, 2240);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max, t0, t4);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe, online1_max, -65504.0f);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff, t0, online1_safe);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMUL(t14, t14, online1_alpha);  // softmax_long.pto:5:23
-            TileOnline1SafeF16 online1_safe_f16;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe_f16, 2144);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TCVT(online1_safe_f16, online1_safe, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t4);  // softmax_long.pto:5:23
-            TileT13 t13(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t13, 2176);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // softmax_long.pto:5:13
-            TASSIGN(view1, 2144);  // softmax_long.pto:5:13
-            TileTmp2 tmp2;  // softmax_long.pto:5:13
-            TASSIGN(tmp2, 8320);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t13, t2, view1, tmp2);  // softmax_long.pto:5:13
-            TileT17 t17(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:6:23
-            TASSIGN(t17, 4224);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TCVT(t17, t13, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
-            TileT18 t18;  // softmax_long.pto:6:23
-            TASSIGN(t18, 96);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 8320);  // softmax_long.pto:6:23
-            TROWSUM(t18, t17, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t14, t14, t18);  // softmax_long.pto:6:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView0 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
+        GmView0 row_fitGm0(row_fit, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t1, row_fitGm0);  // softmax_long.pto:5:23
         set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        TCVT(t5, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
-        TileT19 t19;  // softmax_long.pto:6:23
-        TASSIGN(t19, 0);  // softmax_long.pto:6:23
+        TileT2 t2(N);  // softmax_long.pto:5:23
+        TASSIGN(t2, 32288);  // softmax_long.pto:5:23
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TCVT(t2, t1, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
-        TCVT(t19, t14, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TileTmp0 tmp0;  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 129088);  // softmax_long.pto:5:23
+        TROWMAX(t0, t2, tmp0);  // softmax_long.pto:5:23
+        TileT3 t3;  // softmax_long.pto:5:23
+        TASSIGN(t3, 32288);  // softmax_long.pto:5:23
         pipe_barrier(PIPE_V);
+        TCVT(t3, t0, RoundMode::CAST_RINT);  // softmax_long.pto:5:23
+        TileT9 t9(N);  // softmax_long.pto:5:13
+        TASSIGN(t9, 32320);  // softmax_long.pto:5:13
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // softmax_long.pto:5:13
+        TASSIGN(view1, 32288);  // softmax_long.pto:5:13
+        TileTmp2 tmp2;  // softmax_long.pto:5:13
+        TASSIGN(tmp2, 129088);  // softmax_long.pto:5:13
+        TROWEXPANDEXPDIF(t9, t1, view1, tmp2);  // softmax_long.pto:5:13
+        TileT10 t10;  // softmax_long.pto:6:23
+        TASSIGN(t10, 0);  // softmax_long.pto:6:23
+        TileT12 t12(N);  // softmax_long.pto:6:23
+        TASSIGN(t12, 64576);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TCVT(t12, t9, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // softmax_long.pto:6:23
+        TASSIGN(tmp3, 129088);  // softmax_long.pto:6:23
+        TROWSUM(t10, t12, tmp3);  // softmax_long.pto:6:23
+        TileT13 t13;  // softmax_long.pto:6:23
+        TASSIGN(t13, 32);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TCVT(t13, t10, RoundMode::CAST_RINT);  // softmax_long.pto:6:23
+        TileT17 t17(N);  // softmax_long.pto:6:19
+        TASSIGN(t17, 64);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
+        TileView1 view4;  // softmax_long.pto:6:19
+        TASSIGN(view4, 32);  // softmax_long.pto:6:19
+        TileTmp2 tmp5;  // softmax_long.pto:6:19
+        TASSIGN(tmp5, 129088);  // softmax_long.pto:6:19
+        TROWEXPANDDIV(t17, t9, view4, tmp5);  // softmax_long.pto:6:19
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g20 = 0; _g20 < (N + 1023) / 1024; ++_g20) {  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileT21 t21(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t21, 64);  // softmax_long.pto:6:19
-            TileT7Re1 t7_re1(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t7_re1, 2112);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView1 rowGm1(row + _g20 * 1024, GmView1::Shape(t7_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t7_re1, rowGm1);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView1 view4;  // softmax_long.pto:5:13
-            TASSIGN(view4, 32);  // softmax_long.pto:5:13
-            TileTmp2 tmp5;  // softmax_long.pto:5:13
-            TASSIGN(tmp5, 8320);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t21, t7_re1, view4, tmp5);  // softmax_long.pto:5:13
-            TileT24 t24(min_i64(N - _g20 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t24, 2112);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileView1 view6;  // softmax_long.pto:6:19
-            TASSIGN(view6, 0);  // softmax_long.pto:6:19
-            TileTmp2 tmp7;  // softmax_long.pto:6:19
-            TASSIGN(tmp7, 8320);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t24, t21, view6, tmp7);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView2 yGm2(y + b * N + _g20 * 1024, GmView2::Shape(t24.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm2, t24);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        }
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
+        using GmView1 = GlobalTensor<half, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:9
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t17.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:9
+        TSTORE(yGm1, t17);  // softmax_long.pto:6:9
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
     }
     wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);

@@ -31,139 +31,63 @@ extern "C" __global__ AICORE void softmax_long_f32_k0(__gm__ float* x, __gm__ fl
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
     using TileT0 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT12 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT2 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT3 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Max = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Safe = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Diff = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileOnline1Alpha = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT11 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT15 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
-    using TileT17 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT5Re1 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileT20 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor, 1, DYNAMIC>;
-    using TileTmp0 = Tile<TileType::Vec, float, 1, 1024, BLayout::RowMajor>;
+    using TileT1 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT7 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileT8 = Tile<TileType::Vec, float, 1, 8, BLayout::RowMajor, 1, 1>;
+    using TileT13 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor, 1, DYNAMIC>;
+    using TileTmp0 = Tile<TileType::Vec, float, 1, 12032, BLayout::RowMajor>;
     using TileView1 = Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 1, 1>;
     using TileTmp2 = Tile<TileType::Vec, float, 1, 64, BLayout::RowMajor>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t b = block_index * ceil_div(B, block_count); b < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b) {  // softmax_long.pto:3:5
+    for (int64_t b_fit = block_index * ceil_div(B, block_count); b_fit < block_index * ceil_div(B, block_count) + min_i64(ceil_div(B, block_count), B - block_index * ceil_div(B, block_count)); ++b_fit) {  // softmax_long.pto:3:5
         pipe_barrier(PIPE_V);
-        __gm__ float* row = x + b * N;  // softmax_long.pto:4:15
+        __gm__ float* row_fit = x + b_fit * N;  // softmax_long.pto:4:15
         TileT0 t0;  // softmax_long.pto:5:23
         TASSIGN(t0, 0);  // softmax_long.pto:5:23
-        TEXPANDS(t0, -__builtin_inff());  // softmax_long.pto:5:23
-        TileT12 t12;  // softmax_long.pto:6:23
-        TASSIGN(t12, 32);  // softmax_long.pto:6:23
-        TEXPANDS(t12, 0.0f);  // softmax_long.pto:6:23
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        for (int64_t _k1 = 0; _k1 < (N + 1023) / 1024; ++_k1) {  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TileT2 t2(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:23
-            TASSIGN(t2, 64);  // softmax_long.pto:5:23
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
-            GmView0 rowGm0(row + _k1 * 1024, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
-            TLOAD(t2, rowGm0);  // softmax_long.pto:5:23
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT3 t3;  // softmax_long.pto:5:23
-            TASSIGN(t3, 4160);  // softmax_long.pto:5:23
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp0 tmp0;  // softmax_long.pto:5:23
-            TASSIGN(tmp0, 8352);  // softmax_long.pto:5:23
-            TROWMAX(t3, t2, tmp0);  // softmax_long.pto:5:23
-            TileOnline1Max online1_max;  // softmax_long.pto:5:23
-            TASSIGN(online1_max, 4192);  // softmax_long.pto:5:23
-            TileOnline1Safe online1_safe;  // softmax_long.pto:5:23
-            TASSIGN(online1_safe, 4224);  // softmax_long.pto:5:23
-            TileOnline1Diff online1_diff;  // softmax_long.pto:5:23
-            TASSIGN(online1_diff, 4256);  // softmax_long.pto:5:23
-            TileOnline1Alpha online1_alpha;  // softmax_long.pto:5:23
-            TASSIGN(online1_alpha, 4288);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(online1_max, t0, t3);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAXS(online1_safe, online1_max, -3.4028234663852886e+38f);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TSUB(online1_diff, t0, online1_safe);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TEXP(online1_alpha, online1_diff);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMUL(t12, t12, online1_alpha);  // softmax_long.pto:5:23
-            pipe_barrier(PIPE_V);
-            TMAX(t0, t0, t3);  // softmax_long.pto:5:23
-            TileT11 t11(min_i64(N - _k1 * 1024, 1024));  // softmax_long.pto:5:13
-            TASSIGN(t11, 4256);  // softmax_long.pto:5:13
-            pipe_barrier(PIPE_V);
-            TileView1 view1;  // softmax_long.pto:5:13
-            TASSIGN(view1, 4224);  // softmax_long.pto:5:13
-            TileTmp2 tmp2;  // softmax_long.pto:5:13
-            TASSIGN(tmp2, 8352);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t11, t2, view1, tmp2);  // softmax_long.pto:5:13
-            TileT15 t15;  // softmax_long.pto:6:23
-            TASSIGN(t15, 64);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TileTmp0 tmp3;  // softmax_long.pto:6:23
-            TASSIGN(tmp3, 8352);  // softmax_long.pto:6:23
-            TROWSUM(t15, t11, tmp3);  // softmax_long.pto:6:23
-            pipe_barrier(PIPE_V);
-            TADD(t12, t12, t15);  // softmax_long.pto:6:23
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        }
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID2);
-        pipe_barrier(PIPE_V);
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        for (int64_t _g16 = 0; _g16 < (N + 1023) / 1024; ++_g16) {  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileT17 t17(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t17, 64);  // softmax_long.pto:6:19
-            TileT5Re1 t5_re1(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:5:17
-            TASSIGN(t5_re1, 4160);  // softmax_long.pto:5:17
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:17
-            GmView1 rowGm1(row + _g16 * 1024, GmView1::Shape(t5_re1.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:5:17
-            TLOAD(t5_re1, rowGm1);  // softmax_long.pto:5:17
-            set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileView1 view4;  // softmax_long.pto:5:13
-            TASSIGN(view4, 0);  // softmax_long.pto:5:13
-            TileTmp2 tmp5;  // softmax_long.pto:5:13
-            TASSIGN(tmp5, 8352);  // softmax_long.pto:5:13
-            TROWEXPANDEXPDIF(t17, t5_re1, view4, tmp5);  // softmax_long.pto:5:13
-            TileT20 t20(min_i64(N - _g16 * 1024, 1024));  // softmax_long.pto:6:19
-            TASSIGN(t20, 4160);  // softmax_long.pto:6:19
-            pipe_barrier(PIPE_V);
-            TileView1 view6;  // softmax_long.pto:6:19
-            TASSIGN(view6, 32);  // softmax_long.pto:6:19
-            TileTmp2 tmp7;  // softmax_long.pto:6:19
-            TASSIGN(tmp7, 8352);  // softmax_long.pto:6:19
-            TROWEXPANDDIV(t20, t17, view6, tmp7);  // softmax_long.pto:6:19
-            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            set_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-            using GmView2 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:19
-            GmView2 yGm2(y + b * N + _g16 * 1024, GmView2::Shape(t20.GetValidCol()), GmView2::Stride(N));  // softmax_long.pto:6:19
-            TSTORE(yGm2, t20);  // softmax_long.pto:6:19
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
+        TileT1 t1(N);  // softmax_long.pto:5:23
+        TASSIGN(t1, 32);  // softmax_long.pto:5:23
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID3);
-        set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:5:23
+        GmView0 row_fitGm0(row_fit, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // softmax_long.pto:5:23
+        TLOAD(t1, row_fitGm0);  // softmax_long.pto:5:23
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+        TileTmp0 tmp0;  // softmax_long.pto:5:23
+        TASSIGN(tmp0, 96288);  // softmax_long.pto:5:23
+        TROWMAX(t0, t1, tmp0);  // softmax_long.pto:5:23
+        TileT7 t7(N);  // softmax_long.pto:5:13
+        TASSIGN(t7, 48160);  // softmax_long.pto:5:13
+        pipe_barrier(PIPE_V);
+        TileView1 view1;  // softmax_long.pto:5:13
+        TASSIGN(view1, 0);  // softmax_long.pto:5:13
+        TileTmp2 tmp2;  // softmax_long.pto:5:13
+        TASSIGN(tmp2, 96288);  // softmax_long.pto:5:13
+        TROWEXPANDEXPDIF(t7, t1, view1, tmp2);  // softmax_long.pto:5:13
+        TileT8 t8;  // softmax_long.pto:6:23
+        TASSIGN(t8, 0);  // softmax_long.pto:6:23
+        pipe_barrier(PIPE_V);
+        TileTmp0 tmp3;  // softmax_long.pto:6:23
+        TASSIGN(tmp3, 96288);  // softmax_long.pto:6:23
+        TROWSUM(t8, t7, tmp3);  // softmax_long.pto:6:23
+        TileT13 t13(N);  // softmax_long.pto:6:19
+        TASSIGN(t13, 32);  // softmax_long.pto:6:19
+        pipe_barrier(PIPE_V);
+        TileView1 view4;  // softmax_long.pto:6:19
+        TASSIGN(view4, 0);  // softmax_long.pto:6:19
+        TileTmp2 tmp5;  // softmax_long.pto:6:19
+        TASSIGN(tmp5, 96288);  // softmax_long.pto:6:19
+        TROWEXPANDDIV(t13, t7, view4, tmp5);  // softmax_long.pto:6:19
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
         set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // softmax_long.pto:6:9
+        GmView1 yGm1(y + b_fit * N, GmView1::Shape(t13.GetValidCol()), GmView1::Stride(N));  // softmax_long.pto:6:9
+        TSTORE(yGm1, t13);  // softmax_long.pto:6:9
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

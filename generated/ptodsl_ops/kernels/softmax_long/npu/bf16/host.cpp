@@ -13,7 +13,8 @@
 #include <new>
 #include <vector>
 
-extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* e, bfloat16_t* y, int64_t B, int64_t N);
+extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N);
+extern "C" void softmax_long_bf16_k1_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* e, bfloat16_t* y, int64_t B, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -183,6 +184,22 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 extern "C" const char* softmax_long_bf16_failure(void)
 {
     return ptodsl_failure;
@@ -194,14 +211,24 @@ extern "C" int softmax_long_bf16(int32_t device, void* stream, bfloat16_t* x, bf
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
-    if (ptodsl_failed) {  // softmax_long.pto:5:13
-        return -1;  // softmax_long.pto:5:13
-    }
-    bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
-    softmax_long_bf16_k0_launch(1, ptodsl_stream, x, e, y, B, N);  // softmax_long.pto:3:5
-    if (!launched("the launch of softmax_long_bf16_k0")) {  // softmax_long.pto:3:5
-        return -1;  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 9728) {  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_bf16_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            softmax_long_bf16_k0_launch(softmax_long_bf16_k0_blocks, ptodsl_stream, x, y, B, N);  // softmax_long.pto:3:5
+            if (!launched("the launch of softmax_long_bf16_k0")) {  // softmax_long.pto:3:5
+                return -1;  // softmax_long.pto:3:5
+            }
+        }
+    } else {
+        DeviceWorkspace e_bytes(N * static_cast<int64_t>(sizeof(bfloat16_t)), poison);  // softmax_long.pto:5:13
+        if (ptodsl_failed) {  // softmax_long.pto:5:13
+            return -1;  // softmax_long.pto:5:13
+        }
+        bfloat16_t* e = reinterpret_cast<bfloat16_t*>(e_bytes.data());  // softmax_long.pto:5:13
+        softmax_long_bf16_k1_launch(1, ptodsl_stream, x, e, y, B, N);  // softmax_long.pto:3:5
+        if (!launched("the launch of softmax_long_bf16_k1")) {  // softmax_long.pto:3:5
+            return -1;  // softmax_long.pto:3:5
+        }
     }
     return call.finish();
 }

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/softmax_long_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches softmax_long_bf16_k0 on an NPU stream (vector core).
-extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* e, bfloat16_t* y, int64_t B, int64_t N)
+extern "C" void softmax_long_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* y, int64_t B, int64_t N)
 {
-    softmax_long_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)e, (__gm__ bfloat16_t*)y, B, N);
+    softmax_long_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)x, (__gm__ bfloat16_t*)y, B, N);
 }

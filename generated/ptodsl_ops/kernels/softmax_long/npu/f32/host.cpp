@@ -14,6 +14,7 @@
 #include <vector>
 
 extern "C" void softmax_long_f32_k0_launch(uint32_t block_dim, void* stream, float* x, float* y, int64_t B, int64_t N);
+extern "C" void softmax_long_f32_k1_launch(uint32_t block_dim, void* stream, float* x, float* y, int64_t B, int64_t N);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -210,11 +211,21 @@ extern "C" int softmax_long_f32(int32_t device, void* stream, float* x, float* y
     if (ptodsl_failed) {
         return -1;
     }
-    {  // softmax_long.pto:3:5
-        const int64_t softmax_long_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
-        softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);  // softmax_long.pto:3:5
-        if (!launched("the launch of softmax_long_f32_k0")) {  // softmax_long.pto:3:5
-            return -1;  // softmax_long.pto:3:5
+    if (N >= 1 && N <= 12032) {  // softmax_long.pto:3:5
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_f32_k0_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);  // softmax_long.pto:3:5
+            if (!launched("the launch of softmax_long_f32_k0")) {  // softmax_long.pto:3:5
+                return -1;  // softmax_long.pto:3:5
+            }
+        }
+    } else {
+        {  // softmax_long.pto:3:5
+            const int64_t softmax_long_f32_k1_blocks = max_i64(ceil_div(B, max_i64((B + 47) / 48, 1)), 1);  // softmax_long.pto:3:5
+            softmax_long_f32_k1_launch(softmax_long_f32_k1_blocks, ptodsl_stream, x, y, B, N);  // softmax_long.pto:3:5
+            if (!launched("the launch of softmax_long_f32_k1")) {  // softmax_long.pto:3:5
+                return -1;  // softmax_long.pto:3:5
+            }
         }
     }
     return call.finish();

@@ -11,7 +11,9 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, __gm__ int64_t* status);
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f32_k0p1(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void swap_halves_f32_k0p2(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -32,20 +34,26 @@ static std::vector<unsigned char> workspace(int64_t bytes, int poison)
     return std::vector<unsigned char>(static_cast<size_t>(bytes > 0 ? bytes : 0), poison ? 0xFF : 0);
 }
 
-static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
-    for (int64_t b = 0; b < blocks; ++b) {
-        if (status[4 * b] != 0) {
-            for (int k = 0; k < 3; ++k) {
-                values[k] = status[4 * b + 1 + k];
-            }
-            return status[4 * b];
-        }
-    }
-    return 0;
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-extern "C" { int64_t swap_halves_f32_guard[3] = {0, 0, 0}; }
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
 
 extern "C" const char* swap_halves_f32_failure(void)
 {
@@ -65,13 +73,79 @@ extern "C" int swap_halves_f32(float* x, int64_t D, int64_t R, int poison)
     std::vector<unsigned char> old_bytes = workspace((R * D) * static_cast<int64_t>(sizeof(float)), poison);  // swap_halves.pto:5:11
     float* old = reinterpret_cast<float*>(old_bytes.data());  // swap_halves.pto:5:11
     {  // swap_halves.pto:5:11
-        std::vector<int64_t> swap_halves_f32_k0_status(static_cast<size_t>(4 * 1), 0);  // swap_halves.pto:5:11
-        start_launch(poison);  // swap_halves.pto:5:11
-        swap_halves_f32_k0(x, old, R, D, swap_halves_f32_k0_status.data());  // swap_halves.pto:5:11
-        const int64_t swap_halves_f32_k0_stopped = guard_stopped(swap_halves_f32_k0_status.data(), 1, swap_halves_f32_guard);  // swap_halves.pto:5:11
-        if (swap_halves_f32_k0_stopped != 0) {  // swap_halves.pto:5:11
-            return static_cast<int>(swap_halves_f32_k0_stopped);  // swap_halves.pto:5:11
+        const int64_t swap_halves_f32_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        bool swap_halves_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t swap_halves_f32_k0_block = 0; swap_halves_f32_k0_block < swap_halves_f32_k0_blocks; ++swap_halves_f32_k0_block) {  // swap_halves.pto:5:11
+            try {
+                start_launch(poison);  // swap_halves.pto:5:11
+                swap_halves_f32_k0(x, old, R, D, swap_halves_f32_k0_block, swap_halves_f32_k0_blocks);  // swap_halves.pto:5:11
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                swap_halves_f32_k0_block_no_memory = true;
+            }
         }
+        if (swap_halves_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // swap_halves.pto:5:11
+        const int64_t swap_halves_f32_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        bool swap_halves_f32_k0p1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t swap_halves_f32_k0p1_block = 0; swap_halves_f32_k0p1_block < swap_halves_f32_k0p1_blocks; ++swap_halves_f32_k0p1_block) {  // swap_halves.pto:5:11
+            try {
+                start_launch(poison);  // swap_halves.pto:5:11
+                swap_halves_f32_k0p1(x, old, R, D, swap_halves_f32_k0p1_block, swap_halves_f32_k0p1_blocks);  // swap_halves.pto:5:11
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                swap_halves_f32_k0p1_block_no_memory = true;
+            }
+        }
+        if (swap_halves_f32_k0p1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    {  // swap_halves.pto:5:11
+        const int64_t swap_halves_f32_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        bool swap_halves_f32_k0p2_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t swap_halves_f32_k0p2_block = 0; swap_halves_f32_k0p2_block < swap_halves_f32_k0p2_blocks; ++swap_halves_f32_k0p2_block) {  // swap_halves.pto:5:11
+            try {
+                start_launch(poison);  // swap_halves.pto:5:11
+                swap_halves_f32_k0p2(x, old, R, D, swap_halves_f32_k0p2_block, swap_halves_f32_k0p2_blocks);  // swap_halves.pto:5:11
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                swap_halves_f32_k0p2_block_no_memory = true;
+            }
+        }
+        if (swap_halves_f32_k0p2_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -25,86 +25,53 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
     return b > a ? b : a;
 }
 
-extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, __gm__ int64_t* status)
+#if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D, int64_t block_index, int64_t block_count)
+#else
+extern "C" __global__ AICORE void swap_halves_f32_k0(__gm__ float* x, __gm__ float* old, int64_t R, int64_t D)
+#endif
 {
-    using TileT2 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT5 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
-    using TileT8 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
+    const int64_t block_index = static_cast<int64_t>(get_block_idx());
+    const int64_t block_count = static_cast<int64_t>(get_block_num());
+#endif
+    using TileT2B0 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
+    using TileT2B1 = Tile<TileType::Vec, float, 8, 64, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
     for (int64_t _top0 = 0; _top0 < 1; ++_top0) {  // swap_halves.pto:5:11
-        for (int64_t _g0 = 0; _g0 < (R + 7) / 8; ++_g0) {  // swap_halves.pto:5:11
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            for (int64_t _g1 = 0; _g1 < (D + 63) / 64; ++_g1) {  // swap_halves.pto:5:11
-                TileT2 t2(min_i64(R - _g0 * 8, 8), min_i64(D - _g1 * 64, 64));  // swap_halves.pto:5:11
-                TASSIGN(t2, 0);  // swap_halves.pto:5:11
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-                using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-                GmView0 xGm0(x + _g0 * 8 * D + _g1 * 64, GmView0::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView0::Stride(D));  // swap_halves.pto:5:11
-                TLOAD(t2, xGm0);  // swap_halves.pto:5:11
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID1);
-                using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
-                GmView1 oldGm1(old + _g0 * 8 * D + _g1 * 64, GmView1::Shape(t2.GetValidRow(), t2.GetValidCol()), GmView1::Stride(D));  // swap_halves.pto:5:11
-                TSTORE(oldGm1, t2);  // swap_halves.pto:5:11
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        }
-        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        if (!(D - D / 2 + min_i64(D, D / 2) <= 0 || 0 <= D / 2 - min_i64(D, D / 2))) {  // swap_halves.pto:6:5
-            status[0] = 1;  // swap_halves.pto:6:5
-            status[1] = static_cast<int64_t>(0);  // swap_halves.pto:6:5
-            status[2] = static_cast<int64_t>(D - D / 2 + min_i64(D, D / 2));  // swap_halves.pto:6:5
-            status[3] = static_cast<int64_t>(D);  // swap_halves.pto:6:5
-#if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
-            dcci(status, cache_line_t::ENTIRE_DATA_CACHE);  // swap_halves.pto:6:5
-#endif
-            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);  // swap_halves.pto:6:5
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);  // swap_halves.pto:6:5
-            return;  // swap_halves.pto:6:5
+        for (int64_t _g1_f_db = 0; _g1_f_db < (max_i64(min_i64(ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (R + 7) / 8 - block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) + 1) / 2; ++_g1_f_db) {  // swap_halves.pto:5:11
+            TileT2B0 t2_b0(min_i64(R - (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8, 8), min_i64(D - (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // swap_halves.pto:5:11
+            TASSIGN(t2_b0, 0);  // swap_halves.pto:5:11
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
+            GmView0 xGm0(x + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView0::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView0::Stride(D));  // swap_halves.pto:5:11
+            TLOAD(t2_b0, xGm0);  // swap_halves.pto:5:11
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
+            GmView1 oldGm1(old + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + _g1_f_db * 2 % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView1::Shape(t2_b0.GetValidRow(), t2_b0.GetValidCol()), GmView1::Stride(D));  // swap_halves.pto:5:11
+            TSTORE(oldGm1, t2_b0);  // swap_halves.pto:5:11
+            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+            for (int64_t _g1_f_dr = 0; _g1_f_dr < min_i64(max_i64(min_i64(ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (R + 7) / 8 - block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) * max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0) - (_g1_f_db * 2 + 1), 1); ++_g1_f_dr) {  // swap_halves.pto:5:11
+                TileT2B1 t2_b1(min_i64(R - (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8, 8), min_i64(D - (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, 64));  // swap_halves.pto:5:11
+                TASSIGN(t2_b1, 2048);  // swap_halves.pto:5:11
+                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
+                GmView2 xGm2(x + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView2::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView2::Stride(D));  // swap_halves.pto:5:11
+                TLOAD(t2_b1, xGm2);  // swap_halves.pto:5:11
+                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:5:11
+                GmView3 oldGm3(old + (block_index / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((R + 7) / 8, block_count / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) / max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 8 * D + (block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)) + (_g1_f_db * 2 + 1 + _g1_f_dr) % max_i64(max_i64(min_i64(ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1)), (D + 63) / 64 - block_index % max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1) * ceil_div((D + 63) / 64, max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1))), 0), 1)) * 64, GmView3::Shape(t2_b1.GetValidRow(), t2_b1.GetValidCol()), GmView3::Stride(D));  // swap_halves.pto:5:11
+                TSTORE(oldGm3, t2_b1);  // swap_halves.pto:5:11
+            }
+            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
         }
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         __gm__ float* v1 = old + D / 2;  // swap_halves.pto:6:20
         __gm__ float* v2 = old;  // swap_halves.pto:6:38
-        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g3 = 0; _g3 < (R + 7) / 8; ++_g3) {  // swap_halves.pto:6:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g4 = 0; _g4 < ceil_div(min_i64(max_i64(D - D / 2, 0), D - D / 2), 64); ++_g4) {  // swap_halves.pto:6:12
-                TileT5 t5(min_i64(R - _g3 * 8, 8), min_i64(min_i64(max_i64(D - D / 2, 0), D - D / 2) - _g4 * 64, 64));  // swap_halves.pto:6:12
-                TASSIGN(t5, 0);  // swap_halves.pto:6:12
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12
-                GmView2 v1Gm2(v1 + _g3 * 8 * D + _g4 * 64, GmView2::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView2::Stride(D));  // swap_halves.pto:6:12
-                TLOAD(t5, v1Gm2);  // swap_halves.pto:6:12
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12
-                GmView3 xGm3(x + _g3 * 8 * D + _g4 * 64, GmView3::Shape(t5.GetValidRow(), t5.GetValidCol()), GmView3::Stride(D));  // swap_halves.pto:6:12
-                TSTORE(xGm3, t5);  // swap_halves.pto:6:12
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
-        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g6 = 0; _g6 < (R + 7) / 8; ++_g6) {  // swap_halves.pto:6:12
-            set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            for (int64_t _g7 = 0; _g7 < (min_i64(D, D / 2) + 63) / 64; ++_g7) {  // swap_halves.pto:6:12
-                TileT8 t8(min_i64(R - _g6 * 8, 8), min_i64(min_i64(D, D / 2) - _g7 * 64, 64));  // swap_halves.pto:6:12
-                TASSIGN(t8, 0);  // swap_halves.pto:6:12
-                wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-                using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12
-                GmView4 v2Gm4(v2 + _g6 * 8 * D + _g7 * 64, GmView4::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView4::Stride(D));  // swap_halves.pto:6:12
-                TLOAD(t8, v2Gm4);  // swap_halves.pto:6:12
-                set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-                using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // swap_halves.pto:6:12
-                GmView5 xGm5(x + _g6 * 8 * D + (_g7 * 64 + (D - D / 2)), GmView5::Shape(t8.GetValidRow(), t8.GetValidCol()), GmView5::Stride(D));  // swap_halves.pto:6:12
-                TSTORE(xGm5, t8);  // swap_halves.pto:6:12
-                set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-            }
-            wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        }
     }
 }

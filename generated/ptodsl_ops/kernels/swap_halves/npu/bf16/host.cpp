@@ -13,7 +13,9 @@
 #include <new>
 #include <vector>
 
-extern "C" void swap_halves_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* old, int64_t R, int64_t D, int64_t* status);
+extern "C" void swap_halves_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* old, int64_t R, int64_t D);
+extern "C" void swap_halves_bf16_k0p1_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* old, int64_t R, int64_t D);
+extern "C" void swap_halves_bf16_k0p2_launch(uint32_t block_dim, void* stream, bfloat16_t* x, bfloat16_t* old, int64_t R, int64_t D);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -183,20 +185,26 @@ static std::vector<int64_t> read_status(DeviceWorkspace& status, int64_t blocks)
     return host;
 }
 
-static int64_t guard_stopped(const int64_t* status, int64_t blocks, int64_t* values)
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
 {
-    for (int64_t b = 0; b < blocks; ++b) {
-        if (status[4 * b] != 0) {
-            for (int k = 0; k < 3; ++k) {
-                values[k] = status[4 * b + 1 + k];
-            }
-            return status[4 * b];
-        }
-    }
-    return 0;
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-extern "C" { int64_t swap_halves_bf16_guard[3] = {0, 0, 0}; }
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
 
 extern "C" const char* swap_halves_bf16_failure(void)
 {
@@ -215,21 +223,24 @@ extern "C" int swap_halves_bf16(int32_t device, void* stream, bfloat16_t* x, int
     }
     bfloat16_t* old = reinterpret_cast<bfloat16_t*>(old_bytes.data());  // swap_halves.pto:5:11
     {  // swap_halves.pto:5:11
-        DeviceWorkspace swap_halves_bf16_k0_status(4 * 1 * static_cast<int64_t>(sizeof(int64_t)), 0);  // swap_halves.pto:5:11
-        if (ptodsl_failed) {  // swap_halves.pto:5:11
-            return -1;  // swap_halves.pto:5:11
-        }
-        swap_halves_bf16_k0_launch(1, ptodsl_stream, x, old, R, D, reinterpret_cast<int64_t*>(swap_halves_bf16_k0_status.data()));  // swap_halves.pto:5:11
+        const int64_t swap_halves_bf16_k0_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D + 63) / 64, ceil_div((D + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        swap_halves_bf16_k0_launch(swap_halves_bf16_k0_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
         if (!launched("the launch of swap_halves_bf16_k0")) {  // swap_halves.pto:5:11
             return -1;  // swap_halves.pto:5:11
         }
-        const std::vector<int64_t> swap_halves_bf16_k0_status_host = read_status(swap_halves_bf16_k0_status, 1);  // swap_halves.pto:5:11
-        if (ptodsl_failed) {  // swap_halves.pto:5:11
+    }
+    {  // swap_halves.pto:5:11
+        const int64_t swap_halves_bf16_k0p1_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D - D / 2 + 63) / 64, ceil_div((D - D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D - D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        swap_halves_bf16_k0p1_launch(swap_halves_bf16_k0p1_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
+        if (!launched("the launch of swap_halves_bf16_k0p1")) {  // swap_halves.pto:5:11
             return -1;  // swap_halves.pto:5:11
         }
-        const int64_t swap_halves_bf16_k0_stopped = guard_stopped(swap_halves_bf16_k0_status_host.data(), 1, swap_halves_bf16_guard);  // swap_halves.pto:5:11
-        if (swap_halves_bf16_k0_stopped != 0) {  // swap_halves.pto:5:11
-            return static_cast<int>(swap_halves_bf16_k0_stopped);  // swap_halves.pto:5:11
+    }
+    {  // swap_halves.pto:5:11
+        const int64_t swap_halves_bf16_k0p2_blocks = max_i64(ceil_div((R + 7) / 8, max_i64(ceil_div((R + 7) / 8, max_i64(48 / max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((D / 2 + 63) / 64, ceil_div((D / 2 + 63) / 64, max_i64(min_i64(48 / max_i64((R + 7) / 8, 1), (D / 2 + 63) / 64), 1))), 1);  // swap_halves.pto:5:11
+        swap_halves_bf16_k0p2_launch(swap_halves_bf16_k0p2_blocks, ptodsl_stream, x, old, R, D);  // swap_halves.pto:5:11
+        if (!launched("the launch of swap_halves_bf16_k0p2")) {  // swap_halves.pto:5:11
+            return -1;  // swap_halves.pto:5:11
         }
     }
     return call.finish();

@@ -20,43 +20,38 @@ AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
     return b < a ? b : a;
 }
 
+AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
+{
+    return b > a ? b : a;
+}
+
 #if defined(PTO_CPU_SUBSET) || defined(__CPU_SIM)
-extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ bfloat16_t* v0_first, __gm__ float* acc, int64_t N, int64_t block_index, int64_t block_count)
+extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ float* acc_parts, __gm__ bfloat16_t* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count)
 #else
-extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ bfloat16_t* v0_first, __gm__ float* acc, int64_t N)
+extern "C" __global__ AICORE void tensor_sum_bf16_k0(__gm__ float* acc_parts, __gm__ bfloat16_t* x, int64_t B, int64_t N)
 #endif
 {
 #if !(defined(PTO_CPU_SUBSET) || defined(__CPU_SIM))
     const int64_t block_index = static_cast<int64_t>(get_block_idx());
     const int64_t block_count = static_cast<int64_t>(get_block_num());
 #endif
-    using TileT1 = Tile<TileType::Vec, bfloat16_t, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
     using TileT2 = Tile<TileType::Vec, float, 1, 512, BLayout::RowMajor, 1, DYNAMIC>;
 
-    set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g0 = block_index * ceil_div((N + 511) / 512, block_count); _g0 < block_index * ceil_div((N + 511) / 512, block_count) + min_i64(ceil_div((N + 511) / 512, block_count), (N + 511) / 512 - block_index * ceil_div((N + 511) / 512, block_count)); ++_g0) {  // tensor_sum.pto:6:15
-        pipe_barrier(PIPE_V);
-        TileT1 t1(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t1, 0);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView0 v0_firstGm0(v0_first + _g0 * 512, GmView0::Shape(t1.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:6:15
-        TLOAD(t1, v0_firstGm0);  // tensor_sum.pto:6:15
-        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT2 t2(min_i64(N - _g0 * 512, 512));  // tensor_sum.pto:6:15
-        TASSIGN(t2, 1024);  // tensor_sum.pto:6:15
-        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TCVT(t2, t1, RoundMode::CAST_RINT);  // tensor_sum.pto:6:15
-        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        set_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
-        using GmView1 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:6:15
-        GmView1 accGm1(acc + _g0 * 512, GmView1::Shape(t2.GetValidCol()), GmView1::Stride(N));  // tensor_sum.pto:6:15
-        TSTORE(accGm1, t2);  // tensor_sum.pto:6:15
+    for (int64_t _g0 = block_index / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)); _g0 < block_index / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)) + min_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)), ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) - block_index / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), block_count / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1))); ++_g0) {  // tensor_sum.pto:5:5
         set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        for (int64_t _g1 = block_index % max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)); _g1 < block_index % max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)) + min_i64(ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1)), (N + 511) / 512 - block_index % max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1) * ceil_div((N + 511) / 512, max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1))); ++_g1) {  // tensor_sum.pto:5:5
+            pipe_barrier(PIPE_V);
+            TileT2 t2(min_i64(N - _g1 * 512, 512));  // tensor_sum.pto:5:5
+            TASSIGN(t2, 0);  // tensor_sum.pto:5:5
+            wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+            TEXPANDS(t2, 0.0f);  // tensor_sum.pto:5:5
+            set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+            using GmView0 = GlobalTensor<float, Shape<1, 1, 1, 1, DYNAMIC>, Stride<1, 1, 1, DYNAMIC, 1>>;  // tensor_sum.pto:5:5
+            GmView0 acc_partsGm0(acc_parts + _g0 * N + _g1 * 512, GmView0::Shape(t2.GetValidCol()), GmView0::Stride(N));  // tensor_sum.pto:5:5
+            TSTORE(acc_partsGm0, t2);  // tensor_sum.pto:5:5
+            set_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
+        }
+        wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
     }
-    wait_flag(PIPE_MTE3, PIPE_V, EVENT_ID0);
-    wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
 }

@@ -11,10 +11,9 @@
 #include <new>
 #include <vector>
 
-extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* v0_first, __gm__ float* acc, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc, __gm__ float* y, int64_t N, int64_t block_index, int64_t block_count);
-extern "C" __global__ AICORE void tensor_sum_f32_k2(__gm__ float* x, __gm__ float* acc, int64_t B, int64_t N);
-extern "C" __global__ AICORE void tensor_sum_f32_k3(__gm__ float* x, __gm__ float* acc, __gm__ float* y, int64_t B, int64_t N);
+extern "C" __global__ AICORE void tensor_sum_f32_k0(__gm__ float* acc_parts, __gm__ float* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void tensor_sum_f32_k0p1(__gm__ float* acc_parts, __gm__ float* x, int64_t B, int64_t N, int64_t block_index, int64_t block_count);
+extern "C" __global__ AICORE void tensor_sum_f32_k1(__gm__ float* acc_parts, __gm__ float* y, int64_t N, int64_t B, int64_t block_index, int64_t block_count);
 
 // Each launch starts from fresh on-chip buffers when poisoning, so that no kernel can pass by
 // reading what an earlier one left there.
@@ -46,6 +45,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -66,70 +70,84 @@ extern "C" int tensor_sum_f32(float* x, float* y, int64_t B, int64_t N, int pois
     pto::cpu::clear_failure();
 #endif
     try {
-    std::vector<unsigned char> acc_bytes = workspace(N * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:4:11
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // tensor_sum.pto:4:11
-    if (B >= 1) {  // tensor_sum.pto:5:5
-        for (int64_t _b_first = 0; _b_first < 1; ++_b_first) {  // tensor_sum.pto:5:5
-            float* v0_first = x;  // tensor_sum.pto:6:20
-            {  // tensor_sum.pto:6:15
-                const int64_t tensor_sum_f32_k0_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:6:15
-                bool tensor_sum_f32_k0_block_no_memory = false;
-                #pragma omp parallel for schedule(static)
-                for (int64_t tensor_sum_f32_k0_block = 0; tensor_sum_f32_k0_block < tensor_sum_f32_k0_blocks; ++tensor_sum_f32_k0_block) {  // tensor_sum.pto:6:15
-                    try {
-                        start_launch(poison);  // tensor_sum.pto:6:15
-                        tensor_sum_f32_k0(v0_first, acc, N, tensor_sum_f32_k0_block, tensor_sum_f32_k0_blocks);  // tensor_sum.pto:6:15
+    std::vector<unsigned char> acc_parts_bytes = workspace((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) * N) * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:5:5
+    float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // tensor_sum.pto:5:5
+    {  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_f32_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1);  // tensor_sum.pto:5:5
+        bool tensor_sum_f32_k0_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t tensor_sum_f32_k0_block = 0; tensor_sum_f32_k0_block < tensor_sum_f32_k0_blocks; ++tensor_sum_f32_k0_block) {  // tensor_sum.pto:5:5
+            try {
+                start_launch(poison);  // tensor_sum.pto:5:5
+                tensor_sum_f32_k0(acc_parts, x, B, N, tensor_sum_f32_k0_block, tensor_sum_f32_k0_blocks);  // tensor_sum.pto:5:5
 #ifdef PTO_CPU_SUBSET
-                    } catch (const pto::cpu::Failure&) {
+            } catch (const pto::cpu::Failure&) {
 #endif
-                    } catch (const std::bad_alloc&) {
+            } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-                        tensor_sum_f32_k0_block_no_memory = true;
-                    }
-                }
-                if (tensor_sum_f32_k0_block_no_memory) {
-                    throw std::bad_alloc();
-                }
-#ifdef PTO_CPU_SUBSET
-                if (pto::cpu::failed()) {
-                    throw pto::cpu::Failure{};
-                }
-#endif
-            }
-            if (B == 1) {  // tensor_sum.pto:11:9
-                {  // tensor_sum.pto:12:20
-                    const int64_t tensor_sum_f32_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
-                    bool tensor_sum_f32_k1_block_no_memory = false;
-                    #pragma omp parallel for schedule(static)
-                    for (int64_t tensor_sum_f32_k1_block = 0; tensor_sum_f32_k1_block < tensor_sum_f32_k1_blocks; ++tensor_sum_f32_k1_block) {  // tensor_sum.pto:12:20
-                        try {
-                            start_launch(poison);  // tensor_sum.pto:12:20
-                            tensor_sum_f32_k1(acc, y, N, tensor_sum_f32_k1_block, tensor_sum_f32_k1_blocks);  // tensor_sum.pto:12:20
-#ifdef PTO_CPU_SUBSET
-                        } catch (const pto::cpu::Failure&) {
-#endif
-                        } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-                            tensor_sum_f32_k1_block_no_memory = true;
-                        }
-                    }
-                    if (tensor_sum_f32_k1_block_no_memory) {
-                        throw std::bad_alloc();
-                    }
-#ifdef PTO_CPU_SUBSET
-                    if (pto::cpu::failed()) {
-                        throw pto::cpu::Failure{};
-                    }
-#endif
-                }
+                tensor_sum_f32_k0_block_no_memory = true;
             }
         }
+        if (tensor_sum_f32_k0_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
     }
-    start_launch(poison);  // tensor_sum.pto:5:5
-    tensor_sum_f32_k2(x, acc, B, N);  // tensor_sum.pto:5:5
-    if (B >= 2) {  // tensor_sum.pto:5:5
-        start_launch(poison);  // tensor_sum.pto:5:5
-        tensor_sum_f32_k3(x, acc, y, B, N);  // tensor_sum.pto:5:5
+    {  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_f32_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
+        bool tensor_sum_f32_k0p1_block_no_memory = false;
+        #pragma omp parallel for schedule(static)
+        for (int64_t tensor_sum_f32_k0p1_block = 0; tensor_sum_f32_k0p1_block < tensor_sum_f32_k0p1_blocks; ++tensor_sum_f32_k0p1_block) {  // tensor_sum.pto:5:5
+            try {
+                start_launch(poison);  // tensor_sum.pto:5:5
+                tensor_sum_f32_k0p1(acc_parts, x, B, N, tensor_sum_f32_k0p1_block, tensor_sum_f32_k0p1_blocks);  // tensor_sum.pto:5:5
+#ifdef PTO_CPU_SUBSET
+            } catch (const pto::cpu::Failure&) {
+#endif
+            } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                tensor_sum_f32_k0p1_block_no_memory = true;
+            }
+        }
+        if (tensor_sum_f32_k0p1_block_no_memory) {
+            throw std::bad_alloc();
+        }
+#ifdef PTO_CPU_SUBSET
+        if (pto::cpu::failed()) {
+            throw pto::cpu::Failure{};
+        }
+#endif
+    }
+    if (B >= 1) {  // tensor_sum.pto:5:5
+        {  // tensor_sum.pto:5:5
+            const int64_t tensor_sum_f32_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:5:5
+            bool tensor_sum_f32_k1_block_no_memory = false;
+            #pragma omp parallel for schedule(static)
+            for (int64_t tensor_sum_f32_k1_block = 0; tensor_sum_f32_k1_block < tensor_sum_f32_k1_blocks; ++tensor_sum_f32_k1_block) {  // tensor_sum.pto:5:5
+                try {
+                    start_launch(poison);  // tensor_sum.pto:5:5
+                    tensor_sum_f32_k1(acc_parts, y, N, B, tensor_sum_f32_k1_block, tensor_sum_f32_k1_blocks);  // tensor_sum.pto:5:5
+#ifdef PTO_CPU_SUBSET
+                } catch (const pto::cpu::Failure&) {
+#endif
+                } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+                    tensor_sum_f32_k1_block_no_memory = true;
+                }
+            }
+            if (tensor_sum_f32_k1_block_no_memory) {
+                throw std::bad_alloc();
+            }
+#ifdef PTO_CPU_SUBSET
+            if (pto::cpu::failed()) {
+                throw pto::cpu::Failure{};
+            }
+#endif
+        }
     }
 #ifdef PTO_CPU_SUBSET
     } catch (const pto::cpu::Failure&) {

@@ -13,10 +13,9 @@
 #include <new>
 #include <vector>
 
-extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, float* acc, int64_t N);
-extern "C" void tensor_sum_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, bfloat16_t* y, int64_t N);
-extern "C" void tensor_sum_bf16_k2_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* acc, int64_t B, int64_t N);
-extern "C" void tensor_sum_bf16_k3_launch(uint32_t block_dim, void* stream, bfloat16_t* x, float* acc, bfloat16_t* y, int64_t B, int64_t N);
+extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* x, int64_t B, int64_t N);
+extern "C" void tensor_sum_bf16_k0p1_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* x, int64_t B, int64_t N);
+extern "C" void tensor_sum_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* y, int64_t N, int64_t B);
 
 static thread_local void* ptodsl_stream = nullptr;  // the stream of the running entry
 static thread_local bool ptodsl_failed = false;  // an ACL call failed: launch nothing more
@@ -197,6 +196,11 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
+AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -213,40 +217,32 @@ extern "C" int tensor_sum_bf16(int32_t device, void* stream, bfloat16_t* x, bflo
     if (ptodsl_failed) {
         return -1;
     }
-    DeviceWorkspace acc_bytes(N * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:4:11
-    if (ptodsl_failed) {  // tensor_sum.pto:4:11
-        return -1;  // tensor_sum.pto:4:11
-    }
-    float* acc = reinterpret_cast<float*>(acc_bytes.data());  // tensor_sum.pto:4:11
-    if (B >= 1) {  // tensor_sum.pto:5:5
-        for (int64_t _b_first = 0; _b_first < 1; ++_b_first) {  // tensor_sum.pto:5:5
-            bfloat16_t* v0_first = x;  // tensor_sum.pto:6:20
-            {  // tensor_sum.pto:6:15
-                const int64_t tensor_sum_bf16_k0_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:6:15
-                tensor_sum_bf16_k0_launch(tensor_sum_bf16_k0_blocks, ptodsl_stream, v0_first, acc, N);  // tensor_sum.pto:6:15
-                if (!launched("the launch of tensor_sum_bf16_k0")) {  // tensor_sum.pto:6:15
-                    return -1;  // tensor_sum.pto:6:15
-                }
-            }
-            if (B == 1) {  // tensor_sum.pto:11:9
-                {  // tensor_sum.pto:12:20
-                    const int64_t tensor_sum_bf16_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:12:20
-                    tensor_sum_bf16_k1_launch(tensor_sum_bf16_k1_blocks, ptodsl_stream, acc, y, N);  // tensor_sum.pto:12:20
-                    if (!launched("the launch of tensor_sum_bf16_k1")) {  // tensor_sum.pto:12:20
-                        return -1;  // tensor_sum.pto:12:20
-                    }
-                }
-            }
-        }
-    }
-    tensor_sum_bf16_k2_launch(1, ptodsl_stream, x, acc, B, N);  // tensor_sum.pto:5:5
-    if (!launched("the launch of tensor_sum_bf16_k2")) {  // tensor_sum.pto:5:5
+    DeviceWorkspace acc_parts_bytes((ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48) * N) * static_cast<int64_t>(sizeof(float)), poison);  // tensor_sum.pto:5:5
+    if (ptodsl_failed) {  // tensor_sum.pto:5:5
         return -1;  // tensor_sum.pto:5:5
     }
-    if (B >= 2) {  // tensor_sum.pto:5:5
-        tensor_sum_bf16_k3_launch(1, ptodsl_stream, x, acc, y, B, N);  // tensor_sum.pto:5:5
-        if (!launched("the launch of tensor_sum_bf16_k3")) {  // tensor_sum.pto:5:5
+    float* acc_parts = reinterpret_cast<float*>(acc_parts_bytes.data());  // tensor_sum.pto:5:5
+    {  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_bf16_k0_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(48 / max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((N + 511) / 512, ceil_div((N + 511) / 512, max_i64(min_i64(48 / max_i64(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 1), (N + 511) / 512), 1))), 1);  // tensor_sum.pto:5:5
+        tensor_sum_bf16_k0_launch(tensor_sum_bf16_k0_blocks, ptodsl_stream, acc_parts, x, B, N);  // tensor_sum.pto:5:5
+        if (!launched("the launch of tensor_sum_bf16_k0")) {  // tensor_sum.pto:5:5
             return -1;  // tensor_sum.pto:5:5
+        }
+    }
+    {  // tensor_sum.pto:5:5
+        const int64_t tensor_sum_bf16_k0p1_blocks = max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), max_i64(ceil_div(ceil_div(max_i64(B, 1), (max_i64(B, 1) + 47) / 48), 48), 1)), 1);  // tensor_sum.pto:5:5
+        tensor_sum_bf16_k0p1_launch(tensor_sum_bf16_k0p1_blocks, ptodsl_stream, acc_parts, x, B, N);  // tensor_sum.pto:5:5
+        if (!launched("the launch of tensor_sum_bf16_k0p1")) {  // tensor_sum.pto:5:5
+            return -1;  // tensor_sum.pto:5:5
+        }
+    }
+    if (B >= 1) {  // tensor_sum.pto:5:5
+        {  // tensor_sum.pto:5:5
+            const int64_t tensor_sum_bf16_k1_blocks = max_i64(ceil_div((N + 511) / 512, max_i64(((N + 511) / 512 + 47) / 48, 1)), 1);  // tensor_sum.pto:5:5
+            tensor_sum_bf16_k1_launch(tensor_sum_bf16_k1_blocks, ptodsl_stream, acc_parts, y, N, B);  // tensor_sum.pto:5:5
+            if (!launched("the launch of tensor_sum_bf16_k1")) {  // tensor_sum.pto:5:5
+                return -1;  // tensor_sum.pto:5:5
+            }
         }
     }
     return call.finish();

@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/tensor_sum_bf16_k0.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_bf16_k0 on an NPU stream (vector core).
-extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, bfloat16_t* v0_first, float* acc, int64_t N)
+extern "C" void tensor_sum_bf16_k0_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* x, int64_t B, int64_t N)
 {
-    tensor_sum_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ bfloat16_t*)v0_first, (__gm__ float*)acc, N);
+    tensor_sum_bf16_k0<<<block_dim, nullptr, stream>>>((__gm__ float*)acc_parts, (__gm__ bfloat16_t*)x, B, N);
 }

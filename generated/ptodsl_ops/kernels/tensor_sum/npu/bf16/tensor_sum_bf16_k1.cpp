@@ -2,7 +2,7 @@
 #include "../../cpu/bf16/tensor_sum_bf16_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_bf16_k1 on an NPU stream (vector core).
-extern "C" void tensor_sum_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc, bfloat16_t* y, int64_t N)
+extern "C" void tensor_sum_bf16_k1_launch(uint32_t block_dim, void* stream, float* acc_parts, bfloat16_t* y, int64_t N, int64_t B)
 {
-    tensor_sum_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ bfloat16_t*)y, N);
+    tensor_sum_bf16_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc_parts, (__gm__ bfloat16_t*)y, N, B);
 }

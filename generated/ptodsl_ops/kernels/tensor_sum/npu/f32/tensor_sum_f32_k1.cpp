@@ -2,7 +2,7 @@
 #include "../../cpu/f32/tensor_sum_f32_k1.cpp"  // the kernel, as the CPU build compiles it
 
 // Launches tensor_sum_f32_k1 on an NPU stream (vector core).
-extern "C" void tensor_sum_f32_k1_launch(uint32_t block_dim, void* stream, float* acc, float* y, int64_t N)
+extern "C" void tensor_sum_f32_k1_launch(uint32_t block_dim, void* stream, float* acc_parts, float* y, int64_t N, int64_t B)
 {
-    tensor_sum_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc, (__gm__ float*)y, N);
+    tensor_sum_f32_k1<<<block_dim, nullptr, stream>>>((__gm__ float*)acc_parts, (__gm__ float*)y, N, B);
 }

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -17,37 +28,41 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* k_tile_view_first, int64_t k_tile_view_first_stride0, __gm__ bfloat16_t* q_tile_view_first, int64_t q_tile_view_first_stride0, __gm__ float* scores_first, __gm__ float* scores_scaled_first, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale)
 {
     using TileT5 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT6 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT2 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
     using TileT3 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT4 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT6 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT9 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT10 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g1 = 0; _g1 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_g1) {  // varlen_attention.pto:35:30
-        TileT5 t5(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
+    for (int64_t _g1 = 0; _g1 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g1) {  // varlen_attention.pto:35:30
+        TileT5 t5(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
         TASSIGN(t5, 0);  // varlen_attention.pto:35:30
+        TileT6 t6(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
+        TASSIGN(t6, 0);  // varlen_attention.pto:35:30
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
         GmView0 k_tile_view_firstGm0(k_tile_view_first + _g1 * 16 * k_tile_view_first_stride0, GmView0::Shape(t5.GetValidCol()), GmView0::Stride(k_tile_view_first_stride0));  // varlen_attention.pto:35:30
         TLOAD(t5, k_tile_view_firstGm0);  // varlen_attention.pto:35:30
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _g0 = 0; _g0 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g0) {  // varlen_attention.pto:35:30
-            TileT2 t2(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
+        TMOV(t6, t5);  // varlen_attention.pto:35:30
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g0 = 0; _g0 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g0) {  // varlen_attention.pto:35:30
+            TileT2 t2(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t2, 0);  // varlen_attention.pto:35:30
-            TileT3 t3(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t3, 2048);  // varlen_attention.pto:35:30
+            TileT3 t3(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t3, 0);  // varlen_attention.pto:35:30
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
             GmView1 q_tile_view_firstGm1(q_tile_view_first + _g0 * 16 * q_tile_view_first_stride0, GmView1::Shape(t3.GetValidRow()), GmView1::Stride(q_tile_view_first_stride0));  // varlen_attention.pto:35:30
             TLOAD(t3, q_tile_view_firstGm1);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT4 t4(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
+            TileT4 t4(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t4, 0);  // varlen_attention.pto:35:30
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t4, t3);  // varlen_attention.pto:35:30
-            TileT6 t6(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t6, 0);  // varlen_attention.pto:35:30
-            TMOV(t6, t5);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t2, t4, t6);  // varlen_attention.pto:35:30
@@ -57,14 +72,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k0(__gm__ bfloat16_t* k_
             GmView2 scores_firstGm2(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView2::Shape(t2.GetValidRow(), t2.GetValidCol()));  // varlen_attention.pto:35:30
             TSTORE(scores_firstGm2, t2);  // varlen_attention.pto:35:30
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            TileT9 t9(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
+            TileT9 t9(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t9, 0);  // varlen_attention.pto:36:37
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
             GmView3 scores_firstGm3(scores_first + _g0 * 16 * 16 + _g1 * 16, GmView3::Shape(t9.GetValidRow(), t9.GetValidCol()));  // varlen_attention.pto:36:37
             TLOAD(t9, scores_firstGm3);  // varlen_attention.pto:36:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT10 t10(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
+            TileT10 t10(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g0 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g1 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t10, 1024);  // varlen_attention.pto:36:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t10, t9, softmax_scale);  // varlen_attention.pto:36:37

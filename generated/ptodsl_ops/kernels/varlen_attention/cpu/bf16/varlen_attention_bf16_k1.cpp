@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -29,19 +40,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g11 = 0; _g11 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g11) {  // varlen_attention.pto:37:27
-        TileT12 t12(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
+    for (int64_t _g11 = 0; _g11 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g11) {  // varlen_attention.pto:37:27
+        TileT12 t12(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t12, 0);  // varlen_attention.pto:37:27
         TEXPANDS(t12, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k13 = 0; _k13 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_k13) {  // varlen_attention.pto:37:27
-            TileT14 t14(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k13 * 16, 16));  // varlen_attention.pto:37:27
+        for (int64_t _k13 = 0; _k13 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k13) {  // varlen_attention.pto:37:27
+            TileT14 t14(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k13 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t14, 512);  // varlen_attention.pto:37:27
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:37:27
             GmView0 scores_scaled_firstGm0(scores_scaled_first + _g11 * 16 * 16 + _k13 * 16, GmView0::Shape(t14.GetValidRow(), t14.GetValidCol()));  // varlen_attention.pto:37:27
             TLOAD(t14, scores_scaled_firstGm0);  // varlen_attention.pto:37:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT15 t15(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
+            TileT15 t15(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t15, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
@@ -58,17 +69,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
         TSTORE(mij_firstGm1, t12);  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g17 = 0; _g17 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_g17) {  // varlen_attention.pto:38:31
-            TileT18 t18(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
+        for (int64_t _g17 = 0; _g17 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g17) {  // varlen_attention.pto:38:31
+            TileT18 t18(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t18, 512);  // varlen_attention.pto:38:31
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
             GmView2 scores_scaled_firstGm2(scores_scaled_first + _g11 * 16 * 16 + _g17 * 16, GmView2::Shape(t18.GetValidRow(), t18.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t18, scores_scaled_firstGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT21 t21(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
+            TileT21 t21(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g17 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t21, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g11 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
             TROWEXPAND(tmp1, t12);  // varlen_attention.pto:38:31
             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
@@ -93,15 +104,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g22 = 0; _g22 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g22) {  // varlen_attention.pto:38:27
-        for (int64_t _g23 = 0; _g23 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_g23) {  // varlen_attention.pto:38:27
-            TileT24 t24(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
+    for (int64_t _g22 = 0; _g22 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g22) {  // varlen_attention.pto:38:27
+        for (int64_t _g23 = 0; _g23 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g23) {  // varlen_attention.pto:38:27
+            TileT24 t24(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t24, 0);  // varlen_attention.pto:38:27
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
             GmView4 t0_firstGm4(t0_first + _g22 * 16 * 16 + _g23 * 16, GmView4::Shape(t24.GetValidRow(), t24.GetValidCol()));  // varlen_attention.pto:38:27
             TLOAD(t24, t0_firstGm4);  // varlen_attention.pto:38:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT25 t25(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
+            TileT25 t25(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g22 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g23 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t25, 1024);  // varlen_attention.pto:38:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t25, t24);  // varlen_attention.pto:38:27
@@ -123,19 +134,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k1(__gm__ float* scores_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g26 = 0; _g26 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g26) {  // varlen_attention.pto:39:27
-        TileT27 t27(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
+    for (int64_t _g26 = 0; _g26 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g26) {  // varlen_attention.pto:39:27
+        TileT27 t27(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
         TASSIGN(t27, 0);  // varlen_attention.pto:39:27
         TEXPANDS(t27, 0.0f);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k28 = 0; _k28 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_k28) {  // varlen_attention.pto:39:27
-            TileT29 t29(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k28 * 16, 16));  // varlen_attention.pto:39:27
+        for (int64_t _k28 = 0; _k28 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k28) {  // varlen_attention.pto:39:27
+            TileT29 t29(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k28 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t29, 512);  // varlen_attention.pto:39:27
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
             GmView6 pij_firstGm6(pij_first + _g26 * 16 * 16 + _k28 * 16, GmView6::Shape(t29.GetValidRow(), t29.GetValidCol()));  // varlen_attention.pto:39:27
             TLOAD(t29, pij_firstGm6);  // varlen_attention.pto:39:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT30 t30(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
+            TileT30 t30(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g26 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t30, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TileTmp0 tmp2;  // varlen_attention.pto:39:27

@@ -28,37 +28,41 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void varlen_attention_bf16_k10(__gm__ bfloat16_t* k_tile_view_last, int64_t k_tile_view_last_stride0, __gm__ bfloat16_t* q_tile_view_last, int64_t q_tile_view_last_stride0, __gm__ float* scores_last, __gm__ float* scores_scaled_last, int64_t v_TK, int32_t k_start, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale)
 {
     using TileT177 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT178 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT174 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
     using TileT175 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT176 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT178 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT181 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT182 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g173 = 0; _g173 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g173) {  // varlen_attention.pto:35:30
-        TileT177 t177(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+    for (int64_t _g173 = 0; _g173 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_g173) {  // varlen_attention.pto:35:30
+        TileT177 t177(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
         TASSIGN(t177, 0);  // varlen_attention.pto:35:30
+        TileT178 t178(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+        TASSIGN(t178, 0);  // varlen_attention.pto:35:30
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
         GmView0 k_tile_view_lastGm0(k_tile_view_last + _g173 * 16 * k_tile_view_last_stride0, GmView0::Shape(t177.GetValidCol()), GmView0::Stride(k_tile_view_last_stride0));  // varlen_attention.pto:35:30
         TLOAD(t177, k_tile_view_lastGm0);  // varlen_attention.pto:35:30
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _g172 = 0; _g172 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g172) {  // varlen_attention.pto:35:30
-            TileT174 t174(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
+        TMOV(t178, t177);  // varlen_attention.pto:35:30
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g172 = 0; _g172 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g172) {  // varlen_attention.pto:35:30
+            TileT174 t174(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t174, 0);  // varlen_attention.pto:35:30
-            TileT175 t175(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t175, 2048);  // varlen_attention.pto:35:30
+            TileT175 t175(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t175, 0);  // varlen_attention.pto:35:30
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
             GmView1 q_tile_view_lastGm1(q_tile_view_last + _g172 * 16 * q_tile_view_last_stride0, GmView1::Shape(t175.GetValidRow()), GmView1::Stride(q_tile_view_last_stride0));  // varlen_attention.pto:35:30
             TLOAD(t175, q_tile_view_lastGm1);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT176 t176(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
+            TileT176 t176(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t176, 0);  // varlen_attention.pto:35:30
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t176, t175);  // varlen_attention.pto:35:30
-            TileT178 t178(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t178, 0);  // varlen_attention.pto:35:30
-            TMOV(t178, t177);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t174, t176, t178);  // varlen_attention.pto:35:30
@@ -68,14 +72,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k10(__gm__ bfloat16_t* k
             GmView2 scores_lastGm2(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView2::Shape(t174.GetValidRow(), t174.GetValidCol()));  // varlen_attention.pto:35:30
             TSTORE(scores_lastGm2, t174);  // varlen_attention.pto:35:30
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            TileT181 t181(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
+            TileT181 t181(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t181, 0);  // varlen_attention.pto:36:37
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
             GmView3 scores_lastGm3(scores_last + _g172 * 16 * 16 + _g173 * 16, GmView3::Shape(t181.GetValidRow(), t181.GetValidCol()));  // varlen_attention.pto:36:37
             TLOAD(t181, scores_lastGm3);  // varlen_attention.pto:36:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT182 t182(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
+            TileT182 t182(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g172 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _g173 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t182, 1024);  // varlen_attention.pto:36:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t182, t181, softmax_scale);  // varlen_attention.pto:36:37

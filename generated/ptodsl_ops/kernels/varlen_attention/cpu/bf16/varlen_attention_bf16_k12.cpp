@@ -37,28 +37,28 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k12(__gm__ bfloat16_t* t
     using TileT216 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT217 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
 
-    for (int64_t _g207 = 0; _g207 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g207) {  // varlen_attention.pto:51:31
-        TileT208 t208(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16));  // varlen_attention.pto:51:31
+    for (int64_t _g207 = 0; _g207 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g207) {  // varlen_attention.pto:51:31
+        TileT208 t208(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16));  // varlen_attention.pto:51:31
         TASSIGN(t208, 0);  // varlen_attention.pto:51:31
-        TileT209 t209(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT209 t209(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t209, 0);  // varlen_attention.pto:51:31
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
         GmView0 t6_lastGm0(t6_last + _g207 * 16 * 16, GmView0::Shape(t209.GetValidRow(), t209.GetValidCol()));  // varlen_attention.pto:51:31
         TLOAD(t209, t6_lastGm0);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT210 t210(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT210 t210(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t210, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t210, t209);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT211 t211(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT211 t211(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t211, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
         GmView1 v_tile_view_lastGm1(v_tile_view_last, GmView1::Shape(t211.GetValidRow()), GmView1::Stride(v_tile_view_last_stride0));  // varlen_attention.pto:51:31
         TLOAD(t211, v_tile_view_lastGm1);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT212 t212(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT212 t212(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t212, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t212, t211);  // varlen_attention.pto:51:31
@@ -69,26 +69,26 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k12(__gm__ bfloat16_t* t
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k213 = 1; _k213 < (min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k213) {  // varlen_attention.pto:51:31
-            TileT214 t214(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+        for (int64_t _k213 = 1; _k213 < (min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) + 15) / 16; ++_k213) {  // varlen_attention.pto:51:31
+            TileT214 t214(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t214, 0);  // varlen_attention.pto:51:31
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
             GmView2 t6_lastGm2(t6_last + _g207 * 16 * 16 + _k213 * 16, GmView2::Shape(t214.GetValidRow(), t214.GetValidCol()));  // varlen_attention.pto:51:31
             TLOAD(t214, t6_lastGm2);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT215 t215(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TileT215 t215(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g207 * 16, 16), min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t215, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t215, t214);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT216 t216(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TileT216 t216(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t216, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
             GmView3 v_tile_view_lastGm3(v_tile_view_last + _k213 * 16 * v_tile_view_last_stride0, GmView3::Shape(t216.GetValidRow()), GmView3::Stride(v_tile_view_last_stride0));  // varlen_attention.pto:51:31
             TLOAD(t216, v_tile_view_lastGm3);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT217 t217(min_i64(min_i64(max_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, 0), min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
+            TileT217 t217(min_i64(min_i64(min_i64(ceil_div(s1 - k_start, 16) * 16, s1 - k_start) - (ceil_div(s1 - k_start, 16) - 1) * 16, min_i64(max_i64(v_TK - (k_start + (ceil_div(s1 - k_start, 16) - 1) * 16), 0), 16)) - _k213 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t217, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t217, t216);  // varlen_attention.pto:51:31

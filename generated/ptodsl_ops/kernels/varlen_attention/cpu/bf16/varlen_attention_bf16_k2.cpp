@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -22,29 +33,29 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k2(__gm__ float* pij_fir
     using TileT40 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileTmp0 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g31 = 0; _g31 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g31) {  // varlen_attention.pto:42:47
-        for (int64_t _g32 = 0; _g32 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_g32) {  // varlen_attention.pto:42:47
-            TileT33 t33(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
+    for (int64_t _g31 = 0; _g31 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g31) {  // varlen_attention.pto:42:47
+        for (int64_t _g32 = 0; _g32 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g32) {  // varlen_attention.pto:42:47
+            TileT33 t33(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
             TASSIGN(t33, 0);  // varlen_attention.pto:42:47
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:47
             GmView0 pij_firstGm0(pij_first + _g31 * 16 * 16 + _g32 * 16, GmView0::Shape(t33.GetValidRow(), t33.GetValidCol()));  // varlen_attention.pto:42:47
             TLOAD(t33, pij_firstGm0);  // varlen_attention.pto:42:47
             set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
-            TileT34 t34(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
+            TileT34 t34(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
             TASSIGN(t34, 1024);  // varlen_attention.pto:42:47
             using GmView1 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:42:47
             GmView1 lij_firstGm1(lij_first + _g31 * 16, GmView1::Shape(t34.GetValidRow()));  // varlen_attention.pto:42:47
             TLOAD(t34, lij_firstGm1);  // varlen_attention.pto:42:47
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT36 t36(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
+            TileT36 t36(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:47
             TASSIGN(t36, 1536);  // varlen_attention.pto:42:47
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileTmp0 tmp0(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
+            TileTmp0 tmp0(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16));  // varlen_attention.pto:42:47
             TASSIGN(tmp0, 2560);  // varlen_attention.pto:42:47
             TROWEXPAND(tmp0, t34);  // varlen_attention.pto:42:47
             pipe_barrier(PIPE_V);  // varlen_attention.pto:42:47
             TROWEXPANDDIV(t36, t33, tmp0);  // varlen_attention.pto:42:47
-            TileT40 t40(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:42
+            TileT40 t40(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g31 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g32 * 16, 16));  // varlen_attention.pto:42:42
             TASSIGN(t40, 0);  // varlen_attention.pto:42:42
             pipe_barrier(PIPE_V);
             TCVT(t40, t36, RoundMode::CAST_RINT);  // varlen_attention.pto:42:42

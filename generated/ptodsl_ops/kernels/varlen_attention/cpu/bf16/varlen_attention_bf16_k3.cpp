@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -30,28 +41,28 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
     using TileT57 = Tile<TileType::Vec, float, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
     using TileT58 = Tile<TileType::Vec, bfloat16_t, 16, 64, BLayout::RowMajor, DYNAMIC, 64>;
 
-    for (int64_t _g41 = 0; _g41 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g41) {  // varlen_attention.pto:42:35
-        TileT42 t42(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:42:35
+    for (int64_t _g41 = 0; _g41 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g41) {  // varlen_attention.pto:42:35
+        TileT42 t42(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:42:35
         TASSIGN(t42, 0);  // varlen_attention.pto:42:35
-        TileT43 t43(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
+        TileT43 t43(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
         TASSIGN(t43, 0);  // varlen_attention.pto:42:35
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
         GmView0 t1_firstGm0(t1_first + _g41 * 16 * 16, GmView0::Shape(t43.GetValidRow(), t43.GetValidCol()));  // varlen_attention.pto:42:35
         TLOAD(t43, t1_firstGm0);  // varlen_attention.pto:42:35
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT44 t44(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
+        TileT44 t44(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
         TASSIGN(t44, 0);  // varlen_attention.pto:42:35
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t44, t43);  // varlen_attention.pto:42:35
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT45 t45(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
+        TileT45 t45(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
         TASSIGN(t45, 0);  // varlen_attention.pto:42:35
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
         GmView1 v_tile_view_firstGm1(v_tile_view_first, GmView1::Shape(t45.GetValidRow()), GmView1::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:42:35
         TLOAD(t45, v_tile_view_firstGm1);  // varlen_attention.pto:42:35
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT46 t46(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
+        TileT46 t46(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:42:35
         TASSIGN(t46, 0);  // varlen_attention.pto:42:35
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t46, t45);  // varlen_attention.pto:42:35
@@ -62,26 +73,26 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k47 = 1; _k47 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_k47) {  // varlen_attention.pto:42:35
-            TileT48 t48(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
+        for (int64_t _k47 = 1; _k47 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k47) {  // varlen_attention.pto:42:35
+            TileT48 t48(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
             TASSIGN(t48, 0);  // varlen_attention.pto:42:35
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:42:35
             GmView2 t1_firstGm2(t1_first + _g41 * 16 * 16 + _k47 * 16, GmView2::Shape(t48.GetValidRow(), t48.GetValidCol()));  // varlen_attention.pto:42:35
             TLOAD(t48, t1_firstGm2);  // varlen_attention.pto:42:35
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT49 t49(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
+            TileT49 t49(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
             TASSIGN(t49, 0);  // varlen_attention.pto:42:35
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t49, t48);  // varlen_attention.pto:42:35
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT50 t50(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
+            TileT50 t50(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
             TASSIGN(t50, 0);  // varlen_attention.pto:42:35
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:42:35
             GmView3 v_tile_view_firstGm3(v_tile_view_first + _k47 * 16 * v_tile_view_first_stride0, GmView3::Shape(t50.GetValidRow()), GmView3::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:42:35
             TLOAD(t50, v_tile_view_firstGm3);  // varlen_attention.pto:42:35
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT51 t51(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
+            TileT51 t51(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k47 * 16, 16));  // varlen_attention.pto:42:35
             TASSIGN(t51, 0);  // varlen_attention.pto:42:35
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t51, t50);  // varlen_attention.pto:42:35
@@ -95,7 +106,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
         GmView4 oij_firstGm4(oij_first + _g41 * 16 * 64, GmView4::Shape(t42.GetValidRow()));  // varlen_attention.pto:42:35
         TSTORE(oij_firstGm4, t42);  // varlen_attention.pto:42:35
         set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-        TileT53 t53(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:43:29
+        TileT53 t53(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:43:29
         TASSIGN(t53, 0);  // varlen_attention.pto:43:29
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:43:29
         GmView5 lij_firstGm5(lij_first + _g41 * 16, GmView5::Shape(t53.GetValidRow()));  // varlen_attention.pto:43:29
@@ -106,7 +117,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
         GmView6 l_outputGm6(l_output + (q_start + q_tile_idx * 16 + _g41 * 16) * NH + h, GmView6::Shape(t53.GetValidRow()), GmView6::Stride(NH));  // varlen_attention.pto:43:29
         TSTORE(l_outputGm6, t53);  // varlen_attention.pto:43:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT55 t55(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:44:29
+        TileT55 t55(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:44:29
         TASSIGN(t55, 0);  // varlen_attention.pto:44:29
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:44:29
@@ -118,7 +129,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
         GmView8 m_outputGm8(m_output + (q_start + q_tile_idx * 16 + _g41 * 16) * NH + h, GmView8::Shape(t55.GetValidRow()), GmView8::Stride(NH));  // varlen_attention.pto:44:29
         TSTORE(m_outputGm8, t55);  // varlen_attention.pto:44:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT57 t57(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
+        TileT57 t57(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
         TASSIGN(t57, 0);  // varlen_attention.pto:45:71
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
@@ -126,7 +137,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k3(__gm__ bfloat16_t* t1
         GmView9 oij_firstGm9(oij_first + _g41 * 16 * 64, GmView9::Shape(t57.GetValidRow()));  // varlen_attention.pto:45:71
         TLOAD(t57, oij_firstGm9);  // varlen_attention.pto:45:71
         set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-        TileT58 t58(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
+        TileT58 t58(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g41 * 16, 16));  // varlen_attention.pto:45:71
         TASSIGN(t58, 4096);  // varlen_attention.pto:45:71
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         TCVT(t58, t57, RoundMode::CAST_RINT);  // varlen_attention.pto:45:71

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -19,15 +30,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k4(__gm__ float* pij_fir
     using TileT61 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT62 = Tile<TileType::Vec, bfloat16_t, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g59 = 0; _g59 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g59) {  // varlen_attention.pto:47:51
-        for (int64_t _g60 = 0; _g60 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_g60) {  // varlen_attention.pto:47:51
-            TileT61 t61(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
+    for (int64_t _g59 = 0; _g59 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g59) {  // varlen_attention.pto:47:51
+        for (int64_t _g60 = 0; _g60 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_g60) {  // varlen_attention.pto:47:51
+            TileT61 t61(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
             TASSIGN(t61, 0);  // varlen_attention.pto:47:51
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:51
             GmView0 pij_firstGm0(pij_first + _g59 * 16 * 16 + _g60 * 16, GmView0::Shape(t61.GetValidRow(), t61.GetValidCol()));  // varlen_attention.pto:47:51
             TLOAD(t61, pij_firstGm0);  // varlen_attention.pto:47:51
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT62 t62(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
+            TileT62 t62(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g59 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _g60 * 16, 16));  // varlen_attention.pto:47:51
             TASSIGN(t62, 1024);  // varlen_attention.pto:47:51
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t62, t61, RoundMode::CAST_RINT);  // varlen_attention.pto:47:51

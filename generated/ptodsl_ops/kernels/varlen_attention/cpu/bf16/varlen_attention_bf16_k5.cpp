@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -28,28 +39,28 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* t5
     using TileT75 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
     using TileT77 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 1>;
 
-    for (int64_t _g63 = 0; _g63 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g63) {  // varlen_attention.pto:47:44
-        TileT64 t64(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:47:44
+    for (int64_t _g63 = 0; _g63 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g63) {  // varlen_attention.pto:47:44
+        TileT64 t64(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:47:44
         TASSIGN(t64, 0);  // varlen_attention.pto:47:44
-        TileT65 t65(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TileT65 t65(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
         TASSIGN(t65, 0);  // varlen_attention.pto:47:44
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
         GmView0 t5_firstGm0(t5_first + _g63 * 16 * 16, GmView0::Shape(t65.GetValidRow(), t65.GetValidCol()));  // varlen_attention.pto:47:44
         TLOAD(t65, t5_firstGm0);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT66 t66(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TileT66 t66(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
         TASSIGN(t66, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t66, t65);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT67 t67(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TileT67 t67(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
         TASSIGN(t67, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
         GmView1 v_tile_view_firstGm1(v_tile_view_first, GmView1::Shape(t67.GetValidRow()), GmView1::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:47:44
         TLOAD(t67, v_tile_view_firstGm1);  // varlen_attention.pto:47:44
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT68 t68(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
+        TileT68 t68(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16));  // varlen_attention.pto:47:44
         TASSIGN(t68, 0);  // varlen_attention.pto:47:44
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t68, t67);  // varlen_attention.pto:47:44
@@ -60,26 +71,26 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* t5
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k69 = 1; _k69 < (min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) + 15) / 16; ++_k69) {  // varlen_attention.pto:47:44
-            TileT70 t70(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+        for (int64_t _k69 = 1; _k69 < ceil_div(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)), 16); ++_k69) {  // varlen_attention.pto:47:44
+            TileT70 t70(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
             TASSIGN(t70, 0);  // varlen_attention.pto:47:44
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:47:44
             GmView2 t5_firstGm2(t5_first + _g63 * 16 * 16 + _k69 * 16, GmView2::Shape(t70.GetValidRow(), t70.GetValidCol()));  // varlen_attention.pto:47:44
             TLOAD(t70, t5_firstGm2);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT71 t71(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TileT71 t71(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16), min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
             TASSIGN(t71, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t71, t70);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT72 t72(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TileT72 t72(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
             TASSIGN(t72, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:47:44
             GmView3 v_tile_view_firstGm3(v_tile_view_first + _k69 * 16 * v_tile_view_first_stride0, GmView3::Shape(t72.GetValidRow()), GmView3::Stride(v_tile_view_first_stride0));  // varlen_attention.pto:47:44
             TLOAD(t72, v_tile_view_firstGm3);  // varlen_attention.pto:47:44
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT73 t73(min_i64(min_i64(max_i64(min_i64(16, s1 - k_start), 0), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
+            TileT73 t73(min_i64(min_i64(min_i64(16, s1 - k_start), min_i64(max_i64(v_TK - k_start, 0), 16)) - _k69 * 16, 16));  // varlen_attention.pto:47:44
             TASSIGN(t73, 0);  // varlen_attention.pto:47:44
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t73, t72);  // varlen_attention.pto:47:44
@@ -92,7 +103,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* t5
         using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, 64, 1>>;  // varlen_attention.pto:47:44
         GmView4 oi_updateGm4(oi_update + _g63 * 16 * 64, GmView4::Shape(t64.GetValidRow()));  // varlen_attention.pto:47:44
         TSTORE(oi_updateGm4, t64);  // varlen_attention.pto:47:44
-        TileT75 t75(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:48:29
+        TileT75 t75(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:48:29
         TASSIGN(t75, 0);  // varlen_attention.pto:48:29
         using GmView5 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:48:29
         GmView5 lij_firstGm5(lij_first + _g63 * 16, GmView5::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
@@ -103,7 +114,7 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k5(__gm__ bfloat16_t* t5
         GmView6 li_updateGm6(li_update + _g63 * 16, GmView6::Shape(t75.GetValidRow()));  // varlen_attention.pto:48:29
         TSTORE(li_updateGm6, t75);  // varlen_attention.pto:48:29
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
-        TileT77 t77(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:49:29
+        TileT77 t77(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g63 * 16, 16));  // varlen_attention.pto:49:29
         TASSIGN(t77, 0);  // varlen_attention.pto:49:29
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         using GmView7 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, 1>, Stride<1, 1, 1, 1, 1>>;  // varlen_attention.pto:49:29

@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -17,37 +28,41 @@ AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ bfloat16_t* k_tile_view, int64_t k_tile_view_stride0, __gm__ bfloat16_t* q_tile_view, int64_t q_tile_view_stride0, __gm__ float* scores, __gm__ float* scores_scaled, int64_t v_TK, int32_t k_start, int64_t k_tile_idx, int32_t s1, int64_t v_TQ, int32_t q_start, int64_t q_tile_idx, int32_t s0, float softmax_scale)
 {
     using TileT83 = Tile<TileType::Mat, bfloat16_t, 64, 16, BLayout::RowMajor, 64, DYNAMIC, SLayout::ColMajor, 512>;
+    using TileT84 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT80 = TileAcc<float, 16, 16, DYNAMIC, DYNAMIC>;
     using TileT81 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT82 = TileLeft<bfloat16_t, 16, 64, DYNAMIC, 64>;
-    using TileT84 = TileRight<bfloat16_t, 64, 16, 64, DYNAMIC>;
     using TileT87 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
     using TileT88 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor, DYNAMIC, DYNAMIC>;
 
-    for (int64_t _g79 = 0; _g79 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_g79) {  // varlen_attention.pto:35:30
-        TileT83 t83(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
+    for (int64_t _g79 = 0; _g79 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g79) {  // varlen_attention.pto:35:30
+        TileT83 t83(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
         TASSIGN(t83, 0);  // varlen_attention.pto:35:30
+        TileT84 t84(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
+        TASSIGN(t84, 0);  // varlen_attention.pto:35:30
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, 64, DYNAMIC>, Stride<1, 1, 1, 1, DYNAMIC>, Layout::DN>;  // varlen_attention.pto:35:30
         GmView0 k_tile_viewGm0(k_tile_view + _g79 * 16 * k_tile_view_stride0, GmView0::Shape(t83.GetValidCol()), GmView0::Stride(k_tile_view_stride0));  // varlen_attention.pto:35:30
         TLOAD(t83, k_tile_viewGm0);  // varlen_attention.pto:35:30
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        for (int64_t _g78 = 0; _g78 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g78) {  // varlen_attention.pto:35:30
-            TileT80 t80(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
+        TMOV(t84, t83);  // varlen_attention.pto:35:30
+        set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+        wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
+        for (int64_t _g78 = 0; _g78 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g78) {  // varlen_attention.pto:35:30
+            TileT80 t80(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t80, 0);  // varlen_attention.pto:35:30
-            TileT81 t81(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t81, 2048);  // varlen_attention.pto:35:30
+            TileT81 t81(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
+            TASSIGN(t81, 0);  // varlen_attention.pto:35:30
             using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:35:30
             GmView1 q_tile_viewGm1(q_tile_view + _g78 * 16 * q_tile_view_stride0, GmView1::Shape(t81.GetValidRow()), GmView1::Stride(q_tile_view_stride0));  // varlen_attention.pto:35:30
             TLOAD(t81, q_tile_viewGm1);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT82 t82(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
+            TileT82 t82(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16));  // varlen_attention.pto:35:30
             TASSIGN(t82, 0);  // varlen_attention.pto:35:30
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t82, t81);  // varlen_attention.pto:35:30
-            TileT84 t84(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:35:30
-            TASSIGN(t84, 0);  // varlen_attention.pto:35:30
-            TMOV(t84, t83);  // varlen_attention.pto:35:30
             set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
             TMATMUL(t80, t82, t84);  // varlen_attention.pto:35:30
@@ -57,14 +72,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k6(__gm__ bfloat16_t* k_
             GmView2 scoresGm2(scores + _g78 * 16 * 16 + _g79 * 16, GmView2::Shape(t80.GetValidRow(), t80.GetValidCol()));  // varlen_attention.pto:35:30
             TSTORE(scoresGm2, t80);  // varlen_attention.pto:35:30
             set_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
-            TileT87 t87(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
+            TileT87 t87(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t87, 0);  // varlen_attention.pto:36:37
             wait_flag(PIPE_FIX, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:36:37
             GmView3 scoresGm3(scores + _g78 * 16 * 16 + _g79 * 16, GmView3::Shape(t87.GetValidRow(), t87.GetValidCol()));  // varlen_attention.pto:36:37
             TLOAD(t87, scoresGm3);  // varlen_attention.pto:36:37
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT88 t88(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
+            TileT88 t88(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g78 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g79 * 16, 16));  // varlen_attention.pto:36:37
             TASSIGN(t88, 1024);  // varlen_attention.pto:36:37
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TMULS(t88, t87, softmax_scale);  // varlen_attention.pto:36:37

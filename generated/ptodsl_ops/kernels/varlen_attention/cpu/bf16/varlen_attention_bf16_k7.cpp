@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -31,19 +42,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     using TileTmp0 = Tile<TileType::Vec, float, 16, 16, BLayout::RowMajor>;
     using TileTmp1 = Tile<TileType::Vec, float, 16, 8, BLayout::RowMajor, DYNAMIC, 8>;
 
-    for (int64_t _g89 = 0; _g89 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g89) {  // varlen_attention.pto:37:27
-        TileT90 t90(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
+    for (int64_t _g89 = 0; _g89 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g89) {  // varlen_attention.pto:37:27
+        TileT90 t90(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
         TASSIGN(t90, 0);  // varlen_attention.pto:37:27
         TEXPANDS(t90, -__builtin_inff());  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k91 = 0; _k91 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_k91) {  // varlen_attention.pto:37:27
-            TileT92 t92(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k91 * 16, 16));  // varlen_attention.pto:37:27
+        for (int64_t _k91 = 0; _k91 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k91) {  // varlen_attention.pto:37:27
+            TileT92 t92(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k91 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t92, 512);  // varlen_attention.pto:37:27
             using GmView0 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:37:27
             GmView0 scores_scaledGm0(scores_scaled + _g89 * 16 * 16 + _k91 * 16, GmView0::Shape(t92.GetValidRow(), t92.GetValidCol()));  // varlen_attention.pto:37:27
             TLOAD(t92, scores_scaledGm0);  // varlen_attention.pto:37:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT93 t93(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
+            TileT93 t93(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:37:27
             TASSIGN(t93, 1536);  // varlen_attention.pto:37:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp0;  // varlen_attention.pto:37:27
@@ -60,17 +71,17 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
         TSTORE(mijGm1, t90);  // varlen_attention.pto:37:27
         pipe_barrier(PIPE_V);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
-        for (int64_t _g95 = 0; _g95 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_g95) {  // varlen_attention.pto:38:31
-            TileT96 t96(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
+        for (int64_t _g95 = 0; _g95 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g95) {  // varlen_attention.pto:38:31
+            TileT96 t96(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t96, 512);  // varlen_attention.pto:38:31
             using GmView2 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:31
             GmView2 scores_scaledGm2(scores_scaled + _g89 * 16 * 16 + _g95 * 16, GmView2::Shape(t96.GetValidRow(), t96.GetValidCol()));  // varlen_attention.pto:38:31
             TLOAD(t96, scores_scaledGm2);  // varlen_attention.pto:38:31
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT99 t99(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
+            TileT99 t99(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g95 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(t99, 1536);  // varlen_attention.pto:38:31
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileTmp1 tmp1(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:38:31
+            TileTmp1 tmp1(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g89 * 16, 16));  // varlen_attention.pto:38:31
             TASSIGN(tmp1, 2560);  // varlen_attention.pto:38:31
             TROWEXPAND(tmp1, t90);  // varlen_attention.pto:38:31
             pipe_barrier(PIPE_V);  // varlen_attention.pto:38:31
@@ -95,15 +106,15 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-    for (int64_t _g100 = 0; _g100 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g100) {  // varlen_attention.pto:38:27
-        for (int64_t _g101 = 0; _g101 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_g101) {  // varlen_attention.pto:38:27
-            TileT102 t102(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g100 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g101 * 16, 16));  // varlen_attention.pto:38:27
+    for (int64_t _g100 = 0; _g100 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g100) {  // varlen_attention.pto:38:27
+        for (int64_t _g101 = 0; _g101 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g101) {  // varlen_attention.pto:38:27
+            TileT102 t102(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g100 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g101 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t102, 0);  // varlen_attention.pto:38:27
             using GmView4 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:38:27
             GmView4 t0Gm4(t0 + _g100 * 16 * 16 + _g101 * 16, GmView4::Shape(t102.GetValidRow(), t102.GetValidCol()));  // varlen_attention.pto:38:27
             TLOAD(t102, t0Gm4);  // varlen_attention.pto:38:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT103 t103(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g100 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g101 * 16, 16));  // varlen_attention.pto:38:27
+            TileT103 t103(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g100 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g101 * 16, 16));  // varlen_attention.pto:38:27
             TASSIGN(t103, 1024);  // varlen_attention.pto:38:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TEXP(t103, t102);  // varlen_attention.pto:38:27
@@ -127,19 +138,19 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
     wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID1);
     wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-    for (int64_t _g104 = 0; _g104 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g104) {  // varlen_attention.pto:39:27
-        TileT105 t105(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16));  // varlen_attention.pto:39:27
+    for (int64_t _g104 = 0; _g104 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g104) {  // varlen_attention.pto:39:27
+        TileT105 t105(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16));  // varlen_attention.pto:39:27
         TASSIGN(t105, 0);  // varlen_attention.pto:39:27
         TEXPANDS(t105, 0.0f);  // varlen_attention.pto:39:27
         pipe_barrier(PIPE_V);
-        for (int64_t _k106 = 0; _k106 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_k106) {  // varlen_attention.pto:39:27
-            TileT107 t107(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k106 * 16, 16));  // varlen_attention.pto:39:27
+        for (int64_t _k106 = 0; _k106 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k106) {  // varlen_attention.pto:39:27
+            TileT107 t107(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k106 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t107, 512);  // varlen_attention.pto:39:27
             using GmView6 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:39:27
             GmView6 pijGm6(pij + _g104 * 16 * 16 + _k106 * 16, GmView6::Shape(t107.GetValidRow(), t107.GetValidCol()));  // varlen_attention.pto:39:27
             TLOAD(t107, pijGm6);  // varlen_attention.pto:39:27
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
-            TileT108 t108(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16));  // varlen_attention.pto:39:27
+            TileT108 t108(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16));  // varlen_attention.pto:39:27
             TASSIGN(t108, 1536);  // varlen_attention.pto:39:27
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID1);
             TileTmp0 tmp2;  // varlen_attention.pto:39:27
@@ -162,14 +173,14 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k7(__gm__ float* scores_
         wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
         wait_flag(PIPE_V, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _g110 = 0; _g110 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_g110) {  // varlen_attention.pto:51:38
-            TileT111 t111(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
+        for (int64_t _g110 = 0; _g110 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_g110) {  // varlen_attention.pto:51:38
+            TileT111 t111(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t111, 0);  // varlen_attention.pto:51:38
             using GmView8 = GlobalTensor<float, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:38
             GmView8 pijGm8(pij + _g104 * 16 * 16 + _g110 * 16, GmView8::Shape(t111.GetValidRow(), t111.GetValidCol()));  // varlen_attention.pto:51:38
             TLOAD(t111, pijGm8);  // varlen_attention.pto:51:38
             set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
-            TileT112 t112(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
+            TileT112 t112(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g104 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _g110 * 16, 16));  // varlen_attention.pto:51:38
             TASSIGN(t112, 1024);  // varlen_attention.pto:51:38
             wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
             TCVT(t112, t111, RoundMode::CAST_RINT);  // varlen_attention.pto:51:38

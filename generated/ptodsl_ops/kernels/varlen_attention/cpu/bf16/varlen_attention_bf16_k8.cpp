@@ -4,6 +4,17 @@
 
 using namespace pto;
 
+AICORE static inline constexpr int64_t floor_div(int64_t a, int64_t b)
+{
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
+{
+    return -floor_div(-a, b);
+}
+
 AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
 {
     return b < a ? b : a;
@@ -26,28 +37,28 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k8(__gm__ bfloat16_t* t6
     using TileT122 = Tile<TileType::Mat, bfloat16_t, 16, 64, BLayout::ColMajor, DYNAMIC, 64, SLayout::RowMajor, 512>;
     using TileT123 = TileRight<bfloat16_t, 16, 64, DYNAMIC, 64>;
 
-    for (int64_t _g113 = 0; _g113 < (min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) + 15) / 16; ++_g113) {  // varlen_attention.pto:51:31
-        TileT114 t114(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16));  // varlen_attention.pto:51:31
+    for (int64_t _g113 = 0; _g113 < ceil_div(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)), 16); ++_g113) {  // varlen_attention.pto:51:31
+        TileT114 t114(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16));  // varlen_attention.pto:51:31
         TASSIGN(t114, 0);  // varlen_attention.pto:51:31
-        TileT115 t115(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT115 t115(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t115, 0);  // varlen_attention.pto:51:31
         using GmView0 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
         GmView0 t6Gm0(t6 + _g113 * 16 * 16, GmView0::Shape(t115.GetValidRow(), t115.GetValidCol()));  // varlen_attention.pto:51:31
         TLOAD(t115, t6Gm0);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT116 t116(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT116 t116(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t116, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t116, t115);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        TileT117 t117(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT117 t117(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t117, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
         using GmView1 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
         GmView1 v_tile_viewGm1(v_tile_view, GmView1::Shape(t117.GetValidRow()), GmView1::Stride(v_tile_view_stride0));  // varlen_attention.pto:51:31
         TLOAD(t117, v_tile_viewGm1);  // varlen_attention.pto:51:31
         set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-        TileT118 t118(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
+        TileT118 t118(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16));  // varlen_attention.pto:51:31
         TASSIGN(t118, 0);  // varlen_attention.pto:51:31
         wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
         TMOV(t118, t117);  // varlen_attention.pto:51:31
@@ -58,26 +69,26 @@ extern "C" __global__ AICORE void varlen_attention_bf16_k8(__gm__ bfloat16_t* t6
         set_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_M, PIPE_MTE1, EVENT_ID0);
         wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-        for (int64_t _k119 = 1; _k119 < (min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) + 15) / 16; ++_k119) {  // varlen_attention.pto:51:31
-            TileT120 t120(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
+        for (int64_t _k119 = 1; _k119 < ceil_div(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)), 16); ++_k119) {  // varlen_attention.pto:51:31
+            TileT120 t120(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t120, 0);  // varlen_attention.pto:51:31
             using GmView2 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, DYNAMIC>, Stride<1, 1, 1, 16, 1>>;  // varlen_attention.pto:51:31
             GmView2 t6Gm2(t6 + _g113 * 16 * 16 + _k119 * 16, GmView2::Shape(t120.GetValidRow(), t120.GetValidCol()));  // varlen_attention.pto:51:31
             TLOAD(t120, t6Gm2);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT121 t121(min_i64(min_i64(max_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, 0), min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
+            TileT121 t121(min_i64(min_i64(min_i64(q_tile_idx * 16 + 16, s0 - q_start) - q_tile_idx * 16, min_i64(max_i64(v_TQ - (q_start + q_tile_idx * 16), 0), 16)) - _g113 * 16, 16), min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t121, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t121, t120);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
-            TileT122 t122(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
+            TileT122 t122(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t122, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE1, PIPE_MTE2, EVENT_ID0);
             using GmView3 = GlobalTensor<bfloat16_t, Shape<1, 1, 1, DYNAMIC, 64>, Stride<1, 1, 1, DYNAMIC, 1>>;  // varlen_attention.pto:51:31
             GmView3 v_tile_viewGm3(v_tile_view + _k119 * 16 * v_tile_view_stride0, GmView3::Shape(t122.GetValidRow()), GmView3::Stride(v_tile_view_stride0));  // varlen_attention.pto:51:31
             TLOAD(t122, v_tile_viewGm3);  // varlen_attention.pto:51:31
             set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
-            TileT123 t123(min_i64(min_i64(max_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, 0), min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
+            TileT123 t123(min_i64(min_i64(min_i64(k_tile_idx * 16 + 16, s1 - k_start) - k_tile_idx * 16, min_i64(max_i64(v_TK - (k_start + k_tile_idx * 16), 0), 16)) - _k119 * 16, 16));  // varlen_attention.pto:51:31
             TASSIGN(t123, 0);  // varlen_attention.pto:51:31
             wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
             TMOV(t123, t122);  // varlen_attention.pto:51:31
