@@ -43,11 +43,6 @@ AICORE static inline constexpr int64_t ceil_div(int64_t a, int64_t b)
     return -floor_div(-a, b);
 }
 
-AICORE static inline constexpr int64_t min_i64(int64_t a, int64_t b)
-{
-    return b < a ? b : a;
-}
-
 AICORE static inline constexpr int64_t max_i64(int64_t a, int64_t b)
 {
     return b > a ? b : a;
@@ -69,7 +64,7 @@ extern "C" int matmul_f32(float* a, float* b, float* c, int64_t K, int64_t M, in
 #endif
     try {
     {  // matmul.pto:3:12
-        const int64_t matmul_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128, max_i64(ceil_div((N + 127) / 128, max_i64(24 / max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1), 1)), 1)), 1) * max_i64(ceil_div((M + 255) / 256, ceil_div((M + 255) / 256, max_i64(min_i64(24 / max_i64((N + 127) / 128, 1), (M + 255) / 256), 1))), 1);  // matmul.pto:3:12
+        const int64_t matmul_f32_k0_blocks = max_i64(ceil_div((N + 127) / 128 * ((M + 255) / 256), max_i64(((N + 127) / 128 * ((M + 255) / 256) + 23) / 24, 1)), 1);  // matmul.pto:3:12
         bool matmul_f32_k0_block_no_memory = false;
         #pragma omp parallel for schedule(static)
         for (int64_t matmul_f32_k0_block = 0; matmul_f32_k0_block < matmul_f32_k0_blocks; ++matmul_f32_k0_block) {  // matmul.pto:3:12
