@@ -147,16 +147,17 @@ class _Partitioner:
         the control program does in their place: allocate the kernel's workspaces, then launch it."""
         kind = kind or kind_of(ops[0])
         name = f"{self.func.name}_k{next(self.counter)}"
-        func, allocs, tensors, free = self.build(ops, name)
+        func, allocs, tensors, free = self.build(ops, name, kind)
         self.kernels.append(func)
         return [*allocs, Op("launch", tensors, {"kernel": name, "scalars": tuple(sym.Sym(s) for s in free)},
                             span=ops[0].span)]
 
-    def build(self, ops: list[Op], name: str) -> tuple[Func, list[Op], list[Value], list[str]]:
+    def build(self, ops: list[Op], name: str, kind: str | None = None) -> tuple[Func, list[Op], list[Value],
+                                                                            list[str]]:
         """The compute kernel ``name`` running ``ops`` (which it takes over: its workspaces' allocs
         move out of them, its tensors become its parameters), the workspaces' allocs, the tensors it
         is launched with and the symbols it takes as scalars."""
-        kind = kind_of(ops[0])
+        kind = kind or kind_of(ops[0])
         allocs = hoist_workspaces(ops)
         tensors: list[Value] = []
         defined: set[str] = set()

@@ -375,7 +375,9 @@ def test_the_packaged_npu_build(pkg: ModuleType):
     folder = Path(pkg.__file__).parent / "kernels" / "softmax_long" / "npu" / "f32"
     plan = json.loads((folder / "build.json").read_text())
     assert plan["entry"] == "softmax_long_f32" and plan["host"] == "host.cpp"
-    assert [(k["name"], k["core"]) for k in plan["kernels"]] == [("softmax_long_f32_k0", "vector")]
+    # the one-pass version for rows that fit the UB and the multi-pass loop (passes/tile_fit.py)
+    assert [(k["name"], k["core"]) for k in plan["kernels"]] == [("softmax_long_f32_k0", "vector"),
+                                                                ("softmax_long_f32_k1", "vector")]
     assert [p["kind"] for p in plan["params"]] == ["tensor", "tensor", "symbol", "symbol", "poison"]
     kernel = (folder / "softmax_long_f32_k0.cpp").read_text()
     # the kernel's code is the CPU build's file, included; the unit adds the launcher
@@ -391,9 +393,10 @@ def test_the_packaged_npu_build(pkg: ModuleType):
             'int poison)' in host)
     # the rows are the kernel's blocks: one launch of them all
     assert "softmax_long_f32_k0_launch(softmax_long_f32_k0_blocks, ptodsl_stream, x, y, B, N);" in host
-    # a GM local of the spec (tensor_sum's accumulator row) is a device workspace of the host program
+    # a GM workspace of the call (tensor_sum's partial accumulator rows, passes/splitred.py) is a
+    # device workspace of the host program
     sums = (Path(pkg.__file__).parent / "kernels" / "tensor_sum" / "npu" / "f32" / "host.cpp").read_text()
-    assert "DeviceWorkspace acc_bytes(N * static_cast<int64_t>(sizeof(float)), poison);" in sums
+    assert "DeviceWorkspace acc_parts_bytes(" in sums and "* N) * static_cast<int64_t>(sizeof(float)), poison);" in sums
     assert "aclrtMalloc(" in host and "aclrtSetDevice(device)" in host
     assert "__global__" not in host  # the host program launches; it defines no kernel
 
